@@ -1,0 +1,321 @@
+"""Lanczos tridiagonalization of a symmetric operator given only as a matvec on a pytree.
+
+Contract: `lanczos(matvec, v0, num_steps)` runs `num_steps` steps of the symmetric Lanczos recurrence
+(Lanczos 1950; Paige 1972's ordering "subtract β q_{i-1}, then take α", which is the stable variant) on the
+operator `v ↦ matvec(v)`, started at `v0 / ‖v0‖`. `matvec` maps a pytree to a pytree with the same structure as
+`v0` (a flat array is a valid pytree) and must be symmetric; it is never materialized. It returns a `LanczosResult`
+with the tridiagonal `T_k` (alphas, betas), its eigen-decomposition (Ritz values θ_i, residual bounds
+`|β_k s_{k,i}|`, first components `s_{1,i}` for Gauss quadrature) and diagnostics (orthogonality loss,
+breakdown flag and step). No project imports: this module only needs jax/numpy.
+
+Compile time does not grow with `num_steps`: the recurrence is one `lax.while_loop` body (the primitive
+`lax.fori_loop` lowers to) over a preallocated `[num_steps + 1, n]` basis of the flattened vector
+(`jax.flatten_util.ravel_pytree`); the HLO is the same for any `num_steps` up to shape constants.
+
+Reorthogonalization (`reorthogonalize=`):
+  * "full": every new vector is orthogonalized against all previous ones by classical Gram-Schmidt applied twice
+    (CGS2; Giraud, Langou & Rozložník 2005 show "twice is enough" for orthogonality to machine precision).
+    This removes the spurious duplicated ("ghost") Ritz values of finite-precision Lanczos (Paige 1976;
+    Strakoš 1991). Memory: (num_steps + 1)·n entries, checked against `max_basis_bytes` before any compute.
+  * "none": the plain three-term recurrence, O(n) memory. Orthogonality is then lost as soon as a Ritz value
+    converges (Paige 1976) and copies of converged eigenvalues appear; `orthogonality_loss` is then the estimate
+    of Simon's (1984) ω-recurrence, unless `return_basis=True`, in which case it is measured.
+
+Breakdown policy ("stop early"): if at step i (0-based) the new residual norm β_i ≤ tol·max_j‖A q_j‖ (an
+invariant subspace was found, e.g. a rank-deficient operator or a start vector in a few eigenvectors' span),
+the iteration stops. The result keeps the k = i + 1 completed steps; alphas/betas/Ritz arrays beyond them are
+zero and `ritz_mask` is False there; the Ritz values are those of the leading k×k block `T_k`, and β_i (tiny)
+gives their residual bounds. No division by the small β happens, so no NaN. A small final β at the last step
+(e.g. num_steps = n) is reported the same way: the Krylov space is invariant.
+
+Why our own code instead of `matfree.decomp.tridiag_sym` (matfree 0.6.3): matfree divides by β without a guard
+(`x = r / b`, so a breakdown gives NaN), its full reorthogonalization runs through a dense Arnoldi pass with no
+memory guard, and it returns neither Ritz bounds, orthogonality diagnostics nor a progress hook. tests/
+test_lanczos.py cross-checks our tridiagonal against matfree's on a well-conditioned matrix.
+"""
+import dataclasses
+import functools
+import time
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+REORTHOGONALIZATIONS = ("full", "none")
+DEFAULT_MAX_BASIS_BYTES = 4 * 2**30  # 4 GiB: a 100-step basis of a ~10M-parameter float32 model.
+BREAKDOWN_POLICY = ("stop early: the k steps before breakdown are kept, later entries are zero and masked; "
+                    "Ritz values are those of the leading k x k block T_k")
+
+
+@dataclasses.dataclass(frozen=True)
+class LanczosResult:
+    """Output of `lanczos`. m = num_steps requested, k = num_steps_taken ≤ m.
+
+    Attributes:
+      alphas: [m] diagonal of T; zero beyond k.
+      betas: [m] betas[i] = ‖r_i‖ couples q_i and q_{i+1}; betas[:k-1] is T_k's off-diagonal, betas[k-1] the final
+        residual norm β_k (tiny after a breakdown); zero beyond k.
+      num_steps_taken: int32 scalar k.
+      ritz_values: [m] eigenvalues of T_k ascending in the first k entries; zero beyond.
+      ritz_bounds: [m] |β_k s_{k,i}|: an eigenvalue of A lies within this distance of θ_i (Parlett 1998, Thm 13.1.1).
+      first_components: [m] s_{1,i}, first components of T_k's unit eigenvectors; Σ_i s_{1,i}² = 1 (quadrature weights).
+      ritz_mask: [m] True for the k valid entries.
+      eigenvectors: [m, m] eigenvectors S of T (column i ↔ ritz_values[i]); rows/columns beyond k are padding.
+      orthogonality_loss: scalar max_{i,j<k} |q_iᵀq_j − δ_ij|, measured or estimated (see `orthogonality`).
+      breakdown: bool scalar, True if β fell below the tolerance.
+      breakdown_step: int32 scalar, 0-based step of the breakdown, -1 if none.
+      basis: [m + 1, n] flat Lanczos vectors q_0..q_m (zero rows beyond k) if `return_basis`, else None.
+      reorthogonalize: "full" or "none" (static).
+      orthogonality: how `orthogonality_loss` was obtained (static text).
+      breakdown_policy: the policy applied on breakdown (static text).
+    """
+    alphas: jax.Array
+    betas: jax.Array
+    num_steps_taken: jax.Array
+    ritz_values: jax.Array
+    ritz_bounds: jax.Array
+    first_components: jax.Array
+    ritz_mask: jax.Array
+    eigenvectors: jax.Array
+    orthogonality_loss: jax.Array
+    breakdown: jax.Array
+    breakdown_step: jax.Array
+    basis: Optional[jax.Array]
+    reorthogonalize: str
+    orthogonality: str
+    breakdown_policy: str
+
+    def valid_ritz(self):
+        """Host-side helper: (ritz_values, ritz_bounds) of the k valid entries as numpy arrays (unbatched only)."""
+        k = int(self.num_steps_taken)
+        return np.asarray(self.ritz_values)[:k], np.asarray(self.ritz_bounds)[:k]
+
+
+jax.tree_util.register_dataclass(
+    LanczosResult,
+    data_fields=["alphas", "betas", "num_steps_taken", "ritz_values", "ritz_bounds", "first_components",
+                 "ritz_mask", "eigenvectors", "orthogonality_loss", "breakdown", "breakdown_step", "basis"],
+    meta_fields=["reorthogonalize", "orthogonality", "breakdown_policy"])
+
+
+def basis_bytes(num_steps: int, n: int, dtype) -> int:
+    """Bytes of the [num_steps + 1, n] Lanczos basis buffer in `dtype`."""
+    return (num_steps + 1) * n * np.dtype(dtype).itemsize
+
+
+def check_basis_memory(num_steps: int, n: int, dtype, max_basis_bytes: int) -> None:
+    """Raise ValueError if the basis of `num_steps` Lanczos vectors of size `n` exceeds `max_basis_bytes`."""
+    needed = basis_bytes(num_steps, n, dtype)
+    if needed > max_basis_bytes:
+        raise ValueError(
+            f"Lanczos basis too large: num_steps={num_steps}, n={n}, dtype={np.dtype(dtype).name} needs "
+            f"(num_steps + 1) * n * {np.dtype(dtype).itemsize} = {needed} bytes ({needed / 2**30:.2f} GiB) > "
+            f"max_basis_bytes={max_basis_bytes} ({max_basis_bytes / 2**30:.2f} GiB). Use fewer steps, raise "
+            f"max_basis_bytes, or reorthogonalize='none' (O(n) memory, no full reorthogonalization).")
+
+
+def progress_printer(label: str = "lanczos", print_fn: Callable[[str], None] = print):
+    """Return a `callback(step, num_steps)` for `lanczos(..., callback=...)` printing progress and ETA.
+
+    The clock starts at the first report, so the ETA excludes compile time.
+    """
+    state = {}
+
+    def callback(step, num_steps):
+        now = time.perf_counter()
+        t0, s0 = state.setdefault("start", (now, step))
+        rate = (now - t0) / max(step - s0, 1)
+        print_fn(f"{label}: step {step}/{num_steps}, {now - t0:.1f} s elapsed, ETA {rate * (num_steps - step):.1f} s")
+
+    return callback
+
+
+def ritz_vectors(result: LanczosResult) -> jax.Array:
+    """Ritz vectors y_i = V_k s_i as rows of a flat [m, n] array (zero rows beyond k; unravel to get pytrees).
+
+    Needs `return_basis=True`. With full reorthogonalization A y_i = θ_i y_i + β_k s_{k,i} q_k, so
+    ‖A y_i − θ_i y_i‖ = ritz_bounds[i].
+    """
+    if result.basis is None:
+        raise ValueError("ritz_vectors needs the basis: call lanczos(..., return_basis=True)")
+    m = result.eigenvectors.shape[-1]
+    return jnp.einsum("...jn,...ji->...in", result.basis[..., :m, :], result.eigenvectors)
+
+
+def check_reorthogonalize(name: str) -> None:
+    """Raise ValueError naming `name` and the valid choices unless it is in REORTHOGONALIZATIONS."""
+    if name not in REORTHOGONALIZATIONS:
+        raise ValueError(f"reorthogonalize={name!r} is not valid; valid choices: {list(REORTHOGONALIZATIONS)}")
+
+
+def _validate(num_steps, n, dtype, reorthogonalize, breakdown_tol, callback_every):
+    check_reorthogonalize(reorthogonalize)
+    if not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
+        raise ValueError(f"num_steps={num_steps!r} must be a positive int")
+    if num_steps > n:
+        raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator (Krylov dimension ≤ n)")
+    if not (jnp.issubdtype(dtype, jnp.floating)):
+        raise ValueError(f"v0 must have a real floating dtype, got dtype={dtype}")
+    if breakdown_tol is not None and not (0 < breakdown_tol < 1):
+        raise ValueError(f"breakdown_tol={breakdown_tol!r} must be None or in (0, 1)")
+    if not isinstance(callback_every, (int, np.integer)) or callback_every < 1:
+        raise ValueError(f"callback_every={callback_every!r} must be a positive int")
+
+
+def _omega_update(om_prev, om_cur, alphas, betas, i, alpha, beta, eps, n):
+    """Simon (1984) ω-recurrence: estimate ω_{i+1,j} ≈ q_{i+1}ᵀq_j (j ≤ i+1) from T alone, O(m) per step.
+
+    β_i ω_{i+1,j} = β_j ω_{i,j+1} + (α_j − α_i) ω_{i,j} + β_{j−1} ω_{i,j−1} − β_{i−1} ω_{i−1,j}, plus a rounding
+    term of size ε(β_i + β_j) added with the sign of the value (pessimistic); ω_{i+1,i} = ε√n, ω_{i+1,i+1} = 1.
+    """
+    size = om_cur.shape[0]
+    j = jnp.arange(size)
+    beta_j = jnp.concatenate([betas, jnp.zeros((1,), betas.dtype)])       # β_j, j = 0..m
+    beta_jm1 = jnp.concatenate([jnp.zeros((1,), betas.dtype), betas])     # β_{j-1}
+    alpha_j = jnp.concatenate([alphas, jnp.zeros((1,), alphas.dtype)])
+    up = jnp.concatenate([om_cur[1:], jnp.zeros((1,), om_cur.dtype)])     # ω_{i,j+1}
+    down = jnp.concatenate([jnp.zeros((1,), om_cur.dtype), om_cur[:-1]])  # ω_{i,j-1}
+    beta_im1 = jnp.where(i > 0, betas[jnp.maximum(i - 1, 0)], 0.0)
+    raw = beta_j * up + (alpha_j - alpha) * om_cur + beta_jm1 * down - beta_im1 * om_prev
+    raw = raw + jnp.sign(raw) * eps * (beta + beta_j)
+    safe_beta = jnp.where(beta > 0, beta, 1.0)
+    # |q_iᵀq_j| ≤ 1 for unit vectors: clipping keeps the estimate meaningful after orthogonality is lost.
+    om_next = jnp.where(j < i, jnp.clip(raw / safe_beta, -1.0, 1.0), 0.0)
+    om_next = jnp.where(j == i, eps * np.sqrt(n), om_next)
+    om_next = jnp.where(j == i + 1, 1.0, om_next)
+    return om_next.astype(om_cur.dtype)
+
+
+def _tridiagonal_eigh(alphas, betas, k):
+    """Eigen-decomposition of the leading k×k block of T with fixed [m] shapes (k traced).
+
+    The trailing diagonal is set to c = 2·G + 1 (G a Gershgorin bound of T_k) and decoupled, so the k smallest
+    eigenvalues of the padded matrix are exactly those of T_k and their eigenvectors live on the first k rows.
+    """
+    m = alphas.shape[0]
+    idx = jnp.arange(m)
+    valid = idx < k
+    a = jnp.where(valid, alphas, 0.0)
+    off = jnp.where(idx[:-1] < k - 1, betas[:-1], 0.0)
+    off_abs = jnp.abs(off)
+    gersh = jnp.max(jnp.abs(a) + jnp.pad(off_abs, (1, 0)) + jnp.pad(off_abs, (0, 1)))
+    diag = jnp.where(valid, a, 2.0 * gersh + 1.0)
+    t_mxm = jnp.diag(diag) + jnp.diag(off, 1) + jnp.diag(off, -1)
+    theta, s_mxm = jnp.linalg.eigh(t_mxm)
+    s_mxm = jnp.where(valid[:, None] & valid[None, :], s_mxm, 0.0)
+    beta_k = betas[k - 1]
+    bounds = jnp.abs(beta_k * s_mxm[k - 1, :])
+    return (jnp.where(valid, theta, 0.0), jnp.where(valid, bounds, 0.0), s_mxm[0, :], valid, s_mxm)
+
+
+# Setup and post-processing are pure array functions under jit (compiled once per shape, instead of dozens of
+# op-by-op compilations when `lanczos` is called eagerly); the loop itself stays outside so that arrays the matvec
+# closes over (e.g. model parameters) are loop operands, not constants embedded in a compiled program.
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _initial_state(v0_flat, m, store):
+    norm0 = jnp.linalg.norm(v0_flat)
+    q0 = v0_flat / jnp.where(norm0 > 0, norm0, 1.0)  # a zero v0 breaks down at step 0 instead of giving NaN
+    dtype = v0_flat.dtype
+    basis = jnp.zeros((m + 1, q0.shape[0]), dtype).at[0].set(q0) if store else None
+    zeros_m = jnp.zeros((m,), dtype)
+    om = jnp.zeros((m + 1,), dtype).at[0].set(1.0)
+    return dict(i=jnp.int32(0), active=jnp.bool_(True), q_prev=jnp.zeros_like(q0), q_cur=q0, basis=basis,
+                alphas=zeros_m, betas=zeros_m, anorm=jnp.zeros((), dtype), breakdown_step=jnp.int32(-1),
+                om_prev=jnp.zeros_like(om), om_cur=om, om_max=jnp.zeros((), dtype))
+
+
+@jax.jit
+def _finalize(alphas, betas, k, breakdown_step, basis, om_max):
+    ritz_values, ritz_bounds, first, mask, s_mxm = _tridiagonal_eigh(alphas, betas, k)
+    m = alphas.shape[0]
+    valid = jnp.arange(m) < k
+    if basis is None:
+        loss = om_max
+    else:  # max_{i,j<k} |q_iᵀq_j − δ_ij| over the valid rows
+        v_mxn = basis[:m]
+        gram = v_mxn @ v_mxn.T - jnp.eye(m, dtype=basis.dtype)
+        loss = jnp.max(jnp.where(mask[:, None] & mask[None, :], jnp.abs(gram), 0.0))
+    return dict(alphas=jnp.where(valid, alphas, 0.0), betas=jnp.where(valid, betas, 0.0), num_steps_taken=k,
+                ritz_values=ritz_values, ritz_bounds=ritz_bounds, first_components=first, ritz_mask=mask,
+                eigenvectors=s_mxm, orthogonality_loss=loss, breakdown=breakdown_step >= 0,
+                breakdown_step=breakdown_step)
+
+
+def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogonalize: str = "full",
+            breakdown_tol: Optional[float] = None, return_basis: bool = False,
+            max_basis_bytes: int = DEFAULT_MAX_BASIS_BYTES,
+            callback: Optional[Callable[[int, int], None]] = None, callback_every: int = 10) -> LanczosResult:
+    """Run `num_steps` Lanczos steps on a symmetric operator (see the module docstring for the contract).
+
+    Args:
+      matvec: symmetric linear map, pytree -> pytree with the structure of `v0`. Traced once.
+      v0: start vector (pytree, real floating dtype; its dtype sets the computation dtype); normalized here.
+      num_steps: m, the maximal number of matvecs; 1 ≤ m ≤ n (n = total size of `v0`).
+      reorthogonalize: "full" (CGS2 against all previous vectors) or "none" (three-term recurrence, O(n) memory).
+      breakdown_tol: stop when β_i ≤ breakdown_tol · max_j ‖A q_j‖. Default √ε of the dtype (1.5e-8 in float64,
+        3.5e-4 in float32): Ritz values of T_k then have residual ≤ √ε‖A‖, i.e. they are converged.
+      return_basis: also return the [m + 1, n] flat basis (for Ritz vectors V S); with "none" this makes the
+        memory O(m·n) again and the orthogonality loss measured rather than estimated.
+      max_basis_bytes: raise ValueError before any compute if the basis needs more bytes than this.
+      callback: optional host function `callback(step, num_steps)` called through `jax.debug.callback` every
+        `callback_every` steps (e.g. `progress_printer()`); it does not change the loop's compiled structure.
+      callback_every: reporting period in steps.
+
+    Returns:
+      A `LanczosResult`.
+    """
+    v0_flat, unravel = ravel_pytree(v0)
+    n, dtype = v0_flat.shape[0], v0_flat.dtype
+    _validate(num_steps, n, dtype, reorthogonalize, breakdown_tol, callback_every)
+    store = reorthogonalize == "full" or return_basis
+    if store:
+        check_basis_memory(num_steps, n, dtype, max_basis_bytes)
+    m = int(num_steps)
+    eps = float(jnp.finfo(dtype).eps)
+    tol = float(np.sqrt(eps)) if breakdown_tol is None else float(breakdown_tol)
+
+    def matvec_flat(x):
+        return ravel_pytree(matvec(unravel(x)))[0].astype(dtype)
+
+    state = _initial_state(v0_flat, m, store)
+
+    def body(s):
+        i = s["i"]
+        beta_prev = jnp.where(i > 0, s["betas"][jnp.maximum(i - 1, 0)], 0.0)
+        w = matvec_flat(s["q_cur"])
+        anorm = jnp.maximum(s["anorm"], jnp.linalg.norm(w))
+        w = w - beta_prev * s["q_prev"]
+        alpha = jnp.vdot(s["q_cur"], w)
+        w = w - alpha * s["q_cur"]
+        if reorthogonalize == "full":
+            filled = (jnp.arange(m + 1) <= i).astype(dtype)  # rows q_0..q_i; later rows are not yet written
+            for _ in range(2):  # CGS2: "twice is enough" (Giraud, Langou & Rozložník 2005)
+                w = w - (filled * (s["basis"] @ w)) @ s["basis"]
+        beta = jnp.linalg.norm(w)
+        broke = beta <= tol * anorm
+        q_next = jnp.where(broke, 0.0, w / jnp.where(broke, 1.0, beta))
+        out = dict(s, i=i + 1, active=~broke, q_prev=s["q_cur"], q_cur=q_next, anorm=anorm,
+                   alphas=s["alphas"].at[i].set(alpha), betas=s["betas"].at[i].set(beta),
+                   breakdown_step=jnp.where(broke, i, s["breakdown_step"]))
+        if store:
+            out["basis"] = s["basis"].at[i + 1].set(q_next)
+        if reorthogonalize == "none" and not return_basis:
+            om_next = _omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
+            om_next = jnp.where(broke, s["om_cur"], om_next)
+            j = jnp.arange(m + 1)
+            # loss among q_0..q_{i+1}; q_{i+1} only enters T if the next step is taken, hence the mask with i+1<m.
+            cur_loss = jnp.max(jnp.where((j <= i) & (i + 1 < m) & ~broke, jnp.abs(om_next), 0.0))
+            out.update(om_prev=s["om_cur"], om_cur=om_next, om_max=jnp.maximum(s["om_max"], cur_loss))
+        if callback is not None:
+            report = ((i + 1) % callback_every == 0) | (i + 1 == m) | broke
+            jax.lax.cond(report, lambda: jax.debug.callback(callback, i + 1, m), lambda: None)
+        return out
+
+    s = jax.lax.while_loop(lambda s: (s["i"] < m) & s["active"], body, state)
+    out = _finalize(s["alphas"], s["betas"], s["i"], s["breakdown_step"], s["basis"], s["om_max"])
+    how = ("measured: max|V_k^T V_k - I| over the k Lanczos vectors" if store else
+           "estimated: Simon (1984) omega recurrence (reorthogonalize='none', basis not stored)")
+    return LanczosResult(**out, basis=s["basis"] if return_basis else None, reorthogonalize=reorthogonalize,
+                         orthogonality=how, breakdown_policy=BREAKDOWN_POLICY)

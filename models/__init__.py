@@ -1,0 +1,28 @@
+"""Transformer models (Flax Linen) with pluggable norm placement, residual rule, attention scale, parameterization.
+
+Public API:
+- `get_model(model_config) -> nn.Module`: the model for a frozen `ModelConfig`.
+- `param_roles(params)`: role / stack / layer / fans of every parameter (see `models.roles`).
+- `ModelConfig`: the frozen, validated config; `ModelConfig.from_config(cfg.model, vocab_size=...)`.
+- `lr_multipliers(params, config)`: µP per-parameter learning-rate multipliers (1 for SP/NTK).
+- `scheduled_alpha_update`: the update rule of the `scheduled` residual's α.
+
+Dimension legend for shape-suffixed names: B batch, L length (S source, T target, Q query, K key), D d_model,
+H heads, K head_dim inside attention, F d_ff, V vocabulary. This package imports nothing else of the project.
+"""
+
+import flax.linen as nn
+
+from models.config import ModelConfig, PRESETS
+from models.parameterization import lr_multipliers
+from models.residual import ALPHA_COLLECTION, scheduled_alpha_update
+from models.roles import ParamRole, ROLES, param_roles
+from models.transformer import Transformer
+
+
+def get_model(model_config: ModelConfig) -> nn.Module:
+  """The Transformer for `model_config` (a frozen ModelConfig, never a ConfigDict)."""
+  if not isinstance(model_config, ModelConfig):
+    raise TypeError(f"get_model takes a models.ModelConfig (build it with ModelConfig.from_config), "
+                    f"got {type(model_config).__name__}")
+  return Transformer(model_config)

@@ -1,0 +1,80 @@
+"""Multi-head dot-product attention with a configurable logit scale and optional recorded statistics.
+
+Logit scale (`attention_logit_scale`, SCIENCE §4):
+- `sqrt_dk`: logits = q·k/√d_k (Vaswani et al. 2017, eq. 1). For q, k with iid unit-variance entries
+  E[(q·k)²] = d_k, so unscaled logits have std √d_k and softmax is nearly one-hot at init.
+- `none`: logits = q·k (T5, Raffel et al. 2020; the compensation sits in the query init, see `init/`).
+- `dk`: logits = q·k/d_k (µP, Yang et al. 2022 "Tensor Programs V", §C).
+
+When the `intermediates` collection is mutable (analysis only; in the train step it is not, so nothing is computed)
+the layer records per head: the std of the logits over unmasked (query, key) pairs, the entropy of the attention
+distribution and its max probability, both averaged over queries that attend to at least one key.
+"""
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from models.dense import Dense
+from models.parameterization import default_kernel_init, hidden_multiplier
+
+
+def logit_scale(kind: str, head_dim: int) -> float:
+  """The constant multiplying q·k (see module docstring)."""
+  return {"sqrt_dk": head_dim**-0.5, "none": 1.0, "dk": 1.0 / head_dim}[kind]
+
+
+def _masked_head_stats(logits_BxHxQxK, probs_BxHxQxK, mask_BxHxQxK):
+  """Per-head logit std, attention entropy and max probability over valid positions."""
+  m = mask_BxHxQxK.astype(jnp.float32)
+  n = jnp.maximum(m.sum(axis=(0, 2, 3)), 1.0)
+  mean_H = (logits_BxHxQxK * m).sum(axis=(0, 2, 3)) / n
+  var_H = (jnp.square(logits_BxHxQxK - mean_H[None, :, None, None]) * m).sum(axis=(0, 2, 3)) / n
+  p = probs_BxHxQxK * m
+  entropy_BxHxQ = -jnp.sum(jnp.where(m > 0, p * jnp.log(jnp.maximum(p, 1e-30)), 0.0), axis=-1)
+  max_BxHxQ = jnp.max(p, axis=-1)
+  q_valid = (m.sum(-1) > 0).astype(jnp.float32)
+  nq = jnp.maximum(q_valid.sum(axis=(0, 2)), 1.0)
+  return (jnp.sqrt(var_H), (entropy_BxHxQ * q_valid).sum(axis=(0, 2)) / nq,
+          (max_BxHxQ * q_valid).sum(axis=(0, 2)) / nq)
+
+
+class MultiHeadAttention(nn.Module):
+  """Attention from `x_q_BxQxD` to `x_kv_BxKxD` under a boolean mask [B, 1, Q, K].
+
+  Attributes:
+    config: the frozen ModelConfig.
+  """
+  config: Any
+
+  @nn.compact
+  def __call__(self, x_q_BxQxD, x_kv_BxKxD, mask_Bx1xQxK, *, deterministic: bool = True):
+    c = self.config
+    h, k, d = c.num_heads, c.qkv_head_dim, x_q_BxQxD.shape[-1]
+    proj = lambda name: Dense((h, k), axis=-1, use_bias=c.use_bias, multiplier=hidden_multiplier(c, d),
+                              kernel_init=default_kernel_init(c),
+                              dtype=c.dtype, param_dtype=c.param_dtype, name=name)
+    q_BxQxHxK = proj("query")(x_q_BxQxD)
+    k_BxKxHxK = proj("key")(x_kv_BxKxD)
+    v_BxKxHxK = proj("value")(x_kv_BxKxD)
+
+    logits_BxHxQxK = jnp.einsum("bqhd,bkhd->bhqk", q_BxQxHxK, k_BxKxHxK).astype(jnp.float32)
+    logits_BxHxQxK = logits_BxHxQxK * logit_scale(c.attention_logit_scale, k)
+    mask_BxHxQxK = jnp.broadcast_to(mask_Bx1xQxK, logits_BxHxQxK.shape)
+    masked = jnp.where(mask_BxHxQxK, logits_BxHxQxK, jnp.finfo(jnp.float32).min)
+    probs_BxHxQxK = jax.nn.softmax(masked, axis=-1)
+
+    if self.is_mutable_collection("intermediates"):
+      std_H, entropy_H, max_H = _masked_head_stats(logits_BxHxQxK, probs_BxHxQxK, mask_BxHxQxK)
+      self.sow("intermediates", "logit_std", std_H)
+      self.sow("intermediates", "entropy", entropy_H)
+      self.sow("intermediates", "max_prob", max_H)
+
+    if c.attention_dropout_rate > 0 and not deterministic:
+      probs_BxHxQxK = nn.Dropout(c.attention_dropout_rate)(probs_BxHxQxK, deterministic=False)
+    out_BxQxHxK = jnp.einsum("bhqk,bkhd->bqhd", probs_BxHxQxK.astype(c.dtype), v_BxKxHxK)
+    return Dense(d, axis=(-2, -1), use_bias=c.use_bias, multiplier=hidden_multiplier(c, h * k),
+                 kernel_init=default_kernel_init(c),
+                 dtype=c.dtype, param_dtype=c.param_dtype, name="out")(out_BxQxHxK)

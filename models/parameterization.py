@@ -1,0 +1,56 @@
+"""Parameterizations: the forward multipliers and per-parameter learning-rate multipliers of SP, NTK and µP.
+
+A parameterization says, for each matmul, what constant multiplies its output and how its kernel is stored
+(the init scale is the scheme's business, in `init/`):
+- `standard` (SP): y = W x; every multiplier is 1.
+- `ntk` (Jacot et al. 2018; Park et al. 2019, SCIENCE §3): y = (1/√fan_in)·W x with W stored at unit variance; the
+  tied readout is x·Eᵀ/√d. Same function as SP at init when W_ntk = W_sp·√fan_in (tested).
+- `mup` (Yang & Hu 2021; Yang et al. 2022, "Tensor Programs V", Table 3 in its "readout multiplier" form, as the
+  `mup` package implements it): hidden matmuls have multiplier 1 and learning rate ×1/width_ratio under Adam;
+  the readout has multiplier 1/width_ratio; embeddings, biases, norms and residual scalars keep learning rate ×1;
+  attention uses 1/d_k (validated in ModelConfig). width_ratio = d_model / mup_base_width.
+"""
+
+import math
+from typing import Any
+
+import jax
+
+from models.roles import param_roles
+
+# Roles of matrices with both dimensions growing with width ("matrix-like" in Tensor Programs V).
+HIDDEN_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
+
+
+def hidden_multiplier(config: Any, fan_in: int) -> float:
+  """Forward multiplier of a hidden matmul with the given fan-in."""
+  return 1.0 / math.sqrt(fan_in) if config.parameterization == "ntk" else 1.0
+
+
+def readout_multiplier(config: Any, *, tied: bool) -> float:
+  """Forward multiplier of the output logits."""
+  m = 1.0
+  if config.parameterization == "ntk" or (tied and config.tied_readout_scale == "rsqrt_d"):
+    m /= math.sqrt(config.d_model)
+  if config.parameterization == "mup":
+    m /= config.width_ratio
+  return m
+
+
+def lr_multipliers(params: Any, config: Any) -> Any:
+  """Per-parameter learning-rate multipliers (a pytree like `params`) for the optimizer.
+
+  1 everywhere except µP's hidden matrices (and their role `head` transform in the MLM head, which is hidden too),
+  which get 1/width_ratio (Tensor Programs V, Table 3, Adam column).
+  """
+  roles = param_roles(params)
+  if config.parameterization != "mup":
+    return jax.tree.map(lambda _: 1.0, roles)
+  hidden = lambda r: r.role in HIDDEN_ROLES or (r.role == "head" and r.sublayer == "mlm_transform")
+  return jax.tree.map(lambda r: 1.0 / config.width_ratio if hidden(r) else 1.0, roles)
+
+
+def default_kernel_init(config: Any):
+  """The model's own kernel init (used when no `init/` scheme is applied): unit variance for NTK, else LeCun."""
+  import flax.linen as nn
+  return nn.initializers.normal(1.0) if config.parameterization == "ntk" else nn.initializers.lecun_normal()

@@ -1,0 +1,111 @@
+"""Residual connections: how a branch output F(x) is merged into the residual stream x.
+
+Registry `get_residual(name)` / `RESIDUALS`:
+- `plain`:     x + F                                   (He et al. 2016; Vaswani et al. 2017)
+- `rezero`:    x + α·F, α a learnable scalar, α = 0 at init (Bachlechner et al. 2020, "ReZero is All You Need")
+- `skipinit`:  x + α·F, α a learnable scalar, α = `skipinit_alpha` at init (De & Smith 2020, "Batch Normalization
+               Biases Residual Blocks Towards the Identity Function"; 0 by default, the paper also uses 1/√d)
+- `scheduled`: x + α·F, α NOT learned: it lives in the `residual_alpha` variable collection, starts at
+               `alpha_init` and is raised by `alpha_step` after every update up to `alpha_final` (seed 001 §6, the
+               blog's variant of ReZero). Because α is a variable it is part of the train state and checkpointed,
+               so a resumed run continues exactly; `scheduled_alpha_update` is the update rule.
+- `deepnorm`:  α·x + F with the constant α of `deepnorm_constants` (Wang et al. 2022, "DeepNet", eq. in §3 / Table 1)
+- `admin`:     ω ⊙ x + F, ω a learnable vector of width d initialized to 1 and set by the profiling pass of
+               `init.procedures` so that ω_l² = Σ_{j<l} Var[F_j] (Liu et al. 2020, "Understanding the Difficulty of
+               Training Transformers", eq. 6)
+
+The Norm placement (post/pre/sandwich/none) is applied around this merge by `models.transformer`.
+"""
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+RESIDUALS = ("plain", "rezero", "skipinit", "scheduled", "deepnorm", "admin")
+ALPHA_COLLECTION = "residual_alpha"
+
+
+def deepnorm_constants(arch: str, num_encoder_layers: int, num_decoder_layers: int) -> dict[str, tuple[float, float]]:
+  """DeepNorm's (α, β) per stack (Wang et al. 2022, "DeepNet: Scaling Transformers to 1,000 Layers", Table 1).
+
+  α multiplies the residual stream before the post-norm; β is the Xavier gain of the FFN, value and output
+  projections (query/key keep gain 1).
+  - encoder-only, N layers:  α = (2N)^{1/4},            β = (8N)^{-1/4}
+  - decoder-only, M layers:  α = (2M)^{1/4},            β = (8M)^{-1/4}
+  - encoder-decoder:         encoder α = 0.81(N⁴M)^{1/16}, β = 0.87(N⁴M)^{-1/16};
+                             decoder α = (3M)^{1/4},        β = (12M)^{-1/4}
+  We follow the paper: torchscale's encoder-decoder encoder β uses 1.15 instead of the paper's 0.87.
+
+  Args:
+    arch: "encoder", "decoder" or "encoder_decoder".
+    num_encoder_layers: N (ignored for "decoder").
+    num_decoder_layers: M (ignored for "encoder").
+
+  Returns:
+    {"encoder": (α, β)} and/or {"decoder": (α, β)} for the stacks the architecture has.
+  """
+  n, m = num_encoder_layers, num_decoder_layers
+  for name, value, used in (("num_encoder_layers", n, arch != "decoder"), ("num_decoder_layers", m, arch != "encoder")):
+    if used and (not isinstance(value, int) or value < 1):
+      raise ValueError(f"model.{name}={value!r} must be a positive integer for DeepNorm's constants")
+  if arch == "encoder":
+    return {"encoder": ((2 * n) ** 0.25, (8 * n) ** -0.25)}
+  if arch == "decoder":
+    return {"decoder": ((2 * m) ** 0.25, (8 * m) ** -0.25)}
+  if arch == "encoder_decoder":
+    return {
+        "encoder": (0.81 * (n**4 * m) ** (1 / 16), 0.87 * (n**4 * m) ** (-1 / 16)),
+        "decoder": ((3 * m) ** 0.25, (12 * m) ** -0.25),
+    }
+  raise ValueError(f"model.arch={arch!r} is not one of ['encoder', 'decoder', 'encoder_decoder']")
+
+
+class Residual(nn.Module):
+  """Merges a branch output into the residual stream; see the module docstring for the rules.
+
+  Attributes:
+    kind: one of RESIDUALS.
+    deepnorm_alpha: α for `deepnorm`.
+    skipinit_alpha: α at init for `skipinit`.
+    alpha_init: α at init for `scheduled`.
+    param_dtype: dtype of α / ω.
+  """
+  kind: str
+  deepnorm_alpha: float = 1.0
+  skipinit_alpha: float = 0.0
+  alpha_init: float = 0.0
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: jax.Array, branch: jax.Array) -> jax.Array:
+    if self.kind == "plain":
+      return x + branch
+    if self.kind in ("rezero", "skipinit"):
+      init = 0.0 if self.kind == "rezero" else self.skipinit_alpha
+      alpha = self.param("alpha", nn.initializers.constant(init), (), self.param_dtype)
+      return x + alpha.astype(x.dtype) * branch
+    if self.kind == "scheduled":
+      alpha = self.variable(ALPHA_COLLECTION, "alpha", lambda: jnp.asarray(self.alpha_init, self.param_dtype))
+      return x + alpha.value.astype(x.dtype) * branch
+    if self.kind == "deepnorm":
+      return jnp.asarray(self.deepnorm_alpha, x.dtype) * x + branch
+    if self.kind == "admin":
+      omega = self.param("omega", nn.initializers.ones, (x.shape[-1],), self.param_dtype)
+      return omega.astype(x.dtype) * x + branch
+    raise ValueError(f"model.residual={self.kind!r} is not one of {list(RESIDUALS)}")
+
+
+def scheduled_alpha_update(alphas: Any, step_size: float, final: float) -> Any:
+  """One update of the scheduled α's: α ← min(α + step_size, final) (seed 001 §6).
+
+  Args:
+    alphas: the `residual_alpha` collection (a pytree of scalars); may be empty.
+    step_size: the fixed increment per optimizer update.
+    final: the value α stops at.
+
+  Returns:
+    The updated pytree.
+  """
+  return jax.tree.map(lambda a: jnp.minimum(a + step_size, final).astype(a.dtype), alphas)

@@ -1,0 +1,281 @@
+"""Schedules against hand-computed SCIENCE.md §8 values; optimizers on a quadratic; multipliers,
+clipping, weight-decay mask and config validation."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from train import optim
+
+
+def _cfg(**overrides):
+  cfg = optim.default_optim_config()
+  cfg.update(overrides)
+  return cfg
+
+
+def _lrs(cfg, counts, total_steps=None):
+  schedule = optim.make_schedule(cfg, total_steps=total_steps)
+  return [float(schedule(jnp.asarray(c, jnp.int32))) for c in counts]
+
+
+# ------------------------------------------------------------------------------- schedules
+# count = updates already applied; formulas use t = count + 1.
+
+
+def test_constant():
+  np.testing.assert_allclose(_lrs(_cfg(schedule="constant", learning_rate=0.3), [0, 7, 10**6]),
+                             [0.3, 0.3, 0.3], rtol=1e-7)
+
+
+def test_linear_warmup_hand_values():
+  # η=2, T_w=4: η·min(1, t/4) at t = 1, 2, 4, 5, 100.
+  got = _lrs(_cfg(schedule="linear_warmup", learning_rate=2.0, warmup_steps=4), [0, 1, 3, 4, 99])
+  np.testing.assert_allclose(got, [0.5, 1.0, 2.0, 2.0, 2.0], rtol=1e-6)
+
+
+def test_rsqrt_noam_with_d_model():
+  # Vaswani et al. 2017: η_0=1, d=512, T_w=4000. At t = T_w both branches agree:
+  # 512^-0.5 · 4000^-0.5 = 6.987712e-4 (the paper's peak lr).
+  cfg = _cfg(schedule="rsqrt", learning_rate=1.0, warmup_steps=4000, rsqrt_d_model=512)
+  got = _lrs(cfg, [0, 999, 3999, 15999])
+  want = [
+      512**-0.5 * 1 * 4000**-1.5,  # t=1, warmup branch
+      512**-0.5 * 1000 * 4000**-1.5,  # t=1000
+      512**-0.5 * 4000**-0.5,  # t=T_w, peak
+      512**-0.5 * 16000**-0.5,  # t=16000, decay branch: half the peak at 4·T_w
+  ]
+  np.testing.assert_allclose(got, want, rtol=1e-5)
+  np.testing.assert_allclose(got[2], 6.987712e-4, rtol=1e-6)
+  np.testing.assert_allclose(got[3] / got[2], 0.5, rtol=1e-5)
+
+
+def test_rsqrt_without_d_model_peaks_at_learning_rate():
+  # η_0·min(√(T_w/t), t/T_w) with η_0=0.01, T_w=100.
+  cfg = _cfg(schedule="rsqrt", learning_rate=0.01, warmup_steps=100, rsqrt_d_model=None)
+  got = _lrs(cfg, [0, 49, 99, 399])
+  np.testing.assert_allclose(got, [1e-4, 5e-3, 1e-2, 5e-3], rtol=1e-5)
+
+
+def test_rsqrt_zero_warmup_is_pure_inverse_sqrt():
+  cfg = _cfg(schedule="rsqrt", learning_rate=1.0, warmup_steps=0, rsqrt_d_model=0)
+  np.testing.assert_allclose(_lrs(cfg, [0, 3, 99]), [1.0, 0.5, 0.1], rtol=1e-6)
+  cfg.rsqrt_d_model = 4
+  np.testing.assert_allclose(_lrs(cfg, [0, 3, 99]), [0.5, 0.25, 0.05], rtol=1e-6)
+
+
+def test_warmup_cosine_hand_values():
+  # η=1, T_w=2, horizon 10, end 0.1: t=1 → 0.5, t=2 → 1, t=6 (half-way through the 8 decay
+  # steps) → 0.1 + 0.9·0.5·(1+cos(π/2)) = 0.55, t=10 → 0.1, afterwards 0.1.
+  cfg = _cfg(schedule="warmup_cosine", learning_rate=1.0, warmup_steps=2, min_lr_ratio=0.1)
+  got = _lrs(cfg, [0, 1, 3, 5, 9, 50], total_steps=10)
+  want = [0.5, 1.0, 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 2 / 8)), 0.55, 0.1, 0.1]
+  np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_warmup_linear_decay_hand_values():
+  cfg = _cfg(schedule="warmup_linear_decay", learning_rate=1.0, warmup_steps=2,
+             min_lr_ratio=0.1, decay_steps=10)
+  got = _lrs(cfg, [0, 1, 5, 9, 50])
+  np.testing.assert_allclose(got, [0.5, 1.0, 0.55, 0.1, 0.1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(optim.SCHEDULES))
+def test_zero_warmup_first_step_is_finite_and_positive(name):
+  cfg = _cfg(schedule=name, learning_rate=0.5, warmup_steps=0, decay_steps=20)
+  got = np.array(_lrs(cfg, [0, 1, 10, 19, 100]))
+  assert np.all(np.isfinite(got)) and np.all(got >= 0.0)
+  assert got[0] > 0.0
+  if name in ("constant", "linear_warmup"):  # no warmup: the peak from the first update on
+    np.testing.assert_allclose(got[:4], [0.5] * 4, rtol=1e-7)
+  elif name != "rsqrt":  # decaying schedules start just below the peak and never rise
+    assert 0.45 < got[0] <= 0.5 and np.all(np.diff(got) <= 1e-7)
+
+
+def test_zero_warmup_decay_values():
+  # No warmup, horizon 4: t=1..4 linearly from η to 0 over 4 steps → 0.75, 0.5, 0.25, 0.
+  cfg = _cfg(schedule="warmup_linear_decay", learning_rate=1.0, warmup_steps=0, decay_steps=4)
+  np.testing.assert_allclose(_lrs(cfg, [0, 1, 2, 3]), [0.75, 0.5, 0.25, 0.0], atol=1e-7)
+  cfg.schedule = "warmup_cosine"
+  np.testing.assert_allclose(_lrs(cfg, [0, 1, 3]),
+                             [0.5 * (1 + math.cos(math.pi / 4)), 0.5, 0.0], atol=1e-7)
+
+
+def test_schedule_registry_and_getter():
+  for name in optim.SCHEDULES:
+    assert optim.get_schedule(name) is optim.SCHEDULES[name]
+  with pytest.raises(ValueError, match=r"'noam'.*valid choices.*rsqrt"):
+    optim.get_schedule("noam")
+
+
+# ------------------------------------------------------------------------------ optimizers
+
+
+def _quadratic(params):
+  # Diagonal quadratic with different curvatures; a 2-D leaf so adafactor factors it.
+  return 0.5 * jnp.sum(jnp.arange(1.0, 7.0).reshape(2, 3) * params["w"] ** 2) + 2.0 * jnp.sum(
+      params["b"] ** 2
+  )
+
+
+def _params():
+  return {"w": jnp.array([[1.0, -2.0, 0.5], [0.3, 1.5, -1.0]]), "b": jnp.array([1.0, -1.0])}
+
+
+@pytest.mark.parametrize("name", sorted(optim.OPTIMIZERS))
+def test_every_optimizer_decreases_a_quadratic(name):
+  cfg = _cfg(name=name, schedule="constant", learning_rate=0.05,
+             weight_decay=0.0, adafactor_min_dim_size_to_factor=2)
+  tx, _ = optim.make_optimizer(cfg)
+  params = _params()
+  state = tx.init(params)
+  loss0 = _quadratic(params)
+  for _ in range(3):
+    grads = jax.grad(_quadratic)(params)
+    updates, state = tx.update(grads, state, params)
+    params = optax.apply_updates(params, updates)
+  assert float(_quadratic(params)) < 0.9 * float(loss0)
+
+
+def _one_update(cfg, params, lr_multipliers=None, weight_decay_mask=None):
+  tx, _ = optim.make_optimizer(cfg, lr_multipliers=lr_multipliers,
+                               weight_decay_mask=weight_decay_mask)
+  grads = jax.grad(_quadratic)(params)
+  updates, _ = tx.update(grads, tx.init(params), params)
+  return updates
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam", "adamw"])
+def test_lr_multiplier_scales_update_exactly(name):
+  cfg = _cfg(name=name, schedule="constant", learning_rate=0.1,
+             weight_decay=0.01 if name == "adamw" else 0.0)
+  params = _params()
+  base = _one_update(cfg, params, lr_multipliers={"w": 1.0, "b": 1.0})
+  scaled = _one_update(cfg, params, lr_multipliers={"w": 0.25, "b": 1.0})
+  # 0.25 is a power of two: the ratio is exact in float32, weight decay included.
+  np.testing.assert_array_equal(np.asarray(scaled["w"]), 0.25 * np.asarray(base["w"]))
+  np.testing.assert_array_equal(np.asarray(scaled["b"]), np.asarray(base["b"]))
+  assert np.all(np.asarray(base["w"]) != 0.0)
+
+
+def test_lr_multipliers_validation():
+  cfg = _cfg(schedule="constant")
+  with pytest.raises(ValueError, match=r"lr_multipliers\['w'\]=-1.0"):
+    optim.make_optimizer(cfg, lr_multipliers={"w": -1.0, "b": 1.0})
+  tx, _ = optim.make_optimizer(cfg, lr_multipliers={"w": 1.0})
+  with pytest.raises(ValueError, match="structure of the params"):
+    tx.init(_params())
+
+
+def test_sgd_update_closed_form_with_decay_mask():
+  # Plain SGD with decoupled decay λ on w only: Δw = -η(g + λw), Δb = -η g.
+  cfg = _cfg(name="sgd", schedule="constant", learning_rate=0.1, momentum=0.0, weight_decay=0.5)
+  params = _params()
+  updates = _one_update(cfg, params, weight_decay_mask={"w": True, "b": False})
+  g = jax.grad(_quadratic)(params)
+  np.testing.assert_allclose(updates["w"], -0.1 * (g["w"] + 0.5 * params["w"]), rtol=1e-6)
+  np.testing.assert_allclose(updates["b"], -0.1 * g["b"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", optim.WEIGHT_DECAY_OPTIMIZERS)
+def test_weight_decay_is_decoupled_lr_scaled_and_masked(name):
+  # Every optimizer: update(λ) - update(0) = -η·λ·θ on decayed leaves, 0 on masked ones.
+  cfg = _cfg(name=name, schedule="constant", learning_rate=0.1, weight_decay=0.0,
+             adafactor_min_dim_size_to_factor=2)
+  params = _params()
+  mask = {"w": True, "b": False}
+  plain = _one_update(cfg, params, weight_decay_mask=mask)
+  cfg.weight_decay = 0.5
+  decayed = _one_update(cfg, params, weight_decay_mask=mask)
+  np.testing.assert_allclose(decayed["w"] - plain["w"], -0.1 * 0.5 * params["w"], rtol=1e-5,
+                             atol=1e-7)
+  np.testing.assert_array_equal(decayed["b"], plain["b"])
+
+
+def test_first_adam_update_is_lr_times_sign():
+  # Adam's first bias-corrected update is -η·g/(|g| + ε) ≈ -η·sign(g) (SCIENCE.md §8: O(η)).
+  cfg = _cfg(name="adam", schedule="constant", learning_rate=0.01)
+  params = _params()
+  updates = _one_update(cfg, params)
+  g = jax.grad(_quadratic)(params)
+  np.testing.assert_allclose(updates["w"], -0.01 * np.sign(g["w"]), rtol=1e-5)
+
+
+def test_clipping_bounds_update_norm():
+  cfg = _cfg(name="sgd", schedule="constant", learning_rate=0.1, momentum=0.0,
+             grad_clip_norm=0.5)
+  params = _params()
+  g_norm = float(optax.global_norm(jax.grad(_quadratic)(params)))
+  assert g_norm > 0.5
+  updates = _one_update(cfg, params)
+  np.testing.assert_allclose(float(optax.global_norm(updates)), 0.1 * 0.5, rtol=1e-6)
+  cfg.grad_clip_norm = 0.0  # off: the update is the full gradient step
+  np.testing.assert_allclose(float(optax.global_norm(_one_update(cfg, params))), 0.1 * g_norm,
+                             rtol=1e-6)
+
+
+def test_sgd_nesterov_second_step_closed_form():
+  # Nesterov (optax.trace): m_t = g_t + μ m_{t-1}; direction = g_t + μ m_t.
+  cfg = _cfg(name="sgd", schedule="constant", learning_rate=1.0, momentum=0.5, nesterov=True)
+  tx, _ = optim.make_optimizer(cfg)
+  p = {"w": jnp.ones((2, 3)), "b": jnp.ones(2)}
+  state = tx.init(p)
+  g1 = jax.tree.map(lambda x: 1.0 * x, p)
+  g2 = jax.tree.map(lambda x: 3.0 * x, p)
+  _, state = tx.update(g1, state, p)
+  u2, _ = tx.update(g2, state, p)
+  np.testing.assert_allclose(u2["b"], -(3.0 + 0.5 * (3.0 + 0.5 * 1.0)) * np.ones(2), rtol=1e-6)
+
+
+def test_optimizer_registry_getter():
+  for name in optim.OPTIMIZERS:
+    assert optim.get_optimizer(name) is optim.OPTIMIZERS[name]
+  with pytest.raises(ValueError, match=r"'lamb'.*valid choices.*adafactor"):
+    optim.get_optimizer("lamb")
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    "overrides, pattern",
+    [
+      ({"name": "lion"}, r"optim\.name='lion'.*'adam'"),
+      ({"schedule": "step"}, r"optim\.schedule='step'.*'rsqrt'"),
+      ({"warmup_steps": -1}, r"optim\.warmup_steps=-1.*integer >= 0"),
+      ({"learning_rate": 0.0}, r"optim\.learning_rate=0\.0.*\(0, inf\]"),
+      ({"learning_rate": -1e-3}, r"optim\.learning_rate=-0\.001"),
+      ({"b2": 1.0}, r"optim\.b2=1\.0"),
+      ({"min_lr_ratio": 1.5}, r"optim\.min_lr_ratio=1\.5"),
+      ({"grad_clip_norm": -1.0}, r"optim\.grad_clip_norm=-1\.0"),
+      ({"weight_decay": 0.1}, r"optim\.weight_decay=0\.1.*'adam'.*adamw"),
+      ({"schedule": "warmup_cosine"}, r"optim\.decay_steps=0.*total_steps"),
+      ({"schedule": "warmup_cosine", "decay_steps": 1000}, r"optim\.decay_steps=1000.*> optim"),
+      ({"adafactor_clipping_threshold": 0.5}, r"optim\.adafactor_clipping_threshold=0\.5"),
+    ],
+)
+def test_bad_config_raises_naming_key(overrides, pattern):
+  cfg = _cfg(**overrides)
+  with pytest.raises(ValueError, match=pattern):
+    optim.validate_optim_config(cfg)
+  with pytest.raises(ValueError, match=pattern):  # make_optimizer validates before building
+    optim.make_optimizer(cfg)
+
+
+def test_unknown_key_and_total_steps_horizon():
+  cfg = _cfg()
+  cfg.unlock()
+  cfg.warmup = 10
+  with pytest.raises(ValueError, match=r"optim\.warmup is not a known key"):
+    optim.validate_optim_config(cfg)
+  cfg = _cfg(schedule="warmup_linear_decay", warmup_steps=2, min_lr_ratio=0.0)
+  optim.validate_optim_config(cfg, total_steps=10)  # total_steps supplies the horizon
+  np.testing.assert_allclose(_lrs(cfg, [9], total_steps=10), [0.0], atol=1e-7)
+
+
+def test_default_config_is_valid():
+  optim.validate_optim_config(optim.default_optim_config())

@@ -1,0 +1,263 @@
+"""Metric records (JSONL + TensorBoard), a one-line progress reporter, and `status.json`.
+
+Contract:
+  * `MetricWriter(workdir)` appends one JSON object per `write_scalars` call to
+    `<workdir>/metrics.jsonl`: {"step": int, "split": str, <name>: float, ...}, flushed at
+    once so a killed run keeps every record written so far. Non-finite values are written
+    as Python's json does (`NaN`, `Infinity`): a diverged run's last loss is a result.
+    The same scalars go to TensorBoard event files under `<workdir>/tensorboard/<split>/`
+    (tensorboardX; one run per split, so train and eval curves of one tag overlay).
+  * Resuming: `MetricWriter(workdir, resume_step=S)` first drops the JSONL records with
+    step > S (written after the checkpoint the run resumes from) and tells TensorBoard to
+    purge them too (`purge_step=S + 1`), so every step appears once.
+  * `ProgressReporter` formats "step 120/1000 (12.0%) | loss 3.2100 | 4.52 steps/s |
+    ETA 0:03:14" from an injectable clock; steps/s is measured over a sliding window.
+  * `write_status` / `read_status`: `<workdir>/status.json` is replaced atomically (temp
+    file in the same directory, fsync, `os.replace`), so a reader sees the old or the new
+    status, never a partial one.
+"""
+
+import collections
+import json
+import math
+import os
+import tempfile
+import time
+import uuid
+from typing import Any, Callable, Mapping, Optional
+
+from absl import logging
+import numpy as np
+import tensorboardX
+
+METRICS_FILE = "metrics.jsonl"
+STATUS_FILE = "status.json"
+TENSORBOARD_DIR = "tensorboard"
+STATUSES = ("running", "finished", "diverged")
+_RESERVED = ("step", "split")
+
+
+def _to_float(name: str, value: Any) -> float:
+  """float() of a Python/numpy/jax scalar; anything with more than one element is an error."""
+  array = np.asarray(value)
+  if array.size != 1:
+    raise ValueError(f"metric {name!r} has shape {array.shape}; valid choices: a scalar")
+  return float(array.reshape(()))
+
+
+class MetricWriter:
+  """Writes scalar records to `<workdir>/metrics.jsonl` and TensorBoard.
+
+  Args:
+    workdir: run directory (created if missing).
+    resume_step: when resuming from a checkpoint at this step, records with a larger step
+      (left by the killed run) are removed first; None keeps the file as is.
+    tensorboard: also write TensorBoard event files.
+  """
+
+  def __init__(self, workdir: str, *, resume_step: Optional[int] = None, tensorboard: bool = True):
+    os.makedirs(workdir, exist_ok=True)
+    self.workdir = workdir
+    self.path = os.path.join(workdir, METRICS_FILE)
+    self._resume_step = resume_step
+    if resume_step is not None and os.path.exists(self.path):
+      kept = [r for r in read_metrics(workdir) if r["step"] <= resume_step]
+      _atomic_write_text(self.path, "".join(_record_line(r) for r in kept))
+    self._file = open(self.path, "a", encoding="utf-8")
+    self._tensorboard = tensorboard
+    self._tb_writers: dict[str, tensorboardX.SummaryWriter] = {}
+
+  def write_scalars(self, step: int, scalars: Mapping[str, Any], *, split: str = "train") -> None:
+    """Appends {"step", "split", **scalars} as one line and logs each scalar to TensorBoard.
+
+    Args:
+      step: the training step the values belong to.
+      scalars: name -> scalar (Python, numpy or jax; converted with float()).
+      split: "train", "eval", ... (the TensorBoard run name).
+    """
+    bad = [name for name in scalars if name in _RESERVED]
+    if bad:
+      raise ValueError(f"metric name {bad[0]!r} is reserved; valid choices: any name but {_RESERVED}")
+    values = {name: _to_float(name, value) for name, value in scalars.items()}
+    record = {"step": int(step), "split": str(split), **values}
+    self._file.write(_record_line(record))
+    self._file.flush()  # a killed process keeps every line written so far
+    if self._tensorboard:
+      writer = self._tb_writer(split)
+      for name, value in values.items():
+        writer.add_scalar(name, value, global_step=int(step))
+      writer.flush()
+
+  def _tb_writer(self, split: str) -> tensorboardX.SummaryWriter:
+    if split not in self._tb_writers:
+      purge = None if self._resume_step is None else self._resume_step + 1
+      self._tb_writers[split] = tensorboardX.SummaryWriter(
+          logdir=os.path.join(self.workdir, TENSORBOARD_DIR, split),
+          purge_step=purge,
+          # tensorboardX names files by the second and host only; a writer reopened within
+          # the same second (a quick resume) would truncate the previous file without this.
+          filename_suffix=f".{os.getpid()}.{uuid.uuid4().hex[:8]}",
+      )
+    return self._tb_writers[split]
+
+  def flush(self) -> None:
+    self._file.flush()
+    for writer in self._tb_writers.values():
+      writer.flush()
+
+  def close(self) -> None:
+    if not self._file.closed:
+      self._file.close()
+    for writer in self._tb_writers.values():
+      writer.close()
+    self._tb_writers.clear()
+
+  def __enter__(self) -> "MetricWriter":
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
+
+
+def _record_line(record: Mapping[str, Any]) -> str:
+  return json.dumps(record, allow_nan=True) + "\n"
+
+
+def read_metrics(workdir: str, *, split: Optional[str] = None) -> list[dict]:
+  """All records of `<workdir>/metrics.jsonl` in file order (optionally one split).
+
+  A last line cut short by a kill (no trailing newline, invalid JSON) is skipped.
+  """
+  path = os.path.join(workdir, METRICS_FILE)
+  if not os.path.exists(path):
+    return []
+  records = []
+  with open(path, encoding="utf-8") as f:
+    lines = f.read().split("\n")
+  for i, line in enumerate(lines):
+    if not line:
+      continue
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError:
+      if i == len(lines) - 1:  # only the unterminated last line may be partial
+        continue
+      raise
+    if split is None or record["split"] == split:
+      records.append(record)
+  return records
+
+
+# ------------------------------------------------------------------------------ progress
+
+
+def format_duration(seconds: float) -> str:
+  """H:MM:SS (hours unbounded); '?' when unknown or infinite."""
+  if seconds is None or not math.isfinite(seconds):
+    return "?"
+  total = int(round(max(seconds, 0.0)))
+  return f"{total // 3600}:{total // 60 % 60:02d}:{total % 60:02d}"
+
+
+class ProgressReporter:
+  """One progress line per `update`: step/total, scalars, steps/s and ETA.
+
+  Args:
+    total_steps: the step at which the run ends.
+    window: number of past `update` calls the steps/s average spans (a sliding window, so
+      compilation time at the start stops counting once it leaves the window).
+    clock: seconds as a float (time.monotonic; tests pass a fake clock).
+    emit: receives each line (absl logging.info by default).
+  """
+
+  def __init__(
+      self,
+      total_steps: int,
+      *,
+      window: int = 10,
+      clock: Callable[[], float] = time.monotonic,
+      emit: Callable[[str], Any] = logging.info,
+  ):
+    if total_steps <= 0 or window < 1:
+      raise ValueError(
+          f"total_steps={total_steps!r}, window={window!r}; valid choices: both integers >= 1"
+      )
+    self.total_steps = total_steps
+    self._clock = clock
+    self._emit = emit
+    self._history: collections.deque = collections.deque(maxlen=window + 1)
+
+  def steps_per_sec(self) -> Optional[float]:
+    """Steps per second over the window; None before two updates (or with no time elapsed)."""
+    if len(self._history) < 2:
+      return None
+    (step0, t0), (step1, t1) = self._history[0], self._history[-1]
+    return (step1 - step0) / (t1 - t0) if t1 > t0 else None
+
+  def eta_seconds(self) -> Optional[float]:
+    rate = self.steps_per_sec()
+    if not rate:
+      return None
+    return (self.total_steps - self._history[-1][0]) / rate
+
+  def update(self, step: int, **scalars: Any) -> str:
+    """Records (step, now), emits and returns the progress line."""
+    self._history.append((int(step), self._clock()))
+    parts = [f"step {step}/{self.total_steps} ({100.0 * step / self.total_steps:.1f}%)"]
+    parts += [f"{name} {_to_float(name, value):.4f}" for name, value in scalars.items()]
+    rate = self.steps_per_sec()
+    parts.append("? steps/s" if rate is None else f"{rate:.2f} steps/s")
+    eta = self.eta_seconds()
+    parts.append(f"ETA {format_duration(eta) if eta is not None else '?'}")
+    line = " | ".join(parts)
+    self._emit(line)
+    return line
+
+
+# -------------------------------------------------------------------------------- status
+
+
+def _atomic_write_text(path: str, text: str) -> None:
+  """Writes `text` to a temp file next to `path`, fsyncs it, then os.replace()s `path`."""
+  directory = os.path.dirname(os.path.abspath(path))
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)  # atomic on POSIX: readers see the old or the new file
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
+
+
+def write_status(workdir: str, status: str, step: int, **fields: Any) -> dict:
+  """Atomically writes `<workdir>/status.json` and returns what was written.
+
+  Args:
+    workdir: run directory (created if missing).
+    status: one of STATUSES ("running", "finished", "diverged").
+    step: the last completed step.
+    **fields: extra JSON-able fields, e.g. nonfinite_params=["decoder/layer_3/mlp_out"],
+      loss=float("nan").
+
+  Returns:
+    The dict written: {"status", "step", "time" (Unix seconds), **fields}.
+  """
+  if status not in STATUSES:
+    raise ValueError(f"status={status!r} is invalid; valid choices: {list(STATUSES)}")
+  record = {"status": status, "step": int(step), "time": time.time(), **fields}
+  os.makedirs(workdir, exist_ok=True)
+  _atomic_write_text(os.path.join(workdir, STATUS_FILE), json.dumps(record, indent=1) + "\n")
+  return record
+
+
+def read_status(workdir: str) -> Optional[dict]:
+  """The content of `<workdir>/status.json`, or None if the run never wrote one."""
+  path = os.path.join(workdir, STATUS_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)

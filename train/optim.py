@@ -1,0 +1,399 @@
+"""Learning-rate schedules and optimizers, built from `config.optim` at one boundary.
+
+Contract:
+  * `make_optimizer(optim_config, lr_multipliers=..., total_steps=...)` returns
+    `(optax.GradientTransformation, schedule)`. The transformation is
+    `clip (optional) -> optimizer (schedule, weight decay) -> per-leaf lr multipliers`.
+  * Schedules are optax schedules: `schedule(count) -> lr`, where `count` is the number of
+    updates already applied (optax's own counter, 0 for the first update). Every formula
+    below is written in the 1-based update index **t = count + 1**, so the first update
+    already has a non-zero learning rate (a 0-lr first step wastes a batch and makes
+    `t^{-1/2}` undefined) and the last of `decay_steps` updates uses the end value.
+    A training loop that logs `schedule(state.step)` before the update logs the lr used.
+  * Weight decay is decoupled everywhere (Loshchilov & Hutter 2019, "Decoupled Weight
+    Decay Regularization", AdamW/SGDW): update = -η_t·(direction + λ·θ), masked by the
+    optional `weight_decay_mask` (True = decay) so biases and norm scales can be exempt.
+  * Bad config values raise ValueError naming `optim.<key>`, the value and the valid
+    choices, from `validate_optim_config`, before any compute.
+
+The inverse-square-root (Noam) schedule and the per-leaf multiplier transform are written
+here because optax 0.2.8 has neither; both are a few `jnp` lines, and tests check them
+against hand-computed values of the SCIENCE.md §8 formula and exact ratios.
+"""
+
+import math
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+
+
+# ----------------------------------------------------------------------------- schedules
+# Every builder takes the same keyword arguments (unused ones are ignored) and returns an
+# optax schedule `count -> lr` evaluated at t = count + 1 (see module docstring).
+
+
+def _at_one_based(schedule: optax.Schedule) -> optax.Schedule:
+  """Evaluates `schedule` at t = count + 1 (the 1-based index of the update)."""
+  return lambda count: schedule(count + 1)
+
+
+def constant(*, learning_rate: float, **_: Any) -> optax.Schedule:
+  """η_t = η: no warmup, no decay."""
+  return optax.constant_schedule(learning_rate)
+
+
+def linear_warmup(*, learning_rate: float, warmup_steps: int, **_: Any) -> optax.Schedule:
+  """η_t = η·min(1, t/T_w) (SCIENCE.md §8, linear warmup; Goyal et al. 2017), then constant.
+
+  T_w = 0 is the constant schedule (the limit of the formula).
+  """
+  if warmup_steps == 0:
+    return optax.constant_schedule(learning_rate)
+  # linear_schedule clamps at end_value for t >= T_w, which is the min(1, .) of the formula.
+  return _at_one_based(optax.linear_schedule(0.0, learning_rate, warmup_steps))
+
+
+def rsqrt(
+    *, learning_rate: float, warmup_steps: int, rsqrt_d_model: Optional[int], **_: Any
+) -> optax.Schedule:
+  """Noam / inverse square root (Vaswani et al. 2017, Eq. 3; SCIENCE.md §8).
+
+  With `rsqrt_d_model = d > 0` this is exactly the paper's rule
+    η_t = η_0 · d^{-1/2} · min(t^{-1/2}, t·T_w^{-3/2}),
+  so η_0 is the paper's dimensionless factor (1.0 in the paper; peak lr η_0/√(d·T_w)).
+  With `rsqrt_d_model` 0 or None the d^{-1/2} factor is replaced by the constant that makes the
+  peak equal η_0 at t = T_w:  η_t = η_0 · min(√(T_w/t), t/T_w).
+  T_w = 0 is treated as T_w = 1, which for t >= 1 equals the T_w -> 0 limit (pure t^{-1/2}).
+  """
+  t_w = float(max(warmup_steps, 1))
+  if rsqrt_d_model:
+    scale = learning_rate / math.sqrt(rsqrt_d_model)
+  else:
+    scale = learning_rate * math.sqrt(t_w)
+
+  def schedule(count):
+    t = jnp.asarray(count, jnp.float32) + 1.0
+    return scale * jnp.minimum(jax.lax.rsqrt(t), t * t_w**-1.5)
+
+  return schedule
+
+
+def warmup_cosine(
+    *, learning_rate: float, warmup_steps: int, decay_steps: int, min_lr_ratio: float, **_: Any
+) -> optax.Schedule:
+  """Linear warmup to η over T_w, then cosine decay (Loshchilov & Hutter 2017, SGDR) to
+  η·min_lr_ratio at t = decay_steps (decay_steps counts the warmup, as in optax)."""
+  return _at_one_based(
+      optax.warmup_cosine_decay_schedule(
+          init_value=0.0,
+          peak_value=learning_rate,
+          warmup_steps=warmup_steps,
+          decay_steps=decay_steps,
+          end_value=learning_rate * min_lr_ratio,
+      )
+  )
+
+
+def warmup_linear_decay(
+    *, learning_rate: float, warmup_steps: int, decay_steps: int, min_lr_ratio: float, **_: Any
+) -> optax.Schedule:
+  """Linear warmup to η over T_w, then linear decay to η·min_lr_ratio at t = decay_steps
+  (BERT, Devlin et al. 2019 §A.2: warmup 10^4 steps then linear decay)."""
+  warmup = optax.linear_schedule(0.0, learning_rate, warmup_steps)
+  decay = optax.linear_schedule(
+      learning_rate, learning_rate * min_lr_ratio, decay_steps - warmup_steps
+  )
+  return _at_one_based(optax.join_schedules([warmup, decay], [warmup_steps]))
+
+
+SCHEDULES: dict[str, Callable[..., optax.Schedule]] = {
+    "constant": constant,
+    "linear_warmup": linear_warmup,
+    "rsqrt": rsqrt,
+    "warmup_cosine": warmup_cosine,
+    "warmup_linear_decay": warmup_linear_decay,
+}
+# Schedules that need a finite horizon (optim.decay_steps or the run's total steps).
+DECAYING_SCHEDULES = ("warmup_cosine", "warmup_linear_decay")
+
+
+def get_schedule(name: str) -> Callable[..., optax.Schedule]:
+  """Returns the schedule builder registered under `name`.
+
+  Builders take keyword arguments `learning_rate, warmup_steps, decay_steps, min_lr_ratio,
+  rsqrt_d_model` (each ignores those it does not use) and return `count -> lr`.
+  """
+  if name not in SCHEDULES:
+    raise ValueError(f"unknown schedule {name!r}; valid choices: {sorted(SCHEDULES)}")
+  return SCHEDULES[name]
+
+
+# ---------------------------------------------------------------------------- optimizers
+# Builders: (schedule, optim_config, weight_decay_mask) -> GradientTransformation.
+
+
+def _decoupled_decay(cfg, weight_decay_mask) -> list:
+  """[add λ·θ] when λ > 0, placed before the lr scaling so the decay is η_t·λ·θ (AdamW)."""
+  if not cfg.weight_decay:
+    return []
+  return [optax.add_decayed_weights(cfg.weight_decay, mask=weight_decay_mask)]
+
+
+def adam(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTransformation:
+  """Adam (Kingma & Ba 2015), no weight decay (use `adamw`)."""
+  del weight_decay_mask
+  return optax.adam(lr, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps)
+
+
+def adamw(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTransformation:
+  """AdamW (Loshchilov & Hutter 2019): Adam plus decoupled decay η_t·λ·θ."""
+  return optax.adamw(
+      lr, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay, mask=weight_decay_mask
+  )
+
+
+def sgd(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTransformation:
+  """SGD with heavy-ball or Nesterov momentum (Sutskever et al. 2013) and decoupled decay
+  (SGDW, Loshchilov & Hutter 2019). Unlike Adam its update is proportional to the gradient
+  (SCIENCE.md §8), so it feels the gradient-scale effects of init and norm placement."""
+  parts = []
+  if cfg.momentum:
+    parts.append(optax.trace(decay=cfg.momentum, nesterov=cfg.nesterov))
+  parts += _decoupled_decay(cfg, weight_decay_mask)
+  parts.append(optax.scale_by_learning_rate(lr))
+  return optax.chain(*parts)
+
+
+def adafactor(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTransformation:
+  """Adafactor (Shazeer & Stern 2018) with the T5 settings (Raffel et al. 2020, Mesh TF).
+
+  T5 defaults kept: factored second moments for matrices whose two dims are both
+  >= `adafactor_min_dim_size_to_factor` (128), second-moment decay t^{-0.8}
+  (`adafactor_decay_rate`), update clipping at RMS 1.0 (`adafactor_clipping_threshold`,
+  0/None = off), **no momentum** (β1 = 0; `b1`/`momentum` are ignored), eps 1e-30, and
+  the *relative* step: the lr is multiplied by max(1e-3, RMS(θ)) per tensor when
+  `adafactor_param_scale` is True. The paper's relative step *size* ρ_t = min(1e-2, t^{-1/2})
+  is not built in: our lr comes from the schedule (T5 used 0.01 for 10^4 steps then
+  t^{-1/2}; `rsqrt` with `rsqrt_d_model=0`, `learning_rate=0.01`, `warmup_steps=10^4`
+  is the nearest entry, with linear instead of constant warmup). Weight decay is made
+  decoupled-and-lr-scaled like the other optimizers by passing η_t·λ as optax's rate.
+  """
+  decay = None
+  if cfg.weight_decay:
+    decay = lambda count: cfg.weight_decay * lr(count)  # noqa: E731  (η_t·λ, see docstring)
+  return optax.adafactor(
+      learning_rate=lr,
+      min_dim_size_to_factor=cfg.adafactor_min_dim_size_to_factor,
+      decay_rate=cfg.adafactor_decay_rate,
+      multiply_by_parameter_scale=cfg.adafactor_param_scale,
+      clipping_threshold=cfg.adafactor_clipping_threshold or None,
+      momentum=None,
+      weight_decay_rate=decay,
+      weight_decay_mask=weight_decay_mask,
+  )
+
+
+def radam(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTransformation:
+  """RAdam (Liu et al. 2020, "On the Variance of the Adaptive Learning Rate and Beyond"):
+  rectifies Adam's early-step variance, the paper's explanation of why warmup helps;
+  optional decoupled decay."""
+  return optax.chain(
+      optax.scale_by_radam(b1=cfg.b1, b2=cfg.b2, eps=cfg.eps),
+      *_decoupled_decay(cfg, weight_decay_mask),
+      optax.scale_by_learning_rate(lr),
+  )
+
+
+OPTIMIZERS: dict[str, Callable[..., optax.GradientTransformation]] = {
+    "adam": adam,
+    "adamw": adamw,
+    "sgd": sgd,
+    "adafactor": adafactor,
+    "radam": radam,
+}
+# Optimizers that read optim.weight_decay; any other with weight_decay > 0 is a config error.
+WEIGHT_DECAY_OPTIMIZERS = ("adamw", "sgd", "adafactor", "radam")
+
+
+def get_optimizer(name: str) -> Callable[..., optax.GradientTransformation]:
+  """Returns the optimizer builder `(schedule, optim_config, weight_decay_mask) -> tx`."""
+  if name not in OPTIMIZERS:
+    raise ValueError(f"unknown optimizer {name!r}; valid choices: {sorted(OPTIMIZERS)}")
+  return OPTIMIZERS[name]
+
+
+def scale_by_lr_multipliers(lr_multipliers) -> optax.GradientTransformation:
+  """Multiplies each leaf's update by its multiplier (µP per-parameter lr, Yang & Hu 2021,
+  "Tensor Programs V", Table 3). Chained last, so it scales weight decay too, exactly as a
+  per-parameter learning rate would. optax 0.2.8 has no per-leaf float scaling transform."""
+
+  def init_fn(params):
+    if jax.tree.structure(params) != jax.tree.structure(lr_multipliers):
+      raise ValueError(
+          "lr_multipliers must have the structure of the params; got "
+          f"{jax.tree.structure(lr_multipliers)} for params {jax.tree.structure(params)}"
+      )
+    return optax.EmptyState()
+
+  def update_fn(updates, state, params=None):
+    del params
+    scaled = jax.tree.map(lambda u, m: u * jnp.asarray(m, u.dtype), updates, lr_multipliers)
+    return scaled, state
+
+  return optax.GradientTransformation(init_fn, update_fn)
+
+
+# -------------------------------------------------------------------------------- config
+
+
+def default_optim_config() -> ml_collections.ConfigDict:
+  """Every key read by this module, with its default."""
+  c = ml_collections.ConfigDict()
+  c.name = "adam"  # optimizer: one of OPTIMIZERS
+  c.learning_rate = 1e-3  # peak lr η (Noam's factor η_0 when schedule='rsqrt' and rsqrt_d_model>0)
+  c.schedule = "linear_warmup"  # one of SCHEDULES
+  c.warmup_steps = 1000  # T_w; 0 = no warmup (seed blog's rule of thumb: ~10% of total steps)
+  c.rsqrt_d_model = 0  # d in Noam's d^{-1/2}; 0/None = normalise so the peak lr is η at t=T_w
+  c.decay_steps = 0  # horizon of warmup_cosine/warmup_linear_decay incl. warmup; 0/None = total_steps
+  c.min_lr_ratio = 0.0  # end lr of cosine/linear decay, as a fraction of the peak lr
+  c.b1 = 0.9  # Adam/RAdam β1 (Vaswani et al. 2017 §5.3)
+  c.b2 = 0.98  # Adam/RAdam β2 (Vaswani et al. 2017 §5.3)
+  c.eps = 1e-9  # Adam/RAdam ε (Vaswani et al. 2017 §5.3)
+  c.weight_decay = 0.0  # decoupled decay λ (adamw, sgd, adafactor, radam); 0 = off
+  c.momentum = 0.9  # SGD momentum; 0 = plain SGD
+  c.nesterov = False  # SGD: Nesterov instead of heavy-ball momentum
+  c.grad_clip_norm = 0.0  # clip the global gradient norm to this; 0/None = off
+  c.adafactor_param_scale = True  # Adafactor relative step: lr × max(1e-3, RMS(θ)) (T5)
+  c.adafactor_decay_rate = 0.8  # Adafactor second-moment decay exponent (T5)
+  c.adafactor_clipping_threshold = 1.0  # Adafactor update-RMS clip (T5); 0/None = off
+  c.adafactor_min_dim_size_to_factor = 128  # Adafactor factors matrices with both dims >= this
+  return c
+
+
+def _fail(key: str, value: Any, valid: str) -> None:
+  raise ValueError(f"optim.{key}={value!r} is invalid; valid choices: {valid}")
+
+
+def _check_number(cfg, key, lo, hi, *, lo_open=False, hi_open=False, allow_none=False):
+  value = cfg[key]
+  if value is None and allow_none:
+    return
+  ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+  if ok:
+    ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+  if not ok:
+    bounds = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+    _fail(key, value, f"a number in {bounds}" + (" or None" if allow_none else ""))
+
+
+def _check_int(cfg, key, lo, *, allow_none=False):
+  value = cfg[key]
+  if value is None and allow_none:
+    return
+  if not isinstance(value, int) or isinstance(value, bool) or value < lo:
+    _fail(key, value, f"an integer >= {lo}" + (" or None" if allow_none else ""))
+
+
+def validate_optim_config(optim_config, *, total_steps: Optional[int] = None) -> None:
+  """Raises ValueError naming `optim.<key>`, its value and the valid choices.
+
+  Args:
+    optim_config: the `config.optim` subtree (keys of `default_optim_config()`).
+    total_steps: the run's number of updates; the horizon of decaying schedules when
+      `optim.decay_steps` is 0/None.
+  """
+  unknown = sorted(set(optim_config.keys()) - set(default_optim_config().keys()))
+  if unknown:
+    raise ValueError(
+        f"optim.{unknown[0]} is not a known key; valid keys: {sorted(default_optim_config())}"
+    )
+  cfg = optim_config
+  if cfg.name not in OPTIMIZERS:
+    _fail("name", cfg.name, str(sorted(OPTIMIZERS)))
+  if cfg.schedule not in SCHEDULES:
+    _fail("schedule", cfg.schedule, str(sorted(SCHEDULES)))
+  inf = float("inf")
+  _check_number(cfg, "learning_rate", 0, inf, lo_open=True)
+  _check_int(cfg, "warmup_steps", 0)
+  _check_int(cfg, "rsqrt_d_model", 0, allow_none=True)
+  _check_int(cfg, "decay_steps", 0, allow_none=True)
+  _check_number(cfg, "min_lr_ratio", 0, 1)
+  _check_number(cfg, "b1", 0, 1, hi_open=True)
+  _check_number(cfg, "b2", 0, 1, hi_open=True)
+  _check_number(cfg, "eps", 0, inf, lo_open=True)
+  _check_number(cfg, "weight_decay", 0, inf)
+  _check_number(cfg, "momentum", 0, 1, hi_open=True, allow_none=True)
+  if not isinstance(cfg.nesterov, bool):
+    _fail("nesterov", cfg.nesterov, "True or False")
+  _check_number(cfg, "grad_clip_norm", 0, inf, allow_none=True)
+  if not isinstance(cfg.adafactor_param_scale, bool):
+    _fail("adafactor_param_scale", cfg.adafactor_param_scale, "True or False")
+  _check_number(cfg, "adafactor_decay_rate", 0, 1, lo_open=True)
+  if cfg.adafactor_clipping_threshold:  # optax requires >= 1 when set
+    _check_number(cfg, "adafactor_clipping_threshold", 1, inf)
+  _check_int(cfg, "adafactor_min_dim_size_to_factor", 1)
+  if cfg.weight_decay and cfg.name not in WEIGHT_DECAY_OPTIMIZERS:
+    _fail("weight_decay", cfg.weight_decay, f"0.0 for optim.name={cfg.name!r} "
+          f"(weight decay is read by {list(WEIGHT_DECAY_OPTIMIZERS)})")
+  if cfg.schedule in DECAYING_SCHEDULES:
+    horizon = cfg.decay_steps or total_steps
+    if not horizon:
+      _fail("decay_steps", cfg.decay_steps,
+            f"a positive integer (or pass total_steps) for optim.schedule={cfg.schedule!r}")
+    if horizon <= cfg.warmup_steps:
+      _fail("decay_steps", horizon,
+            f"an integer > optim.warmup_steps={cfg.warmup_steps} (decay_steps includes warmup)")
+
+
+def make_schedule(optim_config, *, total_steps: Optional[int] = None) -> optax.Schedule:
+  """Validates `optim_config` and builds its schedule `count -> lr`."""
+  validate_optim_config(optim_config, total_steps=total_steps)
+  cfg = optim_config
+  return get_schedule(cfg.schedule)(
+      learning_rate=float(cfg.learning_rate),
+      warmup_steps=cfg.warmup_steps,
+      decay_steps=cfg.decay_steps or total_steps,
+      min_lr_ratio=float(cfg.min_lr_ratio),
+      rsqrt_d_model=cfg.rsqrt_d_model,
+  )
+
+
+def make_optimizer(
+    optim_config,
+    *,
+    lr_multipliers=None,
+    weight_decay_mask=None,
+    total_steps: Optional[int] = None,
+) -> tuple[optax.GradientTransformation, optax.Schedule]:
+  """Builds `clip -> optimizer -> lr multipliers` and returns it with its schedule.
+
+  Args:
+    optim_config: the `config.optim` subtree (see `default_optim_config`).
+    lr_multipliers: optional pytree of non-negative floats with the params' structure
+      (µP per-parameter lr multipliers); each leaf's final update is multiplied by it.
+    weight_decay_mask: optional pytree of bools with the params' structure; True = decay
+      (pass False for biases and norm scales).
+    total_steps: number of updates in the run; the horizon when `optim.decay_steps` is 0.
+
+  Returns:
+    `(tx, schedule)`; `schedule(count)` is the lr of the update made when `count` updates
+    have been applied (before any lr multiplier).
+  """
+  schedule = make_schedule(optim_config, total_steps=total_steps)
+  if lr_multipliers is not None:
+    for path, m in jax.tree_util.tree_leaves_with_path(lr_multipliers):
+      if not (float(m) >= 0.0 and float(m) < float("inf")):
+        raise ValueError(
+            f"lr_multipliers{jax.tree_util.keystr(path)}={m!r} is invalid; "
+            "valid choices: a finite number >= 0"
+        )
+  parts = []
+  if optim_config.grad_clip_norm:
+    parts.append(optax.clip_by_global_norm(optim_config.grad_clip_norm))
+  parts.append(get_optimizer(optim_config.name)(schedule, optim_config, weight_decay_mask))
+  if lr_multipliers is not None:
+    parts.append(scale_by_lr_multipliers(lr_multipliers))
+  return optax.chain(*parts), schedule
