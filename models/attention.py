@@ -28,14 +28,14 @@ def logit_scale(kind: str, head_dim: int) -> float:
 
 def _masked_head_stats(logits_BxHxQxK, probs_BxHxQxK, mask_BxHxQxK):
   """Per-head logit std, attention entropy and max probability over valid positions."""
-  m = mask_BxHxQxK.astype(jnp.float32)
+  m = mask_BxHxQxK.astype(logits_BxHxQxK.dtype)
   n = jnp.maximum(m.sum(axis=(0, 2, 3)), 1.0)
   mean_H = (logits_BxHxQxK * m).sum(axis=(0, 2, 3)) / n
   var_H = (jnp.square(logits_BxHxQxK - mean_H[None, :, None, None]) * m).sum(axis=(0, 2, 3)) / n
   p = probs_BxHxQxK * m
   entropy_BxHxQ = -jnp.sum(jnp.where(m > 0, p * jnp.log(jnp.maximum(p, 1e-30)), 0.0), axis=-1)
   max_BxHxQ = jnp.max(p, axis=-1)
-  q_valid = (m.sum(-1) > 0).astype(jnp.float32)
+  q_valid = (m.sum(-1) > 0).astype(m.dtype)
   nq = jnp.maximum(q_valid.sum(axis=(0, 2)), 1.0)
   return (jnp.sqrt(var_H), (entropy_BxHxQ * q_valid).sum(axis=(0, 2)) / nq,
           (max_BxHxQ * q_valid).sum(axis=(0, 2)) / nq)
@@ -60,10 +60,12 @@ class MultiHeadAttention(nn.Module):
     k_BxKxHxK = proj("key")(x_kv_BxKxD)
     v_BxKxHxK = proj("value")(x_kv_BxKxD)
 
-    logits_BxHxQxK = jnp.einsum("bqhd,bkhd->bhqk", q_BxQxHxK, k_BxKxHxK).astype(jnp.float32)
+    # Softmax in at least float32 (bfloat16 compute), in float64 when the model computes in float64 (analysis).
+    softmax_dtype = jnp.promote_types(c.dtype, jnp.float32)
+    logits_BxHxQxK = jnp.einsum("bqhd,bkhd->bhqk", q_BxQxHxK, k_BxKxHxK).astype(softmax_dtype)
     logits_BxHxQxK = logits_BxHxQxK * logit_scale(c.attention_logit_scale, k)
     mask_BxHxQxK = jnp.broadcast_to(mask_Bx1xQxK, logits_BxHxQxK.shape)
-    masked = jnp.where(mask_BxHxQxK, logits_BxHxQxK, jnp.finfo(jnp.float32).min)
+    masked = jnp.where(mask_BxHxQxK, logits_BxHxQxK, jnp.finfo(softmax_dtype).min)
     probs_BxHxQxK = jax.nn.softmax(masked, axis=-1)
 
     if self.is_mutable_collection("intermediates"):

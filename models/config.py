@@ -22,10 +22,12 @@ PARAMETERIZATIONS = ("standard", "ntk", "mup")
 READOUT_SCALES = ("none", "rsqrt_d")
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16, "float64": jnp.float64}
 
-# Sizes per preset. `base` is Vaswani et al. 2017's base model; `tiny` is for tests.
+# Sizes per preset. `base` is Vaswani et al. 2017's base model; `mini` trains in minutes on a laptop CPU;
+# `tiny` is for tests.
 PRESETS = {
     "base": dict(num_encoder_layers=6, num_decoder_layers=6, d_model=512, num_heads=8, d_ff=2048),
     "small": dict(num_encoder_layers=3, num_decoder_layers=3, d_model=256, num_heads=4, d_ff=1024),
+    "mini": dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, num_heads=4, d_ff=512),  # CPU runs
     "tiny": dict(num_encoder_layers=2, num_decoder_layers=2, d_model=32, num_heads=2, d_ff=64),
 }
 _SIZE_KEYS = ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "d_ff")

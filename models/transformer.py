@@ -156,7 +156,8 @@ def _self_mask(valid_BxL, segmentation_BxL, causal):
 
 
 class Transformer(nn.Module):
-  """The model for every architecture; `__call__(batch)` returns float32 logits [B, L, V].
+  """The model for every architecture; `__call__(batch)` returns logits [B, L, V] in float32 (float64 if
+  the model computes in float64).
 
   Attributes:
     config: a frozen `ModelConfig`.
@@ -195,7 +196,7 @@ class Transformer(nn.Module):
       logits = self.head(x_BxLxD)
     if c.arch == "encoder":
       logits = logits + self.mlm_bias.astype(logits.dtype)
-    return logits.astype(jnp.float32)
+    return logits.astype(jnp.promote_types(logits.dtype, jnp.float32))
 
   def encode(self, inputs_BxS, *, inputs_segmentation=None, inputs_position=None, deterministic=True):
     """Encoder output [B, S, D] for source tokens."""

@@ -1,0 +1,17 @@
+"""Admin (Liu et al. 2020; SCIENCE §6): Post-LN with ω ⊙ x on the residual, ω set by a profiling pass at init.
+
+    python main.py --config=configs/admin.py
+"""
+
+from configs import default
+
+
+def get_config():
+  config = default.get_config()
+  config.model.norm_position = "post"
+  config.model.residual = "admin"
+  config.init.scheme = "admin"
+  config.optim.schedule = "linear_warmup"
+  config.optim.learning_rate = 1e-3
+  config.optim.warmup_steps = 150
+  return config

@@ -1,0 +1,17 @@
+"""DeepNet (Wang et al. 2022; SCIENCE §6): Post-LN with x·α on the residual and β-scaled Xavier init.
+
+    python main.py --config=configs/deepnet.py
+"""
+
+from configs import default
+
+
+def get_config():
+  config = default.get_config()
+  config.model.norm_position = "post"
+  config.model.residual = "deepnorm"
+  config.init.scheme = "deepnet"
+  config.optim.schedule = "linear_warmup"
+  config.optim.learning_rate = 1e-3
+  config.optim.warmup_steps = 150
+  return config

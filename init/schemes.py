@@ -1,0 +1,286 @@
+"""Whole-model initialization schemes: a parameter's role (models.param_roles) + the ModelConfig -> an initializer.
+
+Contract: `get_scheme(name)` returns a `Scheme`; `scheme.rule(role, model_config, hparams)` returns the `Rule`
+(a name in `init.initializers.INITIALIZERS` plus its hyper-parameters) for one parameter, and
+`scheme.target_std(...)` the std that rule realizes (0 for constants), so tests compare a built model with
+the table below. Rules depend only on `ParamRole` fields (role, stack, layer, sublayer, fans), never on paths.
+`scheme.procedure` names a post-init procedure of `init.procedures` (Admin's profiling pass) or is None.
+
+Shared by every scheme: norm gains 1, norm biases and all dense/MLM biases 0; residual scalars as the model
+itself initializes them (`residual_scale_rule`: ReZero α = 0, SkipInit α = model.skipinit_alpha, Admin ω = 1
+before profiling). The `head` role covers the untied readout (sublayer "head") and BERT's MLM transform
+(sublayer "mlm_transform", a d×d hidden matrix, treated as a hidden projection). "d^{-1/2}" is d_model^{-1/2}.
+
+Per-role targets (realized std; Xavier = √(2/(fan_in+fan_out)), fans of `ParamRole`):
+- xavier (Glorot & Bengio 2010, Eq. 16): every kernel and the untied head xavier_uniform; token and learned
+  position embeddings N(0, d^{-1/2}) — fairseq's and Vaswani et al.'s embedding init (the seed experiment ran
+  fairseq), because a Xavier table [V, d] would make the tied readout depend on V.
+- bert (Devlin et al. 2019, `initializer_range`): truncated_normal_tf(std=0.02) for every matrix incl. the
+  embeddings, positions, MLM transform and head: realized 0.8796·0.02 = 0.017593.
+- t5 (Raffel et al. 2020; Mesh TF; SCIENCE §4): N(0, ·) with W_q (d·d_k)^{-1/2}, W_k, W_v d^{-1/2},
+  W_o (H·d_k)^{-1/2}, mlp_in d^{-1/2}, mlp_out d_ff^{-1/2}, embeddings/positions 1.0, untied head and MLM
+  transform fan_in^{-1/2} (Mesh TF's dense default). Meant for attention_logit_scale='none' (the 1/√d_k sits
+  in W_q) and tied_readout_scale='rsqrt_d'; neither is forced.
+- gpt2 (Radford et al. 2019, §2.3; nanoGPT): N(0, 0.02²) for every matrix; the residual-output projections
+  attn_out (self and cross) and mlp_out × 1/√R, R = the number of residual layers of that stack (the paper's
+  "N residual layers"; 2·layers, 3·layers for the decoder of an encoder-decoder, which has cross-attention).
+- tfixup (Huang et al. 2020, §3 "T-Fixup" initialization steps; SCIENCE §7): xavier's table; then in the
+  decoder attn_v, attn_out (self and cross), mlp_in, mlp_out × (9M)^{-1/4}, in the encoder the same roles
+  × 0.67·N^{-1/4}, and the input embeddings × (9M)^{-1/4}. "N(0, d^{-1/2})" is read as std d^{-1/2}: T-Fixup
+  is built on fairseq, whose Embedding draws `normal_(std=d**-0.5)` (a variance d^{-1/2} would be std
+  d^{-1/4}, an init nobody uses). The token table is shared by encoder and decoder, so it takes the
+  decoder's factor (public T-Fixup code scales it by the decoder depth); an encoder-only model uses its own
+  depth in (9N)^{-1/4}, the literal reading of step 3 ("input embeddings x and y ... by (9N)^{-1/4}").
+- dsinit (Zhang, Titov & Sennrich 2019, §3 "Depth-Scaled Initialization"): every kernel of layer l (1-based,
+  per stack) U(±γα/√l), γ = √(6/(fan_in+fan_out)): realized xavier·α/√l. Embeddings and head as xavier.
+- deepnet (Wang et al. 2022, Fig. 2 pseudo-code): xavier_normal with gain β_stack (`deepnorm_constants`) for
+  attn_v, attn_out, mlp_in, mlp_out; gain 1 for attn_q, attn_k, head, MLM transform; embeddings N(0, d^{-1/2}).
+  Requires model.residual='deepnorm' (the model applies α).
+- admin (Liu et al. 2020, Eq. 6): xavier's table, then the profiling procedure sets ω. Requires residual='admin'.
+- fixup (Zhang, Dauphin & Ma 2019, §3 rules 1-2), adapted: each residual branch has m = 2 matrices on its
+  signal path — W_v then W_o for attention (W_q, W_k only shape the softmax weights), mlp_in then mlp_out. The
+  last (attn_out, mlp_out) and the untied classifier start at 0; attn_v and mlp_in are xavier × L^{-1/2}
+  (`fixup_scale(L, 2)`), L = residual branches of that stack. A tied head is the token table and cannot be
+  zeroed; Fixup's scalar multipliers/biases are not added (use residual='rezero'/'skipinit' for those).
+- rezero (Bachlechner et al. 2020): xavier's table; α = 0 comes from the model. Requires residual='rezero'.
+- ntk (Jacot et al. 2018; Park et al. 2019; SCIENCE §3): every matrix incl. embeddings N(0, 1); the model's
+  1/√fan_in multipliers give the SP function. Requires parameterization='ntk'.
+- mup (Yang et al. 2022, Tensor Programs V, Table 3 in the `mup` package's readout-multiplier form): hidden
+  matrices (attn_*, mlp_*, MLM transform) N(0, 1/fan_in); embeddings/positions N(0, 1); untied readout 0 if
+  `mup_readout_zero` else N(0, 1/fan_in); W_q 0 if `mup_query_zero` (TP5 App. D.2 recommends both zero
+  inits). A tied readout is the embedding and keeps N(0, 1). Requires parameterization='mup'.
+Every scheme but ntk and mup requires parameterization='standard': a parameterization fixes its init table.
+"""
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Optional
+
+from init import initializers
+from init.math import deepnorm_constants, dsinit_bound, fixup_scale, tfixup_scales
+from models import ModelConfig, ParamRole
+
+KERNEL_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
+
+
+class Rule(NamedTuple):
+  """One parameter's initializer: a key of `init.initializers.INITIALIZERS` and its hyper-parameters."""
+  initializer: str
+  hparams: tuple[tuple[str, Any], ...] = ()
+
+  def make(self) -> initializers.Initializer:
+    return initializers.get_initializer(self.initializer, **dict(self.hparams))
+
+  def std(self, role: ParamRole) -> float:
+    return initializers.realized_std(self.initializer, fan_in=role.fan_in, fan_out=role.fan_out,
+                                     **dict(self.hparams))
+
+
+def _r(name: str, **hparams) -> Rule:
+  return Rule(name, tuple(sorted(hparams.items())))
+
+
+def residual_scale_rule(mc: ModelConfig) -> Rule:
+  """The model's own init of its residual scalars (models.residual.Residual), so schemes leave them as is."""
+  if mc.residual == "rezero":
+    return _r("zeros")
+  if mc.residual == "skipinit":
+    return _r("constant", value=mc.skipinit_alpha)
+  if mc.residual == "admin":
+    return _r("ones")  # ω = 1 before Admin's profiling pass
+  raise ValueError(f"model.residual={mc.residual!r} has no residual_scale parameters")
+
+
+def _fixed_rule(role: ParamRole, mc: ModelConfig) -> Optional[Rule]:
+  if role.role == "norm_scale":
+    return _r("ones")
+  if role.role in ("norm_bias", "bias"):
+    return _r("zeros")
+  if role.role == "residual_scale":
+    return residual_scale_rule(mc)
+  return None
+
+
+def _is_readout(role: ParamRole) -> bool:
+  return role.role == "head" and role.sublayer == "head"
+
+
+def residual_layers(mc: ModelConfig, stack: str) -> int:
+  """Residual branches in a stack: self-attention + MLP per layer, plus cross-attention in an enc-dec decoder."""
+  per_layer = 3 if (stack == "decoder" and mc.arch == "encoder_decoder") else 2
+  return per_layer * mc.num_layers(stack)
+
+
+def _embedding_std(mc: ModelConfig) -> float:
+  return mc.d_model**-0.5
+
+
+# --- per-scheme matrix rules: (role, model config, hparams) -> Rule, for embedding/position/kernels/head ---
+
+def _xavier(role, mc, hp) -> Rule:
+  if role.role in ("embedding", "position"):
+    return _r("normal", std=_embedding_std(mc))
+  return _r("xavier_uniform")
+
+
+def _bert(role, mc, hp) -> Rule:
+  return _r("truncated_normal_tf", std=hp["std"])
+
+
+def _t5(role, mc, hp) -> Rule:
+  if role.role in ("embedding", "position"):
+    return _r("normal", std=1.0)
+  if role.role == "attn_q":
+    return _r("normal", std=(mc.d_model * mc.qkv_head_dim) ** -0.5)
+  # k, v, o, mlp_in, mlp_out, head: all std fan_in^{-1/2} (d, d, H·d_k, d, d_ff, d).
+  return _r("normal", std=role.fan_in**-0.5)
+
+
+def _gpt2(role, mc, hp) -> Rule:
+  std = hp["std"]
+  if role.role in ("attn_out", "mlp_out"):
+    # GPT-2 §2.3: "scale the weights of residual layers at initialization by 1/√N, N the number of residual
+    # layers" — each branch adds its variance to the stream, so R branches sum to the variance of one.
+    std /= math.sqrt(residual_layers(mc, role.stack))
+  return _r("normal", std=std)
+
+
+def _tfixup_factors(mc: ModelConfig) -> dict[str, float]:
+  n = mc.num_encoder_layers if "encoder" in mc.stacks else mc.num_decoder_layers
+  m = mc.num_decoder_layers if "decoder" in mc.stacks else mc.num_encoder_layers
+  scales = tfixup_scales(n, m)
+  return {"encoder": scales["encoder"], "decoder": scales["decoder"], "embedding": scales["decoder"]}
+
+
+def _tfixup(role, mc, hp) -> Rule:
+  factors = _tfixup_factors(mc)
+  if role.role == "embedding":
+    return _r("normal", std=_embedding_std(mc) * factors["embedding"])
+  if role.role in ("attn_v", "attn_out", "mlp_in", "mlp_out"):
+    return _r("xavier_uniform", gain=factors[role.stack])
+  return _xavier(role, mc, hp)
+
+
+def _dsinit(role, mc, hp) -> Rule:
+  if role.role in KERNEL_ROLES:
+    return _r("uniform", bound=dsinit_bound(role.fan_in, role.fan_out, role.layer + 1, hp["dsinit_alpha"]))
+  return _xavier(role, mc, hp)
+
+
+def _deepnet(role, mc, hp) -> Rule:
+  if role.role in ("embedding", "position"):
+    return _r("normal", std=_embedding_std(mc))
+  if role.role in ("attn_v", "attn_out", "mlp_in", "mlp_out"):
+    beta = deepnorm_constants(mc.arch, mc.num_encoder_layers, mc.num_decoder_layers)[role.stack][1]
+    return _r("xavier_normal", gain=beta)
+  return _r("xavier_normal")
+
+
+def _fixup(role, mc, hp) -> Rule:
+  if role.role in ("attn_out", "mlp_out") or _is_readout(role):
+    return _r("zeros")
+  if role.role in ("attn_v", "mlp_in"):
+    return _r("xavier_uniform", gain=fixup_scale(residual_layers(mc, role.stack), 2))
+  return _xavier(role, mc, hp)
+
+
+def _ntk(role, mc, hp) -> Rule:
+  return _r("normal", std=1.0)
+
+
+def _mup(role, mc, hp) -> Rule:
+  if role.role in ("embedding", "position"):
+    return _r("normal", std=1.0)
+  if _is_readout(role):
+    return _r("zeros") if hp["mup_readout_zero"] else _r("lecun_normal")
+  if role.role == "attn_q" and hp["mup_query_zero"]:
+    return _r("zeros")
+  return _r("lecun_normal")
+
+
+# --- registry ---
+
+# Hyper-parameters of config.init beyond `scheme`, with defaults and validators (name, value) -> value.
+def _positive(name, v):
+  if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+    raise ValueError(f"init.{name}={v!r} must be a finite number > 0")
+  return float(v)
+
+
+def _unit_interval(name, v):
+  if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v <= 1.0:
+    raise ValueError(f"init.{name}={v!r} must be in (0, 1]")
+  return float(v)
+
+
+def _boolean(name, v):
+  if not isinstance(v, bool):
+    raise ValueError(f"init.{name}={v!r} must be True or False")
+  return v
+
+
+HPARAMS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
+    "std": (0.02, _positive),
+    "dsinit_alpha": (1.0, _unit_interval),
+    "mup_readout_zero": (True, _boolean),
+    "mup_query_zero": (True, _boolean),
+}
+
+
+class Scheme(NamedTuple):
+  """A registered scheme. `requires` maps ModelConfig fields to the values the scheme makes sense with."""
+  name: str
+  matrix_rule: Callable[[ParamRole, ModelConfig, Mapping[str, Any]], Rule]
+  hparams: tuple[str, ...] = ()
+  requires: tuple[tuple[str, tuple[str, ...]], ...] = (("parameterization", ("standard",)),)
+  procedure: Optional[str] = None
+
+  def rule(self, role: ParamRole, mc: ModelConfig, hparams: Mapping[str, Any]) -> Rule:
+    """The initializer rule of one parameter (see the module docstring for the per-role table)."""
+    fixed = _fixed_rule(role, mc)
+    return fixed if fixed is not None else self.matrix_rule(role, mc, hparams)
+
+  def target_std(self, role: ParamRole, mc: ModelConfig, hparams: Mapping[str, Any]) -> float:
+    """The std the rule realizes for this parameter (0 for constants)."""
+    return self.rule(role, mc, hparams).std(role)
+
+  def check_model(self, mc: ModelConfig) -> None:
+    """Raises ValueError if the model config is one this scheme makes no sense with."""
+    if mc.parameterization in ("ntk", "mup") and self.name != mc.parameterization:
+      raise ValueError(f"model.parameterization={mc.parameterization!r} fixes the init table: set "
+                       f"init.scheme={mc.parameterization!r}, got {self.name!r}")
+    for field, allowed in self.requires:
+      value = getattr(mc, field)
+      if value not in allowed:
+        raise ValueError(f"init.scheme={self.name!r} needs model.{field} in {list(allowed)}, got {value!r}")
+
+
+SCHEMES: dict[str, Scheme] = {
+    "xavier": Scheme("xavier", _xavier),
+    "bert": Scheme("bert", _bert, hparams=("std",)),
+    "t5": Scheme("t5", _t5),
+    "gpt2": Scheme("gpt2", _gpt2, hparams=("std",)),
+    "tfixup": Scheme("tfixup", _tfixup),
+    "dsinit": Scheme("dsinit", _dsinit, hparams=("dsinit_alpha",)),
+    "deepnet": Scheme("deepnet", _deepnet,
+                      requires=(("parameterization", ("standard",)), ("residual", ("deepnorm",)))),
+    "admin": Scheme("admin", _xavier, procedure="admin_profile",
+                    requires=(("parameterization", ("standard",)), ("residual", ("admin",)))),
+    "fixup": Scheme("fixup", _fixup),
+    "rezero": Scheme("rezero", _xavier,
+                     requires=(("parameterization", ("standard",)), ("residual", ("rezero",)))),
+    "ntk": Scheme("ntk", _ntk, requires=(("parameterization", ("ntk",)),)),
+    "mup": Scheme("mup", _mup, hparams=("mup_readout_zero", "mup_query_zero"),
+                  requires=(("parameterization", ("mup",)),)),
+}
+
+
+def get_scheme(name: str) -> Scheme:
+  """The registered scheme `name`.
+
+  Raises:
+    ValueError: unknown name, listing the valid ones.
+  """
+  if name not in SCHEMES:
+    raise ValueError(f"init.scheme={name!r} is not one of {sorted(SCHEMES)}")
+  return SCHEMES[name]

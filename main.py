@@ -1,0 +1,59 @@
+"""Trains or analyzes a Transformer from a config file; everything it produces lands in --workdir.
+
+    python main.py --config=configs/t5_init.py                      # train (reruns resume the workdir)
+    python main.py --config=configs/xavier_postln.py --config.mode=analyze   # curvature / signal at init
+    python main.py --config=configs/t5_init.py --config.optim.warmup_steps=0 --workdir=runs/t5_nowarmup
+
+Composition only: parse the config, (analysis at init), train. A diverged run exits with status 3 after writing
+status.json; it is a research outcome, not a crash.
+"""
+
+import os
+import sys
+
+import jax
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+import analysis.run
+import train.loop
+
+config_flags.DEFINE_config_file("config", "configs/default.py", "Experiment config file.", lock_config=True)
+flags.DEFINE_string("workdir", None, "Output directory (default: runs/<config name>); rerunning it resumes.")
+FLAGS = flags.FLAGS
+MODES = ("train", "analyze", "reproduce")
+
+
+def main(argv):
+  del argv
+  config = FLAGS.config
+  if config.mode not in MODES:
+    raise app.UsageError(f"config.mode={config.mode!r} is not one of {list(MODES)}")
+  config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
+  workdir = FLAGS.workdir or os.path.join("runs", config_name)
+  logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())
+  analysis.run.validate_analysis_config(config.analysis)
+  if config.mode == "reproduce":
+    from analysis import reproduce  # pylint: disable=g-import-not-at-top (only this mode needs it)
+    result = reproduce.run_claim(config, workdir)
+    logging.info("Claim %s: %s (%s)", config.reproduce.claim, result["verdict"], result.get("reason", ""))
+    return
+  exp = train.loop.setup(config, workdir)
+
+  if config.mode == "analyze" or (config.analysis.at_init and exp.start_step == 0):
+    step = int(exp.state.step)
+    out_dir = os.path.join(workdir, "analysis", f"step_{step}")
+    analysis.run.run_analysis(config.analysis, model=exp.model, variables=exp.state.model_variables(),
+                              batches=exp.batches(config.analysis.num_batches, config.analysis.batch_size), out_dir=out_dir,
+                              label=f"{config_name} step {step}")
+    logging.info("Analysis written to %s", out_dir)
+  if config.mode == "train":
+    try:
+      train.loop.train_and_evaluate(exp)
+    except train.loop.Diverged as e:
+      logging.error("Run diverged: %s (see %s/status.json)", e, workdir)
+      sys.exit(3)
+
+
+if __name__ == "__main__":
+  app.run(main)

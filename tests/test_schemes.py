@@ -1,0 +1,332 @@
+"""init.schemes + init.init_params: every scheme × architecture realizes its paper's per-role stds (written out
+here independently of init/), depth factors show in the realized stds, determinism per key, errors."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import init
+from init import schemes
+from models import ModelConfig, get_model, param_roles
+from models.config import ARCHS
+
+TRUNC = 0.87962566  # std of N(0, 1) truncated to ±2 (SCIENCE §1)
+KERNELS = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
+# Model knobs each scheme needs (or is meant for); everything else is SIZES.
+SCHEME_MODEL = {
+    "xavier": {}, "bert": {}, "gpt2": {"norm_position": "pre"}, "dsinit": {}, "fixup": {},
+    "t5": {"attention_logit_scale": "none", "use_bias": False, "norm_type": "rmsnorm", "norm_position": "pre"},
+    "tfixup": {"norm_type": "none", "norm_position": "none"},
+    "deepnet": {"residual": "deepnorm"},
+    "admin": {"residual": "admin"},
+    "rezero": {"residual": "rezero", "norm_type": "none", "norm_position": "none"},
+    "ntk": {"parameterization": "ntk", "norm_position": "pre"},
+    "mup": {"parameterization": "mup", "attention_logit_scale": "dk", "norm_position": "pre"},
+}
+# H·d_k = 64 != d = 128, so a swapped fan shows in every fan-dependent rule.
+SIZES = dict(vocab_size=512, d_model=128, num_heads=4, head_dim=16, d_ff=256, max_len=128, position="learned",
+             num_encoder_layers=2, num_decoder_layers=2)
+
+
+def test_every_scheme_has_a_model_config():
+  assert set(SCHEME_MODEL) == set(schemes.SCHEMES)
+
+
+def make_model(scheme, arch, **kw):
+  cfg = {**SIZES, "arch": arch, "tie_embeddings": arch == "encoder", **SCHEME_MODEL[scheme], **kw}
+  return get_model(ModelConfig(**cfg))
+
+
+def make_batch(arch, vocab=512, seed=0):
+  rng = np.random.default_rng(seed)
+  inputs = rng.integers(1, vocab, (4, 16)).astype(np.int32)
+  targets = rng.integers(1, vocab, (4, 12)).astype(np.int32)
+  inputs[0, -5:] = 0
+  targets[1, -3:] = 0
+  return {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}
+
+
+_CACHE = {}
+
+
+def built(scheme, arch):
+  """(model, variables) for init_params with key 0, shared by the tests of one (scheme, arch)."""
+  if (scheme, arch) not in _CACHE:
+    model = make_model(scheme, arch)
+    variables = init.init_params({"scheme": scheme}, model, jax.random.key(0), make_batch(arch))
+    _CACHE[(scheme, arch)] = (model, variables)
+  return _CACHE[(scheme, arch)]
+
+
+def residual_layers(mc, stack):
+  return mc.num_layers(stack) * (3 if stack == "decoder" and mc.arch == "encoder_decoder" else 2)
+
+
+def deepnet_beta(mc, stack):
+  n, m = mc.num_encoder_layers, mc.num_decoder_layers
+  if mc.arch == "encoder":
+    return (8 * n) ** -0.25
+  if mc.arch == "decoder":
+    return (8 * m) ** -0.25
+  return 0.87 * (n**4 * m) ** (-1 / 16) if stack == "encoder" else (12 * m) ** -0.25
+
+
+def paper_std(scheme, r, mc):
+  """The papers' per-role std (module docstring of init/schemes.py), or ("const", value) for constants."""
+  if r.role == "norm_scale":
+    return ("const", 1.0)
+  if r.role in ("norm_bias", "bias"):
+    return ("const", 0.0)
+  if r.role == "residual_scale":
+    return ("const", {"rezero": 0.0, "admin": 1.0}[mc.residual])
+  d, dk, h, f = mc.d_model, mc.qkv_head_dim, mc.num_heads, mc.d_ff
+  xav = math.sqrt(2.0 / (r.fan_in + r.fan_out))
+  emb = r.role in ("embedding", "position")
+  readout = r.role == "head" and r.sublayer == "head"
+  base = d**-0.5 if emb else xav  # xavier's table
+  if scheme in ("xavier", "admin", "rezero"):
+    return base
+  if scheme == "bert":
+    return 0.02 * TRUNC
+  if scheme == "t5":
+    return {"attn_q": (d * dk) ** -0.5, "attn_k": d**-0.5, "attn_v": d**-0.5, "attn_out": (h * dk) ** -0.5,
+            "mlp_in": d**-0.5, "mlp_out": f**-0.5, "head": d**-0.5}.get(r.role, 1.0)
+  if scheme == "gpt2":
+    return 0.02 / math.sqrt(residual_layers(mc, r.stack)) if r.role in ("attn_out", "mlp_out") else 0.02
+  if scheme == "tfixup":
+    n = mc.num_encoder_layers if mc.arch != "decoder" else mc.num_decoder_layers
+    m = mc.num_decoder_layers if mc.arch != "encoder" else mc.num_encoder_layers
+    factor = {"encoder": 0.67 * n**-0.25, "decoder": (9 * m) ** -0.25}
+    if r.role == "embedding":
+      return d**-0.5 * (9 * m) ** -0.25
+    return xav * factor[r.stack] if r.role in ("attn_v", "attn_out", "mlp_in", "mlp_out") else base
+  if scheme == "dsinit":
+    return xav / math.sqrt(r.layer + 1) if r.role in KERNELS else base
+  if scheme == "deepnet":
+    return xav * deepnet_beta(mc, r.stack) if r.role in ("attn_v", "attn_out", "mlp_in", "mlp_out") else base
+  if scheme == "fixup":
+    if r.role in ("attn_out", "mlp_out") or readout:
+      return ("const", 0.0)
+    return xav / math.sqrt(residual_layers(mc, r.stack)) if r.role in ("attn_v", "mlp_in") else base
+  if scheme == "ntk":
+    return 1.0
+  if scheme == "mup":
+    if emb:
+      return 1.0
+    if readout or r.role == "attn_q":  # default config: zero readout and zero query (TP5 App. D.2)
+      return ("const", 0.0)
+    return r.fan_in**-0.5
+  raise AssertionError(scheme)
+
+
+def pooled_groups(params, roles, scheme, mc):
+  """{(role, stack, sublayer, target): [arrays]} pooling layers of a stack whose target is the same."""
+  groups = {}
+  for leaf, r in zip(jax.tree.leaves(params), jax.tree.leaves(roles)):
+    target = paper_std(scheme, r, mc)
+    groups.setdefault((r.role, r.stack, r.sublayer, target), []).append(np.asarray(leaf, np.float64).ravel())
+  return {k: np.concatenate(v) for k, v in groups.items()}
+
+
+@pytest.mark.parametrize("scheme,arch", list(itertools.product(sorted(schemes.SCHEMES), ARCHS)))
+def test_realized_std_matches_paper_table(scheme, arch):
+  model, variables = built(scheme, arch)
+  mc = model.config
+  params = variables["params"]
+  roles = param_roles(params)
+  hp = {"std": 0.02, "dsinit_alpha": 1.0, "mup_readout_zero": True, "mup_query_zero": True}
+  # The scheme's documented target agrees with the paper's table, leaf by leaf.
+  for r in jax.tree.leaves(roles):
+    want = paper_std(scheme, r, mc)
+    got = schemes.get_scheme(scheme).target_std(r, mc, hp)
+    assert got == pytest.approx(0.0 if isinstance(want, tuple) else want, rel=1e-7), r.path
+  for (role, stack, sublayer, target), x in pooled_groups(params, roles, scheme, mc).items():
+    if isinstance(target, tuple):
+      if not (scheme == "admin" and role == "residual_scale"):  # ω is set by profiling (test_procedures)
+        assert np.all(x == target[1]), (role, stack, sublayer)
+      continue
+    assert x.std() == pytest.approx(target, rel=0.03), (role, stack, sublayer, x.size)
+    assert abs(x.mean()) < 5 * target / math.sqrt(x.size), (role, stack, sublayer)
+
+
+# Every scheme once, the architectures in rotation (each arch 4×): the key derivation is shared by all
+# schemes, and three more inits per scheme × arch would double this file's time.
+@pytest.mark.parametrize("scheme,arch", [(s, ARCHS[i % 3]) for i, s in enumerate(sorted(schemes.SCHEMES))])
+def test_same_key_same_params_other_key_different(scheme, arch):
+  model, variables = built(scheme, arch)
+  batch = make_batch(arch)
+  again = init.init_params({"scheme": scheme}, model, jax.random.key(0), batch)
+  other = init.init_params({"scheme": scheme}, model, jax.random.key(1), batch)
+  assert jax.tree.structure(again) == jax.tree.structure(variables)
+  for a, b in zip(jax.tree.leaves(variables), jax.tree.leaves(again)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  random_leaves = 0
+  for a, c in zip(jax.tree.leaves(variables["params"]), jax.tree.leaves(other["params"])):
+    if np.asarray(a).std() > 0:  # sampled (not a constant): another key must change every such leaf
+      assert not np.array_equal(np.asarray(a), np.asarray(c))
+      random_leaves += 1
+  assert random_leaves >= 8
+  # Per-leaf keys differ: two layers' same-shaped kernels are not copies of each other.
+  stack = "encoder" if arch == "encoder" else "decoder"
+  k0, k1 = (variables["params"][stack][f"layer_{i}"]["self_attn"]["key"]["kernel"] for i in (0, 1))
+  assert not np.array_equal(np.asarray(k0), np.asarray(k1))
+
+
+@pytest.mark.parametrize("scheme,expected", [("bert", 0.0176), ("xavier", 1 / math.sqrt(768))])
+def test_768_constants(scheme, expected):
+  """SCIENCE §1-2: BERT's 0.02 realizes 0.0176 on a 768×768 kernel; Xavier realizes 1/√768 = 0.0361."""
+  model = get_model(ModelConfig(vocab_size=64, arch="decoder", num_decoder_layers=1, d_model=768, num_heads=12,
+                                d_ff=768))
+  params = init.init_params({"scheme": scheme}, model, jax.random.key(0))["params"]
+  kernel = np.asarray(params["decoder"]["layer_0"]["mlp"]["wi"]["kernel"])
+  assert kernel.shape == (768, 768)
+  assert kernel.std() == pytest.approx(expected, rel=0.01)
+
+
+def kernel_std(params, stack, layer, sublayer, name):
+  return float(np.asarray(params[stack][f"layer_{layer}"][sublayer][name]["kernel"]).std())
+
+
+@pytest.fixture(scope="module")
+def deep_params():
+  """Encoder-decoder with N=3 encoder and M=5 decoder layers, so a swapped depth shows."""
+  out = {}
+  for scheme in ("dsinit", "tfixup", "deepnet", "gpt2"):
+    model = make_model(scheme, "encoder_decoder", num_encoder_layers=3, num_decoder_layers=5, d_ff=128)
+    out[scheme] = init.init_params({"scheme": scheme}, model, jax.random.key(2), make_batch("encoder_decoder"))
+  return out
+
+
+def test_dsinit_depth_factor(deep_params):
+  """DS-Init: std of layer l = std of layer 1 / √l (Zhang, Titov & Sennrich 2019)."""
+  p = deep_params["dsinit"]["params"]
+  for stack, depth in (("encoder", 3), ("decoder", 5)):
+    first = kernel_std(p, stack, 0, "mlp", "wi")
+    for layer in range(1, depth):
+      assert kernel_std(p, stack, layer, "mlp", "wi") / first == pytest.approx(1 / math.sqrt(layer + 1), rel=0.03)
+
+
+def test_tfixup_depth_factors(deep_params):
+  """T-Fixup: encoder 0.67·3^{-1/4} = 0.5091, decoder and embeddings (9·5)^{-1/4} = 0.3861 times Xavier/d^{-1/2}."""
+  p = deep_params["tfixup"]["params"]
+  xavier_mlp = math.sqrt(2 / (128 + 128))
+  assert kernel_std(p, "encoder", 1, "mlp", "wi") / xavier_mlp == pytest.approx(0.50908, rel=0.03)
+  assert kernel_std(p, "decoder", 3, "mlp", "wo") / xavier_mlp == pytest.approx(0.38610, rel=0.03)
+  xavier_v = math.sqrt(2 / (128 + 64))
+  assert kernel_std(p, "decoder", 4, "cross_attn", "value") / xavier_v == pytest.approx(0.38610, rel=0.03)
+  assert kernel_std(p, "decoder", 0, "self_attn", "query") / xavier_v == pytest.approx(1.0, rel=0.03)
+  emb = float(np.asarray(p["token_embedding"]["embedding"]).std())
+  assert emb / 128**-0.5 == pytest.approx(0.38610, rel=0.03)
+
+
+def test_deepnet_gains(deep_params):
+  """DeepNet enc-dec, N=3, M=5: encoder β = 0.87·(3⁴·5)^{-1/16} = 0.5978, decoder β = (12·5)^{-1/4} = 0.3593."""
+  p = deep_params["deepnet"]["params"]
+  xavier_mlp = math.sqrt(2 / (128 + 128))
+  xavier_qkv = math.sqrt(2 / (128 + 64))
+  assert kernel_std(p, "encoder", 2, "mlp", "wi") / xavier_mlp == pytest.approx(0.59779, rel=0.03)
+  assert kernel_std(p, "decoder", 2, "self_attn", "out") / xavier_qkv == pytest.approx(0.35930, rel=0.03)
+  assert kernel_std(p, "decoder", 2, "self_attn", "key") / xavier_qkv == pytest.approx(1.0, rel=0.03)
+
+
+def test_gpt2_residual_projection_factor(deep_params):
+  """GPT-2: residual outputs × 1/√R, R residual layers: 2·3 = 6 (encoder), 3·5 = 15 (decoder with cross-attn)."""
+  p = deep_params["gpt2"]["params"]
+  assert kernel_std(p, "encoder", 0, "self_attn", "out") / 0.02 == pytest.approx(6**-0.5, rel=0.03)
+  assert kernel_std(p, "decoder", 0, "mlp", "wo") / 0.02 == pytest.approx(15**-0.5, rel=0.03)
+  assert kernel_std(p, "decoder", 0, "cross_attn", "query") / 0.02 == pytest.approx(1.0, rel=0.03)
+
+
+@pytest.mark.parametrize("cfg,path,expected", [
+    ({"scheme": "bert", "std": 0.05}, ("decoder", "layer_0", "mlp", "wi"), 0.05 * TRUNC),
+    ({"scheme": "gpt2", "std": 0.05}, ("decoder", "layer_0", "mlp", "wi"), 0.05),
+    ({"scheme": "dsinit", "dsinit_alpha": 0.5}, ("decoder", "layer_1", "mlp", "wi"),
+     0.5 * math.sqrt(2 / 384) / math.sqrt(2)),
+])
+def test_hyper_parameters_reach_the_rule(cfg, path, expected):
+  model = make_model(cfg["scheme"], "decoder")
+  params = init.init_params(cfg, model, jax.random.key(0))["params"]
+  x = np.asarray(params[path[0]][path[1]][path[2]][path[3]]["kernel"])
+  assert x.std() == pytest.approx(expected, rel=0.03)
+
+
+def test_mup_nonzero_readout_and_query():
+  model = make_model("mup", "decoder")
+  cfg = {"scheme": "mup", "mup_readout_zero": False, "mup_query_zero": False}
+  params = init.init_params(cfg, model, jax.random.key(0))["params"]
+  assert np.asarray(params["head"]["kernel"]).std() == pytest.approx(128**-0.5, rel=0.03)
+  assert np.asarray(params["decoder"]["layer_0"]["self_attn"]["query"]["kernel"]).std() == pytest.approx(
+      128**-0.5, rel=0.03)
+
+
+@pytest.mark.parametrize("residual,kw", [("rezero", {}), ("skipinit", {"skipinit_alpha": 0.25}),
+                                         ("scheduled", {"alpha_init": 0.1}), ("admin", {})])
+def test_residual_scalars_match_the_models_own_init(residual, kw):
+  """Residual α/ω and the `residual_alpha` collection are what models/ itself initializes (cross-check)."""
+  model = make_model("xavier", "decoder", residual=residual, d_model=16, num_heads=2, head_dim=None,
+                     d_ff=16, vocab_size=32, max_len=16, **kw)
+  batch = make_batch("decoder", vocab=32)
+  ours = init.init_params({"scheme": "xavier"}, model, jax.random.key(0), batch)
+  theirs = model.init(jax.random.key(0), batch)  # eager: op compiles are shared across the cases
+  assert set(ours) == set(theirs)
+  roles = param_roles(theirs["params"])
+  n = 0
+  for a, b, r in zip(jax.tree.leaves(ours["params"]), jax.tree.leaves(theirs["params"]), jax.tree.leaves(roles)):
+    if r.role == "residual_scale":
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+      n += 1
+  for c in set(theirs) - {"params"}:
+    for a, b in zip(jax.tree.leaves(ours[c]), jax.tree.leaves(theirs[c])):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+      n += 1
+  assert n == 2 * 2  # 2 layers × (self_attn, mlp)
+
+
+def test_unknown_scheme_lists_valid_names():
+  with pytest.raises(ValueError, match=r"init.scheme='nope'.*'admin'.*'xavier'"):
+    init.get_scheme("nope")
+
+
+@pytest.mark.parametrize("cfg,model_kw,match", [
+    ({"scheme": "nope"}, {}, r"init.scheme='nope' is not one of"),
+    ({"scheme": "admin"}, {}, r"model.residual in \['admin'\]"),
+    ({"scheme": "deepnet"}, {}, r"model.residual in \['deepnorm'\]"),
+    ({"scheme": "rezero"}, {}, r"model.residual in \['rezero'\]"),
+    ({"scheme": "ntk"}, {}, r"model.parameterization in \['ntk'\]"),
+    ({"scheme": "xavier"}, {"parameterization": "ntk"}, r"set init.scheme='ntk'"),
+    ({"scheme": "bert"}, {"parameterization": "mup", "attention_logit_scale": "dk"}, r"set init.scheme='mup'"),
+    ({"scheme": "bert", "sdt": 0.02}, {}, r"unknown init config keys \['sdt'\]"),
+    ({"scheme": "bert", "std": -1.0}, {}, r"init.std=-1.0"),
+    ({"scheme": "dsinit", "dsinit_alpha": 2.0}, {}, r"init.dsinit_alpha=2.0"),
+    ({"scheme": "mup", "mup_readout_zero": 1}, {"parameterization": "mup", "attention_logit_scale": "dk"},
+     r"init.mup_readout_zero=1"),
+    ({"std": 0.02}, {}, r"init.scheme is missing"),
+])
+def test_bad_config_or_model_raises_before_compute(cfg, model_kw, match, monkeypatch):
+  model = get_model(ModelConfig(**{**SIZES, "arch": "decoder", **model_kw}))
+
+  def no_compute(*a, **k):
+    raise AssertionError("computed before validating")
+  monkeypatch.setattr(jax, "eval_shape", no_compute)
+  with pytest.raises(ValueError, match=match):
+    init.init_params(cfg, model, jax.random.key(0), make_batch("decoder"))
+
+
+def test_admin_needs_a_batch_with_the_right_keys(monkeypatch):
+  model = make_model("admin", "encoder_decoder")
+  monkeypatch.setattr(jax, "eval_shape", lambda *a, **k: (_ for _ in ()).throw(AssertionError("computed")))
+  with pytest.raises(ValueError, match="needs a batch"):
+    init.init_params({"scheme": "admin"}, model, jax.random.key(0), None)
+  with pytest.raises(ValueError, match=r"needs key 'inputs'"):
+    init.init_params({"scheme": "admin"}, model, jax.random.key(0), {"targets": jnp.ones((2, 3), jnp.int32)})
+
+
+def test_default_init_config_is_valid_for_every_scheme():
+  cfg = init.default_init_config()
+  assert set(cfg.to_dict()) == {"scheme", *schemes.HPARAMS}
+  for key, (default, _) in schemes.HPARAMS.items():
+    assert cfg[key] == default

@@ -1,0 +1,155 @@
+"""End-to-end tests of the training job: learning on the embedded task, Multi30k, bitwise resume, divergence,
+data parallelism on 8 simulated devices, and clear errors for bad configs and data paths."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from configs import default
+from train import loop
+from train.loss import make_loss_fn
+from train.metrics import read_metrics, read_status
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+MULTI30K = REPO.parent / "shared" / "data" / "multi30k"
+
+
+def tiny_config(**overrides):
+  config = default.get_config()
+  m = config.model
+  m.preset = "tiny"
+  m.num_encoder_layers, m.num_decoder_layers, m.d_model, m.num_heads, m.d_ff = 2, 2, 64, 4, 128
+  m.norm_position = "pre"
+  config.init.scheme = "xavier"
+  config.optim.name, config.optim.schedule = "adam", "linear_warmup"
+  config.optim.learning_rate, config.optim.warmup_steps = 5e-3, 20
+  config.data.batch_size = config.data.eval_batch_size = 32
+  config.data.embedded.num_train, config.data.embedded.num_eval = 4000, 64
+  config.data.max_eval_loss_examples = 64
+  t = config.train
+  t.num_steps, t.log_every, t.eval_every, t.checkpoint_every = 200, 50, 200, 100
+  t.num_decode_examples = 64
+  for key, value in overrides.items():
+    node = config
+    *parents, leaf = key.split(".")
+    for p in parents:
+      node = node[p]
+    node[leaf] = value
+  return config
+
+
+def test_embedded_task_learns(tmp_path):
+  """200 steps: validation loss below half its initial value, exact match above zero."""
+  config = tiny_config()
+  exp = loop.setup(config, str(tmp_path))
+  eval_step = jax.jit(loop.step_lib.make_eval_step(exp.model))
+  initial = loop.evaluate(exp, eval_step, None, exp.state.model_variables())["loss"]
+  assert abs(initial - np.log(exp.data.tokenizer.vocab_size)) < 0.5 * np.log(exp.data.tokenizer.vocab_size)
+  loop.train_and_evaluate(exp)
+  evals = read_metrics(str(tmp_path), split="eval")
+  final = evals[-1]
+  assert final["step"] == 200
+  assert final["loss"] < 0.5 * initial, (initial, final)
+  assert final["exact_match"] > 0.0, final
+  assert 0.0 <= final["bleu"] <= 100.0 and final["perplexity"] == pytest.approx(np.exp(final["loss"]), rel=1e-6)
+  assert read_status(str(tmp_path))["status"] == "finished"
+  train_records = read_metrics(str(tmp_path), split="train")
+  assert [r["step"] for r in train_records] == [50, 100, 150, 200]
+  assert (tmp_path / "tensorboard").is_dir()
+
+
+def test_resume_is_bitwise(tmp_path):
+  """20 steps, stop, 20 more == 40 uninterrupted: params, optimizer state, step and data position."""
+  def run(workdir, num_steps):
+    config = tiny_config(**{"train.num_steps": num_steps, "train.checkpoint_every": 20, "train.eval_every": 1000,
+                            "train.num_decode_examples": 0, "model.residual": "scheduled",
+                            "model.norm_position": "none", "model.norm_type": "none", "model.alpha_step": 0.01,
+                            "model.dropout_rate": 0.1})
+    return loop.train_and_evaluate(loop.setup(config, str(workdir)))
+
+  straight = run(tmp_path / "a", 40)
+  run(tmp_path / "b", 20)
+  resumed = run(tmp_path / "b", 40)
+  assert int(resumed.step) == int(straight.step) == 40
+  for a, b in zip(jax.tree.leaves((straight.params, straight.opt_state, straight.variables)),
+                  jax.tree.leaves((resumed.params, resumed.opt_state, resumed.variables))):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  alphas = jax.tree.leaves(resumed.variables["residual_alpha"])
+  np.testing.assert_allclose(alphas, 0.4, rtol=1e-5)  # 40 updates of 0.01
+
+
+@pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"Multi30k not found at {MULTI30K}")
+def test_multi30k_few_steps_and_loss_at_init(tmp_path):
+  """Real sentences: loss at init within 10% of ln(vocab) for BERT's small init; a few steps decrease it."""
+  config = tiny_config(**{"data.name": "multi30k", "data.dir": str(MULTI30K), "data.vocab_size": 1000,
+                          "train.num_steps": 30, "train.log_every": 10, "train.eval_every": 1000,
+                          "train.num_decode_examples": 0, "init.scheme": "bert", "model.norm_position": "post",
+                          "optim.learning_rate": 1e-3, "optim.warmup_steps": 5})
+  exp = loop.setup(config, str(tmp_path))
+  loss_fn = jax.jit(make_loss_fn(exp.model, variables=exp.state.variables))
+  batch = jax.tree.map(jnp.asarray, exp.batches(1)[0])
+  loss0 = float(loss_fn(exp.state.params, batch))
+  assert abs(loss0 - np.log(1000)) < 0.1 * np.log(1000), loss0
+  loop.train_and_evaluate(exp)
+  losses = [r["loss"] for r in read_metrics(str(tmp_path), split="train")]
+  assert all(np.isfinite(losses)) and losses[-1] < losses[0] < loss0 + 0.5, losses
+
+
+def test_divergence_is_clean(tmp_path):
+  """A config built to diverge: status.json says diverged, a checkpoint from before it stays, exit code 3,
+  no traceback."""
+  workdir = tmp_path / "div"
+  args = [sys.executable, "main.py", "--config=configs/xavier_postln.py", f"--workdir={workdir}",
+          "--config.model.preset=tiny", "--config.optim.name=sgd", "--config.optim.learning_rate=1e12",
+          "--config.optim.schedule=constant", "--config.optim.warmup_steps=0", "--config.train.num_steps=50",
+          "--config.train.checkpoint_every=1", "--config.train.log_every=1", "--config.train.num_decode_examples=0",
+          "--config.data.embedded.num_train=500", "--config.data.embedded.num_eval=32", "--config.data.batch_size=8",
+          "--config.data.eval_batch_size=8"]
+  proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 3, proc.stderr[-3000:]
+  assert "Traceback" not in proc.stderr
+  status = json.loads((workdir / "status.json").read_text())
+  assert status["status"] == "diverged" and status["nonfinite_params"], status
+  assert status["last_checkpoint"] is not None and status["last_checkpoint"] < status["step"]
+  assert (workdir / "checkpoints" / str(status["last_checkpoint"])).is_dir()
+
+
+def test_eight_devices_match_one(tmp_path):
+  """On 8 simulated CPU devices the loss and gradients of one step match 1 device within 1e-5."""
+  script = REPO / "tests" / "scripts" / "data_parallel_step.py"
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+  proc = subprocess.run([sys.executable, str(script), str(tmp_path)], cwd=REPO, env=env, capture_output=True,
+                        text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  result = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert result["num_devices"] == 8
+  assert result["loss_diff"] < 1e-5 and result["grad_rel_diff"] < 1e-5, result
+
+
+@pytest.mark.parametrize("key,value,match", [
+    ("optim.name", "adamm", r"optim.name"),
+    ("optim.warmup_steps", -1, r"optim.warmup_steps"),
+    ("init.scheme", "kaiming", r"kaiming"),
+    ("model.norm_position", "middle", r"model.norm_position='middle'"),
+    ("train.num_steps", -5, r"train.num_steps=-5"),
+    ("data.name", "wmt", r"wmt"),
+])
+def test_bad_config_values_fail_before_compute(tmp_path, key, value, match):
+  with pytest.raises(ValueError, match=match):
+    loop.setup(tiny_config(**{key: value}), str(tmp_path))
+
+
+def test_bad_data_paths(tmp_path):
+  with pytest.raises((ValueError, FileNotFoundError), match="data.dir"):
+    loop.setup(tiny_config(**{"data.name": "multi30k", "data.dir": str(tmp_path / "nope")}), str(tmp_path))
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  with pytest.raises((ValueError, FileNotFoundError), match="train"):
+    loop.setup(tiny_config(**{"data.name": "multi30k", "data.dir": str(empty)}), str(tmp_path))

@@ -1,0 +1,224 @@
+"""The training loop: setup (validate → data → model → init → optimizer → restore) and train_and_evaluate.
+
+`setup(config, workdir)` validates every config subtree before any compute, builds the data, the model (the
+ConfigDict becomes a frozen `ModelConfig` here), the initial parameters (`init.init_params`), the optimizer (with
+µP learning-rate multipliers) and the train state, and restores the latest checkpoint of `workdir` if there is one
+(params, optimizer state, step, model state and the data iterator's position), so rerunning a workdir resumes.
+
+`train_and_evaluate(experiment)` runs the jitted, data-parallel step until `train.num_steps`, logging to
+`metrics.jsonl` and TensorBoard, evaluating every `train.eval_every` steps (loss, token accuracy, perplexity;
+greedy-decoding BLEU and exact match for translation) and checkpointing every `train.checkpoint_every` steps and
+at the end. A non-finite loss or gradient stops the run: `status.json` says `diverged` with the step and the
+parameters whose gradients were non-finite, the last good checkpoint stays, and `Diverged` is raised for main.py
+to turn into a non-zero exit code.
+"""
+
+import dataclasses
+import json
+import math
+import os
+from typing import Any, Iterator, Optional
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from absl import logging
+
+import init as init_lib
+import models
+from train import checkpoint as checkpoint_lib
+from train import data as data_lib
+from train import decode as decode_lib
+from train import metrics as metrics_lib
+from train import optim
+from train import step as step_lib
+from train.state import TrainState
+
+TRAIN_KEYS = ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "seed",
+              "label_smoothing", "mlm_mask_rate", "num_decode_examples", "decode_max_length", "grad_norms_every")
+
+
+class Diverged(RuntimeError):
+  """Raised when a step produced a non-finite loss or gradient; status.json has the details."""
+
+
+@dataclasses.dataclass
+class Experiment:
+  config: ml_collections.ConfigDict
+  workdir: str
+  data: Any
+  model: Any
+  mesh: Any
+  state: TrainState
+  tx: Any
+  schedule: Any
+  checkpointer: checkpoint_lib.Checkpointer
+  data_state: Optional[dict]
+  start_step: int
+
+  def batches(self, n: int, batch_size: Optional[int] = None, *, split: str = "train") -> list[dict]:
+    """The first `n` batches of `batch_size` rows (default: the data's) of a fresh pass, as numpy dicts."""
+    it = self.data.train_iter() if split == "train" else iter(self.data.eval_batches())
+    if batch_size is None:
+      return [next(it) for _ in range(n)]
+    rows: list[dict] = []
+    while len(rows) < n * batch_size:
+      b = next(it)
+      rows += [{k: v[i] for k, v in b.items()} for i in range(len(next(iter(b.values()))))]
+    return [{k: np.stack([r[k] for r in rows[j * batch_size:(j + 1) * batch_size]]) for k in rows[0]}
+            for j in range(n)]
+
+
+def validate_train_config(cfg: ml_collections.ConfigDict) -> None:
+  """Raises ValueError naming `train.<key>` for a bad value."""
+  for key in ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
+    value = cfg[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if key == "num_steps" else 1):
+      raise ValueError(f"train.{key}={value!r} must be an integer >= {0 if key == 'num_steps' else 1}")
+  if not 0.0 <= cfg.label_smoothing < 1.0:
+    raise ValueError(f"train.label_smoothing={cfg.label_smoothing!r} must be in [0, 1)")
+  if not 0.0 < cfg.mlm_mask_rate < 1.0:
+    raise ValueError(f"train.mlm_mask_rate={cfg.mlm_mask_rate!r} must be in (0, 1)")
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Every subtree's validation, before any data is read or any array is created."""
+  models.ModelConfig.from_config(config.model, vocab_size=1)
+  init_lib.get_scheme(config.init.scheme)
+  optim.validate_optim_config(config.optim, total_steps=config.train.num_steps)
+  validate_train_config(config.train)
+
+
+def setup(config: ml_collections.ConfigDict, workdir: str) -> Experiment:
+  """Builds everything `train_and_evaluate` and the analyses need; restores `workdir`'s latest checkpoint."""
+  validate(config)
+  os.makedirs(workdir, exist_ok=True)
+  data = data_lib.build(config.data, workdir=workdir)
+  model_config = models.ModelConfig.from_config(config.model, vocab_size=data.tokenizer.vocab_size)
+  if model_config.arch == "encoder_decoder" and data.task != "translation":
+    raise ValueError(f"model.arch='encoder_decoder' needs a translation dataset; data.name={config.data.name!r} "
+                     f"is a {data.task!r} dataset (use model.arch='decoder' or 'encoder')")
+  model = models.get_model(model_config)
+  mesh = step_lib.make_mesh()
+
+  rng = jax.random.key(config.train.seed)
+  first = jax.tree.map(jnp.asarray, next(data.train_iter()))
+  variables = init_lib.init_params(config.init, model, jax.random.fold_in(rng, 0), first)
+  params = variables.pop("params")
+  multipliers = models.lr_multipliers(params, model_config)
+  tx, schedule = optim.make_optimizer(config.optim, lr_multipliers=multipliers, total_steps=config.train.num_steps)
+  state = TrainState(step=jnp.asarray(0, jnp.int32), params=params, opt_state=tx.init(params),
+                     variables=variables, rng=jax.random.fold_in(rng, 1))
+  state = jax.device_put(state, step_lib.replicated(mesh))
+
+  checkpointer = checkpoint_lib.Checkpointer(os.path.join(workdir, "checkpoints"),
+                                             max_to_keep=config.train.keep_checkpoints,
+                                             save_every=config.train.checkpoint_every)
+  restored, data_state, start = checkpointer.restore(state), None, 0
+  if restored is not None:
+    state, data_state = restored
+    start = int(state.step)
+    logging.info("Resumed %s from step %d", workdir, start)
+  return Experiment(config, workdir, data, model, mesh, state, tx, schedule, checkpointer, data_state, start)
+
+
+def evaluate(exp: Experiment, eval_step, decode_fn, variables) -> dict:
+  """Validation loss / accuracy / perplexity, plus BLEU and exact match for translation."""
+  sums = {"loss_sum": 0.0, "tokens": 0.0, "correct": 0.0}
+  key = jax.random.key(exp.config.train.seed + 1)
+  for i, batch in enumerate(exp.data.eval_batches()):
+    out = eval_step(variables, step_lib.global_batch(batch, exp.mesh), jax.random.fold_in(key, i))
+    sums = {k: sums[k] + float(out[k]) for k in sums}
+  loss = sums["loss_sum"] / max(sums["tokens"], 1.0)
+  result = {"loss": loss, "accuracy": sums["correct"] / max(sums["tokens"], 1.0),
+            "perplexity": math.exp(min(loss, 50.0))}
+  if decode_fn is not None:
+    examples = exp.data.eval_examples()[: exp.config.train.num_decode_examples]
+    hyps = []
+    bs = exp.config.data.eval_batch_size
+    for i in range(0, len(examples), bs):
+      chunk = examples[i:i + bs]
+      ids = np.zeros((bs, exp.data.max_source_length), np.int32)
+      for j, (src, _) in enumerate(chunk):
+        toks = exp.data.tokenizer.encode(src)[: exp.data.max_source_length - 1] + [exp.data.eos_id]
+        ids[j, :len(toks)] = toks
+      out = np.asarray(decode_fn(variables, jnp.asarray(ids)))
+      hyps += [exp.data.tokenizer.decode(row.tolist()) for row in out[:len(chunk)]]
+    result.update(decode_lib.translation_metrics(hyps, [ref for _, ref in examples]))
+  return result
+
+
+def _nonfinite_paths(grad_finite, names) -> list[str]:
+  return [n for n, ok in zip(names, jax.tree.leaves(grad_finite)) if not bool(ok)]
+
+
+def train_and_evaluate(exp: Experiment) -> TrainState:
+  """Trains from `exp.start_step` to `train.num_steps`; returns the final state (raises Diverged on NaN/Inf)."""
+  cfg = exp.config.train
+  workdir = exp.workdir
+  with open(os.path.join(workdir, "config.json"), "w") as f:
+    f.write(exp.config.to_json_best_effort(indent=2))
+  writer = metrics_lib.MetricWriter(workdir, resume_step=exp.start_step)
+  progress = metrics_lib.ProgressReporter(cfg.num_steps)
+  train_step = step_lib.jit_train_step(step_lib.make_train_step(
+      exp.model, exp.tx, label_smoothing=cfg.label_smoothing, mlm_mask_rate=cfg.mlm_mask_rate), exp.mesh)
+  eval_step = jax.jit(step_lib.make_eval_step(exp.model, mlm_mask_rate=cfg.mlm_mask_rate))
+  decode_fn = None
+  if exp.model.config.arch == "encoder_decoder" and cfg.num_decode_examples > 0:
+    decode_fn = decode_lib.make_greedy_decode(exp.model, cfg.decode_max_length or exp.data.max_target_length)
+  names = step_lib.leaf_names(exp.state.params)
+
+  it = exp.data.train_iter()
+  if exp.data_state is not None:
+    it.set_state(exp.data_state)
+  state, step = exp.state, exp.start_step
+  metrics_lib.write_status(workdir, "running", step)
+  pending = None  # (step, metrics) of the previous step, checked one step late so the host never stalls the device
+
+  def check(step_metrics):
+    done_step, m = step_metrics
+    if not bool(m["finite"]):
+      bad = _nonfinite_paths(m["grad_finite"], names)
+      metrics_lib.write_status(workdir, "diverged", done_step, loss=float(m["loss"]), nonfinite_params=bad,
+                               last_checkpoint=exp.checkpointer.latest_step())
+      writer.write_scalars(done_step, {"loss": float(m["loss"]), "diverged": 1.0})
+      writer.close()
+      raise Diverged(f"non-finite loss or gradient at step {done_step}; non-finite gradients in "
+                     f"{bad[:5]}{'...' if len(bad) > 5 else ''}; last good checkpoint: "
+                     f"{exp.checkpointer.latest_step()}")
+
+  def log(done_step, m):
+    scalars = {"loss": m["loss"], "accuracy": m["accuracy"], "grad_norm": m["grad_norm"],
+               "learning_rate": exp.schedule(done_step - 1)}
+    scalars = {k: float(v) for k, v in scalars.items()}
+    if cfg.grad_norms_every and done_step % cfg.grad_norms_every == 0:
+      scalars.update({f"grad_norm/{n}": float(v) for n, v in zip(names, jax.tree.leaves(m["grad_norms"]))})
+    writer.write_scalars(done_step, scalars)
+    logging.info(progress.update(done_step, loss=scalars["loss"]))
+
+  while step < cfg.num_steps:
+    batch = step_lib.global_batch(next(it), exp.mesh)
+    state, metrics = train_step(state, batch)
+    step += 1
+    if pending is not None:
+      check(pending)
+    pending = (step, metrics)
+    at_end = step == cfg.num_steps
+    if step % cfg.log_every == 0 or at_end or step % cfg.eval_every == 0 or exp.checkpointer.should_save(step):
+      check(pending)  # never log, evaluate or checkpoint a state whose step was not finite
+      pending = None
+      if step % cfg.log_every == 0 or at_end:
+        log(step, metrics)
+    if step % cfg.eval_every == 0 or at_end:
+      result = evaluate(exp, eval_step, decode_fn, state.model_variables())
+      writer.write_scalars(step, result, split="eval")
+      logging.info("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in result.items()}))
+    if exp.checkpointer.should_save(step, force=at_end):
+      exp.checkpointer.save(step, state, data_state=it.get_state(), force=at_end)
+  if pending is not None:
+    check(pending)
+  exp.checkpointer.wait()
+  writer.close()
+  metrics_lib.write_status(workdir, "finished", step)
+  return state
