@@ -38,15 +38,18 @@ def main(argv):
     result = reproduce.run_claim(config, workdir)
     logging.info("Claim %s: %s (%s)", config.reproduce.claim, result["verdict"], result.get("reason", ""))
     return
-  exp = train.loop.setup(config, workdir)
+  restore_step = None
+  if config.mode == "analyze" and config.analysis.checkpoint_step >= 0:
+    restore_step = config.analysis.checkpoint_step
+  exp = train.loop.setup(config, workdir, restore_step=restore_step)
 
   if config.mode == "analyze" or (config.analysis.at_init and exp.start_step == 0):
     step = int(exp.state.step)
-    out_dir = os.path.join(workdir, "analysis", f"step_{step}")
+    out_dir = os.path.join(workdir, "analysis")
+    batches = exp.batches(config.analysis.num_batches, config.analysis.batch_size)
     analysis.run.run_analysis(config.analysis, model=exp.model, variables=exp.state.model_variables(),
-                              batches=exp.batches(config.analysis.num_batches, config.analysis.batch_size), out_dir=out_dir,
-                              label=f"{config_name} step {step}")
-    logging.info("Analysis written to %s", out_dir)
+                              batches=batches, out_dir=out_dir, label=f"step_{step}")
+    logging.info("Analysis written to %s/step_%d", out_dir, step)
   if config.mode == "train":
     try:
       train.loop.train_and_evaluate(exp)

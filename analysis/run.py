@@ -39,7 +39,7 @@ from train.loss import make_loss_fn, num_tokens
 DTYPES = ("float64", "float32")
 OPERATORS = ("hessian", "gauss_newton")
 _BOOL_KEYS = ("at_init", "spectrum", "blocks", "grad_norms", "signal", "linearize", "log_density")
-_INT_KEYS = dict(num_batches=1, batch_size=1, lanczos_steps=1, num_probes=2, top_k=1, bottom_k=0,
+_INT_KEYS = dict(checkpoint_step=-1, num_batches=1, batch_size=1, lanczos_steps=1, num_probes=2, top_k=1, bottom_k=0,
                  block_lanczos_steps=1, grad_norm_seeds=1, trace_probes=0, seed=0, max_basis_bytes=1)
 
 
@@ -47,6 +47,7 @@ def default_analysis_config() -> ml_collections.ConfigDict:
     """Every key `run_analysis` reads, with its default."""
     c = ml_collections.ConfigDict()
     c.at_init = False  # main.py train mode: also analyze the model once at step 0 before training
+    c.checkpoint_step = -1  # main.py analyze mode: checkpoint step to analyze (-1: latest, or init if none; 0: init)
     c.dtype = "float64"  # 'float64' (x64 on for the analysis only; model and variables cast) or 'float32'
     c.operator = "hessian"  # 'hessian' (exact, indefinite) or 'gauss_newton' (PSD GGN of the cross-entropy)
     c.num_batches = 1  # batches whose token-weighted average Hessian is analyzed (the first ones given)

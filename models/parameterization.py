@@ -14,6 +14,7 @@ A parameterization says, for each matmul, what constant multiplies its output an
 import math
 from typing import Any
 
+import flax.linen as nn
 import jax
 
 from models.roles import param_roles
@@ -52,5 +53,4 @@ def lr_multipliers(params: Any, config: Any) -> Any:
 
 def default_kernel_init(config: Any):
   """The model's own kernel init (used when no `init/` scheme is applied): unit variance for NTK, else LeCun."""
-  import flax.linen as nn
   return nn.initializers.normal(1.0) if config.parameterization == "ntk" else nn.initializers.lecun_normal()

@@ -90,8 +90,15 @@ def validate(config: ml_collections.ConfigDict) -> None:
   validate_train_config(config.train)
 
 
-def setup(config: ml_collections.ConfigDict, workdir: str) -> Experiment:
-  """Builds everything `train_and_evaluate` and the analyses need; restores `workdir`'s latest checkpoint."""
+def setup(config: ml_collections.ConfigDict, workdir: str, *, restore_step: Optional[int] = None) -> Experiment:
+  """Builds everything `train_and_evaluate` and the analyses need.
+
+  Args:
+    config: the whole experiment config.
+    workdir: the run's directory.
+    restore_step: checkpoint to restore: None = the latest (a rerun resumes), 0 = none (the model at init),
+      k > 0 = that step (ValueError if it is not in the workdir).
+  """
   validate(config)
   os.makedirs(workdir, exist_ok=True)
   data = data_lib.build(config.data, workdir=workdir)
@@ -115,7 +122,11 @@ def setup(config: ml_collections.ConfigDict, workdir: str) -> Experiment:
   checkpointer = checkpoint_lib.Checkpointer(os.path.join(workdir, "checkpoints"),
                                              max_to_keep=config.train.keep_checkpoints,
                                              save_every=config.train.checkpoint_every)
-  restored, data_state, start = checkpointer.restore(state), None, 0
+  if restore_step and restore_step not in checkpointer.all_steps():
+    raise ValueError(f"checkpoint step {restore_step} is not in {workdir}/checkpoints; it has "
+                     f"{checkpointer.all_steps()}")
+  restored = None if restore_step == 0 else checkpointer.restore(state, step=restore_step)
+  data_state, start = None, 0
   if restored is not None:
     state, data_state = restored
     start = int(state.step)

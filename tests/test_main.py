@@ -1,0 +1,37 @@
+"""The command line: `main.py --config.mode=analyze` at init and on a chosen checkpoint of a trained workdir."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+TINY = ["--config.model.preset=tiny", "--config.data.embedded.num_train=300", "--config.data.embedded.num_eval=16",
+        "--config.data.batch_size=8", "--config.data.eval_batch_size=8", "--config.train.num_decode_examples=0"]
+ANALYSIS = ["--config.analysis.batch_size=4", "--config.analysis.lanczos_steps=12", "--config.analysis.top_k=2",
+            "--config.analysis.bottom_k=1", "--config.analysis.num_probes=2", "--config.analysis.trace_probes=8",
+            "--config.analysis.blocks=False", "--config.analysis.dtype=float32"]
+
+
+def run(*args):
+  proc = subprocess.run([sys.executable, "main.py", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
+
+
+def test_analyze_at_init_and_on_a_checkpoint(tmp_path):
+  workdir = tmp_path / "run"
+  common = ["--config=configs/xavier_postln.py", f"--workdir={workdir}", *TINY]
+  run(*common, "--config.mode=analyze", *ANALYSIS)
+  init_dir = workdir / "analysis" / "step_0"
+  meta = json.loads((init_dir / "metadata.json").read_text())
+  assert meta["dtype"] == "float32"
+  for name in ("eigenvalues.json", "spectrum.json", "trace.json", "grad_norms.json", "signal.json",
+               "eigenvalues.png", "spectrum.png", "grad_norms.png", "signal.png"):
+    assert (init_dir / name).stat().st_size > 0, name
+  top_init = json.loads((init_dir / "eigenvalues.json").read_text())
+
+  run(*common, "--config.train.num_steps=4", "--config.train.checkpoint_every=2", "--config.train.eval_every=4")
+  run(*common, "--config.mode=analyze", "--config.analysis.checkpoint_step=2", *ANALYSIS)
+  top_trained = json.loads((workdir / "analysis" / "step_2" / "eigenvalues.json").read_text())
+  assert top_trained != top_init  # the checkpoint's parameters, not the init's
