@@ -1,9 +1,8 @@
 """Tests for analysis/hessian.py against dense references on a tiny encoder-decoder in float64.
 
 One dense Hessian (of the concatenated batch) is shared by all tests through module-scoped fixtures, since compiling
-`jax.hessian` dominates the cost. Tolerance: 1e-10 relative when the model computes end to end in float64; models/
-currently casts attention logits and output logits to float32 (then the model itself is only float32-accurate and
-the bound is 1e-5, see `_TOL`).
+`jax.hessian` dominates the cost. Tolerance: 1e-10 relative; the model computes end to end in float64 (softmax and
+logits included), which the fixture asserts so the bound cannot silently loosen.
 """
 import jax
 import jax.numpy as jnp
@@ -45,9 +44,9 @@ def setup(x64):
     params = jax.jit(model.init)(jax.random.key(0), union)["params"]
     loss_fn = make_loss_fn(model)
     flat, unravel = ravel_pytree(params)
-    float64_model = model.apply({"params": params}, union).dtype == jnp.float64
+    assert model.apply({"params": params}, union).dtype == jnp.float64
     return dict(model=model, params=params, loss_fn=loss_fn, b1=b1, b2=b2, union=union, flat=flat, unravel=unravel,
-                dense=np.asarray(dense_hessian(loss_fn, params, union)), tol=1e-10 if float64_model else 1e-5,
+                dense=np.asarray(dense_hessian(loss_fn, params, union)), tol=1e-10,
                 v=np.asarray(jax.random.normal(jax.random.key(1), flat.shape, jnp.float64)))
 
 
