@@ -1,4 +1,5 @@
 """Tests for analysis/lanczos.py against numpy.linalg.eigh, matfree, closed-form spectra and the Strakoš matrix."""
+import itertools
 import re
 
 import jax
@@ -8,7 +9,8 @@ import pytest
 from jax.flatten_util import ravel_pytree
 from matfree import decomp
 
-from analysis.lanczos import REORTHOGONALIZATIONS, basis_bytes, lanczos, progress_printer, ritz_vectors
+from analysis.lanczos import (REORTH_CHUNK, REORTH_PASSES, REORTHOGONALIZATIONS, _project_out, _reorthogonalize,
+                              basis_bytes, lanczos, progress_printer, ritz_vectors)
 
 
 @pytest.fixture(autouse=True)
@@ -169,12 +171,13 @@ def test_pytree_matches_flat():
         ritz_vectors(lanczos(lambda x: a @ x, flat, 3))
 
 
-@pytest.mark.parametrize("mode", REORTHOGONALIZATIONS)
-def test_compiled_program_does_not_grow_with_num_steps(mode):
+@pytest.mark.parametrize("mode,passes", list(itertools.product(REORTHOGONALIZATIONS, REORTH_PASSES)))
+def test_compiled_program_does_not_grow_with_num_steps(mode, passes):
     n = 128
 
     def hlo(num_steps):
-        fn = jax.jit(lambda a, v: lanczos(lambda x: a @ x, v, num_steps, reorthogonalize=mode).ritz_values)
+        fn = jax.jit(lambda a, v: lanczos(lambda x: a @ x, v, num_steps, reorthogonalize=mode,
+                                          reorth_passes=passes).ritz_values)
         return fn.lower(jnp.zeros((n, n)), jnp.ones(n)).as_text()
 
     short, long = hlo(10), hlo(100)
@@ -223,3 +226,48 @@ def test_progress_callback_every_n_steps():
     printer(5, 20)
     printer(10, 20)
     assert re.fullmatch(r"hessian: step 10/20, [\d.]+ s elapsed, ETA [\d.]+ s", lines[-1])
+
+
+@pytest.mark.parametrize("rows,i", [(13, 0), (13, 7), (13, 8), (13, 12), (24, 15), (24, 23), (5, 3)])
+def test_chunked_projection_matches_dense(rows, i):
+    """One CGS pass over chunks (clamped, overlapping last chunk) equals w − V_iᵀ(V_i w) on the first i+1 rows."""
+    rng = np.random.default_rng(10)
+    v_rxn, w = rng.standard_normal((rows, 40)), rng.standard_normal(40)
+    expected = w - v_rxn[:i + 1].T @ (v_rxn[:i + 1] @ w)
+    got = _project_out(jnp.asarray(v_rxn), jnp.asarray(w), jnp.int32(i), min(REORTH_CHUNK, rows))
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+def test_auto_second_pass_restores_orthogonality_after_cancellation():
+    """Kahan–Parlett: a w almost in span(V) loses orthogonality in one CGS pass; "auto" detects it and repeats."""
+    n, k = 200, 20
+    q_kxn = np.linalg.qr(np.random.default_rng(11).standard_normal((n, k)))[0].T
+    perp = np.random.default_rng(12).standard_normal(n)
+    perp -= q_kxn.T @ (q_kxn @ perp)
+    w = q_kxn.T @ np.random.default_rng(13).standard_normal(k) + 1e-10 * perp  # ‖w after‖/‖w before‖ ≈ 1e-10
+    basis = jnp.asarray(np.concatenate([q_kxn, np.zeros((4, n))]))  # unfilled rows stay zero, as in lanczos
+
+    def rel_overlap(v):
+        return np.max(np.abs(q_kxn @ np.asarray(v))) / np.linalg.norm(v)
+
+    one_pass = _project_out(basis, jnp.asarray(w), jnp.int32(k - 1), REORTH_CHUNK)
+    assert rel_overlap(one_pass) > 1e-9  # rounding of size ε‖w‖ is large relative to what is left
+    for passes in REORTH_PASSES:
+        v, norm = _reorthogonalize(basis, jnp.asarray(w), jnp.int32(k - 1), passes)
+        assert rel_overlap(v) < 1e-14, passes
+        np.testing.assert_allclose(norm, np.linalg.norm(v), rtol=1e-14)
+
+
+def test_auto_and_two_passes_agree_on_strakos():
+    eigs = _strakos()
+    d, v0 = jnp.asarray(eigs), jnp.ones(len(eigs))
+    auto = lanczos(lambda x: d * x, v0, 60, reorth_passes="auto")
+    two = lanczos(lambda x: d * x, v0, 60, reorth_passes=2)
+    assert float(auto.orthogonality_loss) < 1e-10 and float(two.orthogonality_loss) < 1e-10
+    np.testing.assert_allclose(auto.ritz_values, two.ritz_values, atol=1e-10 * eigs.max())
+    np.testing.assert_allclose(auto.ritz_bounds, two.ritz_bounds, atol=1e-8 * eigs.max())
+
+
+def test_bad_reorth_passes_raises():
+    with pytest.raises(ValueError, match=r"reorth_passes=3 is not valid; valid choices: \['auto', 2\]"):
+        lanczos(lambda x: x, jnp.ones(5), 3, reorth_passes=3)

@@ -206,7 +206,7 @@ def train_and_evaluate(exp: Experiment) -> TrainState:
     if cfg.grad_norms_every and done_step % cfg.grad_norms_every == 0:
       scalars.update({f"grad_norm/{n}": float(v) for n, v in zip(names, jax.tree.leaves(m["grad_norms"]))})
     writer.write_scalars(done_step, scalars)
-    logging.info(progress.update(done_step, loss=scalars["loss"]))
+    progress.update(done_step, loss=scalars["loss"])  # logs the progress line itself
 
   while step < cfg.num_steps:
     batch = step_lib.global_batch(next(it), exp.mesh)
