@@ -15,6 +15,7 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+import analysis.reproduce
 import analysis.run
 import train.loop
 
@@ -34,8 +35,7 @@ def main(argv):
   logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())
   analysis.run.validate_analysis_config(config.analysis)
   if config.mode == "reproduce":
-    from analysis import reproduce  # pylint: disable=g-import-not-at-top (only this mode needs it)
-    result = reproduce.run_claim(config, workdir)
+    result = analysis.reproduce.run_claim(config, workdir)
     logging.info("Claim %s: %s (%s)", config.reproduce.claim, result["verdict"], result.get("reason", ""))
     return
   restore_step = None
