@@ -108,7 +108,9 @@ def _identity_at_init(config, scale, seeds, workdir, scheme):
   cfg = training.base_config(config, scale, 1)
   cos = {}
   for seed in seeds:
-    model, variables = inputs.model_and_variables(cfg, {"norm_position": "post"}, {"scheme": scheme}, vocab, seed,
+    # BERT does not scale its 0.02 embeddings by √d; the Xavier model does (Vaswani et al. 2017 §3.4).
+    model_overrides = {"norm_position": "post", "scale_embeddings": scheme != "bert"}
+    model, variables = inputs.model_and_variables(cfg, model_overrides, {"scheme": scheme}, vocab, seed,
                                                   batches[0])
     for r in signal.signal_profile(model, variables, batches[0]):
       if r["layer"] is not None:
@@ -122,7 +124,8 @@ def run_bert_vs_xavier(config, scale, seeds, workdir) -> Outcome:
   identity = {s: _identity_at_init(config, scale, seeds, workdir, s) for s in ("bert", "xavier")}
   identity_ok = all(identity["bert"][k] > identity["xavier"][k] for k in identity["bert"])
   groups = training.run_variants(config, scale, seeds, workdir, {
-      "postln_bert": {"model.norm_position": "post", "init.scheme": "bert", **NO_WARMUP},
+      "postln_bert": {"model.norm_position": "post", "init.scheme": "bert", "model.scale_embeddings": False,
+                      **NO_WARMUP},
       "postln_xavier": {"model.norm_position": "post", "init.scheme": "xavier", **NO_WARMUP}}, steps)
   bert, xav = groups["postln_bert"], groups["postln_xavier"]
   if not identity_ok or _fails(bert) or (not _fails(xav) and bert["mean_final_loss"] >= xav["mean_final_loss"] + DELTA):
