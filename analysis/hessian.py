@@ -114,14 +114,16 @@ def hvp_fn(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Union
         lins = [_linearized_grad(loss_fn, params, b) for b in batches]
         return lambda v: _apply_linearized(lins, ws, v)
 
-    def matvec(v):
-        out = None
-        for b, w in zip(batches, ws):
-            hv = jax.tree.map(lambda x: w.astype(x.dtype) * x, _hvp_jvp(loss_fn, params, b, v))
-            out = hv if out is None else jax.tree.map(jnp.add, out, hv)
-        return out
+    return lambda v: _weighted_sum(batches, ws, lambda b: _hvp_jvp(loss_fn, params, b, v))
 
-    return matvec
+
+def _weighted_sum(batches, ws, product):
+    """Σ_b w_b · product(b) over pytrees (the token-weighted average of per-batch operators)."""
+    out = None
+    for b, w in zip(batches, ws):
+        term = jax.tree.map(lambda x: w.astype(x.dtype) * x, product(b))
+        out = term if out is None else jax.tree.map(jnp.add, out, term)
+    return out
 
 
 def token_ce_output_hessian_vp(logits_BxLxV: jax.Array, mask_BxL: jax.Array, u_BxLxV: jax.Array) -> jax.Array:
@@ -155,14 +157,7 @@ def ggn_vp_fn(logits_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: 
     dtype = _float_dtype(params)
     ws = [jnp.asarray(w, dtype) for w in batch_weights(batches, weights)]
 
-    def matvec(v):
-        out = None
-        for b, w in zip(batches, ws):
-            gv = jax.tree.map(lambda x: w.astype(x.dtype) * x, _ggn_one(logits_fn, params, b, v))
-            out = gv if out is None else jax.tree.map(jnp.add, out, gv)
-        return out
-
-    return matvec
+    return lambda v: _weighted_sum(batches, ws, lambda b: _ggn_one(logits_fn, params, b, v))
 
 
 def dense_hessian(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Batch) -> jax.Array:
