@@ -84,11 +84,7 @@ def _ggn_one(logits_fn, params, batch, v):
 @jax.jit
 def _apply_linearized(lins, ws, v):
     """Σ_b w_b lin_b(v): the linearized gradients (jax.tree_util.Partial pytrees) enter as operands, not constants."""
-    out = None
-    for lin, w in zip(lins, ws):
-        hv = jax.tree.map(lambda x: w.astype(x.dtype) * x, lin(v))
-        out = hv if out is None else jax.tree.map(jnp.add, out, hv)
-    return out
+    return _weighted_sum(lins, ws, lambda lin: lin(v))
 
 
 def hvp_fn(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Union[Batch, Sequence[Batch]], *,
@@ -117,10 +113,10 @@ def hvp_fn(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Union
     return lambda v: _weighted_sum(batches, ws, lambda b: _hvp_jvp(loss_fn, params, b, v))
 
 
-def _weighted_sum(batches, ws, product):
-    """Σ_b w_b · product(b) over pytrees (the token-weighted average of per-batch operators)."""
+def _weighted_sum(items, ws, product):
+    """Σ_b w_b · product(item_b) over pytrees (the token-weighted average of per-batch operators)."""
     out = None
-    for b, w in zip(batches, ws):
+    for b, w in zip(items, ws):
         term = jax.tree.map(lambda x: w.astype(x.dtype) * x, product(b))
         out = term if out is None else jax.tree.map(jnp.add, out, term)
     return out
