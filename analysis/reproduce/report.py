@@ -30,10 +30,10 @@ def write_report(results: list, path: str, *, figure_dir: str = "", command: str
     lines += [f"Produced by `{command}`; each claim alone: `python main.py --config=configs/reproduce/<claim>.py`.", ""]
   lines += ["Verdicts are computed by code (`analysis/reproduce/`) from the thresholds stated under each claim; "
             "results that contradict a claim are reported as such.", "",
-            "| # | claim | verdict | scale used | time (s) |", "|---|---|---|---|---|"]
+            "| # | claim | verdict | scale used | time (s) | finished |", "|---|---|---|---|---|---|"]
   for r in results:
     lines.append(f"| {r.get('number', '?')} | [{r['claim']}](#{r['claim'].replace('_', '-')}) | **{r['verdict']}** | "
-                 f"{r.get('scale', '?')} | {r.get('seconds', '?')} |")
+                 f"{r.get('scale', '?')} | {r.get('seconds', '?')} | {r.get('finished_at', '?')} |")
   for r in results:
     lines += ["", f"## {r['claim']}", "", f"**Claim {r.get('number', '?')}.** {r.get('statement', '')}", "",
               f"- Source: {r.get('source', '?')}", f"- Paper's scale: {r.get('paper_scale', '?')}",

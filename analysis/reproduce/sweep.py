@@ -8,6 +8,10 @@ Each claim runs `python main.py --config=configs/reproduce/<claim>.py --workdir=
 and PNGs are copied to `<out>/reproduction/<claim>/` (training checkpoints stay in <runs>), then
 `<out>/REPRODUCTION.md` is written from all results. A claim that produced no result.json gets an 'inconclusive'
 entry naming its exit code and the end of its log.
+
+With `--merge` (default) the report lists every registry claim: those not run by this invocation come from their
+`<out>/reproduction/<claim>/result.json` of an earlier sweep (the report says which run produced each), so the
+claims can be run in several sittings without losing earlier results.
 """
 import json
 import os
@@ -27,6 +31,7 @@ flags.DEFINE_string("out", "reports", "Report folder: REPRODUCTION.md and reprod
 flags.DEFINE_string("runs", "runs/reproduce", "Work folders of the claims (checkpoints, logs).")
 flags.DEFINE_list("claims", list(CLAIMS), "Claims to run (default: all, in registry order).")
 flags.DEFINE_enum("scale", "cpu", list(SCALES), "Scale of every claim.")
+flags.DEFINE_bool("merge", True, "Also report claims not run now, from <out>/reproduction/<claim>/result.json.")
 flags.DEFINE_integer("timeout", 1800, "Seconds before a claim's process is stopped and recorded as inconclusive.")
 FLAGS = flags.FLAGS
 
@@ -59,6 +64,22 @@ def run_one(name: str, scale: str, runs: str, timeout: int) -> dict:
               thresholds={}, summary={}, figures=[], seconds=round(time.perf_counter() - start, 1))
 
 
+def merged_results(fresh: list, figure_root: str) -> list:
+  """Results of every registry claim, in registry order: `fresh` ones first choice, else an earlier result.json."""
+  by_name = {r["claim"]: r for r in fresh}
+  out = []
+  for name in CLAIMS:
+    if name in by_name:
+      out.append(by_name[name])
+      continue
+    path = os.path.join(figure_root, name, "result.json")
+    if os.path.exists(path):
+      with open(path) as f:
+        earlier = json.load(f)
+      out.append(earlier)
+  return out
+
+
 def main(argv):
   del argv
   for name in FLAGS.claims:
@@ -72,10 +93,13 @@ def main(argv):
     os.makedirs(dest, exist_ok=True)
     for fig in result.get("figures", []):
       shutil.copy(os.path.join(os.path.abspath(FLAGS.runs), name, fig), os.path.join(dest, fig))
+    result["finished_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     with open(os.path.join(dest, "result.json"), "w") as f:
       json.dump(result, f, indent=1)
     results.append(result)
     print(f"[sweep] {name}: {result['verdict']} ({result.get('seconds')} s)", flush=True)
+  if FLAGS.merge:
+    results = merged_results(results, figure_root)
   path = write_report(results, os.path.join(FLAGS.out, "REPRODUCTION.md"), figure_dir="reproduction",
                       command=f"python -m analysis.reproduce.sweep --out={FLAGS.out} --scale={FLAGS.scale}")
   print(f"[sweep] report: {path}")

@@ -55,6 +55,48 @@ def _fails(g):
   return bool(g["failed_seeds"])
 
 
+# Verdicts: pure functions of the per-variant summaries (`training.summarize`), unit-tested on synthetic groups.
+def warmup_verdict(groups: dict) -> str:
+  """Claim 6 (rule in the module docstring)."""
+  bad, warm_g, pre_g = groups["postln_nowarmup"], groups["postln_warmup"], groups["preln_nowarmup"]
+  if _fails(warm_g) or _fails(pre_g):
+    return INCONCLUSIVE
+  if _fails(bad) or bad["mean_final_loss"] >= max(warm_g["mean_final_loss"], pre_g["mean_final_loss"]) + DELTA:
+    return REPRODUCED
+  return NOT_REPRODUCED
+
+
+def tfixup_verdict(groups: dict) -> str:
+  """Claim 8 (rule in the module docstring)."""
+  tf, post = groups["tfixup_nowarmup"], groups["postln_nowarmup"]
+  if _fails(tf) or (not _fails(post) and tf["mean_final_loss"] >= post["mean_final_loss"] + DELTA):
+    return NOT_REPRODUCED
+  if _fails(post) or post["mean_final_loss"] >= tf["mean_final_loss"] + DELTA:
+    return REPRODUCED
+  return INCONCLUSIVE
+
+
+def bert_vs_xavier_verdict(identity: dict, groups: dict) -> str:
+  """Claim 9 (rule in the module docstring); `identity` = {scheme: {stack: cos(x_L, x_0) at init}}."""
+  identity_ok = all(identity["bert"][k] > identity["xavier"][k] for k in identity["bert"])
+  bert, xav = groups["postln_bert"], groups["postln_xavier"]
+  if not identity_ok or _fails(bert) or (not _fails(xav) and bert["mean_final_loss"] >= xav["mean_final_loss"] + DELTA):
+    return NOT_REPRODUCED
+  if _fails(xav) or bert["mean_final_loss"] <= xav["mean_final_loss"] - DELTA:
+    return REPRODUCED
+  return INCONCLUSIVE
+
+
+def deep_no_warmup_verdict(groups: dict, methods: list) -> tuple:
+  """Claim 10 (rule in the module docstring); returns (verdict, {method: trains})."""
+  ref = groups["preln_reference"]
+  trains = {m: bool(not _fails(groups[m]) and not _fails(ref) and
+                    groups[m]["mean_final_loss"] <= ref["mean_final_loss"] + REFERENCE_MARGIN) for m in methods}
+  if _fails(ref):
+    return INCONCLUSIVE, trains
+  return (REPRODUCED if all(trains.values()) else NOT_REPRODUCED), trains
+
+
 def run_warmup(config, scale, seeds, workdir) -> Outcome:
   steps = _steps(config, scale)
   warm = {"optim.schedule": "linear_warmup", "optim.warmup_steps": max(1, steps // 10)}
@@ -62,13 +104,7 @@ def run_warmup(config, scale, seeds, workdir) -> Outcome:
       "postln_warmup": {"model.norm_position": "post", **warm},
       "postln_nowarmup": {"model.norm_position": "post", **NO_WARMUP},
       "preln_nowarmup": {"model.norm_position": "pre", **NO_WARMUP}}, steps)
-  bad, warm_g, pre_g = groups["postln_nowarmup"], groups["postln_warmup"], groups["preln_nowarmup"]
-  if _fails(warm_g) or _fails(pre_g):
-    verdict = INCONCLUSIVE
-  elif _fails(bad) or bad["mean_final_loss"] >= max(warm_g["mean_final_loss"], pre_g["mean_final_loss"]) + DELTA:
-    verdict = REPRODUCED
-  else:
-    verdict = NOT_REPRODUCED
+  verdict = warmup_verdict(groups)
   reason = (f"final validation loss: Post-LN no warmup {_loss(groups, 'postln_nowarmup')}, Post-LN warmup "
             f"{_loss(groups, 'postln_warmup')}, Pre-LN no warmup {_loss(groups, 'preln_nowarmup')}")
   if verdict == NOT_REPRODUCED:
@@ -85,13 +121,7 @@ def run_tfixup(config, scale, seeds, workdir) -> Outcome:
   groups = training.run_variants(config, scale, seeds, workdir, {
       "tfixup_nowarmup": {**NO_NORM, "init.scheme": "tfixup", **NO_WARMUP},
       "postln_nowarmup": {"model.norm_position": "post", **NO_WARMUP}}, steps)
-  tf, post = groups["tfixup_nowarmup"], groups["postln_nowarmup"]
-  if _fails(tf) or tf["mean_final_loss"] >= post["mean_final_loss"] + DELTA:
-    verdict = NOT_REPRODUCED
-  elif _fails(post) or post["mean_final_loss"] >= tf["mean_final_loss"] + DELTA:
-    verdict = REPRODUCED
-  else:
-    verdict = INCONCLUSIVE
+  verdict = tfixup_verdict(groups)
   reason = (f"final validation loss: T-Fixup {_loss(groups, 'tfixup_nowarmup')}, Post-LN no warmup "
             f"{_loss(groups, 'postln_nowarmup')}")
   if verdict == INCONCLUSIVE:
@@ -122,18 +152,11 @@ def _identity_at_init(config, scale, seeds, workdir, scheme):
 def run_bert_vs_xavier(config, scale, seeds, workdir) -> Outcome:
   steps = _steps(config, scale)
   identity = {s: _identity_at_init(config, scale, seeds, workdir, s) for s in ("bert", "xavier")}
-  identity_ok = all(identity["bert"][k] > identity["xavier"][k] for k in identity["bert"])
   groups = training.run_variants(config, scale, seeds, workdir, {
       "postln_bert": {"model.norm_position": "post", "init.scheme": "bert", "model.scale_embeddings": False,
                       **NO_WARMUP},
       "postln_xavier": {"model.norm_position": "post", "init.scheme": "xavier", **NO_WARMUP}}, steps)
-  bert, xav = groups["postln_bert"], groups["postln_xavier"]
-  if not identity_ok or _fails(bert) or (not _fails(xav) and bert["mean_final_loss"] >= xav["mean_final_loss"] + DELTA):
-    verdict = NOT_REPRODUCED
-  elif _fails(xav) or bert["mean_final_loss"] <= xav["mean_final_loss"] - DELTA:
-    verdict = REPRODUCED
-  else:
-    verdict = INCONCLUSIVE
+  verdict = bert_vs_xavier_verdict(identity, groups)
   reason = (f"cos(x_L, x_0) at init, BERT vs Xavier: " +
             ", ".join(f"{k} {identity['bert'][k]:.3f} vs {identity['xavier'][k]:.3f}" for k in identity["bert"]) +
             f"; final validation loss without warmup: BERT {_loss(groups, 'postln_bert')}, Xavier "
@@ -162,13 +185,7 @@ def run_deep_no_warmup(config, scale, seeds, workdir) -> Outcome:
   variants = {k: {**v, **NO_WARMUP} for k, v in methods.items()}
   variants["preln_reference"] = {"model.norm_position": "pre", **NO_WARMUP}
   groups = training.run_variants(config, scale, seeds, workdir, variants, steps)
-  ref = groups["preln_reference"]
-  trains = {m: not _fails(groups[m]) and groups[m]["mean_final_loss"] <= ref["mean_final_loss"] + REFERENCE_MARGIN
-            for m in methods}
-  if _fails(ref):
-    verdict = INCONCLUSIVE
-  else:
-    verdict = REPRODUCED if all(trains.values()) else NOT_REPRODUCED
+  verdict, trains = deep_no_warmup_verdict(groups, list(methods))
   reason = "final validation loss without warmup: " + ", ".join(f"{m} {_loss(groups, m)}" for m in variants)
   if verdict == NOT_REPRODUCED:
     reason += f"; did not train (fail or > {REFERENCE_MARGIN} above Pre-LN): {[m for m, ok in trains.items() if not ok]}"
