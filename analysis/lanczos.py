@@ -19,6 +19,14 @@ Reorthogonalization (`reorthogonalize=`):
     Giraud, Langou & Rozložník 2005), `reorth_passes=2` always (CGS2). The update sweep reads only the chunks
     of `REORTH_CHUNK` rows that hold q_0..q_i, so its cost grows with the step, not with num_steps. This removes the spurious duplicated ("ghost") Ritz values of finite-precision Lanczos (Paige 1976;
     Strakoš 1991). Memory: (num_steps + 1)·n entries, checked against `max_basis_bytes` before any compute.
+  * "partial": Simon's (1984) partial reorthogonalization (PRO; as in Larsen's PROPACK, 1998). The ω-recurrence
+    below estimates q_{i+1}ᵀq_j for every j ≤ i at O(m) cost per step; only when an estimate exceeds √ε is the
+    new vector orthogonalized against all previous ones (the same CGS pass as "full"), and then once more at the
+    next step (q_{i+2} inherits the error of q_i through the recurrence), with the estimates reset to ε. The basis
+    stays semi-orthogonal (|q_iᵀq_j| ≲ √ε), which is enough for T_k to be, to working precision, the projection of A
+    on an orthonormal basis of the Krylov space (Simon 1984, Thm. 4): Ritz values are as accurate as with full
+    reorthogonalization and no ghost copies appear, at a fraction of its cost (the number of CGS steps is
+    reported). Same memory as "full"; the orthogonality loss is measured (≈ √ε rather than ε).
   * "none": the plain three-term recurrence, O(n) memory. Orthogonality is then lost as soon as a Ritz value
     converges (Paige 1976) and copies of converged eigenvalues appear; `orthogonality_loss` is then the estimate
     of Simon's (1984) ω-recurrence, unless `return_basis=True`, in which case it is measured.
@@ -45,7 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-REORTHOGONALIZATIONS = ("full", "none")
+REORTHOGONALIZATIONS = ("full", "partial", "none")
 REORTH_PASSES = ("auto", 2)
 TWICE_IS_ENOUGH_ETA = 1 / np.sqrt(2)  # Kahan–Parlett threshold for the second CGS pass
 REORTH_CHUNK = 8  # basis rows per fused update of the CGS pass
@@ -72,7 +80,9 @@ class LanczosResult:
       breakdown: bool scalar, True if β fell below the tolerance.
       breakdown_step: int32 scalar, 0-based step of the breakdown, -1 if none.
       basis: [m + 1, n] flat Lanczos vectors q_0..q_m (zero rows beyond k) if `return_basis`, else None.
-      reorthogonalize: "full" or "none" (static).
+      num_reorthogonalizations: int32 scalar, steps whose vector went through the CGS pass (all k with "full",
+        the triggered ones with "partial", 0 with "none").
+      reorthogonalize: "full", "partial" or "none" (static).
       orthogonality: how `orthogonality_loss` was obtained (static text).
       breakdown_policy: the policy applied on breakdown (static text).
     """
@@ -87,6 +97,7 @@ class LanczosResult:
     orthogonality_loss: jax.Array
     breakdown: jax.Array
     breakdown_step: jax.Array
+    num_reorthogonalizations: jax.Array
     basis: Optional[jax.Array]
     reorthogonalize: str
     orthogonality: str
@@ -101,7 +112,8 @@ class LanczosResult:
 jax.tree_util.register_dataclass(
     LanczosResult,
     data_fields=["alphas", "betas", "num_steps_taken", "ritz_values", "ritz_bounds", "first_components",
-                 "ritz_mask", "eigenvectors", "orthogonality_loss", "breakdown", "breakdown_step", "basis"],
+                 "ritz_mask", "eigenvectors", "orthogonality_loss", "breakdown", "breakdown_step",
+                 "num_reorthogonalizations", "basis"],
     meta_fields=["reorthogonalize", "orthogonality", "breakdown_policy"])
 
 
@@ -276,11 +288,12 @@ def _initial_state(v0_flat, m, store):
     om = jnp.zeros((m + 1,), dtype).at[0].set(1.0)
     return dict(i=jnp.int32(0), active=jnp.bool_(True), q_prev=jnp.zeros_like(q0), q_cur=q0, basis=basis,
                 alphas=zeros_m, betas=zeros_m, anorm=jnp.zeros((), dtype), breakdown_step=jnp.int32(-1),
-                om_prev=jnp.zeros_like(om), om_cur=om, om_max=jnp.zeros((), dtype))
+                om_prev=jnp.zeros_like(om), om_cur=om, om_max=jnp.zeros((), dtype),
+                reorth_next=jnp.bool_(False), num_reorth=jnp.int32(0))
 
 
 @jax.jit
-def _finalize(alphas, betas, k, breakdown_step, basis, om_max):
+def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth):
     ritz_values, ritz_bounds, first, mask, s_mxm = _tridiagonal_eigh(alphas, betas, k)
     m = alphas.shape[0]
     valid = jnp.arange(m) < k
@@ -293,7 +306,7 @@ def _finalize(alphas, betas, k, breakdown_step, basis, om_max):
     return dict(alphas=jnp.where(valid, alphas, 0.0), betas=jnp.where(valid, betas, 0.0), num_steps_taken=k,
                 ritz_values=ritz_values, ritz_bounds=ritz_bounds, first_components=first, ritz_mask=mask,
                 eigenvectors=s_mxm, orthogonality_loss=loss, breakdown=breakdown_step >= 0,
-                breakdown_step=breakdown_step)
+                breakdown_step=breakdown_step, num_reorthogonalizations=num_reorth)
 
 
 def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogonalize: str = "full",
@@ -324,12 +337,13 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
     v0_flat, unravel = ravel_pytree(v0)
     n, dtype = v0_flat.shape[0], v0_flat.dtype
     _validate(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every)
-    store = reorthogonalize == "full" or return_basis
+    store = reorthogonalize != "none" or return_basis
     if store:
         check_basis_memory(num_steps, n, dtype, max_basis_bytes)
     m = int(num_steps)
     eps = float(jnp.finfo(dtype).eps)
-    tol = float(np.sqrt(eps)) if breakdown_tol is None else float(breakdown_tol)
+    sqrt_eps = float(np.sqrt(eps))
+    tol = sqrt_eps if breakdown_tol is None else float(breakdown_tol)
 
     def matvec_flat(x):
         return ravel_pytree(matvec(unravel(x)))[0].astype(dtype)
@@ -344,8 +358,18 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
         w = w - beta_prev * s["q_prev"]
         alpha = jnp.vdot(s["q_cur"], w)
         w = w - alpha * s["q_cur"]
+        reorthed = jnp.bool_(reorthogonalize == "full")
         if reorthogonalize == "full":
             w, beta = _reorthogonalize(s["basis"], w, i, reorth_passes)
+        elif reorthogonalize == "partial":
+            beta = jnp.linalg.norm(w)
+            om_next = _omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
+            j = jnp.arange(m + 1)
+            lost = jnp.max(jnp.where(j < i, jnp.abs(om_next), 0.0)) > sqrt_eps
+            reorthed = lost | s["reorth_next"]
+            w, beta = jax.lax.cond(reorthed, lambda w: _reorthogonalize(s["basis"], w, i, reorth_passes),
+                                   lambda w: (w, beta), w)
+            om_next = jnp.where(reorthed & (j < i), eps, om_next)  # q_{i+1} ⟂ q_j to rounding after the CGS pass
         else:
             beta = jnp.linalg.norm(w)
         broke = beta <= tol * anorm
@@ -355,6 +379,10 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
                    breakdown_step=jnp.where(broke, i, s["breakdown_step"]))
         if store:
             out["basis"] = s["basis"].at[i + 1].set(q_next)
+        if reorthogonalize == "partial":
+            out.update(om_prev=s["om_cur"], om_cur=jnp.where(broke, s["om_cur"], om_next),
+                       reorth_next=reorthed & ~s["reorth_next"])
+        out["num_reorth"] = s["num_reorth"] + (reorthed & ~broke).astype(jnp.int32)
         if reorthogonalize == "none" and not return_basis:
             om_next = _omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
             om_next = jnp.where(broke, s["om_cur"], om_next)
@@ -368,7 +396,7 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
         return out
 
     s = jax.lax.while_loop(lambda s: (s["i"] < m) & s["active"], body, state)
-    out = _finalize(s["alphas"], s["betas"], s["i"], s["breakdown_step"], s["basis"], s["om_max"])
+    out = _finalize(s["alphas"], s["betas"], s["i"], s["breakdown_step"], s["basis"], s["om_max"], s["num_reorth"])
     how = ("measured: max|V_k^T V_k - I| over the k Lanczos vectors" if store else
            "estimated: Simon (1984) omega recurrence (reorthogonalize='none', basis not stored)")
     return LanczosResult(**out, basis=s["basis"] if return_basis else None, reorthogonalize=reorthogonalize,

@@ -31,7 +31,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from analysis import gradients, hessian, plots, signal
-from analysis.lanczos import check_basis_memory, progress_printer
+from analysis.lanczos import REORTHOGONALIZATIONS, check_basis_memory, progress_printer
 from analysis.spectrum import TRACE_METHODS, bottom_eigenvalues, spectral_density, top_eigenvalues, trace
 from models import ParamRole, param_roles
 from train.loss import make_loss_fn, num_tokens
@@ -54,6 +54,7 @@ def default_analysis_config() -> ml_collections.ConfigDict:
     c.batch_size = 16  # sequences per analysis batch (checked against the batches given)
     c.linearize = True  # linearize each batch's gradient once (fast, stores residuals per batch) or jvp per product
     c.lanczos_steps = 80  # Lanczos steps (matvecs) for the extreme eigenvalues and per SLQ probe
+    c.reorthogonalize = "full"  # 'full' (CGS every step), 'partial' (Simon's PRO: only when needed) or 'none'
     c.top_k = 5  # number of largest eigenvalues reported
     c.bottom_k = 3  # number of smallest (most negative) eigenvalues reported; 0 skips the bottom run
     c.spectrum = True  # compute the SLQ spectral density
@@ -79,7 +80,8 @@ def validate_analysis_config(cfg) -> None:
     if missing:
         raise ValueError(f"analysis config lacks keys {['analysis.' + k for k in missing]}; "
                          "start from analysis.run.default_analysis_config()")
-    for key, choices in (("dtype", DTYPES), ("operator", OPERATORS), ("trace_method", tuple(TRACE_METHODS))):
+    for key, choices in (("dtype", DTYPES), ("operator", OPERATORS), ("trace_method", tuple(TRACE_METHODS)),
+                         ("reorthogonalize", REORTHOGONALIZATIONS)):
         if cfg[key] not in choices:
             raise ValueError(f"analysis.{key}={cfg[key]!r} is not one of {list(choices)}")
     for key in _BOOL_KEYS:
@@ -128,7 +130,8 @@ def _lanczos_dict(res):
                 ritz_bounds=res.ritz_bounds[:k], first_components=res.first_components[:k],
                 orthogonality_loss=float(res.orthogonality_loss), orthogonality=res.orthogonality,
                 breakdown=bool(res.breakdown), breakdown_step=int(res.breakdown_step),
-                breakdown_policy=res.breakdown_policy, reorthogonalize=res.reorthogonalize)
+                breakdown_policy=res.breakdown_policy, reorthogonalize=res.reorthogonalize,
+                num_reorthogonalizations=int(res.num_reorthogonalizations))
 
 
 def _extreme_dict(e):
@@ -208,7 +211,8 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, print_fn):
     variables = _cast(variables, dtype)
     params = variables["params"]
     n = int(ravel_pytree(params)[0].size)
-    check_basis_memory(cfg.lanczos_steps, n, dtype, cfg.max_basis_bytes)
+    if cfg.reorthogonalize != "none":
+        check_basis_memory(cfg.lanczos_steps, n, dtype, cfg.max_basis_bytes)
     steps = min(cfg.lanczos_steps, n)
     loss_fn = make_loss_fn(model, variables=variables)
     extra = {k: v for k, v in variables.items() if k != "params"}
@@ -235,13 +239,14 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, print_fn):
 
     t = time.perf_counter()
     top = top_eigenvalues(matvec, params, cfg.top_k, num_steps=steps, key=k_top, max_basis_bytes=cfg.max_basis_bytes,
+                          reorthogonalize=cfg.reorthogonalize,
                           callback=progress_printer(f"{label} top eigenvalues", print_fn))
     eigen = {"top": _extreme_dict(top)}
     timings["top_eigenvalues_s"] = time.perf_counter() - t
     if cfg.bottom_k:
         t = time.perf_counter()
         bottom = bottom_eigenvalues(matvec, params, cfg.bottom_k, num_steps=steps, key=k_bottom,
-                                    max_basis_bytes=cfg.max_basis_bytes,
+                                    max_basis_bytes=cfg.max_basis_bytes, reorthogonalize=cfg.reorthogonalize,
                                     callback=progress_printer(f"{label} bottom eigenvalues", print_fn))
         eigen["bottom"] = _extreme_dict(bottom)
         timings["bottom_eigenvalues_s"] = time.perf_counter() - t
@@ -253,7 +258,7 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, print_fn):
         t = time.perf_counter()
         mv = _progress_matvec(matvec, cfg.num_probes * steps, f"{label} SLQ", print_fn, max(steps // 2, 1))
         d = spectral_density(mv, params, steps, cfg.num_probes, k_slq, sigma=cfg.sigma or None,
-                             max_basis_bytes=cfg.max_basis_bytes)
+                             max_basis_bytes=cfg.max_basis_bytes, reorthogonalize=cfg.reorthogonalize)
         spec = dict(grid=d.grid, density=d.density, band_low=d.band_low, band_high=d.band_high, sigma=float(d.sigma),
                     band_percentiles=list(d.band_percentiles), num_bootstrap=d.num_bootstrap, nodes=d.nodes,
                     weights=d.weights, node_mask=d.node_mask, breakdown=d.breakdown,
@@ -318,7 +323,7 @@ def _block_spectra(cfg, loss_fn, params, batches, key, print_fn):
         size = int(ravel_pytree(example)[0].size)
         steps = min(cfg.block_lanczos_steps, size)
         e = top_eigenvalues(matvec, example, min(2, steps), num_steps=steps, key=jax.random.fold_in(key, i),
-                            max_basis_bytes=cfg.max_basis_bytes)
+                            max_basis_bytes=cfg.max_basis_bytes, reorthogonalize=cfg.reorthogonalize)
         first = roles[next(iter(example))]
         kind = name.rsplit("/", 1)[-1]
         records.append(dict(name=name, stack=first.stack if first.layer is not None else None, layer=first.layer,

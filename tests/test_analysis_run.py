@@ -102,6 +102,7 @@ def test_top_eigenvalue_matches_dense_within_bound(result):
     ("trace_probes", 3, r"analysis.trace_probes=3 must be 0 \(skip\) or >= 4"),
     ("num_probes", 1, r"analysis.num_probes=1 must be an int >= 2"),
     ("block_filter", "(", r"analysis.block_filter='\(' is not a valid regular expression"),
+    ("reorthogonalize", "cgs", r"analysis.reorthogonalize='cgs' is not one of \['full', 'partial', 'none'\]"),
 ])
 def test_validation_names_the_key(key, value, match):
     cfg = _config()
@@ -115,3 +116,18 @@ def test_missing_batches_fail_before_compute(result):
         cfg = _config()
         bad = [{"targets": jnp.ones((2, 5), jnp.int32)}] * 2
         run_analysis(cfg, model=result["model"], variables=result["variables"], batches=bad, out_dir="/tmp/unused")
+
+
+def test_partial_reorthogonalization_config_reaches_lanczos(result, tmp_path):
+    cfg = _config()
+    cfg.update(dict(reorthogonalize="partial", spectrum=False, trace_probes=0, blocks=False, grad_norms=False,
+                    signal=False))
+    summary = run_analysis(cfg, model=result["model"], variables=result["variables"], batches=result["batches"],
+                           out_dir=str(tmp_path), label="partial", print_fn=lambda _: None)
+    with open(os.path.join(tmp_path, "partial", "eigenvalues.json")) as f:
+        top = json.load(f)["top"]
+    assert top["lanczos"]["reorthogonalize"] == "partial"
+    assert top["lanczos"]["num_reorthogonalizations"] < top["lanczos"]["num_steps_taken"]
+    full = result["summary"]["eigenvalues"]["top"]
+    assert abs(summary["eigenvalues"]["top"]["values"][0] - full["values"][0]) <= (
+        summary["eigenvalues"]["top"]["bounds"][0] + full["bounds"][0] + 1e-9)

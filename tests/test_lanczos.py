@@ -97,6 +97,35 @@ def test_strakos_full_reorthogonalization_has_no_ghosts_and_none_does():
     np.testing.assert_allclose(estimated.ritz_values, plain.ritz_values, rtol=1e-12)
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_partial_reorthogonalization_is_semi_orthogonal_and_matches_full(jit):
+    """Simon (1984): CGS only when the ω estimate exceeds √ε keeps |q_iᵀq_j| ≲ √ε, and then T_k's Ritz values equal
+    those of full reorthogonalization to working precision, without ghosts, at a fraction of the CGS passes."""
+    eigs = _strakos()
+    d, v0, m = jnp.asarray(eigs), jnp.ones(len(eigs)), 60
+    run = lambda mode: lanczos(lambda x: d * x, v0, m, reorthogonalize=mode)
+    if jit:
+        run = jax.jit(run, static_argnums=0)
+    full, partial, plain = run("full"), run("partial"), run("none")
+    sqrt_eps = np.sqrt(np.finfo(np.float64).eps)
+    assert 1e-12 < float(partial.orthogonality_loss) < 10 * sqrt_eps  # measured: semi-, not fully, orthogonal
+    assert partial.orthogonality.startswith("measured")
+    assert int(full.num_reorthogonalizations) == m and int(plain.num_reorthogonalizations) == 0
+    assert 0 < int(partial.num_reorthogonalizations) <= m // 2
+    assert _ghost_counts(partial, eigs) == [1, 1, 1]
+    np.testing.assert_allclose(partial.ritz_values, full.ritz_values, rtol=0, atol=1e-12 * eigs.max())
+    np.testing.assert_allclose(partial.ritz_bounds, full.ritz_bounds, rtol=0, atol=1e-8 * eigs.max())
+
+
+def test_partial_reorthogonalization_breakdown_has_no_nan():
+    rank = 6
+    a = np.diag(np.concatenate([np.arange(1.0, rank + 1), np.zeros(24)]))
+    res = lanczos(lambda x: jnp.asarray(a) @ x, jnp.ones(30), 20, reorthogonalize="partial")
+    assert bool(res.breakdown) and int(res.num_steps_taken) <= rank + 1
+    assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree_util.tree_leaves(res))
+    np.testing.assert_allclose(res.valid_ritz()[0][-1], rank, rtol=1e-10)
+
+
 def test_omega_estimate_small_before_loss_of_orthogonality():
     eigs = _strakos()
     d, v0 = jnp.asarray(eigs), jnp.ones(len(eigs))
@@ -204,8 +233,8 @@ def test_memory_guard_message_and_low_memory_option():
 
 def test_bad_arguments_raise():
     mv, v0 = (lambda x: x), jnp.ones(5)
-    with pytest.raises(ValueError, match=r"reorthogonalize='partial'.*\['full', 'none'\]"):
-        lanczos(mv, v0, 3, reorthogonalize="partial")
+    with pytest.raises(ValueError, match=r"reorthogonalize='selective'.*\['full', 'partial', 'none'\]"):
+        lanczos(mv, v0, 3, reorthogonalize="selective")
     with pytest.raises(ValueError, match="num_steps=6 exceeds the dimension n=5"):
         lanczos(mv, v0, 6)
     with pytest.raises(ValueError, match="num_steps=0"):
