@@ -382,7 +382,7 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
         if reorthogonalize == "partial":
             out.update(om_prev=s["om_cur"], om_cur=jnp.where(broke, s["om_cur"], om_next),
                        reorth_next=reorthed & ~s["reorth_next"])
-        out["num_reorth"] = s["num_reorth"] + (reorthed & ~broke).astype(jnp.int32)
+        out["num_reorth"] = s["num_reorth"] + reorthed.astype(jnp.int32)
         if reorthogonalize == "none" and not return_basis:
             om_next = _omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
             om_next = jnp.where(broke, s["om_cur"], om_next)

@@ -32,7 +32,8 @@ from jax.flatten_util import ravel_pytree
 
 from analysis import gradients, hessian, plots, signal
 from analysis.lanczos import REORTHOGONALIZATIONS, check_basis_memory, progress_printer
-from analysis.spectrum import TRACE_METHODS, bottom_eigenvalues, spectral_density, top_eigenvalues, trace
+from analysis.spectrum import bottom_eigenvalues, spectral_density, top_eigenvalues
+from analysis.trace import TRACE_METHODS, trace
 from models import ParamRole, param_roles
 from train.loss import make_loss_fn, num_tokens
 

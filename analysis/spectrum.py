@@ -1,4 +1,4 @@
-"""Spectral estimates of a symmetric operator given as a matvec on a pytree: extremes, density, trace.
+"""Spectral estimates of a symmetric operator given as a matvec on a pytree: extreme eigenvalues and density.
 
 Contract: every function takes `matvec` (pytree -> pytree, symmetric) and `example` (a pytree with the operator's
 input structure and dtype; only its structure, shapes and dtype are used) plus an explicit PRNG `key`, and imports
@@ -13,15 +13,14 @@ nothing of the project, so it runs on plain matrices as well as on Hessian-vecto
     eigenvalues θ of T_m and the squared first components τ² of its eigenvectors; exact for polynomials of degree
     ≤ 2m − 1), so ρ(t) ≈ (1/n_v) Σ_v Σ_i τ_{v,i}² g_σ(t − θ_{v,i}) with a Gaussian kernel g_σ. The per-probe nodes
     and weights, σ, and a bootstrap band over probes (percentiles of the resampled mean) are all returned.
-  * `trace`: Hutchinson (1989) with Rademacher probes, or Hutch++ (Meyer, Musco, Musco & Woodruff 2021, Alg. 1).
+  * The trace estimators (Hutchinson, Hutch++) live in `analysis.trace` and share this module's probes.
 
 Matvecs over a batch of probes run sequentially (`lax.map`), so memory is that of one probe (one Lanczos basis),
 not of the batch: a Hessian-vector product over a vmapped batch would multiply activation memory.
 
 Own code rather than `matfree.funm`/`matfree.stochtrace`: matfree's SLQ integrand returns only vᵀf(A)v, not the
-nodes and weights a density (and its per-probe band) needs, and it has no Hutch++. tests/test_spectrum.py checks the
-quadrature against `matfree.funm.monte_carlo_funm_sym` on the same probe and Hutchinson against
-`matfree.stochtrace`.
+nodes and weights a density (and its per-probe band) needs. tests/test_spectrum.py checks the quadrature against
+`matfree.funm.monte_carlo_funm_sym` on the same probe.
 """
 import dataclasses
 import functools
@@ -53,14 +52,14 @@ def get_probe(name: str):
     return PROBES[name]
 
 
-def _flat_info(example):
+def flat_info(example):
     flat, unravel = ravel_pytree(example)
     if not jnp.issubdtype(flat.dtype, jnp.floating):
         raise ValueError(f"example must have a real floating dtype, got dtype={flat.dtype}")
     return flat.shape[0], flat.dtype, unravel
 
 
-def _check_positive_int(name, value, minimum=1):
+def check_positive_int(name, value, minimum=1):
     if not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name}={value!r} must be an int ≥ {minimum}")
 
@@ -80,8 +79,8 @@ def sample_probes(example: Any, num_probes: int, key: jax.Array, probe: str = "r
       The stacked pytree (leaves [num_probes, *leaf.shape]); the flat probes are its rows after ravel_pytree.
     """
     get_probe(probe)
-    _check_positive_int("num_probes", num_probes)
-    n, dtype, unravel = _flat_info(example)
+    check_positive_int("num_probes", num_probes)
+    n, dtype, unravel = flat_info(example)
     return jax.vmap(unravel)(_draw_probes(key, num_probes, n, jnp.dtype(dtype), probe, unit_norm))
 
 
@@ -93,7 +92,7 @@ def _draw_probes(key, num_probes, n, dtype, probe, unit_norm):
     return v_pxn
 
 
-def _flat_matvec(matvec, unravel, dtype):
+def flat_matvec(matvec, unravel, dtype):
     return lambda x: ravel_pytree(matvec(unravel(x)))[0].astype(dtype)
 
 
@@ -138,9 +137,9 @@ def _select_extreme(ritz_values, ritz_bounds, steps, k, largest):
 
 
 def _extreme(matvec, example, k, num_steps, key, largest, lanczos_kwargs):
-    n, dtype, unravel = _flat_info(example)
-    _check_positive_int("k", k)
-    _check_positive_int("num_steps", num_steps)
+    n, dtype, unravel = flat_info(example)
+    check_positive_int("k", k)
+    check_positive_int("num_steps", num_steps)
     if num_steps > n:
         raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator")
     if k > num_steps:
@@ -270,11 +269,11 @@ def spectral_density(matvec: Callable[[Any], Any], example: Any, num_steps: int,
     Returns:
       A `SpectralDensity`.
     """
-    n, dtype, unravel = _flat_info(example)
-    _check_positive_int("num_steps", num_steps)
-    _check_positive_int("num_probes", num_probes, minimum=2)
-    _check_positive_int("num_bootstrap", num_bootstrap)
-    _check_positive_int("grid_size", grid_size, minimum=2)
+    n, dtype, unravel = flat_info(example)
+    check_positive_int("num_steps", num_steps)
+    check_positive_int("num_probes", num_probes, minimum=2)
+    check_positive_int("num_bootstrap", num_bootstrap)
+    check_positive_int("grid_size", grid_size, minimum=2)
     if num_steps > n:
         raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator")
     check_reorthogonalize(reorthogonalize)
@@ -298,106 +297,3 @@ def spectral_density(matvec: Callable[[Any], Any], example: Any, num_steps: int,
                            nodes=nodes_pxm, weights=weights_pxm, node_mask=mask_pxm, breakdown=res.breakdown,
                            orthogonality_loss=res.orthogonality_loss, band_percentiles=(lo_pct, hi_pct),
                            num_bootstrap=num_bootstrap)
-
-
-@dataclasses.dataclass(frozen=True)
-class TraceEstimate:
-    """Output of `trace`.
-
-    Attributes:
-      estimate: scalar trace estimate.
-      std_error: scalar standard error (for Hutch++: of its stochastic part, conditional on the sketch; see `trace`).
-      num_matvecs: matvecs used (static).
-      method: "hutchinson" or "hutch++" (static).
-    """
-    estimate: jax.Array
-    std_error: jax.Array
-    num_matvecs: int
-    method: str
-
-
-jax.tree_util.register_dataclass(TraceEstimate, data_fields=["estimate", "std_error"],
-                                 meta_fields=["num_matvecs", "method"])
-
-
-def _quadratic_forms(mv_flat, z_pxn):
-    """z_pᵀ A z_p for each row, sequentially (memory of one matvec)."""
-    return jax.lax.map(lambda z: jnp.vdot(z, mv_flat(z)), z_pxn)
-
-
-# The pure array steps below are jitted (one compilation each instead of op-by-op); the matvec steps are not, so
-# arrays the matvec closes over (model parameters) stay operands rather than constants of a compiled program.
-@jax.jit
-def _mean_and_sem(q_p):
-    return jnp.mean(q_p), jnp.std(q_p, ddof=1) / jnp.sqrt(q_p.shape[0])
-
-
-@functools.partial(jax.jit, static_argnums=(1, 2, 3))
-def _signs(key, num, n, dtype):
-    return _rademacher(key, (num, n), dtype)
-
-
-@jax.jit
-def _orthonormalize_and_deflate(as_sxn, g_gxn):
-    q_nxs, _ = jnp.linalg.qr(as_sxn.T)
-    return q_nxs, g_gxn - (g_gxn @ q_nxs) @ q_nxs.T  # (I − QQᵀ) g
-
-
-def _hutchinson(mv_flat, n, dtype, num_probes, key):
-    """Hutchinson (1989): tr(A) ≈ mean_p z_pᵀ A z_p with Rademacher z; variance 2(‖A‖_F² − Σ a_ii²)/P."""
-    if num_probes < 2:
-        raise ValueError(f"num_probes={num_probes} must be ≥ 2 for method='hutchinson' (standard error needs 2)")
-    return _mean_and_sem(_quadratic_forms(mv_flat, _signs(key, num_probes, n, dtype)))
-
-
-def _hutchpp(mv_flat, n, dtype, num_probes, key):
-    """Hutch++ (Meyer, Musco, Musco & Woodruff 2021, Alg. 1) with `num_probes` matvecs in total.
-
-    s = num_probes // 3 sketch vectors S give Q = orth(A S); tr(A) = tr(QᵀAQ) + tr((I−QQᵀ)A(I−QQᵀ)), the first
-    term exact with s more matvecs (AQ), the second by Hutchinson with the remaining g = num_probes − 2s probes
-    G: (1/g) Σ_p g_pᵀ(I−QQᵀ)A(I−QQᵀ)g_p. The returned standard error is that Hutchinson part's sample standard
-    error, conditional on the sketch (the deflated term is the estimator's only randomness given Q).
-    """
-    s = num_probes // 3
-    g = num_probes - 2 * s
-    if s < 1 or g < 2:
-        raise ValueError(f"num_probes={num_probes} must be ≥ 4 for method='hutch++' "
-                         "(1 sketch, 1 AQ, 2 residual probes)")
-    key_s, key_g = jax.random.split(key)
-    as_sxn = jax.lax.map(mv_flat, _signs(key_s, s, n, dtype))
-    q_nxs, g_gxn = _orthonormalize_and_deflate(as_sxn, _signs(key_g, g, n, dtype))
-    exact = jnp.vdot(q_nxs.T, jax.lax.map(mv_flat, q_nxs.T))  # tr(QᵀAQ)
-    # A symmetric, so g_pᵀ(I−QQᵀ)A(I−QQᵀ)g_p = (Pg_p)ᵀA(Pg_p).
-    mean, sem = _mean_and_sem(_quadratic_forms(mv_flat, g_gxn))
-    return exact + mean, sem
-
-
-TRACE_METHODS = {"hutchinson": _hutchinson, "hutch++": _hutchpp}
-
-
-def get_trace_method(name: str):
-    """Return the trace estimator registered under `name`."""
-    if name not in TRACE_METHODS:
-        raise ValueError(f"method={name!r} is not a valid trace method; valid choices: {sorted(TRACE_METHODS)}")
-    return TRACE_METHODS[name]
-
-
-def trace(matvec: Callable[[Any], Any], example: Any, num_probes: int, key: jax.Array,
-          method: str = "hutchinson") -> TraceEstimate:
-    """Stochastic trace estimate of a symmetric operator with exactly `num_probes` matvecs.
-
-    Args:
-      matvec: symmetric linear map on pytrees shaped like `example`.
-      example: pytree giving the structure, size n and dtype.
-      num_probes: matvec budget (≥ 2 for "hutchinson", ≥ 4 for "hutch++").
-      key: PRNG key.
-      method: "hutchinson" (Rademacher probes) or "hutch++" (low-rank sketch plus Hutchinson on the rest).
-
-    Returns:
-      A `TraceEstimate` (estimate, standard error as documented on each method).
-    """
-    estimator = get_trace_method(method)
-    _check_positive_int("num_probes", num_probes)
-    n, dtype, unravel = _flat_info(example)
-    estimate, std_error = estimator(_flat_matvec(matvec, unravel, dtype), n, dtype, num_probes, key)
-    return TraceEstimate(estimate=estimate, std_error=std_error, num_matvecs=num_probes, method=method)

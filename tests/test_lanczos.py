@@ -162,6 +162,7 @@ def test_rank_deficient_breakdown(in_range):
     assert len(theta) - len(nonzero) == (0 if in_range else 1)
     assert np.all(bounds < 1e-8) and float(res.orthogonality_loss) < 1e-12
     assert "stop early" in res.breakdown_policy
+    assert int(res.num_reorthogonalizations) == expected_steps  # full: every step taken, the breakdown step too
 
 
 def test_float32_breakdown_gives_no_nan():
