@@ -7,18 +7,7 @@ from jax.flatten_util import ravel_pytree
 from matfree import stochtrace
 
 from analysis.trace import TRACE_METHODS, trace
-
-
-@pytest.fixture(autouse=True)
-def x64():
-    with jax.enable_x64(True):
-        yield
-
-
-def _with_spectrum(eigs, seed):
-    n = len(eigs)
-    u = np.linalg.qr(np.random.default_rng(seed).standard_normal((n, n)))[0]
-    return jnp.asarray(u @ np.diag(eigs) @ u.T)
+from tests.test_spectrum import _with_spectrum, x64  # noqa: F401  x64: the autouse float64 fixture
 
 
 @pytest.mark.parametrize("method", sorted(TRACE_METHODS))
