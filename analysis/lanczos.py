@@ -17,8 +17,9 @@ Reorthogonalization (`reorthogonalize=`):
     coefficients h = V w first, then w −= Vᵀh; two BLAS-2 sweeps). `reorth_passes="auto"` (default) repeats the
     pass only when it cancelled, ‖w after‖ < ‖w before‖/√2 (Kahan–Parlett "twice is enough", Parlett 1998 §6.9;
     Giraud, Langou & Rozložník 2005), `reorth_passes=2` always (CGS2). The update sweep reads only the chunks
-    of `REORTH_CHUNK` rows that hold q_0..q_i, so its cost grows with the step, not with num_steps. This removes the spurious duplicated ("ghost") Ritz values of finite-precision Lanczos (Paige 1976;
-    Strakoš 1991). Memory: (num_steps + 1)·n entries, checked against `max_basis_bytes` before any compute.
+    of `REORTH_CHUNK` rows that hold q_0..q_i, so its cost grows with the step, not with num_steps. This removes
+    the spurious duplicated ("ghost") Ritz values of finite-precision Lanczos (Paige 1976; Strakoš 1991).
+    Memory: (num_steps + 1)·n entries, checked against `max_basis_bytes` before any compute.
   * "partial": Simon's (1984) partial reorthogonalization (PRO; as in Larsen's PROPACK, 1998). The ω-recurrence
     below estimates q_{i+1}ᵀq_j for every j ≤ i at O(m) cost per step; only when an estimate exceeds √ε is the
     new vector orthogonalized against all previous ones (the same CGS pass as "full"), and then once more at the
@@ -235,9 +236,10 @@ def _project_out(basis, w, i, chunk):
     The coefficients h = V w come from one gemv over the whole buffer (rows beyond i are still zero and are
     masked): on XLA:CPU a dynamically sliced dot operand is first copied, which costs more than reading the
     unfilled rows (5.8M-entry float32 rows: ≈ 5 ms per row for copy + gemv of an 8-row slice, ≈ 1.1 ms per
-    row for the whole-buffer gemv, ≈ 0.9 ms per row for the fused chunk update). The update w −= V_iᵀ h touches only the ceil((i+1)/chunk) chunks holding filled rows, each
-    as `chunk` axpys that XLA fuses into one loop over w; the last chunk's start is clamped so it never runs
-    past the buffer, and rows it shares with the previous chunk are masked.
+    row for the whole-buffer gemv, ≈ 0.9 ms per row for the fused chunk update). The update w −= V_iᵀ h touches
+    only the ceil((i+1)/chunk) chunks holding filled rows, each as `chunk` axpys that XLA fuses into one loop
+    over w; the last chunk's start is clamped so it never runs past the buffer, and rows it shares with the
+    previous chunk are masked.
     """
     rows = basis.shape[0]
     h = jnp.where(jnp.arange(rows) <= i, basis @ w, 0.0)
@@ -348,6 +350,7 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
     def matvec_flat(x):
         return ravel_pytree(matvec(unravel(x)))[0].astype(dtype)
 
+    track_omega = reorthogonalize == "partial" or not store  # PRO's trigger, or the only orthogonality measure
     state = _initial_state(v0_flat, m, store)
 
     def body(s):
@@ -358,38 +361,35 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
         w = w - beta_prev * s["q_prev"]
         alpha = jnp.vdot(s["q_cur"], w)
         w = w - alpha * s["q_cur"]
+        j = jnp.arange(m + 1)
         reorthed = jnp.bool_(reorthogonalize == "full")
         if reorthogonalize == "full":
             w, beta = _reorthogonalize(s["basis"], w, i, reorth_passes)
-        elif reorthogonalize == "partial":
+        else:
             beta = jnp.linalg.norm(w)
+        if track_omega:  # Simon's estimate of q_{i+1}ᵀq_j from T alone (before any CGS pass changes w)
             om_next = _omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
-            j = jnp.arange(m + 1)
-            lost = jnp.max(jnp.where(j < i, jnp.abs(om_next), 0.0)) > sqrt_eps
-            reorthed = lost | s["reorth_next"]
+        if reorthogonalize == "partial":
+            reorthed = (jnp.max(jnp.where(j < i, jnp.abs(om_next), 0.0)) > sqrt_eps) | s["reorth_next"]
             w, beta = jax.lax.cond(reorthed, lambda w: _reorthogonalize(s["basis"], w, i, reorth_passes),
                                    lambda w: (w, beta), w)
             om_next = jnp.where(reorthed & (j < i), eps, om_next)  # q_{i+1} ⟂ q_j to rounding after the CGS pass
-        else:
-            beta = jnp.linalg.norm(w)
         broke = beta <= tol * anorm
         q_next = jnp.where(broke, 0.0, w / jnp.where(broke, 1.0, beta))
         out = dict(s, i=i + 1, active=~broke, q_prev=s["q_cur"], q_cur=q_next, anorm=anorm,
                    alphas=s["alphas"].at[i].set(alpha), betas=s["betas"].at[i].set(beta),
-                   breakdown_step=jnp.where(broke, i, s["breakdown_step"]))
+                   breakdown_step=jnp.where(broke, i, s["breakdown_step"]),
+                   num_reorth=s["num_reorth"] + reorthed.astype(jnp.int32))
         if store:
             out["basis"] = s["basis"].at[i + 1].set(q_next)
+        if track_omega:
+            out.update(om_prev=s["om_cur"], om_cur=jnp.where(broke, s["om_cur"], om_next))
         if reorthogonalize == "partial":
-            out.update(om_prev=s["om_cur"], om_cur=jnp.where(broke, s["om_cur"], om_next),
-                       reorth_next=reorthed & ~s["reorth_next"])
-        out["num_reorth"] = s["num_reorth"] + reorthed.astype(jnp.int32)
-        if reorthogonalize == "none" and not return_basis:
-            om_next = _omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
-            om_next = jnp.where(broke, s["om_cur"], om_next)
-            j = jnp.arange(m + 1)
+            out["reorth_next"] = reorthed & ~s["reorth_next"]  # Simon: the step after a CGS pass gets one too
+        elif track_omega:
             # loss among q_0..q_{i+1}; q_{i+1} only enters T if the next step is taken, hence the mask with i+1<m.
             cur_loss = jnp.max(jnp.where((j <= i) & (i + 1 < m) & ~broke, jnp.abs(om_next), 0.0))
-            out.update(om_prev=s["om_cur"], om_cur=om_next, om_max=jnp.maximum(s["om_max"], cur_loss))
+            out["om_max"] = jnp.maximum(s["om_max"], cur_loss)
         if callback is not None:
             report = ((i + 1) % callback_every == 0) | (i + 1 == m) | broke
             jax.lax.cond(report, lambda: jax.debug.callback(callback, i + 1, m), lambda: None)

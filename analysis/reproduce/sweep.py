@@ -69,14 +69,12 @@ def merged_results(fresh: list, figure_root: str) -> list:
   by_name = {r["claim"]: r for r in fresh}
   out = []
   for name in CLAIMS:
+    path = os.path.join(figure_root, name, "result.json")
     if name in by_name:
       out.append(by_name[name])
-      continue
-    path = os.path.join(figure_root, name, "result.json")
-    if os.path.exists(path):
+    elif os.path.exists(path):
       with open(path) as f:
-        earlier = json.load(f)
-      out.append(earlier)
+        out.append(json.load(f))
   return out
 
 
