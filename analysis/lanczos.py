@@ -14,20 +14,21 @@ Compile time does not grow with `num_steps`: the recurrence is one `lax.while_lo
 
 Reorthogonalization (`reorthogonalize=`):
   * "full": every new vector is orthogonalized against all previous ones by classical Gram-Schmidt (CGS: all
-    coefficients h = V w first, then w −= Vᵀh; two BLAS-2 sweeps). `reorth_passes="auto"` (default) repeats the
-    pass only when it cancelled, ‖w after‖ < ‖w before‖/√2 (Kahan–Parlett "twice is enough", Parlett 1998 §6.9;
-    Giraud, Langou & Rozložník 2005), `reorth_passes=2` always (CGS2). The update sweep reads only the chunks
-    of `REORTH_CHUNK` rows that hold q_0..q_i, so its cost grows with the step, not with num_steps. This removes
-    the spurious duplicated ("ghost") Ritz values of finite-precision Lanczos (Paige 1976; Strakoš 1991).
-    Memory: (num_steps + 1)·n entries, checked against `max_basis_bytes` before any compute.
-  * "partial": Simon's (1984) partial reorthogonalization (PRO; as in Larsen's PROPACK, 1998). The ω-recurrence
-    below estimates q_{i+1}ᵀq_j for every j ≤ i at O(m) cost per step; only when an estimate exceeds √ε is the
-    new vector orthogonalized against all previous ones (the same CGS pass as "full"), and then once more at the
-    next step (q_{i+2} inherits the error of q_i through the recurrence), with the estimates reset to ε. The basis
-    stays semi-orthogonal (|q_iᵀq_j| ≲ √ε), which is enough for T_k to be, to working precision, the projection of A
-    on an orthonormal basis of the Krylov space (Simon 1984, Thm. 4): Ritz values are as accurate as with full
-    reorthogonalization and no ghost copies appear, at a fraction of its cost (the number of CGS steps is
-    reported). Same memory as "full"; the orthogonality loss is measured (≈ √ε rather than ε).
+    coefficients h = V w first, then w −= Vᵀh; two BLAS-2 sweeps). `reorth_passes="auto"` (default) repeats the pass
+    only when it cancelled, ‖w after‖ < ‖w before‖/√2 (Kahan–Parlett "twice is enough", Parlett 1998 §6.9; Giraud,
+    Langou & Rozložník 2005), `reorth_passes=2` always (CGS2); see `analysis.orthogonality`. The update sweep reads
+    only the rows that hold q_0..q_i, so its cost grows with the step. This removes the spurious duplicated
+    ("ghost") Ritz values of finite-precision Lanczos (Paige 1976; Strakoš 1991). Memory: (num_steps + 1)·n entries,
+    checked against `max_basis_bytes` before any compute.
+  * "partial": Simon's (1984) partial reorthogonalization (PRO; as in Larsen's PROPACK, 1998). Its ω-recurrence
+    (`analysis.orthogonality.omega_update`) estimates q_{i+1}ᵀq_j for every j ≤ i at O(m) cost per step; only when
+    an estimate exceeds √ε is the new vector orthogonalized against all previous ones (the same CGS pass as "full"),
+    and then once more at the next step (q_{i+2} inherits the error of q_i through the recurrence), with the
+    estimates reset to ε. The basis stays semi-orthogonal (|q_iᵀq_j| ≲ √ε), which is enough for T_k to be, to
+    working precision, the projection of A on an orthonormal basis of the Krylov space (Simon 1984, Thm. 4): Ritz
+    values are as accurate as with full reorthogonalization and no ghost copies appear, at a fraction of its cost
+    (the number of CGS steps is reported). Same memory as "full"; the orthogonality loss is measured (≈ √ε rather
+    than ε).
   * "none": the plain three-term recurrence, O(n) memory. Orthogonality is then lost as soon as a Ritz value
     converges (Paige 1976) and copies of converged eigenvalues appear; `orthogonality_loss` is then the estimate
     of Simon's (1984) ω-recurrence, unless `return_basis=True`, in which case it is measured.
@@ -54,10 +55,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from analysis.orthogonality import cgs_reorthogonalize, measured_orthogonality_loss, omega_update
+
 REORTHOGONALIZATIONS = ("full", "partial", "none")
 REORTH_PASSES = ("auto", 2)
-TWICE_IS_ENOUGH_ETA = 1 / np.sqrt(2)  # Kahan–Parlett threshold for the second CGS pass
-REORTH_CHUNK = 8  # basis rows per fused update of the CGS pass
 DEFAULT_MAX_BASIS_BYTES = 4 * 2**30  # 4 GiB: a 100-step basis of a ~10M-parameter float32 model.
 BREAKDOWN_POLICY = ("stop early: the k steps before breakdown are kept, later entries are zero and masked; "
                     "Ritz values are those of the leading k x k block T_k")
@@ -184,30 +185,6 @@ def _validate(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol
         raise ValueError(f"callback_every={callback_every!r} must be a positive int")
 
 
-def _omega_update(om_prev, om_cur, alphas, betas, i, alpha, beta, eps, n):
-    """Simon (1984) ω-recurrence: estimate ω_{i+1,j} ≈ q_{i+1}ᵀq_j (j ≤ i+1) from T alone, O(m) per step.
-
-    β_i ω_{i+1,j} = β_j ω_{i,j+1} + (α_j − α_i) ω_{i,j} + β_{j−1} ω_{i,j−1} − β_{i−1} ω_{i−1,j}, plus a rounding
-    term of size ε(β_i + β_j) added with the sign of the value (pessimistic); ω_{i+1,i} = ε√n, ω_{i+1,i+1} = 1.
-    """
-    size = om_cur.shape[0]
-    j = jnp.arange(size)
-    beta_j = jnp.concatenate([betas, jnp.zeros((1,), betas.dtype)])       # β_j, j = 0..m
-    beta_jm1 = jnp.concatenate([jnp.zeros((1,), betas.dtype), betas])     # β_{j-1}
-    alpha_j = jnp.concatenate([alphas, jnp.zeros((1,), alphas.dtype)])
-    up = jnp.concatenate([om_cur[1:], jnp.zeros((1,), om_cur.dtype)])     # ω_{i,j+1}
-    down = jnp.concatenate([jnp.zeros((1,), om_cur.dtype), om_cur[:-1]])  # ω_{i,j-1}
-    beta_im1 = jnp.where(i > 0, betas[jnp.maximum(i - 1, 0)], 0.0)
-    raw = beta_j * up + (alpha_j - alpha) * om_cur + beta_jm1 * down - beta_im1 * om_prev
-    raw = raw + jnp.sign(raw) * eps * (beta + beta_j)
-    safe_beta = jnp.where(beta > 0, beta, 1.0)
-    # |q_iᵀq_j| ≤ 1 for unit vectors: clipping keeps the estimate meaningful after orthogonality is lost.
-    om_next = jnp.where(j < i, jnp.clip(raw / safe_beta, -1.0, 1.0), 0.0)
-    om_next = jnp.where(j == i, eps * np.sqrt(n), om_next)
-    om_next = jnp.where(j == i + 1, 1.0, om_next)
-    return om_next.astype(om_cur.dtype)
-
-
 def _tridiagonal_eigh(alphas, betas, k):
     """Eigen-decomposition of the leading k×k block of T with fixed [m] shapes (k traced).
 
@@ -228,53 +205,6 @@ def _tridiagonal_eigh(alphas, betas, k):
     beta_k = betas[k - 1]
     bounds = jnp.abs(beta_k * s_mxm[k - 1, :])
     return (jnp.where(valid, theta, 0.0), jnp.where(valid, bounds, 0.0), s_mxm[0, :], valid, s_mxm)
-
-
-def _project_out(basis, w, i, chunk):
-    """One classical Gram-Schmidt pass: w − V_iᵀ(V_i w) with V_i = rows q_0..q_i of the preallocated basis.
-
-    The coefficients h = V w come from one gemv over the whole buffer (rows beyond i are still zero and are
-    masked): on XLA:CPU a dynamically sliced dot operand is first copied, which costs more than reading the
-    unfilled rows (5.8M-entry float32 rows: ≈ 5 ms per row for copy + gemv of an 8-row slice, ≈ 1.1 ms per
-    row for the whole-buffer gemv, ≈ 0.9 ms per row for the fused chunk update). The update w −= V_iᵀ h touches
-    only the ceil((i+1)/chunk) chunks holding filled rows, each as `chunk` axpys that XLA fuses into one loop
-    over w; the last chunk's start is clamped so it never runs past the buffer, and rows it shares with the
-    previous chunk are masked.
-    """
-    rows = basis.shape[0]
-    h = jnp.where(jnp.arange(rows) <= i, basis @ w, 0.0)
-
-    def update(c, w):
-        start = jnp.minimum(c * chunk, rows - chunk)
-        h_c = jax.lax.dynamic_slice_in_dim(h, start, chunk)
-        h_c = jnp.where(start + jnp.arange(chunk) >= c * chunk, h_c, 0.0)  # already subtracted by chunk c − 1
-        for r in range(chunk):  # static unroll of `chunk` (fixed, not num_steps): fused into one pass over w
-            w = w - h_c[r] * jax.lax.dynamic_index_in_dim(basis, start + r, keepdims=False)
-        return w
-
-    return jax.lax.fori_loop(0, i // chunk + 1, update, w)
-
-
-def _reorthogonalize(basis, w, i, passes):
-    """Orthogonalize w against q_0..q_i by CGS, a second pass always (passes=2) or only if needed ("auto").
-
-    "auto" is Kahan and Parlett's "twice is enough" test (Parlett 1998, §6.9; Giraud, Langou & Rozložník 2005):
-    a second pass is done only when the first one cancelled, ‖w after‖ < η ‖w before‖ with η = 1/√2; otherwise
-    w is already orthogonal to working precision. Returns (w, ‖w‖).
-    """
-    chunk = min(REORTH_CHUNK, basis.shape[0])
-
-    def second_pass(w):
-        w = _project_out(basis, w, i, chunk)
-        return w, jnp.linalg.norm(w)
-
-    norm_in = jnp.linalg.norm(w)
-    w = _project_out(basis, w, i, chunk)
-    if passes == 2:
-        return second_pass(w)
-    norm_out = jnp.linalg.norm(w)
-    # lax.cond, not a select: the skipped pass costs nothing.
-    return jax.lax.cond(norm_out < TWICE_IS_ENOUGH_ETA * norm_in, second_pass, lambda w: (w, norm_out), w)
 
 
 # Setup and post-processing are pure array functions under jit (compiled once per shape, instead of dozens of
@@ -299,12 +229,7 @@ def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth):
     ritz_values, ritz_bounds, first, mask, s_mxm = _tridiagonal_eigh(alphas, betas, k)
     m = alphas.shape[0]
     valid = jnp.arange(m) < k
-    if basis is None:
-        loss = om_max
-    else:  # max_{i,j<k} |q_iᵀq_j − δ_ij| over the valid rows; the whole buffer, as slicing it would copy it
-        rows = jnp.arange(basis.shape[0]) < k
-        gram = basis @ basis.T - jnp.eye(basis.shape[0], dtype=basis.dtype)
-        loss = jnp.max(jnp.where(rows[:, None] & rows[None, :], jnp.abs(gram), 0.0))
+    loss = om_max if basis is None else measured_orthogonality_loss(basis, k)
     return dict(alphas=jnp.where(valid, alphas, 0.0), betas=jnp.where(valid, betas, 0.0), num_steps_taken=k,
                 ritz_values=ritz_values, ritz_bounds=ritz_bounds, first_components=first, ritz_mask=mask,
                 eigenvectors=s_mxm, orthogonality_loss=loss, breakdown=breakdown_step >= 0,
@@ -364,14 +289,14 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
         j = jnp.arange(m + 1)
         reorthed = jnp.bool_(reorthogonalize == "full")
         if reorthogonalize == "full":
-            w, beta = _reorthogonalize(s["basis"], w, i, reorth_passes)
+            w, beta = cgs_reorthogonalize(s["basis"], w, i, reorth_passes)
         else:
             beta = jnp.linalg.norm(w)
         if track_omega:  # Simon's estimate of q_{i+1}ᵀq_j from T alone (before any CGS pass changes w)
-            om_next = _omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
+            om_next = omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
         if reorthogonalize == "partial":
             reorthed = (jnp.max(jnp.where(j < i, jnp.abs(om_next), 0.0)) > sqrt_eps) | s["reorth_next"]
-            w, beta = jax.lax.cond(reorthed, lambda w: _reorthogonalize(s["basis"], w, i, reorth_passes),
+            w, beta = jax.lax.cond(reorthed, lambda w: cgs_reorthogonalize(s["basis"], w, i, reorth_passes),
                                    lambda w: (w, beta), w)
             om_next = jnp.where(reorthed & (j < i), eps, om_next)  # q_{i+1} ⟂ q_j to rounding after the CGS pass
         broke = beta <= tol * anorm

@@ -9,8 +9,9 @@ import pytest
 from jax.flatten_util import ravel_pytree
 from matfree import decomp
 
-from analysis.lanczos import (REORTH_CHUNK, REORTH_PASSES, REORTHOGONALIZATIONS, _project_out, _reorthogonalize,
-                              basis_bytes, lanczos, progress_printer, ritz_vectors)
+from analysis import orthogonality
+from analysis.lanczos import REORTH_PASSES, REORTHOGONALIZATIONS, basis_bytes, lanczos, progress_printer, ritz_vectors
+from analysis.orthogonality import REORTH_CHUNK, cgs_reorthogonalize, measured_orthogonality_loss, project_out
 
 
 @pytest.fixture(autouse=True)
@@ -264,8 +265,19 @@ def test_chunked_projection_matches_dense(rows, i):
     rng = np.random.default_rng(10)
     v_rxn, w = rng.standard_normal((rows, 40)), rng.standard_normal(40)
     expected = w - v_rxn[:i + 1].T @ (v_rxn[:i + 1] @ w)
-    got = _project_out(jnp.asarray(v_rxn), jnp.asarray(w), jnp.int32(i), min(REORTH_CHUNK, rows))
+    got = project_out(jnp.asarray(v_rxn), jnp.asarray(w), jnp.int32(i), min(REORTH_CHUNK, rows))
     np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("n,k", [(53, 6), (53, 4), (53, 1), (48, 5), (11, 6)])  # tail, no tail, only a tail
+def test_blocked_gram_matches_dense(monkeypatch, n, k):
+    """The orthogonality loss accumulated over column blocks equals max|V_kV_kᵀ − I| computed densely."""
+    monkeypatch.setattr(orthogonality, "GRAM_COLUMNS", 16)
+    v_rxn = np.linalg.qr(np.random.default_rng(14).standard_normal((n, 6)))[0].T
+    v_rxn = v_rxn + 1e-6 * np.random.default_rng(15).standard_normal(v_rxn.shape)
+    expected = np.max(np.abs(v_rxn[:k] @ v_rxn[:k].T - np.eye(k)))
+    for fn in (measured_orthogonality_loss, jax.jit(measured_orthogonality_loss)):
+        np.testing.assert_allclose(fn(jnp.asarray(v_rxn), jnp.int32(k)), expected, rtol=1e-10)
 
 
 def test_auto_second_pass_restores_orthogonality_after_cancellation():
@@ -280,10 +292,10 @@ def test_auto_second_pass_restores_orthogonality_after_cancellation():
     def rel_overlap(v):
         return np.max(np.abs(q_kxn @ np.asarray(v))) / np.linalg.norm(v)
 
-    one_pass = _project_out(basis, jnp.asarray(w), jnp.int32(k - 1), REORTH_CHUNK)
+    one_pass = project_out(basis, jnp.asarray(w), jnp.int32(k - 1), REORTH_CHUNK)
     assert rel_overlap(one_pass) > 1e-9  # rounding of size ε‖w‖ is large relative to what is left
     for passes in REORTH_PASSES:
-        v, norm = _reorthogonalize(basis, jnp.asarray(w), jnp.int32(k - 1), passes)
+        v, norm = cgs_reorthogonalize(basis, jnp.asarray(w), jnp.int32(k - 1), passes)
         assert rel_overlap(v) < 1e-14, passes
         np.testing.assert_allclose(norm, np.linalg.norm(v), rtol=1e-14)
 
