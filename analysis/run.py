@@ -1,8 +1,9 @@
 """The analysis command: curvature, gradient and signal profiles of one model state, written as JSON + PNG.
 
 Contract: `run_analysis(analysis_config, model=..., variables=..., batches=..., out_dir=..., label=...)` analyzes
-the model at `variables` (at init or from a checkpoint; the caller decides, `analysis.at_init` is recorded) on the
-first `analysis.num_batches` of `batches`, dropout off, and writes into `out_dir/<label>/`:
+the model at `variables` (at init or from a checkpoint: the caller passes the `step`, recorded with `at_init = step
+== 0`) on the first `analysis.num_batches` of `batches` (the caller says where they come from in `batch_source`,
+recorded), dropout off, and writes into `out_dir/<label>/`:
   metadata.json     operator (Hessian or Gauss–Newton of the token-mean loss over the union of the k batches),
                     batch shapes and non-padding token counts, dtype, Lanczos steps, seeds, timings, model config
   eigenvalues.json  top-k / bottom-k Ritz values with residual bounds, `separated`, full Lanczos coefficients
@@ -15,6 +16,10 @@ and the PNGs spectrum.png, eigenvalues.png, blocks.png, grad_norms.png, signal.p
 
 With `analysis.dtype = "float64"` the whole analysis runs under `jax.enable_x64(True)` (x64 on for the analysis only)
 with the model's compute and parameter dtypes and the variables cast to float64.
+
+An encoder (arch="encoder") is analyzed on the loss it trains on, BERT's masked LM: batches without "inputs" are
+masked by `train.step.mlm_masked` at `mlm_mask_rate` with keys drawn from `analysis.seed` (one fixed masking per
+batch, recorded in metadata.json), so every operator and profile sees the same masked batches.
 """
 import dataclasses
 import json
@@ -36,6 +41,7 @@ from analysis.spectrum import bottom_eigenvalues, spectral_density, top_eigenval
 from analysis.trace import TRACE_METHODS, trace
 from models import ParamRole, param_roles
 from train.loss import make_loss_fn, num_tokens
+from train.step import mlm_masked
 
 DTYPES = ("float64", "float32")
 OPERATORS = ("hessian", "gauss_newton")
@@ -172,6 +178,7 @@ def _model_config_dict(config):
 
 def run_analysis(analysis_config, *, model: Any, variables: dict, batches: Sequence[dict], out_dir: str,
                  label: str = "init", init_fn: Optional[Callable[[jax.Array], dict]] = None,
+                 step: Optional[int] = None, batch_source: str = "given by the caller", mlm_mask_rate: float = 0.15,
                  print_fn: Callable[[str], None] = print) -> dict:
     """Run the configured analyses and write JSON + PNG files into `out_dir/<label>/`.
 
@@ -183,6 +190,9 @@ def run_analysis(analysis_config, *, model: Any, variables: dict, batches: Seque
       out_dir: output directory (created).
       label: subdirectory name and plot titles, e.g. "init" or "step_1000".
       init_fn: `init_fn(key) -> variables` for extra init seeds of the gradient profile (`grad_norm_seeds > 1`).
+      step: the training step of `variables` (0 = at init), recorded as `step` and `at_init`; None = unknown.
+      batch_source: where the batches come from (split, order), recorded as `batches` in metadata.json.
+      mlm_mask_rate: masking rate for an encoder's unmasked batches (see the module docstring).
       print_fn: where progress lines go.
 
     Returns:
@@ -200,13 +210,19 @@ def run_analysis(analysis_config, *, model: Any, variables: dict, batches: Seque
     if cfg.grad_norms and cfg.grad_norm_seeds > 1 and init_fn is None:
         raise ValueError(f"analysis.grad_norm_seeds={cfg.grad_norm_seeds} needs run_analysis(init_fn=...) to "
                          "draw the extra seeds; set it to 1 to use only the given variables")
+    provenance = dict(step=step, at_init=None if step is None else step == 0, batches=batch_source)
+    if model.config.arch == "encoder" and any("inputs" not in b for b in batches):
+        keys = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), 1), len(batches))
+        batches = [b if "inputs" in b else mlm_masked(model.config, b, k, mlm_mask_rate) for b, k in zip(batches, keys)]
+        provenance["mlm_masking"] = (f"BERT masked LM at rate {mlm_mask_rate}, one fixed masking per batch drawn from "
+                                     f"analysis.seed={cfg.seed}")
     directory = os.path.join(out_dir, label) if label else out_dir
     os.makedirs(directory, exist_ok=True)
     with jax.enable_x64(cfg.dtype == "float64"):
-        return _run(cfg, model, variables, batches, directory, label, init_fn, print_fn)
+        return _run(cfg, model, variables, batches, directory, label, init_fn, provenance, print_fn)
 
 
-def _run(cfg, model, variables, batches, directory, label, init_fn, print_fn):
+def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, print_fn):
     dtype = jnp.dtype(cfg.dtype)
     model = model.clone(config=dataclasses.replace(model.config, dtype=dtype, param_dtype=dtype))
     variables = _cast(variables, dtype)
@@ -229,7 +245,7 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, print_fn):
     timings["build_operator_s"] = time.perf_counter() - t
     key = jax.random.key(cfg.seed)
     k_top, k_bottom, k_slq, k_trace, k_blocks = jax.random.split(key, 5)
-    meta = dict(label=label, at_init=cfg.at_init, operator=cfg.operator, dtype=cfg.dtype, num_params=n,
+    meta = dict(label=label, **provenance, operator=cfg.operator, dtype=cfg.dtype, num_params=n,
                 num_batches=len(batches), batch_shapes=[{k: list(v.shape) for k, v in b.items()} for b in batches],
                 tokens_per_batch=tokens, total_tokens=sum(tokens),
                 averaging=("single batch" if len(batches) == 1 else

@@ -1,17 +1,20 @@
 """Tests for analysis/run.py: outputs of `run_analysis` on a tiny model, its top eigenvalue against the dense
 Hessian, and the config validation."""
+import dataclasses
 import json
 import os
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from analysis.hessian import dense_hessian
+from analysis.hessian import dense_hessian, ggn_vp_fn
 from analysis.run import default_analysis_config, run_analysis, validate_analysis_config
 from models import ModelConfig, get_model
-from train.loss import make_loss_fn
+from train.loss import make_loss_fn, num_tokens
+from train.step import mlm_masked
 
 VOCAB = 7
 
@@ -58,6 +61,8 @@ def test_files_keys_and_plots(result):
     assert meta["tokens_per_batch"] == [13, 13] and meta["total_tokens"] == 26 and meta["num_batches"] == 2
     assert meta["dtype"] == "float64" and meta["dropout"].startswith("off") and meta["operator"] == "hessian"
     assert "token-weighted" in meta["averaging"] and meta["model_config"]["dtype"] == "float64"
+    assert meta["step"] is None and meta["at_init"] is None and meta["batches"] == "given by the caller"
+    assert "mlm_masking" not in meta
     eig = _load(result, "eigenvalues.json")
     assert len(eig["top"]["values"]) == 2 and len(eig["bottom"]["values"]) == 1
     assert len(eig["top"]["lanczos"]["alphas"]) == eig["top"]["lanczos"]["num_steps_taken"]
@@ -131,3 +136,41 @@ def test_partial_reorthogonalization_config_reaches_lanczos(result, tmp_path):
     full = result["summary"]["eigenvalues"]["top"]
     assert abs(summary["eigenvalues"]["top"]["values"][0] - full["values"][0]) <= (
         summary["eigenvalues"]["top"]["bounds"][0] + full["bounds"][0] + 1e-9)
+
+
+def test_encoder_is_analyzed_on_masked_batches_with_gauss_newton_and_init_seeds(tmp_path):
+    """An encoder's batches get one fixed MLM masking (drawn from analysis.seed, recorded); the Gauss–Newton top
+    eigenvalue equals the dense GGN's on those masked batches; extra init seeds reach the gradient profile."""
+    config = ModelConfig(vocab_size=VOCAB, arch="encoder", num_encoder_layers=1, d_model=4, num_heads=2, d_ff=4,
+                         max_len=8)
+    model = get_model(config)
+    batches = _batches()
+    init_fn = jax.jit(lambda key: model.init(key, mlm_masked(config, batches[0], jax.random.key(9))))
+    variables = init_fn(jax.random.key(0))
+    cfg = _config()
+    cfg.update(dict(operator="gauss_newton", lanczos_steps=30, spectrum=False, trace_probes=0, blocks=False,
+                    signal=False, grad_norm_seeds=2, seed=3))
+    summary = run_analysis(cfg, model=model, variables=variables, batches=batches, out_dir=str(tmp_path),
+                           label="step_0", init_fn=init_fn, step=0, batch_source="two hand-made batches",
+                           mlm_mask_rate=0.5, print_fn=lambda _: None)
+    meta = _load({"dir": os.path.join(tmp_path, "step_0")}, "metadata.json")
+    assert meta["step"] == 0 and meta["at_init"] is True and meta["batches"] == "two hand-made batches"
+    assert "rate 0.5" in meta["mlm_masking"] and "analysis.seed=3" in meta["mlm_masking"]
+
+    keys = jax.random.split(jax.random.fold_in(jax.random.key(3), 1), 2)
+    masked = [mlm_masked(config, b, k, 0.5) for b, k in zip(batches, keys)]
+    assert meta["tokens_per_batch"] == [int(num_tokens(b)) for b in masked]
+    assert all(0 < n < 13 for n in meta["tokens_per_batch"])  # only the selected positions are predicted
+    with jax.enable_x64(True):
+        params = jax.tree.map(lambda x: x.astype(jnp.float64), variables["params"])
+        model64 = model.clone(config=dataclasses.replace(model.config, dtype=jnp.float64, param_dtype=jnp.float64))
+        logits_fn = lambda p, b: model64.apply({"params": p}, b, deterministic=True)
+        flat, unravel = jax.flatten_util.ravel_pytree(params)
+        ggn = ggn_vp_fn(logits_fn, params, masked)
+        dense = jax.vmap(lambda e: jax.flatten_util.ravel_pytree(ggn(unravel(e)))[0])(jnp.eye(flat.size))
+        top = float(np.linalg.eigvalsh(np.asarray(dense))[-1])
+    got = summary["eigenvalues"]["top"]
+    assert abs(got["values"][0] - top) <= got["bounds"][0] + 1e-8 * top and top > 0
+
+    grads = _load({"dir": os.path.join(tmp_path, "step_0")}, "grad_norms.json")
+    assert len(grads["per_pair"]) == 4 and all(r["count"] == 4 for r in grads["aggregate"])  # 2 seeds x 2 batches

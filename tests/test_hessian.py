@@ -64,6 +64,30 @@ def test_hvp_equals_dense_hessian_jit_and_no_jit(setup):
     assert np.abs(s["dense"] - s["dense"].T).max() <= s["tol"] * np.abs(s["dense"]).max()
 
 
+def test_linearize_once_traces_the_loss_only_when_the_operator_is_built(setup):
+    """linearize=True: the gradient is linearized when `hvp_fn` is called; products replay the tangent pass and never
+    trace the loss again. linearize=False (jvp per product) traces it at the first product: the counter sees it."""
+    s = setup
+    traces = []
+
+    def counted_loss(params, batch):
+        traces.append(1)  # runs once per trace of the loss, not per execution
+        return s["loss_fn"](params, batch)
+
+    v = s["unravel"](s["v"])
+    for linearize in (True, False):
+        traces.clear()
+        matvec = hvp_fn(counted_loss, s["params"], [s["b1"], s["b2"]], linearize=linearize)
+        built = len(traces)
+        products = [ravel_pytree(matvec(v))[0] for _ in range(3)]
+        if linearize:
+            assert built >= 1 and len(traces) == built  # traced when linearized (jit-cached across same-shape batches)
+        else:
+            assert built == 0 and len(traces) > 0
+        for hv in products[1:]:
+            np.testing.assert_array_equal(hv, products[0])
+
+
 def test_hvp_float64_to_1e10_on_a_float64_function():
     """A softmax-regression MLP in pure float64: the product is exact to rounding (independent of models/)."""
     rng = np.random.default_rng(3)

@@ -22,10 +22,13 @@ def run(*args):
 def test_analyze_at_init_and_on_a_checkpoint(tmp_path):
   workdir = tmp_path / "run"
   common = ["--config=configs/xavier_postln.py", f"--workdir={workdir}", *TINY]
-  run(*common, "--config.mode=analyze", *ANALYSIS)
+  run(*common, "--config.mode=analyze", "--config.analysis.grad_norm_seeds=2", *ANALYSIS)
   init_dir = workdir / "analysis" / "step_0"
   meta = json.loads((init_dir / "metadata.json").read_text())
-  assert meta["dtype"] == "float32"
+  assert meta["dtype"] == "float32" and meta["step"] == 0 and meta["at_init"] is True
+  assert meta["batches"].startswith("train split") and "shuffle_seed=0" in meta["batches"]
+  grads = json.loads((init_dir / "grad_norms.json").read_text())
+  assert len(grads["per_pair"]) == 2 and all(r["count"] == 2 for r in grads["aggregate"])  # 2 init seeds x 1 batch
   for name in ("eigenvalues.json", "spectrum.json", "trace.json", "grad_norms.json", "signal.json",
                "eigenvalues.png", "spectrum.png", "grad_norms.png", "signal.png"):
     assert (init_dir / name).stat().st_size > 0, name
@@ -34,4 +37,6 @@ def test_analyze_at_init_and_on_a_checkpoint(tmp_path):
   run(*common, "--config.train.num_steps=4", "--config.train.checkpoint_every=2", "--config.train.eval_every=4")
   run(*common, "--config.mode=analyze", "--config.analysis.checkpoint_step=2", *ANALYSIS)
   top_trained = json.loads((workdir / "analysis" / "step_2" / "eigenvalues.json").read_text())
+  meta = json.loads((workdir / "analysis" / "step_2" / "metadata.json").read_text())
+  assert meta["step"] == 2 and meta["at_init"] is False
   assert top_trained != top_init  # the checkpoint's parameters, not the init's

@@ -316,3 +316,32 @@ def test_from_config_presets_and_unknown_keys():
     ModelConfig.from_config({"preset": "huge"}, vocab_size=100)
   with pytest.raises(ValueError, match="unknown model config keys"):
     ModelConfig.from_config({"preset": "tiny", "d_modle": 3}, vocab_size=100)
+
+
+def test_attention_head_stats_equal_a_hand_computation_with_padding():
+  """Per-head logit std, entropy and max probability over valid (query, key) pairs; a query with no valid key
+  (padding) is left out of the averages."""
+  from models.attention import _masked_head_stats
+  rng = np.random.default_rng(3)
+  b, h, q, k = 2, 3, 4, 5
+  logits = rng.standard_normal((b, h, q, k)) * 2.0
+  mask = np.tril(np.ones((q, k), bool), 1)[None, None].repeat(b, 0).repeat(h, 1)
+  mask[0, :, :, 3:] = False   # batch 0: keys 3, 4 are padding
+  mask[1, :, 2, :] = False    # batch 1: query 2 is padding (no valid key)
+  probs = jax.nn.softmax(jnp.where(mask, logits, jnp.finfo(jnp.float32).min), axis=-1)
+  std, entropy, max_prob = (np.asarray(x) for x in _masked_head_stats(jnp.asarray(logits, jnp.float32), probs,
+                                                                      jnp.asarray(mask)))
+  for head in range(h):
+    valid = logits[:, head][mask[:, head]]
+    ents, maxes = [], []
+    for bi, qi in itertools.product(range(b), range(q)):
+      keys = mask[bi, head, qi]
+      if keys.any():
+        p = np.exp(logits[bi, head, qi, keys] - logits[bi, head, qi, keys].max())
+        p /= p.sum()
+        ents.append(-(p * np.log(p)).sum())
+        maxes.append(p.max())
+    assert len(ents) == b * q - 1
+    np.testing.assert_allclose(std[head], valid.std(), rtol=1e-5)
+    np.testing.assert_allclose(entropy[head], np.mean(ents), rtol=1e-5)
+    np.testing.assert_allclose(max_prob[head], np.mean(maxes), rtol=1e-5)

@@ -57,6 +57,12 @@ class Experiment:
   data_state: Optional[dict]
   start_step: int
 
+  def init_variables(self, key: jax.Array) -> dict:
+    """Fresh variables from `key` by the experiment's init scheme and procedure (data-dependent ones see the first
+    training batch, as at the start of training)."""
+    first = jax.tree.map(jnp.asarray, next(self.data.train_iter()))
+    return init_lib.init_params(self.config.init, self.model, key, first)
+
   def batches(self, n: int, batch_size: Optional[int] = None, *, split: str = "train") -> list[dict]:
     """The first `n` batches of `batch_size` rows (default: the data's) of a fresh pass, as numpy dicts."""
     it = self.data.train_iter() if split == "train" else iter(self.data.eval_batches())

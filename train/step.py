@@ -51,9 +51,13 @@ def leaf_names(tree: Any) -> list[str]:
   return ["/".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path) for path, _ in paths]
 
 
-def _mlm(model_config, batch, key):
-  # MLM on the encoder: [MASK] is the unknown id 2 (our vocabularies reserve no separate mask token).
-  return mlm_batch(batch["targets"], key, vocab_size=model_config.vocab_size, mask_id=2)
+MLM_MASK_ID = 2  # [MASK] for the encoder's MLM is the unknown id 2 (our vocabularies reserve no mask token)
+
+
+def mlm_masked(model_config, batch: dict, key: jax.Array, mask_rate: float = 0.15) -> dict:
+  """The batch an encoder (arch="encoder") trains on: BERT's masked-LM corruption of batch["targets"]."""
+  return {**batch, **mlm_batch(batch["targets"], key, vocab_size=model_config.vocab_size, mask_id=MLM_MASK_ID,
+                               mask_rate=mask_rate)}
 
 
 def make_train_step(model: Any, tx: optax.GradientTransformation, *, label_smoothing: float = 0.0,
@@ -65,8 +69,7 @@ def make_train_step(model: Any, tx: optax.GradientTransformation, *, label_smoot
     step_key = jax.random.fold_in(state.rng, state.step)
     dropout_key, mask_key = jax.random.split(step_key)
     if c.arch == "encoder":
-      batch = {**batch, **mlm_batch(batch["targets"], mask_key, vocab_size=c.vocab_size, mask_id=2,
-                                    mask_rate=mlm_mask_rate)}
+      batch = mlm_masked(c, batch, mask_key, mlm_mask_rate)
 
     def loss_fn(params):
       logits = model.apply({"params": params, **state.variables}, batch, deterministic=False,
@@ -109,8 +112,7 @@ def make_eval_step(model: Any, *, mlm_mask_rate: float = 0.15) -> Callable:
 
   def eval_step(variables, batch, key):
     if c.arch == "encoder":
-      batch = {**batch, **mlm_batch(batch["targets"], key, vocab_size=c.vocab_size, mask_id=2,
-                                    mask_rate=mlm_mask_rate)}
+      batch = mlm_masked(c, batch, key, mlm_mask_rate)
     logits = model.apply(variables, batch, deterministic=True)
     total, count = token_cross_entropy(logits, batch["targets"])
     correct = jnp.sum((jnp.argmax(logits, -1) == batch["targets"]) * (batch["targets"] > 0))
