@@ -92,6 +92,31 @@ def plot_block_spectra(blocks: list, path: str, *, title: str = "") -> str:
     return _save(fig, path)
 
 
+def plot_block_ritz_spectra(blocks: list, path: str, *, title: str = "") -> str:
+    """Each block's whole Ritz spectrum: one row per block, a dot per Ritz value θ_i (symlog x axis) with area
+    proportional to its Gauss-quadrature weight s_{1,i}² (the block's one-probe SLQ) and color its residual bound.
+
+    Args:
+      blocks: records {name, lanczos: {ritz_values, ritz_bounds, first_components}} as in blocks.json.
+    """
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.22 * len(blocks)))
+    points = None
+    for row, b in enumerate(blocks):
+        lz = b["lanczos"]
+        theta, bounds = np.asarray(lz["ritz_values"], float), np.asarray(lz["ritz_bounds"], float)
+        weights = np.square(np.asarray(lz["first_components"], float))
+        points = ax.scatter(theta, np.full_like(theta, row), s=8 + 120 * weights,
+                            c=np.log10(np.maximum(bounds, 1e-16)), cmap="viridis_r", vmin=-12, vmax=1)
+    if points is not None:
+        fig.colorbar(points, ax=ax, label="log10 residual bound")
+    ax.set_xscale("symlog", linthresh=1e-3)
+    ax.set_yticks(range(len(blocks)), [b["name"] for b in blocks], fontsize=6)
+    ax.set_ylim(len(blocks) - 0.5, -0.5)
+    ax.set_xlabel("Ritz value (area: quadrature weight)")
+    ax.set_title(title or "Per-block Hessian Ritz spectra")
+    return _save(fig, path)
+
+
 def plot_grad_norms(records: list, path: str, *, value_key: str = "norm_mean", spread_key: Optional[str] = "norm_std",
                     title: str = "") -> str:
     """Per-layer gradient-norm profile by role (one panel per stack; Xiong et al. 2020, Fig. 3)."""

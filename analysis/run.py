@@ -9,10 +9,11 @@ recorded), dropout off, and writes into `out_dir/<label>/`:
   eigenvalues.json  top-k / bottom-k Ritz values with residual bounds, `separated`, full Lanczos coefficients
   spectrum.json     SLQ density, its band and σ, and the raw nodes and weights of every probe
   trace.json        Hutchinson / Hutch++ estimate and standard error
-  blocks.json       per-block top eigenvalues with bounds (`analysis.blocks`)
+  blocks.json       per-block top eigenvalues with bounds and each block's Lanczos run (`analysis.blocks`)
   grad_norms.json   per-parameter gradient norms per (seed, batch) pair and aggregated
   signal.json       signal-propagation records per batch
-and the PNGs spectrum.png, eigenvalues.png, blocks.png, grad_norms.png, signal.png.
+and the PNGs spectrum.png, eigenvalues.png, blocks.png (top eigenvalue per block), block_spectra.png (each block's
+Ritz values with their quadrature weights and bounds), grad_norms.png, signal.png.
 
 With `analysis.dtype = "float64"` the whole analysis runs under `jax.enable_x64(True)` (x64 on for the analysis only)
 with the model's compute and parameter dtypes and the variables cast to float64.
@@ -300,6 +301,8 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
         timings["blocks_s"] = time.perf_counter() - t
         _write(directory, "blocks.json", records)
         plots.plot_block_spectra(_jsonable(records), os.path.join(directory, "blocks.png"), title=f"{label}: blocks")
+        plots.plot_block_ritz_spectra(_jsonable(records), os.path.join(directory, "block_spectra.png"),
+                                      title=f"{label}: per-block Ritz spectra")
 
     if cfg.grad_norms:
         t = time.perf_counter()

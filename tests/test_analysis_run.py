@@ -76,7 +76,8 @@ def test_files_keys_and_plots(result):
     assert len(grads["per_pair"]) == 2 and all(r["count"] == 2 for r in grads["aggregate"])
     signal = _load(result, "signal.json")
     assert len(signal) == 2 and {r["sublayer"] for r in signal[0]["records"]} == {"embedding", "self_attn", "mlp"}
-    for png in ("eigenvalues", "spectrum", "blocks", "grad_norms", "signal"):
+    assert all(len(b["lanczos"]["ritz_values"]) == b["num_steps"] for b in blocks)
+    for png in ("eigenvalues", "spectrum", "blocks", "block_spectra", "grad_norms", "signal"):
         assert os.path.getsize(os.path.join(result["dir"], f"{png}.png")) > 1000
     assert any("top eigenvalues: step" in line and "ETA" in line for line in result["lines"])
     assert any("SLQ: matvec" in line for line in result["lines"])
