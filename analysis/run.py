@@ -338,6 +338,7 @@ def _block_spectra(cfg, loss_fn, params, batches, key, print_fn):
     if not blocks:
         raise ValueError(f"analysis.block_filter={cfg.block_filter!r} matches no block; blocks: "
                          f"{sorted(hessian.model_blocks(params))}")
+    start = time.perf_counter()
     for i, (name, select) in enumerate(sorted(blocks.items())):
         matvec, example = hessian.block_hvp_fn(loss_fn, params, batches, select, linearize=cfg.linearize)
         size = int(ravel_pytree(example)[0].size)
@@ -350,6 +351,8 @@ def _block_spectra(cfg, loss_fn, params, batches, key, print_fn):
                             kind=kind, size=size, num_steps=steps, top_value=float(e.values[0]),
                             top_bound=float(e.bounds[0]), values=e.values, bounds=e.bounds,
                             separated=bool(e.separated), lanczos=_lanczos_dict(e.lanczos)))
+        elapsed = time.perf_counter() - start
         print_fn(f"block {i + 1}/{len(blocks)} {name}: top eigenvalue {float(e.values[0]):.4g} "
-                 f"± {float(e.bounds[0]):.2g}")
+                 f"± {float(e.bounds[0]):.2g}, {elapsed:.1f} s elapsed, "
+                 f"ETA {elapsed / (i + 1) * (len(blocks) - i - 1):.1f} s")
     return records

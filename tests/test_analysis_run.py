@@ -81,6 +81,7 @@ def test_files_keys_and_plots(result):
         assert os.path.getsize(os.path.join(result["dir"], f"{png}.png")) > 1000
     assert any("top eigenvalues: step" in line and "ETA" in line for line in result["lines"])
     assert any("SLQ: matvec" in line for line in result["lines"])
+    assert any(line.startswith("block 1/2 ") and "ETA" in line for line in result["lines"])
 
 
 def test_top_eigenvalue_matches_dense_within_bound(result):
