@@ -7,23 +7,28 @@ Contract: `per_layer_grad_norms(loss_fn, params, batch)` returns one JSON-able r
 `aggregate_grad_norms` combines records of several (params, batch) pairs (seeds × batches) into mean, std
 (population, ddof=0), min, max and count per parameter path.
 """
-import functools
 from typing import Any, Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from analysis.operators import as_pytree_fn
 from models import ROLES, ParamRole, param_roles
 
 WEIGHT_ROLES = ("embedding", "position", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "head")
 KEY_FIELDS = ("stack", "layer", "sublayer", "role", "path", "size")
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _grad(loss_fn, params, batch):
-    """∂loss/∂params; `loss_fn` is static so repeated profiles of one loss share a compilation."""
+@jax.jit
+def _grad_program(loss_fn, params, batch):
     return jax.grad(loss_fn)(params, batch)
+
+
+def _grad(loss_fn, params, batch):
+    """∂loss/∂params; the loss enters as a pytree argument (`as_pytree_fn`), so repeated profiles of one model share a
+    compilation."""
+    return _grad_program(as_pytree_fn(loss_fn), params, batch)
 
 
 def _check_roles(roles):

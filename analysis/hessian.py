@@ -19,7 +19,6 @@ Nothing here materializes an n×n matrix except `dense_hessian` (tiny models, te
   * `block_hvp_fn` / `model_blocks`: the Hessian restricted to one block of parameters chosen by `ParamRole`
     (`models.param_roles`), i.e. the diagonal block ∂²L/∂θ_B² with the other parameters held fixed.
 """
-import functools
 from typing import Any, Callable, Optional, Sequence, Union
 
 import jax
@@ -27,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from analysis.operators import FlatSpec, LinearOperator, as_pytree_fn
 from models import ParamRole, param_roles
 from train.loss import num_tokens
 
@@ -53,46 +53,115 @@ def batch_weights(batches: Sequence[Batch], weights: Optional[Sequence[float]] =
     return raw / raw.sum()
 
 
-def _float_dtype(params):
-    return ravel_pytree(params)[0].dtype
+def _weights(batches, weights, spec):
+    return jnp.asarray(batch_weights(batches, weights), spec.dtype)
 
 
-# The loss / logits function is a static argument: operators built from the same function (and shapes) share one
-# compilation instead of recompiling a fresh closure per call.
-@functools.partial(jax.jit, static_argnums=0)
+# The loss enters as a pytree argument: the same model (and shapes) shares one compilation of the linearization, and
+# the linearized map it returns has the same tree structure each time, so programs taking it are reused too.
+@jax.jit
 def _linearized_grad(loss_fn, params, batch):
-    """The linear map v ↦ Hv of one batch, linearized once under jit. It is a `jax.tree_util.Partial` whose stored
-    residuals are pytree leaves, so it is returned from jit and passed back in as an operand, not a constant."""
+    """The linear map v ↦ Hv of one batch, linearized once under jit: a `jax.tree_util.Partial` whose stored
+    residuals are pytree leaves (an operand of later programs, not a constant)."""
     return jax.linearize(lambda q: jax.grad(loss_fn)(q, batch), params)[1]
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _hvp_jvp(loss_fn, params, batch, v):
-    """Hv = d/dε ∇L(θ + εv) by one jvp of the gradient (nothing stored between calls)."""
-    return jax.jvp(lambda q: jax.grad(loss_fn)(q, batch), (params,), (v,))[1]
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _ggn_one(logits_fn, params, batch, v):
-    """Jᵀ H_out J v for one batch: J v by linearizing the logits, Jᵀ by transposing that same linear map."""
+@jax.jit
+def _linearized_logits(logits_fn, params, batch):
+    """(softmax probabilities, the linear map v ↦ J v) of one batch's logits, linearized once under jit."""
     logits, jvp_lin = jax.linearize(lambda q: logits_fn(q, batch), params)
-    hu = token_ce_output_hessian_vp(logits, batch["targets"] > 0, jvp_lin(v))
-    (out,) = jax.linear_transpose(jvp_lin, params)(hu)
+    return jax.nn.softmax(logits, axis=-1), jvp_lin
+
+
+def _weighted_sum(items, ws, product):
+    """Σ_b w_b · product(item_b) over pytrees (the token-weighted average of per-batch operators)."""
+    out = None
+    for b, item in enumerate(items):
+        term = jax.tree.map(lambda x: ws[b].astype(x.dtype) * x, product(item))
+        out = term if out is None else jax.tree.map(jnp.add, out, term)
     return out
 
 
-@jax.jit
-def _apply_linearized(lins, ws, v):
-    """Σ_b w_b lin_b(v): the linearized gradients (jax.tree_util.Partial pytrees) enter as operands, not constants."""
-    return _weighted_sum(lins, ws, lambda lin: lin(v))
+@jax.tree_util.register_pytree_node_class
+class HessianOperator(LinearOperator):
+    """v ↦ Σ_b w_b H_b v from each batch's linearized gradient (residuals and weights are leaves)."""
+
+    def __init__(self, lins, weights, spec):
+        self.lins, self.weights, self.spec = tuple(lins), weights, spec
+
+    def apply(self, v):
+        return _weighted_sum(self.lins, self.weights, lambda lin: lin(v))
+
+    def tree_flatten(self):
+        return (self.lins, self.weights), (self.spec,)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(children[0], children[1], aux[0])
+
+
+@jax.tree_util.register_pytree_node_class
+class JvpHessianOperator(LinearOperator):
+    """v ↦ Σ_b w_b d/dε ∇L_b(θ + εv): one jvp of the gradient per product, nothing stored between products."""
+
+    def __init__(self, loss_fn, params, batches, weights, spec):
+        self.loss_fn, self.params, self.batches, self.weights, self.spec = loss_fn, params, tuple(batches), weights, spec
+
+    def apply(self, v):
+        grad = jax.grad(self.loss_fn)
+        return _weighted_sum(self.batches, self.weights,
+                             lambda b: jax.jvp(lambda q: grad(q, b), (self.params,), (v,))[1])
+
+    def tree_flatten(self):
+        return (self.loss_fn, self.params, self.batches, self.weights), (self.spec,)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, aux[0])
+
+
+def _output_hessian_vp_from_probs(p_BxLxV, mask_BxL, u_BxLxV):
+    """(diag(p) − p pᵀ) u / N per non-padding token, from the stored probabilities p."""
+    count = jnp.maximum(jnp.sum(mask_BxL), 1).astype(p_BxLxV.dtype)
+    hu = p_BxLxV * u_BxLxV - p_BxLxV * jnp.sum(p_BxLxV * u_BxLxV, axis=-1, keepdims=True)
+    return hu * (mask_BxL[..., None].astype(hu.dtype) / count)
+
+
+@jax.tree_util.register_pytree_node_class
+class GaussNewtonOperator(LinearOperator):
+    """v ↦ Σ_b w_b J_bᵀ H_out,b J_b v from each batch's linearized logits: per product one tangent pass (J v) and
+    its transpose (Jᵀ u, a VJP over the same residuals); H_out in closed form from the stored probabilities."""
+
+    def __init__(self, probs, lins, masks, weights, spec):
+        self.probs, self.lins, self.masks, self.weights, self.spec = tuple(probs), tuple(lins), tuple(masks), \
+            weights, spec
+
+    def apply(self, v):
+        primals = jax.tree.unflatten(self.spec.treedef, [jax.ShapeDtypeStruct(s, d)
+                                                         for s, d in zip(self.spec.shapes, self.spec.dtypes)])
+
+        def one(b):
+            hu = _output_hessian_vp_from_probs(self.probs[b], self.masks[b], self.lins[b](v))
+            return jax.linear_transpose(self.lins[b], primals)(hu)[0]
+
+        return _weighted_sum(range(len(self.lins)), self.weights, one)
+
+    def tree_flatten(self):
+        return (self.probs, self.lins, self.masks, self.weights), (self.spec,)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, aux[0])
 
 
 def hvp_fn(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Union[Batch, Sequence[Batch]], *,
-           weights: Optional[Sequence[float]] = None, linearize: bool = True) -> Callable[[Any], Any]:
-    """Hessian-vector product v ↦ Hv of `loss_fn` at `params` (forward-over-reverse).
+           weights: Optional[Sequence[float]] = None, linearize: bool = True) -> LinearOperator:
+    """Hessian-vector product v ↦ Hv of `loss_fn` at `params` (forward-over-reverse), as an operator that is data.
 
     Args:
-      loss_fn: `loss_fn(params, batch) -> scalar`, mean-reduced over the batch's tokens for token weighting.
+      loss_fn: `loss_fn(params, batch) -> scalar`, mean-reduced over the batch's tokens for token weighting. A
+        pytree callable (`train.make_loss_fn`'s `LossFn`, a `jax.tree_util.Partial`) shares compilations across
+        calls of `make_loss_fn`; a plain function shares them across calls with the same function object.
       params: the point θ (pytree).
       batch: one batch, or a list of batches: then H = Σ_b w_b H_b with w_b = n_b / Σ n_b (n_b the non-padding
         target tokens, `train.loss.num_tokens`), the Hessian of the token-mean loss over the union of the batches.
@@ -101,25 +170,16 @@ def hvp_fn(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Union
         residuals of every batch). False: `jax.jvp` of the gradient per product (no stored residuals).
 
     Returns:
-      `matvec(v) -> Hv` on pytrees shaped like `params`; jitted, traceable (usable inside `lanczos`).
+      A `HessianOperator` (or `JvpHessianOperator`): call it on pytrees shaped like `params`, or pass it to
+      `lanczos` / `top_eigenvalues` / `spectral_density` / `trace`, which compile once per its structure.
     """
     batches = _as_batches(batch)
-    dtype = _float_dtype(params)
-    ws = [jnp.asarray(w, dtype) for w in batch_weights(batches, weights)]
+    spec = FlatSpec.of(params)
+    ws = _weights(batches, weights, spec)
+    fn = as_pytree_fn(loss_fn)
     if linearize:
-        lins = [_linearized_grad(loss_fn, params, b) for b in batches]
-        return lambda v: _apply_linearized(lins, ws, v)
-
-    return lambda v: _weighted_sum(batches, ws, lambda b: _hvp_jvp(loss_fn, params, b, v))
-
-
-def _weighted_sum(items, ws, product):
-    """Σ_b w_b · product(item_b) over pytrees (the token-weighted average of per-batch operators)."""
-    out = None
-    for b, w in zip(items, ws):
-        term = jax.tree.map(lambda x: w.astype(x.dtype) * x, product(b))
-        out = term if out is None else jax.tree.map(jnp.add, out, term)
-    return out
+        return HessianOperator([_linearized_grad(fn, params, b) for b in batches], ws, spec)
+    return JvpHessianOperator(fn, params, batches, ws, spec)
 
 
 def token_ce_output_hessian_vp(logits_BxLxV: jax.Array, mask_BxL: jax.Array, u_BxLxV: jax.Array) -> jax.Array:
@@ -127,18 +187,17 @@ def token_ce_output_hessian_vp(logits_BxLxV: jax.Array, mask_BxL: jax.Array, u_B
 
     ∂²/∂z² of −log softmax(z)_y is diag(p) − p pᵀ (p = softmax(z)), independent of the label y.
     """
-    p = jax.nn.softmax(logits_BxLxV, axis=-1)
-    count = jnp.maximum(jnp.sum(mask_BxL), 1).astype(logits_BxLxV.dtype)
-    hu = p * u_BxLxV - p * jnp.sum(p * u_BxLxV, axis=-1, keepdims=True)
-    return hu * (mask_BxL[..., None].astype(hu.dtype) / count)
+    return _output_hessian_vp_from_probs(jax.nn.softmax(logits_BxLxV, axis=-1), mask_BxL, u_BxLxV)
 
 
 def ggn_vp_fn(logits_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Union[Batch, Sequence[Batch]], *,
-              weights: Optional[Sequence[float]] = None) -> Callable[[Any], Any]:
+              weights: Optional[Sequence[float]] = None) -> LinearOperator:
     """Generalized Gauss–Newton products G v = Jᵀ H_out J v for the mean token cross-entropy (Schraudolph 2002).
 
-    J v is one JVP of the logits (forward), Jᵀ w its transpose (`jax.linear_transpose` of the same linearization,
-    i.e. a VJP); no dense Jacobian. Several batches are token-weighted as in `hvp_fn`.
+    The logits are linearized once per batch (`jax.linearize`, residuals of the forward pass stored); a product is
+    then J v (the tangent pass), H_out in closed form from the stored softmax, and Jᵀ u (`jax.linear_transpose` of
+    the same linear map, a VJP over the same residuals): no forward pass per product, no dense Jacobian. Several
+    batches are token-weighted as in `hvp_fn`.
 
     Args:
       logits_fn: `logits_fn(params, batch) -> logits [B, L, V]` (dropout off).
@@ -147,13 +206,15 @@ def ggn_vp_fn(logits_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: 
       weights: optional per-batch weights replacing the token counts.
 
     Returns:
-      `matvec(v) -> Gv` on pytrees shaped like `params`; symmetric positive semidefinite.
+      A `GaussNewtonOperator` on pytrees shaped like `params`; symmetric positive semidefinite.
     """
     batches = _as_batches(batch)
-    dtype = _float_dtype(params)
-    ws = [jnp.asarray(w, dtype) for w in batch_weights(batches, weights)]
-
-    return lambda v: _weighted_sum(batches, ws, lambda b: _ggn_one(logits_fn, params, b, v))
+    spec = FlatSpec.of(params)
+    ws = _weights(batches, weights, spec)
+    fn = as_pytree_fn(logits_fn)
+    linearized = [_linearized_logits(fn, params, b) for b in batches]
+    return GaussNewtonOperator([p for p, _ in linearized], [lin for _, lin in linearized],
+                               [b["targets"] > 0 for b in batches], ws, spec)
 
 
 def dense_hessian(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Batch) -> jax.Array:
@@ -194,9 +255,67 @@ def block_indices(params: Any, select) -> np.ndarray:
     return np.concatenate([by_path[p] for p in sorted(by_path)])  # dict pytrees ravel in sorted-key order
 
 
+@jax.tree_util.register_pytree_node_class
+class BlockOperator(LinearOperator):
+    """The diagonal block P_B A P_Bᵀ of a full operator A: v_B is placed at its leaves' offsets (data) in a zero
+    vector, A is applied, and the block is read back. Its flat form (`flat_operator`) carries only the leaf sizes,
+    so every block with the same leaf sizes (Q of each layer, say) runs the same compiled program."""
+
+    def __init__(self, full, offsets, sizes, spec):
+        self.full, self.offsets, self.sizes, self.spec = full, offsets, tuple(sizes), spec
+
+    def flat_matvec(self, x):
+        full_spec = self.full.spec
+        z = jnp.zeros((full_spec.size,), full_spec.dtype)
+        start = 0
+        for j, size in enumerate(self.sizes):
+            z = jax.lax.dynamic_update_slice(z, x[start:start + size].astype(z.dtype), (self.offsets[j],))
+            start += size
+        y = self.full.flat_matvec(z)
+        parts = [jax.lax.dynamic_slice(y, (self.offsets[j],), (size,)) for j, size in enumerate(self.sizes)]
+        return jnp.concatenate(parts).astype(self.spec.dtype)
+
+    def flat_operator(self):
+        flat = FlatSpec(jax.tree.structure(0), ((self.spec.size,),), (jnp.dtype(self.spec.dtype).name,))
+        return BlockOperator(self.full.flat_operator(), self.offsets, self.sizes, flat)
+
+    def tree_flatten(self):
+        return (self.full, self.offsets), (self.sizes, self.spec)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(children[0], children[1], *aux)
+
+
+def block_operator(operator: LinearOperator, params: Any, select: Union[str, Callable[[ParamRole], bool]]) -> tuple:
+    """The diagonal block of a full-model operator (e.g. `hvp_fn`'s) on a block of parameters.
+
+    One linearization serves every block: a block product costs one full product (plus O(n) copies), and blocks of
+    equal leaf sizes share one compiled Lanczos program.
+
+    Args:
+      operator: a `LinearOperator` on pytrees shaped like `params`.
+      params: the full parameter pytree (for the block's leaves and offsets).
+      select: a predicate on `models.ParamRole` or a name from `model_blocks(params)`.
+
+    Returns:
+      (block operator on {path: leaf} dicts, that example dict).
+    """
+    leaves, _, idx, paths = _selected_leaves(params, select)
+    example = {p: leaves[i] for p, i in zip(paths, idx)}
+    offsets = np.cumsum([0] + [int(np.size(x)) for x in leaves])
+    order = sorted(range(len(paths)), key=lambda j: paths[j])  # the ravel order of the dict
+    starts = jnp.asarray([offsets[idx[j]] for j in order], jnp.int32)
+    sizes = [int(np.size(leaves[idx[j]])) for j in order]
+    return BlockOperator(operator, starts, sizes, FlatSpec.of(example)), example
+
+
 def block_hvp_fn(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Union[Batch, Sequence[Batch]],
                  select: Union[str, Callable[[ParamRole], bool]], **hvp_kwargs) -> tuple:
     """Hessian of `loss_fn` restricted to a block of parameters (the others held fixed at `params`).
+
+    Builds `hvp_fn(loss_fn, params, batch)` and takes its block (`block_operator`); to analyze several blocks,
+    build the full operator once and call `block_operator` per block.
 
     Args:
       loss_fn, params, batch: as in `hvp_fn`.
@@ -204,18 +323,9 @@ def block_hvp_fn(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch:
       **hvp_kwargs: forwarded to `hvp_fn` (weights, linearize).
 
     Returns:
-      (matvec, example): the block Hessian's matvec on {path: leaf} dicts and that example dict.
+      (matvec, example): the block Hessian's operator on {path: leaf} dicts and that example dict.
     """
-    leaves, treedef, idx, paths = _selected_leaves(params, select)
-    example = {p: leaves[i] for p, i in zip(paths, idx)}
-
-    def sub_loss(sub, b):
-        full = list(leaves)
-        for p, i in zip(paths, idx):
-            full[i] = sub[p]
-        return loss_fn(jax.tree.unflatten(treedef, full), b)
-
-    return hvp_fn(sub_loss, example, batch, **hvp_kwargs), example
+    return block_operator(hvp_fn(loss_fn, params, batch, **hvp_kwargs), params, select)
 
 
 # Per-layer blocks (kernels only: a projection's bias is a separate, far smaller direction).

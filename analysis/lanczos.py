@@ -46,15 +46,13 @@ memory guard, and it returns neither Ritz bounds, orthogonality diagnostics nor 
 test_lanczos.py cross-checks our tridiagonal against matfree's on a well-conditioned matrix.
 """
 import dataclasses
-import functools
 import time
 from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
-
+from analysis.operators import FlatSpec, as_operator, report, run_program, with_callback
 from analysis.orthogonality import cgs_reorthogonalize, measured_orthogonality_loss, omega_update
 
 REORTHOGONALIZATIONS = ("full", "partial", "none")
@@ -84,6 +82,7 @@ class LanczosResult:
       basis: [m + 1, n] flat Lanczos vectors q_0..q_m (zero rows beyond k) if `return_basis`, else None.
       num_reorthogonalizations: int32 scalar, steps whose vector went through the CGS pass (all k with "full",
         the triggered ones with "partial", 0 with "none").
+      converged: bool scalar, True if the iteration stopped early on the `stop` criterion.
       reorthogonalize: "full", "partial" or "none" (static).
       orthogonality: how `orthogonality_loss` was obtained (static text).
       breakdown_policy: the policy applied on breakdown (static text).
@@ -100,6 +99,7 @@ class LanczosResult:
     breakdown: jax.Array
     breakdown_step: jax.Array
     num_reorthogonalizations: jax.Array
+    converged: jax.Array
     basis: Optional[jax.Array]
     reorthogonalize: str
     orthogonality: str
@@ -115,7 +115,7 @@ jax.tree_util.register_dataclass(
     LanczosResult,
     data_fields=["alphas", "betas", "num_steps_taken", "ritz_values", "ritz_bounds", "first_components",
                  "ritz_mask", "eigenvectors", "orthogonality_loss", "breakdown", "breakdown_step",
-                 "num_reorthogonalizations", "basis"],
+                 "num_reorthogonalizations", "converged", "basis"],
     meta_fields=["reorthogonalize", "orthogonality", "breakdown_policy"])
 
 
@@ -207,10 +207,6 @@ def _tridiagonal_eigh(alphas, betas, k):
     return (jnp.where(valid, theta, 0.0), jnp.where(valid, bounds, 0.0), s_mxm[0, :], valid, s_mxm)
 
 
-# Setup and post-processing are pure array functions under jit (compiled once per shape, instead of dozens of
-# op-by-op compilations when `lanczos` is called eagerly); the loop itself stays outside so that arrays the matvec
-# closes over (e.g. model parameters) are loop operands, not constants embedded in a compiled program.
-@functools.partial(jax.jit, static_argnums=(1, 2))
 def _initial_state(v0_flat, m, store):
     norm0 = jnp.linalg.norm(v0_flat)
     q0 = v0_flat / jnp.where(norm0 > 0, norm0, 1.0)  # a zero v0 breaks down at step 0 instead of giving NaN
@@ -221,10 +217,9 @@ def _initial_state(v0_flat, m, store):
     return dict(i=jnp.int32(0), active=jnp.bool_(True), q_prev=jnp.zeros_like(q0), q_cur=q0, basis=basis,
                 alphas=zeros_m, betas=zeros_m, anorm=jnp.zeros((), dtype), breakdown_step=jnp.int32(-1),
                 om_prev=jnp.zeros_like(om), om_cur=om, om_max=jnp.zeros((), dtype),
-                reorth_next=jnp.bool_(False), num_reorth=jnp.int32(0))
+                reorth_next=jnp.bool_(False), num_reorth=jnp.int32(0), converged=jnp.bool_(False))
 
 
-@jax.jit
 def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth):
     ritz_values, ritz_bounds, first, mask, s_mxm = _tridiagonal_eigh(alphas, betas, k)
     m = alphas.shape[0]
@@ -236,44 +231,36 @@ def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth):
                 breakdown_step=breakdown_step, num_reorthogonalizations=num_reorth)
 
 
-def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogonalize: str = "full",
-            reorth_passes: Any = "auto", breakdown_tol: Optional[float] = None, return_basis: bool = False,
-            max_basis_bytes: int = DEFAULT_MAX_BASIS_BYTES,
-            callback: Optional[Callable[[int, int], None]] = None, callback_every: int = 10) -> LanczosResult:
-    """Run `num_steps` Lanczos steps on a symmetric operator (see the module docstring for the contract).
+def _converged(alphas, betas, k, stop):
+    """True when the `stop = (largest, count, rel_tol)` most extreme Ritz values of T_k have |β_k s_{k,i}| ≤
+    rel_tol·|θ_i| (an m×m tridiagonal eigenproblem per step: microseconds next to a matvec)."""
+    largest, count, rel_tol = stop
+    theta, bounds, _, _, _ = _tridiagonal_eigh(alphas, betas, k)
+    order = jnp.arange(count)
+    idx = jnp.clip(k - 1 - order if largest else order, 0, alphas.shape[0] - 1)
+    ok = bounds[idx] <= rel_tol * jnp.abs(theta[idx])
+    return (k >= count) & jnp.all(ok)
 
-    Args:
-      matvec: symmetric linear map, pytree -> pytree with the structure of `v0`. Traced once.
-      v0: start vector (pytree, real floating dtype; its dtype sets the computation dtype); normalized here.
-      num_steps: m, the maximal number of matvecs; 1 ≤ m ≤ n (n = total size of `v0`).
-      reorthogonalize: "full" (CGS against all previous vectors) or "none" (three-term recurrence, O(n) memory).
-      reorth_passes: with "full": "auto" (a second CGS pass only when the first cancelled, Kahan–Parlett) or 2
-        (always two passes, CGS2). Ignored with "none".
-      breakdown_tol: stop when β_i ≤ breakdown_tol · max_j ‖A q_j‖. Default √ε of the dtype (1.5e-8 in float64,
-        3.5e-4 in float32): Ritz values of T_k then have residual ≤ √ε‖A‖, i.e. they are converged.
-      return_basis: also return the [m + 1, n] flat basis (for Ritz vectors V S); with "none" this makes the
-        memory O(m·n) again and the orthogonality loss measured rather than estimated.
-      max_basis_bytes: raise ValueError before any compute if the basis needs more bytes than this.
-      callback: optional host function `callback(step, num_steps)` called through `jax.debug.callback` every
-        `callback_every` steps (e.g. `progress_printer()`); it does not change the loop's compiled structure.
-      callback_every: reporting period in steps.
 
-    Returns:
-      A `LanczosResult`.
+def lanczos_core(op, v0_flat, *, num_steps, reorthogonalize="full", reorth_passes="auto", breakdown_tol=None,
+                 return_basis=False, stop=None, callback_id=None, callback_every=10, progress_offset=0,
+                 progress_total=None) -> LanczosResult:
+    """The Lanczos recurrence on a flat operator (`op.flat_matvec`), traceable; `lanczos` validates and compiles it.
+
+    `stop = (largest, count, rel_tol)` ends the iteration once the `count` largest (or smallest) Ritz values are
+    converged to `rel_tol` relative residual bound. Progress goes to the host callback registered under
+    `callback_id` as (progress_offset + step, progress_total) every `callback_every` steps.
     """
-    v0_flat, unravel = ravel_pytree(v0)
     n, dtype = v0_flat.shape[0], v0_flat.dtype
-    _validate(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every)
     store = reorthogonalize != "none" or return_basis
-    if store:
-        check_basis_memory(num_steps, n, dtype, max_basis_bytes)
     m = int(num_steps)
     eps = float(jnp.finfo(dtype).eps)
     sqrt_eps = float(np.sqrt(eps))
     tol = sqrt_eps if breakdown_tol is None else float(breakdown_tol)
+    total = m if progress_total is None else progress_total
 
     def matvec_flat(x):
-        return ravel_pytree(matvec(unravel(x)))[0].astype(dtype)
+        return op.flat_matvec(x).astype(dtype)
 
     track_omega = reorthogonalize == "partial" or not store  # PRO's trigger, or the only orthogonality measure
     state = _initial_state(v0_flat, m, store)
@@ -301,10 +288,11 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
             om_next = jnp.where(reorthed & (j < i), eps, om_next)  # q_{i+1} ⟂ q_j to rounding after the CGS pass
         broke = beta <= tol * anorm
         q_next = jnp.where(broke, 0.0, w / jnp.where(broke, 1.0, beta))
-        out = dict(s, i=i + 1, active=~broke, q_prev=s["q_cur"], q_cur=q_next, anorm=anorm,
-                   alphas=s["alphas"].at[i].set(alpha), betas=s["betas"].at[i].set(beta),
-                   breakdown_step=jnp.where(broke, i, s["breakdown_step"]),
-                   num_reorth=s["num_reorth"] + reorthed.astype(jnp.int32))
+        alphas, betas = s["alphas"].at[i].set(alpha), s["betas"].at[i].set(beta)
+        converged = _converged(alphas, betas, i + 1, stop) if stop is not None else jnp.bool_(False)
+        out = dict(s, i=i + 1, active=~broke & ~converged, q_prev=s["q_cur"], q_cur=q_next, anorm=anorm,
+                   alphas=alphas, betas=betas, breakdown_step=jnp.where(broke, i, s["breakdown_step"]),
+                   num_reorth=s["num_reorth"] + reorthed.astype(jnp.int32), converged=converged & ~broke)
         if store:
             out["basis"] = s["basis"].at[i + 1].set(q_next)
         if track_omega:
@@ -313,16 +301,83 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
             out["reorth_next"] = reorthed & ~s["reorth_next"]  # Simon: the step after a CGS pass gets one too
         elif track_omega:
             # loss among q_0..q_{i+1}; q_{i+1} only enters T if the next step is taken, hence the mask with i+1<m.
-            cur_loss = jnp.max(jnp.where((j <= i) & (i + 1 < m) & ~broke, jnp.abs(om_next), 0.0))
+            cur_loss = jnp.max(jnp.where((j <= i) & (i + 1 < m) & ~broke & ~converged, jnp.abs(om_next), 0.0))
             out["om_max"] = jnp.maximum(s["om_max"], cur_loss)
-        if callback is not None:
-            report = ((i + 1) % callback_every == 0) | (i + 1 == m) | broke
-            jax.lax.cond(report, lambda: jax.debug.callback(callback, i + 1, m), lambda: None)
+        if callback_id is not None:
+            due = ((i + 1) % callback_every == 0) | (i + 1 == m) | broke | converged
+            jax.lax.cond(due, lambda: report(callback_id, progress_offset + i + 1, total), lambda: None)
         return out
 
     s = jax.lax.while_loop(lambda s: (s["i"] < m) & s["active"], body, state)
     out = _finalize(s["alphas"], s["betas"], s["i"], s["breakdown_step"], s["basis"], s["om_max"], s["num_reorth"])
     how = ("measured: max|V_k^T V_k - I| over the k Lanczos vectors" if store else
            "estimated: Simon (1984) omega recurrence (reorthogonalize='none', basis not stored)")
-    return LanczosResult(**out, basis=s["basis"] if return_basis else None, reorthogonalize=reorthogonalize,
-                         orthogonality=how, breakdown_policy=BREAKDOWN_POLICY)
+    return LanczosResult(**out, converged=s["converged"], basis=s["basis"] if return_basis else None,
+                         reorthogonalize=reorthogonalize, orthogonality=how, breakdown_policy=BREAKDOWN_POLICY)
+
+
+LANCZOS_STATIC = ("num_steps", "reorthogonalize", "reorth_passes", "breakdown_tol", "return_basis", "stop",
+                  "callback_every", "progress_total")
+
+
+def _lanczos_program(op, v0_flat, callback_id, **static):
+    return lanczos_core(op, v0_flat, callback_id=callback_id, **static)
+
+
+def check_stop(stop, num_steps):
+    """Validate `stop = (largest: bool, count: int, rel_tol: float)` or None."""
+    if stop is None:
+        return
+    ok = (isinstance(stop, tuple) and len(stop) == 3 and isinstance(stop[0], bool) and
+          isinstance(stop[1], (int, np.integer)) and 1 <= stop[1] <= num_steps and
+          isinstance(stop[2], (int, float)) and stop[2] > 0)
+    if not ok:
+        raise ValueError(f"stop={stop!r} must be None or (largest: bool, count in [1, num_steps={num_steps}], "
+                         "rel_tol > 0)")
+
+
+def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogonalize: str = "full",
+            reorth_passes: Any = "auto", breakdown_tol: Optional[float] = None, return_basis: bool = False,
+            max_basis_bytes: int = DEFAULT_MAX_BASIS_BYTES, stop: Optional[tuple] = None,
+            callback: Optional[Callable[[int, int], None]] = None, callback_every: int = 10) -> LanczosResult:
+    """Run `num_steps` Lanczos steps on a symmetric operator (see the module docstring for the contract).
+
+    A jitted program compiled once per (operator structure, size, dtype, static options): pass a
+    `analysis.operators.LinearOperator` (e.g. `analysis.hessian.hvp_fn`'s) or a `jax.tree_util.Partial` to reuse
+    it across calls; a plain callable is compiled for each call (`analysis.operators`).
+
+    Args:
+      matvec: symmetric linear map, pytree -> pytree with the structure of `v0`. Traced once per program.
+      v0: start vector (pytree, real floating dtype; its dtype sets the computation dtype); normalized here.
+      num_steps: m, the maximal number of matvecs; 1 ≤ m ≤ n (n = total size of `v0`).
+      reorthogonalize: "full" (CGS against all previous vectors every step), "partial" (Simon's PRO: the CGS pass
+        only when the ω estimate exceeds √ε) or "none" (three-term recurrence, O(n) memory).
+      reorth_passes: for the CGS pass: "auto" (a second pass only when the first cancelled, Kahan–Parlett) or 2
+        (always two passes, CGS2). Ignored with "none".
+      breakdown_tol: stop when β_i ≤ breakdown_tol · max_j ‖A q_j‖. Default √ε of the dtype (1.5e-8 in float64,
+        3.5e-4 in float32): Ritz values of T_k then have residual ≤ √ε‖A‖, i.e. they are converged.
+      return_basis: also return the [m + 1, n] flat basis (for Ritz vectors V S); with "none" this makes the
+        memory O(m·n) again and the orthogonality loss measured rather than estimated.
+      max_basis_bytes: raise ValueError before any compute if the basis needs more bytes than this.
+      stop: None, or (largest, count, rel_tol): stop as soon as the `count` largest (largest=True) or smallest
+        Ritz values have residual bound ≤ rel_tol·|θ| (`converged` is then True and k < m steps are kept).
+      callback: optional host function `callback(step, num_steps)` called through `jax.debug.callback` every
+        `callback_every` steps (e.g. `progress_printer()`); it is a runtime operand, not part of the program.
+      callback_every: reporting period in steps.
+
+    Returns:
+      A `LanczosResult`.
+    """
+    op = as_operator(matvec, v0)
+    spec = FlatSpec.of(v0)
+    n, dtype = spec.size, spec.dtype
+    _validate(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every)
+    check_stop(stop, num_steps)
+    if reorthogonalize != "none" or return_basis:
+        check_basis_memory(num_steps, n, dtype, max_basis_bytes)
+    v0_flat = spec.ravel(v0)
+    static = dict(num_steps=int(num_steps), reorthogonalize=reorthogonalize, reorth_passes=reorth_passes,
+                  breakdown_tol=breakdown_tol, return_basis=return_basis, stop=stop,
+                  callback_every=int(callback_every), progress_total=None)
+    return with_callback(callback, lambda cid: run_program(_lanczos_program, LANCZOS_STATIC, op, v0_flat, cid,
+                                                           **static))

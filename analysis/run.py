@@ -147,25 +147,23 @@ def _extreme_dict(e):
                 lanczos=_lanczos_dict(e.lanczos))
 
 
-def _progress_matvec(matvec, total, label, print_fn, every):
-    """Wrap a matvec so every `every`-th call prints progress and ETA (host callback, no change to the values)."""
-    state = {"n": 0}
+@jax.tree_util.register_pytree_node_class
+class LogitsFn:
+    """`logits_fn(params, batch)` of a model with dropout off, as a pytree (the model static, collections leaves),
+    so the Gauss–Newton linearization compiles once per model and shapes."""
 
-    def report(_):
-        now = time.perf_counter()
-        state["n"] += 1
-        t0 = state.setdefault("t0", now)
-        n = state["n"]
-        if n % every == 0 or n == total:
-            rate = (now - t0) / max(n - 1, 1)
-            print_fn(f"{label}: matvec {n}/{total}, {now - t0:.1f} s elapsed, ETA {rate * (total - n):.1f} s")
+    def __init__(self, model, extra):
+        self.model, self.extra = model, extra
 
-    def wrapped(v):
-        out = matvec(v)
-        jax.debug.callback(report, jax.tree.leaves(out)[0].ravel()[0], ordered=False)
-        return out
+    def __call__(self, params, batch):
+        return self.model.apply({"params": params, **self.extra}, batch, deterministic=True)
 
-    return wrapped
+    def tree_flatten(self):
+        return (self.extra,), (self.model,)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(aux[0], children[0])
 
 
 def _cast(tree, dtype):
@@ -236,13 +234,13 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
     extra = {k: v for k, v in variables.items() if k != "params"}
     timings, out = {}, {}
     tokens = [int(num_tokens(b)) for b in batches]
+    build_hvp = lambda fn, p: hessian.hvp_fn(fn, p, batches, linearize=cfg.linearize)
     if cfg.operator == "hessian":
-        build = lambda fn, p: hessian.hvp_fn(fn, p, batches, linearize=cfg.linearize)
+        build = build_hvp
     else:
-        logits_fn = lambda p, b: model.apply({"params": p, **extra}, b, deterministic=True)
-        build = lambda fn, p: hessian.ggn_vp_fn(logits_fn, p, batches)
+        build = lambda fn, p: hessian.ggn_vp_fn(LogitsFn(model, extra), p, batches)
     t = time.perf_counter()
-    matvec = build(loss_fn, params)
+    matvec = jax.block_until_ready(build(loss_fn, params))
     timings["build_operator_s"] = time.perf_counter() - t
     key = jax.random.key(cfg.seed)
     k_top, k_bottom, k_slq, k_trace, k_blocks = jax.random.split(key, 5)
@@ -274,9 +272,10 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
 
     if cfg.spectrum:
         t = time.perf_counter()
-        mv = _progress_matvec(matvec, cfg.num_probes * steps, f"{label} SLQ", print_fn, max(steps // 2, 1))
-        d = spectral_density(mv, params, steps, cfg.num_probes, k_slq, sigma=cfg.sigma or None,
-                             max_basis_bytes=cfg.max_basis_bytes, reorthogonalize=cfg.reorthogonalize)
+        d = spectral_density(matvec, params, steps, cfg.num_probes, k_slq, sigma=cfg.sigma or None,
+                             max_basis_bytes=cfg.max_basis_bytes, reorthogonalize=cfg.reorthogonalize,
+                             callback=progress_printer(f"{label} SLQ matvecs", print_fn),
+                             callback_every=max(steps // 2, 1))
         spec = dict(grid=d.grid, density=d.density, band_low=d.band_low, band_high=d.band_high, sigma=float(d.sigma),
                     band_percentiles=list(d.band_percentiles), num_bootstrap=d.num_bootstrap, nodes=d.nodes,
                     weights=d.weights, node_mask=d.node_mask, breakdown=d.breakdown,
@@ -297,7 +296,8 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
 
     if cfg.blocks:
         t = time.perf_counter()
-        records = _block_spectra(cfg, loss_fn, params, batches, k_blocks, print_fn)
+        block_full = matvec if cfg.operator == "hessian" else build_hvp(loss_fn, params)
+        records = _block_spectra(cfg, block_full, params, k_blocks, print_fn)
         timings["blocks_s"] = time.perf_counter() - t
         _write(directory, "blocks.json", records)
         plots.plot_block_spectra(_jsonable(records), os.path.join(directory, "blocks.png"), title=f"{label}: blocks")
@@ -329,7 +329,9 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
     return _jsonable(out)
 
 
-def _block_spectra(cfg, loss_fn, params, batches, key, print_fn):
+def _block_spectra(cfg, operator, params, key, print_fn):
+    """Top eigenvalues of every selected diagonal block of `operator` (one full-model linearization for all blocks;
+    blocks with equal leaf sizes share one compiled program)."""
     records = []
     roles = {}
     for r in jax.tree.leaves(param_roles(params), is_leaf=lambda r: isinstance(r, ParamRole)):
@@ -340,7 +342,7 @@ def _block_spectra(cfg, loss_fn, params, batches, key, print_fn):
                          f"{sorted(hessian.model_blocks(params))}")
     start = time.perf_counter()
     for i, (name, select) in enumerate(sorted(blocks.items())):
-        matvec, example = hessian.block_hvp_fn(loss_fn, params, batches, select, linearize=cfg.linearize)
+        matvec, example = hessian.block_operator(operator, params, select)
         size = int(ravel_pytree(example)[0].size)
         steps = min(cfg.block_lanczos_steps, size)
         e = top_eigenvalues(matvec, example, min(2, steps), num_steps=steps, key=jax.random.fold_in(key, i),

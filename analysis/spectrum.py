@@ -15,8 +15,10 @@ nothing of the project, so it runs on plain matrices as well as on Hessian-vecto
     and weights, σ, and a bootstrap band over probes (percentiles of the resampled mean) are all returned.
   * The trace estimators (Hutchinson, Hutch++) live in `analysis.trace` and share this module's probes.
 
-Matvecs over a batch of probes run sequentially (`lax.map`), so memory is that of one probe (one Lanczos basis),
-not of the batch: a Hessian-vector product over a vmapped batch would multiply activation memory.
+Every routine is a jitted program taking the operator as an argument (`analysis.operators`): compiled once per
+(operator structure, n, dtype, static options). SLQ probes run one after another (`lax.map`, memory of one probe)
+or `probe_batch` at a time in lockstep through one vmapped matvec (memory × probe_batch); the default per backend
+is measured (`PROBE_BATCH_DEFAULTS`).
 
 Own code rather than `matfree.funm`/`matfree.stochtrace`: matfree's SLQ integrand returns only vᵀf(A)v, not the
 nodes and weights a density (and its per-probe band) needs. tests/test_spectrum.py checks the quadrature against
@@ -29,9 +31,10 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
-from analysis.lanczos import DEFAULT_MAX_BASIS_BYTES, LanczosResult, check_reorthogonalize, lanczos
+from analysis.lanczos import (DEFAULT_MAX_BASIS_BYTES, REORTH_PASSES, LanczosResult, basis_bytes, check_reorthogonalize,
+                              check_stop, lanczos_core)
+from analysis.operators import FlatSpec, as_operator, run_program, with_callback
 
 
 def _rademacher(key, shape, dtype):
@@ -53,10 +56,11 @@ def get_probe(name: str):
 
 
 def flat_info(example):
-    flat, unravel = ravel_pytree(example)
-    if not jnp.issubdtype(flat.dtype, jnp.floating):
-        raise ValueError(f"example must have a real floating dtype, got dtype={flat.dtype}")
-    return flat.shape[0], flat.dtype, unravel
+    """(n, dtype, unravel) of a pytree from its shapes and dtypes alone (no data is copied)."""
+    spec = FlatSpec.of(example)
+    if not jnp.issubdtype(spec.dtype, jnp.floating):
+        raise ValueError(f"example must have a real floating dtype, got dtype={spec.dtype}")
+    return spec.size, spec.dtype, spec.unravel
 
 
 def check_positive_int(name, value, minimum=1):
@@ -76,7 +80,8 @@ def sample_probes(example: Any, num_probes: int, key: jax.Array, probe: str = "r
       unit_norm: divide each probe by its norm (SLQ needs unit vectors; trace estimation needs E[vvᵀ] = I, i.e. not).
 
     Returns:
-      The stacked pytree (leaves [num_probes, *leaf.shape]); the flat probes are its rows after ravel_pytree.
+      The stacked pytree (leaves [num_probes, *leaf.shape]); the flat probes are its rows after
+        `jax.flatten_util.ravel_pytree`.
     """
     get_probe(probe)
     check_positive_int("num_probes", num_probes)
@@ -90,10 +95,6 @@ def _draw_probes(key, num_probes, n, dtype, probe, unit_norm):
     if unit_norm:
         v_pxn = v_pxn / jnp.linalg.norm(v_pxn, axis=1, keepdims=True)
     return v_pxn
-
-
-def flat_matvec(matvec, unravel, dtype):
-    return lambda x: ravel_pytree(matvec(unravel(x)))[0].astype(dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,47 +137,103 @@ def _select_extreme(ritz_values, ritz_bounds, steps, k, largest):
     return values, bounds, valid, separated
 
 
-def _extreme(matvec, example, k, num_steps, key, largest, lanczos_kwargs):
-    n, dtype, unravel = flat_info(example)
+_LANCZOS_KEYS = ("reorthogonalize", "reorth_passes", "breakdown_tol", "max_basis_bytes", "callback", "callback_every",
+                 "return_basis")
+
+
+def _lanczos_options(kwargs, num_steps, n, dtype, batch=1):
+    """Validate the keyword arguments forwarded to Lanczos; returns (static options, max_basis_bytes, callback)."""
+    unknown = sorted(set(kwargs) - set(_LANCZOS_KEYS))
+    if unknown:
+        raise ValueError(f"unknown Lanczos options {unknown}; valid: {list(_LANCZOS_KEYS)}")
+    reorth = kwargs.get("reorthogonalize", "full")
+    check_reorthogonalize(reorth)
+    passes = kwargs.get("reorth_passes", "auto")
+    if isinstance(passes, bool) or passes not in REORTH_PASSES:
+        raise ValueError(f"reorth_passes={passes!r} is not valid; valid choices: {list(REORTH_PASSES)}")
+    tol = kwargs.get("breakdown_tol")
+    if tol is not None and not 0 < tol < 1:
+        raise ValueError(f"breakdown_tol={tol!r} must be None or in (0, 1)")
+    every = kwargs.get("callback_every", 10)
+    check_positive_int("callback_every", every)
+    return_basis = bool(kwargs.get("return_basis", False))
+    max_bytes = kwargs.get("max_basis_bytes", DEFAULT_MAX_BASIS_BYTES)
+    if reorth != "none" or return_basis:
+        needed = basis_bytes(num_steps, n, dtype) * batch
+        if needed > max_bytes:
+            raise ValueError(
+                f"Lanczos basis too large: num_steps={num_steps}, n={n}, dtype={np.dtype(dtype).name}, "
+                f"{batch} probe(s) in lockstep need {needed} bytes ({needed / 2**30:.2f} GiB) > max_basis_bytes="
+                f"{max_bytes} ({max_bytes / 2**30:.2f} GiB). Use fewer steps or probes in lockstep, raise "
+                "max_basis_bytes, or reorthogonalize='none'.")
+    static = dict(num_steps=int(num_steps), reorthogonalize=reorth, reorth_passes=passes, breakdown_tol=tol,
+                  return_basis=return_basis, callback_every=int(every))
+    return static, kwargs.get("callback")
+
+
+_EXTREME_STATIC = ("k", "largest", "n", "dtype", "num_steps", "reorthogonalize", "reorth_passes", "breakdown_tol",
+                   "return_basis", "stop", "callback_every")
+
+
+def _extreme_program(op, key, callback_id, *, k, largest, n, dtype, **lanczos_static):
+    v0 = jax.random.normal(key, (n,), dtype)
+    res = lanczos_core(op, v0, callback_id=callback_id, **lanczos_static)
+    values, bounds, valid, separated = _select_extreme(res.ritz_values, res.ritz_bounds, res.num_steps_taken, k,
+                                                       largest)
+    return ExtremeEigenvalues(values=values, bounds=bounds, valid=valid, separated=separated, lanczos=res)
+
+
+def _extreme(matvec, example, k, num_steps, key, largest, tol, lanczos_kwargs):
+    n, dtype, _ = flat_info(example)
     check_positive_int("k", k)
     check_positive_int("num_steps", num_steps)
     if num_steps > n:
         raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator")
     if k > num_steps:
         raise ValueError(f"k={k} exceeds num_steps={num_steps}: Lanczos gives at most num_steps Ritz values")
-    v0 = jax.random.normal(key, (n,), dtype)
-    res = lanczos(matvec, unravel(v0), num_steps, **lanczos_kwargs)
-    values, bounds, valid, separated = _select_extreme(res.ritz_values, res.ritz_bounds, res.num_steps_taken, k,
-                                                       largest)
-    return ExtremeEigenvalues(values=values, bounds=bounds, valid=valid, separated=separated, lanczos=res)
+    if tol is not None and not (isinstance(tol, (int, float)) and tol > 0):
+        raise ValueError(f"tol={tol!r} must be None or a positive relative residual bound (e.g. 0.01)")
+    stop = None if tol is None else (largest, int(k), float(tol))
+    check_stop(stop, num_steps)
+    static, callback = _lanczos_options(lanczos_kwargs, num_steps, n, dtype)
+    op = as_operator(matvec, example)
+    return with_callback(callback, lambda cid: run_program(
+        _extreme_program, _EXTREME_STATIC, op, key, cid, k=int(k), largest=largest, n=n, dtype=jnp.dtype(dtype),
+        stop=stop, **static))
 
 
 def top_eigenvalues(matvec: Callable[[Any], Any], example: Any, k: int, *, num_steps: int, key: jax.Array,
-                    **lanczos_kwargs) -> ExtremeEigenvalues:
+                    tol: Optional[float] = None, **lanczos_kwargs) -> ExtremeEigenvalues:
     """Largest-algebraic k eigenvalues of a symmetric operator by Lanczos from a random Gaussian start.
 
+    One jitted program per (operator structure, n, dtype, options): a second call with another operator of the
+    same structure (`analysis.operators`) compiles nothing.
+
     Args:
-      matvec: symmetric linear map on pytrees shaped like `example`.
+      matvec: symmetric linear map on pytrees shaped like `example` (a `LinearOperator` or a callable).
       example: pytree giving the structure, size n and dtype.
       k: number of eigenvalues, 1 ≤ k ≤ num_steps.
-      num_steps: Lanczos steps (matvecs), ≤ n.
+      num_steps: Lanczos steps (matvecs), ≤ n; with `tol`, the most that are taken.
       key: PRNG key for the start vector.
-      **lanczos_kwargs: forwarded to `lanczos` (reorthogonalize, breakdown_tol, max_basis_bytes, callback, ...).
+      tol: None (run `num_steps` steps), or stop as soon as each of the k values has residual bound ≤ tol·|θ|
+        (e.g. 0.01: every reported eigenvalue certified to 1%).
+      **lanczos_kwargs: forwarded to Lanczos (reorthogonalize, reorth_passes, breakdown_tol, max_basis_bytes,
+        callback, callback_every, return_basis).
 
     Returns:
       `ExtremeEigenvalues`, descending.
     """
-    return _extreme(matvec, example, k, num_steps, key, True, lanczos_kwargs)
+    return _extreme(matvec, example, k, num_steps, key, True, tol, lanczos_kwargs)
 
 
 def bottom_eigenvalues(matvec: Callable[[Any], Any], example: Any, k: int, *, num_steps: int, key: jax.Array,
-                       **lanczos_kwargs) -> ExtremeEigenvalues:
+                       tol: Optional[float] = None, **lanczos_kwargs) -> ExtremeEigenvalues:
     """Smallest-algebraic k eigenvalues (most negative curvature first); arguments as in `top_eigenvalues`.
 
     Returns:
       `ExtremeEigenvalues`, ascending.
     """
-    return _extreme(matvec, example, k, num_steps, key, False, lanczos_kwargs)
+    return _extreme(matvec, example, k, num_steps, key, False, tol, lanczos_kwargs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,15 +302,64 @@ def _smoothed_density(nodes_pxm, first_pxm, mask_pxm, grid, sigma, boot_key, gri
     return grid_g, density_g, band_low, band_high, sigma, weights_pxm
 
 
+# Probes run in lockstep (one vmapped matvec over `probe_batch` probes) or one after another. Defaults per backend
+# from `python bench/hessian.py` ("SLQ, probes in lockstep"): on XLA:CPU (2 cores, `small` preset, batch 16x32)
+# 8 probes in lockstep ran 1.3-1.5x slower than one after another (the batched tangent pass does not use the cores
+# better and the CGS sweeps lose the cache), so 1. Backends not listed (GPU, TPU) have not been measured by this
+# project yet and also default to 1 (memory of one probe); set `probe_batch` to try lockstep there.
+PROBE_BATCH_DEFAULTS = {"cpu": 1}
+
+
+def default_probe_batch(num_probes: int) -> int:
+    """Probes per lockstep batch on the current backend (`PROBE_BATCH_DEFAULTS`), at most `num_probes`."""
+    return max(1, min(num_probes, PROBE_BATCH_DEFAULTS.get(jax.default_backend(), 1)))
+
+
+def check_probe_batch(probe_batch, num_probes) -> int:
+    """`probe_batch` validated (None -> the backend default)."""
+    if probe_batch is None:
+        return default_probe_batch(num_probes)
+    if isinstance(probe_batch, bool) or not isinstance(probe_batch, (int, np.integer)) or not \
+            1 <= probe_batch <= num_probes:
+        raise ValueError(f"probe_batch={probe_batch!r} must be an int in [1, num_probes={num_probes}] "
+                         "(1: probes one after another; num_probes: all in lockstep) or None (backend default)")
+    return int(probe_batch)
+
+
+def map_probes(fn, xs, probe_batch):
+    """`fn` over the leading axis of `xs`: sequential (`lax.map`) or `probe_batch` at a time through `vmap`."""
+    return jax.lax.map(fn, xs, batch_size=None if probe_batch == 1 else probe_batch)
+
+
+_SLQ_STATIC = ("num_probes", "n", "dtype", "probe", "probe_batch", "num_steps", "reorthogonalize", "reorth_passes",
+               "breakdown_tol", "return_basis", "callback_every")
+
+
+def _slq_program(op, probe_key, callback_id, *, num_probes, n, dtype, probe, probe_batch, num_steps, **static):
+    v_pxn = _draw_probes(probe_key, num_probes, n, dtype, probe, True)
+
+    def one(args):
+        p, v = args
+        return lanczos_core(op, v, num_steps=num_steps, callback_id=callback_id, progress_offset=p * num_steps,
+                            progress_total=num_probes * num_steps, **static)
+
+    return map_probes(one, (jnp.arange(num_probes), v_pxn), probe_batch)
+
+
 def spectral_density(matvec: Callable[[Any], Any], example: Any, num_steps: int, num_probes: int, key: jax.Array, *,
                      grid: Optional[jax.Array] = None, sigma: Optional[float] = None, grid_size: int = 512,
                      num_bootstrap: int = 200, band_percentiles: tuple = (5.0, 95.0), probe: str = "rademacher",
                      reorthogonalize: str = "full", max_basis_bytes: int = DEFAULT_MAX_BASIS_BYTES,
-                     breakdown_tol: Optional[float] = None) -> SpectralDensity:
+                     breakdown_tol: Optional[float] = None, probe_batch: Optional[int] = None,
+                     callback: Optional[Callable[[int, int], None]] = None,
+                     callback_every: int = 10) -> SpectralDensity:
     """Spectral density by stochastic Lanczos quadrature with a bootstrap band over probes.
 
+    The probes' Lanczos runs are one jitted program per (operator structure, n, dtype, options); a second call with
+    another operator of the same structure compiles nothing (`analysis.operators`).
+
     Args:
-      matvec: symmetric linear map on pytrees shaped like `example`.
+      matvec: symmetric linear map on pytrees shaped like `example` (a `LinearOperator` or a callable).
       example: pytree giving the structure, size n and dtype.
       num_steps: Lanczos steps per probe (m ≤ n); quadrature is exact for polynomials of degree ≤ 2m − 1.
       num_probes: number of unit-norm probes (≥ 2 for a band).
@@ -264,12 +370,16 @@ def spectral_density(matvec: Callable[[Any], Any], example: Any, num_steps: int,
       num_bootstrap: resamples of the probes for the band.
       band_percentiles: (low, high) percentiles of the bootstrap band.
       probe: "rademacher" or "gaussian" (normalized to unit norm).
-      reorthogonalize, max_basis_bytes, breakdown_tol: forwarded to `lanczos` (memory is one basis, not P).
+      reorthogonalize, max_basis_bytes, breakdown_tol: as in `lanczos` (memory is one basis per probe in lockstep).
+      probe_batch: probes run in lockstep through one vmapped matvec (memory `probe_batch` × one probe); None: the
+        backend's default (`PROBE_BATCH_DEFAULTS`). Nodes and weights do not depend on it (to rounding).
+      callback: optional host `callback(matvecs_done, num_probes * num_steps)` for progress.
+      callback_every: reporting period in Lanczos steps.
 
     Returns:
       A `SpectralDensity`.
     """
-    n, dtype, unravel = flat_info(example)
+    n, dtype, _ = flat_info(example)
     check_positive_int("num_steps", num_steps)
     check_positive_int("num_probes", num_probes, minimum=2)
     check_positive_int("num_bootstrap", num_bootstrap)
@@ -284,11 +394,16 @@ def spectral_density(matvec: Callable[[Any], Any], example: Any, num_steps: int,
         raise ValueError(f"band_percentiles={band_percentiles!r} must satisfy 0 ≤ low < high ≤ 100")
     if grid is not None and jnp.ndim(grid) != 1:
         raise ValueError(f"grid must be 1-D, got shape {jnp.shape(grid)}")
-    probe_key, boot_key = jax.random.split(key)
     get_probe(probe)
-    v_pxn = _draw_probes(probe_key, num_probes, n, jnp.dtype(dtype), probe, True)
-    res = jax.lax.map(lambda v: lanczos(matvec, unravel(v), num_steps, reorthogonalize=reorthogonalize,
-                                        max_basis_bytes=max_basis_bytes, breakdown_tol=breakdown_tol), v_pxn)
+    probe_batch = check_probe_batch(probe_batch, num_probes)
+    static, _ = _lanczos_options(dict(reorthogonalize=reorthogonalize, max_basis_bytes=max_basis_bytes,
+                                      breakdown_tol=breakdown_tol, callback_every=callback_every),
+                                 num_steps, n, dtype, batch=probe_batch)
+    op = as_operator(matvec, example)
+    probe_key, boot_key = jax.random.split(key)
+    res = with_callback(callback, lambda cid: run_program(
+        _slq_program, _SLQ_STATIC, op, probe_key, cid, num_probes=int(num_probes), n=n, dtype=jnp.dtype(dtype),
+        probe=probe, probe_batch=probe_batch, **static))
     grid_g, density_g, band_low, band_high, sigma_, weights_pxm = _smoothed_density(
         res.ritz_values, res.first_components, res.ritz_mask, grid, sigma, boot_key, grid_size, num_bootstrap,
         (lo_pct, hi_pct))

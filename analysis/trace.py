@@ -12,13 +12,13 @@ Own code rather than `matfree.stochtrace`: matfree has no Hutch++; tests/test_tr
 `matfree.stochtrace` on the same probes.
 """
 import dataclasses
-import functools
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
 
-from analysis.spectrum import PROBES, check_positive_int, flat_info, flat_matvec
+from analysis.operators import as_operator, run_program
+from analysis.spectrum import PROBES, check_positive_int, check_probe_batch, flat_info, map_probes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,37 +41,25 @@ jax.tree_util.register_dataclass(TraceEstimate, data_fields=["estimate", "std_er
                                  meta_fields=["num_matvecs", "method"])
 
 
-def _quadratic_forms(mv_flat, z_pxn):
-    """z_pᵀ A z_p for each row, sequentially (memory of one matvec)."""
-    return jax.lax.map(lambda z: jnp.vdot(z, mv_flat(z)), z_pxn)
+def _quadratic_forms(op, z_pxn, probe_batch):
+    """z_pᵀ A z_p for each row: one after another, or `probe_batch` rows in lockstep (`map_probes`)."""
+    return map_probes(lambda z: jnp.vdot(z, op.flat_matvec(z)), z_pxn, probe_batch)
 
 
-# The pure array steps below are jitted (one compilation each instead of op-by-op); the matvec steps are not, so
-# arrays the matvec closes over (model parameters) stay operands rather than constants of a compiled program.
-@jax.jit
 def _mean_and_sem(q_p):
     return jnp.mean(q_p), jnp.std(q_p, ddof=1) / jnp.sqrt(q_p.shape[0])
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3))
 def _signs(key, num, n, dtype):
     return PROBES["rademacher"](key, (num, n), dtype)
 
 
-@jax.jit
-def _orthonormalize_and_deflate(as_sxn, g_gxn):
-    q_nxs, _ = jnp.linalg.qr(as_sxn.T)
-    return q_nxs, g_gxn - (g_gxn @ q_nxs) @ q_nxs.T  # (I − QQᵀ) g
-
-
-def _hutchinson(mv_flat, n, dtype, num_probes, key):
+def _hutchinson(op, n, dtype, num_probes, key, probe_batch):
     """Hutchinson (1989): tr(A) ≈ mean_p z_pᵀ A z_p with Rademacher z; variance 2(‖A‖_F² − Σ a_ii²)/P."""
-    if num_probes < 2:
-        raise ValueError(f"num_probes={num_probes} must be ≥ 2 for method='hutchinson' (standard error needs 2)")
-    return _mean_and_sem(_quadratic_forms(mv_flat, _signs(key, num_probes, n, dtype)))
+    return _mean_and_sem(_quadratic_forms(op, _signs(key, num_probes, n, dtype), probe_batch))
 
 
-def _hutchpp(mv_flat, n, dtype, num_probes, key):
+def _hutchpp(op, n, dtype, num_probes, key, probe_batch):
     """Hutch++ (Meyer, Musco, Musco & Woodruff 2021, Alg. 1) with `num_probes` matvecs in total.
 
     s = num_probes // 3 sketch vectors S give Q = orth(A S); tr(A) = tr(QᵀAQ) + tr((I−QQᵀ)A(I−QQᵀ)), the first
@@ -81,19 +69,20 @@ def _hutchpp(mv_flat, n, dtype, num_probes, key):
     """
     s = num_probes // 3
     g = num_probes - 2 * s
-    if s < 1 or g < 2:
-        raise ValueError(f"num_probes={num_probes} must be ≥ 4 for method='hutch++' "
-                         "(1 sketch, 1 AQ, 2 residual probes)")
     key_s, key_g = jax.random.split(key)
-    as_sxn = jax.lax.map(mv_flat, _signs(key_s, s, n, dtype))
-    q_nxs, g_gxn = _orthonormalize_and_deflate(as_sxn, _signs(key_g, g, n, dtype))
-    exact = jnp.vdot(q_nxs.T, jax.lax.map(mv_flat, q_nxs.T))  # tr(QᵀAQ)
+    batch = lambda count: min(probe_batch, count)
+    as_sxn = map_probes(op.flat_matvec, _signs(key_s, s, n, dtype), batch(s))
+    q_nxs, _ = jnp.linalg.qr(as_sxn.T)
+    g_gxn = _signs(key_g, g, n, dtype)
+    g_gxn = g_gxn - (g_gxn @ q_nxs) @ q_nxs.T  # (I − QQᵀ) g
+    exact = jnp.vdot(q_nxs.T, map_probes(op.flat_matvec, q_nxs.T, batch(s)))  # tr(QᵀAQ)
     # A symmetric, so g_pᵀ(I−QQᵀ)A(I−QQᵀ)g_p = (Pg_p)ᵀA(Pg_p).
-    mean, sem = _mean_and_sem(_quadratic_forms(mv_flat, g_gxn))
+    mean, sem = _mean_and_sem(_quadratic_forms(op, g_gxn, batch(g)))
     return exact + mean, sem
 
 
 TRACE_METHODS = {"hutchinson": _hutchinson, "hutch++": _hutchpp}
+MIN_PROBES = {"hutchinson": 2, "hutch++": 4}  # the standard error needs 2; Hutch++: 1 sketch, 1 AQ, 2 residual
 
 
 def get_trace_method(name: str):
@@ -103,22 +92,37 @@ def get_trace_method(name: str):
     return TRACE_METHODS[name]
 
 
+def _trace_program(op, key, *, method, n, dtype, num_probes, probe_batch):
+    return TRACE_METHODS[method](op, n, dtype, num_probes, key, probe_batch)
+
+
 def trace(matvec: Callable[[Any], Any], example: Any, num_probes: int, key: jax.Array,
-          method: str = "hutchinson") -> TraceEstimate:
+          method: str = "hutchinson", probe_batch: Optional[int] = None) -> TraceEstimate:
     """Stochastic trace estimate of a symmetric operator with exactly `num_probes` matvecs.
 
+    One jitted program per (operator structure, n, dtype, method, num_probes, probe_batch): a second call with
+    another operator of the same structure compiles nothing (`analysis.operators`).
+
     Args:
-      matvec: symmetric linear map on pytrees shaped like `example`.
+      matvec: symmetric linear map on pytrees shaped like `example` (a `LinearOperator` or a callable).
       example: pytree giving the structure, size n and dtype.
       num_probes: matvec budget (≥ 2 for "hutchinson", ≥ 4 for "hutch++").
       key: PRNG key.
       method: "hutchinson" (Rademacher probes) or "hutch++" (low-rank sketch plus Hutchinson on the rest).
+      probe_batch: probes in lockstep through one vmapped matvec (memory × probe_batch); None: the backend's
+        default (`analysis.spectrum.PROBE_BATCH_DEFAULTS`). The estimate does not depend on it (to rounding).
 
     Returns:
       A `TraceEstimate` (estimate, standard error as documented on each method).
     """
-    estimator = get_trace_method(method)
+    get_trace_method(method)
     check_positive_int("num_probes", num_probes)
-    n, dtype, unravel = flat_info(example)
-    estimate, std_error = estimator(flat_matvec(matvec, unravel, dtype), n, dtype, num_probes, key)
+    if num_probes < MIN_PROBES[method]:
+        raise ValueError(f"num_probes={num_probes} must be ≥ {MIN_PROBES[method]} for method={method!r}")
+    n, dtype, _ = flat_info(example)
+    probe_batch = check_probe_batch(probe_batch, num_probes)
+    op = as_operator(matvec, example)
+    estimate, std_error = run_program(_trace_program, ("method", "n", "dtype", "num_probes", "probe_batch"), op, key,
+                                      method=method, n=n, dtype=jnp.dtype(dtype), num_probes=int(num_probes),
+                                      probe_batch=probe_batch)
     return TraceEstimate(estimate=estimate, std_error=std_error, num_matvecs=num_probes, method=method)

@@ -80,7 +80,7 @@ def test_files_keys_and_plots(result):
     for png in ("eigenvalues", "spectrum", "blocks", "block_spectra", "grad_norms", "signal"):
         assert os.path.getsize(os.path.join(result["dir"], f"{png}.png")) > 1000
     assert any("top eigenvalues: step" in line and "ETA" in line for line in result["lines"])
-    assert any("SLQ: matvec" in line for line in result["lines"])
+    assert any("SLQ matvecs: step" in line and "ETA" in line for line in result["lines"])
     assert any(line.startswith("block 1/2 ") and "ETA" in line for line in result["lines"])
 
 

@@ -34,8 +34,33 @@ def num_tokens(batch: dict) -> jax.Array:
   return jnp.sum(batch["targets"] > 0)
 
 
-def make_loss_fn(model: Any, *, variables: Optional[dict] = None, reduction: str = "mean"):
-  """`loss_fn(params, batch) -> scalar`: token cross-entropy of `model` with dropout off.
+@jax.tree_util.register_pytree_node_class
+class LossFn:
+  """`loss_fn(params, batch) -> scalar` of a model with dropout off, as a pytree.
+
+  The non-parameter collections are its leaves and the model and reduction its static part (Linen modules hash by
+  value), so a jitted program taking it as an argument (e.g. the analysis layer's linearized gradient) is compiled
+  once per model and shapes, not once per call of `make_loss_fn`.
+  """
+
+  def __init__(self, model: Any, extra: dict, reduction: str):
+    self.model, self.extra, self.reduction = model, extra, reduction
+
+  def __call__(self, params, batch):
+    logits = self.model.apply({"params": params, **self.extra}, batch, deterministic=True)
+    total, count = token_cross_entropy(logits, batch["targets"])
+    return total if self.reduction == "sum" else total / jnp.maximum(count, 1.0)
+
+  def tree_flatten(self):
+    return (self.extra,), (self.model, self.reduction)
+
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    return cls(aux[0], children[0], aux[1])
+
+
+def make_loss_fn(model: Any, *, variables: Optional[dict] = None, reduction: str = "mean") -> LossFn:
+  """`loss_fn(params, batch) -> scalar`: token cross-entropy of `model` with dropout off (a `LossFn` pytree).
 
   Args:
     model: a Flax module from `models.get_model`.
@@ -46,13 +71,7 @@ def make_loss_fn(model: Any, *, variables: Optional[dict] = None, reduction: str
     raise ValueError(f"reduction={reduction!r} is not one of ['mean', 'sum']")
   extra = dict(variables or {})
   extra.pop("params", None)
-
-  def loss_fn(params, batch):
-    logits = model.apply({"params": params, **extra}, batch, deterministic=True)
-    total, count = token_cross_entropy(logits, batch["targets"])
-    return total if reduction == "sum" else total / jnp.maximum(count, 1.0)
-
-  return loss_fn
+  return LossFn(model, extra, reduction)
 
 
 def mlm_batch(tokens_BxL: jax.Array, key: jax.Array, *, vocab_size: int, mask_id: int, mask_rate: float = 0.15,
