@@ -1,23 +1,31 @@
-"""Curvature operators of a loss as matvecs on the parameter pytree: Hessian, Gauss–Newton, per-block Hessians.
+"""Curvature operators of a loss as data: Hessian, Gauss–Newton and per-block Hessians on the parameter pytree.
 
 Contract: every operator is built from `(loss_fn, params, batch)` with `loss_fn(params, batch) -> scalar` (e.g.
-`train.loss.make_loss_fn(model)`, dropout off) and returned as `matvec(v) -> Hv`, a map between pytrees shaped
-like `params` (or like the selected sub-pytree for blocks), ready for `analysis.lanczos` / `analysis.spectrum`.
-Nothing here materializes an n×n matrix except `dense_hessian` (tiny models, tests).
+`train.make_loss_fn(model)`, dropout off) and returned as a `analysis.operators.LinearOperator`: a pytree whose
+leaves are what its products need (linearization residuals, batch weights, block offsets) and whose static part
+is only structure. Call it on pytrees shaped like `params` (or like the block for blocks), or pass it to
+`analysis.lanczos` / `analysis.spectrum` / `analysis.trace`, whose programs compile once per operator structure: a
+second checkpoint, batch or seed (same shapes), or a second block of the same leaf sizes, compiles nothing. The
+loss enters the linearization as a pytree argument (`train.loss.LossFn`), so `make_loss_fn` called again for a new
+checkpoint shares the compiled linearization too. Nothing here materializes an n×n matrix except `dense_hessian`
+(tiny models, tests).
 
-  * `hvp_fn`: Hessian-vector products, forward-over-reverse (Pearlmutter 1994; SCIENCE §9): the gradient is
-    linearized ONCE with `jax.linearize(jax.grad(f), params)`, so each product only runs the tangent (JVP) pass
-    of the gradient computation over stored residuals, instead of re-running the forward and backward passes.
-    Several batches give the Hessian of the token-mean loss over their union: with mean-reduced per-batch losses
-    and n_b non-padding target tokens, H = Σ_b n_b H_b / Σ_b n_b.
+  * `hvp_fn`: Hessian-vector products, forward-over-reverse (Pearlmutter 1994, "Fast exact multiplication by the
+    Hessian"): the gradient is linearized ONCE with `jax.linearize(jax.grad(f), params)`, so each product only runs
+    the tangent (JVP) pass of the gradient computation over stored residuals, instead of re-running the forward
+    and backward passes. Several batches give the Hessian of the token-mean loss over their union: with
+    mean-reduced per-batch losses and n_b non-padding target tokens, H = Σ_b n_b H_b / Σ_b n_b.
     Memory: linearization stores the residuals of the forward and backward pass (about the activations of one
     training step) PER BATCH, so k batches keep k sets. `linearize=False` keeps nothing and recomputes
     `jvp(grad f_b)` per product (about 1.5–2× slower per product, O(one batch) memory).
   * `ggn_vp_fn`: generalized Gauss–Newton products G v = Jᵀ H_out J v for the token cross-entropy (Schraudolph
     2002; Martens 2020 "New insights and perspectives on the natural gradient method", §8), J the Jacobian of the
-    logits, H_out = (diag(p) − p pᵀ)/N per non-padding token (N tokens, mean loss): G is PSD by construction.
-  * `block_hvp_fn` / `model_blocks`: the Hessian restricted to one block of parameters chosen by `ParamRole`
-    (`models.param_roles`), i.e. the diagonal block ∂²L/∂θ_B² with the other parameters held fixed.
+    logits, H_out = (diag(p) − p pᵀ)/N per non-padding token (N tokens, mean loss): G is PSD by construction. The
+    logits are linearized once; a product is one tangent pass and its transpose over the stored residuals.
+  * `block_operator` / `block_hvp_fn` / `model_blocks`: an operator restricted to one block of parameters chosen by
+    `ParamRole` (`models.param_roles`), i.e. the diagonal block ∂²L/∂θ_B² with the other parameters held fixed.
+    All blocks share the full model's linearization; a block product is one full product with the block's
+    vector placed at its offsets (offsets are data, so blocks of equal leaf sizes share one compiled program).
 """
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -74,7 +82,13 @@ def _linearized_logits(logits_fn, params, batch):
 
 
 def _weighted_sum(items, ws, product):
-    """Σ_b w_b · product(item_b) over pytrees (the token-weighted average of per-batch operators)."""
+    """Σ_b w_b · product(item_b) over pytrees (the token-weighted average of per-batch operators).
+
+    With one batch the normalized weight is exactly 1 (`batch_weights`), so the product is returned as is (no extra
+    pass over n entries)."""
+    items = list(items)
+    if len(items) == 1:
+        return product(items[0])
     out = None
     for b, item in enumerate(items):
         term = jax.tree.map(lambda x: ws[b].astype(x.dtype) * x, product(item))

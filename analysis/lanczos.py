@@ -8,9 +8,13 @@ with the tridiagonal `T_k` (alphas, betas), its eigen-decomposition (Ritz values
 `|β_k s_{k,i}|`, first components `s_{1,i}` for Gauss quadrature) and diagnostics (orthogonality loss,
 breakdown flag and step). No project imports: this module only needs jax/numpy.
 
-Compile time does not grow with `num_steps`: the recurrence is one `lax.while_loop` body (the primitive
-`lax.fori_loop` lowers to) over a preallocated `[num_steps + 1, n]` basis of the flattened vector
-(`jax.flatten_util.ravel_pytree`); the HLO is the same for any `num_steps` up to shape constants.
+`lanczos` is one jitted program taking the operator as an argument (`analysis.operators`): compiled once per
+(operator structure, n, dtype, static options), so a new operator of the same structure (another checkpoint, batch,
+seed, or block of the same leaf sizes) reuses it. Compile time does not grow with `num_steps`: the recurrence is one
+`lax.while_loop` body over a preallocated `[num_steps + 1, n]` basis of the flattened vector (`jax.tree.leaves`
+order, as `jax.flatten_util.ravel_pytree`); the HLO is the same for any `num_steps` up to shape constants.
+`stop=(largest, count, rel_tol)` ends the loop as soon as the extreme Ritz values are certified by their residual
+bounds (one small tridiagonal eigenproblem per step).
 
 Reorthogonalization (`reorthogonalize=`):
   * "full": every new vector is orthogonalized against all previous ones by classical Gram-Schmidt (CGS: all
@@ -28,7 +32,8 @@ Reorthogonalization (`reorthogonalize=`):
     working precision, the projection of A on an orthonormal basis of the Krylov space (Simon 1984, Thm. 4): Ritz
     values are as accurate as with full reorthogonalization and no ghost copies appear. Its cost depends on how fast
     orthogonality is lost: the number of CGS steps is reported (on the `small` preset's Hessian in float32, 12–14
-    of 20). Same memory as "full"; the orthogonality loss is measured (≈ √ε rather than ε).
+    of 20, measured by `bench/hessian.py`). Same memory as "full"; the orthogonality loss is measured (≈ √ε rather
+    than ε).
   * "none": the plain three-term recurrence, O(n) memory. Orthogonality is then lost as soon as a Ritz value
     converges (Paige 1976) and copies of converged eigenvalues appear; `orthogonality_loss` is then the estimate
     of Simon's (1984) ω-recurrence, unless `return_basis=True`, in which case it is measured.

@@ -180,8 +180,9 @@ def run_program(impl: Callable, static_argnames: tuple, op: LinearOperator, *arg
   flat = op.flat_operator()
   if flat.cacheable:
     return _jitted(impl, tuple(static_argnames))(flat, *args, **kwargs)
-  fresh = jax.jit(lambda *a, **k: impl(*a, **k), static_argnames=tuple(static_argnames))
-  return fresh(flat, *args, **kwargs)
+  # The operator is closed over, not an argument: nothing but this wrapper refers to the callable.
+  fresh = jax.jit(lambda *a, **k: impl(flat, *a, **k), static_argnames=tuple(static_argnames))
+  return fresh(*args, **kwargs)
 
 
 # Host callbacks by id: programs call `dispatch_callback(id, *values)` through `jax.debug.callback`, so the user's

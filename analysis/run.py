@@ -41,14 +41,15 @@ from analysis.lanczos import REORTHOGONALIZATIONS, check_basis_memory, progress_
 from analysis.spectrum import bottom_eigenvalues, spectral_density, top_eigenvalues
 from analysis.trace import TRACE_METHODS, trace
 from models import ParamRole, param_roles
-from train.loss import make_loss_fn, num_tokens
+from train.loss import make_logits_fn, make_loss_fn, num_tokens
 from train.step import mlm_masked
 
 DTYPES = ("float64", "float32")
 OPERATORS = ("hessian", "gauss_newton")
 _BOOL_KEYS = ("at_init", "spectrum", "blocks", "grad_norms", "signal", "linearize", "log_density")
-_INT_KEYS = dict(checkpoint_step=-1, num_batches=1, batch_size=1, lanczos_steps=1, num_probes=2, top_k=1, bottom_k=0,
-                 block_lanczos_steps=1, grad_norm_seeds=1, trace_probes=0, seed=0, max_basis_bytes=1)
+_INT_KEYS = dict(checkpoint_step=-1, probe_batch=0, num_batches=1, batch_size=1, lanczos_steps=1, num_probes=2,
+                 top_k=1, bottom_k=0, block_lanczos_steps=1, grad_norm_seeds=1, trace_probes=0, seed=0,
+                 max_basis_bytes=1)
 
 
 def default_analysis_config() -> ml_collections.ConfigDict:
@@ -67,6 +68,7 @@ def default_analysis_config() -> ml_collections.ConfigDict:
     c.bottom_k = 3  # number of smallest (most negative) eigenvalues reported; 0 skips the bottom run
     c.spectrum = True  # compute the SLQ spectral density
     c.num_probes = 8  # SLQ probes (>= 2, the band is a bootstrap over probes)
+    c.probe_batch = 0  # SLQ / trace probes run in lockstep (vmapped, memory x this); 0: the backend's measured default
     c.sigma = 0.0  # SLQ Gaussian smoothing width; 0 means 1% of the range of the nodes
     c.log_density = True  # plot the density with a log y axis
     c.trace_probes = 30  # matvecs for the trace estimate; 0 skips it
@@ -147,23 +149,9 @@ def _extreme_dict(e):
                 lanczos=_lanczos_dict(e.lanczos))
 
 
-@jax.tree_util.register_pytree_node_class
-class LogitsFn:
-    """`logits_fn(params, batch)` of a model with dropout off, as a pytree (the model static, collections leaves),
-    so the Gauss–Newton linearization compiles once per model and shapes."""
-
-    def __init__(self, model, extra):
-        self.model, self.extra = model, extra
-
-    def __call__(self, params, batch):
-        return self.model.apply({"params": params, **self.extra}, batch, deterministic=True)
-
-    def tree_flatten(self):
-        return (self.extra,), (self.model,)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(aux[0], children[0])
+def _probe_batch(cfg, num_probes):
+    """analysis.probe_batch capped at the number of probes; 0 leaves the choice to the backend default."""
+    return min(cfg.probe_batch, num_probes) if cfg.probe_batch else None
 
 
 def _cast(tree, dtype):
@@ -227,8 +215,9 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
     variables = _cast(variables, dtype)
     params = variables["params"]
     n = int(ravel_pytree(params)[0].size)
-    if cfg.reorthogonalize != "none":
-        check_basis_memory(cfg.lanczos_steps, n, dtype, cfg.max_basis_bytes)
+    if cfg.reorthogonalize != "none":  # SLQ holds one basis per probe in lockstep
+        lockstep = (_probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1
+        check_basis_memory(cfg.lanczos_steps, n * lockstep, dtype, cfg.max_basis_bytes)
     steps = min(cfg.lanczos_steps, n)
     loss_fn = make_loss_fn(model, variables=variables)
     extra = {k: v for k, v in variables.items() if k != "params"}
@@ -238,7 +227,7 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
     if cfg.operator == "hessian":
         build = build_hvp
     else:
-        build = lambda fn, p: hessian.ggn_vp_fn(LogitsFn(model, extra), p, batches)
+        build = lambda fn, p: hessian.ggn_vp_fn(make_logits_fn(model, variables=variables), p, batches)
     t = time.perf_counter()
     matvec = jax.block_until_ready(build(loss_fn, params))
     timings["build_operator_s"] = time.perf_counter() - t
@@ -275,7 +264,7 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
         d = spectral_density(matvec, params, steps, cfg.num_probes, k_slq, sigma=cfg.sigma or None,
                              max_basis_bytes=cfg.max_basis_bytes, reorthogonalize=cfg.reorthogonalize,
                              callback=progress_printer(f"{label} SLQ matvecs", print_fn),
-                             callback_every=max(steps // 2, 1))
+                             callback_every=max(steps // 2, 1), probe_batch=_probe_batch(cfg, cfg.num_probes))
         spec = dict(grid=d.grid, density=d.density, band_low=d.band_low, band_high=d.band_high, sigma=float(d.sigma),
                     band_percentiles=list(d.band_percentiles), num_bootstrap=d.num_bootstrap, nodes=d.nodes,
                     weights=d.weights, node_mask=d.node_mask, breakdown=d.breakdown,
@@ -288,7 +277,8 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
 
     if cfg.trace_probes:
         t = time.perf_counter()
-        tr = trace(matvec, params, cfg.trace_probes, k_trace, method=cfg.trace_method)
+        tr = trace(matvec, params, cfg.trace_probes, k_trace, method=cfg.trace_method,
+                   probe_batch=_probe_batch(cfg, cfg.trace_probes))
         out["trace"] = dict(estimate=float(tr.estimate), std_error=float(tr.std_error), num_matvecs=tr.num_matvecs,
                             method=tr.method)
         timings["trace_s"] = time.perf_counter() - t

@@ -20,6 +20,7 @@ Contract: `signal_profile(model, variables, batch)` applies the model with the `
 
 A record with sublayer "embedding" and layer None gives x_0's second moment per stack.
 """
+import functools
 from typing import Any
 
 import jax
@@ -98,7 +99,13 @@ def signal_records(intermediates: dict, batch: dict) -> list:
     return records
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _intermediates(model, variables, batch):
+    """The model's recorded intermediates; the model is static (Linen modules hash by value): compiled once per model."""
+    return model.apply(variables, batch, deterministic=True, mutable=["intermediates"])[1]
+
+
 def signal_profile(model: Any, variables: dict, batch: dict) -> list:
     """Apply `model` (dropout off) recording intermediates and return `signal_records` for `batch`."""
-    _, state = jax.jit(lambda v, b: model.apply(v, b, deterministic=True, mutable=["intermediates"]))(variables, batch)
+    state = _intermediates(model, variables, batch)
     return signal_records(jax.device_get(state["intermediates"]), batch)

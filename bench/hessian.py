@@ -1,29 +1,29 @@
-"""Benchmark of the curvature operators on the `small` preset (float32, random tokens, no data pipeline).
+"""Benchmark of the curvature tools on the path a user takes (the README's calls), on the `small` preset, float32.
 
-Prints, with the raw times:
-  1. HVP time / gradient time            (target <= 2.0: linearize-once makes a product one tangent pass)
-  2. Lanczos time / (num_steps x HVP time) (target <= 1.1: reorthogonalization and bookkeeping are cheap)
-  3. compile time of 10 vs 100 Lanczos steps (target: equal within 20%; the loop is one while_loop body),
-     each the minimum of two compilations, interleaved
+Section 1, the public path, per batch size: `hvp_fn` -> `lanczos` / `top_eigenvalues` / `spectral_density` /
+`trace`, each timed on its first call (compilation included) and on a second call with a NEW operator of the same
+structure (another batch: what a second checkpoint, seed or batch costs), printed as ratios to the same process's
+gradient and HVP times:
+  * 1-step Lanczos, second call / one HVP                          (target <= 1.5: no compile on a second call)
+  * 30-step Lanczos, partial reorth., second call / (30 x HVP)     (target <= 1.15)
+  * 30-step Lanczos, full reorth.: ((full - none) / gemv floor)    (target <= 1.1: one read of the basis per step)
+  * Hutchinson trace per probe / HVP                               (target <= 1.1)
+  * SLQ 8 probes x 30 steps / (240 x HVP), probes one after another and in lockstep    (target <= 1.15)
+  * top eigenvalue certified to 1% (`tol=0.01`): matvecs and time against power iteration to a relative change of
+    1e-3 (PyHessian's criterion; ten lines below, the baseline, not a library feature)
+  * HVP / gradient (target <= 1.6), with the FLOP ratio XLA's cost analysis gives for the two programs (the bound
+    for matmul-dominated models: the tangent pass of the gradient doubles each matmul of the forward and backward);
+    the Gauss–Newton product (one JVP + one VJP over stored residuals) beside it
+In gradient units: 30-step Lanczos, the top eigenvalue, one trace probe.
 
-Run: python bench/hessian.py [--vocab_size 1000 --batch 16 64 --length 32 --steps 20 --repeats 4]
+Section 2, per-block spectra of every block of `small` (first batch size): total time against (total matvecs x the
+block product's time) + one compile per distinct block shape.
 
-Ratio 1 compares two standalone calls (each a compiled program called once). The denominator of ratio 2 is the
-HVP as Lanczos runs it: `num_steps` products inside one compiled loop (a power iteration: product, then
-normalization). A standalone call also pays for allocating its output and temporaries (≈ 90 ms of a 230-ms call
-at batch 16 on a 2-core CPU, measured), which a loop body reuses; dividing by it would flatter Lanczos.
+Section 3, low level (first batch size): the HVP as Lanczos runs it (a product inside a compiled loop), Lanczos
+without reorthogonalization, the gemv floor of full reorthogonalization, and the compile time of 10 vs 100 Lanczos
+steps (target: equal within 20%).
 
-The run-time ratios are printed per batch size. The first (16 sequences) is `analysis.batch_size`'s default; the
-second shows how the ratio moves with the batch: the HVP's cost grows with the tokens, the reorthogonalization's
-does not. Full reorthogonalization streams the filled rows of the [num_steps + 1, n] basis through memory twice
-per step (coefficients, then update); averaged over the steps that is one read of the whole basis per step, so
-the time of one gemv over the whole basis is printed as the memory-bandwidth floor of full reorthogonalization,
-and the floor of the ratio it implies: where the floor alone exceeds 1.1, no implementation of full
-reorthogonalization on this machine meets the target at that batch. "none" (three-term recurrence) isolates the
-bookkeeping, and "partial" (Simon's PRO, `reorthogonalize="partial"`) runs the CGS pass only when the ω estimate
-asks for it (the number of such steps is printed).
-Compile times are measured by lowering and compiling `lanczos` under jit with the linearized operator as an
-argument (so its residuals are operands, not constants embedded in the program); run times exclude compilation.
+Run: python bench/hessian.py [--vocab_size 1000 --batch 16 32 --length 32 --steps 30 --repeats 3]
 """
 import argparse
 import os
@@ -35,123 +35,239 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from jax.flatten_util import ravel_pytree  # noqa: E402
 
-from analysis.hessian import _linearized_grad  # noqa: E402
-from analysis.lanczos import lanczos  # noqa: E402
+from analysis import hessian  # noqa: E402
+from analysis.lanczos import LANCZOS_STATIC, _lanczos_program, lanczos  # noqa: E402
+from analysis.operators import FlatSpec, _jitted  # noqa: E402
+from analysis.spectrum import spectral_density, top_eigenvalues  # noqa: E402
+from analysis.trace import trace  # noqa: E402
 from models import ModelConfig, get_model  # noqa: E402
-from train.loss import make_loss_fn  # noqa: E402
+from train.loss import make_logits_fn, make_loss_fn  # noqa: E402
+
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_COMPILES = []
+jax.monitoring.register_event_duration_secs_listener(
+  lambda event, duration, **kw: _COMPILES.append(duration) if event == _COMPILE_EVENT else None)
 
 
-def _best(fn, repeats):
-    """Minimum wall time of `repeats` calls of fn (blocked until ready)."""
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t)
-    return min(times)
+def timed(fn):
+  """(seconds, result, number of XLA compilations) of one call, blocked until ready."""
+  before = len(_COMPILES)
+  t = time.perf_counter()
+  out = jax.block_until_ready(fn())
+  return time.perf_counter() - t, out, len(_COMPILES) - before
 
 
-def _power_loop(lin, v, steps):
-    """`steps` HVPs in one compiled loop, each followed by a normalization (no Lanczos bookkeeping)."""
-    def body(_, x):
-        y = lin(x)
-        norm = jnp.sqrt(sum(jnp.vdot(leaf, leaf) for leaf in jax.tree.leaves(y)))
-        return jax.tree.map(lambda leaf: leaf / norm, y)
-
-    return jax.lax.fori_loop(0, steps, body, v)
+def best(fn, repeats):
+  return min(timed(fn)[0] for _ in range(repeats))
 
 
-def _interleaved_times(lin, v, steps, repeats):
-    """Minimum wall time of each program over `repeats` interleaved rounds (HVP, HVP loop, full, partial, none,
-    HVP, ...) so that a slow phase of a shared machine hits every one alike. Returns (times, Lanczos results)."""
-    progs = {"hvp": jax.jit(lambda lin, v: lin(v)).lower(lin, v).compile(),
-             "hvp_loop": jax.jit(_power_loop, static_argnums=2).lower(lin, v, steps).compile()}
-    args = {"hvp": (lin, v), "hvp_loop": (lin, v)}
-    for mode in ("full", "partial", "none"):
-        run = jax.jit(lambda lin, v0: lanczos(lambda x: lin(x), v0, steps, reorthogonalize=mode))
-        progs[mode], args[mode] = run.lower(lin, v).compile(), (lin, v)
-    flat = ravel_pytree(v)[0]
-    basis = jnp.ones((steps + 1, flat.size), flat.dtype)
-    progs["gemv"], args["gemv"] = jax.jit(lambda b, w: b @ w).lower(basis, flat).compile(), (basis, flat)
-    results = {name: jax.block_until_ready(prog(*args[name])) for name, prog in progs.items()}
-    best = {name: float("inf") for name in progs}
-    for _ in range(repeats):
-        for name, prog in progs.items():
-            best[name] = min(best[name], _best(lambda: prog(*args[name]), 1))
-    return best, results
+def first_and_second(make):
+  """`make(i)` runs the routine on operator i: i = 0 first call, i = 1 second call (a new operator)."""
+  t1, _, c1 = timed(lambda: make(0))
+  t2, out, c2 = timed(lambda: make(1))
+  return t1, t2, c2, out
+
+
+def power_iteration(matvec, v, rel_tol=1e-3, max_iter=500):
+  """Baseline: v <- Hv/|Hv| until the Rayleigh quotient changes by < rel_tol (PyHessian's stopping rule)."""
+  lam = None
+  for i in range(1, max_iter + 1):
+    w = matvec(v)
+    new = float(sum(jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(v), jax.tree.leaves(w))))
+    norm = float(jnp.sqrt(sum(jnp.vdot(x, x) for x in jax.tree.leaves(w))))
+    v = jax.tree.map(lambda x: x / norm, w)
+    if lam is not None and abs(new - lam) <= rel_tol * abs(lam):
+      return new, i
+    lam = new
+  return lam, max_iter
+
+
+def _power_loop(op, v, steps):
+  """`steps` HVPs in one compiled loop, each followed by a normalization (the HVP as Lanczos runs it)."""
+  def body(_, x):
+    y = op.flat_matvec(x)
+    return y / jnp.linalg.norm(y)
+
+  return jax.lax.fori_loop(0, steps, body, v)
+
+
+def flops(fn, *args):
+  cost = jax.jit(fn).lower(*args).compile().cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  return float(cost.get("flops", float("nan"))) if cost else float("nan")
+
+
+def section_public(model, params, batches, args, rows):
+  loss_fn = make_loss_fn(model)
+  n = FlatSpec.of(params).size
+  grad = jax.jit(jax.grad(loss_fn))
+  timed(lambda: grad(params, batches[0]))
+  t_grad = best(lambda: grad(params, batches[0]), args.repeats)
+  t_build1, _, _ = timed(lambda: hessian.hvp_fn(loss_fn, params, batches[0]))
+  t_build2, _, _ = timed(lambda: hessian.hvp_fn(loss_fn, params, batches[1]))
+  ops = [hessian.hvp_fn(loss_fn, params, b) for b in batches]
+  v = jax.tree.map(lambda x: jax.random.normal(jax.random.key(1), x.shape, x.dtype), params)
+  timed(lambda: ops[0](v))
+  t_hvp = best(lambda: ops[1](v), args.repeats)
+  m = args.steps
+  key = jax.random.key(0)
+  r = dict(grad=t_grad, hvp=t_hvp, build=(t_build1, t_build2))
+  r["lanczos1"] = first_and_second(lambda i: lanczos(ops[i], v, 1))
+  for mode in ("partial", "full", "none"):
+    r[f"lanczos_{mode}"] = first_and_second(lambda i: lanczos(ops[i], v, m, reorthogonalize=mode))
+  r["trace"] = first_and_second(lambda i: trace(ops[i], params, args.probes, key))
+  r["trace_lockstep"] = first_and_second(lambda i: trace(ops[i], params, args.probes, key,
+                                                         probe_batch=args.probes))
+  r["slq"] = first_and_second(lambda i: spectral_density(ops[i], params, m, args.probes, key, probe_batch=1))
+  r["slq_lockstep"] = first_and_second(lambda i: spectral_density(ops[i], params, m, args.probes, key,
+                                                                  probe_batch=args.probes))
+  r["top"] = first_and_second(lambda i: top_eigenvalues(ops[i], params, 1, num_steps=m, key=key, tol=0.01))
+  t_power, (lam_power, n_power), _ = timed(lambda: power_iteration(ops[1], v))
+  r["power"] = (t_power, lam_power, n_power)
+  # FLOPs of the two programs as XLA counts them, and the Gauss–Newton product.
+  lin_flops = flops(lambda op, v: op(v), ops[1], v)
+  grad_flops = flops(jax.grad(loss_fn), params, batches[0])
+  ggn = [hessian.ggn_vp_fn(make_logits_fn(model), params, b) for b in batches]
+  timed(lambda: ggn[0](v))
+  r["ggn"] = best(lambda: ggn[1](v), args.repeats)
+  r["flops"] = (lin_flops, grad_flops)
+  # Low level: the HVP inside a compiled loop, and the gemv floor of full reorthogonalization.
+  flat_v = FlatSpec.of(v).ravel(v)
+  loop = jax.jit(_power_loop, static_argnums=2)
+  timed(lambda: loop(ops[1], flat_v, m))
+  r["hvp_loop"] = best(lambda: loop(ops[1], flat_v, m), args.repeats) / m
+  basis = jnp.ones((m + 1, n), flat_v.dtype)
+  gemv = jax.jit(lambda b, w: b @ w)
+  timed(lambda: gemv(basis, flat_v))
+  r["gemv"] = best(lambda: gemv(basis, flat_v), args.repeats)
+  rows.append(r)
+  return ops, v
+
+
+def print_public(r, batch_size, args, n):
+  m, p = args.steps, args.probes
+  hvp, grad = r["hvp"], r["grad"]
+  line = lambda label, t1, t2, c2, ratio, target="": print(
+    f"  {label:<44} first {t1:8.2f} s  second {t2:8.3f} s  ({c2} compiles)  {ratio}{target}")
+  print(f"\nbatch {batch_size}x{args.length} ({batch_size * args.length} tokens), n = {n}")
+  print(f"  gradient {grad * 1e3:.1f} ms   HVP (operator call) {hvp * 1e3:.1f} ms   HVP in a loop {r['hvp_loop'] * 1e3:.1f}"
+        f" ms   GGN product {r['ggn'] * 1e3:.1f} ms   hvp_fn build first {r['build'][0]:.2f} s, second "
+        f"{r['build'][1]:.3f} s")
+  lin_flops, grad_flops = r["flops"]
+  print(f"  HVP / gradient = {hvp / grad:.2f} (target <= 1.6); FLOPs HVP / gradient = {lin_flops / grad_flops:.2f} "
+        f"(XLA cost analysis); GGN / gradient = {r['ggn'] / grad:.2f}")
+  t1, t2, c2, _ = r["lanczos1"]
+  line("lanczos, 1 step", t1, t2, c2, f"second / HVP = {t2 / hvp:.2f}", " (target <= 1.5)")
+  for mode, target in (("partial", " (target <= 1.15)"), ("full", ""), ("none", "")):
+    t1, t2, c2, out = r[f"lanczos_{mode}"]
+    line(f"lanczos, {m} steps, {mode} ({int(out.num_reorthogonalizations)} CGS)", t1, t2, c2,
+         f"/ ({m} x HVP) = {t2 / (m * hvp):.2f}, / ({m} x HVP in loop) = {t2 / (m * r['hvp_loop']):.2f}", target)
+  full, none = r["lanczos_full"][1], r["lanczos_none"][1]
+  print(f"  full reorthogonalization over none: {(full - none) / m * 1e3:.1f} ms per step; gemv floor "
+        f"{r['gemv'] * 1e3:.1f} ms per step: ratio {(full - none) / m / r['gemv']:.2f} (target <= 1.1)")
+  for name, label in (("trace", "trace, Hutchinson, sequential"), ("trace_lockstep", "trace, Hutchinson, lockstep")):
+    t1, t2, c2, _ = r[name]
+    line(f"{label} ({p} probes)", t1, t2, c2, f"per probe / HVP = {t2 / p / hvp:.2f}", " (target <= 1.1)")
+  for name, label in (("slq", "SLQ, sequential"), ("slq_lockstep", "SLQ, probes in lockstep")):
+    t1, t2, c2, _ = r[name]
+    line(f"{label} ({p} x {m})", t1, t2, c2, f"/ ({p * m} x HVP) = {t2 / (p * m * hvp):.2f}", " (target <= 1.15)")
+  t1, t2, c2, top = r["top"]
+  k = int(top.lanczos.num_steps_taken)
+  t_power, lam_power, n_power = r["power"]
+  line("top eigenvalue, Lanczos to bound <= 1%", t1, t2, c2,
+       f"{k} matvecs, λ = {float(top.values[0]):.4g} ± {float(top.bounds[0]):.2g} "
+       f"({float(top.bounds[0]) / abs(float(top.values[0])) * 100:.2f}%)")
+  print(f"  {'top eigenvalue, power iteration to 1e-3':<44} {t_power:8.2f} s, {n_power} matvecs, "
+        f"λ = {lam_power:.4g} (no bound)   Lanczos / power matvecs = {k / n_power:.2f}")
+  print(f"  in gradients: {m}-step Lanczos (partial) {r['lanczos_partial'][1] / grad:.0f}, top eigenvalue "
+        f"{t2 / grad:.0f}, one trace probe {r['trace'][1] / p / grad:.2f}  (targets <= 60, <= 40, <= 1.8)")
+
+
+def section_blocks(model, params, batches, args):
+  loss_fn = make_loss_fn(model)
+  ops = [hessian.hvp_fn(loss_fn, params, b) for b in batches]
+  names = sorted(hessian.model_blocks(params))
+  signatures = {}
+  for name in names:
+    sizes = tuple(int(np.size(x)) for _, x in sorted(hessian.block_params(params, name).items()))
+    signatures.setdefault(sizes, []).append(name)
+  steps = args.block_steps
+  block0, example0 = hessian.block_operator(ops[1], params, names[0])
+  v0 = jax.tree.map(jnp.ones_like, example0)
+  timed(lambda: block0(v0))
+  t_block = best(lambda: block0(v0), args.repeats)
+  totals, compile_counts, matvecs = [], [], 0
+  for i in range(2):  # first pass: compiles one program per signature; second pass (a new operator): none
+    before = len(_COMPILES)
+    t = time.perf_counter()
+    matvecs = 0
+    for j, name in enumerate(names):
+      op, example = hessian.block_operator(ops[i], params, name)
+      size = FlatSpec.of(example).size
+      e = top_eigenvalues(op, example, 1, num_steps=min(steps, size), key=jax.random.key(j))
+      matvecs += int(jax.block_until_ready(e).lanczos.num_steps_taken)
+    totals.append(time.perf_counter() - t)
+    compile_counts.append(len(_COMPILES) - before)
+  print(f"\nper-block spectra: {len(names)} blocks, {len(signatures)} distinct block shapes, {steps} Lanczos steps "
+        f"each ({matvecs} matvecs), block product {t_block * 1e3:.1f} ms")
+  print(f"  first pass  {totals[0]:8.2f} s ({compile_counts[0]} compiles)")
+  print(f"  second pass {totals[1]:8.2f} s ({compile_counts[1]} compiles, a new operator)  / (matvecs x block product) "
+        f"= {totals[1] / (matvecs * t_block):.2f} (target <= 1.2)")
+  print(f"  first pass - second pass = {totals[0] - totals[1]:.1f} s of compilation = "
+        f"{(totals[0] - totals[1]) / len(signatures):.1f} s per distinct block shape")
+
+
+def section_compile(ops, v, args):
+  spec = FlatSpec.of(v)
+  flat_v = spec.ravel(v)
+  program = _jitted(_lanczos_program, LANCZOS_STATIC)
+  times = {10: float("inf"), 100: float("inf")}
+  for steps in (10, 100, 10, 100):
+    static = dict(num_steps=steps, reorthogonalize="full", reorth_passes="auto", breakdown_tol=None,
+                  return_basis=False, stop=None, callback_every=10, progress_total=None)
+    t = time.perf_counter()
+    program.lower(ops[0], flat_v, jnp.int32(-1), **static).compile()
+    times[steps] = min(times[steps], time.perf_counter() - t)
+  print(f"\ncompile 10 steps {times[10]:.2f} s, 100 steps {times[100]:.2f} s: ratio {times[100] / times[10]:.2f} "
+        "(target 0.8-1.2; min of 2, interleaved)")
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--vocab_size", type=int, default=1000)
-    ap.add_argument("--batch", type=int, nargs="+", default=[16, 64],
-                    help="sequences per batch; the first is the analysis default (analysis.batch_size = 16)")
-    ap.add_argument("--length", type=int, default=32)
-    ap.add_argument("--steps", type=int, default=20, help="Lanczos steps for the run-time ratio")
-    ap.add_argument("--repeats", type=int, default=4, help="interleaved rounds; the minimum of each is kept")
-    args = ap.parse_args()
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--vocab_size", type=int, default=1000)
+  ap.add_argument("--batch", type=int, nargs="+", default=[16, 32],
+                  help="sequences per batch; the first is the analysis default (analysis.batch_size = 16)")
+  ap.add_argument("--length", type=int, default=32)
+  ap.add_argument("--steps", type=int, default=30, help="Lanczos steps (and per SLQ probe)")
+  ap.add_argument("--probes", type=int, default=8, help="SLQ and trace probes")
+  ap.add_argument("--block_steps", type=int, default=10, help="Lanczos steps per block in the per-block section")
+  ap.add_argument("--repeats", type=int, default=3, help="repeats of the short timings; the minimum is kept")
+  ap.add_argument("--sections", default="public,blocks,compile")
+  args = ap.parse_args()
+  sections = set(args.sections.split(","))
 
-    model = get_model(ModelConfig.from_config({"preset": "small"}, vocab_size=args.vocab_size))
-    loss_fn = make_loss_fn(model)
-    rng = np.random.default_rng(0)
-    rows = []
-    for b, batch_size in enumerate(args.batch):
-        batch = {k: jnp.asarray(rng.integers(1, args.vocab_size, (batch_size, args.length)), jnp.int32)
-                 for k in ("inputs", "targets")}
-        if b == 0:
-            params = jax.jit(model.init)(jax.random.key(0), batch)["params"]
-            n = ravel_pytree(params)[0].size
-            print(f"small preset: {n} parameters, float32, backend {jax.default_backend()}, "
-                  f"Lanczos basis {(args.steps + 1) * n * 4 / 2**20:.0f} MiB at {args.steps} steps")
-
-        grad = jax.jit(jax.grad(loss_fn))
-        jax.block_until_ready(grad(params, batch))
-        t_grad = _best(lambda: grad(params, batch), args.repeats)
-        lin = _linearized_grad(loss_fn, params, batch)
-        v = jax.tree.map(jnp.ones_like, params)
-        t_lin = _best(lambda: _linearized_grad(loss_fn, params, batch), 2)
-        t, results = _interleaved_times(lin, v, args.steps, args.repeats)
-        reorths = {mode: int(results[mode].num_reorthogonalizations) for mode in ("full", "partial")}
-        rows.append((batch_size, t_grad, t_lin, t, reorths))
-
-        if b == 0:
-            def lanczos_program(steps):
-                return jax.jit(lambda lin, v0: lanczos(lambda x: lin(x), v0, steps))
-
-            # Interleaved and repeated, minimum kept: the first compile of a process pays one-time warm-up costs.
-            compile_times = {10: float("inf"), 100: float("inf")}
-            for steps in (10, 100, 10, 100):
-                t0 = time.perf_counter()
-                lanczos_program(steps).lower(lin, v).compile()
-                compile_times[steps] = min(compile_times[steps], time.perf_counter() - t0)
-        del lin
-
-    for batch_size, t_grad, t_lin, t, reorths in rows:
-        steps = args.steps
-        hvp, hvp_loop = t["hvp"], t["hvp_loop"] / steps
-        full, partial, plain = t["full"] / steps, t["partial"] / steps, t["none"] / steps
-        print(f"\nbatch {batch_size}x{args.length} ({batch_size * args.length} tokens)")
-        print(f"  gradient                           {t_grad * 1e3:9.2f} ms")
-        print(f"  HVP (linearized), one call         {hvp * 1e3:9.2f} ms   "
-              f"(one-time linearization {t_lin * 1e3:.2f} ms)")
-        print(f"  HVP in a loop of {steps}                {hvp_loop * 1e3:9.2f} ms per product")
-        print(f"  Lanczos, full reorthogonalization  {full * 1e3:9.2f} ms per step ({steps} steps, "
-              f"{reorths['full']} CGS steps)")
-        print(f"  Lanczos, partial (Simon's PRO)     {partial * 1e3:9.2f} ms per step ({reorths['partial']} CGS steps)")
-        print(f"  Lanczos, no reorthogonalization    {plain * 1e3:9.2f} ms per step")
-        print(f"  floor of full reorthogonalization  {t['gemv'] * 1e3:9.2f} ms per step (one read of the "
-              f"[{steps + 1}, n] basis: a gemv)")
-        print(f"  HVP / gradient                       = {hvp / t_grad:.2f}   (target <= 2.0)")
-        print(f"  Lanczos / (num_steps x HVP)          = {full / hvp_loop:.2f}   (target <= 1.1), full")
-        print(f"  Lanczos / (num_steps x HVP)          = {partial / hvp_loop:.2f}   (target <= 1.1), partial")
-        print(f"  Lanczos / (num_steps x HVP)          = {plain / hvp_loop:.2f}   no reorthogonalization")
-        print(f"  floor for full: (none + gemv) / HVP  = {(plain + t['gemv']) / hvp_loop:.2f}")
-    print(f"\ncompile 10 steps    {compile_times[10]:9.2f} s   (min of 2, interleaved with 100)")
-    print(f"compile 100 steps   {compile_times[100]:9.2f} s")
-    print(f"compile(100 steps) / compile(10)     = {compile_times[100] / compile_times[10]:.2f}   (target 0.8-1.2)")
+  model = get_model(ModelConfig.from_config({"preset": "small"}, vocab_size=args.vocab_size))
+  rng = np.random.default_rng(0)
+  rows, first = [], None
+  for b, batch_size in enumerate(args.batch):
+    batches = [{k: jnp.asarray(rng.integers(1, args.vocab_size, (batch_size, args.length)), jnp.int32)
+                for k in ("inputs", "targets")} for _ in range(2)]
+    if b == 0:
+      params = jax.jit(model.init)(jax.random.key(0), batches[0])["params"]
+      n = FlatSpec.of(params).size
+      print(f"small preset: {n} parameters, float32, backend {jax.default_backend()} "
+            f"({jax.devices()[0].device_kind}), {os.cpu_count()} CPUs")
+      first = batches
+    if "public" in sections:
+      ops, v = section_public(model, params, batches, args, rows)
+      print_public(rows[-1], batch_size, args, n)
+      if b == 0 and "compile" in sections:
+        section_compile(ops, v, args)
+      del ops
+  if "blocks" in sections:
+    section_blocks(model, params, first, args)
 
 
 if __name__ == "__main__":
-    main()
+  main()

@@ -74,6 +74,31 @@ def make_loss_fn(model: Any, *, variables: Optional[dict] = None, reduction: str
   return LossFn(model, extra, reduction)
 
 
+@jax.tree_util.register_pytree_node_class
+class LogitsFn:
+  """`logits_fn(params, batch) -> logits [B, L, V]` of a model with dropout off, as a pytree (see `LossFn`)."""
+
+  def __init__(self, model: Any, extra: dict):
+    self.model, self.extra = model, extra
+
+  def __call__(self, params, batch):
+    return self.model.apply({"params": params, **self.extra}, batch, deterministic=True)
+
+  def tree_flatten(self):
+    return (self.extra,), (self.model,)
+
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    return cls(aux[0], children[0])
+
+
+def make_logits_fn(model: Any, *, variables: Optional[dict] = None) -> LogitsFn:
+  """`logits_fn(params, batch)`: the logits of `model` with dropout off (the Gauss–Newton operator's map)."""
+  extra = dict(variables or {})
+  extra.pop("params", None)
+  return LogitsFn(model, extra)
+
+
 def mlm_batch(tokens_BxL: jax.Array, key: jax.Array, *, vocab_size: int, mask_id: int, mask_rate: float = 0.15,
               num_reserved: int = 3) -> dict:
   """BERT's masked-LM batch from token ids (Devlin et al. 2019 §3.1 and appendix A.1).
