@@ -57,7 +57,7 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-from analysis.operators import FlatSpec, as_operator, report, run_program, with_callback
+from analysis.operators import FlatSpec, as_operator, ravel_leaves, report, run_program, with_callback
 from analysis.orthogonality import cgs_reorthogonalize, measured_orthogonality_loss, omega_update
 
 REORTHOGONALIZATIONS = ("full", "partial", "none")
@@ -380,7 +380,7 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
     check_stop(stop, num_steps)
     if reorthogonalize != "none" or return_basis:
         check_basis_memory(num_steps, n, dtype, max_basis_bytes)
-    v0_flat = spec.ravel(v0)
+    v0_flat = ravel_leaves(v0, dtype)
     static = dict(num_steps=int(num_steps), reorthogonalize=reorthogonalize, reorth_passes=reorth_passes,
                   breakdown_tol=breakdown_tol, return_basis=return_basis, stop=stop,
                   callback_every=int(callback_every), progress_total=None)

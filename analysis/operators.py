@@ -80,6 +80,20 @@ class FlatSpec:
     return jax.tree.unflatten(self.treedef, [jnp.zeros(s, d) for s, d in zip(self.shapes, self.dtypes)])
 
 
+@functools.partial(jax.jit, static_argnums=1)
+def _concat_leaves(leaves, dtype):
+  return jnp.concatenate([jnp.ravel(x).astype(dtype) for x in leaves])
+
+
+def ravel_leaves(tree, dtype) -> jax.Array:
+  """`FlatSpec.of(tree).ravel(tree)` as one compiled program keyed on the leaf shapes only (not on dict keys, so the
+  blocks of equal leaf sizes share it); eager per-leaf ops cost ~80 ms on a 5.8M-parameter model's ~100 leaves."""
+  leaves = jax.tree.leaves(tree)
+  if len(leaves) == 1 and leaves[0].ndim == 1:
+    return jnp.asarray(leaves[0], dtype)
+  return _concat_leaves(tuple(leaves), jnp.dtype(dtype))
+
+
 class LinearOperator:
   """Base class of operators that are data. Subclasses are registered pytrees and define `spec` and either
   `apply(v)` (pytree -> pytree) or `flat_matvec(x)` ([n] -> [n]); the other follows."""
