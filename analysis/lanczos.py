@@ -129,15 +129,18 @@ def basis_bytes(num_steps: int, n: int, dtype) -> int:
     return (num_steps + 1) * n * np.dtype(dtype).itemsize
 
 
-def check_basis_memory(num_steps: int, n: int, dtype, max_basis_bytes: int) -> None:
-    """Raise ValueError if the basis of `num_steps` Lanczos vectors of size `n` exceeds `max_basis_bytes`."""
-    needed = basis_bytes(num_steps, n, dtype)
+def check_basis_memory(num_steps: int, n: int, dtype, max_basis_bytes: int, batch: int = 1) -> None:
+    """Raise ValueError if `batch` bases of `num_steps` Lanczos vectors of size `n` exceed `max_basis_bytes`
+    (batch > 1: probes run in lockstep, one basis each)."""
+    needed = basis_bytes(num_steps, n, dtype) * batch
     if needed > max_basis_bytes:
+        lockstep = f", {batch} probe(s) in lockstep" if batch > 1 else ""
         raise ValueError(
-            f"Lanczos basis too large: num_steps={num_steps}, n={n}, dtype={np.dtype(dtype).name} needs "
-            f"(num_steps + 1) * n * {np.dtype(dtype).itemsize} = {needed} bytes ({needed / 2**30:.2f} GiB) > "
-            f"max_basis_bytes={max_basis_bytes} ({max_basis_bytes / 2**30:.2f} GiB). Use fewer steps, raise "
-            f"max_basis_bytes, or reorthogonalize='none' (O(n) memory, no full reorthogonalization).")
+            f"Lanczos basis too large: num_steps={num_steps}, n={n}, dtype={np.dtype(dtype).name}{lockstep} needs "
+            f"{batch} * (num_steps + 1) * n * {np.dtype(dtype).itemsize} = {needed} bytes ({needed / 2**30:.2f} GiB)"
+            f" > max_basis_bytes={max_basis_bytes} ({max_basis_bytes / 2**30:.2f} GiB). Use fewer steps (or probes "
+            f"in lockstep), raise max_basis_bytes, or reorthogonalize='none' (O(n) memory, no full "
+            f"reorthogonalization).")
 
 
 def progress_printer(label: str = "lanczos", print_fn: Callable[[str], None] = print):
@@ -174,7 +177,7 @@ def check_reorthogonalize(name: str) -> None:
         raise ValueError(f"reorthogonalize={name!r} is not valid; valid choices: {list(REORTHOGONALIZATIONS)}")
 
 
-def _validate(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every):
+def validate_options(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every):
     check_reorthogonalize(reorthogonalize)
     if isinstance(reorth_passes, bool) or reorth_passes not in REORTH_PASSES:
         raise ValueError(f"reorth_passes={reorth_passes!r} is not valid; valid choices: {list(REORTH_PASSES)}")
@@ -376,7 +379,7 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
     op = as_operator(matvec, v0)
     spec = FlatSpec.of(v0)
     n, dtype = spec.size, spec.dtype
-    _validate(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every)
+    validate_options(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every)
     check_stop(stop, num_steps)
     if reorthogonalize != "none" or return_basis:
         check_basis_memory(num_steps, n, dtype, max_basis_bytes)

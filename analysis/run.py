@@ -217,7 +217,7 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
     n = int(ravel_pytree(params)[0].size)
     if cfg.reorthogonalize != "none":  # SLQ holds one basis per probe in lockstep
         lockstep = (_probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1
-        check_basis_memory(cfg.lanczos_steps, n * lockstep, dtype, cfg.max_basis_bytes)
+        check_basis_memory(cfg.lanczos_steps, n, dtype, cfg.max_basis_bytes, lockstep)
     steps = min(cfg.lanczos_steps, n)
     loss_fn = make_loss_fn(model, variables=variables)
     extra = {k: v for k, v in variables.items() if k != "params"}

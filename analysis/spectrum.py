@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.lanczos import (DEFAULT_MAX_BASIS_BYTES, REORTH_PASSES, LanczosResult, basis_bytes, check_reorthogonalize,
-                              check_stop, lanczos_core)
+from analysis.lanczos import (DEFAULT_MAX_BASIS_BYTES, LanczosResult, check_basis_memory, check_reorthogonalize,
+                              check_stop, lanczos_core, validate_options)
 from analysis.operators import FlatSpec, as_operator, run_program, with_callback
 
 
@@ -142,30 +142,19 @@ _LANCZOS_KEYS = ("reorthogonalize", "reorth_passes", "breakdown_tol", "max_basis
 
 
 def _lanczos_options(kwargs, num_steps, n, dtype, batch=1):
-    """Validate the keyword arguments forwarded to Lanczos; returns (static options, max_basis_bytes, callback)."""
+    """Validate the keyword arguments forwarded to Lanczos (`lanczos.validate_options`, the memory guard × `batch`
+    bases); returns (static options, callback)."""
     unknown = sorted(set(kwargs) - set(_LANCZOS_KEYS))
     if unknown:
         raise ValueError(f"unknown Lanczos options {unknown}; valid: {list(_LANCZOS_KEYS)}")
     reorth = kwargs.get("reorthogonalize", "full")
-    check_reorthogonalize(reorth)
     passes = kwargs.get("reorth_passes", "auto")
-    if isinstance(passes, bool) or passes not in REORTH_PASSES:
-        raise ValueError(f"reorth_passes={passes!r} is not valid; valid choices: {list(REORTH_PASSES)}")
     tol = kwargs.get("breakdown_tol")
-    if tol is not None and not 0 < tol < 1:
-        raise ValueError(f"breakdown_tol={tol!r} must be None or in (0, 1)")
     every = kwargs.get("callback_every", 10)
-    check_positive_int("callback_every", every)
+    validate_options(num_steps, n, dtype, reorth, passes, tol, every)
     return_basis = bool(kwargs.get("return_basis", False))
-    max_bytes = kwargs.get("max_basis_bytes", DEFAULT_MAX_BASIS_BYTES)
     if reorth != "none" or return_basis:
-        needed = basis_bytes(num_steps, n, dtype) * batch
-        if needed > max_bytes:
-            raise ValueError(
-                f"Lanczos basis too large: num_steps={num_steps}, n={n}, dtype={np.dtype(dtype).name}, "
-                f"{batch} probe(s) in lockstep need {needed} bytes ({needed / 2**30:.2f} GiB) > max_basis_bytes="
-                f"{max_bytes} ({max_bytes / 2**30:.2f} GiB). Use fewer steps or probes in lockstep, raise "
-                "max_basis_bytes, or reorthogonalize='none'.")
+        check_basis_memory(num_steps, n, dtype, kwargs.get("max_basis_bytes", DEFAULT_MAX_BASIS_BYTES), batch)
     static = dict(num_steps=int(num_steps), reorthogonalize=reorth, reorth_passes=passes, breakdown_tol=tol,
                   return_basis=return_basis, callback_every=int(every))
     return static, kwargs.get("callback")
