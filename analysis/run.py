@@ -220,7 +220,6 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
         check_basis_memory(cfg.lanczos_steps, n, dtype, cfg.max_basis_bytes, lockstep)
     steps = min(cfg.lanczos_steps, n)
     loss_fn = make_loss_fn(model, variables=variables)
-    extra = {k: v for k, v in variables.items() if k != "params"}
     timings, out = {}, {}
     tokens = [int(num_tokens(b)) for b in batches]
     build_hvp = lambda fn, p: hessian.hvp_fn(fn, p, batches, linearize=cfg.linearize)
