@@ -13,8 +13,18 @@ breakdown flag and step). No project imports: this module only needs jax/numpy.
 seed, or block of the same leaf sizes) reuses it. Compile time does not grow with `num_steps`: the recurrence is one
 `lax.while_loop` body over a preallocated `[num_steps + 1, n]` basis of the flattened vector (`jax.tree.leaves`
 order, as `jax.flatten_util.ravel_pytree`); the HLO is the same for any `num_steps` up to shape constants.
-`stop=(largest, count, rel_tol)` ends the loop as soon as the extreme Ritz values are certified by their residual
-bounds (one small tridiagonal eigenproblem per step).
+`stop=(largest, count, rel_tol[, bound])` ends the loop as soon as the extreme Ritz values are converged by their
+residual bounds (one small tridiagonal eigenproblem per step).
+
+Two error bounds per Ritz value θ_i with residual r_i = |β_k s_{k,i}|:
+  * `ritz_bounds` = r_i: some eigenvalue of A lies in [θ_i − r_i, θ_i + r_i] (Parlett 1998, Thm 13.1.1). Rigorous.
+  * `gap_bounds` = min(r_i, r_i²/gap_i), the gap theorem (Parlett 1998, Thm 11.7.1: if λ is the only eigenvalue
+    near θ and every other eigenvalue is at least `gap` away from θ, then |λ − θ| ≤ r²/gap), with gap_i estimated
+    from the other Ritz values as min_{j≠i} (|θ_i − θ_j| − r_j), and used only where gap_i > r_i (otherwise r_i).
+    This is the refinement PROPACK applies to its Lanczos bounds (Larsen 1998, `refinebounds`). It is an
+    estimate, not a proof: the gap is measured on Ritz values, and an eigenvalue the Krylov space has not yet seen
+    could sit inside it. Once a Ritz value has converged its residual decays like r² / gap, so this bound reaches
+    a given tolerance in fewer steps than the residual bound (measured by `bench/hessian.py`).
 
 Reorthogonalization (`reorthogonalize=`):
   * "full": every new vector is orthogonalized against all previous ones by classical Gram-Schmidt (CGS: all
@@ -78,6 +88,7 @@ class LanczosResult:
       num_steps_taken: int32 scalar k.
       ritz_values: [m] eigenvalues of T_k ascending in the first k entries; zero beyond.
       ritz_bounds: [m] |β_k s_{k,i}|: an eigenvalue of A lies within this distance of θ_i (Parlett 1998, Thm 13.1.1).
+      gap_bounds: [m] gap-theorem refinement min(r, r²/gap) of `ritz_bounds` (module docstring; an estimate).
       first_components: [m] s_{1,i}, first components of T_k's unit eigenvectors; Σ_i s_{1,i}² = 1 (quadrature weights).
       ritz_mask: [m] True for the k valid entries.
       eigenvectors: [m, m] eigenvectors S of T (column i ↔ ritz_values[i]); rows/columns beyond k are padding.
@@ -97,6 +108,7 @@ class LanczosResult:
     num_steps_taken: jax.Array
     ritz_values: jax.Array
     ritz_bounds: jax.Array
+    gap_bounds: jax.Array
     first_components: jax.Array
     ritz_mask: jax.Array
     eigenvectors: jax.Array
@@ -118,7 +130,8 @@ class LanczosResult:
 
 jax.tree_util.register_dataclass(
     LanczosResult,
-    data_fields=["alphas", "betas", "num_steps_taken", "ritz_values", "ritz_bounds", "first_components",
+    data_fields=["alphas", "betas", "num_steps_taken", "ritz_values", "ritz_bounds", "gap_bounds",
+                 "first_components",
                  "ritz_mask", "eigenvectors", "orthogonality_loss", "breakdown", "breakdown_step",
                  "num_reorthogonalizations", "converged", "basis"],
     meta_fields=["reorthogonalize", "orthogonality", "breakdown_policy"])
@@ -215,6 +228,18 @@ def _tridiagonal_eigh(alphas, betas, k):
     return (jnp.where(valid, theta, 0.0), jnp.where(valid, bounds, 0.0), s_mxm[0, :], valid, s_mxm)
 
 
+def gap_refined_bounds(theta, bounds, valid):
+    """min(r_i, r_i²/gap_i) with gap_i = min_{j≠i valid} (|θ_i − θ_j| − r_j), where gap_i > r_i; else r_i (Parlett
+    1998, Thm 11.7.1, with the gap estimated from the Ritz values as in Larsen's PROPACK). Invalid entries: 0."""
+    m = theta.shape[0]
+    others = valid[None, :] & valid[:, None] & ~jnp.eye(m, dtype=bool)
+    dist = jnp.abs(theta[:, None] - theta[None, :]) - bounds[None, :]
+    gap = jnp.min(jnp.where(others, dist, jnp.inf), axis=1)
+    refine = jnp.isfinite(gap) & (gap > bounds)
+    refined = jnp.where(refine, jnp.minimum(bounds, bounds ** 2 / jnp.where(refine, gap, 1.0)), bounds)
+    return jnp.where(valid, refined, 0.0)
+
+
 def _initial_state(v0_flat, m, store):
     norm0 = jnp.linalg.norm(v0_flat)
     q0 = v0_flat / jnp.where(norm0 > 0, norm0, 1.0)  # a zero v0 breaks down at step 0 instead of giving NaN
@@ -234,16 +259,21 @@ def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth):
     valid = jnp.arange(m) < k
     loss = om_max if basis is None else measured_orthogonality_loss(basis, k)
     return dict(alphas=jnp.where(valid, alphas, 0.0), betas=jnp.where(valid, betas, 0.0), num_steps_taken=k,
-                ritz_values=ritz_values, ritz_bounds=ritz_bounds, first_components=first, ritz_mask=mask,
+                ritz_values=ritz_values, ritz_bounds=ritz_bounds,
+                gap_bounds=gap_refined_bounds(ritz_values, ritz_bounds, mask), first_components=first,
+                ritz_mask=mask,
                 eigenvectors=s_mxm, orthogonality_loss=loss, breakdown=breakdown_step >= 0,
                 breakdown_step=breakdown_step, num_reorthogonalizations=num_reorth)
 
 
 def _converged(alphas, betas, k, stop):
-    """True when the `stop = (largest, count, rel_tol)` most extreme Ritz values of T_k have |β_k s_{k,i}| ≤
-    rel_tol·|θ_i| (an m×m tridiagonal eigenproblem per step: microseconds next to a matvec)."""
-    largest, count, rel_tol = stop
-    theta, bounds, _, _, _ = _tridiagonal_eigh(alphas, betas, k)
+    """True when the `stop = (largest, count, rel_tol, bound)` most extreme Ritz values of T_k have their bound
+    ("residual": |β_k s_{k,i}|, "gap": its gap-theorem refinement) ≤ rel_tol·|θ_i| (an m×m tridiagonal
+    eigenproblem per step: microseconds next to a matvec)."""
+    largest, count, rel_tol, kind = stop
+    theta, bounds, _, valid, _ = _tridiagonal_eigh(alphas, betas, k)
+    if kind == "gap":
+        bounds = gap_refined_bounds(theta, bounds, valid)
     order = jnp.arange(count)
     idx = jnp.clip(k - 1 - order if largest else order, 0, alphas.shape[0] - 1)
     ok = bounds[idx] <= rel_tol * jnp.abs(theta[idx])
@@ -255,8 +285,9 @@ def lanczos_core(op, v0_flat, *, num_steps, reorthogonalize="full", reorth_passe
                  progress_total=None) -> LanczosResult:
     """The Lanczos recurrence on a flat operator (`op.flat_matvec`), traceable; `lanczos` validates and compiles it.
 
-    `stop = (largest, count, rel_tol)` ends the iteration once the `count` largest (or smallest) Ritz values are
-    converged to `rel_tol` relative residual bound. Progress goes to the host callback registered under
+    `stop = (largest, count, rel_tol, bound)` ends the iteration once the `count` largest (or smallest) Ritz values
+    are converged to `rel_tol` relative bound of kind `bound` ("residual" or "gap"). Progress goes to the host
+    callback registered under
     `callback_id` as (progress_offset + step, progress_total) every `callback_every` steps.
     """
     n, dtype = v0_flat.shape[0], v0_flat.dtype
@@ -332,16 +363,21 @@ def _lanczos_program(op, v0_flat, callback_id, **static):
     return lanczos_core(op, v0_flat, callback_id=callback_id, **static)
 
 
+STOP_BOUNDS = ("residual", "gap")
+
+
 def check_stop(stop, num_steps):
-    """Validate `stop = (largest: bool, count: int, rel_tol: float)` or None."""
+    """Validate `stop = (largest: bool, count: int, rel_tol: float[, bound: "residual" | "gap"])` or None; returns
+    it as a 4-tuple (bound "residual" when omitted) or None."""
     if stop is None:
-        return
-    ok = (isinstance(stop, tuple) and len(stop) == 3 and isinstance(stop[0], bool) and
-          isinstance(stop[1], (int, np.integer)) and 1 <= stop[1] <= num_steps and
-          isinstance(stop[2], (int, float)) and stop[2] > 0)
+        return None
+    ok = (isinstance(stop, tuple) and len(stop) in (3, 4) and isinstance(stop[0], bool) and
+          isinstance(stop[1], (int, np.integer)) and not isinstance(stop[1], bool) and 1 <= stop[1] <= num_steps
+          and isinstance(stop[2], (int, float)) and stop[2] > 0 and (len(stop) == 3 or stop[3] in STOP_BOUNDS))
     if not ok:
         raise ValueError(f"stop={stop!r} must be None or (largest: bool, count in [1, num_steps={num_steps}], "
-                         "rel_tol > 0)")
+                         f"rel_tol > 0[, bound in {list(STOP_BOUNDS)}])")
+    return (stop[0], int(stop[1]), float(stop[2]), stop[3] if len(stop) == 4 else "residual")
 
 
 def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogonalize: str = "full",
@@ -367,8 +403,9 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
       return_basis: also return the [m + 1, n] flat basis (for Ritz vectors V S); with "none" this makes the
         memory O(m·n) again and the orthogonality loss measured rather than estimated.
       max_basis_bytes: raise ValueError before any compute if the basis needs more bytes than this.
-      stop: None, or (largest, count, rel_tol): stop as soon as the `count` largest (largest=True) or smallest
-        Ritz values have residual bound ≤ rel_tol·|θ| (`converged` is then True and k < m steps are kept).
+      stop: None, or (largest, count, rel_tol[, bound]): stop as soon as the `count` largest (largest=True) or
+        smallest Ritz values have a bound ≤ rel_tol·|θ| (`converged` is then True and k < m steps are kept);
+        bound "residual" (default, `ritz_bounds`, rigorous) or "gap" (`gap_bounds`, the gap-theorem estimate).
       callback: optional host function `callback(step, num_steps)` called through `jax.debug.callback` every
         `callback_every` steps (e.g. `progress_printer()`); it is a runtime operand, not part of the program.
       callback_every: reporting period in steps.
@@ -380,7 +417,7 @@ def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogon
     spec = FlatSpec.of(v0)
     n, dtype = spec.size, spec.dtype
     validate_options(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every)
-    check_stop(stop, num_steps)
+    stop = check_stop(stop, num_steps)
     if reorthogonalize != "none" or return_basis:
         check_basis_memory(num_steps, n, dtype, max_basis_bytes)
     v0_flat = ravel_leaves(v0, dtype)

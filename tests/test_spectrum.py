@@ -6,6 +6,7 @@ import pytest
 from jax.flatten_util import ravel_pytree
 from matfree import decomp, funm
 
+from analysis.lanczos import gap_refined_bounds
 from analysis.spectrum import (PROBES, bottom_eigenvalues, gaussian_kernel, sample_probes, spectral_density,
                                top_eigenvalues)
 
@@ -60,6 +61,46 @@ def test_top_eigenvalues_after_breakdown_are_masked():
     assert bool(top.lanczos.breakdown) and bool(top.separated)
 
 
+def test_gap_refined_bounds_closed_form():
+    theta = jnp.asarray([1.0, 5.0, 5.1, 0.0])
+    bounds = jnp.asarray([0.1, 0.2, 0.3, 0.0])
+    valid = jnp.asarray([True, False, True, False])  # only θ = 1 and θ = 5.1 count
+    refined = gap_refined_bounds(theta, bounds, valid)
+    # θ=1: gap = |1 − 5.1| − 0.3 = 3.8 > 0.1 → 0.1²/3.8; θ=5.1: gap = 4.1 − 0.1 = 4.0 > 0.3 → 0.3²/4.
+    np.testing.assert_allclose(refined, [0.01 / 3.8, 0.0, 0.09 / 4.0, 0.0], rtol=1e-12)
+    # Overlapping neighbours (gap ≤ r): the residual bound is kept; a single Ritz value has no gap: kept too.
+    close = gap_refined_bounds(jnp.asarray([1.0, 1.05]), jnp.asarray([0.1, 0.1]), jnp.asarray([True, True]))
+    np.testing.assert_allclose(close, [0.1, 0.1])
+    alone = gap_refined_bounds(jnp.asarray([2.0, 0.0]), jnp.asarray([0.5, 0.0]), jnp.asarray([True, False]))
+    np.testing.assert_allclose(alone, [0.5, 0.0])
+
+
+@pytest.mark.parametrize("bound", ["residual", "gap"])
+def test_tol_stops_at_the_first_step_that_meets_it(bound):
+    a, eigs = _outlier_matrix()
+    mv, example, key = (lambda x: a @ x), jnp.zeros(len(eigs)), jax.random.PRNGKey(4)
+    tol = 1e-3
+    top = top_eigenvalues(mv, example, 1, num_steps=40, key=key, tol=tol, bound=bound)
+    k = int(top.lanczos.num_steps_taken)
+    used = top.bounds if bound == "residual" else top.gap_bounds
+    assert bool(top.lanczos.converged) and 2 <= k < 40
+    assert float(used[0]) <= tol * abs(float(top.values[0]))
+    assert abs(float(top.values[0]) - 10.0) <= float(used[0]) + 1e-12  # the bound holds for the true λ_max
+    before = top_eigenvalues(mv, example, 1, num_steps=k - 1, key=key)  # same start: the k − 1 step prefix
+    used_before = before.bounds if bound == "residual" else before.gap_bounds
+    assert float(used_before[0]) > tol * abs(float(before.values[0]))
+
+
+def test_gap_bound_needs_fewer_steps_than_the_residual_bound():
+    a, eigs = _outlier_matrix()
+    mv, example, key = (lambda x: a @ x), jnp.zeros(len(eigs)), jax.random.PRNGKey(4)
+    steps = {b: int(top_eigenvalues(mv, example, 1, num_steps=40, key=key, tol=1e-4, bound=b)
+                    .lanczos.num_steps_taken) for b in ("residual", "gap")}
+    assert steps["gap"] < steps["residual"], steps
+    bottom = bottom_eigenvalues(mv, example, 1, num_steps=40, key=key, tol=1e-4, bound="gap")
+    assert abs(float(bottom.values[0]) + 4.0) <= float(bottom.gap_bounds[0]) + 1e-12
+
+
 def test_extreme_eigenvalue_argument_errors():
     mv, example = (lambda x: x), jnp.zeros(10)
     with pytest.raises(ValueError, match="k=6 exceeds num_steps=5"):
@@ -68,6 +109,10 @@ def test_extreme_eigenvalue_argument_errors():
         bottom_eigenvalues(mv, example, 1, num_steps=11, key=jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match="k=0"):
         top_eigenvalues(mv, example, 0, num_steps=5, key=jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match=r"bound='tight' is not valid; valid choices: \['residual', 'gap'\]"):
+        top_eigenvalues(mv, example, 1, num_steps=5, key=jax.random.PRNGKey(0), tol=0.1, bound="tight")
+    with pytest.raises(ValueError, match="tol=-1"):
+        top_eigenvalues(mv, example, 1, num_steps=5, key=jax.random.PRNGKey(0), tol=-1)
 
 
 @pytest.mark.parametrize("probe", sorted(PROBES))
