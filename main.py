@@ -47,12 +47,22 @@ def main(argv):
     step = int(exp.state.step)
     out_dir = os.path.join(workdir, "analysis")
     n, size = config.analysis.num_batches, config.analysis.batch_size
-    source = (f"train split of data.name={config.data.name!r}: the first {n} batch(es) of {size} sequences of a fresh "
-              f"pass (data.shuffle_seed={config.data.shuffle_seed}), process {jax.process_index()}")
-    analysis.run.run_analysis(config.analysis, model=exp.model, variables=exp.state.model_variables(),
-                              batches=exp.batches(n, size), out_dir=out_dir, label=f"step_{step}",
-                              init_fn=exp.init_variables, step=step, batch_source=source,
-                              mlm_mask_rate=config.train.mlm_mask_rate)
+    source = (
+        f"train split of data.name={config.data.name!r}: the first {n} batch(es) of {size} sequences of a fresh "
+        f"pass (data.shuffle_seed={config.data.shuffle_seed}), process {jax.process_index()}"
+    )
+    analysis.run.run_analysis(
+        config.analysis,
+        model=exp.model,
+        variables=exp.state.model_variables(),
+        batches=exp.batches(n, size),
+        out_dir=out_dir,
+        label=f"step_{step}",
+        init_fn=exp.init_variables,
+        step=step,
+        batch_source=source,
+        mlm_mask_rate=config.train.mlm_mask_rate,
+    )
     logging.info("Analysis written to %s/step_%d", out_dir, step)
   if config.mode == "train":
     try:

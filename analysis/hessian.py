@@ -27,6 +27,7 @@ checkpoint shares the compiled linearization too. Nothing here materializes an n
     All blocks share the full model's linearization; a block product is one full product with the block's
     vector placed at its offsets (offsets are data, so blocks of equal leaf sizes share one compiled program).
 """
+
 from typing import Any, Callable, Optional, Sequence, Union
 
 import jax
@@ -42,304 +43,320 @@ Batch = dict
 
 
 def _as_batches(batch) -> list:
-    batches = list(batch) if isinstance(batch, (list, tuple)) else [batch]
-    if not batches:
-        raise ValueError("batch: an empty list of batches was given; pass one batch dict or a non-empty list")
-    for i, b in enumerate(batches):
-        if not isinstance(b, dict) or "targets" not in b:
-            raise ValueError(f"batch[{i}] must be a dict with a 'targets' array (0 = padding), got {type(b).__name__}")
-    return batches
+  batches = list(batch) if isinstance(batch, (list, tuple)) else [batch]
+  if not batches:
+    raise ValueError("batch: an empty list of batches was given; pass one batch dict or a non-empty list")
+  for i, b in enumerate(batches):
+    if not isinstance(b, dict) or "targets" not in b:
+      raise ValueError(f"batch[{i}] must be a dict with a 'targets' array (0 = padding), got {type(b).__name__}")
+  return batches
 
 
 def batch_weights(batches: Sequence[Batch], weights: Optional[Sequence[float]] = None) -> np.ndarray:
-    """Normalized weights w_b = n_b / Σ n_b of the batches (n_b non-padding target tokens unless `weights` given)."""
-    raw = np.asarray([float(num_tokens(b)) for b in batches] if weights is None else weights, np.float64)
-    if raw.shape != (len(batches),):
-        raise ValueError(f"weights must have one entry per batch ({len(batches)}), got shape {raw.shape}")
-    if np.any(raw < 0) or raw.sum() <= 0:
-        raise ValueError(f"weights={raw.tolist()} must be non-negative with a positive sum (token counts)")
-    return raw / raw.sum()
+  """Normalized weights w_b = n_b / Σ n_b of the batches (n_b non-padding target tokens unless `weights` given)."""
+  raw = np.asarray([float(num_tokens(b)) for b in batches] if weights is None else weights, np.float64)
+  if raw.shape != (len(batches),):
+    raise ValueError(f"weights must have one entry per batch ({len(batches)}), got shape {raw.shape}")
+  if np.any(raw < 0) or raw.sum() <= 0:
+    raise ValueError(f"weights={raw.tolist()} must be non-negative with a positive sum (token counts)")
+  return raw / raw.sum()
 
 
 def _weights(batches, weights, spec):
-    return jnp.asarray(batch_weights(batches, weights), spec.dtype)
+  return jnp.asarray(batch_weights(batches, weights), spec.dtype)
 
 
 # The loss enters as a pytree argument: the same model (and shapes) shares one compilation of the linearization, and
 # the linearized map it returns has the same tree structure each time, so programs taking it are reused too.
 @jax.jit
 def _linearized_grad(loss_fn, params, batch):
-    """The linear map v ↦ Hv of one batch, linearized once under jit: a `jax.tree_util.Partial` whose stored
-    residuals are pytree leaves (an operand of later programs, not a constant)."""
-    return jax.linearize(lambda q: jax.grad(loss_fn)(q, batch), params)[1]
+  """The linear map v ↦ Hv of one batch, linearized once under jit: a `jax.tree_util.Partial` whose stored
+  residuals are pytree leaves (an operand of later programs, not a constant)."""
+  return jax.linearize(lambda q: jax.grad(loss_fn)(q, batch), params)[1]
 
 
 @jax.jit
 def _linearized_logits(logits_fn, params, batch):
-    """(softmax probabilities, the linear map v ↦ J v) of one batch's logits, linearized once under jit."""
-    logits, jvp_lin = jax.linearize(lambda q: logits_fn(q, batch), params)
-    return jax.nn.softmax(logits, axis=-1), jvp_lin
+  """(softmax probabilities, the linear map v ↦ J v) of one batch's logits, linearized once under jit."""
+  logits, jvp_lin = jax.linearize(lambda q: logits_fn(q, batch), params)
+  return jax.nn.softmax(logits, axis=-1), jvp_lin
 
 
 def _weighted_sum(items, ws, product):
-    """Σ_b w_b · product(item_b) over pytrees (the token-weighted average of per-batch operators).
+  """Σ_b w_b · product(item_b) over pytrees (the token-weighted average of per-batch operators).
 
-    With one batch the normalized weight is exactly 1 (`batch_weights`), so the product is returned as is (no extra
-    pass over n entries)."""
-    items = list(items)
-    if len(items) == 1:
-        return product(items[0])
-    out = None
-    for b, item in enumerate(items):
-        term = jax.tree.map(lambda x: ws[b].astype(x.dtype) * x, product(item))
-        out = term if out is None else jax.tree.map(jnp.add, out, term)
-    return out
+  With one batch the normalized weight is exactly 1 (`batch_weights`), so the product is returned as is (no extra
+  pass over n entries)."""
+  items = list(items)
+  if len(items) == 1:
+    return product(items[0])
+  out = None
+  for b, item in enumerate(items):
+    term = jax.tree.map(lambda x: ws[b].astype(x.dtype) * x, product(item))
+    out = term if out is None else jax.tree.map(jnp.add, out, term)
+  return out
 
 
 @jax.tree_util.register_pytree_node_class
 class HessianOperator(LinearOperator):
-    """v ↦ Σ_b w_b H_b v from each batch's linearized gradient (residuals and weights are leaves)."""
+  """v ↦ Σ_b w_b H_b v from each batch's linearized gradient (residuals and weights are leaves)."""
 
-    def __init__(self, lins, weights, spec):
-        self.lins, self.weights, self.spec = tuple(lins), weights, spec
+  def __init__(self, lins, weights, spec):
+    self.lins, self.weights, self.spec = tuple(lins), weights, spec
 
-    def apply(self, v):
-        return _weighted_sum(self.lins, self.weights, lambda lin: lin(v))
+  def apply(self, v):
+    return _weighted_sum(self.lins, self.weights, lambda lin: lin(v))
 
-    def tree_flatten(self):
-        return (self.lins, self.weights), (self.spec,)
+  def tree_flatten(self):
+    return (self.lins, self.weights), (self.spec,)
 
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(children[0], children[1], aux[0])
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    return cls(children[0], children[1], aux[0])
 
 
 @jax.tree_util.register_pytree_node_class
 class JvpHessianOperator(LinearOperator):
-    """v ↦ Σ_b w_b d/dε ∇L_b(θ + εv): one jvp of the gradient per product, nothing stored between products."""
+  """v ↦ Σ_b w_b d/dε ∇L_b(θ + εv): one jvp of the gradient per product, nothing stored between products."""
 
-    def __init__(self, loss_fn, params, batches, weights, spec):
-        self.loss_fn, self.params, self.batches, self.weights, self.spec = loss_fn, params, tuple(batches), weights, spec
+  def __init__(self, loss_fn, params, batches, weights, spec):
+    self.loss_fn, self.params, self.batches, self.weights, self.spec = loss_fn, params, tuple(batches), weights, spec
 
-    def apply(self, v):
-        grad = jax.grad(self.loss_fn)
-        return _weighted_sum(self.batches, self.weights,
-                             lambda b: jax.jvp(lambda q: grad(q, b), (self.params,), (v,))[1])
+  def apply(self, v):
+    grad = jax.grad(self.loss_fn)
+    return _weighted_sum(self.batches, self.weights, lambda b: jax.jvp(lambda q: grad(q, b), (self.params,), (v,))[1])
 
-    def tree_flatten(self):
-        return (self.loss_fn, self.params, self.batches, self.weights), (self.spec,)
+  def tree_flatten(self):
+    return (self.loss_fn, self.params, self.batches, self.weights), (self.spec,)
 
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(*children, aux[0])
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    return cls(*children, aux[0])
 
 
 def _output_hessian_vp_from_probs(p_BxLxV, mask_BxL, u_BxLxV):
-    """(diag(p) − p pᵀ) u / N per non-padding token, from the stored probabilities p."""
-    count = jnp.maximum(jnp.sum(mask_BxL), 1).astype(p_BxLxV.dtype)
-    hu = p_BxLxV * u_BxLxV - p_BxLxV * jnp.sum(p_BxLxV * u_BxLxV, axis=-1, keepdims=True)
-    return hu * (mask_BxL[..., None].astype(hu.dtype) / count)
+  """(diag(p) − p pᵀ) u / N per non-padding token, from the stored probabilities p."""
+  count = jnp.maximum(jnp.sum(mask_BxL), 1).astype(p_BxLxV.dtype)
+  hu = p_BxLxV * u_BxLxV - p_BxLxV * jnp.sum(p_BxLxV * u_BxLxV, axis=-1, keepdims=True)
+  return hu * (mask_BxL[..., None].astype(hu.dtype) / count)
 
 
 @jax.tree_util.register_pytree_node_class
 class GaussNewtonOperator(LinearOperator):
-    """v ↦ Σ_b w_b J_bᵀ H_out,b J_b v from each batch's linearized logits: per product one tangent pass (J v) and
-    its transpose (Jᵀ u, a VJP over the same residuals); H_out in closed form from the stored probabilities."""
+  """v ↦ Σ_b w_b J_bᵀ H_out,b J_b v from each batch's linearized logits: per product one tangent pass (J v) and
+  its transpose (Jᵀ u, a VJP over the same residuals); H_out in closed form from the stored probabilities."""
 
-    def __init__(self, probs, lins, masks, weights, spec):
-        self.probs, self.lins, self.masks, self.weights, self.spec = tuple(probs), tuple(lins), tuple(masks), \
-            weights, spec
+  def __init__(self, probs, lins, masks, weights, spec):
+    self.probs, self.lins, self.masks, self.weights, self.spec = tuple(probs), tuple(lins), tuple(masks), weights, spec
 
-    def apply(self, v):
-        primals = jax.tree.unflatten(self.spec.treedef, [jax.ShapeDtypeStruct(s, d)
-                                                         for s, d in zip(self.spec.shapes, self.spec.dtypes)])
+  def apply(self, v):
+    primals = jax.tree.unflatten(
+        self.spec.treedef, [jax.ShapeDtypeStruct(s, d) for s, d in zip(self.spec.shapes, self.spec.dtypes)]
+    )
 
-        def one(b):
-            hu = _output_hessian_vp_from_probs(self.probs[b], self.masks[b], self.lins[b](v))
-            return jax.linear_transpose(self.lins[b], primals)(hu)[0]
+    def one(b):
+      hu = _output_hessian_vp_from_probs(self.probs[b], self.masks[b], self.lins[b](v))
+      return jax.linear_transpose(self.lins[b], primals)(hu)[0]
 
-        return _weighted_sum(range(len(self.lins)), self.weights, one)
+    return _weighted_sum(range(len(self.lins)), self.weights, one)
 
-    def tree_flatten(self):
-        return (self.probs, self.lins, self.masks, self.weights), (self.spec,)
+  def tree_flatten(self):
+    return (self.probs, self.lins, self.masks, self.weights), (self.spec,)
 
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(*children, aux[0])
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    return cls(*children, aux[0])
 
 
-def hvp_fn(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Union[Batch, Sequence[Batch]], *,
-           weights: Optional[Sequence[float]] = None, linearize: bool = True) -> LinearOperator:
-    """Hessian-vector product v ↦ Hv of `loss_fn` at `params` (forward-over-reverse), as an operator that is data.
+def hvp_fn(
+    loss_fn: Callable[[Any, Batch], jax.Array],
+    params: Any,
+    batch: Union[Batch, Sequence[Batch]],
+    *,
+    weights: Optional[Sequence[float]] = None,
+    linearize: bool = True,
+) -> LinearOperator:
+  """Hessian-vector product v ↦ Hv of `loss_fn` at `params` (forward-over-reverse), as an operator that is data.
 
-    Args:
-      loss_fn: `loss_fn(params, batch) -> scalar`, mean-reduced over the batch's tokens for token weighting. A
-        pytree callable (`train.make_loss_fn`'s `LossFn`, a `jax.tree_util.Partial`) shares compilations across
-        calls of `make_loss_fn`; a plain function shares them across calls with the same function object.
-      params: the point θ (pytree).
-      batch: one batch, or a list of batches: then H = Σ_b w_b H_b with w_b = n_b / Σ n_b (n_b the non-padding
-        target tokens, `train.loss.num_tokens`), the Hessian of the token-mean loss over the union of the batches.
-      weights: per-batch weights replacing the token counts (normalized to sum 1).
-      linearize: True: `jax.linearize` the gradient once per batch (each product = one tangent pass; stores the
-        residuals of every batch). False: `jax.jvp` of the gradient per product (no stored residuals).
+  Args:
+    loss_fn: `loss_fn(params, batch) -> scalar`, mean-reduced over the batch's tokens for token weighting. A
+      pytree callable (`train.make_loss_fn`'s `LossFn`, a `jax.tree_util.Partial`) shares compilations across
+      calls of `make_loss_fn`; a plain function shares them across calls with the same function object.
+    params: the point θ (pytree).
+    batch: one batch, or a list of batches: then H = Σ_b w_b H_b with w_b = n_b / Σ n_b (n_b the non-padding
+      target tokens, `train.loss.num_tokens`), the Hessian of the token-mean loss over the union of the batches.
+    weights: per-batch weights replacing the token counts (normalized to sum 1).
+    linearize: True: `jax.linearize` the gradient once per batch (each product = one tangent pass; stores the
+      residuals of every batch). False: `jax.jvp` of the gradient per product (no stored residuals).
 
-    Returns:
-      A `HessianOperator` (or `JvpHessianOperator`): call it on pytrees shaped like `params`, or pass it to
-      `lanczos` / `top_eigenvalues` / `spectral_density` / `trace`, which compile once per its structure.
-    """
-    batches = _as_batches(batch)
-    spec = FlatSpec.of(params)
-    ws = _weights(batches, weights, spec)
-    fn = as_pytree_fn(loss_fn)
-    if linearize:
-        return HessianOperator([_linearized_grad(fn, params, b) for b in batches], ws, spec)
-    return JvpHessianOperator(fn, params, batches, ws, spec)
+  Returns:
+    A `HessianOperator` (or `JvpHessianOperator`): call it on pytrees shaped like `params`, or pass it to
+    `lanczos` / `top_eigenvalues` / `spectral_density` / `trace`, which compile once per its structure.
+  """
+  batches = _as_batches(batch)
+  spec = FlatSpec.of(params)
+  ws = _weights(batches, weights, spec)
+  fn = as_pytree_fn(loss_fn)
+  if linearize:
+    return HessianOperator([_linearized_grad(fn, params, b) for b in batches], ws, spec)
+  return JvpHessianOperator(fn, params, batches, ws, spec)
 
 
 def token_ce_output_hessian_vp(logits_BxLxV: jax.Array, mask_BxL: jax.Array, u_BxLxV: jax.Array) -> jax.Array:
-    """H_out u for the mean token cross-entropy: per token (diag(p) − p pᵀ) u / N, zero at padding.
+  """H_out u for the mean token cross-entropy: per token (diag(p) − p pᵀ) u / N, zero at padding.
 
-    ∂²/∂z² of −log softmax(z)_y is diag(p) − p pᵀ (p = softmax(z)), independent of the label y.
-    """
-    return _output_hessian_vp_from_probs(jax.nn.softmax(logits_BxLxV, axis=-1), mask_BxL, u_BxLxV)
+  ∂²/∂z² of −log softmax(z)_y is diag(p) − p pᵀ (p = softmax(z)), independent of the label y.
+  """
+  return _output_hessian_vp_from_probs(jax.nn.softmax(logits_BxLxV, axis=-1), mask_BxL, u_BxLxV)
 
 
-def ggn_vp_fn(logits_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Union[Batch, Sequence[Batch]], *,
-              weights: Optional[Sequence[float]] = None) -> LinearOperator:
-    """Generalized Gauss–Newton products G v = Jᵀ H_out J v for the mean token cross-entropy (Schraudolph 2002).
+def ggn_vp_fn(
+    logits_fn: Callable[[Any, Batch], jax.Array],
+    params: Any,
+    batch: Union[Batch, Sequence[Batch]],
+    *,
+    weights: Optional[Sequence[float]] = None,
+) -> LinearOperator:
+  """Generalized Gauss–Newton products G v = Jᵀ H_out J v for the mean token cross-entropy (Schraudolph 2002).
 
-    The logits are linearized once per batch (`jax.linearize`, residuals of the forward pass stored); a product is
-    then J v (the tangent pass), H_out in closed form from the stored softmax, and Jᵀ u (`jax.linear_transpose` of
-    the same linear map, a VJP over the same residuals): no forward pass per product, no dense Jacobian. Several
-    batches are token-weighted as in `hvp_fn`.
+  The logits are linearized once per batch (`jax.linearize`, residuals of the forward pass stored); a product is
+  then J v (the tangent pass), H_out in closed form from the stored softmax, and Jᵀ u (`jax.linear_transpose` of
+  the same linear map, a VJP over the same residuals): no forward pass per product, no dense Jacobian. Several
+  batches are token-weighted as in `hvp_fn`.
 
-    Args:
-      logits_fn: `logits_fn(params, batch) -> logits [B, L, V]` (dropout off).
-      params: the point θ.
-      batch: one batch or a list; the mask is `batch["targets"] > 0`.
-      weights: optional per-batch weights replacing the token counts.
+  Args:
+    logits_fn: `logits_fn(params, batch) -> logits [B, L, V]` (dropout off).
+    params: the point θ.
+    batch: one batch or a list; the mask is `batch["targets"] > 0`.
+    weights: optional per-batch weights replacing the token counts.
 
-    Returns:
-      A `GaussNewtonOperator` on pytrees shaped like `params`; symmetric positive semidefinite.
-    """
-    batches = _as_batches(batch)
-    spec = FlatSpec.of(params)
-    ws = _weights(batches, weights, spec)
-    fn = as_pytree_fn(logits_fn)
-    linearized = [_linearized_logits(fn, params, b) for b in batches]
-    return GaussNewtonOperator([p for p, _ in linearized], [lin for _, lin in linearized],
-                               [b["targets"] > 0 for b in batches], ws, spec)
+  Returns:
+    A `GaussNewtonOperator` on pytrees shaped like `params`; symmetric positive semidefinite.
+  """
+  batches = _as_batches(batch)
+  spec = FlatSpec.of(params)
+  ws = _weights(batches, weights, spec)
+  fn = as_pytree_fn(logits_fn)
+  linearized = [_linearized_logits(fn, params, b) for b in batches]
+  return GaussNewtonOperator(
+      [p for p, _ in linearized], [lin for _, lin in linearized], [b["targets"] > 0 for b in batches], ws, spec
+  )
 
 
 def dense_hessian(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Batch) -> jax.Array:
-    """The full [n, n] Hessian in `ravel_pytree(params)` order (`jax.hessian`); for tiny models and tests only."""
-    flat, unravel = ravel_pytree(params)
-    return jax.jit(jax.hessian(lambda x: loss_fn(unravel(x), batch)))(flat)
+  """The full [n, n] Hessian in `ravel_pytree(params)` order (`jax.hessian`); for tiny models and tests only."""
+  flat, unravel = ravel_pytree(params)
+  return jax.jit(jax.hessian(lambda x: loss_fn(unravel(x), batch)))(flat)
 
 
 def _selected_leaves(params: Any, select) -> tuple:
-    """(leaves, treedef, selected leaf indices, their paths) for a ParamRole predicate or a block name."""
-    roles = param_roles(params)
-    if isinstance(select, str):
-        blocks = model_blocks(params)
-        if select not in blocks:
-            raise ValueError(f"select={select!r} is not a block of this model; valid blocks: {sorted(blocks)}")
-        select = blocks[select]
-    if not callable(select):
-        raise ValueError(f"select must be a ParamRole predicate or a block name, got {type(select).__name__}")
-    leaves, treedef = jax.tree.flatten(params)
-    role_leaves = jax.tree.leaves(roles, is_leaf=lambda r: isinstance(r, ParamRole))
-    idx = [i for i, r in enumerate(role_leaves) if select(r)]
-    if not idx:
-        raise ValueError("select matches no parameter; see model_blocks(params) for the available blocks")
-    return leaves, treedef, idx, [role_leaves[i].path for i in idx]
+  """(leaves, treedef, selected leaf indices, their paths) for a ParamRole predicate or a block name."""
+  roles = param_roles(params)
+  if isinstance(select, str):
+    blocks = model_blocks(params)
+    if select not in blocks:
+      raise ValueError(f"select={select!r} is not a block of this model; valid blocks: {sorted(blocks)}")
+    select = blocks[select]
+  if not callable(select):
+    raise ValueError(f"select must be a ParamRole predicate or a block name, got {type(select).__name__}")
+  leaves, treedef = jax.tree.flatten(params)
+  role_leaves = jax.tree.leaves(roles, is_leaf=lambda r: isinstance(r, ParamRole))
+  idx = [i for i, r in enumerate(role_leaves) if select(r)]
+  if not idx:
+    raise ValueError("select matches no parameter; see model_blocks(params) for the available blocks")
+  return leaves, treedef, idx, [role_leaves[i].path for i in idx]
 
 
 def block_params(params: Any, select) -> dict:
-    """The selected sub-pytree {path: leaf} (the example pytree of the block operator)."""
-    leaves, _, idx, paths = _selected_leaves(params, select)
-    return {p: leaves[i] for p, i in zip(paths, idx)}
+  """The selected sub-pytree {path: leaf} (the example pytree of the block operator)."""
+  leaves, _, idx, paths = _selected_leaves(params, select)
+  return {p: leaves[i] for p, i in zip(paths, idx)}
 
 
 def block_indices(params: Any, select) -> np.ndarray:
-    """Flat indices (in `ravel_pytree(params)` order) of the block, in the ravel order of `block_params`."""
-    leaves, _, idx, paths = _selected_leaves(params, select)
-    offsets = np.cumsum([0] + [int(np.size(x)) for x in leaves])
-    by_path = {p: np.arange(offsets[i], offsets[i + 1]) for p, i in zip(paths, idx)}
-    return np.concatenate([by_path[p] for p in sorted(by_path)])  # dict pytrees ravel in sorted-key order
+  """Flat indices (in `ravel_pytree(params)` order) of the block, in the ravel order of `block_params`."""
+  leaves, _, idx, paths = _selected_leaves(params, select)
+  offsets = np.cumsum([0] + [int(np.size(x)) for x in leaves])
+  by_path = {p: np.arange(offsets[i], offsets[i + 1]) for p, i in zip(paths, idx)}
+  return np.concatenate([by_path[p] for p in sorted(by_path)])  # dict pytrees ravel in sorted-key order
 
 
 @jax.tree_util.register_pytree_node_class
 class BlockOperator(LinearOperator):
-    """The diagonal block P_B A P_Bᵀ of a full operator A: v_B is placed at its leaves' offsets (data) in a zero
-    vector, A is applied, and the block is read back. Its flat form (`flat_operator`) carries only the leaf sizes,
-    so every block with the same leaf sizes (Q of each layer, say) runs the same compiled program."""
+  """The diagonal block P_B A P_Bᵀ of a full operator A: v_B is placed at its leaves' offsets (data) in a zero
+  vector, A is applied, and the block is read back. Its flat form (`flat_operator`) carries only the leaf sizes,
+  so every block with the same leaf sizes (Q of each layer, say) runs the same compiled program."""
 
-    def __init__(self, full, offsets, sizes, spec):
-        self.full, self.offsets, self.sizes, self.spec = full, offsets, tuple(sizes), spec
+  def __init__(self, full, offsets, sizes, spec):
+    self.full, self.offsets, self.sizes, self.spec = full, offsets, tuple(sizes), spec
 
-    def flat_matvec(self, x):
-        full_spec = self.full.spec
-        z = jnp.zeros((full_spec.size,), full_spec.dtype)
-        start = 0
-        for j, size in enumerate(self.sizes):
-            z = jax.lax.dynamic_update_slice(z, x[start:start + size].astype(z.dtype), (self.offsets[j],))
-            start += size
-        y = self.full.flat_matvec(z)
-        parts = [jax.lax.dynamic_slice(y, (self.offsets[j],), (size,)) for j, size in enumerate(self.sizes)]
-        return jnp.concatenate(parts).astype(self.spec.dtype)
+  def flat_matvec(self, x):
+    full_spec = self.full.spec
+    z = jnp.zeros((full_spec.size,), full_spec.dtype)
+    start = 0
+    for j, size in enumerate(self.sizes):
+      z = jax.lax.dynamic_update_slice(z, x[start : start + size].astype(z.dtype), (self.offsets[j],))
+      start += size
+    y = self.full.flat_matvec(z)
+    parts = [jax.lax.dynamic_slice(y, (self.offsets[j],), (size,)) for j, size in enumerate(self.sizes)]
+    return jnp.concatenate(parts).astype(self.spec.dtype)
 
-    def flat_operator(self):
-        flat = FlatSpec(jax.tree.structure(0), ((self.spec.size,),), (jnp.dtype(self.spec.dtype).name,))
-        return BlockOperator(self.full.flat_operator(), self.offsets, self.sizes, flat)
+  def flat_operator(self):
+    flat = FlatSpec(jax.tree.structure(0), ((self.spec.size,),), (jnp.dtype(self.spec.dtype).name,))
+    return BlockOperator(self.full.flat_operator(), self.offsets, self.sizes, flat)
 
-    def tree_flatten(self):
-        return (self.full, self.offsets), (self.sizes, self.spec)
+  def tree_flatten(self):
+    return (self.full, self.offsets), (self.sizes, self.spec)
 
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(children[0], children[1], *aux)
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    return cls(children[0], children[1], *aux)
 
 
 def block_operator(operator: LinearOperator, params: Any, select: Union[str, Callable[[ParamRole], bool]]) -> tuple:
-    """The diagonal block of a full-model operator (e.g. `hvp_fn`'s) on a block of parameters.
+  """The diagonal block of a full-model operator (e.g. `hvp_fn`'s) on a block of parameters.
 
-    One linearization serves every block: a block product costs one full product (plus O(n) copies), and blocks of
-    equal leaf sizes share one compiled Lanczos program.
+  One linearization serves every block: a block product costs one full product (plus O(n) copies), and blocks of
+  equal leaf sizes share one compiled Lanczos program.
 
-    Args:
-      operator: a `LinearOperator` on pytrees shaped like `params`.
-      params: the full parameter pytree (for the block's leaves and offsets).
-      select: a predicate on `models.ParamRole` or a name from `model_blocks(params)`.
+  Args:
+    operator: a `LinearOperator` on pytrees shaped like `params`.
+    params: the full parameter pytree (for the block's leaves and offsets).
+    select: a predicate on `models.ParamRole` or a name from `model_blocks(params)`.
 
-    Returns:
-      (block operator on {path: leaf} dicts, that example dict).
-    """
-    leaves, _, idx, paths = _selected_leaves(params, select)
-    example = {p: leaves[i] for p, i in zip(paths, idx)}
-    offsets = np.cumsum([0] + [int(np.size(x)) for x in leaves])
-    order = sorted(range(len(paths)), key=lambda j: paths[j])  # the ravel order of the dict
-    starts = jnp.asarray([offsets[idx[j]] for j in order], jnp.int32)
-    sizes = [int(np.size(leaves[idx[j]])) for j in order]
-    return BlockOperator(operator, starts, sizes, FlatSpec.of(example)), example
+  Returns:
+    (block operator on {path: leaf} dicts, that example dict).
+  """
+  leaves, _, idx, paths = _selected_leaves(params, select)
+  example = {p: leaves[i] for p, i in zip(paths, idx)}
+  offsets = np.cumsum([0] + [int(np.size(x)) for x in leaves])
+  order = sorted(range(len(paths)), key=lambda j: paths[j])  # the ravel order of the dict
+  starts = jnp.asarray([offsets[idx[j]] for j in order], jnp.int32)
+  sizes = [int(np.size(leaves[idx[j]])) for j in order]
+  return BlockOperator(operator, starts, sizes, FlatSpec.of(example)), example
 
 
-def block_hvp_fn(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Union[Batch, Sequence[Batch]],
-                 select: Union[str, Callable[[ParamRole], bool]], **hvp_kwargs) -> tuple:
-    """Hessian of `loss_fn` restricted to a block of parameters (the others held fixed at `params`).
+def block_hvp_fn(
+    loss_fn: Callable[[Any, Batch], jax.Array],
+    params: Any,
+    batch: Union[Batch, Sequence[Batch]],
+    select: Union[str, Callable[[ParamRole], bool]],
+    **hvp_kwargs,
+) -> tuple:
+  """Hessian of `loss_fn` restricted to a block of parameters (the others held fixed at `params`).
 
-    Builds `hvp_fn(loss_fn, params, batch)` and takes its block (`block_operator`); to analyze several blocks,
-    build the full operator once and call `block_operator` per block.
+  Builds `hvp_fn(loss_fn, params, batch)` and takes its block (`block_operator`); to analyze several blocks,
+  build the full operator once and call `block_operator` per block.
 
-    Args:
-      loss_fn, params, batch: as in `hvp_fn`.
-      select: a predicate on `models.ParamRole` or a name from `model_blocks(params)`.
-      **hvp_kwargs: forwarded to `hvp_fn` (weights, linearize).
+  Args:
+    loss_fn, params, batch: as in `hvp_fn`.
+    select: a predicate on `models.ParamRole` or a name from `model_blocks(params)`.
+    **hvp_kwargs: forwarded to `hvp_fn` (weights, linearize).
 
-    Returns:
-      (matvec, example): the block Hessian's operator on {path: leaf} dicts and that example dict.
-    """
-    return block_operator(hvp_fn(loss_fn, params, batch, **hvp_kwargs), params, select)
+  Returns:
+    (matvec, example): the block Hessian's operator on {path: leaf} dicts and that example dict.
+  """
+  return block_operator(hvp_fn(loss_fn, params, batch, **hvp_kwargs), params, select)
 
 
 # Per-layer blocks (kernels only: a projection's bias is a separate, far smaller direction).
@@ -347,35 +364,35 @@ _LAYER_BLOCKS = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
 
 
 def _role_is(role, stack, layer, sublayer):
-    return lambda r: r.role == role and r.stack == stack and r.layer == layer and r.sublayer == sublayer
+  return lambda r: r.role == role and r.stack == stack and r.layer == layer and r.sublayer == sublayer
 
 
 def _layer_norms(stack, layer):
-    return lambda r: r.role in ("norm_scale", "norm_bias") and r.stack == stack and r.layer == layer
+  return lambda r: r.role in ("norm_scale", "norm_bias") and r.stack == stack and r.layer == layer
 
 
 def model_blocks(params: Any) -> dict:
-    """Named parameter blocks of a model: name -> ParamRole predicate (only blocks that select a parameter).
+  """Named parameter blocks of a model: name -> ParamRole predicate (only blocks that select a parameter).
 
-    Per stack and layer: "<stack>/layer_<l>/attn_q|attn_k|attn_v|attn_out" (self-attention),
-    "<stack>/layer_<l>/cross_attn_q|..." (cross-attention), "<stack>/layer_<l>/mlp_in|mlp_out" (kernels) and
-    "<stack>/layer_<l>/norms" (the layer's norm gains and biases); "<stack>/final_norm", "<stack>/position",
-    "embedding" (token embedding) and "head" (untied readout kernel) when present.
-    """
-    roles = jax.tree.leaves(param_roles(params), is_leaf=lambda r: isinstance(r, ParamRole))
-    blocks = {}
-    for r in roles:
-        if r.layer is not None and r.role in _LAYER_BLOCKS:
-            prefix = "cross_" if r.sublayer == "cross_attn" else ""
-            blocks[f"{r.stack}/layer_{r.layer}/{prefix}{r.role}"] = _role_is(r.role, r.stack, r.layer, r.sublayer)
-        elif r.layer is not None and r.role in ("norm_scale", "norm_bias"):
-            blocks[f"{r.stack}/layer_{r.layer}/norms"] = _layer_norms(r.stack, r.layer)
-        elif r.sublayer == "final_norm":
-            blocks[f"{r.stack}/final_norm"] = (lambda s: lambda q: q.sublayer == "final_norm" and q.stack == s)(r.stack)
-        elif r.role == "position":
-            blocks[f"{r.stack}/position"] = (lambda s: lambda q: q.role == "position" and q.stack == s)(r.stack)
-        elif r.role == "embedding":
-            blocks["embedding"] = lambda q: q.role == "embedding"
-        elif r.role == "head":
-            blocks["head"] = lambda q: q.role == "head"
-    return blocks
+  Per stack and layer: "<stack>/layer_<l>/attn_q|attn_k|attn_v|attn_out" (self-attention),
+  "<stack>/layer_<l>/cross_attn_q|..." (cross-attention), "<stack>/layer_<l>/mlp_in|mlp_out" (kernels) and
+  "<stack>/layer_<l>/norms" (the layer's norm gains and biases); "<stack>/final_norm", "<stack>/position",
+  "embedding" (token embedding) and "head" (untied readout kernel) when present.
+  """
+  roles = jax.tree.leaves(param_roles(params), is_leaf=lambda r: isinstance(r, ParamRole))
+  blocks = {}
+  for r in roles:
+    if r.layer is not None and r.role in _LAYER_BLOCKS:
+      prefix = "cross_" if r.sublayer == "cross_attn" else ""
+      blocks[f"{r.stack}/layer_{r.layer}/{prefix}{r.role}"] = _role_is(r.role, r.stack, r.layer, r.sublayer)
+    elif r.layer is not None and r.role in ("norm_scale", "norm_bias"):
+      blocks[f"{r.stack}/layer_{r.layer}/norms"] = _layer_norms(r.stack, r.layer)
+    elif r.sublayer == "final_norm":
+      blocks[f"{r.stack}/final_norm"] = (lambda s: lambda q: q.sublayer == "final_norm" and q.stack == s)(r.stack)
+    elif r.role == "position":
+      blocks[f"{r.stack}/position"] = (lambda s: lambda q: q.role == "position" and q.stack == s)(r.stack)
+    elif r.role == "embedding":
+      blocks["embedding"] = lambda q: q.role == "embedding"
+    elif r.role == "head":
+      blocks["head"] = lambda q: q.role == "head"
+  return blocks

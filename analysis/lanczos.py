@@ -60,6 +60,7 @@ Why our own code instead of `matfree.decomp.tridiag_sym` (matfree 0.6.3): matfre
 memory guard, and it returns neither Ritz bounds, orthogonality diagnostics nor a progress hook. tests/
 test_lanczos.py cross-checks our tridiagonal against matfree's on a well-conditioned matrix.
 """
+
 import dataclasses
 import time
 from typing import Any, Callable, Optional
@@ -67,362 +68,469 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from analysis.operators import FlatSpec, as_operator, ravel_leaves, report, run_program, with_callback
 from analysis.orthogonality import cgs_reorthogonalize, measured_orthogonality_loss, omega_update
 
 REORTHOGONALIZATIONS = ("full", "partial", "none")
 REORTH_PASSES = ("auto", 2)
 DEFAULT_MAX_BASIS_BYTES = 4 * 2**30  # 4 GiB: a 100-step basis of a ~10M-parameter float32 model.
-BREAKDOWN_POLICY = ("stop early: the k steps before breakdown are kept, later entries are zero and masked; "
-                    "Ritz values are those of the leading k x k block T_k")
+BREAKDOWN_POLICY = (
+    "stop early: the k steps before breakdown are kept, later entries are zero and masked; "
+    "Ritz values are those of the leading k x k block T_k"
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class LanczosResult:
-    """Output of `lanczos`. m = num_steps requested, k = num_steps_taken ≤ m.
+  """Output of `lanczos`. m = num_steps requested, k = num_steps_taken ≤ m.
 
-    Attributes:
-      alphas: [m] diagonal of T; zero beyond k.
-      betas: [m] betas[i] = ‖r_i‖ couples q_i and q_{i+1}; betas[:k-1] is T_k's off-diagonal, betas[k-1] the final
-        residual norm β_k (tiny after a breakdown); zero beyond k.
-      num_steps_taken: int32 scalar k.
-      ritz_values: [m] eigenvalues of T_k ascending in the first k entries; zero beyond.
-      ritz_bounds: [m] |β_k s_{k,i}|: an eigenvalue of A lies within this distance of θ_i (Parlett 1998, Thm 13.1.1).
-      gap_bounds: [m] gap-theorem refinement min(r, r²/gap) of `ritz_bounds` (module docstring; an estimate).
-      first_components: [m] s_{1,i}, first components of T_k's unit eigenvectors; Σ_i s_{1,i}² = 1 (quadrature weights).
-      ritz_mask: [m] True for the k valid entries.
-      eigenvectors: [m, m] eigenvectors S of T (column i ↔ ritz_values[i]); rows/columns beyond k are padding.
-      orthogonality_loss: scalar max_{i,j<k} |q_iᵀq_j − δ_ij|, measured or estimated (see `orthogonality`).
-      breakdown: bool scalar, True if β fell below the tolerance.
-      breakdown_step: int32 scalar, 0-based step of the breakdown, -1 if none.
-      basis: [m + 1, n] flat Lanczos vectors q_0..q_m (zero rows beyond k) if `return_basis`, else None.
-      num_reorthogonalizations: int32 scalar, steps whose vector went through the CGS pass (all k with "full",
-        the triggered ones with "partial", 0 with "none").
-      converged: bool scalar, True if the iteration stopped early on the `stop` criterion.
-      reorthogonalize: "full", "partial" or "none" (static).
-      orthogonality: how `orthogonality_loss` was obtained (static text).
-      breakdown_policy: the policy applied on breakdown (static text).
-    """
-    alphas: jax.Array
-    betas: jax.Array
-    num_steps_taken: jax.Array
-    ritz_values: jax.Array
-    ritz_bounds: jax.Array
-    gap_bounds: jax.Array
-    first_components: jax.Array
-    ritz_mask: jax.Array
-    eigenvectors: jax.Array
-    orthogonality_loss: jax.Array
-    breakdown: jax.Array
-    breakdown_step: jax.Array
-    num_reorthogonalizations: jax.Array
-    converged: jax.Array
-    basis: Optional[jax.Array]
-    reorthogonalize: str
-    orthogonality: str
-    breakdown_policy: str
+  Attributes:
+    alphas: [m] diagonal of T; zero beyond k.
+    betas: [m] betas[i] = ‖r_i‖ couples q_i and q_{i+1}; betas[:k-1] is T_k's off-diagonal, betas[k-1] the final
+      residual norm β_k (tiny after a breakdown); zero beyond k.
+    num_steps_taken: int32 scalar k.
+    ritz_values: [m] eigenvalues of T_k ascending in the first k entries; zero beyond.
+    ritz_bounds: [m] |β_k s_{k,i}|: an eigenvalue of A lies within this distance of θ_i (Parlett 1998, Thm 13.1.1).
+    gap_bounds: [m] gap-theorem refinement min(r, r²/gap) of `ritz_bounds` (module docstring; an estimate).
+    first_components: [m] s_{1,i}, first components of T_k's unit eigenvectors; Σ_i s_{1,i}² = 1 (quadrature weights).
+    ritz_mask: [m] True for the k valid entries.
+    eigenvectors: [m, m] eigenvectors S of T (column i ↔ ritz_values[i]); rows/columns beyond k are padding.
+    orthogonality_loss: scalar max_{i,j<k} |q_iᵀq_j − δ_ij|, measured or estimated (see `orthogonality`).
+    breakdown: bool scalar, True if β fell below the tolerance.
+    breakdown_step: int32 scalar, 0-based step of the breakdown, -1 if none.
+    basis: [m + 1, n] flat Lanczos vectors q_0..q_m (zero rows beyond k) if `return_basis`, else None.
+    num_reorthogonalizations: int32 scalar, steps whose vector went through the CGS pass (all k with "full",
+      the triggered ones with "partial", 0 with "none").
+    converged: bool scalar, True if the iteration stopped early on the `stop` criterion.
+    reorthogonalize: "full", "partial" or "none" (static).
+    orthogonality: how `orthogonality_loss` was obtained (static text).
+    breakdown_policy: the policy applied on breakdown (static text).
+  """
 
-    def valid_ritz(self):
-        """Host-side helper: (ritz_values, ritz_bounds) of the k valid entries as numpy arrays (unbatched only)."""
-        k = int(self.num_steps_taken)
-        return np.asarray(self.ritz_values)[:k], np.asarray(self.ritz_bounds)[:k]
+  alphas: jax.Array
+  betas: jax.Array
+  num_steps_taken: jax.Array
+  ritz_values: jax.Array
+  ritz_bounds: jax.Array
+  gap_bounds: jax.Array
+  first_components: jax.Array
+  ritz_mask: jax.Array
+  eigenvectors: jax.Array
+  orthogonality_loss: jax.Array
+  breakdown: jax.Array
+  breakdown_step: jax.Array
+  num_reorthogonalizations: jax.Array
+  converged: jax.Array
+  basis: Optional[jax.Array]
+  reorthogonalize: str
+  orthogonality: str
+  breakdown_policy: str
+
+  def valid_ritz(self):
+    """Host-side helper: (ritz_values, ritz_bounds) of the k valid entries as numpy arrays (unbatched only)."""
+    k = int(self.num_steps_taken)
+    return np.asarray(self.ritz_values)[:k], np.asarray(self.ritz_bounds)[:k]
 
 
 jax.tree_util.register_dataclass(
     LanczosResult,
-    data_fields=["alphas", "betas", "num_steps_taken", "ritz_values", "ritz_bounds", "gap_bounds",
-                 "first_components",
-                 "ritz_mask", "eigenvectors", "orthogonality_loss", "breakdown", "breakdown_step",
-                 "num_reorthogonalizations", "converged", "basis"],
-    meta_fields=["reorthogonalize", "orthogonality", "breakdown_policy"])
+    data_fields=[
+        "alphas",
+        "betas",
+        "num_steps_taken",
+        "ritz_values",
+        "ritz_bounds",
+        "gap_bounds",
+        "first_components",
+        "ritz_mask",
+        "eigenvectors",
+        "orthogonality_loss",
+        "breakdown",
+        "breakdown_step",
+        "num_reorthogonalizations",
+        "converged",
+        "basis",
+    ],
+    meta_fields=["reorthogonalize", "orthogonality", "breakdown_policy"],
+)
 
 
 def basis_bytes(num_steps: int, n: int, dtype) -> int:
-    """Bytes of the [num_steps + 1, n] Lanczos basis buffer in `dtype`."""
-    return (num_steps + 1) * n * np.dtype(dtype).itemsize
+  """Bytes of the [num_steps + 1, n] Lanczos basis buffer in `dtype`."""
+  return (num_steps + 1) * n * np.dtype(dtype).itemsize
 
 
 def check_basis_memory(num_steps: int, n: int, dtype, max_basis_bytes: int, batch: int = 1) -> None:
-    """Raise ValueError if `batch` bases of `num_steps` Lanczos vectors of size `n` exceed `max_basis_bytes`
-    (batch > 1: probes run in lockstep, one basis each)."""
-    needed = basis_bytes(num_steps, n, dtype) * batch
-    if needed > max_basis_bytes:
-        lockstep = f", {batch} probe(s) in lockstep" if batch > 1 else ""
-        raise ValueError(
-            f"Lanczos basis too large: num_steps={num_steps}, n={n}, dtype={np.dtype(dtype).name}{lockstep} needs "
-            f"{batch} * (num_steps + 1) * n * {np.dtype(dtype).itemsize} = {needed} bytes ({needed / 2**30:.2f} GiB)"
-            f" > max_basis_bytes={max_basis_bytes} ({max_basis_bytes / 2**30:.2f} GiB). Use fewer steps (or probes "
-            f"in lockstep), raise max_basis_bytes, or reorthogonalize='none' (O(n) memory, no full "
-            f"reorthogonalization).")
+  """Raise ValueError if `batch` bases of `num_steps` Lanczos vectors of size `n` exceed `max_basis_bytes`
+  (batch > 1: probes run in lockstep, one basis each)."""
+  needed = basis_bytes(num_steps, n, dtype) * batch
+  if needed > max_basis_bytes:
+    lockstep = f", {batch} probe(s) in lockstep" if batch > 1 else ""
+    raise ValueError(
+        f"Lanczos basis too large: num_steps={num_steps}, n={n}, dtype={np.dtype(dtype).name}{lockstep} needs "
+        f"{batch} * (num_steps + 1) * n * {np.dtype(dtype).itemsize} = {needed} bytes ({needed / 2**30:.2f} GiB)"
+        f" > max_basis_bytes={max_basis_bytes} ({max_basis_bytes / 2**30:.2f} GiB). Use fewer steps (or probes "
+        f"in lockstep), raise max_basis_bytes, or reorthogonalize='none' (O(n) memory, no full "
+        f"reorthogonalization)."
+    )
 
 
 def progress_printer(label: str = "lanczos", print_fn: Callable[[str], None] = print):
-    """Return a `callback(step, num_steps)` for `lanczos(..., callback=...)` printing progress and ETA.
+  """Return a `callback(step, num_steps)` for `lanczos(..., callback=...)` printing progress and ETA.
 
-    The clock starts at the first report, so the ETA excludes compile time.
-    """
-    state = {}
+  The clock starts at the first report, so the ETA excludes compile time.
+  """
+  state = {}
 
-    def callback(step, num_steps):
-        now = time.perf_counter()
-        t0, s0 = state.setdefault("start", (now, step))
-        rate = (now - t0) / max(step - s0, 1)
-        print_fn(f"{label}: step {step}/{num_steps}, {now - t0:.1f} s elapsed, ETA {rate * (num_steps - step):.1f} s")
+  def callback(step, num_steps):
+    now = time.perf_counter()
+    t0, s0 = state.setdefault("start", (now, step))
+    rate = (now - t0) / max(step - s0, 1)
+    print_fn(f"{label}: step {step}/{num_steps}, {now - t0:.1f} s elapsed, ETA {rate * (num_steps - step):.1f} s")
 
-    return callback
+  return callback
 
 
 def ritz_vectors(result: LanczosResult) -> jax.Array:
-    """Ritz vectors y_i = V_k s_i as rows of a flat [m, n] array (zero rows beyond k; unravel to get pytrees).
+  """Ritz vectors y_i = V_k s_i as rows of a flat [m, n] array (zero rows beyond k; unravel to get pytrees).
 
-    Needs `return_basis=True`. With full reorthogonalization A y_i = θ_i y_i + β_k s_{k,i} q_k, so
-    ‖A y_i − θ_i y_i‖ = ritz_bounds[i].
-    """
-    if result.basis is None:
-        raise ValueError("ritz_vectors needs the basis: call lanczos(..., return_basis=True)")
-    m = result.eigenvectors.shape[-1]
-    return jnp.einsum("...jn,...ji->...in", result.basis[..., :m, :], result.eigenvectors)
+  Needs `return_basis=True`. With full reorthogonalization A y_i = θ_i y_i + β_k s_{k,i} q_k, so
+  ‖A y_i − θ_i y_i‖ = ritz_bounds[i].
+  """
+  if result.basis is None:
+    raise ValueError("ritz_vectors needs the basis: call lanczos(..., return_basis=True)")
+  m = result.eigenvectors.shape[-1]
+  return jnp.einsum("...jn,...ji->...in", result.basis[..., :m, :], result.eigenvectors)
 
 
 def check_reorthogonalize(name: str) -> None:
-    """Raise ValueError naming `name` and the valid choices unless it is in REORTHOGONALIZATIONS."""
-    if name not in REORTHOGONALIZATIONS:
-        raise ValueError(f"reorthogonalize={name!r} is not valid; valid choices: {list(REORTHOGONALIZATIONS)}")
+  """Raise ValueError naming `name` and the valid choices unless it is in REORTHOGONALIZATIONS."""
+  if name not in REORTHOGONALIZATIONS:
+    raise ValueError(f"reorthogonalize={name!r} is not valid; valid choices: {list(REORTHOGONALIZATIONS)}")
 
 
 def validate_options(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every):
-    check_reorthogonalize(reorthogonalize)
-    if isinstance(reorth_passes, bool) or reorth_passes not in REORTH_PASSES:
-        raise ValueError(f"reorth_passes={reorth_passes!r} is not valid; valid choices: {list(REORTH_PASSES)}")
-    if not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
-        raise ValueError(f"num_steps={num_steps!r} must be a positive int")
-    if num_steps > n:
-        raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator (Krylov dimension ≤ n)")
-    if not (jnp.issubdtype(dtype, jnp.floating)):
-        raise ValueError(f"v0 must have a real floating dtype, got dtype={dtype}")
-    if breakdown_tol is not None and not (0 < breakdown_tol < 1):
-        raise ValueError(f"breakdown_tol={breakdown_tol!r} must be None or in (0, 1)")
-    if not isinstance(callback_every, (int, np.integer)) or callback_every < 1:
-        raise ValueError(f"callback_every={callback_every!r} must be a positive int")
+  check_reorthogonalize(reorthogonalize)
+  if isinstance(reorth_passes, bool) or reorth_passes not in REORTH_PASSES:
+    raise ValueError(f"reorth_passes={reorth_passes!r} is not valid; valid choices: {list(REORTH_PASSES)}")
+  if not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
+    raise ValueError(f"num_steps={num_steps!r} must be a positive int")
+  if num_steps > n:
+    raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator (Krylov dimension ≤ n)")
+  if not (jnp.issubdtype(dtype, jnp.floating)):
+    raise ValueError(f"v0 must have a real floating dtype, got dtype={dtype}")
+  if breakdown_tol is not None and not (0 < breakdown_tol < 1):
+    raise ValueError(f"breakdown_tol={breakdown_tol!r} must be None or in (0, 1)")
+  if not isinstance(callback_every, (int, np.integer)) or callback_every < 1:
+    raise ValueError(f"callback_every={callback_every!r} must be a positive int")
 
 
 def _tridiagonal_eigh(alphas, betas, k):
-    """Eigen-decomposition of the leading k×k block of T with fixed [m] shapes (k traced).
+  """Eigen-decomposition of the leading k×k block of T with fixed [m] shapes (k traced).
 
-    The trailing diagonal is set to c = 2·G + 1 (G a Gershgorin bound of T_k) and decoupled, so the k smallest
-    eigenvalues of the padded matrix are exactly those of T_k and their eigenvectors live on the first k rows.
-    """
-    m = alphas.shape[0]
-    idx = jnp.arange(m)
-    valid = idx < k
-    a = jnp.where(valid, alphas, 0.0)
-    off = jnp.where(idx[:-1] < k - 1, betas[:-1], 0.0)
-    off_abs = jnp.abs(off)
-    gersh = jnp.max(jnp.abs(a) + jnp.pad(off_abs, (1, 0)) + jnp.pad(off_abs, (0, 1)))
-    diag = jnp.where(valid, a, 2.0 * gersh + 1.0)
-    t_mxm = jnp.diag(diag) + jnp.diag(off, 1) + jnp.diag(off, -1)
-    theta, s_mxm = jnp.linalg.eigh(t_mxm)
-    s_mxm = jnp.where(valid[:, None] & valid[None, :], s_mxm, 0.0)
-    beta_k = betas[k - 1]
-    bounds = jnp.abs(beta_k * s_mxm[k - 1, :])
-    return (jnp.where(valid, theta, 0.0), jnp.where(valid, bounds, 0.0), s_mxm[0, :], valid, s_mxm)
+  The trailing diagonal is set to c = 2·G + 1 (G a Gershgorin bound of T_k) and decoupled, so the k smallest
+  eigenvalues of the padded matrix are exactly those of T_k and their eigenvectors live on the first k rows.
+  """
+  m = alphas.shape[0]
+  idx = jnp.arange(m)
+  valid = idx < k
+  a = jnp.where(valid, alphas, 0.0)
+  off = jnp.where(idx[:-1] < k - 1, betas[:-1], 0.0)
+  off_abs = jnp.abs(off)
+  gersh = jnp.max(jnp.abs(a) + jnp.pad(off_abs, (1, 0)) + jnp.pad(off_abs, (0, 1)))
+  diag = jnp.where(valid, a, 2.0 * gersh + 1.0)
+  t_mxm = jnp.diag(diag) + jnp.diag(off, 1) + jnp.diag(off, -1)
+  theta, s_mxm = jnp.linalg.eigh(t_mxm)
+  s_mxm = jnp.where(valid[:, None] & valid[None, :], s_mxm, 0.0)
+  beta_k = betas[k - 1]
+  bounds = jnp.abs(beta_k * s_mxm[k - 1, :])
+  return (jnp.where(valid, theta, 0.0), jnp.where(valid, bounds, 0.0), s_mxm[0, :], valid, s_mxm)
 
 
 def gap_refined_bounds(theta, bounds, valid):
-    """min(r_i, r_i²/gap_i) with gap_i = min_{j≠i valid} (|θ_i − θ_j| − r_j), where gap_i > r_i; else r_i (Parlett
-    1998, Thm 11.7.1, with the gap estimated from the Ritz values as in Larsen's PROPACK). Invalid entries: 0."""
-    m = theta.shape[0]
-    others = valid[None, :] & valid[:, None] & ~jnp.eye(m, dtype=bool)
-    dist = jnp.abs(theta[:, None] - theta[None, :]) - bounds[None, :]
-    gap = jnp.min(jnp.where(others, dist, jnp.inf), axis=1)
-    refine = jnp.isfinite(gap) & (gap > bounds)
-    refined = jnp.where(refine, jnp.minimum(bounds, bounds ** 2 / jnp.where(refine, gap, 1.0)), bounds)
-    return jnp.where(valid, refined, 0.0)
+  """min(r_i, r_i²/gap_i) with gap_i = min_{j≠i valid} (|θ_i − θ_j| − r_j), where gap_i > r_i; else r_i (Parlett
+  1998, Thm 11.7.1, with the gap estimated from the Ritz values as in Larsen's PROPACK). Invalid entries: 0."""
+  m = theta.shape[0]
+  others = valid[None, :] & valid[:, None] & ~jnp.eye(m, dtype=bool)
+  dist = jnp.abs(theta[:, None] - theta[None, :]) - bounds[None, :]
+  gap = jnp.min(jnp.where(others, dist, jnp.inf), axis=1)
+  refine = jnp.isfinite(gap) & (gap > bounds)
+  refined = jnp.where(refine, jnp.minimum(bounds, bounds**2 / jnp.where(refine, gap, 1.0)), bounds)
+  return jnp.where(valid, refined, 0.0)
 
 
 def _initial_state(v0_flat, m, store):
-    norm0 = jnp.linalg.norm(v0_flat)
-    q0 = v0_flat / jnp.where(norm0 > 0, norm0, 1.0)  # a zero v0 breaks down at step 0 instead of giving NaN
-    dtype = v0_flat.dtype
-    basis = jnp.zeros((m + 1, q0.shape[0]), dtype).at[0].set(q0) if store else None
-    zeros_m = jnp.zeros((m,), dtype)
-    om = jnp.zeros((m + 1,), dtype).at[0].set(1.0)
-    return dict(i=jnp.int32(0), active=jnp.bool_(True), q_prev=jnp.zeros_like(q0), q_cur=q0, basis=basis,
-                alphas=zeros_m, betas=zeros_m, anorm=jnp.zeros((), dtype), breakdown_step=jnp.int32(-1),
-                om_prev=jnp.zeros_like(om), om_cur=om, om_max=jnp.zeros((), dtype),
-                reorth_next=jnp.bool_(False), num_reorth=jnp.int32(0), converged=jnp.bool_(False))
+  norm0 = jnp.linalg.norm(v0_flat)
+  q0 = v0_flat / jnp.where(norm0 > 0, norm0, 1.0)  # a zero v0 breaks down at step 0 instead of giving NaN
+  dtype = v0_flat.dtype
+  basis = jnp.zeros((m + 1, q0.shape[0]), dtype).at[0].set(q0) if store else None
+  zeros_m = jnp.zeros((m,), dtype)
+  om = jnp.zeros((m + 1,), dtype).at[0].set(1.0)
+  return dict(
+      i=jnp.int32(0),
+      active=jnp.bool_(True),
+      q_prev=jnp.zeros_like(q0),
+      q_cur=q0,
+      basis=basis,
+      alphas=zeros_m,
+      betas=zeros_m,
+      anorm=jnp.zeros((), dtype),
+      breakdown_step=jnp.int32(-1),
+      om_prev=jnp.zeros_like(om),
+      om_cur=om,
+      om_max=jnp.zeros((), dtype),
+      reorth_next=jnp.bool_(False),
+      num_reorth=jnp.int32(0),
+      converged=jnp.bool_(False),
+  )
 
 
 def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth):
-    ritz_values, ritz_bounds, first, mask, s_mxm = _tridiagonal_eigh(alphas, betas, k)
-    m = alphas.shape[0]
-    valid = jnp.arange(m) < k
-    loss = om_max if basis is None else measured_orthogonality_loss(basis, k)
-    return dict(alphas=jnp.where(valid, alphas, 0.0), betas=jnp.where(valid, betas, 0.0), num_steps_taken=k,
-                ritz_values=ritz_values, ritz_bounds=ritz_bounds,
-                gap_bounds=gap_refined_bounds(ritz_values, ritz_bounds, mask), first_components=first,
-                ritz_mask=mask,
-                eigenvectors=s_mxm, orthogonality_loss=loss, breakdown=breakdown_step >= 0,
-                breakdown_step=breakdown_step, num_reorthogonalizations=num_reorth)
+  ritz_values, ritz_bounds, first, mask, s_mxm = _tridiagonal_eigh(alphas, betas, k)
+  m = alphas.shape[0]
+  valid = jnp.arange(m) < k
+  loss = om_max if basis is None else measured_orthogonality_loss(basis, k)
+  return dict(
+      alphas=jnp.where(valid, alphas, 0.0),
+      betas=jnp.where(valid, betas, 0.0),
+      num_steps_taken=k,
+      ritz_values=ritz_values,
+      ritz_bounds=ritz_bounds,
+      gap_bounds=gap_refined_bounds(ritz_values, ritz_bounds, mask),
+      first_components=first,
+      ritz_mask=mask,
+      eigenvectors=s_mxm,
+      orthogonality_loss=loss,
+      breakdown=breakdown_step >= 0,
+      breakdown_step=breakdown_step,
+      num_reorthogonalizations=num_reorth,
+  )
 
 
 def _converged(alphas, betas, k, stop):
-    """True when the `stop = (largest, count, rel_tol, bound)` most extreme Ritz values of T_k have their bound
-    ("residual": |β_k s_{k,i}|, "gap": its gap-theorem refinement) ≤ rel_tol·|θ_i| (an m×m tridiagonal
-    eigenproblem per step: microseconds next to a matvec)."""
-    largest, count, rel_tol, kind = stop
-    theta, bounds, _, valid, _ = _tridiagonal_eigh(alphas, betas, k)
-    if kind == "gap":
-        bounds = gap_refined_bounds(theta, bounds, valid)
-    order = jnp.arange(count)
-    idx = jnp.clip(k - 1 - order if largest else order, 0, alphas.shape[0] - 1)
-    ok = bounds[idx] <= rel_tol * jnp.abs(theta[idx])
-    return (k >= count) & jnp.all(ok)
+  """True when the `stop = (largest, count, rel_tol, bound)` most extreme Ritz values of T_k have their bound
+  ("residual": |β_k s_{k,i}|, "gap": its gap-theorem refinement) ≤ rel_tol·|θ_i| (an m×m tridiagonal
+  eigenproblem per step: microseconds next to a matvec)."""
+  largest, count, rel_tol, kind = stop
+  theta, bounds, _, valid, _ = _tridiagonal_eigh(alphas, betas, k)
+  if kind == "gap":
+    bounds = gap_refined_bounds(theta, bounds, valid)
+  order = jnp.arange(count)
+  idx = jnp.clip(k - 1 - order if largest else order, 0, alphas.shape[0] - 1)
+  ok = bounds[idx] <= rel_tol * jnp.abs(theta[idx])
+  return (k >= count) & jnp.all(ok)
 
 
-def lanczos_core(op, v0_flat, *, num_steps, reorthogonalize="full", reorth_passes="auto", breakdown_tol=None,
-                 return_basis=False, stop=None, callback_id=None, callback_every=10, progress_offset=0,
-                 progress_total=None) -> LanczosResult:
-    """The Lanczos recurrence on a flat operator (`op.flat_matvec`), traceable; `lanczos` validates and compiles it.
+def lanczos_core(
+    op,
+    v0_flat,
+    *,
+    num_steps,
+    reorthogonalize="full",
+    reorth_passes="auto",
+    breakdown_tol=None,
+    return_basis=False,
+    stop=None,
+    callback_id=None,
+    callback_every=10,
+    progress_offset=0,
+    progress_total=None,
+) -> LanczosResult:
+  """The Lanczos recurrence on a flat operator (`op.flat_matvec`), traceable; `lanczos` validates and compiles it.
 
-    `stop = (largest, count, rel_tol, bound)` ends the iteration once the `count` largest (or smallest) Ritz values
-    are converged to `rel_tol` relative bound of kind `bound` ("residual" or "gap"). Progress goes to the host
-    callback registered under
-    `callback_id` as (progress_offset + step, progress_total) every `callback_every` steps.
-    """
-    n, dtype = v0_flat.shape[0], v0_flat.dtype
-    store = reorthogonalize != "none" or return_basis
-    m = int(num_steps)
-    eps = float(jnp.finfo(dtype).eps)
-    sqrt_eps = float(np.sqrt(eps))
-    tol = sqrt_eps if breakdown_tol is None else float(breakdown_tol)
-    total = m if progress_total is None else progress_total
+  `stop = (largest, count, rel_tol, bound)` ends the iteration once the `count` largest (or smallest) Ritz values
+  are converged to `rel_tol` relative bound of kind `bound` ("residual" or "gap"). Progress goes to the host
+  callback registered under
+  `callback_id` as (progress_offset + step, progress_total) every `callback_every` steps.
+  """
+  n, dtype = v0_flat.shape[0], v0_flat.dtype
+  store = reorthogonalize != "none" or return_basis
+  m = int(num_steps)
+  eps = float(jnp.finfo(dtype).eps)
+  sqrt_eps = float(np.sqrt(eps))
+  tol = sqrt_eps if breakdown_tol is None else float(breakdown_tol)
+  total = m if progress_total is None else progress_total
 
-    def matvec_flat(x):
-        return op.flat_matvec(x).astype(dtype)
+  def matvec_flat(x):
+    return op.flat_matvec(x).astype(dtype)
 
-    track_omega = reorthogonalize == "partial" or not store  # PRO's trigger, or the only orthogonality measure
-    state = _initial_state(v0_flat, m, store)
+  track_omega = reorthogonalize == "partial" or not store  # PRO's trigger, or the only orthogonality measure
+  state = _initial_state(v0_flat, m, store)
 
-    def body(s):
-        i = s["i"]
-        beta_prev = jnp.where(i > 0, s["betas"][jnp.maximum(i - 1, 0)], 0.0)
-        w = matvec_flat(s["q_cur"])
-        anorm = jnp.maximum(s["anorm"], jnp.linalg.norm(w))
-        w = w - beta_prev * s["q_prev"]
-        alpha = jnp.vdot(s["q_cur"], w)
-        w = w - alpha * s["q_cur"]
-        j = jnp.arange(m + 1)
-        reorthed = jnp.bool_(reorthogonalize == "full")
-        if reorthogonalize == "full":
-            w, beta = cgs_reorthogonalize(s["basis"], w, i, reorth_passes)
-        else:
-            beta = jnp.linalg.norm(w)
-        if track_omega:  # Simon's estimate of q_{i+1}ᵀq_j from T alone (before any CGS pass changes w)
-            om_next = omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
-        if reorthogonalize == "partial":
-            reorthed = (jnp.max(jnp.where(j < i, jnp.abs(om_next), 0.0)) > sqrt_eps) | s["reorth_next"]
-            w, beta = jax.lax.cond(reorthed, lambda w: cgs_reorthogonalize(s["basis"], w, i, reorth_passes),
-                                   lambda w: (w, beta), w)
-            om_next = jnp.where(reorthed & (j < i), eps, om_next)  # q_{i+1} ⟂ q_j to rounding after the CGS pass
-        broke = beta <= tol * anorm
-        q_next = jnp.where(broke, 0.0, w / jnp.where(broke, 1.0, beta))
-        alphas, betas = s["alphas"].at[i].set(alpha), s["betas"].at[i].set(beta)
-        converged = _converged(alphas, betas, i + 1, stop) if stop is not None else jnp.bool_(False)
-        out = dict(s, i=i + 1, active=~broke & ~converged, q_prev=s["q_cur"], q_cur=q_next, anorm=anorm,
-                   alphas=alphas, betas=betas, breakdown_step=jnp.where(broke, i, s["breakdown_step"]),
-                   num_reorth=s["num_reorth"] + reorthed.astype(jnp.int32), converged=converged & ~broke)
-        if store:
-            out["basis"] = s["basis"].at[i + 1].set(q_next)
-        if track_omega:
-            out.update(om_prev=s["om_cur"], om_cur=jnp.where(broke, s["om_cur"], om_next))
-        if reorthogonalize == "partial":
-            out["reorth_next"] = reorthed & ~s["reorth_next"]  # Simon: the step after a CGS pass gets one too
-        elif track_omega:
-            # loss among q_0..q_{i+1}; q_{i+1} only enters T if the next step is taken, hence the mask with i+1<m.
-            cur_loss = jnp.max(jnp.where((j <= i) & (i + 1 < m) & ~broke & ~converged, jnp.abs(om_next), 0.0))
-            out["om_max"] = jnp.maximum(s["om_max"], cur_loss)
-        if callback_id is not None:
-            due = ((i + 1) % callback_every == 0) | (i + 1 == m) | broke | converged
-            jax.lax.cond(due, lambda: report(callback_id, progress_offset + i + 1, total), lambda: None)
-        return out
+  def body(s):
+    i = s["i"]
+    beta_prev = jnp.where(i > 0, s["betas"][jnp.maximum(i - 1, 0)], 0.0)
+    w = matvec_flat(s["q_cur"])
+    anorm = jnp.maximum(s["anorm"], jnp.linalg.norm(w))
+    w = w - beta_prev * s["q_prev"]
+    alpha = jnp.vdot(s["q_cur"], w)
+    w = w - alpha * s["q_cur"]
+    j = jnp.arange(m + 1)
+    reorthed = jnp.bool_(reorthogonalize == "full")
+    if reorthogonalize == "full":
+      w, beta = cgs_reorthogonalize(s["basis"], w, i, reorth_passes)
+    else:
+      beta = jnp.linalg.norm(w)
+    if track_omega:  # Simon's estimate of q_{i+1}ᵀq_j from T alone (before any CGS pass changes w)
+      om_next = omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
+    if reorthogonalize == "partial":
+      reorthed = (jnp.max(jnp.where(j < i, jnp.abs(om_next), 0.0)) > sqrt_eps) | s["reorth_next"]
+      w, beta = jax.lax.cond(
+          reorthed, lambda w: cgs_reorthogonalize(s["basis"], w, i, reorth_passes), lambda w: (w, beta), w
+      )
+      om_next = jnp.where(reorthed & (j < i), eps, om_next)  # q_{i+1} ⟂ q_j to rounding after the CGS pass
+    broke = beta <= tol * anorm
+    q_next = jnp.where(broke, 0.0, w / jnp.where(broke, 1.0, beta))
+    alphas, betas = s["alphas"].at[i].set(alpha), s["betas"].at[i].set(beta)
+    converged = _converged(alphas, betas, i + 1, stop) if stop is not None else jnp.bool_(False)
+    out = dict(
+        s,
+        i=i + 1,
+        active=~broke & ~converged,
+        q_prev=s["q_cur"],
+        q_cur=q_next,
+        anorm=anorm,
+        alphas=alphas,
+        betas=betas,
+        breakdown_step=jnp.where(broke, i, s["breakdown_step"]),
+        num_reorth=s["num_reorth"] + reorthed.astype(jnp.int32),
+        converged=converged & ~broke,
+    )
+    if store:
+      out["basis"] = s["basis"].at[i + 1].set(q_next)
+    if track_omega:
+      out.update(om_prev=s["om_cur"], om_cur=jnp.where(broke, s["om_cur"], om_next))
+    if reorthogonalize == "partial":
+      out["reorth_next"] = reorthed & ~s["reorth_next"]  # Simon: the step after a CGS pass gets one too
+    elif track_omega:
+      # loss among q_0..q_{i+1}; q_{i+1} only enters T if the next step is taken, hence the mask with i+1<m.
+      cur_loss = jnp.max(jnp.where((j <= i) & (i + 1 < m) & ~broke & ~converged, jnp.abs(om_next), 0.0))
+      out["om_max"] = jnp.maximum(s["om_max"], cur_loss)
+    if callback_id is not None:
+      due = ((i + 1) % callback_every == 0) | (i + 1 == m) | broke | converged
+      jax.lax.cond(due, lambda: report(callback_id, progress_offset + i + 1, total), lambda: None)
+    return out
 
-    s = jax.lax.while_loop(lambda s: (s["i"] < m) & s["active"], body, state)
-    out = _finalize(s["alphas"], s["betas"], s["i"], s["breakdown_step"], s["basis"], s["om_max"], s["num_reorth"])
-    how = ("measured: max|V_k^T V_k - I| over the k Lanczos vectors" if store else
-           "estimated: Simon (1984) omega recurrence (reorthogonalize='none', basis not stored)")
-    return LanczosResult(**out, converged=s["converged"], basis=s["basis"] if return_basis else None,
-                         reorthogonalize=reorthogonalize, orthogonality=how, breakdown_policy=BREAKDOWN_POLICY)
+  s = jax.lax.while_loop(lambda s: (s["i"] < m) & s["active"], body, state)
+  out = _finalize(s["alphas"], s["betas"], s["i"], s["breakdown_step"], s["basis"], s["om_max"], s["num_reorth"])
+  how = (
+      "measured: max|V_k^T V_k - I| over the k Lanczos vectors"
+      if store
+      else "estimated: Simon (1984) omega recurrence (reorthogonalize='none', basis not stored)"
+  )
+  return LanczosResult(
+      **out,
+      converged=s["converged"],
+      basis=s["basis"] if return_basis else None,
+      reorthogonalize=reorthogonalize,
+      orthogonality=how,
+      breakdown_policy=BREAKDOWN_POLICY,
+  )
 
 
-LANCZOS_STATIC = ("num_steps", "reorthogonalize", "reorth_passes", "breakdown_tol", "return_basis", "stop",
-                  "callback_every", "progress_total")
+LANCZOS_STATIC = (
+    "num_steps",
+    "reorthogonalize",
+    "reorth_passes",
+    "breakdown_tol",
+    "return_basis",
+    "stop",
+    "callback_every",
+    "progress_total",
+)
 
 
 def _lanczos_program(op, v0_flat, callback_id, **static):
-    return lanczos_core(op, v0_flat, callback_id=callback_id, **static)
+  return lanczos_core(op, v0_flat, callback_id=callback_id, **static)
 
 
 STOP_BOUNDS = ("residual", "gap")
 
 
 def check_stop(stop, num_steps):
-    """Validate `stop = (largest: bool, count: int, rel_tol: float[, bound: "residual" | "gap"])` or None; returns
-    it as a 4-tuple (bound "residual" when omitted) or None."""
-    if stop is None:
-        return None
-    ok = (isinstance(stop, tuple) and len(stop) in (3, 4) and isinstance(stop[0], bool) and
-          isinstance(stop[1], (int, np.integer)) and not isinstance(stop[1], bool) and 1 <= stop[1] <= num_steps
-          and isinstance(stop[2], (int, float)) and stop[2] > 0 and (len(stop) == 3 or stop[3] in STOP_BOUNDS))
-    if not ok:
-        raise ValueError(f"stop={stop!r} must be None or (largest: bool, count in [1, num_steps={num_steps}], "
-                         f"rel_tol > 0[, bound in {list(STOP_BOUNDS)}])")
-    return (stop[0], int(stop[1]), float(stop[2]), stop[3] if len(stop) == 4 else "residual")
+  """Validate `stop = (largest: bool, count: int, rel_tol: float[, bound: "residual" | "gap"])` or None; returns
+  it as a 4-tuple (bound "residual" when omitted) or None."""
+  if stop is None:
+    return None
+  ok = (
+      isinstance(stop, tuple)
+      and len(stop) in (3, 4)
+      and isinstance(stop[0], bool)
+      and isinstance(stop[1], (int, np.integer))
+      and not isinstance(stop[1], bool)
+      and 1 <= stop[1] <= num_steps
+      and isinstance(stop[2], (int, float))
+      and stop[2] > 0
+      and (len(stop) == 3 or stop[3] in STOP_BOUNDS)
+  )
+  if not ok:
+    raise ValueError(
+        f"stop={stop!r} must be None or (largest: bool, count in [1, num_steps={num_steps}], "
+        f"rel_tol > 0[, bound in {list(STOP_BOUNDS)}])"
+    )
+  return (stop[0], int(stop[1]), float(stop[2]), stop[3] if len(stop) == 4 else "residual")
 
 
-def lanczos(matvec: Callable[[Any], Any], v0: Any, num_steps: int, *, reorthogonalize: str = "full",
-            reorth_passes: Any = "auto", breakdown_tol: Optional[float] = None, return_basis: bool = False,
-            max_basis_bytes: int = DEFAULT_MAX_BASIS_BYTES, stop: Optional[tuple] = None,
-            callback: Optional[Callable[[int, int], None]] = None, callback_every: int = 10) -> LanczosResult:
-    """Run `num_steps` Lanczos steps on a symmetric operator (see the module docstring for the contract).
+def lanczos(
+    matvec: Callable[[Any], Any],
+    v0: Any,
+    num_steps: int,
+    *,
+    reorthogonalize: str = "full",
+    reorth_passes: Any = "auto",
+    breakdown_tol: Optional[float] = None,
+    return_basis: bool = False,
+    max_basis_bytes: int = DEFAULT_MAX_BASIS_BYTES,
+    stop: Optional[tuple] = None,
+    callback: Optional[Callable[[int, int], None]] = None,
+    callback_every: int = 10,
+) -> LanczosResult:
+  """Run `num_steps` Lanczos steps on a symmetric operator (see the module docstring for the contract).
 
-    A jitted program compiled once per (operator structure, size, dtype, static options): pass a
-    `analysis.operators.LinearOperator` (e.g. `analysis.hessian.hvp_fn`'s) or a `jax.tree_util.Partial` to reuse
-    it across calls; a plain callable is compiled for each call (`analysis.operators`).
+  A jitted program compiled once per (operator structure, size, dtype, static options): pass a
+  `analysis.operators.LinearOperator` (e.g. `analysis.hessian.hvp_fn`'s) or a `jax.tree_util.Partial` to reuse
+  it across calls; a plain callable is compiled for each call (`analysis.operators`).
 
-    Args:
-      matvec: symmetric linear map, pytree -> pytree with the structure of `v0`. Traced once per program.
-      v0: start vector (pytree, real floating dtype; its dtype sets the computation dtype); normalized here.
-      num_steps: m, the maximal number of matvecs; 1 ≤ m ≤ n (n = total size of `v0`).
-      reorthogonalize: "full" (CGS against all previous vectors every step), "partial" (Simon's PRO: the CGS pass
-        only when the ω estimate exceeds √ε) or "none" (three-term recurrence, O(n) memory).
-      reorth_passes: for the CGS pass: "auto" (a second pass only when the first cancelled, Kahan–Parlett) or 2
-        (always two passes, CGS2). Ignored with "none".
-      breakdown_tol: stop when β_i ≤ breakdown_tol · max_j ‖A q_j‖. Default √ε of the dtype (1.5e-8 in float64,
-        3.5e-4 in float32): Ritz values of T_k then have residual ≤ √ε‖A‖, i.e. they are converged.
-      return_basis: also return the [m + 1, n] flat basis (for Ritz vectors V S); with "none" this makes the
-        memory O(m·n) again and the orthogonality loss measured rather than estimated.
-      max_basis_bytes: raise ValueError before any compute if the basis needs more bytes than this.
-      stop: None, or (largest, count, rel_tol[, bound]): stop as soon as the `count` largest (largest=True) or
-        smallest Ritz values have a bound ≤ rel_tol·|θ| (`converged` is then True and k < m steps are kept);
-        bound "residual" (default, `ritz_bounds`, rigorous) or "gap" (`gap_bounds`, the gap-theorem estimate).
-      callback: optional host function `callback(step, num_steps)` called through `jax.debug.callback` every
-        `callback_every` steps (e.g. `progress_printer()`); it is a runtime operand, not part of the program.
-      callback_every: reporting period in steps.
+  Args:
+    matvec: symmetric linear map, pytree -> pytree with the structure of `v0`. Traced once per program.
+    v0: start vector (pytree, real floating dtype; its dtype sets the computation dtype); normalized here.
+    num_steps: m, the maximal number of matvecs; 1 ≤ m ≤ n (n = total size of `v0`).
+    reorthogonalize: "full" (CGS against all previous vectors every step), "partial" (Simon's PRO: the CGS pass
+      only when the ω estimate exceeds √ε) or "none" (three-term recurrence, O(n) memory).
+    reorth_passes: for the CGS pass: "auto" (a second pass only when the first cancelled, Kahan–Parlett) or 2
+      (always two passes, CGS2). Ignored with "none".
+    breakdown_tol: stop when β_i ≤ breakdown_tol · max_j ‖A q_j‖. Default √ε of the dtype (1.5e-8 in float64,
+      3.5e-4 in float32): Ritz values of T_k then have residual ≤ √ε‖A‖, i.e. they are converged.
+    return_basis: also return the [m + 1, n] flat basis (for Ritz vectors V S); with "none" this makes the
+      memory O(m·n) again and the orthogonality loss measured rather than estimated.
+    max_basis_bytes: raise ValueError before any compute if the basis needs more bytes than this.
+    stop: None, or (largest, count, rel_tol[, bound]): stop as soon as the `count` largest (largest=True) or
+      smallest Ritz values have a bound ≤ rel_tol·|θ| (`converged` is then True and k < m steps are kept);
+      bound "residual" (default, `ritz_bounds`, rigorous) or "gap" (`gap_bounds`, the gap-theorem estimate).
+    callback: optional host function `callback(step, num_steps)` called through `jax.debug.callback` every
+      `callback_every` steps (e.g. `progress_printer()`); it is a runtime operand, not part of the program.
+    callback_every: reporting period in steps.
 
-    Returns:
-      A `LanczosResult`.
-    """
-    op = as_operator(matvec, v0)
-    spec = FlatSpec.of(v0)
-    n, dtype = spec.size, spec.dtype
-    validate_options(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every)
-    stop = check_stop(stop, num_steps)
-    if reorthogonalize != "none" or return_basis:
-        check_basis_memory(num_steps, n, dtype, max_basis_bytes)
-    v0_flat = ravel_leaves(v0, dtype)
-    static = dict(num_steps=int(num_steps), reorthogonalize=reorthogonalize, reorth_passes=reorth_passes,
-                  breakdown_tol=breakdown_tol, return_basis=return_basis, stop=stop,
-                  callback_every=int(callback_every), progress_total=None)
-    return with_callback(callback, lambda cid: run_program(_lanczos_program, LANCZOS_STATIC, op, v0_flat, cid,
-                                                           **static))
+  Returns:
+    A `LanczosResult`.
+  """
+  op = as_operator(matvec, v0)
+  spec = FlatSpec.of(v0)
+  n, dtype = spec.size, spec.dtype
+  validate_options(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every)
+  stop = check_stop(stop, num_steps)
+  if reorthogonalize != "none" or return_basis:
+    check_basis_memory(num_steps, n, dtype, max_basis_bytes)
+  v0_flat = ravel_leaves(v0, dtype)
+  static = dict(
+      num_steps=int(num_steps),
+      reorthogonalize=reorthogonalize,
+      reorth_passes=reorth_passes,
+      breakdown_tol=breakdown_tol,
+      return_basis=return_basis,
+      stop=stop,
+      callback_every=int(callback_every),
+      progress_total=None,
+  )
+  return with_callback(callback, lambda cid: run_program(_lanczos_program, LANCZOS_STATIC, op, v0_flat, cid, **static))

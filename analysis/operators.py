@@ -23,6 +23,7 @@ fixed dispatcher and receives the callback's registry id as a runtime operand (`
 
 No project imports: only jax and numpy.
 """
+
 import dataclasses
 import functools
 import itertools
@@ -42,6 +43,7 @@ class FlatSpec:
   `ravel` concatenates the leaves (in `jax.tree.leaves` order) into one vector of `dtype` (the promoted leaf dtype,
   as `jax.flatten_util.ravel_pytree`); `unravel` splits, reshapes and casts back.
   """
+
   treedef: Any
   shapes: tuple
   dtypes: tuple
@@ -49,8 +51,11 @@ class FlatSpec:
   @classmethod
   def of(cls, tree) -> "FlatSpec":
     leaves, treedef = jax.tree.flatten(tree)
-    return cls(treedef, tuple(tuple(int(d) for d in np.shape(x)) for x in leaves),
-               tuple(jnp.result_type(x).name for x in leaves))
+    return cls(
+        treedef,
+        tuple(tuple(int(d) for d in np.shape(x)) for x in leaves),
+        tuple(jnp.result_type(x).name for x in leaves),
+    )
 
   @property
   def sizes(self) -> tuple:

@@ -20,6 +20,7 @@ Contract: `signal_profile(model, variables, batch)` applies the model with the `
 
 A record with sublayer "embedding" and layer None gives x_0's second moment per stack.
 """
+
 import functools
 from typing import Any
 
@@ -30,82 +31,101 @@ SUBLAYERS = ("self_attn", "cross_attn", "mlp")
 
 
 def _value(tree, name):
-    x = tree[name]
-    return np.asarray(x[0] if isinstance(x, tuple) else x, np.float64)
+  x = tree[name]
+  return np.asarray(x[0] if isinstance(x, tuple) else x, np.float64)
 
 
 def _masks(batch, stacks):
-    masks = {}
-    if "encoder" in stacks:
-        masks["encoder"] = np.asarray(batch["inputs"]) > 0
-    if "decoder" in stacks:
-        masks["decoder"] = np.asarray(batch["targets"]) > 0
-    return masks
+  masks = {}
+  if "encoder" in stacks:
+    masks["encoder"] = np.asarray(batch["inputs"]) > 0
+  if "decoder" in stacks:
+    masks["decoder"] = np.asarray(batch["targets"]) > 0
+  return masks
 
 
 def _second_moment(x_BxLxD, m_BxL):
-    return float(np.sum(x_BxLxD ** 2 * m_BxL[..., None]) / (max(m_BxL.sum(), 1) * x_BxLxD.shape[-1]))
+  return float(np.sum(x_BxLxD**2 * m_BxL[..., None]) / (max(m_BxL.sum(), 1) * x_BxLxD.shape[-1]))
 
 
 def _inner(a, b, m_BxL):
-    return float(np.sum(a * b * m_BxL[..., None]))
+  return float(np.sum(a * b * m_BxL[..., None]))
 
 
 def signal_records(intermediates: dict, batch: dict) -> list:
-    """JSON-able signal-propagation records from the `intermediates` collection (see the module docstring).
+  """JSON-able signal-propagation records from the `intermediates` collection (see the module docstring).
 
-    Args:
-      intermediates: `model.apply(..., mutable=["intermediates"])[1]["intermediates"]`.
-      batch: the batch that produced them (for the padding masks).
+  Args:
+    intermediates: `model.apply(..., mutable=["intermediates"])[1]["intermediates"]`.
+    batch: the batch that produced them (for the padding masks).
 
-    Returns:
-      A list of records {stack, layer, sublayer, num_positions, second_moment_in, second_moment_out,
-      branch_second_moment, branch_ratio, x0_coefficient, x0_cosine[, attn_entropy, attn_max_prob,
-      attn_logit_std]}.
-    """
-    records = []
-    stacks = [s for s in ("encoder", "decoder") if s in intermediates]
-    if not stacks:
-        raise ValueError(f"intermediates has no 'encoder' or 'decoder' stack (keys {sorted(intermediates)}); "
-                         "apply the model with mutable=['intermediates']")
-    masks = _masks(batch, stacks)
-    for stack in stacks:
-        tree, m = intermediates[stack], masks[stack].astype(np.float64)
-        x0 = _value(tree, "stream_0")
-        x0_sq = _inner(x0, x0, m)
-        records.append(dict(stack=stack, layer=None, sublayer="embedding", num_positions=int(m.sum()),
-                            second_moment_out=_second_moment(x0, m)))
-        layers = sorted((int(k.split("_")[1]) for k in tree if k.startswith("layer_")))
-        for layer in layers:
-            lt = tree[f"layer_{layer}"]
-            for sub in SUBLAYERS:
-                if f"{sub}_residual_in" not in lt:
-                    continue
-                x_in, branch, x_out = (_value(lt, f"{sub}_{k}") for k in ("residual_in", "branch", "residual_out"))
-                m_in = _second_moment(x_in, m)
-                f_sq = _second_moment(branch, m)
-                out_x0 = _inner(x_out, x0, m)
-                out_sq = _inner(x_out, x_out, m)
-                rec = dict(stack=stack, layer=layer, sublayer=sub, num_positions=int(m.sum()),
-                           second_moment_in=m_in, second_moment_out=_second_moment(x_out, m),
-                           branch_second_moment=f_sq, branch_ratio=f_sq / m_in if m_in > 0 else float("nan"),
-                           x0_coefficient=out_x0 / x0_sq if x0_sq > 0 else float("nan"),
-                           x0_cosine=out_x0 / np.sqrt(out_sq * x0_sq) if out_sq * x0_sq > 0 else float("nan"))
-                if sub in lt and isinstance(lt[sub], dict):  # attention statistics, per head
-                    for key, name in (("entropy", "attn_entropy"), ("max_prob", "attn_max_prob"),
-                                      ("logit_std", "attn_logit_std")):
-                        rec[name] = _value(lt[sub], key).tolist()
-                records.append(rec)
-    return records
+  Returns:
+    A list of records {stack, layer, sublayer, num_positions, second_moment_in, second_moment_out,
+    branch_second_moment, branch_ratio, x0_coefficient, x0_cosine[, attn_entropy, attn_max_prob,
+    attn_logit_std]}.
+  """
+  records = []
+  stacks = [s for s in ("encoder", "decoder") if s in intermediates]
+  if not stacks:
+    raise ValueError(
+        f"intermediates has no 'encoder' or 'decoder' stack (keys {sorted(intermediates)}); "
+        "apply the model with mutable=['intermediates']"
+    )
+  masks = _masks(batch, stacks)
+  for stack in stacks:
+    tree, m = intermediates[stack], masks[stack].astype(np.float64)
+    x0 = _value(tree, "stream_0")
+    x0_sq = _inner(x0, x0, m)
+    records.append(
+        dict(
+            stack=stack,
+            layer=None,
+            sublayer="embedding",
+            num_positions=int(m.sum()),
+            second_moment_out=_second_moment(x0, m),
+        )
+    )
+    layers = sorted((int(k.split("_")[1]) for k in tree if k.startswith("layer_")))
+    for layer in layers:
+      lt = tree[f"layer_{layer}"]
+      for sub in SUBLAYERS:
+        if f"{sub}_residual_in" not in lt:
+          continue
+        x_in, branch, x_out = (_value(lt, f"{sub}_{k}") for k in ("residual_in", "branch", "residual_out"))
+        m_in = _second_moment(x_in, m)
+        f_sq = _second_moment(branch, m)
+        out_x0 = _inner(x_out, x0, m)
+        out_sq = _inner(x_out, x_out, m)
+        rec = dict(
+            stack=stack,
+            layer=layer,
+            sublayer=sub,
+            num_positions=int(m.sum()),
+            second_moment_in=m_in,
+            second_moment_out=_second_moment(x_out, m),
+            branch_second_moment=f_sq,
+            branch_ratio=f_sq / m_in if m_in > 0 else float("nan"),
+            x0_coefficient=out_x0 / x0_sq if x0_sq > 0 else float("nan"),
+            x0_cosine=out_x0 / np.sqrt(out_sq * x0_sq) if out_sq * x0_sq > 0 else float("nan"),
+        )
+        if sub in lt and isinstance(lt[sub], dict):  # attention statistics, per head
+          for key, name in (
+              ("entropy", "attn_entropy"),
+              ("max_prob", "attn_max_prob"),
+              ("logit_std", "attn_logit_std"),
+          ):
+            rec[name] = _value(lt[sub], key).tolist()
+        records.append(rec)
+  return records
 
 
 @functools.partial(jax.jit, static_argnums=0)
 def _intermediates(model, variables, batch):
-    """The model's recorded intermediates; the model is static (Linen modules hash by value): compiled once per model."""
-    return model.apply(variables, batch, deterministic=True, mutable=["intermediates"])[1]
+  """The model's recorded intermediates; the model is static (Linen modules hash by value): compiled once per model."""
+  return model.apply(variables, batch, deterministic=True, mutable=["intermediates"])[1]
 
 
 def signal_profile(model: Any, variables: dict, batch: dict) -> list:
-    """Apply `model` (dropout off) recording intermediates and return `signal_records` for `batch`."""
-    state = _intermediates(model, variables, batch)
-    return signal_records(jax.device_get(state["intermediates"]), batch)
+  """Apply `model` (dropout off) recording intermediates and return `signal_records` for `batch`."""
+  state = _intermediates(model, variables, batch)
+  return signal_records(jax.device_get(state["intermediates"]), batch)

@@ -28,6 +28,7 @@ steps (target: equal within 20%).
 
 Run: python bench/hessian.py [--vocab_size 1000 --batch 16 32 --length 32 --steps 30 --repeats 3]
 """
+
 import argparse
 import os
 import sys
@@ -50,7 +51,8 @@ from train.loss import make_logits_fn, make_loss_fn  # noqa: E402
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _COMPILES = []
 jax.monitoring.register_event_duration_secs_listener(
-  lambda event, duration, **kw: _COMPILES.append(duration) if event == _COMPILE_EVENT else None)
+    lambda event, duration, **kw: _COMPILES.append(duration) if event == _COMPILE_EVENT else None
+)
 
 
 def timed(fn):
@@ -93,6 +95,7 @@ def power_iteration(matvec, v, rel_tol=1e-3, max_iter=500):
 
 def _power_loop(op, v, steps):
   """`steps` HVPs in one compiled loop, each followed by a normalization (the HVP as Lanczos runs it)."""
+
   def body(_, x):
     y = op.flat_matvec(x)
     return y / jnp.linalg.norm(y)
@@ -126,14 +129,15 @@ def section_public(model, params, batches, args, rows):
   for mode in ("partial", "full", "none"):
     r[f"lanczos_{mode}"] = first_and_second(lambda i: lanczos(ops[i], v, m, reorthogonalize=mode))
   r["trace"] = first_and_second(lambda i: trace(ops[i], params, args.probes, key), short)
-  r["trace_lockstep"] = first_and_second(lambda i: trace(ops[i], params, args.probes, key,
-                                                         probe_batch=args.probes))
+  r["trace_lockstep"] = first_and_second(lambda i: trace(ops[i], params, args.probes, key, probe_batch=args.probes))
   r["slq"] = first_and_second(lambda i: spectral_density(ops[i], params, m, args.probes, key, probe_batch=1))
-  r["slq_lockstep"] = first_and_second(lambda i: spectral_density(ops[i], params, m, args.probes, key,
-                                                                  probe_batch=args.probes, max_basis_bytes=2**36))
+  r["slq_lockstep"] = first_and_second(
+      lambda i: spectral_density(ops[i], params, m, args.probes, key, probe_batch=args.probes, max_basis_bytes=2**36)
+  )
   for bound in ("residual", "gap"):
     r[f"top_{bound}"] = first_and_second(
-      lambda i: top_eigenvalues(ops[i], params, 1, num_steps=m, key=key, tol=0.01, bound=bound), short)
+        lambda i: top_eigenvalues(ops[i], params, 1, num_steps=m, key=key, tol=0.01, bound=bound), short
+    )
   t_power, (lam_power, n_power), _ = timed(lambda: power_iteration(ops[1], v))
   r["power"] = (t_power, lam_power, n_power)
   # FLOPs of the two programs as XLA counts them, and the Gauss–Newton product.
@@ -159,24 +163,37 @@ def print_public(r, batch_size, args, n):
   m, p = args.steps, args.probes
   hvp, grad = r["hvp"], r["grad"]
   line = lambda label, t1, t2, c2, ratio, target="": print(
-    f"  {label:<44} first {t1:8.2f} s  second {t2:8.3f} s  ({c2} compiles)  {ratio}{target}")
+      f"  {label:<44} first {t1:8.2f} s  second {t2:8.3f} s  ({c2} compiles)  {ratio}{target}"
+  )
   print(f"\nbatch {batch_size}x{args.length} ({batch_size * args.length} tokens), n = {n}")
-  print(f"  gradient {grad * 1e3:.1f} ms   HVP (operator call) {hvp * 1e3:.1f} ms   HVP in a loop {r['hvp_loop'] * 1e3:.1f}"
-        f" ms   GGN product {r['ggn'] * 1e3:.1f} ms   hvp_fn build first {r['build'][0]:.2f} s, second "
-        f"{r['build'][1]:.3f} s")
+  print(
+      f"  gradient {grad * 1e3:.1f} ms   HVP (operator call) {hvp * 1e3:.1f} ms   HVP in a loop {r['hvp_loop'] * 1e3:.1f}"
+      f" ms   GGN product {r['ggn'] * 1e3:.1f} ms   hvp_fn build first {r['build'][0]:.2f} s, second "
+      f"{r['build'][1]:.3f} s"
+  )
   lin_flops, grad_flops = r["flops"]
-  print(f"  HVP / gradient = {hvp / grad:.2f} (target <= 1.6); FLOPs HVP / gradient = {lin_flops / grad_flops:.2f} "
-        f"(XLA cost analysis); GGN / gradient = {r['ggn'] / grad:.2f}")
+  print(
+      f"  HVP / gradient = {hvp / grad:.2f} (target <= 1.6); FLOPs HVP / gradient = {lin_flops / grad_flops:.2f} "
+      f"(XLA cost analysis); GGN / gradient = {r['ggn'] / grad:.2f}"
+  )
   t1, t2, c2, _ = r["lanczos1"]
   line("lanczos, 1 step", t1, t2, c2, f"second / HVP = {t2 / hvp:.2f}", " (target <= 1.5)")
   for mode, target in (("partial", " (target <= 1.15)"), ("full", ""), ("none", "")):
     t1, t2, c2, out = r[f"lanczos_{mode}"]
-    line(f"lanczos, {m} steps, {mode} ({int(out.num_reorthogonalizations)} CGS)", t1, t2, c2,
-         f"/ ({m} x HVP) = {t2 / (m * hvp):.2f}, / ({m} x HVP in loop) = {t2 / (m * r['hvp_loop']):.2f}", target)
+    line(
+        f"lanczos, {m} steps, {mode} ({int(out.num_reorthogonalizations)} CGS)",
+        t1,
+        t2,
+        c2,
+        f"/ ({m} x HVP) = {t2 / (m * hvp):.2f}, / ({m} x HVP in loop) = {t2 / (m * r['hvp_loop']):.2f}",
+        target,
+    )
   full, none = r["lanczos_full"][1], r["lanczos_none"][1]
-  print(f"  full reorthogonalization over none: {(full - none) / m * 1e3:.1f} ms per step; gemv floor "
-        f"{r['gemv'] * 1e3:.1f} ms per step ({(full - none) / m / r['gemv']:.2f} gemvs); full / (none + {m} gemvs) = "
-        f"{full / (none + m * r['gemv']):.2f} (target <= 1.1)")
+  print(
+      f"  full reorthogonalization over none: {(full - none) / m * 1e3:.1f} ms per step; gemv floor "
+      f"{r['gemv'] * 1e3:.1f} ms per step ({(full - none) / m / r['gemv']:.2f} gemvs); full / (none + {m} gemvs) = "
+      f"{full / (none + m * r['gemv']):.2f} (target <= 1.1)"
+  )
   for name, label in (("trace", "trace, Hutchinson, sequential"), ("trace_lockstep", "trace, Hutchinson, lockstep")):
     t1, t2, c2, _ = r[name]
     line(f"{label} ({p} probes)", t1, t2, c2, f"per probe / HVP = {t2 / p / hvp:.2f}", " (target <= 1.1)")
@@ -190,15 +207,24 @@ def print_public(r, batch_size, args, n):
     t1, t2, c2, top = r[f"top_{bound}"]
     k = int(top.lanczos.num_steps_taken)
     value, used = float(top.values[0]), float((top.bounds if bound == "residual" else top.gap_bounds)[0])
-    line(f"top eigenvalue, {bound} bound <= 1%", t1, t2, c2,
-         f"{k} matvecs ({k / n_power:.2f} x power), λ = {value:.5g} ± {used:.2g} ({used / abs(value) * 100:.2f}%), "
-         f"error vs reference {abs(value - ref) / abs(ref) * 100:.3f}%")
-  print(f"  {'top eigenvalue, power iteration to 1e-3':<44} {t_power:8.2f} s, {n_power} matvecs, "
-        f"λ = {lam_power:.5g} (no bound), error vs reference {abs(lam_power - ref) / abs(ref) * 100:.3f}%  "
-        f"(reference: largest Ritz value of the {m}-step full Lanczos, {ref:.6g})")
+    line(
+        f"top eigenvalue, {bound} bound <= 1%",
+        t1,
+        t2,
+        c2,
+        f"{k} matvecs ({k / n_power:.2f} x power), λ = {value:.5g} ± {used:.2g} ({used / abs(value) * 100:.2f}%), "
+        f"error vs reference {abs(value - ref) / abs(ref) * 100:.3f}%",
+    )
+  print(
+      f"  {'top eigenvalue, power iteration to 1e-3':<44} {t_power:8.2f} s, {n_power} matvecs, "
+      f"λ = {lam_power:.5g} (no bound), error vs reference {abs(lam_power - ref) / abs(ref) * 100:.3f}%  "
+      f"(reference: largest Ritz value of the {m}-step full Lanczos, {ref:.6g})"
+  )
   top_time = min(r["top_residual"][1], r["top_gap"][1])
-  print(f"  in gradients: {m}-step Lanczos (partial) {r['lanczos_partial'][1] / grad:.0f}, top eigenvalue "
-        f"{top_time / grad:.0f}, one trace probe {r['trace'][1] / p / grad:.2f}  (targets <= 60, <= 40, <= 1.8)")
+  print(
+      f"  in gradients: {m}-step Lanczos (partial) {r['lanczos_partial'][1] / grad:.0f}, top eigenvalue "
+      f"{top_time / grad:.0f}, one trace probe {r['trace'][1] / p / grad:.2f}  (targets <= 60, <= 40, <= 1.8)"
+  )
 
 
 def section_blocks(model, params, batches, args):
@@ -226,13 +252,19 @@ def section_blocks(model, params, batches, args):
       matvecs += int(jax.block_until_ready(e).lanczos.num_steps_taken)
     totals.append(time.perf_counter() - t)
     compile_counts.append(len(_COMPILES) - before)
-  print(f"\nper-block spectra: {len(names)} blocks, {len(signatures)} distinct block shapes, {steps} Lanczos steps "
-        f"each ({matvecs} matvecs), block product {t_block * 1e3:.1f} ms")
+  print(
+      f"\nper-block spectra: {len(names)} blocks, {len(signatures)} distinct block shapes, {steps} Lanczos steps "
+      f"each ({matvecs} matvecs), block product {t_block * 1e3:.1f} ms"
+  )
   print(f"  first pass  {totals[0]:8.2f} s ({compile_counts[0]} compiles)")
-  print(f"  second pass {totals[1]:8.2f} s ({compile_counts[1]} compiles, a new operator)  / (matvecs x block product) "
-        f"= {totals[1] / (matvecs * t_block):.2f} (target <= 1.2)")
-  print(f"  first pass - second pass = {totals[0] - totals[1]:.1f} s of compilation = "
-        f"{(totals[0] - totals[1]) / len(signatures):.1f} s per distinct block shape")
+  print(
+      f"  second pass {totals[1]:8.2f} s ({compile_counts[1]} compiles, a new operator)  / (matvecs x block product) "
+      f"= {totals[1] / (matvecs * t_block):.2f} (target <= 1.2)"
+  )
+  print(
+      f"  first pass - second pass = {totals[0] - totals[1]:.1f} s of compilation = "
+      f"{(totals[0] - totals[1]) / len(signatures):.1f} s per distinct block shape"
+  )
 
 
 def section_compile(ops, v, args):
@@ -241,21 +273,36 @@ def section_compile(ops, v, args):
   flat_v = FlatSpec.of(v).ravel(v)
   times = {10: float("inf"), 100: float("inf")}
   for steps in (10, 100, 10, 100):
-    static = dict(num_steps=steps, reorthogonalize="full", reorth_passes="auto", breakdown_tol=None,
-                  return_basis=False, stop=None, callback_every=10, progress_total=None)
+    static = dict(
+        num_steps=steps,
+        reorthogonalize="full",
+        reorth_passes="auto",
+        breakdown_tol=None,
+        return_basis=False,
+        stop=None,
+        callback_every=10,
+        progress_total=None,
+    )
     fresh = jax.jit(lambda op, x, cid: _lanczos_program(op, x, cid, **static))
     t = time.perf_counter()
     fresh.lower(ops[0], flat_v, jnp.int32(-1)).compile()
     times[steps] = min(times[steps], time.perf_counter() - t)
-  print(f"\ncompile 10 steps {times[10]:.2f} s, 100 steps {times[100]:.2f} s: ratio {times[100] / times[10]:.2f} "
-        "(target 0.8-1.2; min of 2, interleaved)")
+  print(
+      f"\ncompile 10 steps {times[10]:.2f} s, 100 steps {times[100]:.2f} s: ratio {times[100] / times[10]:.2f} "
+      "(target 0.8-1.2; min of 2, interleaved)"
+  )
 
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--vocab_size", type=int, default=1000)
-  ap.add_argument("--batch", type=int, nargs="+", default=[16, 32],
-                  help="sequences per batch; the first is the analysis default (analysis.batch_size = 16)")
+  ap.add_argument(
+      "--batch",
+      type=int,
+      nargs="+",
+      default=[16, 32],
+      help="sequences per batch; the first is the analysis default (analysis.batch_size = 16)",
+  )
   ap.add_argument("--length", type=int, default=32)
   ap.add_argument("--steps", type=int, default=30, help="Lanczos steps (and per SLQ probe)")
   ap.add_argument("--probes", type=int, default=8, help="SLQ and trace probes")
@@ -269,13 +316,20 @@ def main():
   rng = np.random.default_rng(0)
   rows, first = [], None
   for b, batch_size in enumerate(args.batch):
-    batches = [{k: jnp.asarray(rng.integers(1, args.vocab_size, (batch_size, args.length)), jnp.int32)
-                for k in ("inputs", "targets")} for _ in range(2)]
+    batches = [
+        {
+            k: jnp.asarray(rng.integers(1, args.vocab_size, (batch_size, args.length)), jnp.int32)
+            for k in ("inputs", "targets")
+        }
+        for _ in range(2)
+    ]
     if b == 0:
       params = jax.jit(model.init)(jax.random.key(0), batches[0])["params"]
       n = FlatSpec.of(params).size
-      print(f"small preset: {n} parameters, float32, backend {jax.default_backend()} "
-            f"({jax.devices()[0].device_kind}), {os.cpu_count()} CPUs")
+      print(
+          f"small preset: {n} parameters, float32, backend {jax.default_backend()} "
+          f"({jax.devices()[0].device_kind}), {os.cpu_count()} CPUs"
+      )
       first = batches
     if "public" in sections:
       section_public(model, params, batches, args, rows)

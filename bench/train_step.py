@@ -22,7 +22,8 @@ import numpy as np  # noqa: E402
 import init as init_lib  # noqa: E402
 import models  # noqa: E402
 from configs import default  # noqa: E402
-from train import optim, step as step_lib  # noqa: E402
+from train import optim  # noqa: E402
+from train import step as step_lib
 from train.state import TrainState  # noqa: E402
 
 
@@ -55,8 +56,10 @@ def main():
   params = variables.pop("params")
   tx, _ = optim.make_optimizer(config.optim, total_steps=1000)
   mesh = step_lib.make_mesh()
-  state = jax.device_put(TrainState(jnp.asarray(0, jnp.int32), params, tx.init(params), variables,
-                                    jax.random.key(1)), step_lib.replicated(mesh))
+  state = jax.device_put(
+      TrainState(jnp.asarray(0, jnp.int32), params, tx.init(params), variables, jax.random.key(1)),
+      step_lib.replicated(mesh),
+  )
   train_step = step_lib.jit_train_step(step_lib.make_train_step(model, tx), mesh)
   gbatch = step_lib.global_batch(batch, mesh)
   compiled = train_step.lower(state, gbatch).compile()
@@ -73,10 +76,18 @@ def main():
   step_time = (time.perf_counter() - t) / args.steps
   peak = matmul_flops_per_s()
   tokens = args.batch * args.length * 2
-  result = {"preset": "small", "batch": args.batch, "length": args.length, "step_time_s": step_time,
-            "tokens_per_s": tokens / step_time, "flops_per_step": flops, "achieved_flops_per_s": flops / step_time,
-            "matmul_flops_per_s": peak, "ratio_achieved_to_matmul": flops / step_time / peak,
-            "devices": str(jax.devices())}
+  result = {
+      "preset": "small",
+      "batch": args.batch,
+      "length": args.length,
+      "step_time_s": step_time,
+      "tokens_per_s": tokens / step_time,
+      "flops_per_step": flops,
+      "achieved_flops_per_s": flops / step_time,
+      "matmul_flops_per_s": peak,
+      "ratio_achieved_to_matmul": flops / step_time / peak,
+      "devices": str(jax.devices()),
+  }
   for k, v in result.items():
     print(f"{k:28s} {v:.4g}" if isinstance(v, float) else f"{k:28s} {v}")
   print(json.dumps(result))

@@ -1,6 +1,6 @@
 """Admin (Liu et al. 2020; SCIENCE §6): Post-LN with ω ⊙ x on the residual, ω set by a profiling pass at init.
 
-    python main.py --config=configs/admin.py
+python main.py --config=configs/admin.py
 """
 
 from configs import default

@@ -1,6 +1,6 @@
 """DeepNet (Wang et al. 2022; SCIENCE §6): Post-LN with x·α on the residual and β-scaled Xavier init.
 
-    python main.py --config=configs/deepnet.py
+python main.py --config=configs/deepnet.py
 """
 
 from configs import default

@@ -1,6 +1,6 @@
 """T-Fixup (Huang et al. 2020; seed 004; SCIENCE §7): no normalization, no warmup; depth-scaled Xavier init.
 
-    python main.py --config=configs/tfixup.py
+python main.py --config=configs/tfixup.py
 """
 
 from configs import default

@@ -1,6 +1,6 @@
 """Pre-LN with Xavier init (Xiong et al. 2020): trains without warmup; final norm before the head.
 
-    python main.py --config=configs/xavier_preln.py
+python main.py --config=configs/xavier_preln.py
 """
 
 from configs import default

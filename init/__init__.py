@@ -14,5 +14,17 @@ from init.params import default_init_config, init_params
 from init.procedures import PROCEDURES, admin_profile, get_procedure
 from init.schemes import SCHEMES, Rule, Scheme, get_scheme
 
-__all__ = ["INITIALIZERS", "PROCEDURES", "SCHEMES", "Rule", "Scheme", "admin_profile", "default_init_config",
-           "get_initializer", "get_procedure", "get_scheme", "init_params", "realized_std"]
+__all__ = [
+    "INITIALIZERS",
+    "PROCEDURES",
+    "SCHEMES",
+    "Rule",
+    "Scheme",
+    "admin_profile",
+    "default_init_config",
+    "get_initializer",
+    "get_procedure",
+    "get_scheme",
+    "init_params",
+    "realized_std",
+]

@@ -80,7 +80,8 @@ def _check_shape_and_fans(shape, fan_in, fan_out) -> tuple[int, ...]:
     raise ValueError(
         f"shape {shape} does not split into leading input axes of size fan_in={fan_in} and trailing "
         f"output axes of size fan_out={fan_out}; compute fans with fans(shape, in_axes, out_axes) and "
-        "put input axes first")
+        "put input axes first"
+    )
   return shape
 
 
@@ -103,6 +104,7 @@ def _check_hparam(init_name: str, hp: str, value, *, positive: bool) -> float:
 
 
 # --- makers: hyper-parameters -> initializer. Docstrings state the realized std. ---
+
 
 def zeros() -> Initializer:
   """All zeros (Fixup's last branch layers, ZerO, biases). Realized std 0."""
@@ -216,6 +218,7 @@ def orthogonal(gain: float = 1.0) -> Initializer:
 
 # --- registry ---
 
+
 class _Entry(NamedTuple):
   make: Callable[..., Initializer]
   std: Callable[..., float]  # (fan_in, fan_out, **hparams) -> realized std
@@ -233,7 +236,8 @@ INITIALIZERS: dict[str, _Entry] = {
     "uniform": _Entry(uniform, lambda fi, fo, bound: bound / _SQRT3, required=("bound",)),
     "truncated_normal": _Entry(truncated_normal, lambda fi, fo, std: std, required=("std",)),
     "truncated_normal_tf": _Entry(
-        truncated_normal_tf, lambda fi, fo, std: std * truncated_normal_std_factor(), required=("std",)),
+        truncated_normal_tf, lambda fi, fo, std: std * truncated_normal_std_factor(), required=("std",)
+    ),
     "xavier_uniform": _Entry(xavier_uniform, lambda fi, fo, gain: xavier_std(fi, fo, gain), defaults={"gain": 1.0}),
     "xavier_normal": _Entry(xavier_normal, lambda fi, fo, gain: xavier_std(fi, fo, gain), defaults={"gain": 1.0}),
     "lecun_uniform": _Entry(lecun_uniform, lambda fi, fo: lecun_std(fi)),
@@ -252,8 +256,7 @@ def _resolve(name: str, hparams: dict[str, Any]) -> tuple[_Entry, dict[str, Any]
   valid = set(entry.required) | set(entry.defaults)
   unknown = sorted(set(hparams) - valid)
   if unknown:
-    raise ValueError(
-        f"initializer {name!r} got unknown hyper-parameter(s) {unknown}; valid: {sorted(valid) or 'none'}")
+    raise ValueError(f"initializer {name!r} got unknown hyper-parameter(s) {unknown}; valid: {sorted(valid) or 'none'}")
   missing = [hp for hp in entry.required if hp not in hparams]
   if missing:
     raise ValueError(f"initializer {name!r} is missing required hyper-parameter(s) {missing}")

@@ -73,8 +73,10 @@ def _check_batch(mc: ModelConfig, batch: Optional[dict], needed: bool, scheme: s
     if k not in batch:
       raise ValueError(f"batch for model.arch={mc.arch!r} needs key {k!r}, got keys {sorted(batch)}")
     if not jnp.issubdtype(jnp.asarray(batch[k]).dtype, jnp.integer) or jnp.ndim(batch[k]) != 2:
-      raise ValueError(f"batch[{k!r}] must be an integer [B, L] array of token ids, got "
-                       f"{jnp.asarray(batch[k]).dtype}{list(jnp.shape(batch[k]))}")
+      raise ValueError(
+          f"batch[{k!r}] must be an integer [B, L] array of token ids, got "
+          f"{jnp.asarray(batch[k]).dtype}{list(jnp.shape(batch[k]))}"
+      )
 
 
 def init_params(config: Any, model: Any, key: jax.Array, batch: Optional[dict] = None) -> dict:
@@ -123,7 +125,8 @@ def init_params(config: Any, model: Any, key: jax.Array, batch: Optional[dict] =
   for collection, tree in shapes.items():
     if collection != "params":
       variables[collection] = jax.tree_util.tree_map_with_path(
-          lambda p, leaf, c=collection: _collection_value(c, _key_path(p), leaf, mc), tree)
+          lambda p, leaf, c=collection: _collection_value(c, _key_path(p), leaf, mc), tree
+      )
   if scheme.procedure is not None:
     variables = procedures.get_procedure(scheme.procedure)(variables, model, batch)
   return variables

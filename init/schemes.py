@@ -65,6 +65,7 @@ KERNEL_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
 
 class Rule(NamedTuple):
   """One parameter's initializer: a key of `init.initializers.INITIALIZERS` and its hyper-parameters."""
+
   initializer: str
   hparams: tuple[tuple[str, Any], ...] = ()
 
@@ -72,8 +73,7 @@ class Rule(NamedTuple):
     return initializers.get_initializer(self.initializer, **dict(self.hparams))
 
   def std(self, role: ParamRole) -> float:
-    return initializers.realized_std(self.initializer, fan_in=role.fan_in, fan_out=role.fan_out,
-                                     **dict(self.hparams))
+    return initializers.realized_std(self.initializer, fan_in=role.fan_in, fan_out=role.fan_out, **dict(self.hparams))
 
 
 def _r(name: str, **hparams) -> Rule:
@@ -116,6 +116,7 @@ def _embedding_std(mc: ModelConfig) -> float:
 
 
 # --- per-scheme matrix rules: (role, model config, hparams) -> Rule, for embedding/position/kernels/head ---
+
 
 def _xavier(role, mc, hp) -> Rule:
   if role.role in ("embedding", "position"):
@@ -200,6 +201,7 @@ def _mup(role, mc, hp) -> Rule:
 
 # --- registry ---
 
+
 # Hyper-parameters of config.init beyond `scheme`, with defaults and validators (name, value) -> value.
 def _positive(name, v):
   if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
@@ -229,6 +231,7 @@ HPARAMS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
 
 class Scheme(NamedTuple):
   """A registered scheme. `requires` maps ModelConfig fields to the values the scheme makes sense with."""
+
   name: str
   matrix_rule: Callable[[ParamRole, ModelConfig, Mapping[str, Any]], Rule]
   hparams: tuple[str, ...] = ()
@@ -247,8 +250,10 @@ class Scheme(NamedTuple):
   def check_model(self, mc: ModelConfig) -> None:
     """Raises ValueError if the model config is one this scheme makes no sense with."""
     if mc.parameterization in ("ntk", "mup") and self.name != mc.parameterization:
-      raise ValueError(f"model.parameterization={mc.parameterization!r} fixes the init table: set "
-                       f"init.scheme={mc.parameterization!r}, got {self.name!r}")
+      raise ValueError(
+          f"model.parameterization={mc.parameterization!r} fixes the init table: set "
+          f"init.scheme={mc.parameterization!r}, got {self.name!r}"
+      )
     for field, allowed in self.requires:
       value = getattr(mc, field)
       if value not in allowed:
@@ -262,16 +267,19 @@ SCHEMES: dict[str, Scheme] = {
     "gpt2": Scheme("gpt2", _gpt2, hparams=("std",)),
     "tfixup": Scheme("tfixup", _tfixup),
     "dsinit": Scheme("dsinit", _dsinit, hparams=("dsinit_alpha",)),
-    "deepnet": Scheme("deepnet", _deepnet,
-                      requires=(("parameterization", ("standard",)), ("residual", ("deepnorm",)))),
-    "admin": Scheme("admin", _xavier, procedure="admin_profile",
-                    requires=(("parameterization", ("standard",)), ("residual", ("admin",)))),
+    "deepnet": Scheme("deepnet", _deepnet, requires=(("parameterization", ("standard",)), ("residual", ("deepnorm",)))),
+    "admin": Scheme(
+        "admin",
+        _xavier,
+        procedure="admin_profile",
+        requires=(("parameterization", ("standard",)), ("residual", ("admin",))),
+    ),
     "fixup": Scheme("fixup", _fixup),
-    "rezero": Scheme("rezero", _xavier,
-                     requires=(("parameterization", ("standard",)), ("residual", ("rezero",)))),
+    "rezero": Scheme("rezero", _xavier, requires=(("parameterization", ("standard",)), ("residual", ("rezero",)))),
     "ntk": Scheme("ntk", _ntk, requires=(("parameterization", ("ntk",)),)),
-    "mup": Scheme("mup", _mup, hparams=("mup_readout_zero", "mup_query_zero"),
-                  requires=(("parameterization", ("mup",)),)),
+    "mup": Scheme(
+        "mup", _mup, hparams=("mup_readout_zero", "mup_query_zero"), requires=(("parameterization", ("mup",)),)
+    ),
 }
 
 

@@ -13,16 +13,31 @@ H heads, K head_dim inside attention, F d_ff, V vocabulary. This package imports
 
 import flax.linen as nn
 
-from models.config import ModelConfig, PRESETS
+from models.config import PRESETS, ModelConfig
 from models.parameterization import lr_multipliers
 from models.residual import ALPHA_COLLECTION, scheduled_alpha_update
-from models.roles import ParamRole, ROLES, param_roles
+from models.roles import ROLES, ParamRole, param_roles
 from models.transformer import Transformer
+
+__all__ = [
+    "ALPHA_COLLECTION",
+    "PRESETS",
+    "ROLES",
+    "ModelConfig",
+    "ParamRole",
+    "Transformer",
+    "get_model",
+    "lr_multipliers",
+    "param_roles",
+    "scheduled_alpha_update",
+]
 
 
 def get_model(model_config: ModelConfig) -> nn.Module:
   """The Transformer for `model_config` (a frozen ModelConfig, never a ConfigDict)."""
   if not isinstance(model_config, ModelConfig):
-    raise TypeError(f"get_model takes a models.ModelConfig (build it with ModelConfig.from_config), "
-                    f"got {type(model_config).__name__}")
+    raise TypeError(
+        f"get_model takes a models.ModelConfig (build it with ModelConfig.from_config), "
+        f"got {type(model_config).__name__}"
+    )
   return Transformer(model_config)

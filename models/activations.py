@@ -47,6 +47,7 @@ def _np_relu(x):
 def _np_gelu(x):
   # Exact (erf) GELU, matching jax.nn.gelu(approximate=False).
   from scipy.special import erf
+
   return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
 
 

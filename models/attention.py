@@ -37,8 +37,7 @@ def _masked_head_stats(logits_BxHxQxK, probs_BxHxQxK, mask_BxHxQxK):
   max_BxHxQ = jnp.max(p, axis=-1)
   q_valid = (m.sum(-1) > 0).astype(m.dtype)
   nq = jnp.maximum(q_valid.sum(axis=(0, 2)), 1.0)
-  return (jnp.sqrt(var_H), (entropy_BxHxQ * q_valid).sum(axis=(0, 2)) / nq,
-          (max_BxHxQ * q_valid).sum(axis=(0, 2)) / nq)
+  return (jnp.sqrt(var_H), (entropy_BxHxQ * q_valid).sum(axis=(0, 2)) / nq, (max_BxHxQ * q_valid).sum(axis=(0, 2)) / nq)
 
 
 class MultiHeadAttention(nn.Module):
@@ -47,15 +46,23 @@ class MultiHeadAttention(nn.Module):
   Attributes:
     config: the frozen ModelConfig.
   """
+
   config: Any
 
   @nn.compact
   def __call__(self, x_q_BxQxD, x_kv_BxKxD, mask_Bx1xQxK, *, deterministic: bool = True):
     c = self.config
     h, k, d = c.num_heads, c.qkv_head_dim, x_q_BxQxD.shape[-1]
-    proj = lambda name: Dense((h, k), axis=-1, use_bias=c.use_bias, multiplier=hidden_multiplier(c, d),
-                              kernel_init=default_kernel_init(c),
-                              dtype=c.dtype, param_dtype=c.param_dtype, name=name)
+    proj = lambda name: Dense(
+        (h, k),
+        axis=-1,
+        use_bias=c.use_bias,
+        multiplier=hidden_multiplier(c, d),
+        kernel_init=default_kernel_init(c),
+        dtype=c.dtype,
+        param_dtype=c.param_dtype,
+        name=name,
+    )
     q_BxQxHxK = proj("query")(x_q_BxQxD)
     k_BxKxHxK = proj("key")(x_kv_BxKxD)
     v_BxKxHxK = proj("value")(x_kv_BxKxD)
@@ -77,6 +84,13 @@ class MultiHeadAttention(nn.Module):
     if c.attention_dropout_rate > 0 and not deterministic:
       probs_BxHxQxK = nn.Dropout(c.attention_dropout_rate)(probs_BxHxQxK, deterministic=False)
     out_BxQxHxK = jnp.einsum("bhqk,bkhd->bqhd", probs_BxHxQxK.astype(c.dtype), v_BxKxHxK)
-    return Dense(d, axis=(-2, -1), use_bias=c.use_bias, multiplier=hidden_multiplier(c, h * k),
-                 kernel_init=default_kernel_init(c),
-                 dtype=c.dtype, param_dtype=c.param_dtype, name="out")(out_BxQxHxK)
+    return Dense(
+        d,
+        axis=(-2, -1),
+        use_bias=c.use_bias,
+        multiplier=hidden_multiplier(c, h * k),
+        kernel_init=default_kernel_init(c),
+        dtype=c.dtype,
+        param_dtype=c.param_dtype,
+        name="out",
+    )(out_BxQxHxK)

@@ -36,6 +36,7 @@ _SIZE_KEYS = ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads"
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """Every knob of the model; see configs/default.py for a one-line comment on each."""
+
   vocab_size: int
   arch: str = "encoder_decoder"
   num_encoder_layers: int = 2
@@ -141,8 +142,9 @@ def _validate(c: ModelConfig) -> None:
     key = "num_encoder_layers" if stack == "encoder" else "num_decoder_layers"
     _positive(key, getattr(c, key))
   if c.head_dim is None and c.d_model % c.num_heads:
-    raise ValueError(f"model.d_model={c.d_model} is not divisible by model.num_heads={c.num_heads}; "
-                     "set model.head_dim explicitly")
+    raise ValueError(
+        f"model.d_model={c.d_model} is not divisible by model.num_heads={c.num_heads}; " "set model.head_dim explicitly"
+    )
   if c.head_dim is not None:
     _positive("head_dim", c.head_dim)
   for name in ("dropout_rate", "attention_dropout_rate"):
@@ -152,23 +154,36 @@ def _validate(c: ModelConfig) -> None:
   if not c.norm_epsilon > 0:
     raise ValueError(f"model.norm_epsilon={c.norm_epsilon!r} must be > 0")
   if (c.norm_type == "none") != (c.norm_position == "none"):
-    raise ValueError(f"model.norm_type={c.norm_type!r} with model.norm_position={c.norm_position!r}: a norm "
-                     "placement needs a norm and vice versa; use norm_type='none' together with norm_position='none'")
+    raise ValueError(
+        f"model.norm_type={c.norm_type!r} with model.norm_position={c.norm_position!r}: a norm "
+        "placement needs a norm and vice versa; use norm_type='none' together with norm_position='none'"
+    )
   if c.residual == "deepnorm" and c.norm_position != "post":
-    raise ValueError(f"model.residual='deepnorm' is x_(l+1) = Norm(α·x_l + F(x_l)) and needs "
-                     f"model.norm_position='post', got {c.norm_position!r}")
+    raise ValueError(
+        f"model.residual='deepnorm' is x_(l+1) = Norm(α·x_l + F(x_l)) and needs "
+        f"model.norm_position='post', got {c.norm_position!r}"
+    )
   if c.residual == "admin" and c.norm_position != "post":
-    raise ValueError(f"model.residual='admin' is x_(l+1) = Norm(ω⊙x_l + F(x_l)) and needs "
-                     f"model.norm_position='post', got {c.norm_position!r}")
+    raise ValueError(
+        f"model.residual='admin' is x_(l+1) = Norm(ω⊙x_l + F(x_l)) and needs "
+        f"model.norm_position='post', got {c.norm_position!r}"
+    )
   if c.parameterization == "mup" and c.attention_logit_scale != "dk":
-    raise ValueError(f"model.parameterization='mup' uses 1/d_k attention (Tensor Programs V); set "
-                     f"model.attention_logit_scale='dk', got {c.attention_logit_scale!r}")
+    raise ValueError(
+        f"model.parameterization='mup' uses 1/d_k attention (Tensor Programs V); set "
+        f"model.attention_logit_scale='dk', got {c.attention_logit_scale!r}"
+    )
   if c.parameterization == "ntk" and c.tied_readout_scale != "none":
-    raise ValueError("model.parameterization='ntk' already scales the tied readout by 1/sqrt(d_model); "
-                     f"set model.tied_readout_scale='none', got {c.tied_readout_scale!r}")
+    raise ValueError(
+        "model.parameterization='ntk' already scales the tied readout by 1/sqrt(d_model); "
+        f"set model.tied_readout_scale='none', got {c.tied_readout_scale!r}"
+    )
   if c.arch == "encoder" and not c.tie_embeddings:
-    raise ValueError("model.arch='encoder' uses BERT's MLM head with the tied output embedding; "
-                     "set model.tie_embeddings=True")
+    raise ValueError(
+        "model.arch='encoder' uses BERT's MLM head with the tied output embedding; " "set model.tie_embeddings=True"
+    )
   if c.alpha_step < 0 or c.alpha_final < c.alpha_init:
-    raise ValueError(f"model.alpha_step={c.alpha_step!r} must be >= 0 and model.alpha_final={c.alpha_final!r} "
-                     f">= model.alpha_init={c.alpha_init!r}")
+    raise ValueError(
+        f"model.alpha_step={c.alpha_step!r} must be >= 0 and model.alpha_final={c.alpha_final!r} "
+        f">= model.alpha_init={c.alpha_init!r}"
+    )

@@ -29,6 +29,7 @@ class Dense(nn.Module):
     kernel_init, bias_init: flax initializers (the model's defaults; `init/` schemes re-initialize by role).
     dtype: compute dtype; param_dtype: storage dtype.
   """
+
   features: int | Sequence[int]
   axis: int | Sequence[int] = -1
   use_bias: bool = True

@@ -28,10 +28,12 @@ def get_norm(name: str) -> Callable[..., nn.Module]:
   """Returns a factory `(epsilon, use_bias, dtype, param_dtype, name) -> nn.Module` for the norm `name`."""
   if name == "layernorm":
     return lambda *, epsilon, use_bias, dtype, param_dtype, name: nn.LayerNorm(
-        epsilon=epsilon, use_bias=use_bias, dtype=dtype, param_dtype=param_dtype, name=name)
+        epsilon=epsilon, use_bias=use_bias, dtype=dtype, param_dtype=param_dtype, name=name
+    )
   if name == "rmsnorm":
     return lambda *, epsilon, use_bias, dtype, param_dtype, name: nn.RMSNorm(
-        epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, name=name)
+        epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, name=name
+    )
   if name == "none":
     return lambda *, epsilon, use_bias, dtype, param_dtype, name: Identity(name=name)
   raise ValueError(f"model.norm_type={name!r} is not one of {list(NORMS)}")
@@ -40,5 +42,9 @@ def get_norm(name: str) -> Callable[..., nn.Module]:
 def make_norm(config: Any, name: str, norm_type: str | None = None) -> nn.Module:
   """The configured norm as a named submodule (call inside a compact method)."""
   return get_norm(norm_type or config.norm_type)(
-      epsilon=config.norm_epsilon, use_bias=config.use_bias, dtype=config.dtype,
-      param_dtype=config.param_dtype, name=name)
+      epsilon=config.norm_epsilon,
+      use_bias=config.use_bias,
+      dtype=config.dtype,
+      param_dtype=config.param_dtype,
+      name=name,
+  )

@@ -72,6 +72,7 @@ class Residual(nn.Module):
     alpha_init: α at init for `scheduled`.
     param_dtype: dtype of α / ω.
   """
+
   kind: str
   deepnorm_alpha: float = 1.0
   skipinit_alpha: float = 0.0

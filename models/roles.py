@@ -17,8 +17,21 @@ from typing import Any, Optional
 import jax
 import numpy as np
 
-ROLES = ("embedding", "position", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out",
-         "norm_scale", "norm_bias", "residual_scale", "head", "bias")
+ROLES = (
+    "embedding",
+    "position",
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_out",
+    "mlp_in",
+    "mlp_out",
+    "norm_scale",
+    "norm_bias",
+    "residual_scale",
+    "head",
+    "bias",
+)
 _ATTN = {"query": "attn_q", "key": "attn_k", "value": "attn_v", "out": "attn_out"}
 _MLP = {"wi": "mlp_in", "wo": "mlp_out"}
 
@@ -26,6 +39,7 @@ _MLP = {"wi": "mlp_in", "wo": "mlp_out"}
 @dataclasses.dataclass(frozen=True)
 class ParamRole:
   """What a parameter is. Not a pytree node, so it is a leaf of the roles tree."""
+
   role: str
   stack: str
   layer: Optional[int]
@@ -58,7 +72,7 @@ def _classify(names: list[str]) -> tuple[str, str, Optional[int], Optional[str]]
   path = "/".join(names)
   leaf = names[-1]
   stack = names[0] if names[0] in ("encoder", "decoder") else "shared"
-  layer, sublayer = None, None
+  layer = None
   rest = names[1:] if stack != "shared" else names
   if rest and (m := re.fullmatch(r"layer_(\d+)", rest[0])):
     layer, rest = int(m.group(1)), rest[1:]
@@ -101,9 +115,11 @@ def param_roles(params: Any) -> Any:
   Returns:
     A pytree with the structure of `params` and `ParamRole` leaves.
   """
+
   def role_of(path, leaf):
     names = [_key_name(k) for k in path]
     role, stack, layer, sublayer = _classify(names)
     fan_in, fan_out = _fans(role, tuple(leaf.shape))
     return ParamRole(role, stack, layer, sublayer, fan_in, fan_out, "/".join(names))
+
   return jax.tree_util.tree_map_with_path(role_of, params)

@@ -56,15 +56,22 @@ def shift_right(targets_BxT: jax.Array, segmentation_BxT: Optional[jax.Array] = 
 
 class MLP(nn.Module):
   """Position-wise feed-forward branch: wo(act(wi(x)))."""
+
   config: Any
 
   @nn.compact
   def __call__(self, x_BxLxD, *, deterministic: bool = True):
     c = self.config
     d = x_BxLxD.shape[-1]
-    dense = lambda feats, fan_in, name: Dense(feats, use_bias=c.use_bias, multiplier=hidden_multiplier(c, fan_in),
-                                              kernel_init=default_kernel_init(c), dtype=c.dtype,
-                                              param_dtype=c.param_dtype, name=name)
+    dense = lambda feats, fan_in, name: Dense(
+        feats,
+        use_bias=c.use_bias,
+        multiplier=hidden_multiplier(c, fan_in),
+        kernel_init=default_kernel_init(c),
+        dtype=c.dtype,
+        param_dtype=c.param_dtype,
+        name=name,
+    )
     h_BxLxF = get_activation(c.activation)(dense(c.d_ff, d, "wi")(x_BxLxD))
     if c.dropout_rate > 0 and not deterministic:
       h_BxLxF = nn.Dropout(c.dropout_rate)(h_BxLxF, deterministic=False)
@@ -73,15 +80,25 @@ class MLP(nn.Module):
 
 class Layer(nn.Module):
   """One encoder layer (self-attention, MLP) or decoder layer (causal self-attention, cross-attention, MLP)."""
+
   config: Any
   stack: str
 
   def _sublayer(self, kind, x, branch_fn, deterministic):
     c = self.config
-    alpha = deepnorm_constants(c.arch, c.num_encoder_layers, c.num_decoder_layers)[self.stack][0] \
-        if c.residual == "deepnorm" else 1.0
-    merge = Residual(kind=c.residual, deepnorm_alpha=alpha, skipinit_alpha=c.skipinit_alpha,
-                     alpha_init=c.alpha_init, param_dtype=c.param_dtype, name=f"{kind}_residual")
+    alpha = (
+        deepnorm_constants(c.arch, c.num_encoder_layers, c.num_decoder_layers)[self.stack][0]
+        if c.residual == "deepnorm"
+        else 1.0
+    )
+    merge = Residual(
+        kind=c.residual,
+        deepnorm_alpha=alpha,
+        skipinit_alpha=c.skipinit_alpha,
+        alpha_init=c.alpha_init,
+        param_dtype=c.param_dtype,
+        name=f"{kind}_residual",
+    )
     drop = lambda h: nn.Dropout(c.dropout_rate)(h, deterministic=deterministic) if c.dropout_rate > 0 else h
     if c.norm_position == "pre":
       branch = branch_fn(make_norm(c, f"{kind}_norm")(x))
@@ -105,27 +122,37 @@ class Layer(nn.Module):
   def __call__(self, x_BxLxD, self_mask, *, encoded_BxSxD=None, cross_mask=None, deterministic=True):
     c = self.config
     attn = lambda name: MultiHeadAttention(c, name=name)
-    x = self._sublayer("self_attn", x_BxLxD,
-                       lambda h: attn("self_attn")(h, h, self_mask, deterministic=deterministic), deterministic)
+    x = self._sublayer(
+        "self_attn", x_BxLxD, lambda h: attn("self_attn")(h, h, self_mask, deterministic=deterministic), deterministic
+    )
     if encoded_BxSxD is not None:
-      x = self._sublayer("cross_attn", x,
-                         lambda h: attn("cross_attn")(h, encoded_BxSxD, cross_mask, deterministic=deterministic),
-                         deterministic)
+      x = self._sublayer(
+          "cross_attn",
+          x,
+          lambda h: attn("cross_attn")(h, encoded_BxSxD, cross_mask, deterministic=deterministic),
+          deterministic,
+      )
     return self._sublayer("mlp", x, lambda h: MLP(c, name="mlp")(h, deterministic=deterministic), deterministic)
 
 
 class Stack(nn.Module):
   """Positions + layers (+ final norm for pre/sandwich placements) of one stack; input is embedded tokens."""
+
   config: Any
   stack: str
 
   @nn.compact
-  def __call__(self, x_BxLxD, positions_BxL, self_mask, *, encoded_BxSxD=None, cross_mask=None,
-               deterministic=True):
+  def __call__(self, x_BxLxD, positions_BxL, self_mask, *, encoded_BxSxD=None, cross_mask=None, deterministic=True):
     c = self.config
     if c.position == "learned":
-      x_BxLxD = x_BxLxD + nn.Embed(c.max_len, c.d_model, embedding_init=nn.initializers.normal(1.0),
-                                   dtype=c.dtype, param_dtype=c.param_dtype, name="pos_embedding")(positions_BxL)
+      x_BxLxD = x_BxLxD + nn.Embed(
+          c.max_len,
+          c.d_model,
+          embedding_init=nn.initializers.normal(1.0),
+          dtype=c.dtype,
+          param_dtype=c.param_dtype,
+          name="pos_embedding",
+      )(positions_BxL)
     else:
       x_BxLxD = x_BxLxD + sinusoidal_positions(positions_BxL, c.d_model).astype(x_BxLxD.dtype)
     if c.dropout_rate > 0:
@@ -134,7 +161,8 @@ class Stack(nn.Module):
       self.sow("intermediates", "stream_0", x_BxLxD)
     for i in range(c.num_layers(self.stack)):
       x_BxLxD = Layer(c, self.stack, name=f"layer_{i}")(
-          x_BxLxD, self_mask, encoded_BxSxD=encoded_BxSxD, cross_mask=cross_mask, deterministic=deterministic)
+          x_BxLxD, self_mask, encoded_BxSxD=encoded_BxSxD, cross_mask=cross_mask, deterministic=deterministic
+      )
     if c.norm_position in ("pre", "sandwich"):
       x_BxLxD = make_norm(c, "final_norm")(x_BxLxD)
     return x_BxLxD
@@ -162,22 +190,36 @@ class Transformer(nn.Module):
   Attributes:
     config: a frozen `ModelConfig`.
   """
+
   config: ModelConfig
 
   def setup(self):
     c = self.config
-    self.token_embedding = nn.Embed(c.vocab_size, c.d_model, embedding_init=nn.initializers.normal(1.0),
-                                    dtype=c.dtype, param_dtype=c.param_dtype)
+    self.token_embedding = nn.Embed(
+        c.vocab_size, c.d_model, embedding_init=nn.initializers.normal(1.0), dtype=c.dtype, param_dtype=c.param_dtype
+    )
     if "encoder" in c.stacks:
       self.encoder = Stack(c, "encoder")
     if "decoder" in c.stacks:
       self.decoder = Stack(c, "decoder")
     if not c.tie_embeddings:
-      self.head = Dense(c.vocab_size, use_bias=c.use_bias, multiplier=readout_multiplier(c, tied=False),
-                        kernel_init=default_kernel_init(c), dtype=c.dtype, param_dtype=c.param_dtype)
+      self.head = Dense(
+          c.vocab_size,
+          use_bias=c.use_bias,
+          multiplier=readout_multiplier(c, tied=False),
+          kernel_init=default_kernel_init(c),
+          dtype=c.dtype,
+          param_dtype=c.param_dtype,
+      )
     if c.arch == "encoder":
-      self.mlm_transform = Dense(c.d_model, use_bias=c.use_bias, multiplier=hidden_multiplier(c, c.d_model),
-                                 kernel_init=default_kernel_init(c), dtype=c.dtype, param_dtype=c.param_dtype)
+      self.mlm_transform = Dense(
+          c.d_model,
+          use_bias=c.use_bias,
+          multiplier=hidden_multiplier(c, c.d_model),
+          kernel_init=default_kernel_init(c),
+          dtype=c.dtype,
+          param_dtype=c.param_dtype,
+      )
       self.mlm_norm = make_norm(c, "mlm_norm", "rmsnorm" if c.norm_type == "rmsnorm" else "layernorm")
       self.mlm_bias = self.param("mlm_output_bias", nn.initializers.zeros, (c.vocab_size,), c.param_dtype)
 
@@ -201,34 +243,69 @@ class Transformer(nn.Module):
   def encode(self, inputs_BxS, *, inputs_segmentation=None, inputs_position=None, deterministic=True):
     """Encoder output [B, S, D] for source tokens."""
     mask = _self_mask(inputs_BxS > 0, inputs_segmentation, causal=False)
-    return self.encoder(self._embed(inputs_BxS), _positions(inputs_BxS, inputs_position), mask,
-                        deterministic=deterministic)
+    return self.encoder(
+        self._embed(inputs_BxS), _positions(inputs_BxS, inputs_position), mask, deterministic=deterministic
+    )
 
-  def decode(self, decoder_tokens_BxT, decoder_valid_BxT, *, encoded_BxSxD=None, inputs_BxS=None,
-             targets_segmentation=None, targets_position=None, inputs_segmentation=None, deterministic=True):
+  def decode(
+      self,
+      decoder_tokens_BxT,
+      decoder_valid_BxT,
+      *,
+      encoded_BxSxD=None,
+      inputs_BxS=None,
+      targets_segmentation=None,
+      targets_position=None,
+      inputs_segmentation=None,
+      deterministic=True,
+  ):
     """Logits [B, T, V] from decoder input tokens (already shifted) and their validity mask."""
     self_mask = _self_mask(decoder_valid_BxT, targets_segmentation, causal=True)
     cross_mask = None
     if encoded_BxSxD is not None:
       cross_mask = nn.make_attention_mask(decoder_valid_BxT, inputs_BxS > 0)
       if targets_segmentation is not None:
-        cross_mask = nn.combine_masks(cross_mask, nn.make_attention_mask(
-            targets_segmentation, inputs_segmentation, jnp.equal))
-    y = self.decoder(self._embed(decoder_tokens_BxT), _positions(decoder_tokens_BxT, targets_position), self_mask,
-                     encoded_BxSxD=encoded_BxSxD, cross_mask=cross_mask, deterministic=deterministic)
+        cross_mask = nn.combine_masks(
+            cross_mask, nn.make_attention_mask(targets_segmentation, inputs_segmentation, jnp.equal)
+        )
+    y = self.decoder(
+        self._embed(decoder_tokens_BxT),
+        _positions(decoder_tokens_BxT, targets_position),
+        self_mask,
+        encoded_BxSxD=encoded_BxSxD,
+        cross_mask=cross_mask,
+        deterministic=deterministic,
+    )
     return self._logits(y)
 
   def __call__(self, batch: dict, *, deterministic: bool = True) -> jax.Array:
     c = self.config
     if c.arch == "encoder":
-      return self._logits(self.encode(batch["inputs"], inputs_segmentation=batch.get("inputs_segmentation"),
-                                      inputs_position=batch.get("inputs_position"), deterministic=deterministic))
+      return self._logits(
+          self.encode(
+              batch["inputs"],
+              inputs_segmentation=batch.get("inputs_segmentation"),
+              inputs_position=batch.get("inputs_position"),
+              deterministic=deterministic,
+          )
+      )
     targets = batch["targets"]
     seg = batch.get("targets_segmentation")
     encoded = None
     if c.arch == "encoder_decoder":
-      encoded = self.encode(batch["inputs"], inputs_segmentation=batch.get("inputs_segmentation"),
-                            inputs_position=batch.get("inputs_position"), deterministic=deterministic)
-    return self.decode(shift_right(targets, seg), targets > 0, encoded_BxSxD=encoded, inputs_BxS=batch.get("inputs"),
-                       targets_segmentation=seg, targets_position=batch.get("targets_position"),
-                       inputs_segmentation=batch.get("inputs_segmentation"), deterministic=deterministic)
+      encoded = self.encode(
+          batch["inputs"],
+          inputs_segmentation=batch.get("inputs_segmentation"),
+          inputs_position=batch.get("inputs_position"),
+          deterministic=deterministic,
+      )
+    return self.decode(
+        shift_right(targets, seg),
+        targets > 0,
+        encoded_BxSxD=encoded,
+        inputs_BxS=batch.get("inputs"),
+        targets_segmentation=seg,
+        targets_position=batch.get("targets_position"),
+        inputs_segmentation=batch.get("inputs_segmentation"),
+        deterministic=deterministic,
+    )

@@ -1,5 +1,6 @@
 """Tests for analysis/run.py: outputs of `run_analysis` on a tiny model, its top eigenvalue against the dense
 Hessian, and the config validation."""
+
 import dataclasses
 import json
 import os
@@ -20,159 +21,207 @@ VOCAB = 7
 
 
 def _batches():
-    rng = np.random.default_rng(0)
-    out = []
-    for i in range(2):
-        targets = rng.integers(3, VOCAB, (3, 5)).astype(np.int32)
-        targets[i, -2:] = 0
-        out.append({"targets": jnp.asarray(targets)})
-    return out
+  rng = np.random.default_rng(0)
+  out = []
+  for i in range(2):
+    targets = rng.integers(3, VOCAB, (3, 5)).astype(np.int32)
+    targets[i, -2:] = 0
+    out.append({"targets": jnp.asarray(targets)})
+  return out
 
 
 def _config():
-    cfg = default_analysis_config()
-    cfg.update(dict(num_batches=2, batch_size=3, lanczos_steps=40, top_k=2, bottom_k=1, num_probes=2,
-                    trace_probes=4, block_lanczos_steps=5, block_filter="layer_0/mlp_out|embedding"))
-    return cfg
+  cfg = default_analysis_config()
+  cfg.update(
+      dict(
+          num_batches=2,
+          batch_size=3,
+          lanczos_steps=40,
+          top_k=2,
+          bottom_k=1,
+          num_probes=2,
+          trace_probes=4,
+          block_lanczos_steps=5,
+          block_filter="layer_0/mlp_out|embedding",
+      )
+  )
+  return cfg
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-    config = ModelConfig(vocab_size=VOCAB, arch="decoder", num_decoder_layers=1, d_model=4, num_heads=2, d_ff=4,
-                         max_len=8)
-    model = get_model(config)
-    batches = _batches()
-    variables = jax.jit(model.init)(jax.random.key(0), batches[0])
-    out_dir = str(tmp_path_factory.mktemp("analysis"))
-    lines = []
-    summary = run_analysis(_config(), model=model, variables=variables, batches=batches, out_dir=out_dir,
-                           label="init", print_fn=lines.append)
-    return dict(summary=summary, dir=os.path.join(out_dir, "init"), lines=lines, model=model, variables=variables,
-                batches=batches)
+  config = ModelConfig(
+      vocab_size=VOCAB, arch="decoder", num_decoder_layers=1, d_model=4, num_heads=2, d_ff=4, max_len=8
+  )
+  model = get_model(config)
+  batches = _batches()
+  variables = jax.jit(model.init)(jax.random.key(0), batches[0])
+  out_dir = str(tmp_path_factory.mktemp("analysis"))
+  lines = []
+  summary = run_analysis(
+      _config(), model=model, variables=variables, batches=batches, out_dir=out_dir, label="init", print_fn=lines.append
+  )
+  return dict(
+      summary=summary, dir=os.path.join(out_dir, "init"), lines=lines, model=model, variables=variables, batches=batches
+  )
 
 
 def _load(r, name):
-    with open(os.path.join(r["dir"], name)) as f:
-        return json.load(f)
+  with open(os.path.join(r["dir"], name)) as f:
+    return json.load(f)
 
 
 def test_files_keys_and_plots(result):
-    meta = _load(result, "metadata.json")
-    assert meta["tokens_per_batch"] == [13, 13] and meta["total_tokens"] == 26 and meta["num_batches"] == 2
-    assert meta["dtype"] == "float64" and meta["dropout"].startswith("off") and meta["operator"] == "hessian"
-    assert "token-weighted" in meta["averaging"] and meta["model_config"]["dtype"] == "float64"
-    assert meta["step"] is None and meta["at_init"] is None and meta["batches"] == "given by the caller"
-    assert "mlm_masking" not in meta
-    eig = _load(result, "eigenvalues.json")
-    assert len(eig["top"]["values"]) == 2 and len(eig["bottom"]["values"]) == 1
-    assert len(eig["top"]["lanczos"]["alphas"]) == eig["top"]["lanczos"]["num_steps_taken"]
-    spec = _load(result, "spectrum.json")
-    assert np.asarray(spec["nodes"]).shape == (2, 40) and spec["sigma"] > 0
-    np.testing.assert_allclose(np.sum(np.asarray(spec["weights"]), axis=1), 1.0, rtol=1e-10)
-    assert set(_load(result, "trace.json")) == {"estimate", "std_error", "num_matvecs", "method"}
-    blocks = _load(result, "blocks.json")
-    assert [b["name"] for b in blocks] == ["decoder/layer_0/mlp_out", "embedding"]
-    grads = _load(result, "grad_norms.json")
-    assert len(grads["per_pair"]) == 2 and all(r["count"] == 2 for r in grads["aggregate"])
-    signal = _load(result, "signal.json")
-    assert len(signal) == 2 and {r["sublayer"] for r in signal[0]["records"]} == {"embedding", "self_attn", "mlp"}
-    assert all(len(b["lanczos"]["ritz_values"]) == b["num_steps"] for b in blocks)
-    for png in ("eigenvalues", "spectrum", "blocks", "block_spectra", "grad_norms", "signal"):
-        assert os.path.getsize(os.path.join(result["dir"], f"{png}.png")) > 1000
-    assert any("top eigenvalues: step" in line and "ETA" in line for line in result["lines"])
-    assert any("SLQ matvecs: step" in line and "ETA" in line for line in result["lines"])
-    assert any(line.startswith("block 1/2 ") and "ETA" in line for line in result["lines"])
+  meta = _load(result, "metadata.json")
+  assert meta["tokens_per_batch"] == [13, 13] and meta["total_tokens"] == 26 and meta["num_batches"] == 2
+  assert meta["dtype"] == "float64" and meta["dropout"].startswith("off") and meta["operator"] == "hessian"
+  assert "token-weighted" in meta["averaging"] and meta["model_config"]["dtype"] == "float64"
+  assert meta["step"] is None and meta["at_init"] is None and meta["batches"] == "given by the caller"
+  assert "mlm_masking" not in meta
+  eig = _load(result, "eigenvalues.json")
+  assert len(eig["top"]["values"]) == 2 and len(eig["bottom"]["values"]) == 1
+  assert len(eig["top"]["lanczos"]["alphas"]) == eig["top"]["lanczos"]["num_steps_taken"]
+  spec = _load(result, "spectrum.json")
+  assert np.asarray(spec["nodes"]).shape == (2, 40) and spec["sigma"] > 0
+  np.testing.assert_allclose(np.sum(np.asarray(spec["weights"]), axis=1), 1.0, rtol=1e-10)
+  assert set(_load(result, "trace.json")) == {"estimate", "std_error", "num_matvecs", "method"}
+  blocks = _load(result, "blocks.json")
+  assert [b["name"] for b in blocks] == ["decoder/layer_0/mlp_out", "embedding"]
+  grads = _load(result, "grad_norms.json")
+  assert len(grads["per_pair"]) == 2 and all(r["count"] == 2 for r in grads["aggregate"])
+  signal = _load(result, "signal.json")
+  assert len(signal) == 2 and {r["sublayer"] for r in signal[0]["records"]} == {"embedding", "self_attn", "mlp"}
+  assert all(len(b["lanczos"]["ritz_values"]) == b["num_steps"] for b in blocks)
+  for png in ("eigenvalues", "spectrum", "blocks", "block_spectra", "grad_norms", "signal"):
+    assert os.path.getsize(os.path.join(result["dir"], f"{png}.png")) > 1000
+  assert any("top eigenvalues: step" in line and "ETA" in line for line in result["lines"])
+  assert any("SLQ matvecs: step" in line and "ETA" in line for line in result["lines"])
+  assert any(line.startswith("block 1/2 ") and "ETA" in line for line in result["lines"])
 
 
 def test_top_eigenvalue_matches_dense_within_bound(result):
-    """The union Hessian (token-weighted = Hessian of the mean over the concatenated batch), densely, in float64."""
-    model = result["model"].clone(config=ModelConfig(**{**result["model"].config.__dict__, "dtype": jnp.float64,
-                                                        "param_dtype": jnp.float64}))
-    with jax.enable_x64(True):
-        params = jax.tree.map(lambda x: x.astype(jnp.float64), result["variables"]["params"])
-        union = {"targets": jnp.concatenate([b["targets"] for b in result["batches"]])}
-        eigs = np.linalg.eigvalsh(np.asarray(dense_hessian(make_loss_fn(model), params, union)))
-        float64_model = model.apply({"params": params}, union).dtype == jnp.float64
-    top = result["summary"]["eigenvalues"]["top"]
-    slack = 1e-10 if float64_model else 1e-5 * abs(eigs[-1])  # models/ casts logits to float32 (see report)
-    assert abs(top["values"][0] - eigs[-1]) <= top["bounds"][0] + slack
-    bottom = result["summary"]["eigenvalues"]["bottom"]
-    assert abs(bottom["values"][0] - eigs[0]) <= bottom["bounds"][0] + slack
-    trace = result["summary"]["trace"]
-    assert abs(trace["estimate"] - eigs.sum()) <= max(3 * trace["std_error"], 1e-6 * np.abs(eigs).sum())
+  """The union Hessian (token-weighted = Hessian of the mean over the concatenated batch), densely, in float64."""
+  model = result["model"].clone(
+      config=ModelConfig(**{**result["model"].config.__dict__, "dtype": jnp.float64, "param_dtype": jnp.float64})
+  )
+  with jax.enable_x64(True):
+    params = jax.tree.map(lambda x: x.astype(jnp.float64), result["variables"]["params"])
+    union = {"targets": jnp.concatenate([b["targets"] for b in result["batches"]])}
+    eigs = np.linalg.eigvalsh(np.asarray(dense_hessian(make_loss_fn(model), params, union)))
+    float64_model = model.apply({"params": params}, union).dtype == jnp.float64
+  top = result["summary"]["eigenvalues"]["top"]
+  slack = 1e-10 if float64_model else 1e-5 * abs(eigs[-1])  # models/ casts logits to float32 (see report)
+  assert abs(top["values"][0] - eigs[-1]) <= top["bounds"][0] + slack
+  bottom = result["summary"]["eigenvalues"]["bottom"]
+  assert abs(bottom["values"][0] - eigs[0]) <= bottom["bounds"][0] + slack
+  trace = result["summary"]["trace"]
+  assert abs(trace["estimate"] - eigs.sum()) <= max(3 * trace["std_error"], 1e-6 * np.abs(eigs).sum())
 
 
-@pytest.mark.parametrize("key,value,match", [
-    ("dtype", "float16", r"analysis.dtype='float16' is not one of"),
-    ("top_k", 50, r"analysis.top_k=50"),
-    ("trace_method", "exact", r"analysis.trace_method='exact' is not one of"),
-    ("trace_probes", 3, r"analysis.trace_probes=3 must be 0 \(skip\) or >= 4"),
-    ("num_probes", 1, r"analysis.num_probes=1 must be an int >= 2"),
-    ("block_filter", "(", r"analysis.block_filter='\(' is not a valid regular expression"),
-    ("reorthogonalize", "cgs", r"analysis.reorthogonalize='cgs' is not one of \['full', 'partial', 'none'\]"),
-])
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        ("dtype", "float16", r"analysis.dtype='float16' is not one of"),
+        ("top_k", 50, r"analysis.top_k=50"),
+        ("trace_method", "exact", r"analysis.trace_method='exact' is not one of"),
+        ("trace_probes", 3, r"analysis.trace_probes=3 must be 0 \(skip\) or >= 4"),
+        ("num_probes", 1, r"analysis.num_probes=1 must be an int >= 2"),
+        ("block_filter", "(", r"analysis.block_filter='\(' is not a valid regular expression"),
+        ("reorthogonalize", "cgs", r"analysis.reorthogonalize='cgs' is not one of \['full', 'partial', 'none'\]"),
+    ],
+)
 def test_validation_names_the_key(key, value, match):
-    cfg = _config()
-    cfg[key] = value
-    with pytest.raises(ValueError, match=match):
-        validate_analysis_config(cfg)
+  cfg = _config()
+  cfg[key] = value
+  with pytest.raises(ValueError, match=match):
+    validate_analysis_config(cfg)
 
 
 def test_missing_batches_fail_before_compute(result):
-    with pytest.raises(ValueError, match="analysis.batch_size=3"):
-        cfg = _config()
-        bad = [{"targets": jnp.ones((2, 5), jnp.int32)}] * 2
-        run_analysis(cfg, model=result["model"], variables=result["variables"], batches=bad, out_dir="/tmp/unused")
+  with pytest.raises(ValueError, match="analysis.batch_size=3"):
+    cfg = _config()
+    bad = [{"targets": jnp.ones((2, 5), jnp.int32)}] * 2
+    run_analysis(cfg, model=result["model"], variables=result["variables"], batches=bad, out_dir="/tmp/unused")
 
 
 def test_partial_reorthogonalization_config_reaches_lanczos(result, tmp_path):
-    cfg = _config()
-    cfg.update(dict(reorthogonalize="partial", spectrum=False, trace_probes=0, blocks=False, grad_norms=False,
-                    signal=False))
-    summary = run_analysis(cfg, model=result["model"], variables=result["variables"], batches=result["batches"],
-                           out_dir=str(tmp_path), label="partial", print_fn=lambda _: None)
-    with open(os.path.join(tmp_path, "partial", "eigenvalues.json")) as f:
-        top = json.load(f)["top"]
-    assert top["lanczos"]["reorthogonalize"] == "partial"
-    assert top["lanczos"]["num_reorthogonalizations"] < top["lanczos"]["num_steps_taken"]
-    full = result["summary"]["eigenvalues"]["top"]
-    assert abs(summary["eigenvalues"]["top"]["values"][0] - full["values"][0]) <= (
-        summary["eigenvalues"]["top"]["bounds"][0] + full["bounds"][0] + 1e-9)
+  cfg = _config()
+  cfg.update(
+      dict(reorthogonalize="partial", spectrum=False, trace_probes=0, blocks=False, grad_norms=False, signal=False)
+  )
+  summary = run_analysis(
+      cfg,
+      model=result["model"],
+      variables=result["variables"],
+      batches=result["batches"],
+      out_dir=str(tmp_path),
+      label="partial",
+      print_fn=lambda _: None,
+  )
+  with open(os.path.join(tmp_path, "partial", "eigenvalues.json")) as f:
+    top = json.load(f)["top"]
+  assert top["lanczos"]["reorthogonalize"] == "partial"
+  assert top["lanczos"]["num_reorthogonalizations"] < top["lanczos"]["num_steps_taken"]
+  full = result["summary"]["eigenvalues"]["top"]
+  assert abs(summary["eigenvalues"]["top"]["values"][0] - full["values"][0]) <= (
+      summary["eigenvalues"]["top"]["bounds"][0] + full["bounds"][0] + 1e-9
+  )
 
 
 def test_encoder_is_analyzed_on_masked_batches_with_gauss_newton_and_init_seeds(tmp_path):
-    """An encoder's batches get one fixed MLM masking (drawn from analysis.seed, recorded); the Gauss–Newton top
-    eigenvalue equals the dense GGN's on those masked batches; extra init seeds reach the gradient profile."""
-    config = ModelConfig(vocab_size=VOCAB, arch="encoder", num_encoder_layers=1, d_model=4, num_heads=2, d_ff=4,
-                         max_len=8)
-    model = get_model(config)
-    batches = _batches()
-    init_fn = jax.jit(lambda key: model.init(key, mlm_masked(config, batches[0], jax.random.key(9))))
-    variables = init_fn(jax.random.key(0))
-    cfg = _config()
-    cfg.update(dict(operator="gauss_newton", lanczos_steps=30, spectrum=False, trace_probes=0, blocks=False,
-                    signal=False, grad_norm_seeds=2, seed=3))
-    summary = run_analysis(cfg, model=model, variables=variables, batches=batches, out_dir=str(tmp_path),
-                           label="step_0", init_fn=init_fn, step=0, batch_source="two hand-made batches",
-                           mlm_mask_rate=0.5, print_fn=lambda _: None)
-    meta = _load({"dir": os.path.join(tmp_path, "step_0")}, "metadata.json")
-    assert meta["step"] == 0 and meta["at_init"] is True and meta["batches"] == "two hand-made batches"
-    assert "rate 0.5" in meta["mlm_masking"] and "analysis.seed=3" in meta["mlm_masking"]
+  """An encoder's batches get one fixed MLM masking (drawn from analysis.seed, recorded); the Gauss–Newton top
+  eigenvalue equals the dense GGN's on those masked batches; extra init seeds reach the gradient profile."""
+  config = ModelConfig(
+      vocab_size=VOCAB, arch="encoder", num_encoder_layers=1, d_model=4, num_heads=2, d_ff=4, max_len=8
+  )
+  model = get_model(config)
+  batches = _batches()
+  init_fn = jax.jit(lambda key: model.init(key, mlm_masked(config, batches[0], jax.random.key(9))))
+  variables = init_fn(jax.random.key(0))
+  cfg = _config()
+  cfg.update(
+      dict(
+          operator="gauss_newton",
+          lanczos_steps=30,
+          spectrum=False,
+          trace_probes=0,
+          blocks=False,
+          signal=False,
+          grad_norm_seeds=2,
+          seed=3,
+      )
+  )
+  summary = run_analysis(
+      cfg,
+      model=model,
+      variables=variables,
+      batches=batches,
+      out_dir=str(tmp_path),
+      label="step_0",
+      init_fn=init_fn,
+      step=0,
+      batch_source="two hand-made batches",
+      mlm_mask_rate=0.5,
+      print_fn=lambda _: None,
+  )
+  meta = _load({"dir": os.path.join(tmp_path, "step_0")}, "metadata.json")
+  assert meta["step"] == 0 and meta["at_init"] is True and meta["batches"] == "two hand-made batches"
+  assert "rate 0.5" in meta["mlm_masking"] and "analysis.seed=3" in meta["mlm_masking"]
 
-    keys = jax.random.split(jax.random.fold_in(jax.random.key(3), 1), 2)
-    masked = [mlm_masked(config, b, k, 0.5) for b, k in zip(batches, keys)]
-    assert meta["tokens_per_batch"] == [int(num_tokens(b)) for b in masked]
-    assert all(0 < n < 13 for n in meta["tokens_per_batch"])  # only the selected positions are predicted
-    with jax.enable_x64(True):
-        params = jax.tree.map(lambda x: x.astype(jnp.float64), variables["params"])
-        model64 = model.clone(config=dataclasses.replace(model.config, dtype=jnp.float64, param_dtype=jnp.float64))
-        logits_fn = lambda p, b: model64.apply({"params": p}, b, deterministic=True)
-        flat, unravel = jax.flatten_util.ravel_pytree(params)
-        ggn = ggn_vp_fn(logits_fn, params, masked)
-        dense = jax.vmap(lambda e: jax.flatten_util.ravel_pytree(ggn(unravel(e)))[0])(jnp.eye(flat.size))
-        top = float(np.linalg.eigvalsh(np.asarray(dense))[-1])
-    got = summary["eigenvalues"]["top"]
-    assert abs(got["values"][0] - top) <= got["bounds"][0] + 1e-8 * top and top > 0
+  keys = jax.random.split(jax.random.fold_in(jax.random.key(3), 1), 2)
+  masked = [mlm_masked(config, b, k, 0.5) for b, k in zip(batches, keys)]
+  assert meta["tokens_per_batch"] == [int(num_tokens(b)) for b in masked]
+  assert all(0 < n < 13 for n in meta["tokens_per_batch"])  # only the selected positions are predicted
+  with jax.enable_x64(True):
+    params = jax.tree.map(lambda x: x.astype(jnp.float64), variables["params"])
+    model64 = model.clone(config=dataclasses.replace(model.config, dtype=jnp.float64, param_dtype=jnp.float64))
+    logits_fn = lambda p, b: model64.apply({"params": p}, b, deterministic=True)
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    ggn = ggn_vp_fn(logits_fn, params, masked)
+    dense = jax.vmap(lambda e: jax.flatten_util.ravel_pytree(ggn(unravel(e)))[0])(jnp.eye(flat.size))
+    top = float(np.linalg.eigvalsh(np.asarray(dense))[-1])
+  got = summary["eigenvalues"]["top"]
+  assert abs(got["values"][0] - top) <= got["bounds"][0] + 1e-8 * top and top > 0
 
-    grads = _load({"dir": os.path.join(tmp_path, "step_0")}, "grad_norms.json")
-    assert len(grads["per_pair"]) == 4 and all(r["count"] == 4 for r in grads["aggregate"])  # 2 seeds x 2 batches
+  grads = _load({"dir": os.path.join(tmp_path, "step_0")}, "grad_norms.json")
+  assert len(grads["per_pair"]) == 4 and all(r["count"] == 4 for r in grads["aggregate"])  # 2 seeds x 2 batches

@@ -35,9 +35,14 @@ def _state(seed=0, steps=2):
     grads = jax.tree.map(lambda p: jnp.sin(p.astype(jnp.float32)).astype(p.dtype), params)
     updates, opt_state = tx.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
-  return TrainState(step=jnp.asarray(steps, jnp.int32), params=params, opt_state=opt_state,
-                    extra={"omega": jnp.full((2,), 1.5)}, key=jax.random.fold_in(k, 7),
-                    raw_key=jax.random.PRNGKey(seed + 1))
+  return TrainState(
+      step=jnp.asarray(steps, jnp.int32),
+      params=params,
+      opt_state=opt_state,
+      extra={"omega": jnp.full((2,), 1.5)},
+      key=jax.random.fold_in(k, 7),
+      raw_key=jax.random.PRNGKey(seed + 1),
+  )
 
 
 def _zeros_like(state):
@@ -60,8 +65,9 @@ def _assert_bitwise_equal(a, b):
       assert jnp.issubdtype(y.dtype, jax.dtypes.prng_key)
       x, y = jax.random.key_data(x), jax.random.key_data(y)
     assert x.dtype == y.dtype and x.shape == y.shape
-    np.testing.assert_array_equal(np.atleast_1d(np.asarray(x)).view(np.uint8),
-                                  np.atleast_1d(np.asarray(y)).view(np.uint8))
+    np.testing.assert_array_equal(
+        np.atleast_1d(np.asarray(x)).view(np.uint8), np.atleast_1d(np.asarray(y)).view(np.uint8)
+    )
 
 
 def test_round_trip_bitwise(tmp_path):
@@ -75,15 +81,13 @@ def test_round_trip_bitwise(tmp_path):
   _assert_bitwise_equal(restored, state)
   assert restored_data == data_state
   # The restored typed key draws the same numbers as the original.
-  np.testing.assert_array_equal(jax.random.uniform(restored.key, (3,)),
-                                jax.random.uniform(state.key, (3,)))
+  np.testing.assert_array_equal(jax.random.uniform(restored.key, (3,)), jax.random.uniform(state.key, (3,)))
 
 
 def test_restore_onto_shape_dtype_structs_with_sharding(tmp_path):
   state = _state()
   sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  template = jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), state)
+  template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), state)
   with Checkpointer(str(tmp_path), save_every=1) as ckpt:
     ckpt.save(2, state)  # no data_state
     restored, data_state = ckpt.restore(template)

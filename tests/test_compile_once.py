@@ -6,6 +6,7 @@ compiles, so any compile, eager op or program, is seen.
 Also here: probes in lockstep give the nodes, weights and traces of probes one after another (float64), the memory
 guard scales with the probes in lockstep, and the convergence stop of `top_eigenvalues`.
 """
+
 import contextlib
 import dataclasses
 import functools
@@ -51,8 +52,9 @@ def _batch(seed, rows=2, length=5):
 
 @pytest.fixture(scope="module")
 def model():
-  config = ModelConfig(vocab_size=VOCAB, num_encoder_layers=1, num_decoder_layers=1, d_model=8, num_heads=2, d_ff=8,
-                       max_len=8)
+  config = ModelConfig(
+      vocab_size=VOCAB, num_encoder_layers=1, num_decoder_layers=1, d_model=8, num_heads=2, d_ff=8, max_len=8
+  )
   return get_model(config)
 
 
@@ -74,23 +76,26 @@ ROUTINES = {
     "top_eigenvalues_tol": lambda op, p, key: top_eigenvalues(op, p, 1, num_steps=6, key=key, tol=0.01),
     "bottom_eigenvalues": lambda op, p, key: bottom_eigenvalues(op, p, 1, num_steps=6, key=key),
     "spectral_density": lambda op, p, key: spectral_density(op, p, 5, 3, key, num_bootstrap=10, grid_size=16),
-    "spectral_density_lockstep": lambda op, p, key: spectral_density(op, p, 5, 3, key, num_bootstrap=10,
-                                                                     grid_size=16, probe_batch=3),
+    "spectral_density_lockstep": lambda op, p, key: spectral_density(
+        op, p, 5, 3, key, num_bootstrap=10, grid_size=16, probe_batch=3
+    ),
     "hutchinson": lambda op, p, key: trace(op, p, 4, key),
     "hutch++": lambda op, p, key: trace(op, p, 6, key, method="hutch++"),
 }
 OPERATORS = {
     "hessian": lambda model, v, b: hessian.hvp_fn(make_loss_fn(model), v["params"], b),
-    "hessian_two_batches": lambda model, v, b: hessian.hvp_fn(make_loss_fn(model), v["params"],
-                                                              [b, jax.tree.map(lambda x: x[::-1], b)]),
+    "hessian_two_batches": lambda model, v, b: hessian.hvp_fn(
+        make_loss_fn(model), v["params"], [b, jax.tree.map(lambda x: x[::-1], b)]
+    ),
     "hessian_jvp": lambda model, v, b: hessian.hvp_fn(make_loss_fn(model), v["params"], b, linearize=False),
     "gauss_newton": lambda model, v, b: hessian.ggn_vp_fn(make_logits_fn(model), v["params"], b),
 }
 
 
 # Every routine on the Hessian; every other operator on one routine (the programs are the same).
-CASES = [(r, "hessian") for r in sorted(ROUTINES)] + [("top_eigenvalues", o) for o in sorted(OPERATORS)
-                                                       if o != "hessian"]
+CASES = [(r, "hessian") for r in sorted(ROUTINES)] + [
+    ("top_eigenvalues", o) for o in sorted(OPERATORS) if o != "hessian"
+]
 
 
 @pytest.mark.parametrize("routine,operator", CASES)
@@ -111,12 +116,22 @@ def test_second_call_with_a_new_operator_of_the_same_structure_compiles_nothing(
 
 def test_a_changed_shape_compiles(model):
   variables, batch = _state(model, 1)
-  top_eigenvalues(hessian.hvp_fn(make_loss_fn(model), variables["params"], batch), variables["params"], 1,
-                  num_steps=4, key=jax.random.key(0))
+  top_eigenvalues(
+      hessian.hvp_fn(make_loss_fn(model), variables["params"], batch),
+      variables["params"],
+      1,
+      num_steps=4,
+      key=jax.random.key(0),
+  )
   with count_compiles() as compiles:
     variables, batch = _state(model, 2, rows=3)  # a new batch size: new residual shapes
-    top_eigenvalues(hessian.hvp_fn(make_loss_fn(model), variables["params"], batch), variables["params"], 1,
-                    num_steps=4, key=jax.random.key(0))
+    top_eigenvalues(
+        hessian.hvp_fn(make_loss_fn(model), variables["params"], batch),
+        variables["params"],
+        1,
+        num_steps=4,
+        key=jax.random.key(0),
+    )
   assert len(compiles) > 0
 
 
@@ -124,8 +139,7 @@ def test_blocks_of_the_same_shape_share_one_program(model):
   variables, batch = _state(model, 1)
   params = variables["params"]
   full = hessian.hvp_fn(make_loss_fn(model), params, batch)
-  names = ["encoder/layer_0/attn_q", "encoder/layer_0/attn_k", "decoder/layer_0/attn_v",
-           "decoder/layer_0/cross_attn_q"]
+  names = ["encoder/layer_0/attn_q", "encoder/layer_0/attn_k", "decoder/layer_0/attn_v", "decoder/layer_0/cross_attn_q"]
   counts, values = [], []
   for i, name in enumerate(names):
     with count_compiles() as compiles:
@@ -151,8 +165,9 @@ def test_block_operator_matches_the_per_block_linearization(model):
   flat_paths = [r.path for r in jax.tree.leaves(hessian.param_roles(params), is_leaf=lambda r: hasattr(r, "path"))]
 
   def sub_loss(sub):
-    return loss_fn(jax.tree.unflatten(treedef, [sub[p] if p in index else x for p, x in zip(flat_paths, leaves)]),
-                   batch)
+    return loss_fn(
+        jax.tree.unflatten(treedef, [sub[p] if p in index else x for p, x in zip(flat_paths, leaves)]), batch
+    )
 
   v = jax.tree.map(lambda x: jax.random.normal(jax.random.key(3), x.shape, x.dtype), example)
   ref = jax.jvp(jax.grad(sub_loss), (example,), (v,))[1]
@@ -181,16 +196,24 @@ def test_run_analysis_compiles_each_program_once_and_nothing_the_second_time(mod
     for seed in (1, 2):
       variables, batch = _state(model, seed, rows=4)  # a batch shape no other test uses: nothing is cached yet
       before = len(names)
-      run_analysis(cfg, model=model, variables=variables, batches=[batch], out_dir=str(tmp_path), label=f"s{seed}",
-                   print_fn=lambda line: None)
+      run_analysis(
+          cfg,
+          model=model,
+          variables=variables,
+          batches=[batch],
+          out_dir=str(tmp_path),
+          label=f"s{seed}",
+          print_fn=lambda line: None,
+      )
       counts.append(len(names) - before)
   finally:
     jax.monitoring.unregister_event_duration_listener(listener)
   assert counts[1] == 0, counts
   params = variables["params"]
   blocks = hessian.model_blocks(params)
-  signatures = {tuple(sorted(np.size(x) for x in jax.tree.leaves(hessian.block_params(params, name))))
-                for name in blocks}
+  signatures = {
+      tuple(sorted(np.size(x) for x in jax.tree.leaves(hessian.block_params(params, name)))) for name in blocks
+  }
   assert len(blocks) > 2 * len(signatures)  # the test has blocks to share
   assert names.count("jit(_extreme_program)") == 2 + len(signatures), (names, signatures)
 
@@ -203,6 +226,7 @@ def test_plain_callables_still_work_and_are_not_retained():
   a = jnp.diag(jnp.arange(1.0, 11.0))
 
   class Matvec:
+
     def __call__(self, x):
       return a @ x
 
@@ -260,11 +284,11 @@ def test_lockstep_probes_give_the_same_nodes_weights_and_traces(x64):
 def test_memory_guard_counts_probes_in_lockstep():
   op = jax.tree_util.Partial(_matmul, jnp.eye(100))
   one_basis = 11 * 100 * 4  # (num_steps + 1) * n * 4 bytes
-  spectral_density(op, jnp.zeros(100, jnp.float32), 10, 4, jax.random.key(0), probe_batch=1,
-                   max_basis_bytes=one_basis)
+  spectral_density(op, jnp.zeros(100, jnp.float32), 10, 4, jax.random.key(0), probe_batch=1, max_basis_bytes=one_basis)
   with pytest.raises(ValueError, match="4 probe\\(s\\) in lockstep"):
-    spectral_density(op, jnp.zeros(100, jnp.float32), 10, 4, jax.random.key(0), probe_batch=4,
-                     max_basis_bytes=one_basis)
+    spectral_density(
+        op, jnp.zeros(100, jnp.float32), 10, 4, jax.random.key(0), probe_batch=4, max_basis_bytes=one_basis
+    )
   with pytest.raises(ValueError, match="probe_batch=5 must be an int in \\[1, num_probes=4\\]"):
     spectral_density(op, jnp.zeros(100, jnp.float32), 10, 4, jax.random.key(0), probe_batch=5)
 

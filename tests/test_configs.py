@@ -25,8 +25,20 @@ def load(path):
 
 def test_every_experiment_config_exists():
   names = {os.path.basename(f)[:-3] for f in CONFIG_FILES}
-  expected = {"default", "t5_init", "bert_init", "xavier_postln", "xavier_preln", "tfixup", "rezero", "deepnet",
-              "admin", "dsinit", "ntk", "mup"}
+  expected = {
+      "default",
+      "t5_init",
+      "bert_init",
+      "xavier_postln",
+      "xavier_preln",
+      "tfixup",
+      "rezero",
+      "deepnet",
+      "admin",
+      "dsinit",
+      "ntk",
+      "mup",
+  }
   assert expected <= names, expected - names
 
 
@@ -40,7 +52,10 @@ def test_config_initializes_its_model(path, tmp_path):
   exp = loop.setup(config, str(tmp_path))
   c = exp.model.config
   assert (c.norm_position, c.residual, c.parameterization) == (
-      config.model.norm_position, config.model.residual, config.model.parameterization)
+      config.model.norm_position,
+      config.model.residual,
+      config.model.parameterization,
+  )
   batch = jax.tree.map(jnp.asarray, exp.batches(1)[0])
   loss = float(make_loss_fn(exp.model, variables=exp.state.variables)(exp.state.params, batch))
   assert np.isfinite(loss) and 0.0 < loss < 3 * np.log(c.vocab_size), loss

@@ -13,8 +13,9 @@ import train.data
 from train.data import multi30k, tokenizers
 
 SHARED = Path(__file__).parents[2] / "shared" / "data" / "multi30k"
-needs_shared = pytest.mark.skipif(not (SHARED / "train.de.gz").exists(),
-                                  reason=f"Multi30k not found at {SHARED} (the project's shared data folder)")
+needs_shared = pytest.mark.skipif(
+    not (SHARED / "train.de.gz").exists(), reason=f"Multi30k not found at {SHARED} (the project's shared data folder)"
+)
 
 
 def config(data_dir, **overrides):
@@ -38,8 +39,10 @@ def _write(folder: Path, name: str, lines):
 def fake_multi30k(folder: Path, num_train=300, num_val=20) -> Path:
   """A tiny corpus in Multi30k's layout (German-ish and English-ish sentences from small word lists)."""
   rng = np.random.default_rng(0)
-  de, en = "ein hund eine katze läuft springt im park über die wiese".split(), \
-      "a dog cat runs jumps in the park over meadow".split()
+  de, en = (
+      "ein hund eine katze läuft springt im park über die wiese".split(),
+      "a dog cat runs jumps in the park over meadow".split(),
+  )
   folder.mkdir(parents=True, exist_ok=True)
   for split, n in (("train", num_train), ("val", num_val), ("test_2016_flickr", num_val)):
     idx = rng.integers(0, 10, size=(n, 6))
@@ -123,25 +126,31 @@ def test_missing_split_file(tmp_path):
   data_dir = fake_multi30k(tmp_path / "m30k")
   (data_dir / "val.en.gz").unlink()
   with pytest.raises(FileNotFoundError, match=r"config.data.dir=.*split file .*val\.en\.gz.* is missing"):
-    train.data.build(config(data_dir, vocab_size=40), workdir=str(tmp_path), process_index=0,
-                     process_count=1)
+    train.data.build(config(data_dir, vocab_size=40), workdir=str(tmp_path), process_index=0, process_count=1)
 
 
 def test_mismatched_line_counts(tmp_path):
   data_dir = fake_multi30k(tmp_path / "m30k")
   _write(data_dir, "train.de.gz", ["ein hund"] * 299)
   with pytest.raises(ValueError, match=r"train\.de\.gz has 299 lines but .*train\.en\.gz has 300"):
-    train.data.build(config(data_dir, vocab_size=40), workdir=str(tmp_path), process_index=0,
-                     process_count=1)
+    train.data.build(config(data_dir, vocab_size=40), workdir=str(tmp_path), process_index=0, process_count=1)
 
 
 def test_fake_corpus_end_to_end_batches_decode_to_text(tmp_path):
   data_dir = fake_multi30k(tmp_path / "m30k")
-  data = train.data.build(config(data_dir, vocab_size=40, source_lang="en", target_lang="de"),
-                          workdir=str(tmp_path), process_index=0, process_count=1)
+  data = train.data.build(
+      config(data_dir, vocab_size=40, source_lang="en", target_lang="de"),
+      workdir=str(tmp_path),
+      process_index=0,
+      process_count=1,
+  )
   pairs = multi30k.read_split(str(data_dir), "validation", "en", "de")
   batches = list(data.eval_batches())
-  decoded = [(data.tokenizer.decode(s), data.tokenizer.decode(t))
-             for b in batches for s, t in zip(b["inputs"], b["targets"]) if t.any()]
+  decoded = [
+      (data.tokenizer.decode(s), data.tokenizer.decode(t))
+      for b in batches
+      for s, t in zip(b["inputs"], b["targets"])
+      if t.any()
+  ]
   assert decoded == pairs == data.eval_examples()[:20]
   shutil.rmtree(data_dir)

@@ -47,7 +47,7 @@ def test_train_batch_shapes_ids_and_eos(data):
     for row in batch[key]:
       n = int(np.count_nonzero(row))
       # Tokens, then exactly one EOS, then padding only; no BOS and no UNK for in-vocabulary text.
-      assert row[n - 1] == tokenizers.EOS_ID and np.all(row[n:] == 0) and np.all(row[:n - 1] >= 3)
+      assert row[n - 1] == tokenizers.EOS_ID and np.all(row[n:] == 0) and np.all(row[: n - 1] >= 3)
   assert data.task == "translation" and data.tokenizer.vocab_size == 309
   assert data.max_source_length == data.max_target_length == 32
 
@@ -73,9 +73,17 @@ def test_epochs_are_reshuffled_and_complete():
   tok = tokenizers.WordTokenizer(words)
   examples = translation_examples([(w, w) for w in words])
   lengths = {"inputs": 4, "targets": 4}
-  ds = pipeline.train_dataset(examples, pipeline.tokenize_fn(tok, "translation", lengths, "drop"),
-                              lengths=lengths, policy="drop", batch_size=5, seed=7, pack=False,
-                              process_index=0, process_count=1)
+  ds = pipeline.train_dataset(
+      examples,
+      pipeline.tokenize_fn(tok, "translation", lengths, "drop"),
+      lengths=lengths,
+      policy="drop",
+      batch_size=5,
+      seed=7,
+      pack=False,
+      process_index=0,
+      process_count=1,
+  )
   it = iter(ds)
   epoch1 = [r[0] for b in _take(it, 8) for r in _rows(b, "targets")]
   epoch2 = [r[0] for b in _take(it, 8) for r in _rows(b, "targets")]
@@ -90,9 +98,17 @@ def test_sharding_is_disjoint_and_covers_the_split():
   lengths = {"inputs": 4, "targets": 4}
   seen = []
   for process_index in range(2):
-    ds = pipeline.train_dataset(examples, pipeline.tokenize_fn(tok, "translation", lengths, "drop"),
-                                lengths=lengths, policy="drop", batch_size=6, seed=0, pack=False,
-                                process_index=process_index, process_count=2)
+    ds = pipeline.train_dataset(
+        examples,
+        pipeline.tokenize_fn(tok, "translation", lengths, "drop"),
+        lengths=lengths,
+        policy="drop",
+        batch_size=6,
+        seed=0,
+        pack=False,
+        process_index=process_index,
+        process_count=2,
+    )
     # One epoch of a 30-example shard is 5 batches of 6.
     seen.append({r[0] for b in _take(iter(ds), 5) for r in _rows(b, "inputs")})
   assert len(seen[0]) == len(seen[1]) == 30
@@ -123,15 +139,18 @@ def test_eval_pass_in_order_padded_and_deterministic(data):
   # The last batch holds 50 - 48 = 2 real rows and 14 all-padding rows.
   assert np.count_nonzero(batches[-1]["targets"].any(axis=1)) == 2
   assert not batches[-1]["inputs"][2:].any() and not batches[-1]["targets"][2:].any()
-  decoded = [(data.tokenizer.decode(s), data.tokenizer.decode(t))
-             for b in batches for s, t in zip(b["inputs"], b["targets"]) if t.any()]
+  decoded = [
+      (data.tokenizer.decode(s), data.tokenizer.decode(t))
+      for b in batches
+      for s, t in zip(b["inputs"], b["targets"])
+      if t.any()
+  ]
   examples = data.eval_examples()
   assert len(examples) == 50 and decoded == examples
 
 
 def test_num_eval_examples_caps_eval_examples():
-  d = train.data.build(small_config(num_eval_examples=7), workdir="/nonexistent", process_index=0,
-                       process_count=1)
+  d = train.data.build(small_config(num_eval_examples=7), workdir="/nonexistent", process_index=0, process_count=1)
   assert len(d.eval_examples()) == 7
 
 
@@ -157,8 +176,7 @@ def test_packing_format_matches_flax_wmt_and_preserves_examples():
   c = small_config(pack=True)
   packed = _take(train.data.build(c, workdir="/x", process_index=0, process_count=1).train_iter(), 3)
   plain_it = train.data.build(small_config(), workdir="/x", process_index=0, process_count=1).train_iter()
-  keys = {"inputs", "targets", "inputs_segmentation", "inputs_position", "targets_segmentation",
-          "targets_position"}
+  keys = {"inputs", "targets", "inputs_segmentation", "inputs_position", "targets_segmentation", "targets_position"}
   segments = []
   for b in packed:
     assert set(b) == keys and all(v.shape == (8, 32) and v.dtype == np.int32 for v in b.values())
@@ -185,7 +203,7 @@ def test_packing_format_matches_flax_wmt_and_preserves_examples():
   while len(plain) < len(segments):
     b = next(plain_it)
     plain += list(zip(_rows(b, "inputs"), _rows(b, "targets")))
-  assert collections.Counter(segments) == collections.Counter(plain[:len(segments)])
+  assert collections.Counter(segments) == collections.Counter(plain[: len(segments)])
 
 
 @pytest.mark.parametrize("name", [*[k for k in sources.SOURCES if k != "tfds"], "tfds:some/name"])
@@ -195,18 +213,21 @@ def test_registry_resolves_every_name(name):
   assert dataset == (name[5:] if name.startswith("tfds:") else name)
 
 
-@pytest.mark.parametrize("key,value,match", [
-    ("name", "wmt_nope", r"config.data.name='wmt_nope'; valid: 'embedded', 'multi30k', 'tfds:<name>'"),
-    ("name", "tfds:", r"config.data.name='tfds:'"),
-    ("batch_size", 7, r"config.data.batch_size=7 is not divisible by process_count=2"),
-    ("eval_batch_size", 9, r"config.data.eval_batch_size=9 is not divisible"),
-    ("max_source_length", -3, r"config.data.max_source_length=-3 must be an integer >= 2"),
-    ("max_target_length", 1, r"config.data.max_target_length=1 must be an integer >= 2"),
-    ("length_policy", "clip", r"config.data.length_policy='clip'; valid: \('drop', 'truncate'\)"),
-    ("eval_split", "dev", r"config.data.eval_split='dev'; valid for embedded"),
-    ("train_split", "train[:5]", r"config.data.train_split='train\[:5\]'"),
-    ("vocab_size", 0, r"config.data.vocab_size=0"),
-])
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        ("name", "wmt_nope", r"config.data.name='wmt_nope'; valid: 'embedded', 'multi30k', 'tfds:<name>'"),
+        ("name", "tfds:", r"config.data.name='tfds:'"),
+        ("batch_size", 7, r"config.data.batch_size=7 is not divisible by process_count=2"),
+        ("eval_batch_size", 9, r"config.data.eval_batch_size=9 is not divisible"),
+        ("max_source_length", -3, r"config.data.max_source_length=-3 must be an integer >= 2"),
+        ("max_target_length", 1, r"config.data.max_target_length=1 must be an integer >= 2"),
+        ("length_policy", "clip", r"config.data.length_policy='clip'; valid: \('drop', 'truncate'\)"),
+        ("eval_split", "dev", r"config.data.eval_split='dev'; valid for embedded"),
+        ("train_split", "train[:5]", r"config.data.train_split='train\[:5\]'"),
+        ("vocab_size", 0, r"config.data.vocab_size=0"),
+    ],
+)
 def test_bad_config_values_raise_naming_key_value_and_choices(key, value, match):
   c = small_config()
   c[key] = value
@@ -229,7 +250,10 @@ def test_bad_process_index_and_multi30k_language():
 
 
 def test_every_default_key_is_commented():
-  lines = [l for l in inspect.getsource(config_lib.default_data_config).splitlines()
-           if l.strip().startswith("c.") and "=" in l and "ConfigDict()" not in l]
+  lines = [
+      l
+      for l in inspect.getsource(config_lib.default_data_config).splitlines()
+      if l.strip().startswith("c.") and "=" in l and "ConfigDict()" not in l
+  ]
   assert len(lines) == len(config_lib.default_data_config().keys()) - 1 + 3  # 'embedded' holds 3 keys.
   assert all("  # " in l for l in lines), [l for l in lines if "  # " not in l]

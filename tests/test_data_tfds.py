@@ -19,6 +19,7 @@ def _sentence(words, i, n=5):
 
 class DataTestTinyTranslation(tfds.core.GeneratorBasedBuilder):
   """A wmt-like dataset: a Translation feature {'de', 'en'}."""
+
   VERSION = tfds.core.Version("1.0.0")
 
   def _info(self):
@@ -34,6 +35,7 @@ class DataTestTinyTranslation(tfds.core.GeneratorBasedBuilder):
 
 class DataTestTinyText(tfds.core.GeneratorBasedBuilder):
   """An lm1b-like dataset: a single 'text' feature."""
+
   VERSION = tfds.core.Version("1.1.0")
 
   def _info(self):
@@ -76,8 +78,9 @@ def test_files_are_array_record_and_no_tensorflow(tfds_dir):
 
 
 def test_translation_end_to_end(tfds_dir, tmp_path):
-  data = train.data.build(config(tfds_dir, "data_test_tiny_translation"), workdir=str(tmp_path),
-                          process_index=0, process_count=1)
+  data = train.data.build(
+      config(tfds_dir, "data_test_tiny_translation"), workdir=str(tmp_path), process_index=0, process_count=1
+  )
   assert data.task == "translation"
   assert list((tmp_path / "tokenizer").glob("spm_*.model"))
   source = tfds.data_source("data_test_tiny_translation", split="validation", data_dir=str(tfds_dir))
@@ -86,8 +89,12 @@ def test_translation_end_to_end(tfds_dir, tmp_path):
   # Eval batches decode, in data_source order, to exactly the validation texts (De -> En by default).
   batches = list(data.eval_batches())
   assert len(batches) == 4 and batches[0]["inputs"].shape == (8, 32)  # ceil(30 / 8).
-  decoded = [(data.tokenizer.decode(s), data.tokenizer.decode(t))
-             for b in batches for s, t in zip(b["inputs"], b["targets"]) if t.any()]
+  decoded = [
+      (data.tokenizer.decode(s), data.tokenizer.decode(t))
+      for b in batches
+      for s, t in zip(b["inputs"], b["targets"])
+      if t.any()
+  ]
   assert decoded == expected == data.eval_examples()[:30]
   batch = next(data.train_iter())
   train_texts = {(_sentence(DE, i), _sentence(EN, i)) for i in range(200)}
@@ -111,7 +118,8 @@ def test_text_dataset_gives_lm_batches_and_resumes(tfds_dir, tmp_path):
   for a in expected:
     np.testing.assert_array_equal(a["targets"], next(resumed)["targets"])
   assert [t for _, t in data.eval_examples()] == [
-      r["text"].decode() for r in tfds.data_source("data_test_tiny_text", split="test", data_dir=str(tfds_dir))]
+      r["text"].decode() for r in tfds.data_source("data_test_tiny_text", split="test", data_dir=str(tfds_dir))
+  ]
 
 
 def test_packed_lm_batches(tfds_dir, tmp_path):
@@ -122,17 +130,30 @@ def test_packed_lm_batches(tfds_dir, tmp_path):
 
 
 def test_unprepared_dataset_says_how_to_prepare(tmp_path):
-  with pytest.raises(FileNotFoundError, match=r"config.data.name='tfds:lm1b' is not prepared in "
-                     r"config.data.tfds_data_dir=.*tfds build lm1b .*--file_format=array_record"):
+  with pytest.raises(
+      FileNotFoundError,
+      match=r"config.data.name='tfds:lm1b' is not prepared in "
+      r"config.data.tfds_data_dir=.*tfds build lm1b .*--file_format=array_record",
+  ):
     train.data.build(config(tmp_path, "lm1b"), workdir=str(tmp_path), process_index=0, process_count=1)
   assert not (tmp_path / "lm1b").exists() or not any((tmp_path / "lm1b").rglob("*.array_record*"))
 
 
 def test_bad_split_and_bad_languages(tfds_dir, tmp_path):
-  with pytest.raises(ValueError, match=r"config.data.eval_split='dev': tfds:data_test_tiny_translation has "
-                     r"splits \['train', 'validation'\]"):
-    train.data.build(config(tfds_dir, "data_test_tiny_translation", eval_split="dev"), workdir=str(tmp_path),
-                     process_index=0, process_count=1)
+  with pytest.raises(
+      ValueError,
+      match=r"config.data.eval_split='dev': tfds:data_test_tiny_translation has " r"splits \['train', 'validation'\]",
+  ):
+    train.data.build(
+        config(tfds_dir, "data_test_tiny_translation", eval_split="dev"),
+        workdir=str(tmp_path),
+        process_index=0,
+        process_count=1,
+    )
   with pytest.raises(ValueError, match=r"neither config.data.source_lang/target_lang='fr'/'en'"):
-    train.data.build(config(tfds_dir, "data_test_tiny_translation", source_lang="fr"), workdir=str(tmp_path),
-                     process_index=0, process_count=1)
+    train.data.build(
+        config(tfds_dir, "data_test_tiny_translation", source_lang="fr"),
+        workdir=str(tmp_path),
+        process_index=0,
+        process_count=1,
+    )

@@ -30,7 +30,8 @@ def test_truncated_normal_factor_bert():
 @pytest.mark.parametrize("lower,upper", [(-1.0, 3.0), (-0.5, 0.5), (0.0, math.inf), (-math.inf, math.inf)])
 def test_truncated_normal_factor_general_bounds(lower, upper):
   assert im.truncated_normal_std_factor(lower, upper) == pytest.approx(
-      scipy.stats.truncnorm(lower, upper).std(), rel=1e-10)
+      scipy.stats.truncnorm(lower, upper).std(), rel=1e-10
+  )
 
 
 def test_truncated_normal_factor_half_normal_closed_form():
@@ -115,8 +116,16 @@ def test_xavier_lecun_he_std():
   assert im.he_std(512) == pytest.approx(0.0625, rel=1e-12)
 
 
-@pytest.mark.parametrize("call", [lambda: im.xavier_std(0, 4), lambda: im.lecun_std(-1), lambda: im.he_std(2.5),
-                                  lambda: im.xavier_std(4, 4, gain=0.0), lambda: im.xavier_std(True, 4)])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: im.xavier_std(0, 4),
+        lambda: im.lecun_std(-1),
+        lambda: im.he_std(2.5),
+        lambda: im.xavier_std(4, 4, gain=0.0),
+        lambda: im.xavier_std(True, 4),
+    ],
+)
 def test_std_rejects_bad_input(call):
   with pytest.raises(ValueError, match="fan_in|fan_out|gain"):
     call()
@@ -157,7 +166,7 @@ def test_tfixup_scales():
   assert scales["encoder"] == pytest.approx(0.4281, abs=1e-4)  # 0.67·6^{-1/4}
   assert scales["decoder"] == pytest.approx(0.3689, abs=1e-4)  # (9·6)^{-1/4}
   scales = im.tfixup_scales(16, 1)
-  assert scales == pytest.approx({"encoder": 0.67 / 2, "decoder": 9 ** -0.25})
+  assert scales == pytest.approx({"encoder": 0.67 / 2, "decoder": 9**-0.25})
 
 
 @pytest.mark.parametrize("n,m", [(0, 6), (6, 0), (6.0, 6)])
@@ -175,9 +184,16 @@ def test_dsinit_bound():
   assert im.dsinit_bound(512, 2048, 1) / math.sqrt(3) == pytest.approx(im.xavier_std(512, 2048), rel=1e-12)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(layer=0), "layer"), (dict(layer=-1), "layer"), (dict(layer=1, alpha=0.0), "alpha"),
-    (dict(layer=1, alpha=1.5), "alpha"), (dict(layer=1, alpha=-0.1), "alpha")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(layer=0), "layer"),
+        (dict(layer=-1), "layer"),
+        (dict(layer=1, alpha=0.0), "alpha"),
+        (dict(layer=1, alpha=1.5), "alpha"),
+        (dict(layer=1, alpha=-0.1), "alpha"),
+    ],
+)
 def test_dsinit_bound_rejects_bad_input(kwargs, match):
   with pytest.raises(ValueError, match=match):
     im.dsinit_bound(64, 64, **kwargs)

@@ -45,15 +45,19 @@ def _sample(name, shape, fan_in, fan_out, key=KEY, dtype=jnp.float32):
 
 # Closed forms written out independently of init.math, at fan_in = 256, fan_out = 128 (SCIENCE §1-2).
 EXPECTED_STD_256_128 = {
-    "zeros": 0.0, "ones": 0.0, "constant": 0.0,
+    "zeros": 0.0,
+    "ones": 0.0,
+    "constant": 0.0,
     "normal": 0.05,
     "uniform": 0.1 / math.sqrt(3),
     "truncated_normal": 0.02,
     "truncated_normal_tf": 0.02 * 0.87962566,
     "xavier_uniform": 0.7 * math.sqrt(2 / 384),
     "xavier_normal": 1.3 * math.sqrt(2 / 384),
-    "lecun_uniform": 1 / 16, "lecun_normal": 1 / 16,
-    "he_uniform": math.sqrt(2 / 256), "he_normal": math.sqrt(2 / 256),
+    "lecun_uniform": 1 / 16,
+    "lecun_normal": 1 / 16,
+    "he_uniform": math.sqrt(2 / 256),
+    "he_normal": math.sqrt(2 / 256),
     "orthogonal": 1.5 / 16,  # gain·√(min/(fan_in·fan_out)) = gain/√max
 }
 
@@ -106,7 +110,6 @@ def test_determinism(name):
     assert np.mean(np.asarray(a) != np.asarray(c)) > 0.99
 
 
-
 def test_fans_multi_head():
   assert inits.fans(QKV_SHAPE, in_axes=(0,), out_axes=(1, 2)) == (256, 128)
   assert inits.fans(OUT_SHAPE, in_axes=(0, 1), out_axes=(2,)) == (128, 256)
@@ -117,8 +120,10 @@ def test_fans_multi_head():
   # JAX's default (in_axis=-2, out_axis=-1, rest receptive field) would count the q kernel as 256·4 → 32.
 
 
-@pytest.mark.parametrize("in_axes,out_axes,match", [
-    ((0,), (1,), "neither"), ((0, 1), (1, 2), "share"), ((0, 0), (1, 2), "repeats"), ((3,), (1, 2), "out of range")])
+@pytest.mark.parametrize(
+    "in_axes,out_axes,match",
+    [((0,), (1,), "neither"), ((0, 1), (1, 2), "share"), ((0, 0), (1, 2), "repeats"), ((3,), (1, 2), "out of range")],
+)
 def test_fans_rejects_bad_axes(in_axes, out_axes, match):
   with pytest.raises(ValueError, match=match):
     inits.fans(QKV_SHAPE, in_axes, out_axes)
@@ -155,7 +160,8 @@ def test_bert_truncated_normal_tf_768():
   assert float(jnp.std(w)) == pytest.approx(0.0176, rel=0.01)
   assert float(jnp.max(jnp.abs(w))) <= 2 * 0.02  # raw σ
   assert inits.realized_std("truncated_normal_tf", fan_in=768, fan_out=768, std=0.02) == pytest.approx(
-      0.017593, abs=5e-7)
+      0.017593, abs=5e-7
+  )
 
 
 def test_truncated_normal_tf_is_jax_truncated_normal():
@@ -189,8 +195,9 @@ def test_uniform_bounds():
 # --- orthogonal ---
 
 
-@pytest.mark.parametrize("shape,fan_in,fan_out,gain", [((256, 256), 256, 256, 1.0), ((256, 128), 256, 128, 0.5),
-                                                       (QKV_SHAPE, D, H * K, 1.5)])
+@pytest.mark.parametrize(
+    "shape,fan_in,fan_out,gain", [((256, 256), 256, 256, 1.0), ((256, 128), 256, 128, 0.5), (QKV_SHAPE, D, H * K, 1.5)]
+)
 def test_orthogonal_columns(gain, shape, fan_in, fan_out):
   w = inits.get_initializer("orthogonal", gain=gain)(KEY, shape, fan_in=fan_in, fan_out=fan_out)
   m = np.asarray(w, np.float64).reshape(fan_in, fan_out)
@@ -225,10 +232,17 @@ def test_unknown_hparam_named():
     inits.get_initializer("he_normal", gain=2.0)
 
 
-@pytest.mark.parametrize("name,hparams,match", [
-    ("normal", {"std": -0.02}, "std"), ("normal", {"std": float("nan")}, "std"), ("uniform", {"bound": 0.0}, "bound"),
-    ("orthogonal", {"gain": 0}, "gain"), ("xavier_normal", {"gain": True}, "gain"),
-    ("constant", {"value": float("inf")}, "value")])
+@pytest.mark.parametrize(
+    "name,hparams,match",
+    [
+        ("normal", {"std": -0.02}, "std"),
+        ("normal", {"std": float("nan")}, "std"),
+        ("uniform", {"bound": 0.0}, "bound"),
+        ("orthogonal", {"gain": 0}, "gain"),
+        ("xavier_normal", {"gain": True}, "gain"),
+        ("constant", {"value": float("inf")}, "value"),
+    ],
+)
 def test_bad_hparam_value_named(name, hparams, match):
   with pytest.raises(ValueError, match=match):
     inits.get_initializer(name, **hparams)

@@ -6,11 +6,24 @@ import subprocess
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-TINY = ["--config.model.preset=tiny", "--config.data.embedded.num_train=300", "--config.data.embedded.num_eval=16",
-        "--config.data.batch_size=8", "--config.data.eval_batch_size=8", "--config.train.num_decode_examples=0"]
-ANALYSIS = ["--config.analysis.batch_size=4", "--config.analysis.lanczos_steps=12", "--config.analysis.top_k=2",
-            "--config.analysis.bottom_k=1", "--config.analysis.num_probes=2", "--config.analysis.trace_probes=8",
-            "--config.analysis.blocks=False", "--config.analysis.dtype=float32"]
+TINY = [
+    "--config.model.preset=tiny",
+    "--config.data.embedded.num_train=300",
+    "--config.data.embedded.num_eval=16",
+    "--config.data.batch_size=8",
+    "--config.data.eval_batch_size=8",
+    "--config.train.num_decode_examples=0",
+]
+ANALYSIS = [
+    "--config.analysis.batch_size=4",
+    "--config.analysis.lanczos_steps=12",
+    "--config.analysis.top_k=2",
+    "--config.analysis.bottom_k=1",
+    "--config.analysis.num_probes=2",
+    "--config.analysis.trace_probes=8",
+    "--config.analysis.blocks=False",
+    "--config.analysis.dtype=float32",
+]
 
 
 def run(*args):
@@ -29,8 +42,17 @@ def test_analyze_at_init_and_on_a_checkpoint(tmp_path):
   assert meta["batches"].startswith("train split") and "shuffle_seed=0" in meta["batches"]
   grads = json.loads((init_dir / "grad_norms.json").read_text())
   assert len(grads["per_pair"]) == 2 and all(r["count"] == 2 for r in grads["aggregate"])  # 2 init seeds x 1 batch
-  for name in ("eigenvalues.json", "spectrum.json", "trace.json", "grad_norms.json", "signal.json",
-               "eigenvalues.png", "spectrum.png", "grad_norms.png", "signal.png"):
+  for name in (
+      "eigenvalues.json",
+      "spectrum.json",
+      "trace.json",
+      "grad_norms.json",
+      "signal.json",
+      "eigenvalues.png",
+      "spectrum.png",
+      "grad_norms.png",
+      "signal.png",
+  ):
     assert (init_dir / name).stat().st_size > 0, name
   top_init = json.loads((init_dir / "eigenvalues.json").read_text())
 

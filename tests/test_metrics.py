@@ -29,11 +29,11 @@ def _read_events(run_dir):
       blob = f.read()
     pos = 0
     while pos < len(blob):
-      header = blob[pos:pos + 8]
+      header = blob[pos : pos + 8]
       (length,) = struct.unpack("<Q", header)
-      assert struct.unpack("<I", blob[pos + 8:pos + 12])[0] == masked(header)
-      data = blob[pos + 12:pos + 12 + length]
-      assert struct.unpack("<I", blob[pos + 12 + length:pos + 16 + length])[0] == masked(data)
+      assert struct.unpack("<I", blob[pos + 8 : pos + 12])[0] == masked(header)
+      data = blob[pos + 12 : pos + 12 + length]
+      assert struct.unpack("<I", blob[pos + 12 + length : pos + 16 + length])[0] == masked(data)
       pos += 16 + length
       event = event_pb2.Event()
       event.ParseFromString(data)
@@ -42,8 +42,7 @@ def _read_events(run_dir):
 
 
 def _scalars(events):
-  return [(e.step, v.tag, v.simple_value) for e in events if e.HasField("summary")
-          for v in e.summary.value]
+  return [(e.step, v.tag, v.simple_value) for e in events if e.HasField("summary") for v in e.summary.value]
 
 
 def test_jsonl_and_tensorboard_round_trip(tmp_path):
@@ -56,8 +55,7 @@ def test_jsonl_and_tensorboard_round_trip(tmp_path):
     lines = open(os.path.join(workdir, "metrics.jsonl")).read().splitlines()
     assert len(lines) == 3
   records = [json.loads(line) for line in lines]
-  assert records[0] == {"step": 10, "split": "train", "loss": 2.5,
-                        "learning_rate": pytest.approx(1e-3, rel=1e-7)}
+  assert records[0] == {"step": 10, "split": "train", "loss": 2.5, "learning_rate": pytest.approx(1e-3, rel=1e-7)}
   assert records[1] == {"step": 10, "split": "eval", "loss": 3.0, "bleu": 12.25}
   assert records[2]["step"] == 20 and math.isnan(records[2]["loss"])
   assert [r["step"] for r in metrics.read_metrics(workdir, split="train")] == [10, 20]
@@ -165,8 +163,9 @@ def test_status_round_trip_and_overwrite(tmp_path):
   workdir = str(tmp_path / "run")
   assert metrics.read_status(workdir) is None
   metrics.write_status(workdir, "running", 10)
-  written = metrics.write_status(workdir, "diverged", 37, loss=float("nan"),
-                                 nonfinite_params=["decoder/layer_3/mlp_out/kernel"])
+  written = metrics.write_status(
+      workdir, "diverged", 37, loss=float("nan"), nonfinite_params=["decoder/layer_3/mlp_out/kernel"]
+  )
   status = metrics.read_status(workdir)
   assert status["status"] == "diverged" and status["step"] == 37
   assert status["nonfinite_params"] == ["decoder/layer_3/mlp_out/kernel"]

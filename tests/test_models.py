@@ -17,8 +17,7 @@ VOCAB = 13
 
 
 def tiny(**kw):
-  base = dict(vocab_size=VOCAB, num_encoder_layers=1, num_decoder_layers=1, d_model=8, num_heads=2, d_ff=8,
-              max_len=16)
+  base = dict(vocab_size=VOCAB, num_encoder_layers=1, num_decoder_layers=1, d_model=8, num_heads=2, d_ff=8, max_len=16)
   base.update(kw)
   return ModelConfig(**base)
 
@@ -33,18 +32,26 @@ def batch(b=2, s=5, t=4, seed=0):
 
 
 def combo_kwargs(arch, norm_position, residual, parameterization):
-  return dict(arch=arch, norm_position=norm_position, residual=residual, parameterization=parameterization,
-              norm_type="none" if norm_position == "none" else "layernorm",
-              attention_logit_scale="dk" if parameterization == "mup" else "sqrt_dk",
-              tie_embeddings=arch == "encoder" or parameterization != "mup", position="learned")
+  return dict(
+      arch=arch,
+      norm_position=norm_position,
+      residual=residual,
+      parameterization=parameterization,
+      norm_type="none" if norm_position == "none" else "layernorm",
+      attention_logit_scale="dk" if parameterization == "mup" else "sqrt_dk",
+      tie_embeddings=arch == "encoder" or parameterization != "mup",
+      position="learned",
+  )
 
 
 def is_valid(norm_position, residual):
   return residual not in ("deepnorm", "admin") or norm_position == "post"
 
 
-@pytest.mark.parametrize("arch,norm_position,residual,parameterization",
-                         list(itertools.product(ARCHS, NORM_POSITIONS, RESIDUALS, PARAMETERIZATIONS)))
+@pytest.mark.parametrize(
+    "arch,norm_position,residual,parameterization",
+    list(itertools.product(ARCHS, NORM_POSITIONS, RESIDUALS, PARAMETERIZATIONS)),
+)
 def test_every_combination_runs(arch, norm_position, residual, parameterization):
   """Every registry combination: right shapes, finite float32 logits, a role for every parameter.
 
@@ -67,9 +74,14 @@ def test_every_combination_runs(arch, norm_position, residual, parameterization)
   assert all(isinstance(r, models.ParamRole) for r in jax.tree.leaves(param_roles(variables["params"])))
 
 
-@pytest.mark.parametrize("arch,norm_position,residual,parameterization", [
-    (arch, *knobs) for arch in ARCHS
-    for knobs in [("pre", "rezero", "ntk"), ("post", "admin", "standard"), ("sandwich", "scheduled", "mup")]])
+@pytest.mark.parametrize(
+    "arch,norm_position,residual,parameterization",
+    [
+        (arch, *knobs)
+        for arch in ARCHS
+        for knobs in [("pre", "rezero", "ntk"), ("post", "admin", "standard"), ("sandwich", "scheduled", "mup")]
+    ],
+)
 def test_jit_equals_no_jit(arch, norm_position, residual, parameterization):
   model = get_model(tiny(**combo_kwargs(arch, norm_position, residual, parameterization)))
   b = batch()
@@ -117,14 +129,16 @@ def test_padding_does_not_leak(arch):
   out_padded = model.apply({"params": params}, padded)
   key = "inputs" if arch == "encoder" else "targets"
   valid = np.asarray(b[key] > 0)
-  np.testing.assert_allclose(np.asarray(out)[valid], np.asarray(out_padded)[:, :valid.shape[1]][valid],
-                             rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(
+      np.asarray(out)[valid], np.asarray(out_padded)[:, : valid.shape[1]][valid], rtol=1e-5, atol=1e-5
+  )
   if arch != "decoder":
     # The encoder's outputs at real positions have exactly zero gradient w.r.t. the padding embedding row.
     def enc_sum(table):
       p = {**params, "token_embedding": {"embedding": table}}
       enc = model.apply({"params": p}, b["inputs"], method=model.encode)
       return jnp.sum(enc * (b["inputs"] > 0)[..., None])
+
     g = jax.jit(jax.grad(enc_sum))(params["token_embedding"]["embedding"])
     assert np.abs(np.asarray(g[0])).max() == 0.0
     assert np.abs(np.asarray(g[3:])).max() > 0.0
@@ -137,12 +151,14 @@ def test_packed_equals_separate():
   a_in, a_tg = [4, 5, 6], [7, 8]
   b_in, b_tg = [9, 10], [11, 12, 5]
   sep = {"inputs": jnp.array([a_in, b_in + [0]], jnp.int32), "targets": jnp.array([a_tg + [0], b_tg], jnp.int32)}
-  packed = {"inputs": jnp.array([a_in + b_in + [0]], jnp.int32),
-            "targets": jnp.array([a_tg + b_tg + [0]], jnp.int32),
-            "inputs_segmentation": jnp.array([[1, 1, 1, 2, 2, 0]], jnp.int32),
-            "inputs_position": jnp.array([[0, 1, 2, 0, 1, 0]], jnp.int32),
-            "targets_segmentation": jnp.array([[1, 1, 2, 2, 2, 0]], jnp.int32),
-            "targets_position": jnp.array([[0, 1, 0, 1, 2, 0]], jnp.int32)}
+  packed = {
+      "inputs": jnp.array([a_in + b_in + [0]], jnp.int32),
+      "targets": jnp.array([a_tg + b_tg + [0]], jnp.int32),
+      "inputs_segmentation": jnp.array([[1, 1, 1, 2, 2, 0]], jnp.int32),
+      "inputs_position": jnp.array([[0, 1, 2, 0, 1, 0]], jnp.int32),
+      "targets_segmentation": jnp.array([[1, 1, 2, 2, 2, 0]], jnp.int32),
+      "targets_position": jnp.array([[0, 1, 0, 1, 2, 0]], jnp.int32),
+  }
   params = model.init(jax.random.key(3), sep)["params"]
   out_sep = np.asarray(model.apply({"params": params}, sep))
   out_packed = np.asarray(model.apply({"params": params}, packed))
@@ -161,13 +177,15 @@ def test_ntk_equals_standard_with_rescaled_kernels(arch, tied):
   roles = param_roles(params)
   scaled = {"attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "head"}
   params_ntk = jax.tree.map(lambda p, r: p * np.sqrt(r.fan_in) if r.role in scaled else p, params, roles)
-  np.testing.assert_allclose(sp.apply({"params": params}, b), ntk.apply({"params": params_ntk}, b),
-                             rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(
+      sp.apply({"params": params}, b), ntk.apply({"params": params_ntk}, b), rtol=1e-4, atol=1e-5
+  )
 
 
 def _attention_stats(scale):
   """Logit std of one head, d_k = 64, queries and keys = unit-variance inputs (identity projections)."""
   from models.attention import MultiHeadAttention
+
   c = tiny(d_model=64, num_heads=1, attention_logit_scale=scale, use_bias=False)
   attn = MultiHeadAttention(c)
   # Independent queries and keys (as cross-attention): self-attention would put |x|² on the diagonal.
@@ -195,8 +213,17 @@ def test_attention_logit_scale():
 def _stream_coefficients(norm_position, num_layers=6, d=512):
   """cos-like coefficient <x_l, x_0>/<x_0, x_0> after each layer, with attention branches zeroed and unit-variance
   MLP branches (normalized ReLU, LeCun init) — the σ = 1 setting of seeds 001/002."""
-  c = tiny(arch="encoder", num_encoder_layers=num_layers, d_model=d, num_heads=4, d_ff=d, use_bias=False,
-           norm_position=norm_position, activation="normalized_relu", max_len=64)
+  c = tiny(
+      arch="encoder",
+      num_encoder_layers=num_layers,
+      d_model=d,
+      num_heads=4,
+      d_ff=d,
+      use_bias=False,
+      norm_position=norm_position,
+      activation="normalized_relu",
+      max_len=64,
+  )
   model = get_model(c)
   tokens = jax.random.randint(jax.random.key(0), (4, 64), 3, VOCAB)
   params = model.init(jax.random.key(1), {"inputs": tokens})["params"]
@@ -234,8 +261,16 @@ def test_pre_ln_keeps_the_identity_path():
 
 
 def test_roles_and_fans():
-  c = tiny(arch="encoder_decoder", d_model=16, num_heads=4, head_dim=3, d_ff=24, tie_embeddings=False,
-           residual="admin", num_decoder_layers=2)
+  c = tiny(
+      arch="encoder_decoder",
+      d_model=16,
+      num_heads=4,
+      head_dim=3,
+      d_ff=24,
+      tie_embeddings=False,
+      residual="admin",
+      num_decoder_layers=2,
+  )
   params = get_model(c).init(jax.random.key(0), batch())["params"]
   roles = param_roles(params)
   q = roles["decoder"]["layer_1"]["cross_attn"]["query"]["kernel"]
@@ -251,8 +286,14 @@ def test_roles_and_fans():
 
 
 def test_mup_lr_multipliers_and_readout():
-  c = tiny(arch="decoder", parameterization="mup", attention_logit_scale="dk", d_model=32, mup_base_width=8,
-           tie_embeddings=False)
+  c = tiny(
+      arch="decoder",
+      parameterization="mup",
+      attention_logit_scale="dk",
+      d_model=32,
+      mup_base_width=8,
+      tie_embeddings=False,
+  )
   params = get_model(c).init(jax.random.key(0), batch())["params"]
   mult = models.lr_multipliers(params, c)
   assert mult["decoder"]["layer_0"]["mlp"]["wi"]["kernel"] == pytest.approx(0.25)
@@ -262,6 +303,7 @@ def test_mup_lr_multipliers_and_readout():
   assert set(jax.tree.leaves(sp_mult)) == {1.0}
   # The readout is multiplied by 1/width_ratio = 1/4 relative to the same kernel without µP.
   from models.parameterization import readout_multiplier
+
   assert readout_multiplier(c, tied=False) == pytest.approx(0.25)
 
 
@@ -291,15 +333,22 @@ def test_bfloat16_compute():
   np.testing.assert_allclose(out16, out32, atol=0.15 * float(jnp.abs(out32).max()))
 
 
-@pytest.mark.parametrize("key,value,match", [
-    ("norm_position", "middle", r"model.norm_position='middle' is not one of \['post', 'pre', 'sandwich', 'none'\]"),
-    ("residual", "rezero2", r"model.residual='rezero2' is not one of"),
-    ("parameterization", "mu", r"model.parameterization='mu' is not one of"),
-    ("attention_logit_scale", "sqrt", r"model.attention_logit_scale='sqrt' is not one of"),
-    ("activation", "swish", r"model.activation='swish' is not one of"),
-    ("d_model", 0, r"model.d_model=0 must be a positive integer"),
-    ("dropout_rate", 1.5, r"model.dropout_rate=1.5 must be in"),
-])
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        (
+            "norm_position",
+            "middle",
+            r"model.norm_position='middle' is not one of \['post', 'pre', 'sandwich', 'none'\]",
+        ),
+        ("residual", "rezero2", r"model.residual='rezero2' is not one of"),
+        ("parameterization", "mu", r"model.parameterization='mu' is not one of"),
+        ("attention_logit_scale", "sqrt", r"model.attention_logit_scale='sqrt' is not one of"),
+        ("activation", "swish", r"model.activation='swish' is not one of"),
+        ("d_model", 0, r"model.d_model=0 must be a positive integer"),
+        ("dropout_rate", 1.5, r"model.dropout_rate=1.5 must be in"),
+    ],
+)
 def test_bad_config_values_raise_naming_key_value_choices(key, value, match):
   with pytest.raises(ValueError, match=match):
     tiny(**{key: value})
@@ -307,8 +356,18 @@ def test_bad_config_values_raise_naming_key_value_choices(key, value, match):
 
 def test_from_config_presets_and_unknown_keys():
   import ml_collections
-  cfg = ml_collections.ConfigDict({"preset": "base", "d_model": None, "num_heads": None, "d_ff": None,
-                                   "num_encoder_layers": None, "num_decoder_layers": 4, "dtype": "bfloat16"})
+
+  cfg = ml_collections.ConfigDict(
+      {
+          "preset": "base",
+          "d_model": None,
+          "num_heads": None,
+          "d_ff": None,
+          "num_encoder_layers": None,
+          "num_decoder_layers": 4,
+          "dtype": "bfloat16",
+      }
+  )
   c = ModelConfig.from_config(cfg, vocab_size=100)
   assert (c.d_model, c.num_heads, c.d_ff, c.num_encoder_layers, c.num_decoder_layers) == (512, 8, 2048, 6, 4)
   assert c.dtype == jnp.bfloat16
@@ -322,15 +381,17 @@ def test_attention_head_stats_equal_a_hand_computation_with_padding():
   """Per-head logit std, entropy and max probability over valid (query, key) pairs; a query with no valid key
   (padding) is left out of the averages."""
   from models.attention import _masked_head_stats
+
   rng = np.random.default_rng(3)
   b, h, q, k = 2, 3, 4, 5
   logits = rng.standard_normal((b, h, q, k)) * 2.0
   mask = np.tril(np.ones((q, k), bool), 1)[None, None].repeat(b, 0).repeat(h, 1)
-  mask[0, :, :, 3:] = False   # batch 0: keys 3, 4 are padding
-  mask[1, :, 2, :] = False    # batch 1: query 2 is padding (no valid key)
+  mask[0, :, :, 3:] = False  # batch 0: keys 3, 4 are padding
+  mask[1, :, 2, :] = False  # batch 1: query 2 is padding (no valid key)
   probs = jax.nn.softmax(jnp.where(mask, logits, jnp.finfo(jnp.float32).min), axis=-1)
-  std, entropy, max_prob = (np.asarray(x) for x in _masked_head_stats(jnp.asarray(logits, jnp.float32), probs,
-                                                                      jnp.asarray(mask)))
+  std, entropy, max_prob = (
+      np.asarray(x) for x in _masked_head_stats(jnp.asarray(logits, jnp.float32), probs, jnp.asarray(mask))
+  )
   for head in range(h):
     valid = logits[:, head][mask[:, head]]
     ents, maxes = [], []

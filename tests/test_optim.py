@@ -28,8 +28,9 @@ def _lrs(cfg, counts, total_steps=None):
 
 
 def test_constant():
-  np.testing.assert_allclose(_lrs(_cfg(schedule="constant", learning_rate=0.3), [0, 7, 10**6]),
-                             [0.3, 0.3, 0.3], rtol=1e-7)
+  np.testing.assert_allclose(
+      _lrs(_cfg(schedule="constant", learning_rate=0.3), [0, 7, 10**6]), [0.3, 0.3, 0.3], rtol=1e-7
+  )
 
 
 def test_linear_warmup_hand_values():
@@ -78,8 +79,7 @@ def test_warmup_cosine_hand_values():
 
 
 def test_warmup_linear_decay_hand_values():
-  cfg = _cfg(schedule="warmup_linear_decay", learning_rate=1.0, warmup_steps=2,
-             min_lr_ratio=0.1, decay_steps=10)
+  cfg = _cfg(schedule="warmup_linear_decay", learning_rate=1.0, warmup_steps=2, min_lr_ratio=0.1, decay_steps=10)
   got = _lrs(cfg, [0, 1, 5, 9, 50])
   np.testing.assert_allclose(got, [0.5, 1.0, 0.55, 0.1, 0.1], rtol=1e-6)
 
@@ -101,8 +101,7 @@ def test_zero_warmup_decay_values():
   cfg = _cfg(schedule="warmup_linear_decay", learning_rate=1.0, warmup_steps=0, decay_steps=4)
   np.testing.assert_allclose(_lrs(cfg, [0, 1, 2, 3]), [0.75, 0.5, 0.25, 0.0], atol=1e-7)
   cfg.schedule = "warmup_cosine"
-  np.testing.assert_allclose(_lrs(cfg, [0, 1, 3]),
-                             [0.5 * (1 + math.cos(math.pi / 4)), 0.5, 0.0], atol=1e-7)
+  np.testing.assert_allclose(_lrs(cfg, [0, 1, 3]), [0.5 * (1 + math.cos(math.pi / 4)), 0.5, 0.0], atol=1e-7)
 
 
 def test_schedule_registry_and_getter():
@@ -117,9 +116,7 @@ def test_schedule_registry_and_getter():
 
 def _quadratic(params):
   # Diagonal quadratic with different curvatures; a 2-D leaf so adafactor factors it.
-  return 0.5 * jnp.sum(jnp.arange(1.0, 7.0).reshape(2, 3) * params["w"] ** 2) + 2.0 * jnp.sum(
-      params["b"] ** 2
-  )
+  return 0.5 * jnp.sum(jnp.arange(1.0, 7.0).reshape(2, 3) * params["w"] ** 2) + 2.0 * jnp.sum(params["b"] ** 2)
 
 
 def _params():
@@ -128,8 +125,7 @@ def _params():
 
 @pytest.mark.parametrize("name", sorted(optim.OPTIMIZERS))
 def test_every_optimizer_decreases_a_quadratic(name):
-  cfg = _cfg(name=name, schedule="constant", learning_rate=0.05,
-             weight_decay=0.0, adafactor_min_dim_size_to_factor=2)
+  cfg = _cfg(name=name, schedule="constant", learning_rate=0.05, weight_decay=0.0, adafactor_min_dim_size_to_factor=2)
   tx, _ = optim.make_optimizer(cfg)
   params = _params()
   state = tx.init(params)
@@ -142,8 +138,7 @@ def test_every_optimizer_decreases_a_quadratic(name):
 
 
 def _one_update(cfg, params, lr_multipliers=None, weight_decay_mask=None):
-  tx, _ = optim.make_optimizer(cfg, lr_multipliers=lr_multipliers,
-                               weight_decay_mask=weight_decay_mask)
+  tx, _ = optim.make_optimizer(cfg, lr_multipliers=lr_multipliers, weight_decay_mask=weight_decay_mask)
   grads = jax.grad(_quadratic)(params)
   updates, _ = tx.update(grads, tx.init(params), params)
   return updates
@@ -151,8 +146,7 @@ def _one_update(cfg, params, lr_multipliers=None, weight_decay_mask=None):
 
 @pytest.mark.parametrize("name", ["sgd", "adam", "adamw"])
 def test_lr_multiplier_scales_update_exactly(name):
-  cfg = _cfg(name=name, schedule="constant", learning_rate=0.1,
-             weight_decay=0.01 if name == "adamw" else 0.0)
+  cfg = _cfg(name=name, schedule="constant", learning_rate=0.1, weight_decay=0.01 if name == "adamw" else 0.0)
   params = _params()
   base = _one_update(cfg, params, lr_multipliers={"w": 1.0, "b": 1.0})
   scaled = _one_update(cfg, params, lr_multipliers={"w": 0.25, "b": 1.0})
@@ -184,15 +178,13 @@ def test_sgd_update_closed_form_with_decay_mask():
 @pytest.mark.parametrize("name", optim.WEIGHT_DECAY_OPTIMIZERS)
 def test_weight_decay_is_decoupled_lr_scaled_and_masked(name):
   # Every optimizer: update(λ) - update(0) = -η·λ·θ on decayed leaves, 0 on masked ones.
-  cfg = _cfg(name=name, schedule="constant", learning_rate=0.1, weight_decay=0.0,
-             adafactor_min_dim_size_to_factor=2)
+  cfg = _cfg(name=name, schedule="constant", learning_rate=0.1, weight_decay=0.0, adafactor_min_dim_size_to_factor=2)
   params = _params()
   mask = {"w": True, "b": False}
   plain = _one_update(cfg, params, weight_decay_mask=mask)
   cfg.weight_decay = 0.5
   decayed = _one_update(cfg, params, weight_decay_mask=mask)
-  np.testing.assert_allclose(decayed["w"] - plain["w"], -0.1 * 0.5 * params["w"], rtol=1e-5,
-                             atol=1e-7)
+  np.testing.assert_allclose(decayed["w"] - plain["w"], -0.1 * 0.5 * params["w"], rtol=1e-5, atol=1e-7)
   np.testing.assert_array_equal(decayed["b"], plain["b"])
 
 
@@ -206,16 +198,14 @@ def test_first_adam_update_is_lr_times_sign():
 
 
 def test_clipping_bounds_update_norm():
-  cfg = _cfg(name="sgd", schedule="constant", learning_rate=0.1, momentum=0.0,
-             grad_clip_norm=0.5)
+  cfg = _cfg(name="sgd", schedule="constant", learning_rate=0.1, momentum=0.0, grad_clip_norm=0.5)
   params = _params()
   g_norm = float(optax.global_norm(jax.grad(_quadratic)(params)))
   assert g_norm > 0.5
   updates = _one_update(cfg, params)
   np.testing.assert_allclose(float(optax.global_norm(updates)), 0.1 * 0.5, rtol=1e-6)
   cfg.grad_clip_norm = 0.0  # off: the update is the full gradient step
-  np.testing.assert_allclose(float(optax.global_norm(_one_update(cfg, params))), 0.1 * g_norm,
-                             rtol=1e-6)
+  np.testing.assert_allclose(float(optax.global_norm(_one_update(cfg, params))), 0.1 * g_norm, rtol=1e-6)
 
 
 def test_sgd_nesterov_second_step_closed_form():
@@ -244,18 +234,18 @@ def test_optimizer_registry_getter():
 @pytest.mark.parametrize(
     "overrides, pattern",
     [
-      ({"name": "lion"}, r"optim\.name='lion'.*'adam'"),
-      ({"schedule": "step"}, r"optim\.schedule='step'.*'rsqrt'"),
-      ({"warmup_steps": -1}, r"optim\.warmup_steps=-1.*integer >= 0"),
-      ({"learning_rate": 0.0}, r"optim\.learning_rate=0\.0.*\(0, inf\]"),
-      ({"learning_rate": -1e-3}, r"optim\.learning_rate=-0\.001"),
-      ({"b2": 1.0}, r"optim\.b2=1\.0"),
-      ({"min_lr_ratio": 1.5}, r"optim\.min_lr_ratio=1\.5"),
-      ({"grad_clip_norm": -1.0}, r"optim\.grad_clip_norm=-1\.0"),
-      ({"weight_decay": 0.1}, r"optim\.weight_decay=0\.1.*'adam'.*adamw"),
-      ({"schedule": "warmup_cosine"}, r"optim\.decay_steps=0.*total_steps"),
-      ({"schedule": "warmup_cosine", "decay_steps": 1000}, r"optim\.decay_steps=1000.*> optim"),
-      ({"adafactor_clipping_threshold": 0.5}, r"optim\.adafactor_clipping_threshold=0\.5"),
+        ({"name": "lion"}, r"optim\.name='lion'.*'adam'"),
+        ({"schedule": "step"}, r"optim\.schedule='step'.*'rsqrt'"),
+        ({"warmup_steps": -1}, r"optim\.warmup_steps=-1.*integer >= 0"),
+        ({"learning_rate": 0.0}, r"optim\.learning_rate=0\.0.*\(0, inf\]"),
+        ({"learning_rate": -1e-3}, r"optim\.learning_rate=-0\.001"),
+        ({"b2": 1.0}, r"optim\.b2=1\.0"),
+        ({"min_lr_ratio": 1.5}, r"optim\.min_lr_ratio=1\.5"),
+        ({"grad_clip_norm": -1.0}, r"optim\.grad_clip_norm=-1\.0"),
+        ({"weight_decay": 0.1}, r"optim\.weight_decay=0\.1.*'adam'.*adamw"),
+        ({"schedule": "warmup_cosine"}, r"optim\.decay_steps=0.*total_steps"),
+        ({"schedule": "warmup_cosine", "decay_steps": 1000}, r"optim\.decay_steps=1000.*> optim"),
+        ({"adafactor_clipping_threshold": 0.5}, r"optim\.adafactor_clipping_threshold=0\.5"),
     ],
 )
 def test_bad_config_raises_naming_key(overrides, pattern):

@@ -13,8 +13,17 @@ from init import procedures
 from models import ModelConfig, get_model, param_roles
 from models.config import ARCHS
 
-SIZES = dict(vocab_size=300, d_model=32, num_heads=2, d_ff=64, max_len=64, num_encoder_layers=2,
-             num_decoder_layers=2, residual="admin", norm_position="post")
+SIZES = dict(
+    vocab_size=300,
+    d_model=32,
+    num_heads=2,
+    d_ff=64,
+    max_len=64,
+    num_encoder_layers=2,
+    num_decoder_layers=2,
+    residual="admin",
+    norm_position="post",
+)
 
 
 def admin_model(arch):
@@ -48,15 +57,16 @@ def forward_recording(model):
 
 def reference_variances(model, params, batch):
   """Per stack: [Var x_0, Var F_1, Var F_2, ...] in execution order, numpy float64, from a pass with ω = 1."""
-  ones = jax.tree.map(lambda p, r: jnp.ones_like(p) if r.role == "residual_scale" else p,
-                      params, param_roles(params))
+  ones = jax.tree.map(lambda p, r: jnp.ones_like(p) if r.role == "residual_scale" else p, params, param_roles(params))
   _, state = forward_recording(model)({"params": ones}, batch)
   inter = state["intermediates"]
   out = {}
   for stack in model.config.stacks:
     valid = np.asarray(batch["inputs" if stack == "encoder" else "targets"]) > 0
+
     def var(x):
       return float(np.var(np.asarray(x, np.float64)[valid]))  # all features at valid positions
+
     seq = [((None, None), var(inter[stack]["stream_0"][0]))]
     for layer in range(model.config.num_layers(stack)):
       for sub in ("self_attn", "cross_attn", "mlp"):

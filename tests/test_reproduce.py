@@ -1,4 +1,5 @@
 """Claims 1–4 at the 'tiny' scale: their verdicts and the numbers behind them; registry, config and report checks."""
+
 import json
 import math
 import os
@@ -78,10 +79,24 @@ def test_registry_and_config_errors():
 
 
 def test_report_lists_every_claim(tmp_path):
-  results = [dict(claim="a_b", number=1, statement="s", source="x", paper_scale="p", scale="tiny", scale_used="u",
-                  verdict="reproduced", reason="because 1.0", thresholds={"t": "≤ 1"}, summary={"q": 0.5},
-                  figures=["f.png"], seconds=1.0),
-             dict(claim="c", number=2, verdict="inconclusive", reason="crashed")]
+  results = [
+      dict(
+          claim="a_b",
+          number=1,
+          statement="s",
+          source="x",
+          paper_scale="p",
+          scale="tiny",
+          scale_used="u",
+          verdict="reproduced",
+          reason="because 1.0",
+          thresholds={"t": "≤ 1"},
+          summary={"q": 0.5},
+          figures=["f.png"],
+          seconds=1.0,
+      ),
+      dict(claim="c", number=2, verdict="inconclusive", reason="crashed"),
+  ]
   text = open(write_report(results, str(tmp_path / "R.md"), figure_dir="reproduction")).read()
   assert "| 1 | [a_b](#a-b) | **reproduced** |" in text and "**Verdict: inconclusive.** crashed" in text
   assert "![a_b](reproduction/a_b/f.png)" in text and "| q | 0.5 |" in text
@@ -92,45 +107,58 @@ def _group(loss=None, failed=()):
   return dict(failed_seeds=list(failed), mean_final_loss=math.inf if failed else loss)
 
 
-@pytest.mark.parametrize("no_warm, warm, pre, expected", [
-    (_group(3.0), _group(2.5), _group(2.6), "reproduced"),          # ≥ δ above both references
-    (_group(failed=[0]), _group(2.5), _group(2.6), "reproduced"),   # diverged
-    (_group(2.65), _group(2.5), _group(2.6), "not reproduced"),     # within δ of the worse reference
-    (_group(3.0), _group(failed=[1]), _group(2.6), "inconclusive"),  # a reference failed
-])
+@pytest.mark.parametrize(
+    "no_warm, warm, pre, expected",
+    [
+        (_group(3.0), _group(2.5), _group(2.6), "reproduced"),  # ≥ δ above both references
+        (_group(failed=[0]), _group(2.5), _group(2.6), "reproduced"),  # diverged
+        (_group(2.65), _group(2.5), _group(2.6), "not reproduced"),  # within δ of the worse reference
+        (_group(3.0), _group(failed=[1]), _group(2.6), "inconclusive"),  # a reference failed
+    ],
+)
 def test_warmup_verdict(no_warm, warm, pre, expected):
   from analysis.reproduce.training_claims import warmup_verdict
+
   assert warmup_verdict({"postln_nowarmup": no_warm, "postln_warmup": warm, "preln_nowarmup": pre}) == expected
 
 
-@pytest.mark.parametrize("tfixup, post, expected", [
-    (_group(2.5), _group(failed=[0]), "reproduced"),
-    (_group(2.5), _group(2.7), "reproduced"),
-    (_group(2.5), _group(2.55), "inconclusive"),
-    (_group(2.7), _group(2.5), "not reproduced"),
-    (_group(failed=[0]), _group(failed=[0]), "not reproduced"),
-])
+@pytest.mark.parametrize(
+    "tfixup, post, expected",
+    [
+        (_group(2.5), _group(failed=[0]), "reproduced"),
+        (_group(2.5), _group(2.7), "reproduced"),
+        (_group(2.5), _group(2.55), "inconclusive"),
+        (_group(2.7), _group(2.5), "not reproduced"),
+        (_group(failed=[0]), _group(failed=[0]), "not reproduced"),
+    ],
+)
 def test_tfixup_verdict(tfixup, post, expected):
   from analysis.reproduce.training_claims import tfixup_verdict
+
   assert tfixup_verdict({"tfixup_nowarmup": tfixup, "postln_nowarmup": post}) == expected
 
 
-@pytest.mark.parametrize("bert_cos, bert, xavier, expected", [
-    (0.8, _group(2.5), _group(2.7), "reproduced"),
-    (0.8, _group(2.5), _group(failed=[0]), "reproduced"),
-    (0.8, _group(2.5), _group(2.55), "inconclusive"),
-    (0.8, _group(2.7), _group(2.5), "not reproduced"),
-    (0.3, _group(2.5), _group(2.7), "not reproduced"),   # identity path not stronger at init
-    (0.8, _group(failed=[1]), _group(2.7), "not reproduced"),
-])
+@pytest.mark.parametrize(
+    "bert_cos, bert, xavier, expected",
+    [
+        (0.8, _group(2.5), _group(2.7), "reproduced"),
+        (0.8, _group(2.5), _group(failed=[0]), "reproduced"),
+        (0.8, _group(2.5), _group(2.55), "inconclusive"),
+        (0.8, _group(2.7), _group(2.5), "not reproduced"),
+        (0.3, _group(2.5), _group(2.7), "not reproduced"),  # identity path not stronger at init
+        (0.8, _group(failed=[1]), _group(2.7), "not reproduced"),
+    ],
+)
 def test_bert_vs_xavier_verdict(bert_cos, bert, xavier, expected):
   from analysis.reproduce.training_claims import bert_vs_xavier_verdict
+
   identity = {"bert": {"encoder": bert_cos, "decoder": 0.8}, "xavier": {"encoder": 0.5, "decoder": 0.4}}
   assert bert_vs_xavier_verdict(identity, {"postln_bert": bert, "postln_xavier": xavier}) == expected
 
 
 def test_deep_no_warmup_verdict():
   from analysis.reproduce.training_claims import REFERENCE_MARGIN, deep_no_warmup_verdict
+
   methods = ["rezero", "admin"]
   ok = {"preln_reference": _group(2.0), "rezero": _group(2.0 + REFERENCE_MARGIN - 0.01), "admin": _group(1.9)}
   assert deep_no_warmup_verdict(ok, methods) == ("reproduced", {"rezero": True, "admin": True})
@@ -143,6 +171,7 @@ def test_deep_no_warmup_verdict():
 
 def test_sweep_merges_earlier_results(tmp_path):
   from analysis.reproduce.sweep import merged_results
+
   root = tmp_path / "reproduction"
   for name, verdict in (("truncated_normal", "reproduced"), ("warmup", "not reproduced")):
     os.makedirs(root / name)
@@ -153,4 +182,7 @@ def test_sweep_merges_earlier_results(tmp_path):
   names = [r["claim"] for r in merged]
   assert names == [n for n in CLAIMS if n in ("truncated_normal", "warmup", "tfixup")]  # registry order
   assert {r["claim"]: r["verdict"] for r in merged} == {
-      "truncated_normal": "reproduced", "warmup": "reproduced", "tfixup": "inconclusive"}  # fresh wins
+      "truncated_normal": "reproduced",
+      "warmup": "reproduced",
+      "tfixup": "inconclusive",
+  }  # fresh wins

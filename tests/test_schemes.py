@@ -18,7 +18,11 @@ TRUNC = 0.87962566  # std of N(0, 1) truncated to ±2 (SCIENCE §1)
 KERNELS = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
 # Model knobs each scheme needs (or is meant for); everything else is SIZES.
 SCHEME_MODEL = {
-    "xavier": {}, "bert": {}, "gpt2": {"norm_position": "pre"}, "dsinit": {}, "fixup": {},
+    "xavier": {},
+    "bert": {},
+    "gpt2": {"norm_position": "pre"},
+    "dsinit": {},
+    "fixup": {},
     "t5": {"attention_logit_scale": "none", "use_bias": False, "norm_type": "rmsnorm", "norm_position": "pre"},
     "tfixup": {"norm_type": "none", "norm_position": "none"},
     "deepnet": {"residual": "deepnorm"},
@@ -28,8 +32,17 @@ SCHEME_MODEL = {
     "mup": {"parameterization": "mup", "attention_logit_scale": "dk", "norm_position": "pre"},
 }
 # H·d_k = 64 != d = 128, so a swapped fan shows in every fan-dependent rule.
-SIZES = dict(vocab_size=512, d_model=128, num_heads=4, head_dim=16, d_ff=256, max_len=128, position="learned",
-             num_encoder_layers=2, num_decoder_layers=2)
+SIZES = dict(
+    vocab_size=512,
+    d_model=128,
+    num_heads=4,
+    head_dim=16,
+    d_ff=256,
+    max_len=128,
+    position="learned",
+    num_encoder_layers=2,
+    num_decoder_layers=2,
+)
 
 
 def test_every_scheme_has_a_model_config():
@@ -93,8 +106,15 @@ def paper_std(scheme, r, mc):
   if scheme == "bert":
     return 0.02 * TRUNC
   if scheme == "t5":
-    return {"attn_q": (d * dk) ** -0.5, "attn_k": d**-0.5, "attn_v": d**-0.5, "attn_out": (h * dk) ** -0.5,
-            "mlp_in": d**-0.5, "mlp_out": f**-0.5, "head": d**-0.5}.get(r.role, 1.0)
+    return {
+        "attn_q": (d * dk) ** -0.5,
+        "attn_k": d**-0.5,
+        "attn_v": d**-0.5,
+        "attn_out": (h * dk) ** -0.5,
+        "mlp_in": d**-0.5,
+        "mlp_out": f**-0.5,
+        "head": d**-0.5,
+    }.get(r.role, 1.0)
   if scheme == "gpt2":
     return 0.02 / math.sqrt(residual_layers(mc, r.stack)) if r.role in ("attn_out", "mlp_out") else 0.02
   if scheme == "tfixup":
@@ -179,8 +199,9 @@ def test_same_key_same_params_other_key_different(scheme, arch):
 @pytest.mark.parametrize("scheme,expected", [("bert", 0.0176), ("xavier", 1 / math.sqrt(768))])
 def test_768_constants(scheme, expected):
   """SCIENCE §1-2: BERT's 0.02 realizes 0.0176 on a 768×768 kernel; Xavier realizes 1/√768 = 0.0361."""
-  model = get_model(ModelConfig(vocab_size=64, arch="decoder", num_decoder_layers=1, d_model=768, num_heads=12,
-                                d_ff=768))
+  model = get_model(
+      ModelConfig(vocab_size=64, arch="decoder", num_decoder_layers=1, d_model=768, num_heads=12, d_ff=768)
+  )
   params = init.init_params({"scheme": scheme}, model, jax.random.key(0))["params"]
   kernel = np.asarray(params["decoder"]["layer_0"]["mlp"]["wi"]["kernel"])
   assert kernel.shape == (768, 768)
@@ -241,12 +262,18 @@ def test_gpt2_residual_projection_factor(deep_params):
   assert kernel_std(p, "decoder", 0, "cross_attn", "query") / 0.02 == pytest.approx(1.0, rel=0.03)
 
 
-@pytest.mark.parametrize("cfg,path,expected", [
-    ({"scheme": "bert", "std": 0.05}, ("decoder", "layer_0", "mlp", "wi"), 0.05 * TRUNC),
-    ({"scheme": "gpt2", "std": 0.05}, ("decoder", "layer_0", "mlp", "wi"), 0.05),
-    ({"scheme": "dsinit", "dsinit_alpha": 0.5}, ("decoder", "layer_1", "mlp", "wi"),
-     0.5 * math.sqrt(2 / 384) / math.sqrt(2)),
-])
+@pytest.mark.parametrize(
+    "cfg,path,expected",
+    [
+        ({"scheme": "bert", "std": 0.05}, ("decoder", "layer_0", "mlp", "wi"), 0.05 * TRUNC),
+        ({"scheme": "gpt2", "std": 0.05}, ("decoder", "layer_0", "mlp", "wi"), 0.05),
+        (
+            {"scheme": "dsinit", "dsinit_alpha": 0.5},
+            ("decoder", "layer_1", "mlp", "wi"),
+            0.5 * math.sqrt(2 / 384) / math.sqrt(2),
+        ),
+    ],
+)
 def test_hyper_parameters_reach_the_rule(cfg, path, expected):
   model = make_model(cfg["scheme"], "decoder")
   params = init.init_params(cfg, model, jax.random.key(0))["params"]
@@ -260,15 +287,28 @@ def test_mup_nonzero_readout_and_query():
   params = init.init_params(cfg, model, jax.random.key(0))["params"]
   assert np.asarray(params["head"]["kernel"]).std() == pytest.approx(128**-0.5, rel=0.03)
   assert np.asarray(params["decoder"]["layer_0"]["self_attn"]["query"]["kernel"]).std() == pytest.approx(
-      128**-0.5, rel=0.03)
+      128**-0.5, rel=0.03
+  )
 
 
-@pytest.mark.parametrize("residual,kw", [("rezero", {}), ("skipinit", {"skipinit_alpha": 0.25}),
-                                         ("scheduled", {"alpha_init": 0.1}), ("admin", {})])
+@pytest.mark.parametrize(
+    "residual,kw",
+    [("rezero", {}), ("skipinit", {"skipinit_alpha": 0.25}), ("scheduled", {"alpha_init": 0.1}), ("admin", {})],
+)
 def test_residual_scalars_match_the_models_own_init(residual, kw):
   """Residual α/ω and the `residual_alpha` collection are what models/ itself initializes (cross-check)."""
-  model = make_model("xavier", "decoder", residual=residual, d_model=16, num_heads=2, head_dim=None,
-                     d_ff=16, vocab_size=32, max_len=16, **kw)
+  model = make_model(
+      "xavier",
+      "decoder",
+      residual=residual,
+      d_model=16,
+      num_heads=2,
+      head_dim=None,
+      d_ff=16,
+      vocab_size=32,
+      max_len=16,
+      **kw,
+  )
   batch = make_batch("decoder", vocab=32)
   ours = init.init_params({"scheme": "xavier"}, model, jax.random.key(0), batch)
   theirs = model.init(jax.random.key(0), batch)  # eager: op compiles are shared across the cases
@@ -291,26 +331,33 @@ def test_unknown_scheme_lists_valid_names():
     init.get_scheme("nope")
 
 
-@pytest.mark.parametrize("cfg,model_kw,match", [
-    ({"scheme": "nope"}, {}, r"init.scheme='nope' is not one of"),
-    ({"scheme": "admin"}, {}, r"model.residual in \['admin'\]"),
-    ({"scheme": "deepnet"}, {}, r"model.residual in \['deepnorm'\]"),
-    ({"scheme": "rezero"}, {}, r"model.residual in \['rezero'\]"),
-    ({"scheme": "ntk"}, {}, r"model.parameterization in \['ntk'\]"),
-    ({"scheme": "xavier"}, {"parameterization": "ntk"}, r"set init.scheme='ntk'"),
-    ({"scheme": "bert"}, {"parameterization": "mup", "attention_logit_scale": "dk"}, r"set init.scheme='mup'"),
-    ({"scheme": "bert", "sdt": 0.02}, {}, r"unknown init config keys \['sdt'\]"),
-    ({"scheme": "bert", "std": -1.0}, {}, r"init.std=-1.0"),
-    ({"scheme": "dsinit", "dsinit_alpha": 2.0}, {}, r"init.dsinit_alpha=2.0"),
-    ({"scheme": "mup", "mup_readout_zero": 1}, {"parameterization": "mup", "attention_logit_scale": "dk"},
-     r"init.mup_readout_zero=1"),
-    ({"std": 0.02}, {}, r"init.scheme is missing"),
-])
+@pytest.mark.parametrize(
+    "cfg,model_kw,match",
+    [
+        ({"scheme": "nope"}, {}, r"init.scheme='nope' is not one of"),
+        ({"scheme": "admin"}, {}, r"model.residual in \['admin'\]"),
+        ({"scheme": "deepnet"}, {}, r"model.residual in \['deepnorm'\]"),
+        ({"scheme": "rezero"}, {}, r"model.residual in \['rezero'\]"),
+        ({"scheme": "ntk"}, {}, r"model.parameterization in \['ntk'\]"),
+        ({"scheme": "xavier"}, {"parameterization": "ntk"}, r"set init.scheme='ntk'"),
+        ({"scheme": "bert"}, {"parameterization": "mup", "attention_logit_scale": "dk"}, r"set init.scheme='mup'"),
+        ({"scheme": "bert", "sdt": 0.02}, {}, r"unknown init config keys \['sdt'\]"),
+        ({"scheme": "bert", "std": -1.0}, {}, r"init.std=-1.0"),
+        ({"scheme": "dsinit", "dsinit_alpha": 2.0}, {}, r"init.dsinit_alpha=2.0"),
+        (
+            {"scheme": "mup", "mup_readout_zero": 1},
+            {"parameterization": "mup", "attention_logit_scale": "dk"},
+            r"init.mup_readout_zero=1",
+        ),
+        ({"std": 0.02}, {}, r"init.scheme is missing"),
+    ],
+)
 def test_bad_config_or_model_raises_before_compute(cfg, model_kw, match, monkeypatch):
   model = get_model(ModelConfig(**{**SIZES, "arch": "decoder", **model_kw}))
 
   def no_compute(*a, **k):
     raise AssertionError("computed before validating")
+
   monkeypatch.setattr(jax, "eval_shape", no_compute)
   with pytest.raises(ValueError, match=match):
     init.init_params(cfg, model, jax.random.key(0), make_batch("decoder"))

@@ -1,4 +1,5 @@
 """Tests for analysis/trace.py: Hutchinson and Hutch++ against the exact trace, each other and matfree."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,50 +13,50 @@ from tests.test_spectrum import _with_spectrum, x64  # noqa: F401  x64: the auto
 
 @pytest.mark.parametrize("method", sorted(TRACE_METHODS))
 def test_trace_within_three_standard_errors(method):
-    eigs = np.random.default_rng(8).uniform(-1.0, 3.0, 100)
-    a = _with_spectrum(eigs, 9)
-    out = trace(lambda x: a @ x, jnp.zeros(100), 30, jax.random.PRNGKey(2), method=method)
-    assert out.num_matvecs == 30 and out.method == method and float(out.std_error) > 0
-    assert abs(float(out.estimate) - eigs.sum()) < 3 * float(out.std_error)
+  eigs = np.random.default_rng(8).uniform(-1.0, 3.0, 100)
+  a = _with_spectrum(eigs, 9)
+  out = trace(lambda x: a @ x, jnp.zeros(100), 30, jax.random.PRNGKey(2), method=method)
+  assert out.num_matvecs == 30 and out.method == method and float(out.std_error) > 0
+  assert abs(float(out.estimate) - eigs.sum()) < 3 * float(out.std_error)
 
 
 def test_hutchpp_beats_hutchinson_on_decaying_spectrum():
-    eigs = 1.0 / np.arange(1, 101) ** 2
-    a = _with_spectrum(eigs, 10)
-    keys = jax.random.split(jax.random.PRNGKey(0), 10)
-    errors = {}
-    for method in TRACE_METHODS:
-        estimate = lambda k: trace(lambda x: a @ x, jnp.zeros(100), 30, k, method=method).estimate
-        est = jax.jit(jax.vmap(estimate))(keys)  # one compilation for the 10 seeds
-        errors[method] = float(jnp.mean(jnp.abs(est - eigs.sum())))
-    assert errors["hutch++"] < 0.5 * errors["hutchinson"], errors
+  eigs = 1.0 / np.arange(1, 101) ** 2
+  a = _with_spectrum(eigs, 10)
+  keys = jax.random.split(jax.random.PRNGKey(0), 10)
+  errors = {}
+  for method in TRACE_METHODS:
+    estimate = lambda k: trace(lambda x: a @ x, jnp.zeros(100), 30, k, method=method).estimate
+    est = jax.jit(jax.vmap(estimate))(keys)  # one compilation for the 10 seeds
+    errors[method] = float(jnp.mean(jnp.abs(est - eigs.sum())))
+  assert errors["hutch++"] < 0.5 * errors["hutchinson"], errors
 
 
 def test_hutchinson_matches_matfree():
-    a = _with_spectrum(np.random.default_rng(11).uniform(0.0, 2.0, 50), 12)
-    key = jax.random.PRNGKey(5)
-    ours = trace(lambda x: a @ x, jnp.zeros(50), 16, key)
-    z_pxn = jax.random.rademacher(key, (16, 50), dtype=jnp.float64)  # the probes `trace` draws from this key
-    theirs = stochtrace.estimator_monte_carlo(stochtrace.monte_carlo_trace(), lambda k: z_pxn)(lambda x: a @ x, key)
-    np.testing.assert_allclose(ours.estimate, theirs, rtol=1e-12)
+  a = _with_spectrum(np.random.default_rng(11).uniform(0.0, 2.0, 50), 12)
+  key = jax.random.PRNGKey(5)
+  ours = trace(lambda x: a @ x, jnp.zeros(50), 16, key)
+  z_pxn = jax.random.rademacher(key, (16, 50), dtype=jnp.float64)  # the probes `trace` draws from this key
+  theirs = stochtrace.estimator_monte_carlo(stochtrace.monte_carlo_trace(), lambda k: z_pxn)(lambda x: a @ x, key)
+  np.testing.assert_allclose(ours.estimate, theirs, rtol=1e-12)
 
 
 def test_trace_on_pytree_equals_flat():
-    n = 20
-    a = _with_spectrum(np.linspace(1.0, 2.0, n), 13)
-    tree = {"w": jnp.zeros((3, 4)), "b": jnp.zeros(8)}
-    _, unravel = ravel_pytree(tree)
-    tree_mv = lambda t: unravel(a @ ravel_pytree(t)[0])
-    on_tree = trace(tree_mv, tree, 8, jax.random.PRNGKey(1), method="hutch++")
-    on_flat = trace(lambda x: a @ x, jnp.zeros(n), 8, jax.random.PRNGKey(1), method="hutch++")
-    np.testing.assert_allclose(on_tree.estimate, on_flat.estimate, rtol=1e-13)
+  n = 20
+  a = _with_spectrum(np.linspace(1.0, 2.0, n), 13)
+  tree = {"w": jnp.zeros((3, 4)), "b": jnp.zeros(8)}
+  _, unravel = ravel_pytree(tree)
+  tree_mv = lambda t: unravel(a @ ravel_pytree(t)[0])
+  on_tree = trace(tree_mv, tree, 8, jax.random.PRNGKey(1), method="hutch++")
+  on_flat = trace(lambda x: a @ x, jnp.zeros(n), 8, jax.random.PRNGKey(1), method="hutch++")
+  np.testing.assert_allclose(on_tree.estimate, on_flat.estimate, rtol=1e-13)
 
 
 def test_trace_argument_errors():
-    mv, example = (lambda x: x), jnp.zeros(10)
-    with pytest.raises(ValueError, match=r"method='xtrace'.*\['hutch\+\+', 'hutchinson'\]"):
-        trace(mv, example, 10, jax.random.PRNGKey(0), method="xtrace")
-    with pytest.raises(ValueError, match="num_probes=3 must be ≥ 4 for method='hutch\\+\\+'"):
-        trace(mv, example, 3, jax.random.PRNGKey(0), method="hutch++")
-    with pytest.raises(ValueError, match="num_probes=1 must be ≥ 2"):
-        trace(mv, example, 1, jax.random.PRNGKey(0))
+  mv, example = (lambda x: x), jnp.zeros(10)
+  with pytest.raises(ValueError, match=r"method='xtrace'.*\['hutch\+\+', 'hutchinson'\]"):
+    trace(mv, example, 10, jax.random.PRNGKey(0), method="xtrace")
+  with pytest.raises(ValueError, match="num_probes=3 must be ≥ 4 for method='hutch\\+\\+'"):
+    trace(mv, example, 3, jax.random.PRNGKey(0), method="hutch++")
+  with pytest.raises(ValueError, match="num_probes=1 must be ≥ 2"):
+    trace(mv, example, 1, jax.random.PRNGKey(0))

@@ -67,19 +67,31 @@ def test_embedded_task_learns(tmp_path):
 
 def test_resume_is_bitwise(tmp_path):
   """20 steps, stop, 20 more == 40 uninterrupted: params, optimizer state, step and data position."""
+
   def run(workdir, num_steps):
-    config = tiny_config(**{"train.num_steps": num_steps, "train.checkpoint_every": 20, "train.eval_every": 1000,
-                            "train.num_decode_examples": 0, "model.residual": "scheduled",
-                            "model.norm_position": "none", "model.norm_type": "none", "model.alpha_step": 0.01,
-                            "model.dropout_rate": 0.1})
+    config = tiny_config(
+        **{
+            "train.num_steps": num_steps,
+            "train.checkpoint_every": 20,
+            "train.eval_every": 1000,
+            "train.num_decode_examples": 0,
+            "model.residual": "scheduled",
+            "model.norm_position": "none",
+            "model.norm_type": "none",
+            "model.alpha_step": 0.01,
+            "model.dropout_rate": 0.1,
+        }
+    )
     return loop.train_and_evaluate(loop.setup(config, str(workdir)))
 
   straight = run(tmp_path / "a", 40)
   run(tmp_path / "b", 20)
   resumed = run(tmp_path / "b", 40)
   assert int(resumed.step) == int(straight.step) == 40
-  for a, b in zip(jax.tree.leaves((straight.params, straight.opt_state, straight.variables)),
-                  jax.tree.leaves((resumed.params, resumed.opt_state, resumed.variables))):
+  for a, b in zip(
+      jax.tree.leaves((straight.params, straight.opt_state, straight.variables)),
+      jax.tree.leaves((resumed.params, resumed.opt_state, resumed.variables)),
+  ):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   alphas = jax.tree.leaves(resumed.variables["residual_alpha"])
   np.testing.assert_allclose(alphas, 0.4, rtol=1e-5)  # 40 updates of 0.01
@@ -88,10 +100,21 @@ def test_resume_is_bitwise(tmp_path):
 @pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"Multi30k not found at {MULTI30K}")
 def test_multi30k_few_steps_and_loss_at_init(tmp_path):
   """Real sentences: loss at init within 10% of ln(vocab) for BERT's small init; a few steps decrease it."""
-  config = tiny_config(**{"data.name": "multi30k", "data.dir": str(MULTI30K), "data.vocab_size": 1000,
-                          "train.num_steps": 30, "train.log_every": 10, "train.eval_every": 1000,
-                          "train.num_decode_examples": 0, "init.scheme": "bert", "model.norm_position": "post",
-                          "optim.learning_rate": 1e-3, "optim.warmup_steps": 5})
+  config = tiny_config(
+      **{
+          "data.name": "multi30k",
+          "data.dir": str(MULTI30K),
+          "data.vocab_size": 1000,
+          "train.num_steps": 30,
+          "train.log_every": 10,
+          "train.eval_every": 1000,
+          "train.num_decode_examples": 0,
+          "init.scheme": "bert",
+          "model.norm_position": "post",
+          "optim.learning_rate": 1e-3,
+          "optim.warmup_steps": 5,
+      }
+  )
   exp = loop.setup(config, str(tmp_path))
   loss_fn = jax.jit(make_loss_fn(exp.model, variables=exp.state.variables))
   batch = jax.tree.map(jnp.asarray, exp.batches(1)[0])
@@ -106,12 +129,25 @@ def test_divergence_is_clean(tmp_path):
   """A config built to diverge: status.json says diverged, a checkpoint from before it stays, exit code 3,
   no traceback."""
   workdir = tmp_path / "div"
-  args = [sys.executable, "main.py", "--config=configs/xavier_postln.py", f"--workdir={workdir}",
-          "--config.model.preset=tiny", "--config.optim.name=sgd", "--config.optim.learning_rate=1e12",
-          "--config.optim.schedule=constant", "--config.optim.warmup_steps=0", "--config.train.num_steps=50",
-          "--config.train.checkpoint_every=1", "--config.train.log_every=1", "--config.train.num_decode_examples=0",
-          "--config.data.embedded.num_train=500", "--config.data.embedded.num_eval=32", "--config.data.batch_size=8",
-          "--config.data.eval_batch_size=8"]
+  args = [
+      sys.executable,
+      "main.py",
+      "--config=configs/xavier_postln.py",
+      f"--workdir={workdir}",
+      "--config.model.preset=tiny",
+      "--config.optim.name=sgd",
+      "--config.optim.learning_rate=1e12",
+      "--config.optim.schedule=constant",
+      "--config.optim.warmup_steps=0",
+      "--config.train.num_steps=50",
+      "--config.train.checkpoint_every=1",
+      "--config.train.log_every=1",
+      "--config.train.num_decode_examples=0",
+      "--config.data.embedded.num_train=500",
+      "--config.data.embedded.num_eval=32",
+      "--config.data.batch_size=8",
+      "--config.data.eval_batch_size=8",
+  ]
   proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
   assert proc.returncode == 3, proc.stderr[-3000:]
   assert "Traceback" not in proc.stderr
@@ -125,22 +161,26 @@ def test_eight_devices_match_one(tmp_path):
   """On 8 simulated CPU devices the loss and gradients of one step match 1 device within 1e-5."""
   script = REPO / "tests" / "scripts" / "data_parallel_step.py"
   env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
-  proc = subprocess.run([sys.executable, str(script), str(tmp_path)], cwd=REPO, env=env, capture_output=True,
-                        text=True, timeout=600)
+  proc = subprocess.run(
+      [sys.executable, str(script), str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   result = json.loads(proc.stdout.strip().splitlines()[-1])
   assert result["num_devices"] == 8
   assert result["loss_diff"] < 1e-5 and result["grad_rel_diff"] < 1e-5, result
 
 
-@pytest.mark.parametrize("key,value,match", [
-    ("optim.name", "adamm", r"optim.name"),
-    ("optim.warmup_steps", -1, r"optim.warmup_steps"),
-    ("init.scheme", "kaiming", r"kaiming"),
-    ("model.norm_position", "middle", r"model.norm_position='middle'"),
-    ("train.num_steps", -5, r"train.num_steps=-5"),
-    ("data.name", "wmt", r"wmt"),
-])
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        ("optim.name", "adamm", r"optim.name"),
+        ("optim.warmup_steps", -1, r"optim.warmup_steps"),
+        ("init.scheme", "kaiming", r"kaiming"),
+        ("model.norm_position", "middle", r"model.norm_position='middle'"),
+        ("train.num_steps", -5, r"train.num_steps=-5"),
+        ("data.name", "wmt", r"wmt"),
+    ],
+)
 def test_bad_config_values_fail_before_compute(tmp_path, key, value, match):
   with pytest.raises(ValueError, match=match):
     loop.setup(tiny_config(**{key: value}), str(tmp_path))

@@ -57,9 +57,7 @@ class Checkpointer:
     if not isinstance(save_every, int) or save_every < 1:
       raise ValueError(f"save_every={save_every!r} is invalid; valid choices: an integer >= 1")
     if max_to_keep is not None and (not isinstance(max_to_keep, int) or max_to_keep < 1):
-      raise ValueError(
-          f"max_to_keep={max_to_keep!r} is invalid; valid choices: an integer >= 1 or None"
-      )
+      raise ValueError(f"max_to_keep={max_to_keep!r} is invalid; valid choices: an integer >= 1 or None")
     self.directory = os.path.abspath(directory)
     self.save_every = save_every
     self._asynchronous = asynchronous
@@ -91,9 +89,7 @@ class Checkpointer:
     """Whether `save(step, force=force)` would write a new checkpoint."""
     return (force or int(step) % self.save_every == 0) and int(step) not in self.all_steps()
 
-  def save(
-      self, step: int, state: Any, *, data_state: Optional[dict] = None, force: bool = False
-  ) -> bool:
+  def save(self, step: int, state: Any, *, data_state: Optional[dict] = None, force: bool = False) -> bool:
     """Saves `state` (and `data_state`) as step `step` if the saving rule says so.
 
     Args:
@@ -115,7 +111,7 @@ class Checkpointer:
       try:
         json.dumps(data_state)
       except (TypeError, ValueError) as e:
-        raise ValueError(f"data_state is not JSON-able ({e}); valid choices: a JSON-able dict")
+        raise ValueError(f"data_state is not JSON-able ({e}); valid choices: a JSON-able dict") from e
     if not self.should_save(step, force=force):
       return False
     items = {STATE_ITEM: ocp.args.StandardSave(state)}

@@ -31,8 +31,9 @@ def make_greedy_decode(model: Any, max_length: int) -> Callable:
     def body(t, carry):
       tokens_BxT, done_B = carry
       valid = jnp.broadcast_to(positions_T <= t, (b, max_length))
-      logits = model.apply(variables, shift_right(tokens_BxT), valid, encoded_BxSxD=encoded, inputs_BxS=inputs_BxS,
-                           method=model.decode)
+      logits = model.apply(
+          variables, shift_right(tokens_BxT), valid, encoded_BxSxD=encoded, inputs_BxS=inputs_BxS, method=model.decode
+      )
       next_B = jnp.argmax(jax.lax.dynamic_index_in_dim(logits, t, axis=1, keepdims=False), axis=-1)
       next_B = jnp.where(done_B, 0, next_B).astype(jnp.int32)
       tokens_BxT = jax.lax.dynamic_update_index_in_dim(tokens_BxT, next_B, t, axis=1)

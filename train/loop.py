@@ -17,7 +17,7 @@ import dataclasses
 import json
 import math
 import os
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -35,8 +35,19 @@ from train import optim
 from train import step as step_lib
 from train.state import TrainState
 
-TRAIN_KEYS = ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "seed",
-              "label_smoothing", "mlm_mask_rate", "num_decode_examples", "decode_max_length", "grad_norms_every")
+TRAIN_KEYS = (
+    "num_steps",
+    "log_every",
+    "eval_every",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "seed",
+    "label_smoothing",
+    "mlm_mask_rate",
+    "num_decode_examples",
+    "decode_max_length",
+    "grad_norms_every",
+)
 
 
 class Diverged(RuntimeError):
@@ -72,8 +83,9 @@ class Experiment:
     while len(rows) < n * batch_size:
       b = next(it)
       rows += [{k: v[i] for k, v in b.items()} for i in range(len(next(iter(b.values()))))]
-    return [{k: np.stack([r[k] for r in rows[j * batch_size:(j + 1) * batch_size]]) for k in rows[0]}
-            for j in range(n)]
+    return [
+        {k: np.stack([r[k] for r in rows[j * batch_size : (j + 1) * batch_size]]) for k in rows[0]} for j in range(n)
+    ]
 
 
 def validate_train_config(cfg: ml_collections.ConfigDict) -> None:
@@ -110,8 +122,10 @@ def setup(config: ml_collections.ConfigDict, workdir: str, *, restore_step: Opti
   data = data_lib.build(config.data, workdir=workdir)
   model_config = models.ModelConfig.from_config(config.model, vocab_size=data.tokenizer.vocab_size)
   if model_config.arch == "encoder_decoder" and data.task != "translation":
-    raise ValueError(f"model.arch='encoder_decoder' needs a translation dataset; data.name={config.data.name!r} "
-                     f"is a {data.task!r} dataset (use model.arch='decoder' or 'encoder')")
+    raise ValueError(
+        f"model.arch='encoder_decoder' needs a translation dataset; data.name={config.data.name!r} "
+        f"is a {data.task!r} dataset (use model.arch='decoder' or 'encoder')"
+    )
   model = models.get_model(model_config)
   mesh = step_lib.make_mesh()
 
@@ -121,16 +135,24 @@ def setup(config: ml_collections.ConfigDict, workdir: str, *, restore_step: Opti
   params = variables.pop("params")
   multipliers = models.lr_multipliers(params, model_config)
   tx, schedule = optim.make_optimizer(config.optim, lr_multipliers=multipliers, total_steps=config.train.num_steps)
-  state = TrainState(step=jnp.asarray(0, jnp.int32), params=params, opt_state=tx.init(params),
-                     variables=variables, rng=jax.random.fold_in(rng, 1))
+  state = TrainState(
+      step=jnp.asarray(0, jnp.int32),
+      params=params,
+      opt_state=tx.init(params),
+      variables=variables,
+      rng=jax.random.fold_in(rng, 1),
+  )
   state = jax.device_put(state, step_lib.replicated(mesh))
 
-  checkpointer = checkpoint_lib.Checkpointer(os.path.join(workdir, "checkpoints"),
-                                             max_to_keep=config.train.keep_checkpoints,
-                                             save_every=config.train.checkpoint_every)
+  checkpointer = checkpoint_lib.Checkpointer(
+      os.path.join(workdir, "checkpoints"),
+      max_to_keep=config.train.keep_checkpoints,
+      save_every=config.train.checkpoint_every,
+  )
   if restore_step and restore_step not in checkpointer.all_steps():
-    raise ValueError(f"checkpoint step {restore_step} is not in {workdir}/checkpoints; it has "
-                     f"{checkpointer.all_steps()}")
+    raise ValueError(
+        f"checkpoint step {restore_step} is not in {workdir}/checkpoints; it has " f"{checkpointer.all_steps()}"
+    )
   restored = None if restore_step == 0 else checkpointer.restore(state, step=restore_step)
   data_state, start = None, 0
   if restored is not None:
@@ -148,20 +170,23 @@ def evaluate(exp: Experiment, eval_step, decode_fn, variables) -> dict:
     out = eval_step(variables, step_lib.global_batch(batch, exp.mesh), jax.random.fold_in(key, i))
     sums = {k: sums[k] + float(out[k]) for k in sums}
   loss = sums["loss_sum"] / max(sums["tokens"], 1.0)
-  result = {"loss": loss, "accuracy": sums["correct"] / max(sums["tokens"], 1.0),
-            "perplexity": math.exp(min(loss, 50.0))}
+  result = {
+      "loss": loss,
+      "accuracy": sums["correct"] / max(sums["tokens"], 1.0),
+      "perplexity": math.exp(min(loss, 50.0)),
+  }
   if decode_fn is not None:
     examples = exp.data.eval_examples()[: exp.config.train.num_decode_examples]
     hyps = []
     bs = exp.config.data.eval_batch_size
     for i in range(0, len(examples), bs):
-      chunk = examples[i:i + bs]
+      chunk = examples[i : i + bs]
       ids = np.zeros((bs, exp.data.max_source_length), np.int32)
       for j, (src, _) in enumerate(chunk):
         toks = exp.data.tokenizer.encode(src)[: exp.data.max_source_length - 1] + [exp.data.eos_id]
-        ids[j, :len(toks)] = toks
+        ids[j, : len(toks)] = toks
       out = np.asarray(decode_fn(variables, jnp.asarray(ids)))
-      hyps += [exp.data.tokenizer.decode(row.tolist()) for row in out[:len(chunk)]]
+      hyps += [exp.data.tokenizer.decode(row.tolist()) for row in out[: len(chunk)]]
     result.update(decode_lib.translation_metrics(hyps, [ref for _, ref in examples]))
   return result
 
@@ -178,8 +203,10 @@ def train_and_evaluate(exp: Experiment) -> TrainState:
     f.write(exp.config.to_json_best_effort(indent=2))
   writer = metrics_lib.MetricWriter(workdir, resume_step=exp.start_step)
   progress = metrics_lib.ProgressReporter(cfg.num_steps)
-  train_step = step_lib.jit_train_step(step_lib.make_train_step(
-      exp.model, exp.tx, label_smoothing=cfg.label_smoothing, mlm_mask_rate=cfg.mlm_mask_rate), exp.mesh)
+  train_step = step_lib.jit_train_step(
+      step_lib.make_train_step(exp.model, exp.tx, label_smoothing=cfg.label_smoothing, mlm_mask_rate=cfg.mlm_mask_rate),
+      exp.mesh,
+  )
   eval_step = jax.jit(step_lib.make_eval_step(exp.model, mlm_mask_rate=cfg.mlm_mask_rate))
   decode_fn = None
   if exp.model.config.arch == "encoder_decoder" and cfg.num_decode_examples > 0:
@@ -197,17 +224,29 @@ def train_and_evaluate(exp: Experiment) -> TrainState:
     done_step, m = step_metrics
     if not bool(m["finite"]):
       bad = _nonfinite_paths(m["grad_finite"], names)
-      metrics_lib.write_status(workdir, "diverged", done_step, loss=float(m["loss"]), nonfinite_params=bad,
-                               last_checkpoint=exp.checkpointer.latest_step())
+      metrics_lib.write_status(
+          workdir,
+          "diverged",
+          done_step,
+          loss=float(m["loss"]),
+          nonfinite_params=bad,
+          last_checkpoint=exp.checkpointer.latest_step(),
+      )
       writer.write_scalars(done_step, {"loss": float(m["loss"]), "diverged": 1.0})
       writer.close()
-      raise Diverged(f"non-finite loss or gradient at step {done_step}; non-finite gradients in "
-                     f"{bad[:5]}{'...' if len(bad) > 5 else ''}; last good checkpoint: "
-                     f"{exp.checkpointer.latest_step()}")
+      raise Diverged(
+          f"non-finite loss or gradient at step {done_step}; non-finite gradients in "
+          f"{bad[:5]}{'...' if len(bad) > 5 else ''}; last good checkpoint: "
+          f"{exp.checkpointer.latest_step()}"
+      )
 
   def log(done_step, m):
-    scalars = {"loss": m["loss"], "accuracy": m["accuracy"], "grad_norm": m["grad_norm"],
-               "learning_rate": exp.schedule(done_step - 1)}
+    scalars = {
+        "loss": m["loss"],
+        "accuracy": m["accuracy"],
+        "grad_norm": m["grad_norm"],
+        "learning_rate": exp.schedule(done_step - 1),
+    }
     scalars = {k: float(v) for k, v in scalars.items()}
     if cfg.grad_norms_every and done_step % cfg.grad_norms_every == 0:
       scalars.update({f"grad_norm/{n}": float(v) for n, v in zip(names, jax.tree.leaves(m["grad_norms"]))})

@@ -99,8 +99,15 @@ def make_logits_fn(model: Any, *, variables: Optional[dict] = None) -> LogitsFn:
   return LogitsFn(model, extra)
 
 
-def mlm_batch(tokens_BxL: jax.Array, key: jax.Array, *, vocab_size: int, mask_id: int, mask_rate: float = 0.15,
-              num_reserved: int = 3) -> dict:
+def mlm_batch(
+    tokens_BxL: jax.Array,
+    key: jax.Array,
+    *,
+    vocab_size: int,
+    mask_id: int,
+    mask_rate: float = 0.15,
+    num_reserved: int = 3,
+) -> dict:
   """BERT's masked-LM batch from token ids (Devlin et al. 2019 §3.1 and appendix A.1).
 
   Args:

@@ -26,9 +26,9 @@ import time
 import uuid
 from typing import Any, Callable, Mapping, Optional
 
-from absl import logging
 import numpy as np
 import tensorboardX
+from absl import logging
 
 METRICS_FILE = "metrics.jsonl"
 STATUS_FILE = "status.json"
@@ -179,9 +179,7 @@ class ProgressReporter:
       emit: Callable[[str], Any] = logging.info,
   ):
     if total_steps <= 0 or window < 1:
-      raise ValueError(
-          f"total_steps={total_steps!r}, window={window!r}; valid choices: both integers >= 1"
-      )
+      raise ValueError(f"total_steps={total_steps!r}, window={window!r}; valid choices: both integers >= 1")
     self.total_steps = total_steps
     self._clock = clock
     self._emit = emit

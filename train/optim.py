@@ -29,7 +29,6 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
-
 # ----------------------------------------------------------------------------- schedules
 # Every builder takes the same keyword arguments (unused ones are ignored) and returns an
 # optax schedule `count -> lr` evaluated at t = count + 1 (see module docstring).
@@ -56,9 +55,7 @@ def linear_warmup(*, learning_rate: float, warmup_steps: int, **_: Any) -> optax
   return _at_one_based(optax.linear_schedule(0.0, learning_rate, warmup_steps))
 
 
-def rsqrt(
-    *, learning_rate: float, warmup_steps: int, rsqrt_d_model: Optional[int], **_: Any
-) -> optax.Schedule:
+def rsqrt(*, learning_rate: float, warmup_steps: int, rsqrt_d_model: Optional[int], **_: Any) -> optax.Schedule:
   """Noam / inverse square root (Vaswani et al. 2017, Eq. 3; SCIENCE.md §8).
 
   With `rsqrt_d_model = d > 0` this is exactly the paper's rule
@@ -103,9 +100,7 @@ def warmup_linear_decay(
   """Linear warmup to η over T_w, then linear decay to η·min_lr_ratio at t = decay_steps
   (BERT, Devlin et al. 2019 §A.2: warmup 10^4 steps then linear decay)."""
   warmup = optax.linear_schedule(0.0, learning_rate, warmup_steps)
-  decay = optax.linear_schedule(
-      learning_rate, learning_rate * min_lr_ratio, decay_steps - warmup_steps
-  )
+  decay = optax.linear_schedule(learning_rate, learning_rate * min_lr_ratio, decay_steps - warmup_steps)
   return _at_one_based(optax.join_schedules([warmup, decay], [warmup_steps]))
 
 
@@ -150,9 +145,7 @@ def adam(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTrans
 
 def adamw(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTransformation:
   """AdamW (Loshchilov & Hutter 2019): Adam plus decoupled decay η_t·λ·θ."""
-  return optax.adamw(
-      lr, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay, mask=weight_decay_mask
-  )
+  return optax.adamw(lr, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay, mask=weight_decay_mask)
 
 
 def sgd(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTransformation:
@@ -307,9 +300,7 @@ def validate_optim_config(optim_config, *, total_steps: Optional[int] = None) ->
   """
   unknown = sorted(set(optim_config.keys()) - set(default_optim_config().keys()))
   if unknown:
-    raise ValueError(
-        f"optim.{unknown[0]} is not a known key; valid keys: {sorted(default_optim_config())}"
-    )
+    raise ValueError(f"optim.{unknown[0]} is not a known key; valid keys: {sorted(default_optim_config())}")
   cfg = optim_config
   if cfg.name not in OPTIMIZERS:
     _fail("name", cfg.name, str(sorted(OPTIMIZERS)))
@@ -336,16 +327,21 @@ def validate_optim_config(optim_config, *, total_steps: Optional[int] = None) ->
     _check_number(cfg, "adafactor_clipping_threshold", 1, inf)
   _check_int(cfg, "adafactor_min_dim_size_to_factor", 1)
   if cfg.weight_decay and cfg.name not in WEIGHT_DECAY_OPTIMIZERS:
-    _fail("weight_decay", cfg.weight_decay, f"0.0 for optim.name={cfg.name!r} "
-          f"(weight decay is read by {list(WEIGHT_DECAY_OPTIMIZERS)})")
+    _fail(
+        "weight_decay",
+        cfg.weight_decay,
+        f"0.0 for optim.name={cfg.name!r} " f"(weight decay is read by {list(WEIGHT_DECAY_OPTIMIZERS)})",
+    )
   if cfg.schedule in DECAYING_SCHEDULES:
     horizon = cfg.decay_steps or total_steps
     if not horizon:
-      _fail("decay_steps", cfg.decay_steps,
-            f"a positive integer (or pass total_steps) for optim.schedule={cfg.schedule!r}")
+      _fail(
+          "decay_steps",
+          cfg.decay_steps,
+          f"a positive integer (or pass total_steps) for optim.schedule={cfg.schedule!r}",
+      )
     if horizon <= cfg.warmup_steps:
-      _fail("decay_steps", horizon,
-            f"an integer > optim.warmup_steps={cfg.warmup_steps} (decay_steps includes warmup)")
+      _fail("decay_steps", horizon, f"an integer > optim.warmup_steps={cfg.warmup_steps} (decay_steps includes warmup)")
 
 
 def make_schedule(optim_config, *, total_steps: Optional[int] = None) -> optax.Schedule:
@@ -387,8 +383,7 @@ def make_optimizer(
     for path, m in jax.tree_util.tree_leaves_with_path(lr_multipliers):
       if not (float(m) >= 0.0 and float(m) < float("inf")):
         raise ValueError(
-            f"lr_multipliers{jax.tree_util.keystr(path)}={m!r} is invalid; "
-            "valid choices: a finite number >= 0"
+            f"lr_multipliers{jax.tree_util.keystr(path)}={m!r} is invalid; " "valid choices: a finite number >= 0"
         )
   parts = []
   if optim_config.grad_clip_norm:

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from models import ALPHA_COLLECTION, scheduled_alpha_update
 from train.loss import mlm_batch, token_cross_entropy
@@ -56,12 +57,15 @@ MLM_MASK_ID = 2  # [MASK] for the encoder's MLM is the unknown id 2 (our vocabul
 
 def mlm_masked(model_config, batch: dict, key: jax.Array, mask_rate: float = 0.15) -> dict:
   """The batch an encoder (arch="encoder") trains on: BERT's masked-LM corruption of batch["targets"]."""
-  return {**batch, **mlm_batch(batch["targets"], key, vocab_size=model_config.vocab_size, mask_id=MLM_MASK_ID,
-                               mask_rate=mask_rate)}
+  return {
+      **batch,
+      **mlm_batch(batch["targets"], key, vocab_size=model_config.vocab_size, mask_id=MLM_MASK_ID, mask_rate=mask_rate),
+  }
 
 
-def make_train_step(model: Any, tx: optax.GradientTransformation, *, label_smoothing: float = 0.0,
-                    mlm_mask_rate: float = 0.15) -> Callable:
+def make_train_step(
+    model: Any, tx: optax.GradientTransformation, *, label_smoothing: float = 0.0, mlm_mask_rate: float = 0.15
+) -> Callable:
   """The (unjitted) train step for `model` and optimizer `tx`."""
   c = model.config
 
@@ -72,8 +76,9 @@ def make_train_step(model: Any, tx: optax.GradientTransformation, *, label_smoot
       batch = mlm_masked(c, batch, mask_key, mlm_mask_rate)
 
     def loss_fn(params):
-      logits = model.apply({"params": params, **state.variables}, batch, deterministic=False,
-                           rngs={"dropout": dropout_key})
+      logits = model.apply(
+          {"params": params, **state.variables}, batch, deterministic=False, rngs={"dropout": dropout_key}
+      )
       total, count = token_cross_entropy(logits, batch["targets"], label_smoothing)
       correct = jnp.sum((jnp.argmax(logits, -1) == batch["targets"]) * (batch["targets"] > 0))
       return total / jnp.maximum(count, 1.0), (count, correct)
@@ -87,14 +92,21 @@ def make_train_step(model: Any, tx: optax.GradientTransformation, *, label_smoot
     params = optax.apply_updates(state.params, updates)
     variables = dict(state.variables)
     if ALPHA_COLLECTION in variables:
-      variables[ALPHA_COLLECTION] = scheduled_alpha_update(variables[ALPHA_COLLECTION], c.alpha_step,
-                                                           c.alpha_final)
+      variables[ALPHA_COLLECTION] = scheduled_alpha_update(variables[ALPHA_COLLECTION], c.alpha_step, c.alpha_final)
     new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state, variables=variables)
     # A non-finite step changes nothing: the state stays the last good one.
-    new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state, state.replace(step=state.step + 1))
-    metrics = {"loss": loss, "tokens": count, "accuracy": correct / jnp.maximum(count, 1.0),
-               "grad_norm": optax.global_norm(grads), "finite": finite,
-               "grad_norms": grad_norms, "grad_finite": leaf_finite}
+    new_state = jax.tree.map(
+        lambda new, old: jnp.where(finite, new, old), new_state, state.replace(step=state.step + 1)
+    )
+    metrics = {
+        "loss": loss,
+        "tokens": count,
+        "accuracy": correct / jnp.maximum(count, 1.0),
+        "grad_norm": optax.global_norm(grads),
+        "finite": finite,
+        "grad_norms": grad_norms,
+        "grad_finite": leaf_finite,
+    }
     return new_state, metrics
 
   return train_step
@@ -102,8 +114,12 @@ def make_train_step(model: Any, tx: optax.GradientTransformation, *, label_smoot
 
 def jit_train_step(train_step: Callable, mesh: Mesh) -> Callable:
   """jit with the state replicated and donated, the batch sharded on `data`."""
-  return jax.jit(train_step, in_shardings=(replicated(mesh), batch_sharding(mesh)),
-                 out_shardings=(replicated(mesh), replicated(mesh)), donate_argnums=(0,))
+  return jax.jit(
+      train_step,
+      in_shardings=(replicated(mesh), batch_sharding(mesh)),
+      out_shardings=(replicated(mesh), replicated(mesh)),
+      donate_argnums=(0,),
+  )
 
 
 def make_eval_step(model: Any, *, mlm_mask_rate: float = 0.15) -> Callable:

@@ -8,6 +8,7 @@ PNGs into workdir), `analysis.reproduce.report.write_report(results, path)`. One
 sampling (1), moments (2), attention (3), identity (4), gradients (5), curvature (7), training_claims (6, 8, 9, 10,
 on the `training` runner). Every verdict is code with its thresholds in the module docstring and in result.json.
 """
+
 from analysis.reproduce.registry import CLAIMS, Claim, get_claim, run_claim
 
 __all__ = ["CLAIMS", "Claim", "get_claim", "run_claim"]

@@ -12,6 +12,7 @@ the entropy is divided by the uniform-attention entropy of the same queries (mea
 Thresholds: each variant's mean logit std over layers within a factor 1.5 of its prediction (√d_k unscaled, 1
 otherwise); `scaled` and `t5` mean entropy ratio ≥ 0.7; `unscaled` mean entropy ratio ≤ 0.5 × `scaled`'s (collapse).
 """
+
 import math
 
 import numpy as np
@@ -21,16 +22,35 @@ from analysis.reproduce import figures, inputs
 from analysis.reproduce.result import NOT_REPRODUCED, REPRODUCED, Outcome
 
 SCALES = {
-    "tiny": dict(model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, num_heads=2, d_ff=256),
-                 batches=1, batch_size=8, length=16, seeds=(0,)),
-    "cpu": dict(model=dict(num_encoder_layers=6, num_decoder_layers=6, d_model=512, num_heads=8, d_ff=2048),
-                batches=2, batch_size=32, length=32, seeds=(0, 1)),
+    "tiny": dict(
+        model=dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, num_heads=2, d_ff=256),
+        batches=1,
+        batch_size=8,
+        length=16,
+        seeds=(0,),
+    ),
+    "cpu": dict(
+        model=dict(num_encoder_layers=6, num_decoder_layers=6, d_model=512, num_heads=8, d_ff=2048),
+        batches=2,
+        batch_size=32,
+        length=32,
+        seeds=(0, 1),
+    ),
 }
 VARIANTS = {
     "scaled": (dict(norm_position="pre", attention_logit_scale="sqrt_dk"), dict(scheme="xavier")),
     "unscaled": (dict(norm_position="pre", attention_logit_scale="none"), dict(scheme="xavier")),
-    "t5": (dict(norm_type="rmsnorm", norm_position="pre", use_bias=False, attention_logit_scale="none",
-                tied_readout_scale="rsqrt_d", scale_embeddings=False), dict(scheme="t5")),
+    "t5": (
+        dict(
+            norm_type="rmsnorm",
+            norm_position="pre",
+            use_bias=False,
+            attention_logit_scale="none",
+            tied_readout_scale="rsqrt_d",
+            scale_embeddings=False,
+        ),
+        dict(scheme="t5"),
+    ),
 }
 STD_FACTOR = 1.5
 MIN_ENTROPY_RATIO = 0.7
@@ -81,15 +101,17 @@ def run(config, scale: str, seeds, workdir: str) -> Outcome:
     checks[f"{v} logit std ≈ {predicted[v]:.3g}"] = 1 / STD_FACTOR <= std / predicted[v] <= STD_FACTOR
   checks["scaled does not collapse"] = per["scaled"]["mean_entropy_ratio"] >= MIN_ENTROPY_RATIO
   checks["t5 does not collapse"] = per["t5"]["mean_entropy_ratio"] >= MIN_ENTROPY_RATIO
-  checks["unscaled collapses"] = (per["unscaled"]["mean_entropy_ratio"]
-                                  <= COLLAPSE_FRACTION * per["scaled"]["mean_entropy_ratio"])
+  checks["unscaled collapses"] = (
+      per["unscaled"]["mean_entropy_ratio"] <= COLLAPSE_FRACTION * per["scaled"]["mean_entropy_ratio"]
+  )
 
   fig, axes = figures.plt.subplots(1, 2, figsize=(10, 3.8))
   for v in VARIANTS:
     for i, kind in enumerate(f"{s}/{k}" for s, k in KINDS):
       layers = np.arange(len(per[v][kind]["ratio"]))
-      style = dict(marker="os^"[i], ms=4, ls="-", color={"scaled": "C0", "unscaled": "C3", "t5": "C2"}[v],
-                   label=f"{v} {kind}")
+      style = dict(
+          marker="os^"[i], ms=4, ls="-", color={"scaled": "C0", "unscaled": "C3", "t5": "C2"}[v], label=f"{v} {kind}"
+      )
       axes[0].plot(layers, per[v][kind]["ratio"], **style)
       axes[1].plot(layers, per[v][kind]["std"], **style)
   axes[0].set_ylabel("attention entropy / uniform entropy")
@@ -104,19 +126,28 @@ def run(config, scale: str, seeds, workdir: str) -> Outcome:
   fig_name = figures.save(fig, workdir, "attention_entropy.png")
 
   failed = [k for k, ok in checks.items() if not ok]
-  reason = (f"logit std: unscaled {per['unscaled']['mean_logit_std']:.2f} (√d_k = {math.sqrt(d_k):.2f}), scaled "
-            f"{per['scaled']['mean_logit_std']:.2f}, t5 {per['t5']['mean_logit_std']:.2f}; entropy ratio: unscaled "
-            f"{per['unscaled']['mean_entropy_ratio']:.3f}, scaled {per['scaled']['mean_entropy_ratio']:.3f}, t5 "
-            f"{per['t5']['mean_entropy_ratio']:.3f}")
+  reason = (
+      f"logit std: unscaled {per['unscaled']['mean_logit_std']:.2f} (√d_k = {math.sqrt(d_k):.2f}), scaled "
+      f"{per['scaled']['mean_logit_std']:.2f}, t5 {per['t5']['mean_logit_std']:.2f}; entropy ratio: unscaled "
+      f"{per['unscaled']['mean_entropy_ratio']:.3f}, scaled {per['scaled']['mean_entropy_ratio']:.3f}, t5 "
+      f"{per['t5']['mean_entropy_ratio']:.3f}"
+  )
   if failed:
     reason += f"; failing: {failed}"
   m = sc["model"]
   return Outcome(
       measured=dict(per_variant=per, predicted_logit_std=predicted, checks=checks, d_k=d_k, data=data_desc),
       summary=summary,
-      thresholds={"logit std": f"mean over layers within ×/÷{STD_FACTOR} of √d_k (unscaled) or 1 (scaled, t5)",
-                  "no collapse": f"scaled and t5: mean entropy/uniform ≥ {MIN_ENTROPY_RATIO}",
-                  "collapse": f"unscaled: mean entropy/uniform ≤ {COLLAPSE_FRACTION} × scaled's"},
-      verdict=REPRODUCED if not failed else NOT_REPRODUCED, reason=reason, figures=[fig_name],
-      scale_used=(f"{m['num_encoder_layers']}+{m['num_decoder_layers']} layers, d = {m['d_model']}, "
-                  f"{m['num_heads']} heads (d_k = {d_k}), Pre-norm; {data_desc}; {len(seeds)} seed(s)"))
+      thresholds={
+          "logit std": f"mean over layers within ×/÷{STD_FACTOR} of √d_k (unscaled) or 1 (scaled, t5)",
+          "no collapse": f"scaled and t5: mean entropy/uniform ≥ {MIN_ENTROPY_RATIO}",
+          "collapse": f"unscaled: mean entropy/uniform ≤ {COLLAPSE_FRACTION} × scaled's",
+      },
+      verdict=REPRODUCED if not failed else NOT_REPRODUCED,
+      reason=reason,
+      figures=[fig_name],
+      scale_used=(
+          f"{m['num_encoder_layers']}+{m['num_decoder_layers']} layers, d = {m['d_model']}, "
+          f"{m['num_heads']} heads (d_k = {d_k}), Pre-norm; {data_desc}; {len(seeds)} seed(s)"
+      ),
+  )

@@ -1,4 +1,5 @@
 """Matplotlib (Agg backend, no display) and the one way claim figures are saved: PNG into the claim's workdir."""
+
 import os
 
 import matplotlib

@@ -12,20 +12,32 @@ c_l = Π_{k≤l}(1 + σ_k²)^{-1/2}; Pre-LN predicts c_l = 1.
 Thresholds: Post-LN |c_l − 2^{-l/2}| ≤ 0.15·2^{-l/2} + 0.01 for every layer (0.01: the sampling noise of
 <F, x_0>/<x_0, x_0> at these sizes); Pre-LN |c_l − 1| ≤ 0.1 for every layer.
 """
+
 import jax
 import numpy as np
 
 from analysis.reproduce import figures, inputs
 from analysis.reproduce.result import NOT_REPRODUCED, REPRODUCED, Outcome
 
-SCALES = {"tiny": dict(layers=6, d=128, batch_size=4, length=32, seeds=(0,)),
-          "cpu": dict(layers=12, d=512, batch_size=32, length=32, seeds=(0, 1, 2))}
+SCALES = {
+    "tiny": dict(layers=6, d=128, batch_size=4, length=32, seeds=(0,)),
+    "cpu": dict(layers=12, d=512, batch_size=32, length=32, seeds=(0, 1, 2)),
+}
 POST_REL, POST_ABS, PRE_ABS = 0.15, 0.01, 0.1
 
 
 def _coefficients(config, norm_position, sc, seed, batch, vocab):
-  mo = dict(arch="encoder", num_encoder_layers=sc["layers"], d_model=sc["d"], num_heads=4, d_ff=sc["d"],
-            use_bias=False, norm_position=norm_position, activation="normalized_relu", tie_embeddings=True)
+  mo = dict(
+      arch="encoder",
+      num_encoder_layers=sc["layers"],
+      d_model=sc["d"],
+      num_heads=4,
+      d_ff=sc["d"],
+      use_bias=False,
+      norm_position=norm_position,
+      activation="normalized_relu",
+      tie_embeddings=True,
+  )
   b = {"inputs": batch["inputs"]}
   model, variables = inputs.model_and_variables(config, mo, dict(scheme="xavier"), vocab, seed, b)
   params = jax.tree.map(lambda x: x, variables["params"])
@@ -56,8 +68,12 @@ def run(config, scale: str, seeds, workdir: str) -> Outcome:
     runs = [_coefficients(config, pos, sc, s, batches[0], vocab) for s in seeds]
     c = np.mean([r[0] for r in runs], 0)
     s2 = np.mean([r[1] for r in runs], 0)
-    measured[pos] = dict(coefficient=c.tolist(), per_seed=[r[0] for r in runs], branch_sigma2=s2.tolist(),
-                         predicted_general=np.cumprod(1 / np.sqrt(1 + s2)).tolist())
+    measured[pos] = dict(
+        coefficient=c.tolist(),
+        per_seed=[r[0] for r in runs],
+        branch_sigma2=s2.tolist(),
+        predicted_general=np.cumprod(1 / np.sqrt(1 + s2)).tolist(),
+    )
   pred_post = 2.0 ** (-layers / 2)
   measured["post"]["predicted"] = pred_post.tolist()
   measured["pre"]["predicted"] = [1.0] * len(layers)
@@ -65,8 +81,13 @@ def run(config, scale: str, seeds, workdir: str) -> Outcome:
   post_ok = bool(np.all(post_err <= POST_REL * pred_post + POST_ABS))
   pre_err = np.abs(np.array(measured["pre"]["coefficient"]) - 1.0)
   pre_ok = bool(np.all(pre_err <= PRE_ABS))
-  measured.update(post_max_rel_error=float(np.max(post_err / pred_post)), pre_max_abs_error=float(pre_err.max()),
-                  post_ok=post_ok, pre_ok=pre_ok, data=data_desc)
+  measured.update(
+      post_max_rel_error=float(np.max(post_err / pred_post)),
+      pre_max_abs_error=float(pre_err.max()),
+      post_ok=post_ok,
+      pre_ok=pre_ok,
+      data=data_desc,
+  )
 
   fig, ax = figures.plt.subplots(figsize=(6, 4))
   ax.plot(layers, measured["post"]["coefficient"], "o", color="C3", label="Post-LN measured")
@@ -82,16 +103,26 @@ def run(config, scale: str, seeds, workdir: str) -> Outcome:
   fig_name = figures.save(fig, workdir, "identity_path.png")
 
   c_post = measured["post"]["coefficient"]
-  reason = (f"Post-LN c_l at l = 1, {len(layers)}: {c_post[0]:.4f}, {c_post[-1]:.5f} (predicted {pred_post[0]:.4f}, "
-            f"{pred_post[-1]:.5f}; max relative error {measured['post_max_rel_error']:.3f}); Pre-LN max |c_l − 1| = "
-            f"{measured['pre_max_abs_error']:.4f}")
+  reason = (
+      f"Post-LN c_l at l = 1, {len(layers)}: {c_post[0]:.4f}, {c_post[-1]:.5f} (predicted {pred_post[0]:.4f}, "
+      f"{pred_post[-1]:.5f}; max relative error {measured['post_max_rel_error']:.3f}); Pre-LN max |c_l − 1| = "
+      f"{measured['pre_max_abs_error']:.4f}"
+  )
   if not (post_ok and pre_ok):
     reason += f"; failing: {[n for n, ok in (('post', post_ok), ('pre', pre_ok)) if not ok]}"
   return Outcome(
       measured=measured,
-      summary={f"Post-LN c_{len(layers)}": c_post[-1], f"2^(-{len(layers)}/2)": float(pred_post[-1]),
-               f"Pre-LN c_{len(layers)}": measured["pre"]["coefficient"][-1]},
-      thresholds={"post": f"|c_l − 2^(-l/2)| ≤ {POST_REL}·2^(-l/2) + {POST_ABS} for every layer",
-                  "pre": f"|c_l − 1| ≤ {PRE_ABS} for every layer"},
-      verdict=REPRODUCED if post_ok and pre_ok else NOT_REPRODUCED, reason=reason, figures=[fig_name],
-      scale_used=f"encoder, {sc['layers']} layers, d = {sc['d']}, attention zeroed; {data_desc}; {len(seeds)} seed(s)")
+      summary={
+          f"Post-LN c_{len(layers)}": c_post[-1],
+          f"2^(-{len(layers)}/2)": float(pred_post[-1]),
+          f"Pre-LN c_{len(layers)}": measured["pre"]["coefficient"][-1],
+      },
+      thresholds={
+          "post": f"|c_l − 2^(-l/2)| ≤ {POST_REL}·2^(-l/2) + {POST_ABS} for every layer",
+          "pre": f"|c_l − 1| ≤ {PRE_ABS} for every layer",
+      },
+      verdict=REPRODUCED if post_ok and pre_ok else NOT_REPRODUCED,
+      reason=reason,
+      figures=[fig_name],
+      scale_used=f"encoder, {sc['layers']} layers, d = {sc['d']}, attention zeroed; {data_desc}; {len(seeds)} seed(s)",
+  )

@@ -7,6 +7,7 @@ SentencePiece model is cached in `<workdir>/tokenizer/` because the shared data 
 vocab_size, seed, batch)` builds the model from `configs.default`'s model/init subtrees plus the overrides, through
 the same boundaries as training (`ModelConfig.from_config`, `init.init_params`).
 """
+
 import os
 from typing import Any
 
@@ -35,8 +36,9 @@ def data_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   return d
 
 
-def batches(config: ml_collections.ConfigDict, scale: str, workdir: str, n: int, batch_size: int,
-            length: int = 32) -> tuple[list[dict], int, str]:
+def batches(
+    config: ml_collections.ConfigDict, scale: str, workdir: str, n: int, batch_size: int, length: int = 32
+) -> tuple[list[dict], int, str]:
   """`n` batches of `batch_size` sentence pairs, the vocabulary size and a description of the data.
 
   Args:
@@ -64,13 +66,25 @@ def batches(config: ml_collections.ConfigDict, scale: str, workdir: str, n: int,
   data = data_lib.build(dc, workdir=workdir)
   it = data.train_iter()
   out = [{k: np.asarray(v) for k, v in next(it).items() if k in ("inputs", "targets")} for _ in range(n)]
-  return out, data.tokenizer.vocab_size, (f"Multi30k {dc.source_lang}→{dc.target_lang} train, {n}×{batch_size} "
-                                          f"pairs ≤ {dc.max_source_length} tokens, SentencePiece vocab "
-                                          f"{data.tokenizer.vocab_size}")
+  return (
+      out,
+      data.tokenizer.vocab_size,
+      (
+          f"Multi30k {dc.source_lang}→{dc.target_lang} train, {n}×{batch_size} "
+          f"pairs ≤ {dc.max_source_length} tokens, SentencePiece vocab "
+          f"{data.tokenizer.vocab_size}"
+      ),
+  )
 
 
-def model_and_variables(config: ml_collections.ConfigDict, model_overrides: dict, init_overrides: dict,
-                        vocab_size: int, seed: int, batch: dict) -> tuple[Any, dict]:
+def model_and_variables(
+    config: ml_collections.ConfigDict,
+    model_overrides: dict,
+    init_overrides: dict,
+    vocab_size: int,
+    seed: int,
+    batch: dict,
+) -> tuple[Any, dict]:
   """(model, variables): `config.model` / `config.init` updated with the overrides, built like training builds them.
 
   Args:

@@ -5,6 +5,7 @@ sizes per scale ('tiny' for tests, 'cpu' for the real run: 2 CPU cores, ≤ ~10 
 seeds, workdir) -> Outcome` whose verdict is decided by code with stated thresholds. `run_claim` validates
 `config.reproduce` before any compute, runs the claim and writes `<workdir>/result.json` plus its PNG figures.
 """
+
 import dataclasses
 import time
 from typing import Any, Callable
@@ -36,39 +37,102 @@ def _c(name, number, statement, source, paper_scale, module, run_fn=None):
   return name, Claim(name, number, statement, source, paper_scale, module, run_fn)
 
 
-CLAIMS = dict([
-    _c("truncated_normal", 1, "A normal truncated at ±2σ realizes std 0.8796σ; BERT's initializer_range 0.02 is "
-       "really 0.0176; Xavier for d = 768 is 0.0361.", "SCIENCE §1–2; seed 002 (BERT init); Devlin et al. 2019",
-       "BERT-base tensors (d = 768)", sampling),
-    _c("activation_moments", 2, "SELU's λ, α come out of the moment equations; the normalized ReLU/GELU keep the "
-       "second moment ≈ 1 through 20 layers of an MLP (LeCun init) where plain ReLU/GELU drift.",
-       "SCIENCE §2; seed 001 §3; Klambauer et al. 2017", "any width (mean-field statement)", moments),
-    _c("attention_scale", 3, "Without 1/√d_k attention logits have std √d_k and the attention entropy collapses at "
-       "init; with the scale, or with T5's query-init compensation, it does not.",
-       "SCIENCE §4; Vaswani et al. 2017 §3.2.1; Raffel et al. 2020 (Mesh TF init)",
-       "d_k = 64, 6+6 layers (Transformer base)", attention),
-    _c("identity_path", 4, "At init Post-LN's identity path decays like 2^{-l/2} with depth; Pre-LN's does not.",
-       "SCIENCE §6; seed blogs 001/002 derivation", "derivation (σ = 1 branches), any width", identity),
-    _c("grad_norms", 5, "Xiong et al. Fig. 3: at init per-layer gradient norms grow toward the output for Post-LN "
-       "and are flat for Pre-LN; the last layer's FFN gradient norm is ~constant in depth L for Post-LN and "
-       "decreases like L^{-1/2} for Pre-LN.", "Xiong et al. 2020, Fig. 3 and Theorem 1",
-       "6+6 layers, d = 512, IWSLT14 De-En", gradients),
-    _c("warmup", 6, "Xiong et al. Fig. 2: Post-LN without warmup trains worse or diverges where Post-LN with warmup "
-       "and Pre-LN without warmup train.", "Xiong et al. 2020, Fig. 2; SCIENCE §8",
-       "6+6 layers, d = 512, IWSLT14 De-En, ~100k steps", training_claims, training_claims.run_warmup),
-    _c("hessian_spectrum", 7, "The slides' experiment: at init (6-layer encoder-decoder, Xavier, Multi30k pairs) "
-       "Post-LN has larger top Hessian eigenvalues and a wider spectrum than Pre-LN.",
-       "seed 003 (slide deck); SCIENCE §9", "6+6 layers, d = 512, 1000 Multi30k pairs", curvature),
-    _c("tfixup", 8, "T-Fixup: without LayerNorm and without warmup a deep model trains where Post-LN without "
-       "warmup fails.", "Huang et al. 2020; seed 004; SCIENCE §7",
-       "6+6 to 200+200 layers, d = 512, IWSLT/WMT", training_claims, training_claims.run_tfixup),
-    _c("bert_vs_xavier", 9, "BERT's 0.02 vs Xavier in a Post-LN model: the smaller init keeps the identity path "
-       "stronger at init and trains better without long warmup.", "seed 002; SCIENCE §6",
-       "BERT-base (12 layers, d = 768), pre-training", training_claims, training_claims.run_bert_vs_xavier),
-    _c("deep_no_warmup", 10, "ReZero / scheduled α / DeepNorm / Admin train without warmup at depth.",
-       "Bachlechner et al. 2020; seed 001 §6; Wang et al. 2022; Liu et al. 2020",
-       "12–1000 layers, d ≥ 512, WMT / IWSLT", training_claims, training_claims.run_deep_no_warmup),
-])
+CLAIMS = dict(
+    [
+        _c(
+            "truncated_normal",
+            1,
+            "A normal truncated at ±2σ realizes std 0.8796σ; BERT's initializer_range 0.02 is "
+            "really 0.0176; Xavier for d = 768 is 0.0361.",
+            "SCIENCE §1–2; seed 002 (BERT init); Devlin et al. 2019",
+            "BERT-base tensors (d = 768)",
+            sampling,
+        ),
+        _c(
+            "activation_moments",
+            2,
+            "SELU's λ, α come out of the moment equations; the normalized ReLU/GELU keep the "
+            "second moment ≈ 1 through 20 layers of an MLP (LeCun init) where plain ReLU/GELU drift.",
+            "SCIENCE §2; seed 001 §3; Klambauer et al. 2017",
+            "any width (mean-field statement)",
+            moments,
+        ),
+        _c(
+            "attention_scale",
+            3,
+            "Without 1/√d_k attention logits have std √d_k and the attention entropy collapses at "
+            "init; with the scale, or with T5's query-init compensation, it does not.",
+            "SCIENCE §4; Vaswani et al. 2017 §3.2.1; Raffel et al. 2020 (Mesh TF init)",
+            "d_k = 64, 6+6 layers (Transformer base)",
+            attention,
+        ),
+        _c(
+            "identity_path",
+            4,
+            "At init Post-LN's identity path decays like 2^{-l/2} with depth; Pre-LN's does not.",
+            "SCIENCE §6; seed blogs 001/002 derivation",
+            "derivation (σ = 1 branches), any width",
+            identity,
+        ),
+        _c(
+            "grad_norms",
+            5,
+            "Xiong et al. Fig. 3: at init per-layer gradient norms grow toward the output for Post-LN "
+            "and are flat for Pre-LN; the last layer's FFN gradient norm is ~constant in depth L for Post-LN and "
+            "decreases like L^{-1/2} for Pre-LN.",
+            "Xiong et al. 2020, Fig. 3 and Theorem 1",
+            "6+6 layers, d = 512, IWSLT14 De-En",
+            gradients,
+        ),
+        _c(
+            "warmup",
+            6,
+            "Xiong et al. Fig. 2: Post-LN without warmup trains worse or diverges where Post-LN with warmup "
+            "and Pre-LN without warmup train.",
+            "Xiong et al. 2020, Fig. 2; SCIENCE §8",
+            "6+6 layers, d = 512, IWSLT14 De-En, ~100k steps",
+            training_claims,
+            training_claims.run_warmup,
+        ),
+        _c(
+            "hessian_spectrum",
+            7,
+            "The slides' experiment: at init (6-layer encoder-decoder, Xavier, Multi30k pairs) "
+            "Post-LN has larger top Hessian eigenvalues and a wider spectrum than Pre-LN.",
+            "seed 003 (slide deck); SCIENCE §9",
+            "6+6 layers, d = 512, 1000 Multi30k pairs",
+            curvature,
+        ),
+        _c(
+            "tfixup",
+            8,
+            "T-Fixup: without LayerNorm and without warmup a deep model trains where Post-LN without " "warmup fails.",
+            "Huang et al. 2020; seed 004; SCIENCE §7",
+            "6+6 to 200+200 layers, d = 512, IWSLT/WMT",
+            training_claims,
+            training_claims.run_tfixup,
+        ),
+        _c(
+            "bert_vs_xavier",
+            9,
+            "BERT's 0.02 vs Xavier in a Post-LN model: the smaller init keeps the identity path "
+            "stronger at init and trains better without long warmup.",
+            "seed 002; SCIENCE §6",
+            "BERT-base (12 layers, d = 768), pre-training",
+            training_claims,
+            training_claims.run_bert_vs_xavier,
+        ),
+        _c(
+            "deep_no_warmup",
+            10,
+            "ReZero / scheduled α / DeepNorm / Admin train without warmup at depth.",
+            "Bachlechner et al. 2020; seed 001 §6; Wang et al. 2022; Liu et al. 2020",
+            "12–1000 layers, d ≥ 512, WMT / IWSLT",
+            training_claims,
+            training_claims.run_deep_no_warmup,
+        ),
+    ]
+)
 
 
 def get_claim(name: str) -> Claim:

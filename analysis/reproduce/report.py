@@ -5,6 +5,7 @@ scale used next to the paper's, the thresholds the verdict code applied, the hea
 its reason, and the figures (paths relative to the report). A claim whose run failed (no result.json) appears with
 verdict "inconclusive" and the error, so the report always lists every claim.
 """
+
 import os
 
 
@@ -28,16 +29,32 @@ def write_report(results: list, path: str, *, figure_dir: str = "", command: str
   lines = ["# Reproduction of the seeds' claims", ""]
   if command:
     lines += [f"Produced by `{command}`; each claim alone: `python main.py --config=configs/reproduce/<claim>.py`.", ""]
-  lines += ["Verdicts are computed by code (`analysis/reproduce/`) from the thresholds stated under each claim; "
-            "results that contradict a claim are reported as such.", "",
-            "| # | claim | verdict | scale used | time (s) | finished |", "|---|---|---|---|---|---|"]
+  lines += [
+      "Verdicts are computed by code (`analysis/reproduce/`) from the thresholds stated under each claim; "
+      "results that contradict a claim are reported as such.",
+      "",
+      "| # | claim | verdict | scale used | time (s) | finished |",
+      "|---|---|---|---|---|---|",
+  ]
   for r in results:
-    lines.append(f"| {r.get('number', '?')} | [{r['claim']}](#{r['claim'].replace('_', '-')}) | **{r['verdict']}** | "
-                 f"{r.get('scale', '?')} | {r.get('seconds', '?')} | {r.get('finished_at', '?')} |")
+    lines.append(
+        f"| {r.get('number', '?')} | [{r['claim']}](#{r['claim'].replace('_', '-')}) | **{r['verdict']}** | "
+        f"{r.get('scale', '?')} | {r.get('seconds', '?')} | {r.get('finished_at', '?')} |"
+    )
   for r in results:
-    lines += ["", f"## {r['claim']}", "", f"**Claim {r.get('number', '?')}.** {r.get('statement', '')}", "",
-              f"- Source: {r.get('source', '?')}", f"- Paper's scale: {r.get('paper_scale', '?')}",
-              f"- Scale used ({r.get('scale', '?')}): {r.get('scale_used', '?')}", "", "Thresholds:", ""]
+    lines += [
+        "",
+        f"## {r['claim']}",
+        "",
+        f"**Claim {r.get('number', '?')}.** {r.get('statement', '')}",
+        "",
+        f"- Source: {r.get('source', '?')}",
+        f"- Paper's scale: {r.get('paper_scale', '?')}",
+        f"- Scale used ({r.get('scale', '?')}): {r.get('scale_used', '?')}",
+        "",
+        "Thresholds:",
+        "",
+    ]
     lines += [f"- {k}: {v}" for k, v in (r.get("thresholds") or {}).items()]
     if r.get("summary"):
       lines += ["", "| quantity | value |", "|---|---|"]

@@ -6,6 +6,7 @@ writes `<workdir>/result.json` (strict JSON: non-finite floats become null) and 
 decided by code in the claim modules, never by hand: every threshold a verdict used is recorded in `thresholds`
 as a sentence, so the report states it next to the numbers.
 """
+
 import dataclasses
 import json
 import math
@@ -33,6 +34,7 @@ class Outcome:
     figures: PNG file names (relative to the workdir).
     scale_used: the sizes actually run, in words (stated next to the paper's).
   """
+
   measured: dict
   summary: dict
   thresholds: dict
@@ -65,11 +67,22 @@ def jsonable(x: Any) -> Any:
 
 def finish(claim: Any, scale: str, outcome: Outcome, workdir: str, seconds: float) -> dict:
   """Writes `<workdir>/result.json` for `claim` (a registry `Claim`) and returns the dict."""
-  result = dict(claim=claim.name, number=claim.number, statement=claim.statement, source=claim.source,
-                paper_scale=claim.paper_scale, scale=scale, scale_used=outcome.scale_used,
-                verdict=outcome.verdict, reason=outcome.reason, thresholds=outcome.thresholds,
-                summary=outcome.summary, measured=outcome.measured, figures=list(outcome.figures),
-                seconds=round(float(seconds), 1))
+  result = dict(
+      claim=claim.name,
+      number=claim.number,
+      statement=claim.statement,
+      source=claim.source,
+      paper_scale=claim.paper_scale,
+      scale=scale,
+      scale_used=outcome.scale_used,
+      verdict=outcome.verdict,
+      reason=outcome.reason,
+      thresholds=outcome.thresholds,
+      summary=outcome.summary,
+      measured=outcome.measured,
+      figures=list(outcome.figures),
+      seconds=round(float(seconds), 1),
+  )
   result = jsonable(result)
   os.makedirs(workdir, exist_ok=True)
   with open(os.path.join(workdir, "result.json"), "w") as f:

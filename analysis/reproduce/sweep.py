@@ -13,6 +13,7 @@ With `--merge` (default) the report lists every registry claim: those not run by
 `<out>/reproduction/<claim>/result.json` of an earlier sweep (the report says which run produced each), so the
 claims can be run in several sittings without losing earlier results.
 """
+
 import json
 import os
 import shutil
@@ -22,10 +23,10 @@ import time
 
 from absl import app, flags
 
+from analysis.reproduce.inputs import REPO_ROOT
 from analysis.reproduce.registry import CLAIMS, SCALES, get_claim
 from analysis.reproduce.report import write_report
 from analysis.reproduce.result import INCONCLUSIVE
-from analysis.reproduce.inputs import REPO_ROOT
 
 flags.DEFINE_string("out", "reports", "Report folder: REPRODUCTION.md and reproduction/<claim>/.")
 flags.DEFINE_string("runs", "runs/reproduce", "Work folders of the claims (checkpoints, logs).")
@@ -45,8 +46,13 @@ def run_one(name: str, scale: str, runs: str, timeout: int) -> dict:
   result_path = os.path.join(workdir, "result.json")
   if os.path.exists(result_path):
     os.remove(result_path)  # a stale result must not pass for this run's
-  cmd = [sys.executable, "main.py", f"--config=configs/reproduce/{name}.py", f"--config.reproduce.scale={scale}",
-         f"--workdir={workdir}"]
+  cmd = [
+      sys.executable,
+      "main.py",
+      f"--config=configs/reproduce/{name}.py",
+      f"--config.reproduce.scale={scale}",
+      f"--workdir={workdir}",
+  ]
   start = time.perf_counter()
   with open(log_path, "w") as log:
     try:
@@ -58,10 +64,21 @@ def run_one(name: str, scale: str, runs: str, timeout: int) -> dict:
       return json.load(f)
   with open(log_path) as f:
     tail = f.read()[-1500:]
-  return dict(claim=name, number=claim.number, statement=claim.statement, source=claim.source,
-              paper_scale=claim.paper_scale, scale=scale, scale_used="(run failed)", verdict=INCONCLUSIVE,
-              reason=f"the run produced no result.json (exit {code}); end of {log_path}:\n\n```\n{tail}\n```",
-              thresholds={}, summary={}, figures=[], seconds=round(time.perf_counter() - start, 1))
+  return dict(
+      claim=name,
+      number=claim.number,
+      statement=claim.statement,
+      source=claim.source,
+      paper_scale=claim.paper_scale,
+      scale=scale,
+      scale_used="(run failed)",
+      verdict=INCONCLUSIVE,
+      reason=f"the run produced no result.json (exit {code}); end of {log_path}:\n\n```\n{tail}\n```",
+      thresholds={},
+      summary={},
+      figures=[],
+      seconds=round(time.perf_counter() - start, 1),
+  )
 
 
 def merged_results(fresh: list, figure_root: str) -> list:
@@ -98,8 +115,12 @@ def main(argv):
     print(f"[sweep] {name}: {result['verdict']} ({result.get('seconds')} s)", flush=True)
   if FLAGS.merge:
     results = merged_results(results, figure_root)
-  path = write_report(results, os.path.join(FLAGS.out, "REPRODUCTION.md"), figure_dir="reproduction",
-                      command=f"python -m analysis.reproduce.sweep --out={FLAGS.out} --scale={FLAGS.scale}")
+  path = write_report(
+      results,
+      os.path.join(FLAGS.out, "REPRODUCTION.md"),
+      figure_dir="reproduction",
+      command=f"python -m analysis.reproduce.sweep --out={FLAGS.out} --scale={FLAGS.scale}",
+  )
   print(f"[sweep] report: {path}")
 
 

@@ -9,6 +9,7 @@ overrides, e.g. {"model.norm_position": "pre", "optim.warmup_steps": 0}) for eve
 SentencePiece model is trained once into `<workdir>/tokenizer/` and copied into each run (the data folder is
 read-only). Same data order (data.shuffle_seed) for every run; the seed changes init and dropout keys.
 """
+
 import math
 import os
 import shutil
@@ -25,11 +26,26 @@ from train import data as data_lib
 from train.metrics import read_metrics
 
 SCALES = {
-    "tiny": dict(model=dict(preset="tiny", num_encoder_layers=2, num_decoder_layers=2), num_steps=20, batch_size=16,
-                 eval_every=10, log_every=5, decode=8, eval_examples=64, seeds=(0,)),
-    "cpu": dict(model=dict(num_encoder_layers=6, num_decoder_layers=6, d_model=128, num_heads=4, d_ff=512),
-                num_steps=300, batch_size=32, eval_every=100, log_every=10, decode=64, eval_examples=512,
-                seeds=(0, 1)),
+    "tiny": dict(
+        model=dict(preset="tiny", num_encoder_layers=2, num_decoder_layers=2),
+        num_steps=20,
+        batch_size=16,
+        eval_every=10,
+        log_every=5,
+        decode=8,
+        eval_examples=64,
+        seeds=(0,),
+    ),
+    "cpu": dict(
+        model=dict(num_encoder_layers=6, num_decoder_layers=6, d_model=128, num_heads=4, d_ff=512),
+        num_steps=300,
+        batch_size=32,
+        eval_every=100,
+        log_every=10,
+        decode=64,
+        eval_examples=512,
+        seeds=(0, 1),
+    ),
 }
 LEARNING_RATE = 1e-3
 
@@ -78,10 +94,16 @@ def _run_one(cfg, run_dir, tokenizer_dir):
   train_records = [r for r in read_metrics(run_dir, split="train") if "loss" in r]
   diverged_step = next((r["step"] for r in train_records if r.get("diverged")), None)
   final = evals[-1] if evals and status == "finished" else {}
-  return dict(status=status, error=error, diverged_step=diverged_step, seconds=time.perf_counter() - start,
-              final_loss=final.get("loss", math.inf), final_bleu=final.get("bleu", 0.0),
-              eval_curve=[(r["step"], r["loss"], r.get("bleu")) for r in evals],
-              train_curve=[(r["step"], r["loss"]) for r in train_records])
+  return dict(
+      status=status,
+      error=error,
+      diverged_step=diverged_step,
+      seconds=time.perf_counter() - start,
+      final_loss=final.get("loss", math.inf),
+      final_bleu=final.get("bleu", 0.0),
+      eval_curve=[(r["step"], r["loss"], r.get("bleu")) for r in evals],
+      train_curve=[(r["step"], r["loss"]) for r in train_records],
+  )
 
 
 def run_variants(config, scale: str, seeds, workdir: str, variants: dict, num_steps: int = 0) -> dict:
@@ -116,21 +138,27 @@ def summarize(runs: list, overrides: dict) -> dict:
   """Per-variant summary: mean/std of the final validation loss over seeds (inf if any seed failed), BLEU, failures."""
   losses = np.array([r["final_loss"] for r in runs], np.float64)
   failed = [r["seed"] for r in runs if r["status"] != "finished"]
-  return dict(overrides=overrides, runs=runs, failed_seeds=failed,
-              diverged_seeds=[r["seed"] for r in runs if r["status"] == "diverged"],
-              errored_seeds=[r["seed"] for r in runs if r["status"] == "error"],
-              mean_final_loss=float(losses.mean()) if not failed else math.inf,
-              std_final_loss=float(losses.std()) if not failed else math.nan,
-              mean_final_bleu=float(np.mean([r["final_bleu"] for r in runs])))
+  return dict(
+      overrides=overrides,
+      runs=runs,
+      failed_seeds=failed,
+      diverged_seeds=[r["seed"] for r in runs if r["status"] == "diverged"],
+      errored_seeds=[r["seed"] for r in runs if r["status"] == "error"],
+      mean_final_loss=float(losses.mean()) if not failed else math.inf,
+      std_final_loss=float(losses.std()) if not failed else math.nan,
+      mean_final_bleu=float(np.mean([r["final_bleu"] for r in runs])),
+  )
 
 
 def describe(scale: str, num_steps: int, seeds) -> str:
   sc = SCALES[scale]
   m = sc["model"]
-  size = (f"preset {m['preset']}" if "preset" in m else f"d = {m['d_model']}, {m['num_heads']} heads, d_ff {m['d_ff']}")
-  return (f"{m['num_encoder_layers']}+{m['num_decoder_layers']} layers (unless the variant says), {size}; Multi30k "
-          f"De→En, batch {sc['batch_size']}, {num_steps or sc['num_steps']} Adam steps at lr {LEARNING_RATE}, "
-          f"{len(seeds)} seed(s)")
+  size = f"preset {m['preset']}" if "preset" in m else f"d = {m['d_model']}, {m['num_heads']} heads, d_ff {m['d_ff']}"
+  return (
+      f"{m['num_encoder_layers']}+{m['num_decoder_layers']} layers (unless the variant says), {size}; Multi30k "
+      f"De→En, batch {sc['batch_size']}, {num_steps or sc['num_steps']} Adam steps at lr {LEARNING_RATE}, "
+      f"{len(seeds)} seed(s)"
+  )
 
 
 def plot(groups: dict, workdir: str, name: str, title: str) -> str:

@@ -19,6 +19,7 @@ is summarized by its mean final validation loss over seeds. δ = 0.1 nats is the
   trains if it does not fail and ends ≤ 0.3 nats above Pre-LN. Reproduced if all four train; inconclusive if the
   Pre-LN reference fails; else not reproduced (naming the methods that did not train).
 """
+
 import numpy as np
 
 from analysis import signal
@@ -38,13 +39,17 @@ def _steps(config, scale):
 
 def _loss(groups, name):
   g = groups[name]
-  return "failed (seeds " + str(g["failed_seeds"]) + ")" if g["failed_seeds"] else \
-      f"{g['mean_final_loss']:.3f}±{g['std_final_loss']:.3f}"
+  return (
+      "failed (seeds " + str(g["failed_seeds"]) + ")"
+      if g["failed_seeds"]
+      else f"{g['mean_final_loss']:.3f}±{g['std_final_loss']:.3f}"
+  )
 
 
 def _summary(groups):
-  return {f"{name}: val loss": g["mean_final_loss"] for name, g in groups.items()} | \
-      {f"{name}: BLEU": g["mean_final_bleu"] for name, g in groups.items()}
+  return {f"{name}: val loss": g["mean_final_loss"] for name, g in groups.items()} | {
+      f"{name}: BLEU": g["mean_final_bleu"] for name, g in groups.items()
+  }
 
 
 def _measured(groups):
@@ -90,8 +95,14 @@ def bert_vs_xavier_verdict(identity: dict, groups: dict) -> str:
 def deep_no_warmup_verdict(groups: dict, methods: list) -> tuple:
   """Claim 10 (rule in the module docstring); returns (verdict, {method: trains})."""
   ref = groups["preln_reference"]
-  trains = {m: bool(not _fails(groups[m]) and not _fails(ref) and
-                    groups[m]["mean_final_loss"] <= ref["mean_final_loss"] + REFERENCE_MARGIN) for m in methods}
+  trains = {
+      m: bool(
+          not _fails(groups[m])
+          and not _fails(ref)
+          and groups[m]["mean_final_loss"] <= ref["mean_final_loss"] + REFERENCE_MARGIN
+      )
+      for m in methods
+  }
   if _fails(ref):
     return INCONCLUSIVE, trains
   return (REPRODUCED if all(trains.values()) else NOT_REPRODUCED), trains
@@ -100,36 +111,70 @@ def deep_no_warmup_verdict(groups: dict, methods: list) -> tuple:
 def run_warmup(config, scale, seeds, workdir) -> Outcome:
   steps = _steps(config, scale)
   warm = {"optim.schedule": "linear_warmup", "optim.warmup_steps": max(1, steps // 10)}
-  groups = training.run_variants(config, scale, seeds, workdir, {
-      "postln_warmup": {"model.norm_position": "post", **warm},
-      "postln_nowarmup": {"model.norm_position": "post", **NO_WARMUP},
-      "preln_nowarmup": {"model.norm_position": "pre", **NO_WARMUP}}, steps)
+  groups = training.run_variants(
+      config,
+      scale,
+      seeds,
+      workdir,
+      {
+          "postln_warmup": {"model.norm_position": "post", **warm},
+          "postln_nowarmup": {"model.norm_position": "post", **NO_WARMUP},
+          "preln_nowarmup": {"model.norm_position": "pre", **NO_WARMUP},
+      },
+      steps,
+  )
   verdict = warmup_verdict(groups)
-  reason = (f"final validation loss: Post-LN no warmup {_loss(groups, 'postln_nowarmup')}, Post-LN warmup "
-            f"{_loss(groups, 'postln_warmup')}, Pre-LN no warmup {_loss(groups, 'preln_nowarmup')}")
+  reason = (
+      f"final validation loss: Post-LN no warmup {_loss(groups, 'postln_nowarmup')}, Post-LN warmup "
+      f"{_loss(groups, 'postln_warmup')}, Pre-LN no warmup {_loss(groups, 'preln_nowarmup')}"
+  )
   if verdict == NOT_REPRODUCED:
-    reason += ("; Post-LN without warmup neither diverged nor ended δ worse at this scale (the paper's gap is at "
-               "d = 512 and ~100k steps)")
+    reason += (
+        "; Post-LN without warmup neither diverged nor ended δ worse at this scale (the paper's gap is at "
+        "d = 512 and ~100k steps)"
+    )
   fig = training.plot(groups, workdir, "warmup_curves.png", "Post-LN with/without warmup vs Pre-LN without warmup")
-  return Outcome(measured=_measured(groups), summary=_summary(groups),
-                 thresholds={"δ": f"{DELTA} nats", "rule": "see module docstring (claim 6)"},
-                 verdict=verdict, reason=reason, figures=[fig], scale_used=training.describe(scale, steps, seeds))
+  return Outcome(
+      measured=_measured(groups),
+      summary=_summary(groups),
+      thresholds={"δ": f"{DELTA} nats", "rule": "see module docstring (claim 6)"},
+      verdict=verdict,
+      reason=reason,
+      figures=[fig],
+      scale_used=training.describe(scale, steps, seeds),
+  )
 
 
 def run_tfixup(config, scale, seeds, workdir) -> Outcome:
   steps = _steps(config, scale)
-  groups = training.run_variants(config, scale, seeds, workdir, {
-      "tfixup_nowarmup": {**NO_NORM, "init.scheme": "tfixup", **NO_WARMUP},
-      "postln_nowarmup": {"model.norm_position": "post", **NO_WARMUP}}, steps)
+  groups = training.run_variants(
+      config,
+      scale,
+      seeds,
+      workdir,
+      {
+          "tfixup_nowarmup": {**NO_NORM, "init.scheme": "tfixup", **NO_WARMUP},
+          "postln_nowarmup": {"model.norm_position": "post", **NO_WARMUP},
+      },
+      steps,
+  )
   verdict = tfixup_verdict(groups)
-  reason = (f"final validation loss: T-Fixup {_loss(groups, 'tfixup_nowarmup')}, Post-LN no warmup "
-            f"{_loss(groups, 'postln_nowarmup')}")
+  reason = (
+      f"final validation loss: T-Fixup {_loss(groups, 'tfixup_nowarmup')}, Post-LN no warmup "
+      f"{_loss(groups, 'postln_nowarmup')}"
+  )
   if verdict == INCONCLUSIVE:
     reason += "; both trained within δ: Post-LN without warmup did not fail at this depth and length"
   fig = training.plot(groups, workdir, "tfixup_curves.png", "T-Fixup (no norm, no warmup) vs Post-LN without warmup")
-  return Outcome(measured=_measured(groups), summary=_summary(groups),
-                 thresholds={"δ": f"{DELTA} nats", "rule": "see module docstring (claim 8)"},
-                 verdict=verdict, reason=reason, figures=[fig], scale_used=training.describe(scale, steps, seeds))
+  return Outcome(
+      measured=_measured(groups),
+      summary=_summary(groups),
+      thresholds={"δ": f"{DELTA} nats", "rule": "see module docstring (claim 8)"},
+      verdict=verdict,
+      reason=reason,
+      figures=[fig],
+      scale_used=training.describe(scale, steps, seeds),
+  )
 
 
 def _identity_at_init(config, scale, seeds, workdir, scheme):
@@ -140,36 +185,57 @@ def _identity_at_init(config, scale, seeds, workdir, scheme):
   for seed in seeds:
     # BERT does not scale its 0.02 embeddings by √d; the Xavier model does (Vaswani et al. 2017 §3.4).
     model_overrides = {"norm_position": "post", "scale_embeddings": scheme != "bert"}
-    model, variables = inputs.model_and_variables(cfg, model_overrides, {"scheme": scheme}, vocab, seed,
-                                                  batches[0])
+    model, variables = inputs.model_and_variables(cfg, model_overrides, {"scheme": scheme}, vocab, seed, batches[0])
     for r in signal.signal_profile(model, variables, batches[0]):
       if r["layer"] is not None:
         cos.setdefault(r["stack"], {})[(r["layer"], r["sublayer"])] = cos.get(r["stack"], {}).get(
-            (r["layer"], r["sublayer"]), []) + [r["x0_cosine"]]
+            (r["layer"], r["sublayer"]), []
+        ) + [r["x0_cosine"]]
   return {stack: float(np.mean(d[max(d)])) for stack, d in cos.items()}
 
 
 def run_bert_vs_xavier(config, scale, seeds, workdir) -> Outcome:
   steps = _steps(config, scale)
   identity = {s: _identity_at_init(config, scale, seeds, workdir, s) for s in ("bert", "xavier")}
-  groups = training.run_variants(config, scale, seeds, workdir, {
-      "postln_bert": {"model.norm_position": "post", "init.scheme": "bert", "model.scale_embeddings": False,
-                      **NO_WARMUP},
-      "postln_xavier": {"model.norm_position": "post", "init.scheme": "xavier", **NO_WARMUP}}, steps)
+  groups = training.run_variants(
+      config,
+      scale,
+      seeds,
+      workdir,
+      {
+          "postln_bert": {
+              "model.norm_position": "post",
+              "init.scheme": "bert",
+              "model.scale_embeddings": False,
+              **NO_WARMUP,
+          },
+          "postln_xavier": {"model.norm_position": "post", "init.scheme": "xavier", **NO_WARMUP},
+      },
+      steps,
+  )
   verdict = bert_vs_xavier_verdict(identity, groups)
-  reason = (f"cos(x_L, x_0) at init, BERT vs Xavier: " +
-            ", ".join(f"{k} {identity['bert'][k]:.3f} vs {identity['xavier'][k]:.3f}" for k in identity["bert"]) +
-            f"; final validation loss without warmup: BERT {_loss(groups, 'postln_bert')}, Xavier "
-            f"{_loss(groups, 'postln_xavier')}")
+  reason = (
+      "cos(x_L, x_0) at init, BERT vs Xavier: "
+      + ", ".join(f"{k} {identity['bert'][k]:.3f} vs {identity['xavier'][k]:.3f}" for k in identity["bert"])
+      + f"; final validation loss without warmup: BERT {_loss(groups, 'postln_bert')}, Xavier "
+      f"{_loss(groups, 'postln_xavier')}"
+  )
   fig = training.plot(groups, workdir, "bert_vs_xavier_curves.png", "Post-LN without warmup: BERT 0.02 vs Xavier")
   measured = _measured(groups)
   measured["identity_cosine_at_init"] = identity
-  return Outcome(measured=measured,
-                 summary={**{f"cos(x_L,x_0) {s} {k}": v for s, d in identity.items() for k, v in d.items()},
-                          **_summary(groups)},
-                 thresholds={"δ": f"{DELTA} nats", "identity": "cos(x_L, x_0) larger for BERT in every stack",
-                             "rule": "see module docstring (claim 9)"},
-                 verdict=verdict, reason=reason, figures=[fig], scale_used=training.describe(scale, steps, seeds))
+  return Outcome(
+      measured=measured,
+      summary={**{f"cos(x_L,x_0) {s} {k}": v for s, d in identity.items() for k, v in d.items()}, **_summary(groups)},
+      thresholds={
+          "δ": f"{DELTA} nats",
+          "identity": "cos(x_L, x_0) larger for BERT in every stack",
+          "rule": "see module docstring (claim 9)",
+      },
+      verdict=verdict,
+      reason=reason,
+      figures=[fig],
+      scale_used=training.describe(scale, steps, seeds),
+  )
 
 
 def run_deep_no_warmup(config, scale, seeds, workdir) -> Outcome:
@@ -177,8 +243,14 @@ def run_deep_no_warmup(config, scale, seeds, workdir) -> Outcome:
   methods = {
       "rezero": {**NO_NORM, "model.residual": "rezero", "init.scheme": "rezero"},
       # The seed blog's scheduled α: fixed step so that α reaches 1 after a third of the run.
-      "scheduled_alpha": {**NO_NORM, "model.residual": "scheduled", "model.alpha_init": 0.0,
-                          "model.alpha_step": 3.0 / steps, "model.alpha_final": 1.0, "init.scheme": "xavier"},
+      "scheduled_alpha": {
+          **NO_NORM,
+          "model.residual": "scheduled",
+          "model.alpha_init": 0.0,
+          "model.alpha_step": 3.0 / steps,
+          "model.alpha_final": 1.0,
+          "init.scheme": "xavier",
+      },
       "deepnorm": {"model.norm_position": "post", "model.residual": "deepnorm", "init.scheme": "deepnet"},
       "admin": {"model.norm_position": "post", "model.residual": "admin", "init.scheme": "admin"},
   }
@@ -188,11 +260,21 @@ def run_deep_no_warmup(config, scale, seeds, workdir) -> Outcome:
   verdict, trains = deep_no_warmup_verdict(groups, list(methods))
   reason = "final validation loss without warmup: " + ", ".join(f"{m} {_loss(groups, m)}" for m in variants)
   if verdict == NOT_REPRODUCED:
-    reason += f"; did not train (fail or > {REFERENCE_MARGIN} above Pre-LN): {[m for m, ok in trains.items() if not ok]}"
+    reason += (
+        f"; did not train (fail or > {REFERENCE_MARGIN} above Pre-LN): {[m for m, ok in trains.items() if not ok]}"
+    )
   fig = training.plot(groups, workdir, "deep_no_warmup_curves.png", "No warmup: ReZero, scheduled α, DeepNorm, Admin")
   measured = _measured(groups)
   measured["trains"] = trains
-  return Outcome(measured=measured, summary=_summary(groups),
-                 thresholds={"trains": f"no seed fails and mean final val loss ≤ Pre-LN's + {REFERENCE_MARGIN}",
-                             "rule": "see module docstring (claim 10)"},
-                 verdict=verdict, reason=reason, figures=[fig], scale_used=training.describe(scale, steps, seeds))
+  return Outcome(
+      measured=measured,
+      summary=_summary(groups),
+      thresholds={
+          "trains": f"no seed fails and mean final val loss ≤ Pre-LN's + {REFERENCE_MARGIN}",
+          "rule": "see module docstring (claim 10)",
+      },
+      verdict=verdict,
+      reason=reason,
+      figures=[fig],
+      scale_used=training.describe(scale, steps, seeds),
+  )

@@ -3,6 +3,7 @@
 `reproduce_config(claim)` = configs/default.py + Multi30k De→En (data.dir resolved against the repository root:
 `../shared/data/multi30k`) + `mode = "reproduce"` + the `reproduce` subtree read by `analysis.reproduce.run_claim`.
 """
+
 import os
 
 import ml_collections

@@ -13,7 +13,8 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tests.test_train import tiny_config  # noqa: E402
-from train import loop, step as step_lib  # noqa: E402
+from train import loop  # noqa: E402
+from train import step as step_lib
 
 
 def one_step(mesh, exp, batch):
@@ -26,8 +27,15 @@ def one_step(mesh, exp, batch):
 
 def main(workdir):
   # SGD without momentum at lr 1: the parameter change is exactly the gradient.
-  config = tiny_config(**{"optim.name": "sgd", "optim.momentum": 0.0, "optim.schedule": "constant",
-                          "optim.learning_rate": 1.0, "optim.warmup_steps": 0})
+  config = tiny_config(
+      **{
+          "optim.name": "sgd",
+          "optim.momentum": 0.0,
+          "optim.schedule": "constant",
+          "optim.learning_rate": 1.0,
+          "optim.warmup_steps": 0,
+      }
+  )
   exp = loop.setup(config, workdir)
   batch = exp.batches(1)[0]
   before = jax.tree.map(np.asarray, exp.state.params)
@@ -35,8 +43,15 @@ def main(workdir):
   loss1, params1 = one_step(step_lib.make_mesh(jax.devices()[:1]), exp, batch)
   g8 = np.concatenate([(b - a).ravel() for a, b in zip(jax.tree.leaves(params8), jax.tree.leaves(before))])
   g1 = np.concatenate([(b - a).ravel() for a, b in zip(jax.tree.leaves(params1), jax.tree.leaves(before))])
-  print(json.dumps({"num_devices": len(jax.devices()), "loss_diff": abs(loss8 - loss1),
-                    "grad_rel_diff": float(np.abs(g8 - g1).max() / np.abs(g1).max())}))
+  print(
+      json.dumps(
+          {
+              "num_devices": len(jax.devices()),
+              "loss_diff": abs(loss8 - loss1),
+              "grad_rel_diff": float(np.abs(g8 - g1).max() / np.abs(g1).max()),
+          }
+      )
+  )
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ class Data:
     process_index: this process.
     process_count: number of processes.
   """
+
   tokenizer: object
   task: str
   max_source_length: int
@@ -59,8 +60,13 @@ class Data:
   def eval_batches(self) -> Iterator[dict[str, np.ndarray]]:
     """A finite, deterministic pass over this process's shard of the eval split (see pipeline.py)."""
     lengths = pipeline.feature_lengths(self.task, self.max_source_length, self.max_target_length)
-    return pipeline.eval_batches(self._tokenized_eval(), lengths=lengths, batch_size=self.eval_batch_size,
-                                 process_index=self.process_index, process_count=self.process_count)
+    return pipeline.eval_batches(
+        self._tokenized_eval(),
+        lengths=lengths,
+        batch_size=self.eval_batch_size,
+        process_index=self.process_index,
+        process_count=self.process_count,
+    )
 
   def eval_examples(self) -> list[tuple[str, str]]:
     """The first `num_eval_examples` (source, reference) text pairs of the eval split, for BLEU / exact match.
@@ -81,8 +87,13 @@ class Data:
     return out
 
 
-def build(data_config: ml_collections.ConfigDict, *, workdir: str, process_index: int | None = None,
-          process_count: int | None = None) -> Data:
+def build(
+    data_config: ml_collections.ConfigDict,
+    *,
+    workdir: str,
+    process_index: int | None = None,
+    process_count: int | None = None,
+) -> Data:
   """Builds the data of `data_config` for one process.
 
   Args:
@@ -101,6 +112,7 @@ def build(data_config: ml_collections.ConfigDict, *, workdir: str, process_index
   """
   if process_index is None or process_count is None:
     import jax  # Only when not given, so tests can simulate processes without touching JAX.
+
     process_index = jax.process_index() if process_index is None else process_index
     process_count = jax.process_count() if process_count is None else process_count
   if not 0 <= process_index < process_count:
@@ -113,15 +125,39 @@ def build(data_config: ml_collections.ConfigDict, *, workdir: str, process_index
   tokenize = pipeline.tokenize_fn(corpus.tokenizer, corpus.task, lengths, data_config.length_policy)
   batch_size = data_config.batch_size // process_count
   train = pipeline.train_dataset(
-      corpus.train, tokenize, lengths=lengths, policy=data_config.length_policy, batch_size=batch_size,
-      seed=data_config.shuffle_seed, pack=data_config.pack, process_index=process_index,
-      process_count=process_count, read_threads=data_config.read_threads)
-  tokenized_eval = functools.cache(functools.partial(
-      pipeline.tokenized_eval_examples, corpus.eval, tokenize, lengths=lengths,
-      policy=data_config.length_policy, max_examples=data_config.max_eval_loss_examples,
-      read_threads=data_config.read_threads))
-  return Data(tokenizer=corpus.tokenizer, task=corpus.task, max_source_length=max_source_length,
-              max_target_length=data_config.max_target_length, batch_size=batch_size,
-              eval_batch_size=data_config.eval_batch_size // process_count, process_index=process_index,
-              process_count=process_count, _train=train, _tokenized_eval=tokenized_eval,
-              _eval_text=corpus.eval, _config=data_config)
+      corpus.train,
+      tokenize,
+      lengths=lengths,
+      policy=data_config.length_policy,
+      batch_size=batch_size,
+      seed=data_config.shuffle_seed,
+      pack=data_config.pack,
+      process_index=process_index,
+      process_count=process_count,
+      read_threads=data_config.read_threads,
+  )
+  tokenized_eval = functools.cache(
+      functools.partial(
+          pipeline.tokenized_eval_examples,
+          corpus.eval,
+          tokenize,
+          lengths=lengths,
+          policy=data_config.length_policy,
+          max_examples=data_config.max_eval_loss_examples,
+          read_threads=data_config.read_threads,
+      )
+  )
+  return Data(
+      tokenizer=corpus.tokenizer,
+      task=corpus.task,
+      max_source_length=max_source_length,
+      max_target_length=data_config.max_target_length,
+      batch_size=batch_size,
+      eval_batch_size=data_config.eval_batch_size // process_count,
+      process_index=process_index,
+      process_count=process_count,
+      _train=train,
+      _tokenized_eval=tokenized_eval,
+      _eval_text=corpus.eval,
+      _config=data_config,
+  )

@@ -60,34 +60,49 @@ def validate(config: ml_collections.ConfigDict, process_count: int, valid_names:
   missing = set(default_data_config().keys()) - set(config.keys())
   if missing:
     raise ValueError(f"config.data lacks keys {sorted(missing)}; start from default_data_config().")
-  for key in ("batch_size", "eval_batch_size", "vocab_size", "spm_max_corpus_chars",
-              "embedded.num_train", "embedded.num_eval"):
+  for key in (
+      "batch_size",
+      "eval_batch_size",
+      "vocab_size",
+      "spm_max_corpus_chars",
+      "embedded.num_train",
+      "embedded.num_eval",
+  ):
     _positive(config, key)
   for key in ("max_source_length", "max_target_length"):
     _positive(config, key, minimum=2)  # Room for at least one token and the EOS.
   for key in ("num_eval_examples", "read_threads", "embedded.seed", "shuffle_seed"):
     _positive(config, key, minimum=0)
-  if not isinstance(config.max_eval_loss_examples, int) or config.max_eval_loss_examples < -1 or (
-      config.max_eval_loss_examples == 0):
-    raise ValueError(f"config.data.max_eval_loss_examples={config.max_eval_loss_examples!r} must be -1 (all) "
-                     "or a positive integer.")
+  if (
+      not isinstance(config.max_eval_loss_examples, int)
+      or config.max_eval_loss_examples < -1
+      or (config.max_eval_loss_examples == 0)
+  ):
+    raise ValueError(
+        f"config.data.max_eval_loss_examples={config.max_eval_loss_examples!r} must be -1 (all) "
+        "or a positive integer."
+    )
   if config.length_policy not in LENGTH_POLICIES:
     raise ValueError(f"config.data.length_policy={config.length_policy!r}; valid: {LENGTH_POLICIES}.")
   for key in ("batch_size", "eval_batch_size"):
     if config[key] % process_count:
-      raise ValueError(f"config.data.{key}={config[key]} is not divisible by process_count={process_count}; "
-                       "it is the GLOBAL batch size.")
+      raise ValueError(
+          f"config.data.{key}={config[key]} is not divisible by process_count={process_count}; "
+          "it is the GLOBAL batch size."
+      )
   name = config.name
-  if not isinstance(name, str) or not (name in ("embedded", "multi30k") or
-                                       (name.startswith("tfds:") and len(name) > 5)):
+  if not isinstance(name, str) or not (
+      name in ("embedded", "multi30k") or (name.startswith("tfds:") and len(name) > 5)
+  ):
     raise ValueError(f"config.data.name={name!r}; valid: {valid_names}.")
   if not name.startswith("tfds:"):
     if config.train_split != "train":
-      raise ValueError(f"config.data.train_split={config.train_split!r}; {name} only has 'train' "
-                       "(split specs are for tfds sources).")
+      raise ValueError(
+          f"config.data.train_split={config.train_split!r}; {name} only has 'train' "
+          "(split specs are for tfds sources)."
+      )
     if config.eval_split not in EVAL_SPLITS_BUILTIN:
-      raise ValueError(f"config.data.eval_split={config.eval_split!r}; valid for {name}: "
-                       f"{EVAL_SPLITS_BUILTIN}.")
+      raise ValueError(f"config.data.eval_split={config.eval_split!r}; valid for {name}: " f"{EVAL_SPLITS_BUILTIN}.")
   if name == "multi30k":
     for key in ("source_lang", "target_lang"):
       if config[key] not in MULTI30K_LANGS:

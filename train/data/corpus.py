@@ -23,6 +23,7 @@ class Corpus:
     train: MapDataset of text examples of the training split.
     eval: MapDataset of text examples of the eval split (`config.eval_split`), in file order.
   """
+
   task: str
   tokenizer: object
   train: grain.MapDataset

@@ -40,18 +40,119 @@ MAX_WORDS = 30
 NUM_GENDERS = 3
 
 DETERMINERS = ("the", "a", "every", "this")
-NOUNS = ("dog", "cat", "bird", "horse", "fish", "child", "teacher", "farmer", "doctor", "king", "queen",
-         "girl", "boy", "woman", "man", "student", "garden", "house", "river", "forest", "table", "chair",
-         "window", "door", "car", "boat", "city", "village", "mountain", "road", "tree", "flower", "book",
-         "letter", "song", "apple", "bread", "bridge", "castle", "lamp")
-ADJECTIVES = ("big", "small", "old", "young", "red", "blue", "green", "happy", "sad", "quiet", "loud",
-              "fast", "slow", "tall", "short", "bright", "dark", "warm", "cold", "heavy", "clever", "brave",
-              "strange", "gentle", "angry", "hungry", "tired", "rich", "poor", "proud")
-INTRANSITIVE_VERBS = ("sleeps", "runs", "sings", "waits", "laughs", "falls", "swims", "dances", "cries",
-                      "smiles", "jumps", "works", "rests", "shines", "grows")
-TRANSITIVE_VERBS = ("sees", "likes", "finds", "takes", "carries", "follows", "watches", "helps", "calls",
-                    "paints", "builds", "opens", "holds", "pushes", "knows", "visits", "feeds", "catches",
-                    "draws", "remembers")
+NOUNS = (
+    "dog",
+    "cat",
+    "bird",
+    "horse",
+    "fish",
+    "child",
+    "teacher",
+    "farmer",
+    "doctor",
+    "king",
+    "queen",
+    "girl",
+    "boy",
+    "woman",
+    "man",
+    "student",
+    "garden",
+    "house",
+    "river",
+    "forest",
+    "table",
+    "chair",
+    "window",
+    "door",
+    "car",
+    "boat",
+    "city",
+    "village",
+    "mountain",
+    "road",
+    "tree",
+    "flower",
+    "book",
+    "letter",
+    "song",
+    "apple",
+    "bread",
+    "bridge",
+    "castle",
+    "lamp",
+)
+ADJECTIVES = (
+    "big",
+    "small",
+    "old",
+    "young",
+    "red",
+    "blue",
+    "green",
+    "happy",
+    "sad",
+    "quiet",
+    "loud",
+    "fast",
+    "slow",
+    "tall",
+    "short",
+    "bright",
+    "dark",
+    "warm",
+    "cold",
+    "heavy",
+    "clever",
+    "brave",
+    "strange",
+    "gentle",
+    "angry",
+    "hungry",
+    "tired",
+    "rich",
+    "poor",
+    "proud",
+)
+INTRANSITIVE_VERBS = (
+    "sleeps",
+    "runs",
+    "sings",
+    "waits",
+    "laughs",
+    "falls",
+    "swims",
+    "dances",
+    "cries",
+    "smiles",
+    "jumps",
+    "works",
+    "rests",
+    "shines",
+    "grows",
+)
+TRANSITIVE_VERBS = (
+    "sees",
+    "likes",
+    "finds",
+    "takes",
+    "carries",
+    "follows",
+    "watches",
+    "helps",
+    "calls",
+    "paints",
+    "builds",
+    "opens",
+    "holds",
+    "pushes",
+    "knows",
+    "visits",
+    "feeds",
+    "catches",
+    "draws",
+    "remembers",
+)
 PREPOSITIONS = ("in", "on", "near", "under", "behind", "with", "without", "beside")
 CONJUNCTIONS = ("and", "but")
 
@@ -76,6 +177,7 @@ class Lexicon:
     preposition: source preposition -> target preposition.
     conjunction: source conjunction -> target conjunction.
   """
+
   noun: dict[str, str]
   gender: dict[str, int]
   adjective: dict[str, tuple[str, ...]]
@@ -86,13 +188,11 @@ class Lexicon:
 
   def source_words(self) -> list[str]:
     """All source-language words, sorted."""
-    return sorted([*self.noun, *self.adjective, *self.determiner, *self.verb, *self.preposition,
-                   *self.conjunction])
+    return sorted([*self.noun, *self.adjective, *self.determiner, *self.verb, *self.preposition, *self.conjunction])
 
   def target_words(self) -> list[str]:
     """All target-language word forms, sorted."""
-    words = [*self.noun.values(), *self.verb.values(), *self.preposition.values(),
-             *self.conjunction.values()]
+    words = [*self.noun.values(), *self.verb.values(), *self.preposition.values(), *self.conjunction.values()]
     for forms in [*self.adjective.values(), *self.determiner.values()]:
       words.extend(forms)
     return sorted(words)
@@ -108,8 +208,7 @@ def make_lexicon(seed: int) -> Lexicon:
     The Lexicon. Target words are pairwise distinct and disjoint from the source words.
   """
   rng = random.Random(seed * 16 + 15)
-  taken = set(NOUNS + ADJECTIVES + DETERMINERS + INTRANSITIVE_VERBS + TRANSITIVE_VERBS + PREPOSITIONS
-              + CONJUNCTIONS)
+  taken = set(NOUNS + ADJECTIVES + DETERMINERS + INTRANSITIVE_VERBS + TRANSITIVE_VERBS + PREPOSITIONS + CONJUNCTIONS)
 
   def fresh(num_syllables: int, final_consonant: bool) -> str:
     while True:
@@ -135,8 +234,15 @@ def make_lexicon(seed: int) -> Lexicon:
   verb = {v: fresh(rng.choice((2, 3)), False) for v in INTRANSITIVE_VERBS + TRANSITIVE_VERBS}
   preposition = {p: fresh(1, False) for p in PREPOSITIONS}
   conjunction = {c: fresh(1, False) for c in CONJUNCTIONS}
-  return Lexicon(noun=noun, gender=dict(zip(NOUNS, genders)), adjective=adjective, determiner=determiner,
-                 verb=verb, preposition=preposition, conjunction=conjunction)
+  return Lexicon(
+      noun=noun,
+      gender=dict(zip(NOUNS, genders)),
+      adjective=adjective,
+      determiner=determiner,
+      verb=verb,
+      preposition=preposition,
+      conjunction=conjunction,
+  )
 
 
 # A parse tree is nested tuples: NP = ("np", det, adjs, noun, pp | None); PP = ("pp", prep, NP);
@@ -183,8 +289,12 @@ def _source_pp(pp) -> list[str]:
 def _target_np(np_, lex: Lexicon) -> list[str]:
   _, det, adjs, noun, pp = np_
   g = lex.gender[noun]
-  return [lex.determiner[det][g], lex.noun[noun], *(lex.adjective[a][g] for a in adjs),
-          *(_target_pp(pp, lex) if pp else [])]
+  return [
+      lex.determiner[det][g],
+      lex.noun[noun],
+      *(lex.adjective[a][g] for a in adjs),
+      *(_target_pp(pp, lex) if pp else []),
+  ]
 
 
 def _target_pp(pp, lex: Lexicon) -> list[str]:
@@ -199,8 +309,12 @@ def _linearize(sentence, lex: Lexicon) -> tuple[list[str], list[str]]:
       target.append(lex.conjunction[conj])
     source += _source_np(subj) + [verb] + (_source_np(obj) if obj else []) + (_source_pp(pp) if pp else [])
     # SOV: subject, object, clause PP, then the verb last.
-    target += (_target_np(subj, lex) + (_target_np(obj, lex) if obj else [])
-               + (_target_pp(pp, lex) if pp else []) + [lex.verb[verb]])
+    target += (
+        _target_np(subj, lex)
+        + (_target_np(obj, lex) if obj else [])
+        + (_target_pp(pp, lex) if pp else [])
+        + [lex.verb[verb]]
+    )
   return source, target
 
 

@@ -24,12 +24,15 @@ SPLIT_FILES = {"train": "train", "validation": "val", "test": "test_2016_flickr"
 
 def _path(data_dir: str, split: str, lang: str) -> str:
   if not os.path.isdir(data_dir):
-    raise FileNotFoundError(f"config.data.dir={data_dir!r}: no such directory (multi30k needs "
-                            "{train,val,test_2016_flickr}.{de,en}.gz there).")
+    raise FileNotFoundError(
+        f"config.data.dir={data_dir!r}: no such directory (multi30k needs "
+        "{train,val,test_2016_flickr}.{de,en}.gz there)."
+    )
   path = os.path.join(data_dir, f"{SPLIT_FILES[split]}.{lang}.gz")
   if not os.path.isfile(path):
-    raise FileNotFoundError(f"config.data.dir={data_dir!r}: split file {path!r} is missing "
-                            f"(split {split!r}, language {lang!r}).")
+    raise FileNotFoundError(
+        f"config.data.dir={data_dir!r}: split file {path!r} is missing " f"(split {split!r}, language {lang!r})."
+    )
   return path
 
 
@@ -57,8 +60,10 @@ def read_split(data_dir: str, split: str, source_lang: str, target_lang: str) ->
   source_path, target_path = _path(data_dir, split, source_lang), _path(data_dir, split, target_lang)
   source, target = _read_lines(source_path), _read_lines(target_path)
   if len(source) != len(target):
-    raise ValueError(f"config.data.dir={data_dir!r}: {source_path} has {len(source)} lines but "
-                     f"{target_path} has {len(target)}; the files of a split must be line-aligned.")
+    raise ValueError(
+        f"config.data.dir={data_dir!r}: {source_path} has {len(source)} lines but "
+        f"{target_path} has {len(target)}; the files of a split must be line-aligned."
+    )
   return list(zip(source, target))
 
 
@@ -81,8 +86,12 @@ def tokenizer(config: ml_collections.ConfigDict, workdir: str) -> tuple[tokenize
       yield from pair
 
   return tokenizers.load_or_train(
-      texts, key=key, vocab_size=config.vocab_size, max_corpus_chars=config.spm_max_corpus_chars,
-      cache_dirs=[config.dir, os.path.join(workdir, "tokenizer")])
+      texts,
+      key=key,
+      vocab_size=config.vocab_size,
+      max_corpus_chars=config.spm_max_corpus_chars,
+      cache_dirs=[config.dir, os.path.join(workdir, "tokenizer")],
+  )
 
 
 def load(config: ml_collections.ConfigDict, workdir: str) -> Corpus:
@@ -90,5 +99,6 @@ def load(config: ml_collections.ConfigDict, workdir: str) -> Corpus:
   train = read_split(config.dir, "train", config.source_lang, config.target_lang)
   eval_pairs = read_split(config.dir, config.eval_split, config.source_lang, config.target_lang)
   tok, _ = tokenizer(config, workdir)
-  return Corpus(task="translation", tokenizer=tok, train=translation_examples(train),
-                eval=translation_examples(eval_pairs))
+  return Corpus(
+      task="translation", tokenizer=tok, train=translation_examples(train), eval=translation_examples(eval_pairs)
+  )

@@ -50,7 +50,7 @@ def tokenize_fn(tokenizer, task: str, lengths: dict[str, int], policy: str) -> C
     for feature, field in fields.items():
       ids = tokenizer.encode(example[field])
       if policy == "truncate":
-        ids = ids[:lengths[feature] - 1]
+        ids = ids[: lengths[feature] - 1]
       out[feature] = np.asarray(list(ids) + [EOS_ID], np.int32)
     return out
 
@@ -72,7 +72,7 @@ def _rename_packed(example: dict) -> dict[str, np.ndarray]:
   for key, value in example.items():
     for old, new in _PACK_SUFFIXES.items():
       if key.endswith(old):
-        key = key[:-len(old)] + new
+        key = key[: -len(old)] + new
     out[key] = np.asarray(value, np.int32)
   return out
 
@@ -80,8 +80,7 @@ def _rename_packed(example: dict) -> dict[str, np.ndarray]:
 def _shard(examples: grain.MapDataset, process_index: int, process_count: int) -> grain.MapDataset:
   shard = examples[process_index::process_count]
   if len(shard) == 0:
-    raise ValueError(f"Shard {process_index} of {process_count} has no examples (the split has "
-                     f"{len(examples)}).")
+    raise ValueError(f"Shard {process_index} of {process_count} has no examples (the split has " f"{len(examples)}).")
   return shard
 
 
@@ -89,9 +88,19 @@ def _read_options(read_threads: int) -> grain.ReadOptions:
   return grain.ReadOptions(num_threads=read_threads, prefetch_buffer_size=128 if read_threads else 0)
 
 
-def train_dataset(examples: grain.MapDataset, tokenize: Callable[[dict], dict], *, lengths: dict[str, int],
-                  policy: str, batch_size: int, seed: int, pack: bool, process_index: int,
-                  process_count: int, read_threads: int = 0) -> grain.IterDataset:
+def train_dataset(
+    examples: grain.MapDataset,
+    tokenize: Callable[[dict], dict],
+    *,
+    lengths: dict[str, int],
+    policy: str,
+    batch_size: int,
+    seed: int,
+    pack: bool,
+    process_index: int,
+    process_count: int,
+    read_threads: int = 0,
+) -> grain.IterDataset:
   """The infinite training stream of batches of this process (see the module docstring).
 
   Args:
@@ -114,22 +123,31 @@ def train_dataset(examples: grain.MapDataset, tokenize: Callable[[dict], dict], 
     # Fail now rather than spin forever in the filter if the limits admit (almost) no example.
     fits = fits_fn(lengths)
     if not any(fits(ds[i]) for i in range(256)):
-      raise ValueError(f"length_policy='drop' with lengths {lengths} (config.data.max_source_length / "
-                       "max_target_length, EOS included) drops all of 256 sampled training examples.")
+      raise ValueError(
+          f"length_policy='drop' with lengths {lengths} (config.data.max_source_length / "
+          "max_target_length, EOS included) drops all of 256 sampled training examples."
+      )
     ds = ds.filter(fits)
   it = ds.to_iter_dataset(_read_options(read_threads))
   if pack:
     # Bins = rows of one batch; shuffle_bins=False because the examples are already shuffled.
-    it = grain_exp.FirstFitPackIterDataset(it, length_struct=dict(lengths), num_packing_bins=batch_size,
-                                           shuffle_bins=False).map(_rename_packed)
+    it = grain_exp.FirstFitPackIterDataset(
+        it, length_struct=dict(lengths), num_packing_bins=batch_size, shuffle_bins=False
+    ).map(_rename_packed)
   else:
     it = it.map(pad_fn(lengths))
   return it.batch(batch_size, drop_remainder=True)
 
 
-def tokenized_eval_examples(examples: grain.MapDataset, tokenize: Callable[[dict], dict], *,
-                            lengths: dict[str, int], policy: str, max_examples: int,
-                            read_threads: int = 0) -> list[dict[str, np.ndarray]]:
+def tokenized_eval_examples(
+    examples: grain.MapDataset,
+    tokenize: Callable[[dict], dict],
+    *,
+    lengths: dict[str, int],
+    policy: str,
+    max_examples: int,
+    read_threads: int = 0,
+) -> list[dict[str, np.ndarray]]:
   """All kept eval examples (global, in file order), tokenized; the first max_examples if max_examples > 0."""
   if max_examples > 0:
     examples = examples[:max_examples]
@@ -139,8 +157,14 @@ def tokenized_eval_examples(examples: grain.MapDataset, tokenize: Callable[[dict
   return list(ds.to_iter_dataset(_read_options(read_threads)))
 
 
-def eval_batches(tokenized: Sequence[dict[str, np.ndarray]], *, lengths: dict[str, int], batch_size: int,
-                 process_index: int, process_count: int) -> Iterator[dict[str, np.ndarray]]:
+def eval_batches(
+    tokenized: Sequence[dict[str, np.ndarray]],
+    *,
+    lengths: dict[str, int],
+    batch_size: int,
+    process_index: int,
+    process_count: int,
+) -> Iterator[dict[str, np.ndarray]]:
   """This process's eval batches over `tokenized` (see the module docstring).
 
   Args:
@@ -159,6 +183,12 @@ def eval_batches(tokenized: Sequence[dict[str, np.ndarray]], *, lengths: dict[st
   for _ in range(num_batches):
     batch = next(batches, None)
     rows = 0 if batch is None else len(batch["targets"])
-    yield {k: np.concatenate([batch[k] if batch is not None else np.zeros((0, n), np.int32),
-                              np.full((batch_size - rows, n), PAD_ID, np.int32)]).astype(np.int32)
-           for k, n in lengths.items()}
+    yield {
+        k: np.concatenate(
+            [
+                batch[k] if batch is not None else np.zeros((0, n), np.int32),
+                np.full((batch_size - rows, n), PAD_ID, np.int32),
+            ]
+        ).astype(np.int32)
+        for k, n in lengths.items()
+    }

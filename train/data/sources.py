@@ -19,8 +19,12 @@ def load_embedded(config: ml_collections.ConfigDict, workdir: str, dataset: str)
   splits = grammar.generate_splits(config.embedded.seed, config.embedded.num_train, config.embedded.num_eval)
   lex = grammar.make_lexicon(config.embedded.seed)
   tokenizer = tokenizers.WordTokenizer(lex.source_words() + lex.target_words())
-  return Corpus(task="translation", tokenizer=tokenizer, train=translation_examples(splits["train"]),
-                eval=translation_examples(splits[config.eval_split]))
+  return Corpus(
+      task="translation",
+      tokenizer=tokenizer,
+      train=translation_examples(splits["train"]),
+      eval=translation_examples(splits[config.eval_split]),
+  )
 
 
 def load_multi30k(config: ml_collections.ConfigDict, workdir: str, dataset: str) -> Corpus:
@@ -44,7 +48,7 @@ def get_source(name: str) -> tuple[Callable[[ml_collections.ConfigDict, str, str
     ValueError: naming the bad name and the valid choices.
   """
   if isinstance(name, str) and name.startswith("tfds:") and len(name) > len("tfds:"):
-    return SOURCES["tfds"], name[len("tfds:"):]
+    return SOURCES["tfds"], name[len("tfds:") :]
   if name in SOURCES and name != "tfds":
     return SOURCES[name], name
   raise ValueError(f"config.data.name={name!r}; valid: {VALID_NAMES}.")

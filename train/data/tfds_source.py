@@ -25,7 +25,8 @@ from train.data.corpus import Corpus
 _HOW_TO_PREPARE = (
     "Prepare it on a machine with TensorFlow: `tfds build {name} --data_dir={data_dir} "
     "--file_format=array_record`, then copy the folder {data_dir}/{base}/ here; or set "
-    "config.data.tfds_data_dir to where it is prepared.")
+    "config.data.tfds_data_dir to where it is prepared."
+)
 
 
 def _prepared_builder(name: str, data_dir: str | None):
@@ -36,12 +37,14 @@ def _prepared_builder(name: str, data_dir: str | None):
   except tfds.core.registered.DatasetNotFoundError as e:
     raise FileNotFoundError(
         f"config.data.name='tfds:{name}' is not prepared in config.data.tfds_data_dir={shown_dir!r}. "
-        + _HOW_TO_PREPARE.format(name=name, data_dir=shown_dir, base=name.split("/")[0])) from e
+        + _HOW_TO_PREPARE.format(name=name, data_dir=shown_dir, base=name.split("/")[0])
+    ) from e
   file_format = str(builder.info.file_format).lower()
   if "array_record" not in file_format and "parquet" not in file_format:
     raise ValueError(
         f"config.data.name='tfds:{name}' in {shown_dir!r} is stored as {file_format}, which has no random "
-        "access. " + _HOW_TO_PREPARE.format(name=name, data_dir=shown_dir, base=name.split("/")[0]))
+        "access. " + _HOW_TO_PREPARE.format(name=name, data_dir=shown_dir, base=name.split("/")[0])
+    )
   return builder
 
 
@@ -72,9 +75,11 @@ def load(config: ml_collections.ConfigDict, workdir: str, name: str) -> Corpus:
   elif config.lm_text_field in keys:
     task, fields = "lm", (config.lm_text_field,)
   else:
-    raise ValueError(f"tfds:{name} has features {sorted(keys)}: neither config.data.source_lang/target_lang="
-                     f"{config.source_lang!r}/{config.target_lang!r} nor config.data.lm_text_field="
-                     f"{config.lm_text_field!r}.")
+    raise ValueError(
+        f"tfds:{name} has features {sorted(keys)}: neither config.data.source_lang/target_lang="
+        f"{config.source_lang!r}/{config.target_lang!r} nor config.data.lm_text_field="
+        f"{config.lm_text_field!r}."
+    )
   kwargs = {} if ":" in name else {"builder_kwargs": {"version": str(builder.version)}}
 
   def source(split):
@@ -89,15 +94,24 @@ def load(config: ml_collections.ConfigDict, workdir: str, name: str) -> Corpus:
   train_source = source(config.train_split)
   with open(os.path.join(builder.data_dir, "dataset_info.json"), "rb") as f:
     info_bytes = f.read()
-  key = tokenizers.corpus_key("tfds", name, info_bytes, config.train_split, fields, config.vocab_size,
-                              config.spm_max_corpus_chars)
+  key = tokenizers.corpus_key(
+      "tfds", name, info_bytes, config.train_split, fields, config.vocab_size, config.spm_max_corpus_chars
+  )
 
   def texts():
     for i in range(len(train_source)):
       yield from text(train_source[i]).values()
 
   tokenizer, _ = tokenizers.load_or_train(
-      texts, key=key, vocab_size=config.vocab_size, max_corpus_chars=config.spm_max_corpus_chars,
-      cache_dirs=[os.path.join(workdir, "tokenizer")])
-  return Corpus(task=task, tokenizer=tokenizer, train=grain.MapDataset.source(train_source).map(text),
-                eval=grain.MapDataset.source(source(config.eval_split)).map(text))
+      texts,
+      key=key,
+      vocab_size=config.vocab_size,
+      max_corpus_chars=config.spm_max_corpus_chars,
+      cache_dirs=[os.path.join(workdir, "tokenizer")],
+  )
+  return Corpus(
+      task=task,
+      tokenizer=tokenizer,
+      train=grain.MapDataset.source(train_source).map(text),
+      eval=grain.MapDataset.source(source(config.eval_split)).map(text),
+  )

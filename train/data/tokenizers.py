@@ -133,18 +133,28 @@ def train_sentencepiece(texts: Iterable[str], *, vocab_size: int, max_corpus_cha
   """
   model = io.BytesIO()
   spm.SentencePieceTrainer.train(
-      sentence_iterator=iter(_capped(texts, max_corpus_chars)), model_writer=model,
-      vocab_size=vocab_size, model_type="unigram", character_coverage=1.0,
-      pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
+      sentence_iterator=iter(_capped(texts, max_corpus_chars)),
+      model_writer=model,
+      vocab_size=vocab_size,
+      model_type="unigram",
+      character_coverage=1.0,
+      pad_id=PAD_ID,
+      eos_id=EOS_ID,
+      unk_id=UNK_ID,
+      bos_id=-1,
       # The corpus is already capped; let SentencePiece read all of it. Fewer pieces than asked (tiny corpora)
       # is allowed rather than an error, and the real size is reported by vocab_size.
-      input_sentence_size=0, hard_vocab_limit=False, num_threads=os.cpu_count() or 1,
-      minloglevel=2)
+      input_sentence_size=0,
+      hard_vocab_limit=False,
+      num_threads=os.cpu_count() or 1,
+      minloglevel=2,
+  )
   return model.getvalue()
 
 
-def load_or_train(texts_fn, *, key: str, vocab_size: int, max_corpus_chars: int,
-                  cache_dirs: Sequence[str]) -> tuple[SentencePieceTokenizer, str]:
+def load_or_train(
+    texts_fn, *, key: str, vocab_size: int, max_corpus_chars: int, cache_dirs: Sequence[str]
+) -> tuple[SentencePieceTokenizer, str]:
   """Loads the cached model `spm_<key>.model` or trains and caches it.
 
   Args:
