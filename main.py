@@ -17,6 +17,7 @@ from ml_collections import config_flags
 
 import analysis.reproduce
 import analysis.run
+import train.config
 import train.loop
 
 config_flags.DEFINE_config_file("config", "configs/default.py", "Experiment config file.", lock_config=True)
@@ -27,9 +28,10 @@ MODES = ("train", "analyze", "reproduce")
 
 def main(argv):
   del argv
-  config = FLAGS.config
-  if config.mode not in MODES:
-    raise app.UsageError(f"config.mode={config.mode!r} is not one of {list(MODES)}")
+  if FLAGS.config.mode not in MODES:
+    raise app.UsageError(f"config.mode={FLAGS.config.mode!r} is invalid; valid: {list(MODES)}")
+  # The config boundary, before any device or data is touched: 'auto' keys derived, every subtree validated.
+  config = train.config.resolve(FLAGS.config)
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
   workdir = FLAGS.workdir or os.path.join("runs", config_name)
   logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())

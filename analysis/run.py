@@ -33,7 +33,6 @@ from typing import Any, Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
@@ -42,6 +41,7 @@ from analysis.lanczos import REORTHOGONALIZATIONS, check_basis_memory, progress_
 from analysis.spectrum import bottom_eigenvalues, spectral_density, top_eigenvalues
 from analysis.trace import TRACE_METHODS, trace
 from models import ParamRole, param_roles
+from models.config import contradiction, invalid
 from train.loss import make_logits_fn, make_loss_fn, num_tokens
 from train.step import mlm_masked
 
@@ -65,46 +65,23 @@ _INT_KEYS = dict(
 )
 
 
-def default_analysis_config() -> ml_collections.ConfigDict:
-  """Every key `run_analysis` reads, with its default."""
-  c = ml_collections.ConfigDict()
-  c.at_init = False  # main.py train mode: also analyze the model once at step 0 before training
-  c.checkpoint_step = -1  # main.py analyze mode: checkpoint step to analyze (-1: latest, or init if none; 0: init)
-  c.dtype = "float64"  # 'float64' (x64 on for the analysis only; model and variables cast) or 'float32'
-  c.operator = "hessian"  # 'hessian' (exact, indefinite) or 'gauss_newton' (PSD GGN of the cross-entropy)
-  c.num_batches = 1  # batches whose token-weighted average Hessian is analyzed (the first ones given)
-  c.batch_size = 16  # sequences per analysis batch (checked against the batches given)
-  c.linearize = True  # linearize each batch's gradient once (fast, stores residuals per batch) or jvp per product
-  c.lanczos_steps = 80  # Lanczos steps (matvecs) for the extreme eigenvalues and per SLQ probe
-  c.reorthogonalize = "full"  # 'full' (CGS every step), 'partial' (Simon's PRO: only when needed) or 'none'
-  c.top_k = 5  # number of largest eigenvalues reported
-  c.bottom_k = 3  # number of smallest (most negative) eigenvalues reported; 0 skips the bottom run
-  c.spectrum = True  # compute the SLQ spectral density
-  c.num_probes = 8  # SLQ probes (>= 2, the band is a bootstrap over probes)
-  c.probe_batch = 0  # SLQ / trace probes run in lockstep (vmapped, memory x this); 0: the backend's measured default
-  c.sigma = 0.0  # SLQ Gaussian smoothing width; 0 means 1% of the range of the nodes
-  c.log_density = True  # plot the density with a log y axis
-  c.trace_probes = 30  # matvecs for the trace estimate; 0 skips it
-  c.trace_method = "hutch++"  # 'hutchinson' or 'hutch++'
-  c.blocks = True  # top eigenvalue of every per-layer block (Q, K, V, O, MLP in/out, norms, embeddings)
-  c.block_lanczos_steps = 30  # Lanczos steps per block (capped by the block's size)
-  c.block_filter = ""  # regex: only blocks whose name matches (re.search), e.g. 'encoder/'; '' = every block
-  c.grad_norms = True  # per-parameter gradient-norm profile
-  c.grad_norm_seeds = 1  # init seeds for the gradient profile (> 1 needs the caller's init_fn)
-  c.signal = True  # forward signal-propagation profile from the model's intermediates
-  c.seed = 0  # PRNG seed of the Lanczos start vectors, SLQ and trace probes
-  c.max_basis_bytes = 4 * 2**30  # fail before computing if a Lanczos basis needs more bytes than this
-  return c
+# Every key of `config.analysis` (declared with its default and comment in configs/default.py).
+ANALYSIS_KEYS = (
+    "at_init", "checkpoint_step", "dtype", "operator", "num_batches", "batch_size", "linearize", "lanczos_steps",
+    "reorthogonalize", "top_k", "bottom_k", "spectrum", "num_probes", "probe_batch", "sigma", "log_density",
+    "trace_probes", "trace_method", "blocks", "block_lanczos_steps", "block_filter", "grad_norms", "grad_norm_seeds",
+    "signal", "seed", "max_basis_bytes",
+)  # fmt: skip
 
 
 def validate_analysis_config(cfg) -> None:
-  """Raise ValueError naming `analysis.<key>`, its value and the valid choices for any bad or missing key."""
-  missing = sorted(set(default_analysis_config().keys()) - set(cfg.keys()))
+  """Raise ValueError naming `analysis.<key>`, its value and the valid choices for any bad, unknown or missing key."""
+  unknown = sorted(set(cfg.keys()) - set(ANALYSIS_KEYS))
+  if unknown:
+    raise invalid(f"analysis.{unknown[0]}", cfg[unknown[0]], f"a key of {sorted(ANALYSIS_KEYS)}", "unknown key")
+  missing = [k for k in ANALYSIS_KEYS if k not in cfg.keys()]
   if missing:
-    raise ValueError(
-        f"analysis config lacks keys {['analysis.' + k for k in missing]}; "
-        "start from analysis.run.default_analysis_config()"
-    )
+    raise invalid(f"analysis.{missing[0]}", None, "a value: the key is missing (start from configs/default.py)")
   for key, choices in (
       ("dtype", DTYPES),
       ("operator", OPERATORS),
@@ -112,31 +89,38 @@ def validate_analysis_config(cfg) -> None:
       ("reorthogonalize", REORTHOGONALIZATIONS),
   ):
     if cfg[key] not in choices:
-      raise ValueError(f"analysis.{key}={cfg[key]!r} is not one of {list(choices)}")
+      raise invalid(f"analysis.{key}", cfg[key], list(choices))
   for key in _BOOL_KEYS:
     if not isinstance(cfg[key], bool):
-      raise ValueError(f"analysis.{key}={cfg[key]!r} must be a bool")
+      raise invalid(f"analysis.{key}", cfg[key], "True or False")
   for key, minimum in _INT_KEYS.items():
     value = cfg[key]
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-      raise ValueError(f"analysis.{key}={value!r} must be an int >= {minimum}")
-  if cfg.top_k > cfg.lanczos_steps or cfg.bottom_k > cfg.lanczos_steps:
-    raise ValueError(
-        f"analysis.top_k={cfg.top_k} / analysis.bottom_k={cfg.bottom_k} must be <= "
-        f"analysis.lanczos_steps={cfg.lanczos_steps} (Lanczos gives at most num_steps Ritz values)"
-    )
+      raise invalid(f"analysis.{key}", value, f"an integer >= {minimum}")
+  for key in ("top_k", "bottom_k"):
+    if cfg[key] > cfg.lanczos_steps:
+      raise contradiction(
+          f"analysis.{key}",
+          cfg[key],
+          "analysis.lanczos_steps",
+          cfg.lanczos_steps,
+          "Lanczos gives at most num_steps Ritz values",
+      )
   minimum = 4 if cfg.trace_method == "hutch++" else 2
   if cfg.trace_probes and cfg.trace_probes < minimum:
-    raise ValueError(
-        f"analysis.trace_probes={cfg.trace_probes} must be 0 (skip) or >= {minimum} for "
-        f"analysis.trace_method={cfg.trace_method!r}"
+    raise contradiction(
+        "analysis.trace_probes",
+        cfg.trace_probes,
+        "analysis.trace_method",
+        cfg.trace_method,
+        f"valid: 0 (skip) or >= {minimum} probes",
     )
   try:
     re.compile(cfg.block_filter)
   except (re.error, TypeError) as e:
-    raise ValueError(f"analysis.block_filter={cfg.block_filter!r} is not a valid regular expression: {e}") from e
-  if not (isinstance(cfg.sigma, (int, float)) and cfg.sigma >= 0):
-    raise ValueError(f"analysis.sigma={cfg.sigma!r} must be >= 0 (0: 1% of the node range)")
+    raise invalid("analysis.block_filter", cfg.block_filter, "a regular expression", str(e)) from e
+  if isinstance(cfg.sigma, bool) or not (isinstance(cfg.sigma, (int, float)) and cfg.sigma >= 0):
+    raise invalid("analysis.sigma", cfg.sigma, "a number >= 0 (0: 1% of the node range)")
 
 
 def _jsonable(x):
@@ -212,7 +196,7 @@ def run_analysis(
   """Run the configured analyses and write JSON + PNG files into `out_dir/<label>/`.
 
   Args:
-    analysis_config: the `config.analysis` ConfigDict (see `default_analysis_config`).
+    analysis_config: the `config.analysis` ConfigDict (keys `ANALYSIS_KEYS`, declared in configs/default.py).
     model: the Flax model (`models.get_model`); its config must be a `models.ModelConfig`.
     variables: the model's variables ({"params": ..., other collections}).
     batches: at least `analysis.num_batches` batches {"inputs", "targets"} (0 = padding).

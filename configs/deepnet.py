@@ -9,8 +9,7 @@ from configs import default
 def get_config():
   config = default.get_config()
   config.model.norm_position = "post"
-  config.model.residual = "deepnorm"
-  config.init.scheme = "deepnet"
+  config.model.residual = "deepnorm"  # brings init.scheme='deepnet' (β-scaled Xavier).
   config.optim.schedule = "linear_warmup"
   config.optim.learning_rate = 1e-3
   config.optim.warmup_steps = 150

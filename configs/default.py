@@ -1,20 +1,21 @@
-"""Every config key, with its default and a one-line comment; experiment configs import this and override.
+"""Every config key, declared once: its type (by its default), default and a one-line comment.
 
     python main.py --config=configs/default.py --workdir=runs/default
+    python main.py --config=configs/t5_init.py --config.model.num_decoder_layers=6 --config.model.d_model=256
 
-Groups mirror the folders: `model` (models/), `init` (init/), `optim` and `data` and `train` (train/), `analysis`
-(analysis/); each subsystem receives only its own subtree. The `data`, `optim`, `init` and `analysis` subtrees are
-declared, each key with its comment, next to the code that validates them (`train.data.default_data_config`,
-`train.optim.default_optim_config`, `init.default_init_config`, `analysis.run.default_analysis_config`), so the
-keys and their validation cannot drift apart; `model` and `train` are declared here.
+Experiment configs import this file and override; the command line overrides any key (`--config.<group>.<key>=`).
+Groups mirror the folders: `model` (models/), `init` (init/), `optim`, `data` and `train` (train/), `analysis`
+(analysis/). This file imports only ml_collections: loading a config imports none of the library.
+
+Size keys that default to "from the preset" are typed placeholders (`placeholder(int)`): None until set, and the
+command line can set them. Keys whose default is 'auto' are derived from others when the config is resolved
+(`train.config.resolve`, before any compute): `model.attention_logit_scale` from `model.parameterization`,
+`init.scheme` from `model.parameterization` and `model.residual`. Setting them explicitly to a value that
+contradicts the keys they follow from is an error naming both keys.
 """
 
 import ml_collections
-
-from analysis.run import default_analysis_config
-from init import default_init_config
-from train.data import default_data_config
-from train.optim import default_optim_config
+from ml_collections import config_dict
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -24,39 +25,119 @@ def get_config() -> ml_collections.ConfigDict:
   m = config.model = ml_collections.ConfigDict()
   m.preset = "mini"  # Sizes from models.config.PRESETS: 'base' 6+6×512, 'small' 3+3×256, 'mini' 2+2×128, 'tiny'.
   m.arch = "encoder_decoder"  # 'encoder_decoder' (translation), 'decoder' (causal LM), 'encoder' (BERT-style MLM).
-  m.num_encoder_layers = None  # Encoder layers (None: from preset).
-  m.num_decoder_layers = None  # Decoder layers (None: from preset).
-  m.d_model = None  # Residual width d (None: from preset).
-  m.num_heads = None  # Attention heads (None: from preset).
-  m.d_ff = None  # MLP hidden width (None: from preset).
-  m.head_dim = None  # Per-head width d_k (None: d_model // num_heads).
+  m.num_encoder_layers = config_dict.placeholder(int)  # Encoder layers (None: from preset).
+  m.num_decoder_layers = config_dict.placeholder(int)  # Decoder layers (None: from preset).
+  m.d_model = config_dict.placeholder(int)  # Residual width d (None: from preset).
+  m.num_heads = config_dict.placeholder(int)  # Attention heads (None: from preset).
+  m.d_ff = config_dict.placeholder(int)  # MLP hidden width (None: from preset).
+  m.head_dim = config_dict.placeholder(int)  # Per-head width d_k (None: d_model // num_heads).
   m.max_len = 256  # Longest position for learned position embeddings.
-  m.norm_type = "layernorm"  # 'layernorm' | 'rmsnorm' | 'none' (SCIENCE §5).
-  m.norm_position = "post"  # 'post' | 'pre' (+ final norm) | 'sandwich' | 'none' (SCIENCE §6).
+  m.norm_type = "layernorm"  # 'layernorm' | 'rmsnorm' | 'none' (docs/science.md §5).
+  m.norm_position = "post"  # 'post' | 'pre' (+ final norm) | 'sandwich' | 'none' (docs/science.md §6).
   m.norm_epsilon = 1e-6  # ε inside the norm's square root.
-  m.residual = "plain"  # 'plain' | 'rezero' | 'skipinit' | 'scheduled' | 'deepnorm' | 'admin' (SCIENCE §6).
+  m.residual = "plain"  # 'plain' | 'rezero' | 'skipinit' | 'scheduled' | 'deepnorm' | 'admin' (docs/science.md §6).
   m.skipinit_alpha = 0.0  # SkipInit's α at init.
   m.alpha_init = 0.0  # Scheduled α: value at step 0.
   m.alpha_step = 1e-3  # Scheduled α: increment per update.
   m.alpha_final = 1.0  # Scheduled α: value it stops at.
-  m.attention_logit_scale = "sqrt_dk"  # 'sqrt_dk' (Vaswani) | 'none' (T5) | 'dk' (µP) (SCIENCE §4).
+  # 'auto' (µP: 'dk', else 'sqrt_dk') | 'sqrt_dk' (Vaswani) | 'none' (T5) | 'dk' (µP) (docs/science.md §4).
+  m.attention_logit_scale = "auto"
   m.use_bias = True  # Biases in every dense layer and LayerNorm (T5: False).
   m.tie_embeddings = True  # Output logits through the (shared) input embedding.
   m.tied_readout_scale = "none"  # 'none' | 'rsqrt_d': multiply tied logits by d^{-1/2} (T5/t5x).
   m.scale_embeddings = True  # Multiply token embeddings by √d (Vaswani et al. 2017 §3.4; pairs with std d^-1/2 inits).
   m.position = "sinusoidal"  # 'sinusoidal' | 'learned'.
   m.activation = "relu"  # 'relu' | 'gelu' | 'selu' | 'normalized_relu' | 'normalized_gelu' | 'identity'.
-  m.parameterization = "standard"  # 'standard' | 'ntk' | 'mup' (SCIENCE §3).
+  m.parameterization = "standard"  # 'standard' | 'ntk' | 'mup' (docs/science.md §3).
   m.mup_base_width = 32  # µP: d_model at which µP equals SP (width_ratio = d_model / this).
   m.dropout_rate = 0.0  # Dropout on embeddings, branch outputs and the MLP hidden layer.
   m.attention_dropout_rate = 0.0  # Dropout on attention probabilities.
   m.dtype = "float32"  # Compute dtype: 'float32' | 'bfloat16'.
   m.param_dtype = "float32"  # Parameter storage dtype.
 
-  config.init = default_init_config()
-  config.optim = default_optim_config()
-  config.data = default_data_config()
-  config.analysis = default_analysis_config()
+  i = config.init = ml_collections.ConfigDict()
+  # 'auto' (from model.parameterization / model.residual: mup→mup, ntk→ntk, deepnorm→deepnet, admin→admin,
+  # rezero→rezero, else xavier) | xavier | bert | t5 | gpt2 | tfixup | dsinit | deepnet | admin | fixup | rezero |
+  # ntk | mup (init/schemes.py).
+  i.scheme = "auto"
+  i.std = 0.02  # bert: truncated_normal_tf std before truncation (realized 0.0176); gpt2: base normal std.
+  i.dsinit_alpha = 1.0  # dsinit: the α in (0, 1] of U(±γα/√l) (Zhang, Titov & Sennrich 2019).
+  i.mup_readout_zero = True  # mup: untied readout starts at 0 (Yang et al. 2021, App. D.2); False: N(0, 1/fan_in).
+  i.mup_query_zero = True  # mup: W_q starts at 0 (Yang et al. 2021, App. D.2); False: N(0, 1/fan_in).
+
+  o = config.optim = ml_collections.ConfigDict()
+  o.name = "adam"  # Optimizer: adam | adamw | sgd | adafactor | radam (train/optim.py OPTIMIZERS).
+  o.learning_rate = 1e-3  # Peak lr η (Noam's factor η_0 when schedule='rsqrt' and rsqrt_d_model > 0).
+  o.schedule = "linear_warmup"  # constant | linear_warmup | rsqrt | warmup_cosine | warmup_linear_decay.
+  o.warmup_steps = 1000  # T_w; 0 = no warmup.
+  o.rsqrt_d_model = 0  # d in Noam's d^{-1/2}; 0 = normalise so the peak lr is η at t = T_w.
+  o.decay_steps = 0  # Horizon of warmup_cosine / warmup_linear_decay, warmup included; 0 = train.num_steps.
+  o.min_lr_ratio = 0.0  # End lr of cosine / linear decay, as a fraction of the peak lr.
+  o.b1 = 0.9  # Adam/RAdam β1 (Vaswani et al. 2017 §5.3).
+  o.b2 = 0.98  # Adam/RAdam β2 (Vaswani et al. 2017 §5.3).
+  o.eps = 1e-9  # Adam/RAdam ε (Vaswani et al. 2017 §5.3).
+  o.weight_decay = 0.0  # Decoupled decay λ (adamw, sgd, adafactor, radam); 0 = off.
+  o.momentum = 0.9  # SGD momentum; 0 = plain SGD.
+  o.nesterov = False  # SGD: Nesterov instead of heavy-ball momentum.
+  o.grad_clip_norm = 0.0  # Clip the global gradient norm to this; 0 = off.
+  o.adafactor_param_scale = True  # Adafactor relative step: lr × max(1e-3, RMS(θ)) (T5).
+  o.adafactor_decay_rate = 0.8  # Adafactor second-moment decay exponent (T5).
+  o.adafactor_clipping_threshold = 1.0  # Adafactor update-RMS clip (T5); 0 = off.
+  o.adafactor_min_dim_size_to_factor = 128  # Adafactor factors matrices with both dims >= this.
+
+  d = config.data = ml_collections.ConfigDict()
+  d.name = "embedded"  # Source: 'embedded' (synthetic, offline), 'multi30k', or 'tfds:<name>' e.g. 'tfds:lm1b'.
+  d.dir = ""  # multi30k: folder holding {train,val,test_2016_flickr}.{de,en}.gz (read only is fine).
+  d.tfds_data_dir = ""  # tfds: data_dir with the dataset prepared as ArrayRecord ('' = tfds default).
+  d.source_lang = "de"  # Translation source language (multi30k: 'de'|'en'; tfds: a key of the feature dict).
+  d.target_lang = "en"  # Translation target language (ignored by 'embedded', whose direction is fixed).
+  d.lm_text_field = "text"  # tfds LM datasets (e.g. lm1b): the text feature; gives {"targets"} batches.
+  d.train_split = "train"  # tfds split spec for training (e.g. 'train[:10%]'); others must use 'train'.
+  d.eval_split = "validation"  # Eval split: 'validation'|'test' (multi30k: val|test_2016_flickr); tfds: any.
+  d.vocab_size = 8000  # SentencePiece vocab (joint over both languages); 'embedded' uses its word lexicon.
+  d.spm_max_corpus_chars = 10_000_000  # Characters of training text fed to SentencePiece (flax wmt's cap).
+  d.batch_size = 64  # GLOBAL training batch; each of process_count processes gets batch_size/process_count.
+  d.eval_batch_size = 64  # GLOBAL eval batch, split across processes like batch_size.
+  d.max_source_length = 32  # Source tokens incl. EOS; batches are padded to exactly this (static shapes).
+  d.max_target_length = 32  # Target tokens incl. EOS (LM: the sequence length).
+  d.length_policy = "drop"  # Longer examples: 'drop' them, or 'truncate' to the limit (keeping a final EOS).
+  d.pack = False  # Pack several examples per row (grain first-fit) with *_segmentation / *_position keys.
+  d.shuffle_seed = 0  # Seed of the per-epoch shuffle of the training stream.
+  d.read_threads = 0  # grain reader threads; 0 = read in the main thread (data sit in memory).
+  d.num_eval_examples = 256  # Text pairs returned by eval_examples() for BLEU / exact match.
+  d.max_eval_loss_examples = -1  # Cap on validation examples in eval_batches() (-1 = the whole split).
+  d.embedded = ml_collections.ConfigDict()
+  d.embedded.seed = 0  # Language (lexicon, genders) and sampling seed of the synthetic pair.
+  d.embedded.num_train = 50_000  # Synthetic training pairs.
+  d.embedded.num_eval = 1_000  # Synthetic validation pairs (and test pairs), disjoint from train.
+
+  a = config.analysis = ml_collections.ConfigDict()
+  a.at_init = False  # Train mode: also analyze the model once at step 0 before training.
+  a.checkpoint_step = -1  # Analyze mode: checkpoint step to analyze (-1: latest, or init if none; 0: init).
+  a.dtype = "float64"  # 'float64' (x64 on for the analysis only; model and variables cast) or 'float32'.
+  a.operator = "hessian"  # 'hessian' (exact, indefinite) or 'gauss_newton' (PSD GGN of the cross-entropy).
+  a.num_batches = 1  # Batches whose token-weighted average Hessian is analyzed (the first ones given).
+  a.batch_size = 16  # Sequences per analysis batch (checked against the batches given).
+  a.linearize = True  # Linearize each batch's gradient once (fast, stores residuals) or a jvp per product.
+  a.lanczos_steps = 80  # Lanczos steps (matvecs) for the extreme eigenvalues and per SLQ probe.
+  a.reorthogonalize = "full"  # 'full' (CGS every step), 'partial' (Simon's PRO: only when needed) or 'none'.
+  a.top_k = 5  # Number of largest eigenvalues reported.
+  a.bottom_k = 3  # Number of smallest (most negative) eigenvalues reported; 0 skips the bottom run.
+  a.spectrum = True  # Compute the SLQ spectral density.
+  a.num_probes = 8  # SLQ probes (>= 2: the band is a bootstrap over probes).
+  a.probe_batch = 0  # SLQ / trace probes in lockstep (vmapped, memory × this); 0: the backend's measured default.
+  a.sigma = 0.0  # SLQ Gaussian smoothing width; 0 means 1% of the range of the nodes.
+  a.log_density = True  # Plot the density with a log y axis.
+  a.trace_probes = 30  # Matvecs for the trace estimate; 0 skips it.
+  a.trace_method = "hutch++"  # 'hutchinson' or 'hutch++'.
+  a.blocks = True  # Top eigenvalue of every per-layer block (Q, K, V, O, MLP in/out, norms, embeddings).
+  a.block_lanczos_steps = 30  # Lanczos steps per block (capped by the block's size).
+  a.block_filter = ""  # Regex: only blocks whose name matches (re.search), e.g. 'encoder/'; '' = every block.
+  a.grad_norms = True  # Per-parameter gradient-norm profile.
+  a.grad_norm_seeds = 1  # Init seeds for the gradient profile (> 1 needs the caller's init_fn).
+  a.signal = True  # Forward signal-propagation profile from the model's intermediates.
+  a.seed = 0  # PRNG seed of the Lanczos start vectors, SLQ and trace probes.
+  a.max_basis_bytes = 4 * 2**30  # Fail before computing if a Lanczos basis needs more bytes than this.
 
   t = config.train = ml_collections.ConfigDict()
   t.num_steps = 1500  # Optimizer updates in total (a rerun of the workdir resumes towards this).

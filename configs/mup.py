@@ -13,11 +13,9 @@ def get_config():
   config.model.scale_embeddings = False  # the scheme draws unit-variance embeddings itself
   m = config.model
   m.norm_position = "pre"
-  m.parameterization = "mup"
-  m.attention_logit_scale = "dk"
+  m.parameterization = "mup"  # brings 1/d_k attention (model.attention_logit_scale) and init.scheme='mup'.
   m.tie_embeddings = False
   m.mup_base_width = 128
-  config.init.scheme = "mup"
   config.optim.schedule = "linear_warmup"
   config.optim.learning_rate = 1e-3
   config.optim.warmup_steps = 150

@@ -11,8 +11,7 @@ def get_config():
   config = default.get_config()
   config.model.scale_embeddings = False  # the scheme draws unit-variance embeddings itself
   config.model.norm_position = "pre"
-  config.model.parameterization = "ntk"
-  config.init.scheme = "ntk"
+  config.model.parameterization = "ntk"  # brings init.scheme='ntk'.
   config.optim.schedule = "linear_warmup"
   config.optim.learning_rate = 1e-3
   config.optim.warmup_steps = 150

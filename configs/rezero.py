@@ -10,8 +10,7 @@ from configs import default
 def get_config():
   config = default.get_config()
   config.model.norm_type, config.model.norm_position = "none", "none"
-  config.model.residual = "rezero"
-  config.init.scheme = "rezero"
+  config.model.residual = "rezero"  # brings init.scheme='rezero'.
   config.optim.schedule = "constant"
   config.optim.learning_rate = 1e-3
   config.optim.warmup_steps = 0

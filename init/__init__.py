@@ -1,7 +1,7 @@
 """Initialization: per-tensor initializers, whole-model schemes, post-init procedures, and the maths behind them.
 
 Public API:
-- `init_params(config.init, model, key, batch) -> variables` and `default_init_config()` (init.params).
+- `init_params(config.init, model, key, batch) -> variables`.
 - `get_scheme(name)` / `SCHEMES` (init.schemes): role + ModelConfig -> initializer rule, per-role target stds.
 - `get_procedure(name)` / `PROCEDURES` (init.procedures): Admin's profiling pass.
 - `get_initializer(name, **hp)`, `realized_std(name, ...)` / `INITIALIZERS` (init.initializers).
@@ -10,9 +10,9 @@ Imports only models/ from the project.
 """
 
 from init.initializers import INITIALIZERS, get_initializer, realized_std
-from init.params import default_init_config, init_params
+from init.params import check_init_config, init_params
 from init.procedures import PROCEDURES, admin_profile, get_procedure
-from init.schemes import SCHEMES, Rule, Scheme, get_scheme
+from init.schemes import SCHEMES, Rule, Scheme, derived_scheme, get_scheme
 
 __all__ = [
     "INITIALIZERS",
@@ -21,9 +21,10 @@ __all__ = [
     "Rule",
     "Scheme",
     "admin_profile",
-    "default_init_config",
+    "check_init_config",
     "get_initializer",
     "get_procedure",
+    "derived_scheme",
     "get_scheme",
     "init_params",
     "realized_std",

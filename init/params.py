@@ -14,22 +14,11 @@ from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 
 from init import procedures
-from init.schemes import HPARAMS, get_scheme
+from init.schemes import AUTO, HPARAMS, SCHEMES, derived_scheme, get_scheme
 from models import ALPHA_COLLECTION, ModelConfig, param_roles
-
-
-def default_init_config() -> ml_collections.ConfigDict:
-  """The `config.init` subtree, every key with its default."""
-  c = ml_collections.ConfigDict()
-  c.scheme = "xavier"  # init/schemes.py: xavier|bert|t5|gpt2|tfixup|dsinit|deepnet|admin|fixup|rezero|ntk|mup.
-  c.std = 0.02  # bert: truncated_normal_tf std before truncation (realized 0.0176); gpt2: base normal std.
-  c.dsinit_alpha = 1.0  # dsinit: the α in (0, 1] of U(±γα/√l) (Zhang, Titov & Sennrich 2019).
-  c.mup_readout_zero = True  # mup: untied readout starts at 0 (TP5 App. D.2); False: N(0, 1/fan_in).
-  c.mup_query_zero = True  # mup: W_q starts at 0 (TP5 App. D.2); False: N(0, 1/fan_in).
-  return c
+from models.config import invalid
 
 
 def _path_seed(path: str) -> int:
@@ -47,20 +36,35 @@ def _collection_value(collection: str, path: str, leaf, mc: ModelConfig) -> jax.
   raise ValueError(f"init_params has no rule for variable {collection}/{path}; add one to init/params.py")
 
 
-def _resolve(config: Any) -> tuple[str, dict[str, Any]]:
+def _resolve(config: Any, mc: ModelConfig) -> tuple[str, dict[str, Any]]:
+  """(scheme name, its hyper-parameters) from `config.init`; `scheme='auto'` follows the model (`derived_scheme`).
+  Keys a scheme does not read are checked for type only; missing ones take `HPARAMS`' defaults, which equal
+  configs/default.py's (tests/test_config.py)."""
   values = dict(config.to_dict() if hasattr(config, "to_dict") else config)
   if "scheme" not in values:
-    raise ValueError("init.scheme is missing")
+    raise invalid("init.scheme", None, sorted(SCHEMES) + [AUTO], "missing")
   name = values.pop("scheme")
+  if name == AUTO:
+    name = derived_scheme(mc)
   scheme = get_scheme(name)
   unknown = sorted(set(values) - set(HPARAMS))
   if unknown:
-    raise ValueError(f"unknown init config keys {unknown}; valid keys: {['scheme', *sorted(HPARAMS)]}")
+    raise invalid(f"init.{unknown[0]}", values[unknown[0]], f"a key of {['scheme', *sorted(HPARAMS)]}", "unknown key")
   hparams = {}
   for key in scheme.hparams:
     default, check = HPARAMS[key]
     hparams[key] = check(key, values.get(key, default))
   return name, hparams
+
+
+def check_init_config(config: Any, mc: ModelConfig) -> str:
+  """Validates `config.init` against the model config before any compute; returns the (resolved) scheme name."""
+  name, _ = _resolve(config, mc)
+  scheme = get_scheme(name)
+  scheme.check_model(mc)
+  if scheme.procedure is not None:
+    procedures.get_procedure(scheme.procedure)
+  return name
 
 
 def _check_batch(mc: ModelConfig, batch: Optional[dict], needed: bool, scheme: str) -> None:
@@ -83,7 +87,8 @@ def init_params(config: Any, model: Any, key: jax.Array, batch: Optional[dict] =
   """Initializes every variable of `model` under the scheme `config.scheme`.
 
   Args:
-    config: the `config.init` ConfigDict (or a mapping): `scheme` plus the keys of `default_init_config`.
+    config: the `config.init` ConfigDict (or a mapping): `scheme` ('auto' follows the model config) plus the
+      hyper-parameters of `init.schemes.HPARAMS` (configs/default.py declares them).
     model: a model from `models.get_model`; its `config` is the frozen ModelConfig.
     key: a JAX PRNG key (typed or raw).
     batch: a batch in the model's format. Needed by schemes with a profiling procedure (admin); otherwise
@@ -99,7 +104,7 @@ def init_params(config: Any, model: Any, key: jax.Array, batch: Optional[dict] =
   mc = model.config
   if not isinstance(mc, ModelConfig):
     raise TypeError(f"init_params needs a model built by models.get_model, got {type(model).__name__}")
-  name, hparams = _resolve(config)
+  name, hparams = _resolve(config, mc)
   scheme = get_scheme(name)
   scheme.check_model(mc)
   if scheme.procedure is not None:

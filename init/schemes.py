@@ -59,6 +59,7 @@ from typing import Any, NamedTuple, Optional
 from init import initializers
 from init.math import deepnorm_constants, dsinit_bound, fixup_scale, tfixup_scales
 from models import ModelConfig, ParamRole
+from models.config import contradiction, invalid
 
 KERNEL_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
 
@@ -205,19 +206,19 @@ def _mup(role, mc, hp) -> Rule:
 # Hyper-parameters of config.init beyond `scheme`, with defaults and validators (name, value) -> value.
 def _positive(name, v):
   if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-    raise ValueError(f"init.{name}={v!r} must be a finite number > 0")
+    raise invalid(f"init.{name}", v, "a finite number > 0")
   return float(v)
 
 
 def _unit_interval(name, v):
   if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v <= 1.0:
-    raise ValueError(f"init.{name}={v!r} must be in (0, 1]")
+    raise invalid(f"init.{name}", v, "a number in (0, 1]")
   return float(v)
 
 
 def _boolean(name, v):
   if not isinstance(v, bool):
-    raise ValueError(f"init.{name}={v!r} must be True or False")
+    raise invalid(f"init.{name}", v, "True or False")
   return v
 
 
@@ -248,16 +249,22 @@ class Scheme(NamedTuple):
     return self.rule(role, mc, hparams).std(role)
 
   def check_model(self, mc: ModelConfig) -> None:
-    """Raises ValueError if the model config is one this scheme makes no sense with."""
+    """Raises ValueError (naming init.scheme and the model key) if the model config is one this scheme makes no
+    sense with."""
     if mc.parameterization in ("ntk", "mup") and self.name != mc.parameterization:
-      raise ValueError(
-          f"model.parameterization={mc.parameterization!r} fixes the init table: set "
-          f"init.scheme={mc.parameterization!r}, got {self.name!r}"
+      raise contradiction(
+          "init.scheme",
+          self.name,
+          "model.parameterization",
+          mc.parameterization,
+          f"the parameterization fixes the init table; valid: init.scheme={mc.parameterization!r} " "or 'auto'",
       )
     for field, allowed in self.requires:
       value = getattr(mc, field)
       if value not in allowed:
-        raise ValueError(f"init.scheme={self.name!r} needs model.{field} in {list(allowed)}, got {value!r}")
+        raise contradiction(
+            "init.scheme", self.name, f"model.{field}", value, f"the scheme needs model.{field} in {list(allowed)}"
+        )
 
 
 SCHEMES: dict[str, Scheme] = {
@@ -283,6 +290,19 @@ SCHEMES: dict[str, Scheme] = {
 }
 
 
+AUTO = "auto"  # init.scheme derived from the model config (`derived_scheme`)
+
+
+def derived_scheme(mc: ModelConfig) -> str:
+  """`init.scheme='auto'`: the scheme the model config implies. µP and NTK fix their own tables (Yang et al. 2021,
+  Tensor Programs V, Table 3; Jacot et al. 2018); DeepNorm's residual goes with DeepNet's β-scaled init (Wang et al.
+  2022, Fig. 2), Admin's with its profiling pass (Liu et al. 2020, Alg. 1), ReZero with its α = 0 (Bachlechner et
+  al. 2020); otherwise Xavier (Glorot & Bengio 2010), the original Transformer's."""
+  if mc.parameterization in ("mup", "ntk"):
+    return mc.parameterization
+  return {"deepnorm": "deepnet", "admin": "admin", "rezero": "rezero"}.get(mc.residual, "xavier")
+
+
 def get_scheme(name: str) -> Scheme:
   """The registered scheme `name`.
 
@@ -290,5 +310,5 @@ def get_scheme(name: str) -> Scheme:
     ValueError: unknown name, listing the valid ones.
   """
   if name not in SCHEMES:
-    raise ValueError(f"init.scheme={name!r} is not one of {sorted(SCHEMES)}")
+    raise invalid("init.scheme", name, sorted(SCHEMES) + [AUTO])
   return SCHEMES[name]

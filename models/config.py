@@ -1,8 +1,14 @@
 """The model's frozen, validated configuration: the one boundary where a ConfigDict becomes typed values.
 
 `ModelConfig.from_config(config_dict, vocab_size=...)` reads the `config.model` subtree, fills the size fields from
-a preset, validates every key (type, range, valid choices) and raises ValueError naming the key, the bad value and
-the valid choices — before any parameter is created. `models/` never sees a ConfigDict after this point.
+a preset, derives `attention_logit_scale='auto'` from the parameterization, validates every key (type, range, valid
+choices) and raises ValueError naming the key, the bad value and the valid choices — before any parameter is
+created. `models/` never sees a ConfigDict after this point.
+
+The one error format of the whole config boundary lives here (the bottom layer, so every layer above uses it):
+`invalid(key, value, valid)` for a bad value and `contradiction(key_a, value_a, key_b, value_b, why)` for two keys
+that cannot go together. The defaults of `ModelConfig`'s fields equal those of configs/default.py (size fields: its
+default preset, 'mini'); tests/test_config.py checks that they agree.
 """
 
 import dataclasses
@@ -16,6 +22,7 @@ from models.residual import RESIDUALS
 ARCHS = ("encoder_decoder", "decoder", "encoder")
 NORM_TYPES = ("layernorm", "rmsnorm", "none")
 NORM_POSITIONS = ("post", "pre", "sandwich", "none")
+AUTO = "auto"  # a key derived from others at the config boundary
 LOGIT_SCALES = ("sqrt_dk", "none", "dk")
 POSITIONS = ("sinusoidal", "learned")
 PARAMETERIZATIONS = ("standard", "ntk", "mup")
@@ -33,18 +40,34 @@ PRESETS = {
 _SIZE_KEYS = ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "d_ff")
 
 
+def invalid(key: str, value: Any, valid: Any, reason: str = "") -> ValueError:
+  """The config boundary's error for a bad value: `config.<key>=<value> is invalid[ (reason)]; valid: <valid>`."""
+  why = f" ({reason})" if reason else ""
+  return ValueError(f"config.{key}={value!r} is invalid{why}; valid: {valid}")
+
+
+def contradiction(key_a: str, value_a: Any, key_b: str, value_b: Any, why: str) -> ValueError:
+  """The config boundary's error for two keys that cannot go together; names both."""
+  return ValueError(f"config.{key_a}={value_a!r} contradicts config.{key_b}={value_b!r}: {why}")
+
+
+def derived_attention_logit_scale(parameterization: str) -> str:
+  """`model.attention_logit_scale='auto'`: 1/d_k under µP (Yang et al. 2021, Tensor Programs V, §4), else 1/√d_k."""
+  return "dk" if parameterization == "mup" else "sqrt_dk"
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """Every knob of the model; see configs/default.py for a one-line comment on each."""
 
   vocab_size: int
   arch: str = "encoder_decoder"
-  num_encoder_layers: int = 2
-  num_decoder_layers: int = 2
-  d_model: int = 32
-  num_heads: int = 2
+  num_encoder_layers: int = PRESETS["mini"]["num_encoder_layers"]
+  num_decoder_layers: int = PRESETS["mini"]["num_decoder_layers"]
+  d_model: int = PRESETS["mini"]["d_model"]
+  num_heads: int = PRESETS["mini"]["num_heads"]
   head_dim: Optional[int] = None  # None: d_model // num_heads
-  d_ff: int = 64
+  d_ff: int = PRESETS["mini"]["d_ff"]
   max_len: int = 256
   norm_type: str = "layernorm"
   norm_position: str = "post"
@@ -54,11 +77,11 @@ class ModelConfig:
   alpha_init: float = 0.0
   alpha_step: float = 1e-3
   alpha_final: float = 1.0
-  attention_logit_scale: str = "sqrt_dk"
+  attention_logit_scale: str = AUTO  # derived from parameterization in __post_init__
   use_bias: bool = True
   tie_embeddings: bool = True
   tied_readout_scale: str = "none"
-  scale_embeddings: bool = False
+  scale_embeddings: bool = True
   position: str = "sinusoidal"
   activation: str = "relu"
   parameterization: str = "standard"
@@ -69,6 +92,8 @@ class ModelConfig:
   param_dtype: Any = jnp.float32
 
   def __post_init__(self):
+    if self.attention_logit_scale == AUTO:
+      object.__setattr__(self, "attention_logit_scale", derived_attention_logit_scale(self.parameterization))
     _validate(self)
 
   @property
@@ -97,33 +122,35 @@ class ModelConfig:
     preset = values.pop("preset", None)
     if preset is not None:
       if preset not in PRESETS:
-        raise ValueError(f"model.preset={preset!r} is not one of {list(PRESETS)}")
+        raise invalid("model.preset", preset, list(PRESETS))
       for key in _SIZE_KEYS:
         if values.get(key) is None:
           values[key] = PRESETS[preset][key]
     for key in _SIZE_KEYS:
       if values.get(key) is None:
-        raise ValueError(f"model.{key} is None and no model.preset gives it; presets: {list(PRESETS)}")
+        raise invalid(f"model.{key}", None, f"a positive integer, or a model.preset from {list(PRESETS)}")
     for key in ("dtype", "param_dtype"):
       if isinstance(values.get(key), str):
         if values[key] not in DTYPES:
-          raise ValueError(f"model.{key}={values[key]!r} is not one of {list(DTYPES)}")
+          raise invalid(f"model.{key}", values[key], list(DTYPES))
         values[key] = DTYPES[values[key]]
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
-      raise ValueError(f"unknown model config keys {unknown}; valid keys: {sorted(known)}")
+      raise invalid(
+          f"model.{unknown[0]}", values[unknown[0]], f"a key of {sorted(known - {'vocab_size'})}", "unknown key"
+      )
     return cls(vocab_size=vocab_size, **values)
 
 
 def _choice(name: str, value: Any, choices: tuple) -> None:
   if value not in choices:
-    raise ValueError(f"model.{name}={value!r} is not one of {list(choices)}")
+    raise invalid(f"model.{name}", value, list(choices))
 
 
 def _positive(name: str, value: Any) -> None:
   if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-    raise ValueError(f"model.{name}={value!r} must be a positive integer")
+    raise invalid(f"model.{name}", value, "a positive integer")
 
 
 def _validate(c: ModelConfig) -> None:
@@ -131,7 +158,7 @@ def _validate(c: ModelConfig) -> None:
   _choice("norm_type", c.norm_type, NORM_TYPES)
   _choice("norm_position", c.norm_position, NORM_POSITIONS)
   _choice("residual", c.residual, RESIDUALS)
-  _choice("attention_logit_scale", c.attention_logit_scale, LOGIT_SCALES)
+  _choice("attention_logit_scale", c.attention_logit_scale, LOGIT_SCALES + (AUTO,))
   _choice("position", c.position, POSITIONS)
   _choice("activation", c.activation, ACTIVATIONS)
   _choice("parameterization", c.parameterization, PARAMETERIZATIONS)
@@ -142,48 +169,69 @@ def _validate(c: ModelConfig) -> None:
     key = "num_encoder_layers" if stack == "encoder" else "num_decoder_layers"
     _positive(key, getattr(c, key))
   if c.head_dim is None and c.d_model % c.num_heads:
-    raise ValueError(
-        f"model.d_model={c.d_model} is not divisible by model.num_heads={c.num_heads}; " "set model.head_dim explicitly"
+    raise contradiction(
+        "model.d_model",
+        c.d_model,
+        "model.num_heads",
+        c.num_heads,
+        "d_model must be divisible by num_heads (or set model.head_dim)",
     )
   if c.head_dim is not None:
     _positive("head_dim", c.head_dim)
   for name in ("dropout_rate", "attention_dropout_rate"):
     rate = getattr(c, name)
     if not 0.0 <= rate < 1.0:
-      raise ValueError(f"model.{name}={rate!r} must be in [0, 1)")
+      raise invalid(f"model.{name}", rate, "a number in [0, 1)")
   if not c.norm_epsilon > 0:
-    raise ValueError(f"model.norm_epsilon={c.norm_epsilon!r} must be > 0")
+    raise invalid("model.norm_epsilon", c.norm_epsilon, "a number > 0")
   if (c.norm_type == "none") != (c.norm_position == "none"):
-    raise ValueError(
-        f"model.norm_type={c.norm_type!r} with model.norm_position={c.norm_position!r}: a norm "
-        "placement needs a norm and vice versa; use norm_type='none' together with norm_position='none'"
+    raise contradiction(
+        "model.norm_type",
+        c.norm_type,
+        "model.norm_position",
+        c.norm_position,
+        "a norm placement needs a norm and vice versa; 'none' goes with 'none'",
     )
-  if c.residual == "deepnorm" and c.norm_position != "post":
-    raise ValueError(
-        f"model.residual='deepnorm' is x_(l+1) = Norm(α·x_l + F(x_l)) and needs "
-        f"model.norm_position='post', got {c.norm_position!r}"
-    )
-  if c.residual == "admin" and c.norm_position != "post":
-    raise ValueError(
-        f"model.residual='admin' is x_(l+1) = Norm(ω⊙x_l + F(x_l)) and needs "
-        f"model.norm_position='post', got {c.norm_position!r}"
-    )
+  for residual, formula in (("deepnorm", "Norm(α·x_l + F(x_l))"), ("admin", "Norm(ω⊙x_l + F(x_l))")):
+    if c.residual == residual and c.norm_position != "post":
+      raise contradiction(
+          "model.residual",
+          residual,
+          "model.norm_position",
+          c.norm_position,
+          f"x_(l+1) = {formula} is a Post-LN rule; valid: norm_position='post'",
+      )
   if c.parameterization == "mup" and c.attention_logit_scale != "dk":
-    raise ValueError(
-        f"model.parameterization='mup' uses 1/d_k attention (Tensor Programs V); set "
-        f"model.attention_logit_scale='dk', got {c.attention_logit_scale!r}"
+    raise contradiction(
+        "model.parameterization",
+        "mup",
+        "model.attention_logit_scale",
+        c.attention_logit_scale,
+        "µP uses 1/d_k attention (Yang et al. 2021, Tensor Programs V); valid: 'dk' or 'auto'",
     )
   if c.parameterization == "ntk" and c.tied_readout_scale != "none":
-    raise ValueError(
-        "model.parameterization='ntk' already scales the tied readout by 1/sqrt(d_model); "
-        f"set model.tied_readout_scale='none', got {c.tied_readout_scale!r}"
+    raise contradiction(
+        "model.parameterization",
+        "ntk",
+        "model.tied_readout_scale",
+        c.tied_readout_scale,
+        "NTK already scales the tied readout by 1/sqrt(d_model); valid: 'none'",
     )
   if c.arch == "encoder" and not c.tie_embeddings:
-    raise ValueError(
-        "model.arch='encoder' uses BERT's MLM head with the tied output embedding; " "set model.tie_embeddings=True"
+    raise contradiction(
+        "model.arch",
+        "encoder",
+        "model.tie_embeddings",
+        False,
+        "BERT's MLM head uses the tied output embedding; valid: True",
     )
-  if c.alpha_step < 0 or c.alpha_final < c.alpha_init:
-    raise ValueError(
-        f"model.alpha_step={c.alpha_step!r} must be >= 0 and model.alpha_final={c.alpha_final!r} "
-        f">= model.alpha_init={c.alpha_init!r}"
+  if c.alpha_step < 0:
+    raise invalid("model.alpha_step", c.alpha_step, "a number >= 0")
+  if c.alpha_final < c.alpha_init:
+    raise contradiction(
+        "model.alpha_final",
+        c.alpha_final,
+        "model.alpha_init",
+        c.alpha_init,
+        "scheduled α must not decrease; valid: alpha_final >= alpha_init",
     )

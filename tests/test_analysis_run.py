@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from analysis.hessian import dense_hessian, ggn_vp_fn
-from analysis.run import default_analysis_config, run_analysis, validate_analysis_config
+from analysis.run import run_analysis, validate_analysis_config
+from configs import default
 from models import ModelConfig, get_model
 from train.loss import make_loss_fn, num_tokens
 from train.step import mlm_masked
@@ -31,7 +32,7 @@ def _batches():
 
 
 def _config():
-  cfg = default_analysis_config()
+  cfg = default.get_config().analysis
   cfg.update(
       dict(
           num_batches=2,
@@ -51,7 +52,14 @@ def _config():
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
   config = ModelConfig(
-      vocab_size=VOCAB, arch="decoder", num_decoder_layers=1, d_model=4, num_heads=2, d_ff=4, max_len=8
+      vocab_size=VOCAB,
+      scale_embeddings=False,
+      arch="decoder",
+      num_decoder_layers=1,
+      d_model=4,
+      num_heads=2,
+      d_ff=4,
+      max_len=8,
   )
   model = get_model(config)
   batches = _batches()
@@ -121,13 +129,21 @@ def test_top_eigenvalue_matches_dense_within_bound(result):
 @pytest.mark.parametrize(
     "key,value,match",
     [
-        ("dtype", "float16", r"analysis.dtype='float16' is not one of"),
-        ("top_k", 50, r"analysis.top_k=50"),
-        ("trace_method", "exact", r"analysis.trace_method='exact' is not one of"),
-        ("trace_probes", 3, r"analysis.trace_probes=3 must be 0 \(skip\) or >= 4"),
-        ("num_probes", 1, r"analysis.num_probes=1 must be an int >= 2"),
-        ("block_filter", "(", r"analysis.block_filter='\(' is not a valid regular expression"),
-        ("reorthogonalize", "cgs", r"analysis.reorthogonalize='cgs' is not one of \['full', 'partial', 'none'\]"),
+        ("dtype", "float16", r"config.analysis.dtype='float16' is invalid; valid: \['float64', 'float32'\]"),
+        ("top_k", 50, r"config.analysis.top_k=50 contradicts config.analysis.lanczos_steps="),
+        ("trace_method", "exact", r"config.analysis.trace_method='exact' is invalid; valid:"),
+        (
+            "trace_probes",
+            3,
+            r"config.analysis.trace_probes=3 contradicts config.analysis.trace_method='hutch\+\+'.*0 \(skip\) or >= 4",
+        ),
+        ("num_probes", 1, r"config.analysis.num_probes=1 is invalid; valid: an integer >= 2"),
+        ("block_filter", "(", r"config.analysis.block_filter='\(' is invalid \(.*\); valid: a regular expression"),
+        (
+            "reorthogonalize",
+            "cgs",
+            r"config.analysis.reorthogonalize='cgs' is invalid; valid: \['full', 'partial', 'none'\]",
+        ),
     ],
 )
 def test_validation_names_the_key(key, value, match):
@@ -172,7 +188,14 @@ def test_encoder_is_analyzed_on_masked_batches_with_gauss_newton_and_init_seeds(
   """An encoder's batches get one fixed MLM masking (drawn from analysis.seed, recorded); the Gauss–Newton top
   eigenvalue equals the dense GGN's on those masked batches; extra init seeds reach the gradient profile."""
   config = ModelConfig(
-      vocab_size=VOCAB, arch="encoder", num_encoder_layers=1, d_model=4, num_heads=2, d_ff=4, max_len=8
+      vocab_size=VOCAB,
+      scale_embeddings=False,
+      arch="encoder",
+      num_encoder_layers=1,
+      d_model=4,
+      num_heads=2,
+      d_ff=4,
+      max_len=8,
   )
   model = get_model(config)
   batches = _batches()

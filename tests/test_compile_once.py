@@ -19,9 +19,10 @@ import pytest
 from analysis import hessian
 from analysis.lanczos import lanczos
 from analysis.operators import FlatSpec, as_operator
-from analysis.run import default_analysis_config, run_analysis
+from analysis.run import run_analysis
 from analysis.spectrum import bottom_eigenvalues, spectral_density, top_eigenvalues
 from analysis.trace import trace
+from configs import default
 from models import ModelConfig, get_model
 from train.loss import make_logits_fn, make_loss_fn
 
@@ -53,7 +54,14 @@ def _batch(seed, rows=2, length=5):
 @pytest.fixture(scope="module")
 def model():
   config = ModelConfig(
-      vocab_size=VOCAB, num_encoder_layers=1, num_decoder_layers=1, d_model=8, num_heads=2, d_ff=8, max_len=8
+      vocab_size=VOCAB,
+      scale_embeddings=False,
+      num_encoder_layers=1,
+      num_decoder_layers=1,
+      d_model=8,
+      num_heads=2,
+      d_ff=8,
+      max_len=8,
   )
   return get_model(config)
 
@@ -179,7 +187,7 @@ def test_block_operator_matches_the_per_block_linearization(model):
 def test_run_analysis_compiles_each_program_once_and_nothing_the_second_time(model, tmp_path):
   """Every block of the model is analyzed, but the Lanczos program compiles once per distinct leaf-size signature
   (plus the full operator's top and bottom runs); a second checkpoint compiles nothing at all."""
-  cfg = default_analysis_config()
+  cfg = default.get_config().analysis
   cfg.dtype = "float32"
   cfg.batch_size, cfg.num_batches = 4, 1
   cfg.lanczos_steps, cfg.top_k, cfg.bottom_k, cfg.num_probes, cfg.trace_probes = 3, 1, 1, 2, 4

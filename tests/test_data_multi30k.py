@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import train.data
+from configs import default
 from train.data import multi30k, tokenizers
 
 SHARED = Path(__file__).parents[2] / "shared" / "data" / "multi30k"
@@ -19,7 +20,7 @@ needs_shared = pytest.mark.skipif(
 
 
 def config(data_dir, **overrides):
-  c = train.data.default_data_config()
+  c = default.get_config().data
   c.name = "multi30k"
   c.dir = str(data_dir)
   # Small SentencePiece job: 1000 pieces from the first 300k characters (~2,300 pairs) trains in ~1 s.

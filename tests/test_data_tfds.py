@@ -7,6 +7,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 import train.data
+from configs import default
 
 DE = "ein hund eine katze läuft springt im park über die wiese".split()
 EN = "a dog cat runs jumps in the park over meadow".split()
@@ -58,7 +59,7 @@ def tfds_dir(tmp_path_factory):
 
 
 def config(data_dir, name, **overrides):
-  c = train.data.default_data_config()
+  c = default.get_config().data
   c.name = f"tfds:{name}"
   c.tfds_data_dir = str(data_dir)
   c.vocab_size = 40

@@ -45,6 +45,7 @@ def _batch(rng, b, s, t):
 def setup(x64):
   config = ModelConfig(
       vocab_size=VOCAB,
+      scale_embeddings=False,
       num_encoder_layers=1,
       num_decoder_layers=1,
       d_model=4,
@@ -173,6 +174,7 @@ def test_ggn_symmetric_psd_and_equal_to_dense_jt_h_j(setup):
   s = setup
   config = ModelConfig(
       vocab_size=VOCAB,
+      scale_embeddings=False,
       arch="decoder",
       num_decoder_layers=1,
       d_model=4,

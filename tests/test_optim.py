@@ -9,11 +9,12 @@ import numpy as np
 import optax
 import pytest
 
+from configs import default
 from train import optim
 
 
 def _cfg(**overrides):
-  cfg = optim.default_optim_config()
+  cfg = default.get_config().optim
   cfg.update(overrides)
   return cfg
 
@@ -107,7 +108,7 @@ def test_zero_warmup_decay_values():
 def test_schedule_registry_and_getter():
   for name in optim.SCHEDULES:
     assert optim.get_schedule(name) is optim.SCHEDULES[name]
-  with pytest.raises(ValueError, match=r"'noam'.*valid choices.*rsqrt"):
+  with pytest.raises(ValueError, match=r"config.optim.schedule='noam' is invalid; valid: .*rsqrt"):
     optim.get_schedule("noam")
 
 
@@ -224,7 +225,7 @@ def test_sgd_nesterov_second_step_closed_form():
 def test_optimizer_registry_getter():
   for name in optim.OPTIMIZERS:
     assert optim.get_optimizer(name) is optim.OPTIMIZERS[name]
-  with pytest.raises(ValueError, match=r"'lamb'.*valid choices.*adafactor"):
+  with pytest.raises(ValueError, match=r"config.optim.name='lamb' is invalid; valid: .*adafactor"):
     optim.get_optimizer("lamb")
 
 
@@ -260,7 +261,7 @@ def test_unknown_key_and_total_steps_horizon():
   cfg = _cfg()
   cfg.unlock()
   cfg.warmup = 10
-  with pytest.raises(ValueError, match=r"optim\.warmup is not a known key"):
+  with pytest.raises(ValueError, match=r"config.optim\.warmup=10 is invalid; valid: a key of .* \(unknown key\)"):
     optim.validate_optim_config(cfg)
   cfg = _cfg(schedule="warmup_linear_decay", warmup_steps=2, min_lr_ratio=0.0)
   optim.validate_optim_config(cfg, total_steps=10)  # total_steps supplies the horizon
@@ -268,4 +269,4 @@ def test_unknown_key_and_total_steps_horizon():
 
 
 def test_default_config_is_valid():
-  optim.validate_optim_config(optim.default_optim_config())
+  optim.validate_optim_config(default.get_config().optim)

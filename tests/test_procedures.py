@@ -15,6 +15,7 @@ from models.config import ARCHS
 
 SIZES = dict(
     vocab_size=300,
+    scale_embeddings=False,
     d_model=32,
     num_heads=2,
     d_ff=64,

@@ -14,7 +14,16 @@ VOCAB = 11
 
 
 def _tiny(**kw):
-  base = dict(vocab_size=VOCAB, num_encoder_layers=2, num_decoder_layers=1, d_model=8, num_heads=2, d_ff=8, max_len=8)
+  base = dict(
+      vocab_size=VOCAB,
+      scale_embeddings=False,
+      num_encoder_layers=2,
+      num_decoder_layers=1,
+      d_model=8,
+      num_heads=2,
+      d_ff=8,
+      max_len=8,
+  )
   return ModelConfig(**{**base, **kw})
 
 

@@ -34,6 +34,7 @@ SCHEME_MODEL = {
 # H·d_k = 64 != d = 128, so a swapped fan shows in every fan-dependent rule.
 SIZES = dict(
     vocab_size=512,
+    scale_embeddings=False,
     d_model=128,
     num_heads=4,
     head_dim=16,
@@ -200,7 +201,15 @@ def test_same_key_same_params_other_key_different(scheme, arch):
 def test_768_constants(scheme, expected):
   """SCIENCE §1-2: BERT's 0.02 realizes 0.0176 on a 768×768 kernel; Xavier realizes 1/√768 = 0.0361."""
   model = get_model(
-      ModelConfig(vocab_size=64, arch="decoder", num_decoder_layers=1, d_model=768, num_heads=12, d_ff=768)
+      ModelConfig(
+          vocab_size=64,
+          scale_embeddings=False,
+          arch="decoder",
+          num_decoder_layers=1,
+          d_model=768,
+          num_heads=12,
+          d_ff=768,
+      )
   )
   params = init.init_params({"scheme": scheme}, model, jax.random.key(0))["params"]
   kernel = np.asarray(params["decoder"]["layer_0"]["mlp"]["wi"]["kernel"])
@@ -334,14 +343,22 @@ def test_unknown_scheme_lists_valid_names():
 @pytest.mark.parametrize(
     "cfg,model_kw,match",
     [
-        ({"scheme": "nope"}, {}, r"init.scheme='nope' is not one of"),
+        ({"scheme": "nope"}, {}, r"config.init.scheme='nope' is invalid; valid: \['admin', .*'auto'\]"),
         ({"scheme": "admin"}, {}, r"model.residual in \['admin'\]"),
         ({"scheme": "deepnet"}, {}, r"model.residual in \['deepnorm'\]"),
         ({"scheme": "rezero"}, {}, r"model.residual in \['rezero'\]"),
         ({"scheme": "ntk"}, {}, r"model.parameterization in \['ntk'\]"),
-        ({"scheme": "xavier"}, {"parameterization": "ntk"}, r"set init.scheme='ntk'"),
-        ({"scheme": "bert"}, {"parameterization": "mup", "attention_logit_scale": "dk"}, r"set init.scheme='mup'"),
-        ({"scheme": "bert", "sdt": 0.02}, {}, r"unknown init config keys \['sdt'\]"),
+        (
+            {"scheme": "xavier"},
+            {"parameterization": "ntk"},
+            r"config.init.scheme='xavier' contradicts config.model.parameterization='ntk'.*init.scheme='ntk' or 'auto'",
+        ),
+        (
+            {"scheme": "bert"},
+            {"parameterization": "mup", "attention_logit_scale": "dk"},
+            r"config.init.scheme='bert' contradicts config.model.parameterization='mup'",
+        ),
+        ({"scheme": "bert", "sdt": 0.02}, {}, r"config.init.sdt=0.02 is invalid \(unknown key\)"),
         ({"scheme": "bert", "std": -1.0}, {}, r"init.std=-1.0"),
         ({"scheme": "dsinit", "dsinit_alpha": 2.0}, {}, r"init.dsinit_alpha=2.0"),
         (
@@ -349,7 +366,7 @@ def test_unknown_scheme_lists_valid_names():
             {"parameterization": "mup", "attention_logit_scale": "dk"},
             r"init.mup_readout_zero=1",
         ),
-        ({"std": 0.02}, {}, r"init.scheme is missing"),
+        ({"std": 0.02}, {}, r"config.init.scheme=None is invalid \(missing\)"),
     ],
 )
 def test_bad_config_or_model_raises_before_compute(cfg, model_kw, match, monkeypatch):
@@ -372,8 +389,21 @@ def test_admin_needs_a_batch_with_the_right_keys(monkeypatch):
     init.init_params({"scheme": "admin"}, model, jax.random.key(0), {"targets": jnp.ones((2, 3), jnp.int32)})
 
 
-def test_default_init_config_is_valid_for_every_scheme():
-  cfg = init.default_init_config()
-  assert set(cfg.to_dict()) == {"scheme", *schemes.HPARAMS}
-  for key, (default, _) in schemes.HPARAMS.items():
-    assert cfg[key] == default
+def test_auto_scheme_follows_the_model_config():
+  """init.scheme='auto' (configs/default.py) derives the scheme from the parameterization and residual rule."""
+  cases = [
+      (dict(), "xavier"),
+      (dict(parameterization="ntk"), "ntk"),
+      (dict(parameterization="mup"), "mup"),
+      (dict(residual="deepnorm"), "deepnet"),
+      (dict(residual="admin"), "admin"),
+      (dict(residual="rezero"), "rezero"),
+  ]
+  for kw, expected in cases:
+    mc = ModelConfig(**{**SIZES, "arch": "decoder", **kw})
+    assert schemes.derived_scheme(mc) == expected, kw
+  # 'auto' through init_params gives the same parameters as the derived scheme named explicitly.
+  model = make_model("xavier", "decoder", parameterization="ntk")
+  auto = init.init_params({"scheme": "auto"}, model, jax.random.key(0))
+  named = init.init_params({"scheme": "ntk"}, model, jax.random.key(0))
+  jax.tree.map(np.testing.assert_array_equal, auto, named)

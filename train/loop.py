@@ -28,26 +28,13 @@ from absl import logging
 import init as init_lib
 import models
 from train import checkpoint as checkpoint_lib
+from train import config as config_lib
 from train import data as data_lib
 from train import decode as decode_lib
 from train import metrics as metrics_lib
 from train import optim
 from train import step as step_lib
 from train.state import TrainState
-
-TRAIN_KEYS = (
-    "num_steps",
-    "log_every",
-    "eval_every",
-    "checkpoint_every",
-    "keep_checkpoints",
-    "seed",
-    "label_smoothing",
-    "mlm_mask_rate",
-    "num_decode_examples",
-    "decode_max_length",
-    "grad_norms_every",
-)
 
 
 class Diverged(RuntimeError):
@@ -88,26 +75,6 @@ class Experiment:
     ]
 
 
-def validate_train_config(cfg: ml_collections.ConfigDict) -> None:
-  """Raises ValueError naming `train.<key>` for a bad value."""
-  for key in ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
-    value = cfg[key]
-    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if key == "num_steps" else 1):
-      raise ValueError(f"train.{key}={value!r} must be an integer >= {0 if key == 'num_steps' else 1}")
-  if not 0.0 <= cfg.label_smoothing < 1.0:
-    raise ValueError(f"train.label_smoothing={cfg.label_smoothing!r} must be in [0, 1)")
-  if not 0.0 < cfg.mlm_mask_rate < 1.0:
-    raise ValueError(f"train.mlm_mask_rate={cfg.mlm_mask_rate!r} must be in (0, 1)")
-
-
-def validate(config: ml_collections.ConfigDict) -> None:
-  """Every subtree's validation, before any data is read or any array is created."""
-  models.ModelConfig.from_config(config.model, vocab_size=1)
-  init_lib.get_scheme(config.init.scheme)
-  optim.validate_optim_config(config.optim, total_steps=config.train.num_steps)
-  validate_train_config(config.train)
-
-
 def setup(config: ml_collections.ConfigDict, workdir: str, *, restore_step: Optional[int] = None) -> Experiment:
   """Builds everything `train_and_evaluate` and the analyses need.
 
@@ -117,7 +84,7 @@ def setup(config: ml_collections.ConfigDict, workdir: str, *, restore_step: Opti
     restore_step: checkpoint to restore: None = the latest (a rerun resumes), 0 = none (the model at init),
       k > 0 = that step (ValueError if it is not in the workdir).
   """
-  validate(config)
+  config = config_lib.resolve(config, process_count=jax.process_count())
   os.makedirs(workdir, exist_ok=True)
   data = data_lib.build(config.data, workdir=workdir)
   model_config = models.ModelConfig.from_config(config.model, vocab_size=data.tokenizer.vocab_size)

@@ -26,8 +26,9 @@ from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import optax
+
+from models.config import invalid
 
 # ----------------------------------------------------------------------------- schedules
 # Every builder takes the same keyword arguments (unused ones are ignored) and returns an
@@ -122,7 +123,7 @@ def get_schedule(name: str) -> Callable[..., optax.Schedule]:
   rsqrt_d_model` (each ignores those it does not use) and return `count -> lr`.
   """
   if name not in SCHEDULES:
-    raise ValueError(f"unknown schedule {name!r}; valid choices: {sorted(SCHEDULES)}")
+    raise invalid("optim.schedule", name, sorted(SCHEDULES))
   return SCHEDULES[name]
 
 
@@ -214,7 +215,7 @@ WEIGHT_DECAY_OPTIMIZERS = ("adamw", "sgd", "adafactor", "radam")
 def get_optimizer(name: str) -> Callable[..., optax.GradientTransformation]:
   """Returns the optimizer builder `(schedule, optim_config, weight_decay_mask) -> tx`."""
   if name not in OPTIMIZERS:
-    raise ValueError(f"unknown optimizer {name!r}; valid choices: {sorted(OPTIMIZERS)}")
+    raise invalid("optim.name", name, sorted(OPTIMIZERS))
   return OPTIMIZERS[name]
 
 
@@ -242,32 +243,35 @@ def scale_by_lr_multipliers(lr_multipliers) -> optax.GradientTransformation:
 # -------------------------------------------------------------------------------- config
 
 
-def default_optim_config() -> ml_collections.ConfigDict:
-  """Every key read by this module, with its default."""
-  c = ml_collections.ConfigDict()
-  c.name = "adam"  # optimizer: one of OPTIMIZERS
-  c.learning_rate = 1e-3  # peak lr η (Noam's factor η_0 when schedule='rsqrt' and rsqrt_d_model>0)
-  c.schedule = "linear_warmup"  # one of SCHEDULES
-  c.warmup_steps = 1000  # T_w; 0 = no warmup (seed blog's rule of thumb: ~10% of total steps)
-  c.rsqrt_d_model = 0  # d in Noam's d^{-1/2}; 0/None = normalise so the peak lr is η at t=T_w
-  c.decay_steps = 0  # horizon of warmup_cosine/warmup_linear_decay incl. warmup; 0/None = total_steps
-  c.min_lr_ratio = 0.0  # end lr of cosine/linear decay, as a fraction of the peak lr
-  c.b1 = 0.9  # Adam/RAdam β1 (Vaswani et al. 2017 §5.3)
-  c.b2 = 0.98  # Adam/RAdam β2 (Vaswani et al. 2017 §5.3)
-  c.eps = 1e-9  # Adam/RAdam ε (Vaswani et al. 2017 §5.3)
-  c.weight_decay = 0.0  # decoupled decay λ (adamw, sgd, adafactor, radam); 0 = off
-  c.momentum = 0.9  # SGD momentum; 0 = plain SGD
-  c.nesterov = False  # SGD: Nesterov instead of heavy-ball momentum
-  c.grad_clip_norm = 0.0  # clip the global gradient norm to this; 0/None = off
-  c.adafactor_param_scale = True  # Adafactor relative step: lr × max(1e-3, RMS(θ)) (T5)
-  c.adafactor_decay_rate = 0.8  # Adafactor second-moment decay exponent (T5)
-  c.adafactor_clipping_threshold = 1.0  # Adafactor update-RMS clip (T5); 0/None = off
-  c.adafactor_min_dim_size_to_factor = 128  # Adafactor factors matrices with both dims >= this
-  return c
+# Every key of `config.optim` (declared with its default and comment in configs/default.py).
+OPTIM_KEYS = (
+    "name",
+    "learning_rate",
+    "schedule",
+    "warmup_steps",
+    "rsqrt_d_model",
+    "decay_steps",
+    "min_lr_ratio",
+    "b1",
+    "b2",
+    "eps",
+    "weight_decay",
+    "momentum",
+    "nesterov",
+    "grad_clip_norm",
+    "adafactor_param_scale",
+    "adafactor_decay_rate",
+    "adafactor_clipping_threshold",
+    "adafactor_min_dim_size_to_factor",
+)
+# Optimizers whose µP learning-rate multipliers `models.lr_multipliers` implements: the Adam column of Yang et al.
+# 2022 (Tensor Programs V), Table 3 (AdamW: the same update with decoupled decay). SGD's column differs and
+# Adafactor / RAdam have none; they are rejected with model.parameterization='mup'.
+MUP_OPTIMIZERS = ("adam", "adamw")
 
 
 def _fail(key: str, value: Any, valid: str) -> None:
-  raise ValueError(f"optim.{key}={value!r} is invalid; valid choices: {valid}")
+  raise invalid(f"optim.{key}", value, valid)
 
 
 def _check_number(cfg, key, lo, hi, *, lo_open=False, hi_open=False, allow_none=False):
@@ -294,13 +298,16 @@ def validate_optim_config(optim_config, *, total_steps: Optional[int] = None) ->
   """Raises ValueError naming `optim.<key>`, its value and the valid choices.
 
   Args:
-    optim_config: the `config.optim` subtree (keys of `default_optim_config()`).
+    optim_config: the `config.optim` subtree (keys `OPTIM_KEYS`).
     total_steps: the run's number of updates; the horizon of decaying schedules when
       `optim.decay_steps` is 0/None.
   """
-  unknown = sorted(set(optim_config.keys()) - set(default_optim_config().keys()))
+  unknown = sorted(set(optim_config.keys()) - set(OPTIM_KEYS))
   if unknown:
-    raise ValueError(f"optim.{unknown[0]} is not a known key; valid keys: {sorted(default_optim_config())}")
+    _fail(unknown[0], optim_config[unknown[0]], f"a key of {sorted(OPTIM_KEYS)} (unknown key)")
+  missing = [k for k in OPTIM_KEYS if k not in optim_config.keys()]
+  if missing:
+    _fail(missing[0], None, "a value: the key is missing (start from configs/default.py)")
   cfg = optim_config
   if cfg.name not in OPTIMIZERS:
     _fail("name", cfg.name, str(sorted(OPTIMIZERS)))
@@ -367,7 +374,7 @@ def make_optimizer(
   """Builds `clip -> optimizer -> lr multipliers` and returns it with its schedule.
 
   Args:
-    optim_config: the `config.optim` subtree (see `default_optim_config`).
+    optim_config: the `config.optim` subtree (keys `OPTIM_KEYS`).
     lr_multipliers: optional pytree of non-negative floats with the params' structure
       (µP per-parameter lr multipliers); each leaf's final update is multiplied by it.
     weight_decay_mask: optional pytree of bools with the params' structure; True = decay

@@ -3,7 +3,7 @@
 Public API:
 
     data = train.data.build(data_config, *, workdir, process_index=None, process_count=None) -> Data
-    train.data.default_data_config() -> ml_collections.ConfigDict   # every key, one comment each
+    train.data.DATA_KEYS   # the keys of config.data (configs/default.py declares them, one comment each)
 
 `data_config` is the `config.data` subtree. `Data` (frozen dataclass) has:
   tokenizer          encode(str) -> list[int] WITHOUT EOS (the pipeline appends it); decode(ids) -> str,
@@ -27,6 +27,6 @@ Sources (`name`): 'embedded' (synthetic grammar pair, grammar.py), 'multi30k' (m
 """
 
 from train.data.build import Data, build
-from train.data.config import default_data_config
+from train.data.config import DATA_KEYS
 
-__all__ = ["Data", "build", "default_data_config"]
+__all__ = ["DATA_KEYS", "Data", "build"]

@@ -97,7 +97,7 @@ def build(
   """Builds the data of `data_config` for one process.
 
   Args:
-    data_config: the `config.data` subtree (see default_data_config()).
+    data_config: the `config.data` subtree (keys `DATA_KEYS`, declared in configs/default.py).
     workdir: the run's folder (SentencePiece models are cached in workdir/tokenizer/ when the data folder is
       read-only).
     process_index: this process; default jax.process_index().

@@ -1,0 +1,198 @@
+"""The config boundary: every key declared once in configs/ (with a comment), settable from the command line,
+derived keys resolved, one error format naming the key(s), the value and the valid choices."""
+
+import dataclasses
+import glob
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+import init
+import models
+from analysis.run import ANALYSIS_KEYS
+from configs import default
+from init.schemes import HPARAMS
+from models.config import DTYPES
+from train import config as config_lib
+from train import optim
+from train.data.config import DATA_KEYS, EMBEDDED_KEYS
+from train.loss import make_loss_fn
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIZE_KEYS = ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "d_ff", "head_dim")
+CONFIG_FILES = sorted(
+    os.path.relpath(p, REPO)
+    for p in glob.glob(os.path.join(REPO, "configs", "**", "*.py"), recursive=True)
+    if not os.path.basename(p).startswith("_")
+)
+
+
+def parse(argv):
+  """The config as main.py's flag parsing gives it for `argv` (config_flags with lock_config, as in main.py), read
+  back through JSON from a subprocess (absl defines the override flags while parsing the real command line)."""
+  code = (
+      "from absl import app; from ml_collections import config_flags; "
+      "F = config_flags.DEFINE_config_file('config', None, '', lock_config=True); "
+      "app.run(lambda _: print('CONFIG ' + F.value.to_json()))"
+  )
+  out = subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO, capture_output=True, text=True, timeout=60)
+  lines = [l for l in out.stdout.splitlines() if l.startswith("CONFIG ")]
+  if out.returncode or not lines:
+    raise ValueError(out.stderr[-2000:])
+  return ml_collections.ConfigDict(json.loads(lines[0][len("CONFIG ") :]))
+
+
+def test_every_size_key_is_settable_from_the_command_line():
+  values = dict(num_encoder_layers=3, num_decoder_layers=5, d_model=48, num_heads=3, d_ff=80, head_dim=20)
+  config = parse(["--config=configs/t5_init.py", *(f"--config.model.{k}={v}" for k, v in values.items())])
+  for key, value in values.items():
+    assert config.model[key] == value and isinstance(config.model[key], int)
+  mc = models.ModelConfig.from_config(config_lib.resolve(config).model, vocab_size=10)
+  assert {k: getattr(mc, k) for k in values} == values
+  with pytest.raises(ValueError, match="d_model"):
+    parse(["--config=configs/t5_init.py", "--config.model.d_model=wide"])
+
+
+def test_defaults_declared_once_agree_with_the_typed_configs():
+  raw = default.get_config()
+  for field in dataclasses.fields(models.ModelConfig):
+    if field.name == "vocab_size":
+      continue
+    expected = raw.model[field.name]
+    if field.name in SIZE_KEYS and expected is None and field.name != "head_dim":
+      expected = models.PRESETS[raw.model.preset][field.name]  # placeholders: from the default preset
+    if field.name in ("dtype", "param_dtype"):
+      expected = DTYPES[expected]
+    assert field.default == expected, (field.name, field.default, expected)  # dataclass default = configs/
+  config = config_lib.resolve(raw)
+  assert set(config.model) - {"preset"} == {f.name for f in dataclasses.fields(models.ModelConfig)} - {"vocab_size"}
+  assert set(config.init) == {"scheme", *HPARAMS}
+  for key, (value, _) in HPARAMS.items():
+    assert config.init[key] == value, key
+  assert set(config.optim) == set(optim.OPTIM_KEYS)
+  assert set(config.data) == set(DATA_KEYS) and set(config.data.embedded) == set(EMBEDDED_KEYS)
+  assert set(config.analysis) == set(ANALYSIS_KEYS)
+  assert set(config.train) == set(config_lib.TRAIN_KEYS)
+
+
+def _leaves(tree, prefix=""):
+  for key, value in tree.items():
+    if isinstance(value, dict):
+      yield from _leaves(value, f"{prefix}{key}.")
+    else:
+      yield prefix + key
+
+
+def test_every_default_key_has_a_comment():
+  source = open(os.path.join(REPO, "configs", "default.py")).read().splitlines()
+  pattern = re.compile(r"\s+(config|[a-z])\.(\w+(\.\w+)?) = (?!ml_collections.ConfigDict\(\))")
+  declared = [i for i, line in enumerate(source) if pattern.match(line)]
+  assert len(declared) == len(list(_leaves(default.get_config().to_dict())))  # each key assigned exactly once
+  for i in declared:
+    assert "  # " in source[i] or source[i - 1].strip().startswith("#"), source[i]
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES)
+def test_loading_a_config_imports_none_of_the_library(path):
+  module = path[:-3].replace(os.sep, ".")
+  code = (
+      f"import sys; import {module} as c; c.get_config() if hasattr(c, 'get_config') else None; "
+      "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+      "('jax', 'flax', 'optax', 'matplotlib', 'models', 'init', 'train', 'analysis', 'orbax', 'grain')); "
+      "print(bad); sys.exit(1 if bad else 0)"
+  )
+  out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+  assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES)
+def test_every_config_initializes_its_model_with_a_finite_loss(path):
+  module = importlib.import_module(path[:-3].replace(os.sep, "."))
+  if not hasattr(module, "get_config"):
+    pytest.skip(f"{path} is shared code, not a config")
+  config = module.get_config()
+  config.model.preset = "tiny"  # every size from the tiny preset: the config's rules, not its width, are tested
+  for key in SIZE_KEYS:
+    config.model[key] = None
+  config = config_lib.resolve(config)
+  mc = models.ModelConfig.from_config(config.model, vocab_size=50)
+  model = models.get_model(mc)
+  rng = np.random.default_rng(0)
+  batch = {k: jnp.asarray(rng.integers(3, 50, (4, 6)), jnp.int32) for k in ("inputs", "targets")}
+  if mc.arch == "decoder":
+    batch = {"targets": batch["targets"]}
+  variables = init.init_params(config.init, model, jax.random.key(0), batch)
+  loss = make_loss_fn(model, variables=variables)(variables["params"], batch)
+  assert np.isfinite(float(loss)), path
+
+
+def test_derived_keys_follow_the_keys_they_come_from():
+  config = default.get_config()
+  resolved = config_lib.resolve(config)
+  assert (resolved.model.attention_logit_scale, resolved.init.scheme) == ("sqrt_dk", "xavier")
+  config.model.parameterization = "mup"
+  resolved = config_lib.resolve(config)
+  assert (resolved.model.attention_logit_scale, resolved.init.scheme) == ("dk", "mup")
+  config = default.get_config()
+  config.model.residual = "deepnorm"
+  assert config_lib.resolve(config).init.scheme == "deepnet"
+  assert config_lib.resolve(resolved).to_dict() == resolved.to_dict()  # idempotent
+
+
+@pytest.mark.parametrize(
+    "overrides,match",
+    [
+        ({"model.norm_position": "middle"}, r"config.model.norm_position='middle' is invalid; valid: \['post', 'pre'"),
+        ({"init.scheme": "nope"}, r"config.init.scheme='nope' is invalid; valid: \[.*'xavier', 'auto'\]"),
+        ({"optim.name": "lamb"}, r"config.optim.name='lamb' is invalid; valid: \['adafactor', 'adam'"),
+        ({"data.batch_size": 0}, r"config.data.batch_size=0 is invalid; valid: an integer >= 1"),
+        ({"train.num_steps": 0}, r"config.train.num_steps=0 is invalid; valid: an integer >= 1"),
+        ({"train.label_smoothing": 1.0}, r"config.train.label_smoothing=1.0 is invalid; valid: a number in \[0, 1\)"),
+        (
+            {"model.residual": "deepnorm", "model.norm_position": "pre"},
+            r"config.model.residual='deepnorm' contradicts config.model.norm_position='pre'",
+        ),
+        (
+            {"model.residual": "admin", "model.norm_position": "sandwich"},
+            r"config.model.residual='admin' contradicts config.model.norm_position='sandwich'",
+        ),
+        (
+            {"model.parameterization": "mup", "model.attention_logit_scale": "sqrt_dk"},
+            r"config.model.parameterization='mup' contradicts config.model.attention_logit_scale='sqrt_dk'",
+        ),
+        (
+            {"model.parameterization": "mup", "init.scheme": "xavier"},
+            r"config.init.scheme='xavier' contradicts config.model.parameterization='mup'",
+        ),
+        (
+            {"model.parameterization": "mup", "optim.name": "sgd"},
+            r"config.model.parameterization='mup' contradicts config.optim.name='sgd'.*\['adam', 'adamw'\]",
+        ),
+        (
+            {"model.residual": "plain", "init.scheme": "deepnet"},
+            r"config.init.scheme='deepnet' contradicts config.model.residual='plain'",
+        ),
+    ],
+)
+def test_bad_values_and_contradictions_name_their_keys(overrides, match):
+  config = default.get_config()
+  for dotted, value in overrides.items():
+    group, key = dotted.split(".")
+    config[group][key] = value
+  with pytest.raises(ValueError, match=match):
+    config_lib.resolve(config)
+
+
+def test_mup_with_adamw_is_accepted():
+  config = default.get_config()
+  config.model.parameterization, config.optim.name = "mup", "adamw"
+  assert config_lib.resolve(config).optim.name == "adamw"
