@@ -18,7 +18,6 @@ from train.loss import make_loss_fn
 from train.metrics import read_metrics, read_status
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-MULTI30K = REPO.parent / "shared" / "data" / "multi30k"
 
 
 def tiny_config(**overrides):
@@ -58,7 +57,9 @@ def test_embedded_task_learns(tmp_path):
   assert final["step"] == 200
   assert final["loss"] < 0.5 * initial, (initial, final)
   assert final["exact_match"] > 0.0, final
-  assert 0.0 <= final["bleu"] <= 100.0 and final["perplexity"] == pytest.approx(np.exp(final["loss"]), rel=1e-6)
+  # A hypothesis equal to its reference contributes matched n-grams of every order, so corpus BLEU is positive;
+  # BLEU's value against hand and independent computations is tested in tests/test_decode.py.
+  assert 0.0 < final["bleu"] <= 100.0 and final["perplexity"] == pytest.approx(np.exp(final["loss"]), rel=1e-6)
   assert read_status(str(tmp_path))["status"] == "finished"
   train_records = read_metrics(str(tmp_path), split="train")
   assert [r["step"] for r in train_records] == [50, 100, 150, 200]
@@ -97,13 +98,13 @@ def test_resume_is_bitwise(tmp_path):
   np.testing.assert_allclose(alphas, 0.4, rtol=1e-5)  # 40 updates of 0.01
 
 
-@pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"Multi30k not found at {MULTI30K}")
-def test_multi30k_few_steps_and_loss_at_init(tmp_path):
-  """Real sentences: loss at init within 10% of ln(vocab) for BERT's small init; a few steps decrease it."""
+def test_multi30k_few_steps_and_loss_at_init(tmp_path, multi30k_copy):
+  """Real sentences (a copy of the shared folder: the tokenizer is cached next to the data when it can be, and
+  never in the shared folder): loss at init within 10% of ln(vocab) for BERT's small init; a few steps decrease it."""
   config = tiny_config(
       **{
           "data.name": "multi30k",
-          "data.dir": str(MULTI30K),
+          "data.dir": str(multi30k_copy),
           "data.vocab_size": 1000,
           "train.num_steps": 30,
           "train.log_every": 10,
