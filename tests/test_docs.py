@@ -19,7 +19,7 @@ import pytest
 from init import math as init_math
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCIENCE = os.path.join(ROOT, "docs", "science.md")
+SCI_DOC = os.path.join(ROOT, "docs", "science.md")
 SKIP_DIRS = {".git", ".venv", "venv", "runs", "__pycache__", ".pytest_cache", ".ruff_cache"}
 
 # References to documents outside the repository. Written with a character class so that this file does not match
@@ -45,7 +45,7 @@ def read(path):
 
 def science_sections():
   """Section numbers of docs/science.md's `## §n` headings, in order, and its `<a id=...>` anchors."""
-  text = read(SCIENCE)
+  text = read(SCI_DOC)
   return [int(n) for n in re.findall(r"^## §(\d+)\b", text, re.M)], set(re.findall(r'<a id="([\w-]+)"></a>', text))
 
 
@@ -89,13 +89,13 @@ def test_cited_science_sections_exist():
 def test_section_reference_parser():
   text = "(docs/science.md §1, §2, §7) and docs/science.md §1–2; Vaswani §3.2.1; docs/science.md §10)"
   assert [n for n, _ in cited_sections(text)] == [1, 2, 7, 1, 2, 10]
-  assert FORBIDDEN.search("see " + "SCIENCE" + ".md §4") and FORBIDDEN.search("seed " + "001 §3")
+  assert FORBIDDEN.search("see " + "SCIENC" + "E.md §4") and FORBIDDEN.search("seed " + "001 §3")
   assert not FORBIDDEN.search("the seed changes init and dropout keys")
 
 
 def test_science_md_constants_are_the_codes():
   """Numbers quoted in docs/science.md, recomputed by init/math.py (papers: see the sections)."""
-  text = read(SCIENCE)
+  text = read(SCI_DOC)
   factor = init_math.truncated_normal_std_factor()
   lam, alpha = init_math.selu_constants()
   tfixup = init_math.tfixup_scales(6, 6)
