@@ -1,4 +1,4 @@
-"""Forward signal propagation measured on the model's recorded intermediates (SCIENCE §6).
+"""Forward signal propagation measured on the model's recorded intermediates (docs/science.md §6).
 
 Contract: `signal_profile(model, variables, batch)` applies the model with the `intermediates` collection mutable
 (dropout off) and `signal_records(intermediates, batch)` turns the recordings into JSON-able records, one per
@@ -7,7 +7,7 @@ Contract: `signal_profile(model, variables, batch)` applies the model with the `
 
   second_moment_in / _out   E[x²] of the residual stream entering / leaving the sublayer (mean over valid positions
                             and features). Post-LN keeps it ≈ 1; Pre-LN's grows ~linearly with depth (Xiong et al.
-                            2020, §3; the seed blog's x_l = x_0/2^{l/2} + ... for Post-LN).
+                            2020, §3; Su 2021a §6's x_l = x_0/2^{l/2} + ... for Post-LN).
   branch_second_moment      E[F²] of the branch output F(x) (before dropout / residual scaling).
   branch_ratio              E[F²] / E[x_in²]: how much a branch changes the stream (the quantity Admin's ω and
                             ReZero/SkipInit control; Liu et al. 2020 eq. 6; Bachlechner et al. 2020).

@@ -17,7 +17,7 @@ Each initializer's docstring states its REALIZED std (what `jnp.std` of a large 
 `realized_std(name, fan_in=..., fan_out=..., **hparams)` returns it, so scheme tests can check a built
 model against its declared scheme. Sampling is delegated to `jax.nn.initializers`.
 
-The two truncated normals differ on purpose (SCIENCE.md §1): `truncated_normal(std)` realizes `std` (as
+The two truncated normals differ on purpose (docs/science.md §1): `truncated_normal(std)` realizes `std` (as
 JAX's variance_scaling does), `truncated_normal_tf(std)` realizes 0.8796·std (TF/BERT and
 `jax.nn.initializers.truncated_normal` semantics: `std` is the std before truncation).
 """
@@ -129,7 +129,7 @@ def normal(std: float) -> Initializer:
 
 
 def uniform(bound: float) -> Initializer:
-  """U(−bound, bound). Realized std = bound/√3 (SCIENCE.md §1)."""
+  """U(−bound, bound). Realized std = bound/√3 (docs/science.md §1)."""
   bound = _check_hparam("uniform", "bound", bound, positive=True)
   # jax's uniform is U[0, scale); shift to be centred.
   base = jax.nn.initializers.uniform(scale=2.0 * bound)
@@ -139,7 +139,7 @@ def uniform(bound: float) -> Initializer:
 def truncated_normal(std: float) -> Initializer:
   """Truncated normal CORRECTED to realize std = `std` (like JAX's variance_scaling).
 
-  Samples N(0, s²) with s = std/0.87962566 and resamples outside ±2s (SCIENCE.md §1), so entries lie
+  Samples N(0, s²) with s = std/0.87962566 and resamples outside ±2s (docs/science.md §1), so entries lie
   within ±2.2737·std. Realized std = std.
   """
   std = _check_hparam("truncated_normal", "std", std, positive=True)

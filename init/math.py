@@ -1,4 +1,4 @@
-"""Closed forms and constants behind the project's initializers (SCIENCE.md §1, §2, §6, §7).
+"""Closed forms and constants behind the project's initializers (docs/science.md §1, §2, §6, §7).
 
 Contract: every function defined here is a pure Python/SciPy computation returning Python floats (or a dict
 of them); nothing samples. Each one cites the paper (and equation) it implements,
@@ -50,7 +50,7 @@ def _check_positive_float(name: str, value) -> None:
 
 
 def truncated_normal_std_factor(lower: float = -2.0, upper: float = 2.0) -> float:
-  """Std of N(0, 1) truncated to [lower, upper] (SCIENCE.md §1).
+  """Std of N(0, 1) truncated to [lower, upper] (docs/science.md §1).
 
   Standard truncated-normal moments (e.g. Johnson, Kotz & Balakrishnan 1994, "Continuous Univariate
   Distributions" Vol. 1, Ch. 13), with a = lower, b = upper, Z = Φ(b) − Φ(a):
@@ -88,7 +88,7 @@ def selu_constants() -> tuple[float, float]:
   s(x) = λ·x for x > 0, λ·α·(eˣ − 1) otherwise; (λ, α) solve E[s(z)] = 0 and E[s(z)²] = 1 for
   z ~ N(0, 1). The expectations are computed with adaptive quadrature on each half-line (the kink at 0
   defeats Gauss-Hermite) and the 2×2 system is solved with `scipy.optimize.root`. The paper prints
-  λ01 = 1.0507009873554805, α01 = 1.6732632423543772 (SCIENCE.md §2).
+  λ01 = 1.0507009873554805, α01 = 1.6732632423543772 (docs/science.md §2).
 
   Returns:
     (lambda, alpha) as Python floats.
@@ -120,7 +120,7 @@ def selu_constants() -> tuple[float, float]:
 
 def tfixup_scales(num_encoder_layers: int, num_decoder_layers: int) -> dict[str, float]:
   """T-Fixup's depth scales (Huang et al. 2020, "Improving Transformer Optimization Through Better
-  Initialization", §3 "T-Fixup" initialization steps; SCIENCE.md §7).
+  Initialization", §3 "T-Fixup" initialization steps; docs/science.md §7).
 
   Applied on top of Xavier: in the encoder, attention value/output and both MLP matrices are scaled by
   0.67·N^{-1/4}; in the decoder, attention value/output (self and cross), both MLP matrices and the
@@ -144,7 +144,7 @@ def tfixup_scales(num_encoder_layers: int, num_decoder_layers: int) -> dict[str,
 def xavier_std(fan_in: int, fan_out: int, gain: float = 1.0) -> float:
   """Glorot & Bengio 2010, Eq. 12 (averaged fans): std = gain·√(2/(fan_in + fan_out)).
 
-  For d×d matrices this equals LeCun's 1/√d; BERT-base (d = 768) gives 0.0361 (SCIENCE.md §2).
+  For d×d matrices this equals LeCun's 1/√d; BERT-base (d = 768) gives 0.0361 (docs/science.md §2).
   """
   _check_positive_int("fan_in", fan_in)
   _check_positive_int("fan_out", fan_out)
@@ -167,7 +167,7 @@ def he_std(fan_in: int) -> float:
 
 def dsinit_bound(fan_in: int, fan_out: int, layer: int, alpha: float = 1.0) -> float:
   """Depth-scaled init bound (Zhang, Titov & Sennrich 2019, "Improving Deep Transformer with
-  Depth-Scaled Initialization and Merged Attention", §3 "Depth-Scaled Initialization"; SCIENCE.md §7).
+  Depth-Scaled Initialization and Merged Attention", §3 "Depth-Scaled Initialization"; docs/science.md §7).
 
   Layer `l` (1-based) draws from U(−b, b) with b = γ·α/√l, γ = √(6/(fan_in + fan_out)) the Xavier
   uniform bound. The realized std is b/√3.

@@ -13,18 +13,19 @@ before profiling). The `head` role covers the untied readout (sublayer "head") a
 
 Per-role targets (realized std; Xavier = √(2/(fan_in+fan_out)), fans of `ParamRole`):
 - xavier (Glorot & Bengio 2010, Eq. 16): every kernel and the untied head xavier_uniform; token and learned
-  position embeddings N(0, d^{-1/2}) — fairseq's and Vaswani et al.'s embedding init (the seed experiment ran
-  fairseq), because a Xavier table [V, d] would make the tied readout depend on V.
+  position embeddings N(0, d^{-1/2}) — fairseq's and Vaswani et al.'s embedding init (the Post-LN/Pre-LN
+  Hessian experiment of Zhang & Mackey 2022, docs/science.md §9, ran fairseq), because a Xavier table [V, d] would
+  make the tied readout depend on V.
 - bert (Devlin et al. 2019, `initializer_range`): truncated_normal_tf(std=0.02) for every matrix incl. the
   embeddings, positions, MLM transform and head: realized 0.8796·0.02 = 0.017593.
-- t5 (Raffel et al. 2020; Mesh TF; SCIENCE §4): N(0, ·) with W_q (d·d_k)^{-1/2}, W_k, W_v d^{-1/2},
+- t5 (Raffel et al. 2020; Mesh TF; docs/science.md §4): N(0, ·) with W_q (d·d_k)^{-1/2}, W_k, W_v d^{-1/2},
   W_o (H·d_k)^{-1/2}, mlp_in d^{-1/2}, mlp_out d_ff^{-1/2}, embeddings/positions 1.0, untied head and MLM
   transform fan_in^{-1/2} (Mesh TF's dense default). Meant for attention_logit_scale='none' (the 1/√d_k sits
   in W_q) and tied_readout_scale='rsqrt_d'; neither is forced.
 - gpt2 (Radford et al. 2019, §2.3; nanoGPT): N(0, 0.02²) for every matrix; the residual-output projections
   attn_out (self and cross) and mlp_out × 1/√R, R = the number of residual layers of that stack (the paper's
   "N residual layers"; 2·layers, 3·layers for the decoder of an encoder-decoder, which has cross-attention).
-- tfixup (Huang et al. 2020, §3 "T-Fixup" initialization steps; SCIENCE §7): xavier's table; then in the
+- tfixup (Huang et al. 2020, §3 "T-Fixup" initialization steps; docs/science.md §7): xavier's table; then in the
   decoder attn_v, attn_out (self and cross), mlp_in, mlp_out × (9M)^{-1/4}, in the encoder the same roles
   × 0.67·N^{-1/4}, and the input embeddings × (9M)^{-1/4}. "N(0, d^{-1/2})" is read as std d^{-1/2}: T-Fixup
   is built on fairseq, whose Embedding draws `normal_(std=d**-0.5)` (a variance d^{-1/2} would be std
@@ -43,7 +44,7 @@ Per-role targets (realized std; Xavier = √(2/(fan_in+fan_out)), fans of `Param
   (`fixup_scale(L, 2)`), L = residual branches of that stack. A tied head is the token table and cannot be
   zeroed; Fixup's scalar multipliers/biases are not added (use residual='rezero'/'skipinit' for those).
 - rezero (Bachlechner et al. 2020): xavier's table; α = 0 comes from the model. Requires residual='rezero'.
-- ntk (Jacot et al. 2018; Park et al. 2019; SCIENCE §3): every matrix incl. embeddings N(0, 1); the model's
+- ntk (Jacot et al. 2018; Park et al. 2019; docs/science.md §3): every matrix incl. embeddings N(0, 1); the model's
   1/√fan_in multipliers give the SP function. Requires parameterization='ntk'.
 - mup (Yang et al. 2022, Tensor Programs V, Table 3 in the `mup` package's readout-multiplier form): hidden
   matrices (attn_*, mlp_*, MLM transform) N(0, 1/fan_in); embeddings/positions N(0, 1); untied readout 0 if

@@ -2,7 +2,7 @@
 
 Registry `get_activation(name)`: `relu`, `gelu`, `selu`, `normalized_relu`, `normalized_gelu`, `identity`.
 
-The "tweaked activation" of seed 001 §3 (SCIENCE.md §2) is `f(x) / sqrt(E[f(z)^2])`, `z ~ N(0, 1)`: with unit
+The "tweaked activation" of Su 2021a §3 (docs/science.md §2) is `f(x) / sqrt(E[f(z)^2])`, `z ~ N(0, 1)`: with unit
 second-moment pre-activations the output keeps second moment 1. The constant is computed by Gauss–Hermite
 quadrature (`second_moment`), never typed in. SELU uses the constants of Klambauer et al. 2017 ("Self-Normalizing
 Neural Networks"), which `init.math.selu_constants` re-derives from the moment equations and a test compares.
@@ -52,7 +52,7 @@ def _np_gelu(x):
 
 
 def _normalized(jax_fn: Activation, np_fn: Callable) -> Activation:
-  """Returns f / sqrt(E[f(z)^2]) (seed 001 §3, SCIENCE §2)."""
+  """Returns f / sqrt(E[f(z)^2]) (Su 2021a §3, docs/science.md §2)."""
   scale = 1.0 / np.sqrt(second_moment(np_fn))
   return lambda x: jax_fn(x) * jnp.asarray(scale, x.dtype)
 

@@ -1,6 +1,6 @@
 """Multi-head dot-product attention with a configurable logit scale and optional recorded statistics.
 
-Logit scale (`attention_logit_scale`, SCIENCE §4):
+Logit scale (`attention_logit_scale`, docs/science.md §4):
 - `sqrt_dk`: logits = q·k/√d_k (Vaswani et al. 2017, eq. 1). For q, k with iid unit-variance entries
   E[(q·k)²] = d_k, so unscaled logits have std √d_k and softmax is nearly one-hot at init.
 - `none`: logits = q·k (T5, Raffel et al. 2020; the compensation sits in the query init, see `init/`).

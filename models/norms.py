@@ -2,7 +2,7 @@
 
 - `layernorm` (Ba, Kiros & Hinton 2016): g ⊙ (x − μ)/√(var + ε) + b; the bias only when `use_bias`.
 - `rmsnorm` (Zhang & Sennrich 2019, "Root Mean Square Layer Normalization"): g ⊙ x/√(mean(x²) + ε); no centring,
-  no bias (T5, SCIENCE §5).
+  no bias (T5, docs/science.md §5).
 - `none`: the identity (no parameters).
 
 Statistics are computed in float32 whatever the compute dtype, as flax does, so bfloat16 runs stay stable.

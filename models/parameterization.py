@@ -3,8 +3,8 @@
 A parameterization says, for each matmul, what constant multiplies its output and how its kernel is stored
 (the init scale is the scheme's business, in `init/`):
 - `standard` (SP): y = W x; every multiplier is 1.
-- `ntk` (Jacot et al. 2018; Park et al. 2019, SCIENCE §3): y = (1/√fan_in)·W x with W stored at unit variance; the
-  tied readout is x·Eᵀ/√d. Same function as SP at init when W_ntk = W_sp·√fan_in (tested).
+- `ntk` (Jacot et al. 2018; Park et al. 2019, docs/science.md §3): y = (1/√fan_in)·W x with W stored at unit
+  variance; the tied readout is x·Eᵀ/√d. Same function as SP at init when W_ntk = W_sp·√fan_in (tested).
 - `mup` (Yang & Hu 2021; Yang et al. 2022, "Tensor Programs V", Table 3 in its "readout multiplier" form, as the
   `mup` package implements it): hidden matmuls have multiplier 1 and learning rate ×1/width_ratio under Adam;
   the readout has multiplier 1/width_ratio; embeddings, biases, norms and residual scalars keep learning rate ×1;

@@ -6,9 +6,9 @@ Registry `get_residual(name)` / `RESIDUALS`:
 - `skipinit`:  x + α·F, α a learnable scalar, α = `skipinit_alpha` at init (De & Smith 2020, "Batch Normalization
                Biases Residual Blocks Towards the Identity Function"; 0 by default, the paper also uses 1/√d)
 - `scheduled`: x + α·F, α NOT learned: it lives in the `residual_alpha` variable collection, starts at
-               `alpha_init` and is raised by `alpha_step` after every update up to `alpha_final` (seed 001 §6, the
-               blog's variant of ReZero). Because α is a variable it is part of the train state and checkpointed,
-               so a resumed run continues exactly; `scheduled_alpha_update` is the update rule.
+               `alpha_init` and is raised by `alpha_step` after every update up to `alpha_final` (Su 2021a §6, the
+               blog's variant of ReZero; docs/science.md §6). Because α is a variable it is part of the train state
+               and checkpointed, so a resumed run continues exactly; `scheduled_alpha_update` is the update rule.
 - `deepnorm`:  α·x + F with the constant α of `deepnorm_constants` (Wang et al. 2022, "DeepNet", eq. in §3 / Table 1)
 - `admin`:     ω ⊙ x + F, ω a learnable vector of width d initialized to 1 and set by the profiling pass of
                `init.procedures` so that ω_l² = Σ_{j<l} Var[F_j] (Liu et al. 2020, "Understanding the Difficulty of
@@ -99,7 +99,7 @@ class Residual(nn.Module):
 
 
 def scheduled_alpha_update(alphas: Any, step_size: float, final: float) -> Any:
-  """One update of the scheduled α's: α ← min(α + step_size, final) (seed 001 §6).
+  """One update of the scheduled α's: α ← min(α + step_size, final) (Su 2021a §6; docs/science.md §6).
 
   Args:
     alphas: the `residual_alpha` collection (a pytree of scalars); may be empty.

@@ -4,7 +4,7 @@ Dimension legend (used in names such as `x_BxLxD`): B batch, L sequence (Q queri
 T target), D d_model, H heads, K head_dim (in attention), F d_ff, V vocabulary.
 
 Every residual sublayer (self-attention, cross-attention, MLP) is one `_sublayer` call: the configured norm placement
-(SCIENCE §6) around a `models.residual.Residual` merge:
+(docs/science.md §6) around a `models.residual.Residual` merge:
 - `post` (Vaswani et al. 2017; BERT): x ← Norm(x ⊕ F(x))
 - `pre` (Xiong et al. 2020; GPT-2): x ← x ⊕ F(Norm(x)), plus a final Norm at the end of each stack
 - `sandwich` (Ding et al. 2021, "CogView" §2.4): x ← x ⊕ Norm(F(Norm(x))), plus a final Norm
@@ -16,8 +16,8 @@ Batches follow Flax's wmt/lm1b examples: {"inputs": int32[B, S], "targets": int3
 `{inputs,targets}_{segmentation,position}`. The decoder input is `targets` shifted right (0 as BOS).
 
 When the `intermediates` collection is mutable, each sublayer records `residual_in`, `branch` and `residual_out`
-and each stack records `stream_0` (its input x_0), so analyses measure signal propagation (seeds 001/002) from
-the model itself; attention layers add per-head logit std, entropy and max probability.
+and each stack records `stream_0` (its input x_0), so analyses measure signal propagation (Su 2021a §6, Su 2021b;
+docs/science.md §6) from the model itself; attention layers add per-head logit std, entropy and max probability.
 """
 
 from typing import Any, Optional
@@ -230,7 +230,7 @@ class Transformer(nn.Module):
   def _logits(self, x_BxLxD):
     c = self.config
     if c.arch == "encoder":
-      # BERT's MLM head (SCIENCE §10): Dense + activation + LayerNorm, tied embedding, output bias.
+      # BERT's MLM head (docs/science.md §10): Dense + activation + LayerNorm, tied embedding, output bias.
       x_BxLxD = self.mlm_norm(get_activation(c.activation)(self.mlm_transform(x_BxLxD)))
     if c.tie_embeddings:
       logits = self.token_embedding.attend(x_BxLxD) * readout_multiplier(c, tied=True)

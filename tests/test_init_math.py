@@ -10,14 +10,14 @@ import scipy.stats
 
 from init import math as im
 
-# --- SCIENCE §1: truncated normal ---
+# --- docs/science.md §1: truncated normal ---
 
 
 def test_truncated_normal_factor_matches_jax_constant_and_scipy():
   # JAX hard-codes this factor in variance_scaling (jax/_src/nn/initializers.py).
   assert im.truncated_normal_std_factor() == pytest.approx(0.87962566103423978, abs=1e-12)
   assert im.truncated_normal_std_factor() == pytest.approx(scipy.stats.truncnorm(-2.0, 2.0).std(), abs=1e-12)
-  # Variance factor 1 − 4φ(2)/(2Φ(2) − 1) (SCIENCE §1).
+  # Variance factor 1 − 4φ(2)/(2Φ(2) − 1) (docs/science.md §1).
   assert im.truncated_normal_std_factor() ** 2 == pytest.approx(0.7737413, abs=1e-7)
 
 
@@ -44,7 +44,7 @@ def test_truncated_normal_factor_rejects_bad_bounds(lower, upper):
     im.truncated_normal_std_factor(lower, upper)
 
 
-# --- SCIENCE §2: SELU, activation second moments ---
+# --- docs/science.md §2: SELU, activation second moments ---
 
 
 def test_selu_constants_match_paper():
@@ -105,7 +105,7 @@ def test_selu_constants_unit_second_moment_and_gauss_hermite_kink_error():
   assert im.activation_second_moment(selu) == pytest.approx(1.0, abs=1e-4)
 
 
-# --- SCIENCE §2: Xavier, LeCun, He ---
+# --- docs/science.md §2: Xavier, LeCun, He ---
 
 
 def test_xavier_lecun_he_std():
@@ -131,7 +131,7 @@ def test_std_rejects_bad_input(call):
     call()
 
 
-# --- SCIENCE §6: DeepNorm (re-exported from models.residual) ---
+# --- docs/science.md §6: DeepNorm (re-exported from models.residual) ---
 
 
 @pytest.mark.parametrize("layers,alpha,beta", [(6, 1.8612, 0.3799), (18, 2.4495, 0.2887)])
@@ -158,7 +158,7 @@ def test_deepnorm_encoder_decoder_follows_paper_not_torchscale():
   assert consts["encoder"][0] / (n**4 * m) ** (1 / 16) == pytest.approx(0.81, rel=1e-12)
 
 
-# --- SCIENCE §7: depth-aware initializations ---
+# --- docs/science.md §7: depth-aware initializations ---
 
 
 def test_tfixup_scales():

@@ -43,7 +43,7 @@ def _sample(name, shape, fan_in, fan_out, key=KEY, dtype=jnp.float32):
   return init(key, shape, dtype, fan_in=fan_in, fan_out=fan_out)
 
 
-# Closed forms written out independently of init.math, at fan_in = 256, fan_out = 128 (SCIENCE §1-2).
+# Closed forms written out independently of init.math, at fan_in = 256, fan_out = 128 (docs/science.md §1-2).
 EXPECTED_STD_256_128 = {
     "zeros": 0.0,
     "ones": 0.0,
@@ -152,7 +152,7 @@ def test_fans_inconsistent_with_shape_raise(fan_in, fan_out):
     _sample("normal", QKV_SHAPE, fan_in, fan_out)
 
 
-# --- empirical numbers from SCIENCE §1-2 ---
+# --- empirical numbers from docs/science.md §1-2 ---
 
 
 def test_bert_truncated_normal_tf_768():

@@ -178,7 +178,7 @@ def test_packed_equals_separate():
 
 @pytest.mark.parametrize("arch,tied", [("encoder_decoder", False), ("decoder", True), ("encoder", True)])
 def test_ntk_equals_standard_with_rescaled_kernels(arch, tied):
-  """NTK computes the SP function when W_ntk = W_sp·√fan_in (SCIENCE §3)."""
+  """NTK computes the SP function when W_ntk = W_sp·√fan_in (docs/science.md §3)."""
   kw = dict(arch=arch, tie_embeddings=tied, norm_position="pre", num_encoder_layers=2, num_decoder_layers=2)
   sp = get_model(tiny(**kw, tied_readout_scale="rsqrt_d" if tied else "none"))
   ntk = get_model(tiny(**kw, parameterization="ntk"))
@@ -209,7 +209,8 @@ def _attention_stats(scale):
 
 
 def test_attention_logit_scale():
-  """Unscaled logits of unit-variance q, k with d_k = 64 have std √64 = 8; /√d_k gives 1 (seed 001 §5)."""
+  """Unscaled logits of unit-variance q, k with d_k = 64 have std √64 = 8; /√d_k gives 1 (Su 2021a §5;
+  docs/science.md §4)."""
   std_none, ent_none = _attention_stats("none")
   std_sqrt, ent_sqrt = _attention_stats("sqrt_dk")
   std_dk, _ = _attention_stats("dk")
@@ -222,7 +223,7 @@ def test_attention_logit_scale():
 
 def _stream_coefficients(norm_position, num_layers=6, d=512):
   """cos-like coefficient <x_l, x_0>/<x_0, x_0> after each layer, with attention branches zeroed and unit-variance
-  MLP branches (normalized ReLU, LeCun init) — the σ = 1 setting of seeds 001/002."""
+  MLP branches (normalized ReLU, LeCun init) — the σ = 1 setting of Su 2021a §6 / Su 2021b (docs/science.md §6)."""
   c = tiny(
       arch="encoder",
       num_encoder_layers=num_layers,

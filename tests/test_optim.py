@@ -1,4 +1,4 @@
-"""Schedules against hand-computed SCIENCE.md §8 values; optimizers on a quadratic; multipliers,
+"""Schedules against hand-computed docs/science.md §8 values; optimizers on a quadratic; multipliers,
 clipping, weight-decay mask and config validation."""
 
 import math
@@ -190,7 +190,7 @@ def test_weight_decay_is_decoupled_lr_scaled_and_masked(name):
 
 
 def test_first_adam_update_is_lr_times_sign():
-  # Adam's first bias-corrected update is -η·g/(|g| + ε) ≈ -η·sign(g) (SCIENCE.md §8: O(η)).
+  # Adam's first bias-corrected update is -η·g/(|g| + ε) ≈ -η·sign(g) (docs/science.md §8: O(η)).
   cfg = _cfg(name="adam", schedule="constant", learning_rate=0.01)
   params = _params()
   updates = _one_update(cfg, params)

@@ -14,7 +14,7 @@ from init import schemes
 from models import ModelConfig, get_model, param_roles
 from models.config import ARCHS
 
-TRUNC = 0.87962566  # std of N(0, 1) truncated to ±2 (SCIENCE §1)
+TRUNC = 0.87962566  # std of N(0, 1) truncated to ±2 (docs/science.md §1)
 KERNELS = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
 # Model knobs each scheme needs (or is meant for); everything else is SIZES.
 SCHEME_MODEL = {
@@ -199,7 +199,7 @@ def test_same_key_same_params_other_key_different(scheme, arch):
 
 @pytest.mark.parametrize("scheme,expected", [("bert", 0.0176), ("xavier", 1 / math.sqrt(768))])
 def test_768_constants(scheme, expected):
-  """SCIENCE §1-2: BERT's 0.02 realizes 0.0176 on a 768×768 kernel; Xavier realizes 1/√768 = 0.0361."""
+  """docs/science.md §1-2: BERT's 0.02 realizes 0.0176 on a 768×768 kernel; Xavier realizes 1/√768 = 0.0361."""
   model = get_model(
       ModelConfig(
           vocab_size=64,

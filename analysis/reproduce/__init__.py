@@ -1,4 +1,5 @@
-"""Reproduce the seeds' claims: one command per claim, one sweep for all, a report with figures and verdicts.
+"""Reproduce the papers' claims (docs/science.md): one command per claim, one sweep for all, a report with figures
+and verdicts.
 
     python main.py --config=configs/reproduce/<claim>.py --workdir=runs/reproduce/<claim>
     python -m analysis.reproduce.sweep --out=reports --runs=runs/reproduce      # every claim, then the report

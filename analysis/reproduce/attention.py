@@ -1,5 +1,5 @@
-"""Claim 3 (SCIENCE §4): without 1/√d_k attention logits have std √d_k and the attention entropy collapses at init;
-with the scale (Vaswani et al. 2017, eq. 1) or with T5's init compensation (W_q std (d·d_k)^{-1/2}, no scale;
+"""Claim 3 (docs/science.md §4): without 1/√d_k attention logits have std √d_k and the attention entropy collapses at
+init; with the scale (Vaswani et al. 2017, eq. 1) or with T5's init compensation (W_q std (d·d_k)^{-1/2}, no scale;
 Raffel et al. 2020) it does not.
 
 Three models, identical except for the attention rule: `scaled` (Xavier, logits/√d_k), `unscaled` (Xavier, no

@@ -1,5 +1,6 @@
-"""Claim 7 (seed 003, the slide deck's experiment; SCIENCE §9): at init, a 6-layer encoder-decoder with Xavier init
-on Multi30k De→En pairs has a Hessian with larger top eigenvalues and a wider spectrum under Post-LN than Pre-LN.
+"""Claim 7 (Zhang & Mackey 2022, the slides' experiment; docs/science.md §9): at init, a 6-layer encoder-decoder
+with Xavier init on Multi30k De→En pairs has a Hessian with larger top eigenvalues and a wider spectrum under Post-LN
+than Pre-LN.
 
 Per seed and placement: the Hessian of the token-mean loss over the union of the batches (`analysis.hessian.hvp_fn`,
 forward-over-reverse), Lanczos with full reorthogonalization from a random start (`analysis.spectrum.

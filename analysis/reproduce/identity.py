@@ -1,9 +1,9 @@
-"""Claim 4 (SCIENCE §6; seed blogs 001/002): at init Post-LN's identity path decays like 2^{-l/2} with depth, Pre-LN's
-does not — measured against the prediction.
+"""Claim 4 (docs/science.md §6; Su 2021a §6, Su 2021b): at init Post-LN's identity path decays like 2^{-l/2} with
+depth, Pre-LN's does not — measured against the prediction.
 
 Derivation's setting (σ = 1 branches): one residual branch per layer with output variance equal to its input's,
 independent of it. We build it from the model itself: an encoder whose attention output projections are zeroed (so
-each layer's only branch is the MLP), MLP d→d→d with the normalized ReLU (E[relu(z)²]-corrected, SCIENCE §2) and
+each layer's only branch is the MLP), MLP d→d→d with the normalized ReLU (E[relu(z)²]-corrected, docs/science.md §2) and
 Xavier (= LeCun for square matrices) kernels, no biases. Measured per layer l: c_l = <x_l, x_0>/<x_0, x_0> over valid
 positions (x_0 = the first MLP sublayer's input: in Post-LN the first norm, after the zeroed attention branch,
 rescales the embeddings) and σ_l² = E[F_l²]/E[x_in²]. Post-LN predicts c_l = 2^{-l/2} and, with the measured σ_k²,

@@ -1,4 +1,4 @@
-"""Claim 2 (SCIENCE §2; seed 001 §3; Klambauer et al. 2017): SELU's λ, α solve the moment equations, and the
+"""Claim 2 (docs/science.md §2; Su 2021a §3; Klambauer et al. 2017): SELU's λ, α solve the moment equations, and the
 second-moment-normalized ReLU/GELU keep E[x²] ≈ 1 through a 20-layer MLP where plain ReLU/GELU drift.
 
 Setup: x_0 ~ N(0, 1) of width `width`; x_l = f(x_{l-1} W_l), W_l LeCun normal (std 1/√fan_in, so E[(xW)²] = E[x²]);

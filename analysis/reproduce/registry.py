@@ -1,9 +1,10 @@
 """The claims registry: `CLAIMS` (name -> `Claim`) and `get_claim(name)`; `run_claim(config, workdir)` runs one.
 
-Contract: every claim has a number (the issue's), a statement, its source (paper / seed), the paper's scale, the
-sizes per scale ('tiny' for tests, 'cpu' for the real run: 2 CPU cores, ≤ ~10 minutes) and a `run(config, scale,
-seeds, workdir) -> Outcome` whose verdict is decided by code with stated thresholds. `run_claim` validates
-`config.reproduce` before any compute, runs the claim and writes `<workdir>/result.json` plus its PNG figures.
+Contract: every claim has a number (the issue's), a statement, its source (papers and docs/science.md sections), the
+paper's scale, the sizes per scale ('tiny' for tests, 'cpu' for the real run: 2 CPU cores, ≤ ~10 minutes) and a
+`run(config, scale, seeds, workdir) -> Outcome` whose verdict is decided by code with stated thresholds. `run_claim`
+validates `config.reproduce` before any compute, runs the claim and writes `<workdir>/result.json` plus its PNG
+figures.
 """
 
 import dataclasses
@@ -44,7 +45,7 @@ CLAIMS = dict(
             1,
             "A normal truncated at ±2σ realizes std 0.8796σ; BERT's initializer_range 0.02 is "
             "really 0.0176; Xavier for d = 768 is 0.0361.",
-            "SCIENCE §1–2; seed 002 (BERT init); Devlin et al. 2019",
+            "docs/science.md §1–2; Su 2021b (BERT's 0.02); Devlin et al. 2019",
             "BERT-base tensors (d = 768)",
             sampling,
         ),
@@ -53,7 +54,7 @@ CLAIMS = dict(
             2,
             "SELU's λ, α come out of the moment equations; the normalized ReLU/GELU keep the "
             "second moment ≈ 1 through 20 layers of an MLP (LeCun init) where plain ReLU/GELU drift.",
-            "SCIENCE §2; seed 001 §3; Klambauer et al. 2017",
+            "docs/science.md §2; Su 2021a §3; Klambauer et al. 2017",
             "any width (mean-field statement)",
             moments,
         ),
@@ -62,7 +63,7 @@ CLAIMS = dict(
             3,
             "Without 1/√d_k attention logits have std √d_k and the attention entropy collapses at "
             "init; with the scale, or with T5's query-init compensation, it does not.",
-            "SCIENCE §4; Vaswani et al. 2017 §3.2.1; Raffel et al. 2020 (Mesh TF init)",
+            "docs/science.md §4; Vaswani et al. 2017 §3.2.1; Raffel et al. 2020 (Mesh TF init)",
             "d_k = 64, 6+6 layers (Transformer base)",
             attention,
         ),
@@ -70,7 +71,7 @@ CLAIMS = dict(
             "identity_path",
             4,
             "At init Post-LN's identity path decays like 2^{-l/2} with depth; Pre-LN's does not.",
-            "SCIENCE §6; seed blogs 001/002 derivation",
+            "docs/science.md §6; Su 2021a §6 and Su 2021b derivation",
             "derivation (σ = 1 branches), any width",
             identity,
         ),
@@ -89,7 +90,7 @@ CLAIMS = dict(
             6,
             "Xiong et al. Fig. 2: Post-LN without warmup trains worse or diverges where Post-LN with warmup "
             "and Pre-LN without warmup train.",
-            "Xiong et al. 2020, Fig. 2; SCIENCE §8",
+            "Xiong et al. 2020, Fig. 2; docs/science.md §8",
             "6+6 layers, d = 512, IWSLT14 De-En, ~100k steps",
             training_claims,
             training_claims.run_warmup,
@@ -99,7 +100,7 @@ CLAIMS = dict(
             7,
             "The slides' experiment: at init (6-layer encoder-decoder, Xavier, Multi30k pairs) "
             "Post-LN has larger top Hessian eigenvalues and a wider spectrum than Pre-LN.",
-            "seed 003 (slide deck); SCIENCE §9",
+            "Zhang & Mackey 2022 (slides); docs/science.md §9",
             "6+6 layers, d = 512, 1000 Multi30k pairs",
             curvature,
         ),
@@ -107,7 +108,7 @@ CLAIMS = dict(
             "tfixup",
             8,
             "T-Fixup: without LayerNorm and without warmup a deep model trains where Post-LN without " "warmup fails.",
-            "Huang et al. 2020; seed 004; SCIENCE §7",
+            "Huang et al. 2020; docs/science.md §7",
             "6+6 to 200+200 layers, d = 512, IWSLT/WMT",
             training_claims,
             training_claims.run_tfixup,
@@ -117,7 +118,7 @@ CLAIMS = dict(
             9,
             "BERT's 0.02 vs Xavier in a Post-LN model: the smaller init keeps the identity path "
             "stronger at init and trains better without long warmup.",
-            "seed 002; SCIENCE §6",
+            "Su 2021b; docs/science.md §6",
             "BERT-base (12 layers, d = 768), pre-training",
             training_claims,
             training_claims.run_bert_vs_xavier,
@@ -126,7 +127,7 @@ CLAIMS = dict(
             "deep_no_warmup",
             10,
             "ReZero / scheduled α / DeepNorm / Admin train without warmup at depth.",
-            "Bachlechner et al. 2020; seed 001 §6; Wang et al. 2022; Liu et al. 2020",
+            "Bachlechner et al. 2020; Su 2021a §6; Wang et al. 2022; Liu et al. 2020",
             "12–1000 layers, d ≥ 512, WMT / IWSLT",
             training_claims,
             training_claims.run_deep_no_warmup,

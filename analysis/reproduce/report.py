@@ -26,7 +26,7 @@ def write_report(results: list, path: str, *, figure_dir: str = "", command: str
     figure_dir: folder (relative to the report) holding `<claim>/<figure>.png`.
     command: the command that produced the results, quoted at the top.
   """
-  lines = ["# Reproduction of the seeds' claims", ""]
+  lines = ["# Reproduction of the papers' claims", ""]
   if command:
     lines += [f"Produced by `{command}`; each claim alone: `python main.py --config=configs/reproduce/<claim>.py`.", ""]
   lines += [

@@ -1,5 +1,5 @@
-"""Claim 1 (SCIENCE §1, §2): TF/BERT's truncated normal realizes 0.8796σ; BERT's 0.02 is 0.0176; Xavier at d = 768
-is 0.0361 — measured on sampled tensors of the project's own initializers.
+"""Claim 1 (docs/science.md §1, §2): TF/BERT's truncated normal realizes 0.8796σ; BERT's 0.02 is 0.0176; Xavier at
+d = 768 is 0.0361 — measured on sampled tensors of the project's own initializers.
 
 Thresholds: each measured std must be within 1% (relative) of its closed form (`init.math`); at the sizes used the
 standard error of a sample std is ≤ 0.14% (√(κ−1)/(2√n), κ ≤ 3), so 1% is ≥ 7 standard errors, while the

@@ -1,7 +1,7 @@
 """Claims 6, 8, 9, 10: training comparisons on Multi30k at CPU scale (`analysis.reproduce.training`), verdicts as code.
 
 Every variant trains with Adam (β2 = 0.98) at lr 1e-3, the same data order and the same seeds; "no warmup" is the
-constant schedule, "warmup" linear warmup over 10% of the steps (the seed blog's rule of thumb, SCIENCE §8). A
+constant schedule, "warmup" linear warmup over 10% of the steps (Su 2021b's rule of thumb, docs/science.md §8). A
 variant *fails* when any seed diverges (non-finite loss or gradient; `train.loop.Diverged`) or errors; otherwise it
 is summarized by its mean final validation loss over seeds. δ = 0.1 nats is the smallest gap read as a difference.
 
@@ -11,10 +11,10 @@ is summarized by its mean final validation loss over seeds. δ = 0.1 nats is the
 - 8 tfixup (Huang et al. 2020): T-Fixup (no norm, no warmup) vs Post-LN without warmup. Reproduced if T-Fixup
   does not fail and Post-LN fails or ends ≥ δ above it; not reproduced if T-Fixup fails or ends ≥ δ above
   Post-LN; inconclusive if both train within δ (Post-LN without warmup did not fail at this scale).
-- 9 bert_vs_xavier (seed 002): both Post-LN without warmup. (i) at init, cos(x_L, x_0) of each stack's output
-  larger with BERT's 0.02 than with Xavier (mean over seeds); (ii) BERT ends ≥ δ below Xavier or Xavier fails
-  while BERT does not. Reproduced if (i) and (ii); not reproduced if (i) fails, BERT fails, or BERT ends ≥ δ above
-  Xavier; else inconclusive.
+- 9 bert_vs_xavier (Su 2021b; docs/science.md §6): both Post-LN without warmup. (i) at init, cos(x_L, x_0) of each
+  stack's output larger with BERT's 0.02 than with Xavier (mean over seeds); (ii) BERT ends ≥ δ below Xavier or
+  Xavier fails while BERT does not. Reproduced if (i) and (ii); not reproduced if (i) fails, BERT fails, or BERT ends
+  ≥ δ above Xavier; else inconclusive.
 - 10 deep_no_warmup: ReZero, scheduled α, DeepNorm, Admin and a Pre-LN reference, none with warmup. A method
   trains if it does not fail and ends ≤ 0.3 nats above Pre-LN. Reproduced if all four train; inconclusive if the
   Pre-LN reference fails; else not reproduced (naming the methods that did not train).
@@ -242,7 +242,7 @@ def run_deep_no_warmup(config, scale, seeds, workdir) -> Outcome:
   steps = _steps(config, scale)
   methods = {
       "rezero": {**NO_NORM, "model.residual": "rezero", "init.scheme": "rezero"},
-      # The seed blog's scheduled α: fixed step so that α reaches 1 after a third of the run.
+      # Su 2021a §6's scheduled α: fixed step so that α reaches 1 after a third of the run.
       "scheduled_alpha": {
           **NO_NORM,
           "model.residual": "scheduled",
