@@ -1,4 +1,4 @@
-"""Admin (Liu et al. 2020; SCIENCE §6): Post-LN with ω ⊙ x on the residual, ω set by a profiling pass at init.
+"""Admin (Liu et al. 2020; docs/science.md §6): Post-LN with ω ⊙ x on the residual, ω set by a profiling pass at init.
 
 python main.py --config=configs/admin.py
 """

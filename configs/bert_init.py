@@ -1,5 +1,5 @@
-"""BERT's recipe (Devlin et al. 2019; seed 002): Post-LN, truncated normal with initializer_range 0.02 everywhere
-(real std 0.0176, SCIENCE §1), GELU, Adam with linear warmup then linear decay.
+"""BERT's recipe (Devlin et al. 2019; Su 2021b): Post-LN, truncated normal with initializer_range 0.02 everywhere
+(real std 0.0176, docs/science.md §1), GELU, Adam with linear warmup then linear decay.
 
     python main.py --config=configs/bert_init.py
 """

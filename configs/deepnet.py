@@ -1,4 +1,4 @@
-"""DeepNet (Wang et al. 2022; SCIENCE §6): Post-LN with x·α on the residual and β-scaled Xavier init.
+"""DeepNet (Wang et al. 2022; docs/science.md §6): Post-LN with x·α on the residual and β-scaled Xavier init.
 
 python main.py --config=configs/deepnet.py
 """

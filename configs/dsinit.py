@@ -1,4 +1,4 @@
-"""DS-Init (Zhang, Titov & Sennrich 2019; the Q&A seed; SCIENCE §7): Post-LN, layer l draws from
+"""DS-Init (Zhang, Titov & Sennrich 2019; docs/science.md §7): Post-LN, layer l draws from
 U(−γ/√l, γ/√l) with γ Xavier's bound.
 
     python main.py --config=configs/dsinit.py

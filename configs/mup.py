@@ -1,4 +1,4 @@
-"""µP (Yang et al. 2022, "Tensor Programs V"; SCIENCE §3): 1/d_k attention, readout ×1/width_ratio, hidden
+"""µP (Yang et al. 2022, "Tensor Programs V"; docs/science.md §3): 1/d_k attention, readout ×1/width_ratio, hidden
 learning rates ×1/width_ratio relative to `model.mup_base_width`; Pre-LN, untied readout.
 
     python main.py --config=configs/mup.py

@@ -1,4 +1,4 @@
-"""NTK parameterization (Jacot et al. 2018; Park et al. 2019; seed 001 §5; SCIENCE §3): unit-variance kernels,
+"""NTK parameterization (Jacot et al. 2018; Park et al. 2019; Su 2021a §5; docs/science.md §3): unit-variance kernels,
 outputs multiplied by 1/√fan_in. Same function as Xavier/LeCun SP at init, different optimizer geometry.
 
     python main.py --config=configs/ntk.py

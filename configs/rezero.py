@@ -1,4 +1,4 @@
-"""ReZero (Bachlechner et al. 2020; SCIENCE §6): x + α·F(x) with a learnable α = 0 at init, no normalization,
+"""ReZero (Bachlechner et al. 2020; docs/science.md §6): x + α·F(x) with a learnable α = 0 at init, no normalization,
 no warmup.
 
     python main.py --config=configs/rezero.py

@@ -1,4 +1,4 @@
-"""T5's recipe (Raffel et al. 2020; SCIENCE §4): Pre-RMSNorm, no biases, no 1/√d_k in attention — the query
+"""T5's recipe (Raffel et al. 2020; docs/science.md §4): Pre-RMSNorm, no biases, no 1/√d_k in attention — the query
 init carries it instead (`t5` scheme) — tied logits scaled by d^{-1/2}, Adam with the inverse-square-root schedule.
 
     python main.py --config=configs/t5_init.py

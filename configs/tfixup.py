@@ -1,4 +1,4 @@
-"""T-Fixup (Huang et al. 2020; seed 004; SCIENCE §7): no normalization, no warmup; depth-scaled Xavier init.
+"""T-Fixup (Huang et al. 2020; docs/science.md §7): no normalization, no warmup; depth-scaled Xavier init.
 
 python main.py --config=configs/tfixup.py
 """

@@ -1,5 +1,6 @@
-"""The original Transformer's placement (Vaswani et al. 2017): Post-LN with Xavier init and warmup — the slide
-deck's Post-LN model (seed 003). Set `--config.optim.warmup_steps=0` to see why it needs warmup (Xiong et al. 2020).
+"""The original Transformer's placement (Vaswani et al. 2017): Post-LN with Xavier init and warmup — the Post-LN
+model of Zhang & Mackey 2022's Hessian experiment (docs/science.md §9). Set `--config.optim.warmup_steps=0` to see
+why it needs warmup (Xiong et al. 2020).
 
     python main.py --config=configs/xavier_postln.py
 """

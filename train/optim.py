@@ -18,7 +18,7 @@ Contract:
 
 The inverse-square-root (Noam) schedule and the per-leaf multiplier transform are written
 here because optax 0.2.8 has neither; both are a few `jnp` lines, and tests check them
-against hand-computed values of the SCIENCE.md §8 formula and exact ratios.
+against hand-computed values of the docs/science.md §8 formula and exact ratios.
 """
 
 import math
@@ -46,7 +46,7 @@ def constant(*, learning_rate: float, **_: Any) -> optax.Schedule:
 
 
 def linear_warmup(*, learning_rate: float, warmup_steps: int, **_: Any) -> optax.Schedule:
-  """η_t = η·min(1, t/T_w) (SCIENCE.md §8, linear warmup; Goyal et al. 2017), then constant.
+  """η_t = η·min(1, t/T_w) (docs/science.md §8, linear warmup; Goyal et al. 2017), then constant.
 
   T_w = 0 is the constant schedule (the limit of the formula).
   """
@@ -57,7 +57,7 @@ def linear_warmup(*, learning_rate: float, warmup_steps: int, **_: Any) -> optax
 
 
 def rsqrt(*, learning_rate: float, warmup_steps: int, rsqrt_d_model: Optional[int], **_: Any) -> optax.Schedule:
-  """Noam / inverse square root (Vaswani et al. 2017, Eq. 3; SCIENCE.md §8).
+  """Noam / inverse square root (Vaswani et al. 2017, Eq. 3; docs/science.md §8).
 
   With `rsqrt_d_model = d > 0` this is exactly the paper's rule
     η_t = η_0 · d^{-1/2} · min(t^{-1/2}, t·T_w^{-3/2}),
@@ -152,7 +152,7 @@ def adamw(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTran
 def sgd(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTransformation:
   """SGD with heavy-ball or Nesterov momentum (Sutskever et al. 2013) and decoupled decay
   (SGDW, Loshchilov & Hutter 2019). Unlike Adam its update is proportional to the gradient
-  (SCIENCE.md §8), so it feels the gradient-scale effects of init and norm placement."""
+  (docs/science.md §8), so it feels the gradient-scale effects of init and norm placement."""
   parts = []
   if cfg.momentum:
     parts.append(optax.trace(decay=cfg.momentum, nesterov=cfg.nesterov))
