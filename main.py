@@ -8,6 +8,7 @@ Composition only: parse the config, (analysis at init), train. A diverged run ex
 status.json; it is a research outcome, not a crash.
 """
 
+import logging as logging_std
 import os
 import sys
 
@@ -26,8 +27,24 @@ FLAGS = flags.FLAGS
 MODES = ("train", "analyze", "reproduce")
 
 
+REPO = os.path.dirname(os.path.abspath(__file__))
+
+
+class _ProjectInfoOnly(logging_std.Filter):
+  """At the default verbosity, INFO lines come from this project only: libraries (orbax's checkpoint internals,
+  jax, grain) log warnings and errors. `--verbosity=1` (or higher) shows every library's INFO and DEBUG lines."""
+
+  def filter(self, record: logging_std.LogRecord) -> bool:
+    if record.levelno >= logging_std.WARNING:
+      return True
+    # The project's own files (a virtual environment inside the checkout holds libraries: not ours).
+    return record.pathname.startswith(REPO + os.sep) and "site-packages" not in record.pathname
+
+
 def main(argv):
   del argv
+  if FLAGS.verbosity <= 0:
+    logging.get_absl_handler().python_handler.addFilter(_ProjectInfoOnly())  # ABSLHandler delegates to it
   if FLAGS.config.mode not in MODES:
     raise app.UsageError(f"config.mode={FLAGS.config.mode!r} is invalid; valid: {list(MODES)}")
   # The config boundary, before any device or data is touched: 'auto' keys derived, every subtree validated.

@@ -4,6 +4,7 @@ data parallelism on 8 simulated devices, and clear errors for bad configs and da
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ import pytest
 
 from configs import default
 from train import loop
+from train import metrics as metrics_lib
 from train.loss import make_loss_fn
 from train.metrics import read_metrics, read_status
 
@@ -194,3 +196,58 @@ def test_bad_data_paths(tmp_path):
   empty.mkdir()
   with pytest.raises((ValueError, FileNotFoundError), match="train"):
     loop.setup(tiny_config(**{"data.name": "multi30k", "data.dir": str(empty)}), str(tmp_path))
+
+
+def test_quick_start_log_is_quiet_and_ends_with_the_summary(tmp_path):
+  """At the default verbosity the log has the project's lines only (no orbax internals), and ends with the summary;
+  `--verbosity=1` brings the libraries' lines back."""
+  workdir = tmp_path / "quick"
+  args = [
+      sys.executable,
+      "main.py",
+      "--config=configs/t5_init.py",
+      f"--workdir={workdir}",
+      "--config.model.preset=tiny",
+      "--config.train.num_steps=4",
+      "--config.train.log_every=2",
+      "--config.train.eval_every=2",
+      "--config.train.checkpoint_every=2",
+      "--config.train.num_decode_examples=8",
+      "--config.data.embedded.num_train=300",
+      "--config.data.embedded.num_eval=16",
+      "--config.data.batch_size=8",
+      "--config.data.eval_batch_size=8",
+  ]
+  proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  lines = proc.stderr.strip().splitlines()
+  sources = {m.group(1) for m in (re.match(r"[IWEF]\d{4} [\d:.]+ +\d+ ([\w.]+):\d+\]", l) for l in lines) if m}
+  assert sources <= {"main.py", "metrics.py", "loop.py"}, sources  # the project's files only
+  assert not any("orbax" in l or "checkpoint_manager" in l for l in lines)
+  assert "Finished at step 4." in lines[-5] and lines[-2].strip().startswith("curves:  tensorboard --logdir"), lines
+  assert read_status(str(workdir))["status"] == "finished"
+  verbose = subprocess.run([*args, "--verbosity=1"], cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert verbose.returncode == 0 and "checkpoint_manager.py" in verbose.stderr
+
+
+def test_status_json_carries_step_loss_and_eta_while_running(tmp_path, monkeypatch):
+  records = []
+  original = metrics_lib.write_status
+  monkeypatch.setattr(metrics_lib, "write_status", lambda *a, **k: records.append(original(*a, **k)) or records[-1])
+  config = tiny_config(
+      **{
+          "train.num_steps": 6,
+          "train.log_every": 2,
+          "train.eval_every": 6,
+          "train.checkpoint_every": 6,
+          "train.num_decode_examples": 0,
+      }
+  )
+  exp = loop.setup(config, str(tmp_path))
+  loop.train_and_evaluate(exp)
+  running = [r for r in records if r["status"] == "running" and r["step"] > 0]
+  assert [r["step"] for r in running] == [2, 4, 6]
+  for r in running:
+    assert np.isfinite(r["loss"]) and r["total_steps"] == 6 and "eta_seconds" in r
+  assert running[-1]["eta_seconds"] == 0.0 and running[-1]["steps_per_sec"] > 0
+  assert records[-1]["status"] == "finished" and np.isfinite(records[-1]["eval_loss"])

@@ -184,7 +184,8 @@ def train_and_evaluate(exp: Experiment) -> TrainState:
   if exp.data_state is not None:
     it.set_state(exp.data_state)
   state, step = exp.state, exp.start_step
-  metrics_lib.write_status(workdir, "running", step)
+  last_eval = None
+  metrics_lib.write_status(workdir, "running", step, total_steps=cfg.num_steps)
   pending = None  # (step, metrics) of the previous step, checked one step late so the host never stalls the device
 
   def check(step_metrics):
@@ -219,6 +220,17 @@ def train_and_evaluate(exp: Experiment) -> TrainState:
       scalars.update({f"grad_norm/{n}": float(v) for n, v in zip(names, jax.tree.leaves(m["grad_norms"]))})
     writer.write_scalars(done_step, scalars)
     progress.update(done_step, loss=scalars["loss"])  # logs the progress line itself
+    rate, eta = progress.steps_per_sec(), progress.eta_seconds()
+    metrics_lib.write_status(
+        workdir,
+        "running",
+        done_step,
+        loss=scalars["loss"],
+        learning_rate=scalars["learning_rate"],
+        steps_per_sec=rate,
+        eta_seconds=eta,
+        total_steps=cfg.num_steps,
+    )
 
   while step < cfg.num_steps:
     batch = step_lib.global_batch(next(it), exp.mesh)
@@ -236,6 +248,7 @@ def train_and_evaluate(exp: Experiment) -> TrainState:
     if step % cfg.eval_every == 0 or at_end:
       result = evaluate(exp, eval_step, decode_fn, state.model_variables())
       writer.write_scalars(step, result, split="eval")
+      last_eval = (step, result)
       logging.info("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in result.items()}))
     if exp.checkpointer.should_save(step, force=at_end):
       exp.checkpointer.save(step, state, data_state=it.get_state(), force=at_end)
@@ -243,5 +256,21 @@ def train_and_evaluate(exp: Experiment) -> TrainState:
     check(pending)
   exp.checkpointer.wait()
   writer.close()
-  metrics_lib.write_status(workdir, "finished", step)
+  final = {f"eval_{k}": v for k, v in last_eval[1].items()} if last_eval else {}
+  metrics_lib.write_status(workdir, "finished", step, total_steps=cfg.num_steps, **final)
+  logging.info("%s", summary(workdir, step, last_eval))
   return state
+
+
+def summary(workdir: str, step: int, last_eval: Optional[tuple]) -> str:
+  """The closing lines of a run: final metrics, where the outputs are, how to look at them."""
+  lines = [f"Finished at step {step}."]
+  if last_eval:
+    metrics = ", ".join(f"{k} {v:.4g}" for k, v in last_eval[1].items())
+    lines.append(f"  eval at step {last_eval[0]}: {metrics}")
+  lines += [
+      f"  outputs: {workdir}/ (metrics.jsonl, status.json, config.json, checkpoints/)",
+      f"  curves:  tensorboard --logdir {workdir}",
+      "  rerun the same command to resume; raise --config.train.num_steps to train longer",
+  ]
+  return "\n".join(lines)
