@@ -41,9 +41,9 @@ Reorthogonalization (`reorthogonalize=`):
     estimates reset to ε. The basis stays semi-orthogonal (|q_iᵀq_j| ≲ √ε), which is enough for T_k to be, to
     working precision, the projection of A on an orthonormal basis of the Krylov space (Simon 1984, Thm. 4): Ritz
     values are as accurate as with full reorthogonalization and no ghost copies appear. Its cost depends on how fast
-    orthogonality is lost: the number of CGS steps is reported (on the `small` preset's Hessian in float32, 12–14
-    of 20, measured by `bench/hessian.py`). Same memory as "full"; the orthogonality loss is measured (≈ √ε rather
-    than ε).
+    orthogonality is lost: the number of CGS steps is reported in `num_reorthogonalizations` (`bench/hessian.py`
+    prints it; reports/BENCH_HESSIAN.md has the measured counts). Same memory as "full"; the orthogonality loss is
+    measured (≈ √ε rather than ε).
   * "none": the plain three-term recurrence, O(n) memory. Orthogonality is then lost as soon as a Ritz value
     converges (Paige 1976) and copies of converged eigenvalues appear; `orthogonality_loss` is then the estimate
     of Simon's (1984) ω-recurrence, unless `return_basis=True`, in which case it is measured.

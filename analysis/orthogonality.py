@@ -51,8 +51,7 @@ def project_out(basis, w, i, chunk):
 
   The coefficients h = V w come from one gemv over the whole buffer (rows beyond i are still zero and are
   masked): on XLA:CPU a dynamically sliced dot operand is first copied, which costs more than reading the
-  unfilled rows (5.8M-entry float32 rows: ≈ 5 ms per row for copy + gemv of an 8-row slice, ≈ 1.1 ms per
-  row for the whole-buffer gemv, ≈ 0.9 ms per row for the fused chunk update). The update w −= V_iᵀ h touches
+  unfilled rows (the per-row costs are measured in reports/BENCH_HESSIAN.md). The update w −= V_iᵀ h touches
   only the ceil((i+1)/chunk) chunks holding filled rows, each as `chunk` axpys that XLA fuses into one loop
   over w; the last chunk's start is clamped so it never runs past the buffer, and rows it shares with the
   previous chunk are masked.
@@ -97,8 +96,8 @@ def measured_orthogonality_loss(basis, k):
   """max_{i,j<k} |q_iᵀq_j − δ_ij| over the first k rows of the [rows, n] basis.
 
   The Gram matrix is accumulated over blocks of GRAM_COLUMNS columns: each [rows, GRAM_COLUMNS] block fits in
-  cache, where XLA:CPU multiplies it ~4x faster than the single skinny [rows, n] x [n, rows] product (5.8M
-  columns, 21 rows: 77 ms vs 340 ms), and the blocked sum is also more accurate. The whole buffer is used
+  cache, where XLA:CPU multiplies it several times faster than the single skinny [rows, n] x [n, rows] product
+  (measured in reports/BENCH_HESSIAN.md), and the blocked sum is also more accurate. The whole buffer is used
   (rows ≥ k are masked), as slicing it by a traced k would copy it.
   """
   rows, n = basis.shape
