@@ -60,6 +60,7 @@ class ModelConfig:
   tied_readout_scale: str = "none"
   scale_embeddings: bool = False
   position: str = "sinusoidal"
+  embedding_norm: bool = False
   activation: str = "relu"
   parameterization: str = "standard"
   mup_base_width: int = 32
@@ -141,6 +142,8 @@ def _validate(c: ModelConfig) -> None:
   for stack in c.stacks:
     key = "num_encoder_layers" if stack == "encoder" else "num_decoder_layers"
     _positive(key, getattr(c, key))
+  if not isinstance(c.embedding_norm, bool):
+    raise ValueError(f"model.embedding_norm={c.embedding_norm!r} must be True or False")
   if c.head_dim is None and c.d_model % c.num_heads:
     raise ValueError(
         f"model.d_model={c.d_model} is not divisible by model.num_heads={c.num_heads}; " "set model.head_dim explicitly"
