@@ -18,9 +18,11 @@ Ritz values with their quadrature weights and bounds), grad_norms.png, signal.pn
 With `analysis.dtype = "float64"` the whole analysis runs under `jax.enable_x64(True)` (x64 on for the analysis only)
 with the model's compute and parameter dtypes and the variables cast to float64.
 
-An encoder (arch="encoder") is analyzed on the loss it trains on, BERT's masked LM: batches without "inputs" are
-masked by `train.step.mlm_masked` at `mlm_mask_rate` with keys drawn from `analysis.seed` (one fixed masking per
-batch, recorded in metadata.json), so every operator and profile sees the same masked batches.
+An encoder (arch="encoder") is analyzed on the loss it trains on, BERT's masked LM: every batch, whatever keys it
+carries, goes through `train.step.mlm_masked` as in the train step (the text in `targets` is corrupted into the
+encoder's `inputs`; a translation batch's source `inputs` are not the encoder's and are dropped) at `mlm_mask_rate`
+with keys drawn from `analysis.seed` (one fixed masking per batch, recorded as `mlm_masking` in metadata.json), so
+every operator and profile sees the same masked batches.
 """
 
 import dataclasses
@@ -199,13 +201,14 @@ def run_analysis(
     analysis_config: the `config.analysis` ConfigDict (keys `ANALYSIS_KEYS`, declared in configs/default.py).
     model: the Flax model (`models.get_model`); its config must be a `models.ModelConfig`.
     variables: the model's variables ({"params": ..., other collections}).
-    batches: at least `analysis.num_batches` batches {"inputs", "targets"} (0 = padding).
+    batches: at least `analysis.num_batches` batches as the data pipeline gives them, {"inputs", "targets"} or
+      {"targets"} (0 = padding); an encoder's are MLM-masked here (see the module docstring).
     out_dir: output directory (created).
     label: subdirectory name and plot titles, e.g. "init" or "step_1000".
     init_fn: `init_fn(key) -> variables` for extra init seeds of the gradient profile (`grad_norm_seeds > 1`).
     step: the training step of `variables` (0 = at init), recorded as `step` and `at_init`; None = unknown.
     batch_source: where the batches come from (split, order), recorded as `batches` in metadata.json.
-    mlm_mask_rate: masking rate for an encoder's unmasked batches (see the module docstring).
+    mlm_mask_rate: an encoder's masking rate, `train.mlm_mask_rate` (see the module docstring).
     print_fn: where progress lines go.
 
   Returns:
@@ -226,11 +229,12 @@ def run_analysis(
         "draw the extra seeds; set it to 1 to use only the given variables"
     )
   provenance = dict(step=step, at_init=None if step is None else step == 0, batches=batch_source)
-  if model.config.arch == "encoder" and any("inputs" not in b for b in batches):
+  if model.config.arch == "encoder":
     keys = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), 1), len(batches))
-    batches = [b if "inputs" in b else mlm_masked(model.config, b, k, mlm_mask_rate) for b, k in zip(batches, keys)]
+    batches = [mlm_masked(model.config, b, k, mlm_mask_rate) for b, k in zip(batches, keys)]
     provenance["mlm_masking"] = (
-        f"BERT masked LM at rate {mlm_mask_rate}, one fixed masking per batch drawn from " f"analysis.seed={cfg.seed}"
+        f"BERT masked LM (train.step.mlm_masked of batch['targets'], as the train step does) at rate "
+        f"{mlm_mask_rate}, one fixed masking per batch drawn from analysis.seed={cfg.seed}"
     )
   directory = os.path.join(out_dir, label) if label else out_dir
   os.makedirs(directory, exist_ok=True)

@@ -47,6 +47,7 @@ def get_config() -> ml_collections.ConfigDict:
   m.tied_readout_scale = "none"  # 'none' | 'rsqrt_d': multiply tied logits by d^{-1/2} (T5/t5x).
   m.scale_embeddings = True  # Multiply token embeddings by √d (Vaswani et al. 2017 §3.4; pairs with std d^-1/2 inits).
   m.position = "sinusoidal"  # 'sinusoidal' | 'learned'.
+  m.embedding_norm = False  # LayerNorm on token + position embeddings before the stack (BERT, Devlin et al. 2019 §3).
   m.activation = "relu"  # 'relu' | 'gelu' | 'selu' | 'normalized_relu' | 'normalized_gelu' | 'identity'.
   m.parameterization = "standard"  # 'standard' | 'ntk' | 'mup' (docs/science.md §3).
   m.mup_base_width = 32  # µP: d_model at which µP equals SP (width_ratio = d_model / this).

@@ -7,6 +7,11 @@ same key gives the same parameters on every machine and Python process, and addi
 reshuffle the others. Non-parameter collections get the model's own initial values. Then the scheme's
 post-init procedure runs (`init.procedures`). Everything the config and model can get wrong is checked
 before any compute: init keys and values, scheme/model compatibility, and the batch a procedure needs.
+
+The batch is the one training is fed (the data pipeline's). An encoder (arch="encoder") trains on BERT's masked LM
+of the text in `targets` (`train.step.mlm_masked` builds its `inputs` from them; an LM batch has only `targets`, a
+translation batch's source `inputs` are not the encoder's), so its shape and profiling passes read that text, with
+the targets' packing keys, uncorrupted: the masking is a fresh draw of every train step, not part of the data.
 """
 
 import hashlib
@@ -72,7 +77,7 @@ def _check_batch(mc: ModelConfig, batch: Optional[dict], needed: bool, scheme: s
     if needed:
       raise ValueError(f"init.scheme={scheme!r} runs a profiling pass and needs a batch, got batch=None")
     return
-  keys = {"encoder_decoder": ("inputs", "targets"), "decoder": ("targets",), "encoder": ("inputs",)}[mc.arch]
+  keys = {"encoder_decoder": ("inputs", "targets"), "decoder": ("targets",), "encoder": ("targets",)}[mc.arch]
   for k in keys:
     if k not in batch:
       raise ValueError(f"batch for model.arch={mc.arch!r} needs key {k!r}, got keys {sorted(batch)}")
@@ -83,6 +88,18 @@ def _check_batch(mc: ModelConfig, batch: Optional[dict], needed: bool, scheme: s
       )
 
 
+def _model_batch(mc: ModelConfig, batch: dict) -> dict:
+  """What the model's forward pass reads from a training batch: for an encoder the text in `targets` as its
+  `inputs` (module docstring), otherwise the batch itself."""
+  if mc.arch != "encoder":
+    return batch
+  out = {"inputs": batch["targets"]}
+  for suffix in ("_segmentation", "_position"):
+    if f"targets{suffix}" in batch:
+      out[f"inputs{suffix}"] = batch[f"targets{suffix}"]
+  return out
+
+
 def init_params(config: Any, model: Any, key: jax.Array, batch: Optional[dict] = None) -> dict:
   """Initializes every variable of `model` under the scheme `config.scheme`.
 
@@ -91,8 +108,10 @@ def init_params(config: Any, model: Any, key: jax.Array, batch: Optional[dict] =
       hyper-parameters of `init.schemes.HPARAMS` (configs/default.py declares them).
     model: a model from `models.get_model`; its `config` is the frozen ModelConfig.
     key: a JAX PRNG key (typed or raw).
-    batch: a batch in the model's format. Needed by schemes with a profiling procedure (admin); otherwise
-      optional (a one-token batch is used for shapes, which do not depend on the length).
+    batch: a training batch as the data pipeline gives it: {"inputs", "targets"} (encoder-decoder), {"targets"}
+      (decoder; encoder, which reads the text in `targets`, see the module docstring; extra keys are ignored).
+      Needed by schemes with a profiling procedure (admin); otherwise optional (a one-token batch is used for
+      shapes, which do not depend on the length).
 
   Returns:
     The full variables dict: {"params": ...} plus non-parameter collections (e.g. `residual_alpha`).
@@ -111,6 +130,8 @@ def init_params(config: Any, model: Any, key: jax.Array, batch: Optional[dict] =
     procedures.get_procedure(scheme.procedure)
   _check_batch(mc, batch, needed=scheme.procedure is not None, scheme=name)
 
+  if batch is not None:
+    batch = _model_batch(mc, batch)
   shape_batch = batch if batch is not None else {k: jnp.ones((1, 1), jnp.int32) for k in ("inputs", "targets")}
   shapes = jax.eval_shape(model.init, key, shape_batch)
   roles = param_roles(shapes["params"])

@@ -83,6 +83,7 @@ class ModelConfig:
   tied_readout_scale: str = "none"
   scale_embeddings: bool = True
   position: str = "sinusoidal"
+  embedding_norm: bool = False
   activation: str = "relu"
   parameterization: str = "standard"
   mup_base_width: int = 32
@@ -168,6 +169,8 @@ def _validate(c: ModelConfig) -> None:
   for stack in c.stacks:
     key = "num_encoder_layers" if stack == "encoder" else "num_decoder_layers"
     _positive(key, getattr(c, key))
+  if not isinstance(c.embedding_norm, bool):
+    raise invalid("model.embedding_norm", c.embedding_norm, "True or False")
   if c.head_dim is None and c.d_model % c.num_heads:
     raise contradiction(
         "model.d_model",

@@ -91,6 +91,8 @@ def _classify(names: list[str]) -> tuple[str, str, Optional[int], Optional[str]]
     return "bias", stack, None, "mlm_head"
   if rest == ["final_norm", leaf] and leaf in norm_role:
     return norm_role[leaf], stack, None, "final_norm"
+  if rest == ["embedding_norm", leaf] and leaf in norm_role:
+    return norm_role[leaf], stack, None, "embedding_norm"
   if layer is not None and len(rest) >= 2:
     module = rest[0]
     if len(rest) == 3 and module in ("self_attn", "cross_attn") and rest[1] in _ATTN:

@@ -136,7 +136,8 @@ class Layer(nn.Module):
 
 
 class Stack(nn.Module):
-  """Positions + layers (+ final norm for pre/sandwich placements) of one stack; input is embedded tokens."""
+  """Positions (+ embedding norm) + layers (+ final norm for pre/sandwich placements) of one stack; input is embedded
+  tokens."""
 
   config: Any
   stack: str
@@ -155,6 +156,10 @@ class Stack(nn.Module):
       )(positions_BxL)
     else:
       x_BxLxD = x_BxLxD + sinusoidal_positions(positions_BxL, c.d_model).astype(x_BxLxD.dtype)
+    if c.embedding_norm:
+      # BERT's input representation (Devlin et al. 2019 §3; google-research/bert `embedding_postprocessor`):
+      # LayerNorm(token + position embeddings), then dropout.
+      x_BxLxD = make_norm(c, "embedding_norm", "rmsnorm" if c.norm_type == "rmsnorm" else "layernorm")(x_BxLxD)
     if c.dropout_rate > 0:
       x_BxLxD = nn.Dropout(c.dropout_rate)(x_BxLxD, deterministic=deterministic)
     if self.is_mutable_collection("intermediates"):

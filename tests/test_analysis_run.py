@@ -9,6 +9,7 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from analysis.hessian import dense_hessian, ggn_vp_fn
@@ -248,3 +249,125 @@ def test_encoder_is_analyzed_on_masked_batches_with_gauss_newton_and_init_seeds(
 
   grads = _load({"dir": os.path.join(tmp_path, "step_0")}, "grad_norms.json")
   assert len(grads["per_pair"]) == 4 and all(r["count"] == 4 for r in grads["aggregate"])  # 2 seeds x 2 batches
+
+
+def _translation_batches():
+  """Sentence pairs: a source `inputs` unrelated to the `targets` text, both of length 5 (so that an encoder could
+  be run, wrongly, from source to target)."""
+  rng = np.random.default_rng(1)
+  out = []
+  for i in range(2):
+    inputs = rng.integers(3, VOCAB, (3, 5)).astype(np.int32)
+    targets = rng.integers(3, VOCAB, (3, 5)).astype(np.int32)
+    inputs[i, -1:] = 0
+    targets[i, -2:] = 0
+    out.append({"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)})
+  return out
+
+
+@pytest.fixture(scope="module")
+def encoder_translation(tmp_path_factory):
+  """run_analysis of a tiny encoder on translation batches (float64): top eigenvalue and gradient norms."""
+  config = ModelConfig(
+      vocab_size=VOCAB, arch="encoder", num_encoder_layers=1, d_model=4, num_heads=2, d_ff=4, max_len=8
+  )
+  model = get_model(config)
+  batches = _translation_batches()
+  variables = jax.jit(model.init)(jax.random.key(0), batches[0])
+  cfg = _config()
+  cfg.update(dict(lanczos_steps=60, bottom_k=0, spectrum=False, trace_probes=0, blocks=False, signal=False, seed=5))
+  out_dir = str(tmp_path_factory.mktemp("encoder_translation"))
+  summary = run_analysis(
+      cfg,
+      model=model,
+      variables=variables,
+      batches=batches,
+      out_dir=out_dir,
+      mlm_mask_rate=0.4,
+      print_fn=lambda _: None,
+  )
+  keys = jax.random.split(jax.random.fold_in(jax.random.key(5), 1), 2)  # analysis.seed=5, as documented
+  masked = [mlm_masked(config, b, k, 0.4) for b, k in zip(batches, keys)]
+  return dict(
+      summary=summary,
+      dir=os.path.join(out_dir, "init"),
+      model=model,
+      variables=variables,
+      batches=batches,
+      masked=masked,
+  )
+
+
+def _ce_sum(model64, params, inputs, targets):
+  """(Σ token cross-entropy, tokens) of the encoder reading `inputs`, written out with optax (not train.loss)."""
+  logits = model64.apply({"params": params}, {"inputs": inputs}, deterministic=True)
+  w = (targets > 0).astype(jnp.float64)
+  return jnp.sum(optax.softmax_cross_entropy_with_integer_labels(logits, targets) * w), jnp.sum(w)
+
+
+def _float64(r):
+  model = r["model"]
+  model64 = model.clone(config=dataclasses.replace(model.config, dtype=jnp.float64, param_dtype=jnp.float64))
+  return model64, jax.tree.map(lambda x: x.astype(jnp.float64), r["variables"]["params"])
+
+
+def test_encoder_on_translation_batches_metadata_records_mlm_masking(encoder_translation):
+  """Batches that carry `inputs` are masked too (the train step masks every encoder batch), and metadata says so."""
+  r = encoder_translation
+  meta = _load(r, "metadata.json")
+  assert "rate 0.4" in meta["mlm_masking"] and "analysis.seed=5" in meta["mlm_masking"]
+  assert meta["tokens_per_batch"] == [int(jnp.sum(m["targets"] > 0)) for m in r["masked"]]
+  assert meta["tokens_per_batch"] != [int(jnp.sum(b["targets"] > 0)) for b in r["batches"]]
+  for b, m in zip(r["batches"], r["masked"]):
+    # The encoder reads the corrupted target text, never the source: unselected positions are the targets' tokens.
+    keep = np.asarray(m["targets"]) == 0
+    np.testing.assert_array_equal(np.asarray(m["inputs"])[keep], np.asarray(b["targets"])[keep])
+    assert set(m) == {"inputs", "targets"}
+
+
+def test_encoder_on_translation_batches_differentiates_the_mlm_loss(encoder_translation):
+  """The gradient analysis/run.py records is the gradient of the MLM loss on the masked target text (written out
+  independently), not of the source -> target cross-entropy the batches would give unmasked."""
+  r = encoder_translation
+  with jax.enable_x64(True):
+    model64, params = _float64(r)
+    names = [rec["path"] for rec in _load(r, "grad_norms.json")["per_pair"][0]["records"]]
+
+    def norms(loss):
+      g = jax.grad(loss)(params)
+      flat = {
+          "/".join(str(k.key) for k in path): float(jnp.linalg.norm(x))
+          for path, x in jax.tree_util.tree_flatten_with_path(g)[0]
+      }
+      return np.array([flat[n] for n in names])
+
+    for j, (b, m) in enumerate(zip(r["batches"], r["masked"])):
+      got = np.array([rec["norm"] for rec in _load(r, "grad_norms.json")["per_pair"][j]["records"]])
+      mlm = norms(lambda p, m=m: (lambda s, n: s / n)(*_ce_sum(model64, p, m["inputs"], m["targets"])))
+      src = norms(lambda p, b=b: (lambda s, n: s / n)(*_ce_sum(model64, p, b["inputs"], b["targets"])))
+      np.testing.assert_allclose(got, mlm, rtol=1e-8, atol=1e-12)
+      assert np.max(np.abs(got - src) / np.maximum(src, 1e-12)) > 0.05
+
+
+def test_encoder_on_translation_batches_hessian_is_the_mlm_hessian(encoder_translation):
+  """The top eigenvalue equals the dense Hessian's of the token-weighted MLM loss over the masked batches (within
+  the Lanczos bound) and is not the source -> target loss's."""
+  r = encoder_translation
+  with jax.enable_x64(True):
+    model64, params = _float64(r)
+
+    def union_loss(p, pairs):
+      sums = [_ce_sum(model64, p, i, t) for i, t in pairs]
+      return sum(s for s, _ in sums) / sum(n for _, n in sums)
+
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+
+    def top(pairs):
+      h = jax.hessian(lambda x: union_loss(unravel(x), pairs))(flat)
+      return float(np.linalg.eigvalsh(np.asarray(h))[-1])
+
+    mlm = top([(m["inputs"], m["targets"]) for m in r["masked"]])
+    src = top([(b["inputs"], b["targets"]) for b in r["batches"]])
+  got = r["summary"]["eigenvalues"]["top"]
+  assert abs(got["values"][0] - mlm) <= got["bounds"][0] + 1e-8 * abs(mlm)
+  assert abs(src - mlm) > 10 * got["bounds"][0] + 1e-3 * abs(mlm)

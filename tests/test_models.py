@@ -296,6 +296,44 @@ def test_roles_and_fans():
     param_roles({"mystery": {"kernel": jnp.zeros((2, 2))}})
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_embedding_norm_gives_unit_variance_tokens_with_norm_roles(arch):
+  """model.embedding_norm (BERT, Devlin et al. 2019 §3): x_0 = LayerNorm(token + position embeddings) in every
+  stack: a [D] gain and bias per stack with norm roles, and at init (gain 1, bias 0) each token of x_0 has mean 0
+  and variance v/(v + ε), v the variance of its token + position sum computed here from the tables."""
+  c = tiny(arch=arch, position="learned", embedding_norm=True, d_model=16, num_heads=2, d_ff=8)
+  model = get_model(c)
+  b = batch()
+  variables = model.init(jax.random.key(0), b)
+  params = variables["params"]
+  logits, state = model.apply(variables, b, mutable=["intermediates"])
+  length = b["inputs"].shape[1] if arch == "encoder" else b["targets"].shape[1]
+  assert logits.shape == (2, length, VOCAB)
+  roles = param_roles(params)
+  for stack in c.stacks:
+    norm = params[stack]["embedding_norm"]
+    assert norm["scale"].shape == norm["bias"].shape == (16,)
+    r_scale, r_bias = roles[stack]["embedding_norm"]["scale"], roles[stack]["embedding_norm"]["bias"]
+    assert (r_scale.role, r_scale.stack, r_scale.layer, r_scale.sublayer) == (
+        "norm_scale",
+        stack,
+        None,
+        "embedding_norm",
+    )
+    assert (r_bias.role, r_bias.sublayer) == ("norm_bias", "embedding_norm")
+    tokens = b["inputs"] if stack == "encoder" else models.transformer.shift_right(b["targets"])
+    s = np.asarray(params["token_embedding"]["embedding"], np.float64)[np.asarray(tokens)]
+    s = s + np.asarray(params[stack]["pos_embedding"]["embedding"], np.float64)[: tokens.shape[1]]
+    v = s.var(-1)
+    x0 = np.asarray(state["intermediates"][stack]["stream_0"][0], np.float64)
+    np.testing.assert_allclose(x0.mean(-1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(x0.var(-1), v / (v + c.norm_epsilon), rtol=1e-4)
+    np.testing.assert_allclose(x0.var(-1), 1.0, rtol=1e-3)  # v ≈ 2 here, ε = 1e-6
+  without = get_model(tiny(arch=arch, position="learned", d_model=16, num_heads=2, d_ff=8))
+  p_without = without.init(jax.random.key(0), b)["params"]
+  assert all("embedding_norm" not in p_without[stack] for stack in c.stacks)
+
+
 def test_mup_lr_multipliers_and_readout():
   c = tiny(
       arch="decoder",
@@ -409,6 +447,7 @@ def test_bfloat16_compute():
         ("activation", "swish", r"model.activation='swish' is invalid; valid:"),
         ("d_model", 0, r"model.d_model=0 is invalid; valid: a positive integer"),
         ("dropout_rate", 1.5, r"model.dropout_rate=1.5 is invalid; valid: a number in"),
+        ("embedding_norm", "yes", r"model.embedding_norm='yes' is invalid; valid: True or False"),
     ],
 )
 def test_bad_config_values_raise_naming_key_value_choices(key, value, match):

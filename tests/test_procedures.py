@@ -41,6 +41,11 @@ def make_batch(seed=0, pad=True):
   return {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}
 
 
+def forward_batch(arch, batch):
+  """What the model reads from a training batch: an encoder trains on the text in `targets` (init/params.py)."""
+  return {"inputs": batch["targets"]} if arch == "encoder" else batch
+
+
 def omegas(params):
   """{(stack, layer, sublayer): ω vector} via param_roles."""
   out = {}
@@ -85,7 +90,7 @@ def test_admin_omega_squared_is_sum_of_earlier_branch_variances(arch):
   batch = make_batch()
   params = init.init_params({"scheme": "admin"}, model, jax.random.key(0), batch)["params"]
   got = omegas(params)
-  ref = reference_variances(model, params, batch)
+  ref = reference_variances(model, params, forward_batch(arch, batch))
   n_checked = 0
   for stack, seq in ref.items():
     running = seq[0][1]
@@ -111,6 +116,7 @@ def test_admin_matches_transformer_clinic_recursion(arch):
   batch = make_batch()
   params = init.init_params({"scheme": "admin"}, model, jax.random.key(3), batch)["params"]
   got = omegas(params)
+  batch = forward_batch(arch, batch)
   _, state = forward_recording(model)({"params": params}, batch)
   for stack in model.config.stacks:
     rec = state["intermediates"][stack]

@@ -10,6 +10,8 @@ from analysis.reproduce import CLAIMS, get_claim, run_claim
 from analysis.reproduce.report import write_report
 from configs.reproduce._base import reproduce_config
 
+TRUNC = 0.87962566  # std of N(0, 1) truncated to ±2 (SCIENCE §1)
+
 
 def _run(claim, tmp_path):
   config = reproduce_config(claim)
@@ -156,6 +158,34 @@ def test_bert_vs_xavier_verdict(bert_cos, bert, xavier, expected):
   assert bert_vs_xavier_verdict(identity, {"postln_bert": bert, "postln_xavier": xavier}) == expected
 
 
+def _spectrum(top, top_bound, lam_min, min_bound):
+  """A synthetic per-seed record of claim 7 (`curvature._analyze`): top Ritz value, λ_min, their bounds, width."""
+  return dict(top=[top], top_bounds=[top_bound], lambda_min=lam_min, lambda_min_bound=min_bound, width=top - lam_min)
+
+
+@pytest.mark.parametrize(
+    "post, pre, wider",
+    [
+        # width 15 vs 14.5, every bound 0.01: wider beyond the bounds.
+        (_spectrum(10.0, 0.01, -5.0, 0.01), _spectrum(9.0, 0.01, -5.5, 0.01), True),
+        # Same Ritz values, but Post-LN's smallest Ritz value is known only to ±2: 15 − 2.01 < 14.5 + 0.02.
+        (_spectrum(10.0, 0.01, -5.0, 2.0), _spectrum(9.0, 0.01, -5.5, 0.01), False),
+        # Pre-LN's smallest Ritz value's bound alone flips it: 15 − 0.02 < 14.5 + 0.51.
+        (_spectrum(10.0, 0.01, -5.0, 0.01), _spectrum(9.0, 0.01, -5.5, 0.5), False),
+        # The top bounds count too: 15 − 0.3 < 14.5 + 0.21; with them 0.1 smaller it holds (15 − 0.2 > 14.5 + 0.11).
+        (_spectrum(10.0, 0.29, -5.0, 0.01), _spectrum(9.0, 0.2, -5.5, 0.01), False),
+        (_spectrum(10.0, 0.19, -5.0, 0.01), _spectrum(9.0, 0.1, -5.5, 0.01), True),
+    ],
+)
+def test_hessian_spectrum_wider_uses_both_ends_bounds(post, pre, wider):
+  from analysis.reproduce.curvature import larger_beyond_bounds, wider_beyond_bounds, width_bound
+
+  assert post["width"] > pre["width"]  # the bare widths always say "wider"; only the bounds can say otherwise
+  assert width_bound(post) == pytest.approx(post["top_bounds"][0] + post["lambda_min_bound"], rel=1e-15)
+  assert wider_beyond_bounds(post, pre) is wider
+  assert larger_beyond_bounds(post, pre) is (10.0 - post["top_bounds"][0] > 9.0 + pre["top_bounds"][0])
+
+
 def test_deep_no_warmup_verdict():
   from analysis.reproduce.training_claims import REFERENCE_MARGIN, deep_no_warmup_verdict
 
@@ -186,3 +216,25 @@ def test_sweep_merges_earlier_results(tmp_path):
       "warmup": "reproduced",
       "tfixup": "inconclusive",
   }  # fresh wins
+
+
+def test_bert_arm_input_stream_closed_forms():
+  """Claim 9's arms at init (analysis.reproduce.embeddings): BERT's pipeline (learned positions, LayerNorm of token +
+  position, both tables at 0.0176) splits x_0 evenly, token fraction ≈ 1/2 and cos(x_0, p) ≈ 1/√2; the former arm
+  (0.0176 tokens + unit sinusoids, mean square 1/2 per entry, no norm) leaves the tokens σ²/(σ² + 1/2)."""
+  from analysis.reproduce import embeddings, inputs
+  from analysis.reproduce.training_claims import ARM_MODEL
+
+  config = reproduce_config("bert_vs_xavier")
+  config.model.update(dict(num_encoder_layers=1, num_decoder_layers=1, d_model=256, num_heads=4, d_ff=64))
+  batch = inputs.batches(config, "tiny", "/unused", 1, 8)[0][0]
+  sigma2 = (0.02 * TRUNC) ** 2
+  former = {"norm_position": "post", "scale_embeddings": False}
+  for overrides, fraction, cos in (
+      (ARM_MODEL["bert"], 0.5, 0.5**0.5),
+      (former, sigma2 / (sigma2 + 0.5), (0.5 / (sigma2 + 0.5)) ** 0.5),
+  ):
+    model, variables = inputs.model_and_variables(config, overrides, {"scheme": "bert"}, inputs.TINY_VOCAB, 0, batch)
+    for stack, got in embeddings.input_stream(model, variables, batch).items():
+      assert got["token_fraction"] == pytest.approx(fraction, rel=0.05), (overrides, stack)
+      assert got["cos_positions"] == pytest.approx(cos, rel=0.02), (overrides, stack)

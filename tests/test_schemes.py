@@ -380,6 +380,44 @@ def test_bad_config_or_model_raises_before_compute(cfg, model_kw, match, monkeyp
     init.init_params(cfg, model, jax.random.key(0), make_batch("decoder"))
 
 
+@pytest.mark.parametrize("scheme", sorted(schemes.SCHEMES))
+def test_embedding_norm_starts_as_identity_gain_under_every_scheme(scheme):
+  """model.embedding_norm's gain and bias have norm roles, so every scheme starts them at 1 and 0 (BERT's
+  LayerNorm init, Devlin et al. 2019; the same rule as every other norm), in each stack."""
+  model = make_model(scheme, "encoder_decoder", embedding_norm=True)
+  params = init.init_params({"scheme": scheme}, model, jax.random.key(0), make_batch("encoder_decoder"))["params"]
+  for stack in ("encoder", "decoder"):
+    norm = params[stack]["embedding_norm"]
+    np.testing.assert_array_equal(np.asarray(norm["scale"]), np.ones(SIZES["d_model"]))
+    if "bias" in norm:
+      np.testing.assert_array_equal(np.asarray(norm["bias"]), np.zeros(SIZES["d_model"]))
+    rule = schemes.get_scheme(scheme).rule(param_roles(params)[stack]["embedding_norm"]["scale"], model.config, {})
+    assert rule.initializer == "ones"
+
+
+@pytest.mark.parametrize("scheme", ["bert", "xavier", "admin"])
+def test_encoder_inits_from_lm_batches_and_reads_the_text_in_targets(scheme):
+  """An encoder is fed LM batches ({"targets"} only) or translation batches whose `inputs` are not its text: init
+  accepts both, reads `targets` (the same variables either way, Admin's profiling pass included), and the MLM loss
+  of the train step's masked batch is finite. A batch without `targets` is refused, naming the key."""
+  from train.loss import make_loss_fn
+  from train.step import mlm_masked
+
+  model = make_model(scheme, "encoder")
+  translation = make_batch("encoder")
+  lm = {"targets": translation["targets"]}
+  variables = init.init_params({"scheme": scheme}, model, jax.random.key(0), lm)
+  same = init.init_params({"scheme": scheme}, model, jax.random.key(0), translation)
+  for a, b in zip(jax.tree.leaves(variables), jax.tree.leaves(same)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  masked = mlm_masked(model.config, lm, jax.random.key(1))
+  loss = float(make_loss_fn(model, variables=variables)(variables["params"], masked))
+  # At init the MLM head is near uniform over the vocabulary: loss ≈ log V.
+  assert math.isfinite(loss) and loss == pytest.approx(math.log(SIZES["vocab_size"]), rel=0.2)
+  with pytest.raises(ValueError, match=r"model.arch='encoder' needs key 'targets'"):
+    init.init_params({"scheme": scheme}, model, jax.random.key(0), {"inputs": translation["inputs"]})
+
+
 def test_admin_needs_a_batch_with_the_right_keys(monkeypatch):
   model = make_model("admin", "encoder_decoder")
   monkeypatch.setattr(jax, "eval_shape", lambda *a, **k: (_ for _ in ()).throw(AssertionError("computed")))

@@ -251,3 +251,33 @@ def test_status_json_carries_step_loss_and_eta_while_running(tmp_path, monkeypat
     assert np.isfinite(r["loss"]) and r["total_steps"] == 6 and "eta_seconds" in r
   assert running[-1]["eta_seconds"] == 0.0 and running[-1]["steps_per_sec"] > 0
   assert records[-1]["status"] == "finished" and np.isfinite(records[-1]["eval_loss"])
+
+
+def test_mlm_masked_packed_translation_batch_equals_separate_sequences():
+  """The encoder's MLM batch is built from the text in `targets` with the targets' packing keys (train.step
+  .mlm_masked): a packed row of two target sentences gives each sentence the logits it gets alone, although the
+  packed source `inputs` (not the encoder's) are segmented differently."""
+  from models import ModelConfig, get_model
+  from train.step import mlm_masked
+
+  config = ModelConfig(vocab_size=11, arch="encoder", num_encoder_layers=1, d_model=8, num_heads=2, d_ff=8)
+  model = get_model(config)
+  packed = {
+      "inputs": jnp.asarray([[5, 6, 7, 8, 9, 10]], jnp.int32),
+      "inputs_segmentation": jnp.asarray([[1, 1, 2, 2, 2, 2]], jnp.int32),
+      "inputs_position": jnp.asarray([[0, 1, 0, 1, 2, 3]], jnp.int32),
+      "targets": jnp.asarray([[3, 4, 5, 6, 7, 0]], jnp.int32),
+      "targets_segmentation": jnp.asarray([[1, 1, 1, 2, 2, 0]], jnp.int32),
+      "targets_position": jnp.asarray([[0, 1, 2, 0, 1, 0]], jnp.int32),
+  }
+  masked = mlm_masked(config, packed, jax.random.key(0), mask_rate=0.5)
+  assert set(masked) == {"inputs", "targets", "inputs_segmentation", "inputs_position"}
+  np.testing.assert_array_equal(masked["inputs_segmentation"], packed["targets_segmentation"])
+  np.testing.assert_array_equal(masked["inputs_position"], packed["targets_position"])
+  keep = np.asarray(masked["targets"]) == 0
+  np.testing.assert_array_equal(np.asarray(masked["inputs"])[keep], np.asarray(packed["targets"])[keep])
+  variables = model.init(jax.random.key(1), masked)
+  logits = model.apply(variables, masked)
+  for segment in (slice(0, 3), slice(3, 5)):
+    alone = model.apply(variables, {"inputs": masked["inputs"][:, segment]})
+    np.testing.assert_allclose(logits[:, segment], alone, rtol=1e-5, atol=1e-5)

@@ -56,11 +56,21 @@ MLM_MASK_ID = 2  # [MASK] for the encoder's MLM is the unknown id 2 (our vocabul
 
 
 def mlm_masked(model_config, batch: dict, key: jax.Array, mask_rate: float = 0.15) -> dict:
-  """The batch an encoder (arch="encoder") trains on: BERT's masked-LM corruption of batch["targets"]."""
-  return {
-      **batch,
-      **mlm_batch(batch["targets"], key, vocab_size=model_config.vocab_size, mask_id=MLM_MASK_ID, mask_rate=mask_rate),
-  }
+  """The batch an encoder (arch="encoder") trains on: BERT's masked-LM corruption of the text in batch["targets"].
+
+  The text is `targets` whatever else the batch carries (an LM batch has only it; a translation batch's source
+  `inputs` and their packing keys are not the encoder's and are dropped); with packing, the targets' segment ids and
+  positions become the encoder's `inputs_segmentation` / `inputs_position`.
+
+  Returns:
+    {"inputs": corrupted text, "targets": original tokens at the selected positions, 0 elsewhere} (`mlm_batch`),
+    plus `inputs_segmentation` / `inputs_position` when the batch is packed.
+  """
+  out = mlm_batch(batch["targets"], key, vocab_size=model_config.vocab_size, mask_id=MLM_MASK_ID, mask_rate=mask_rate)
+  for suffix in ("_segmentation", "_position"):
+    if f"targets{suffix}" in batch:
+      out[f"inputs{suffix}"] = batch[f"targets{suffix}"]
+  return out
 
 
 def make_train_step(

@@ -7,9 +7,11 @@ forward-over-reverse), Lanczos with full reorthogonalization from a random start
 top_eigenvalues`): the top Ritz values with residual bounds, and the spectrum's extent [λ_min, λ_max] from the same
 run's extreme Ritz values (Lanczos converges at both ends); the SLQ density (`spectral_density`) for the figure.
 
-Thresholds (per seed): "larger" = λ_max(Post) − bound > λ_max(Pre) + bound (intervals separated); "wider" =
-λ_max − λ_min larger for Post-LN. Reproduced if both hold in every seed; not reproduced if Post-LN's λ_max is not
-above Pre-LN's in any seed; otherwise inconclusive.
+Thresholds (per seed), both decided with the Lanczos residual bounds of the Ritz values involved (`wider_beyond_bounds`,
+`larger_beyond_bounds`): "larger" = λ_max(Post) − bound > λ_max(Pre) + bound (intervals separated); "wider" = the
+width w = λ_max − λ_min, known to ± (bound of λ_max + bound of λ_min), is larger for Post-LN with the two intervals
+separated: w(Post) − w(Pre) > (b_max + b_min)(Post) + (b_max + b_min)(Pre). Reproduced if both hold in every seed;
+not reproduced if Post-LN's λ_max is not above Pre-LN's in any seed; otherwise inconclusive.
 """
 
 import jax
@@ -72,6 +74,21 @@ def _analyze(config, mo, seed, batches, vocab, sc):
   )
 
 
+def width_bound(r: dict) -> float:
+  """Half-width of the interval around the width λ_max − λ_min: the residual bounds of both ends' Ritz values."""
+  return r["top_bounds"][0] + r["lambda_min_bound"]
+
+
+def larger_beyond_bounds(post: dict, pre: dict) -> bool:
+  """λ_max(Post) larger than λ_max(Pre) with their residual-bound intervals separated."""
+  return post["top"][0] - post["top_bounds"][0] > pre["top"][0] + pre["top_bounds"][0]
+
+
+def wider_beyond_bounds(post: dict, pre: dict) -> bool:
+  """Width (λ_max − λ_min) of Post-LN larger than Pre-LN's by more than the bounds of all four Ritz values."""
+  return post["width"] - width_bound(post) > pre["width"] + width_bound(pre)
+
+
 def run(config, scale: str, seeds, workdir: str) -> Outcome:
   sc = SCALES[scale]
   batches, vocab, data_desc = inputs.batches(config, scale, workdir, sc["batches"], sc["batch_size"], sc["length"])
@@ -81,8 +98,8 @@ def run(config, scale: str, seeds, workdir: str) -> Outcome:
   }
   larger, wider, above = [], [], []
   for post, pre in zip(res["post"], res["pre"]):
-    larger.append(post["top"][0] - post["top_bounds"][0] > pre["top"][0] + pre["top_bounds"][0])
-    wider.append(post["width"] > pre["width"])
+    larger.append(larger_beyond_bounds(post, pre))
+    wider.append(wider_beyond_bounds(post, pre))
     above.append(post["top"][0] > pre["top"][0])
   if all(larger) and all(wider):
     verdict = REPRODUCED
@@ -91,10 +108,13 @@ def run(config, scale: str, seeds, workdir: str) -> Outcome:
   else:
     verdict = INCONCLUSIVE
   per_seed = [
-      f"seed {s}: λ_max {a['top'][0]:.4g} vs {b['top'][0]:.4g}, width {a['width']:.4g} vs {b['width']:.4g}"
+      f"seed {s}: λ_max {a['top'][0]:.4g} vs {b['top'][0]:.4g}, width {a['width']:.4g} ± {width_bound(a):.2g} vs "
+      f"{b['width']:.4g} ± {width_bound(b):.2g}"
       for s, a, b in zip(seeds, res["post"], res["pre"])
   ]
-  reason = "Post-LN vs Pre-LN — " + "; ".join(per_seed) + f" (larger beyond bounds: {larger}, wider: {wider})"
+  reason = (
+      "Post-LN vs Pre-LN — " + "; ".join(per_seed) + f" (larger beyond bounds: {larger}, wider beyond bounds: {wider})"
+  )
 
   fig, axes = figures.plt.subplots(1, 2, figsize=(11, 3.8))
   for pos, color in (("post", "C3"), ("pre", "C0")):
@@ -134,7 +154,8 @@ def run(config, scale: str, seeds, workdir: str) -> Outcome:
       },
       thresholds={
           "larger": "per seed λ_max(Post) − bound > λ_max(Pre) + bound (Lanczos residual bounds)",
-          "wider": "per seed λ_max − λ_min larger for Post-LN",
+          "wider": "per seed (λ_max − λ_min)(Post) − (b_max + b_min)(Post) > (λ_max − λ_min)(Pre) + "
+          "(b_max + b_min)(Pre) (residual bounds of both ends' Ritz values)",
           "verdict": "reproduced: both in every seed; not reproduced: λ_max(Post) ≤ λ_max(Pre) in every "
           "seed; else inconclusive",
       },

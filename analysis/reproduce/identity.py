@@ -38,8 +38,11 @@ def _coefficients(config, norm_position, sc, seed, batch, vocab):
       activation="normalized_relu",
       tie_embeddings=True,
   )
-  b = {"inputs": batch["inputs"]}
-  model, variables = inputs.model_and_variables(config, mo, dict(scheme="xavier"), vocab, seed, b)
+  b = {"inputs": batch["inputs"]}  # what the encoder reads: this text, unmasked
+  # init takes a batch as training is fed it, where an encoder's text is `targets` (init.params).
+  model, variables = inputs.model_and_variables(
+      config, mo, dict(scheme="xavier"), vocab, seed, {"targets": batch["inputs"]}
+  )
   params = jax.tree.map(lambda x: x, variables["params"])
   for i in range(sc["layers"]):  # zero the attention branch: one unit-variance (MLP) branch per layer
     attn = params["encoder"][f"layer_{i}"]["self_attn"]

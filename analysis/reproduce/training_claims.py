@@ -11,10 +11,13 @@ is summarized by its mean final validation loss over seeds. δ = 0.1 nats is the
 - 8 tfixup (Huang et al. 2020): T-Fixup (no norm, no warmup) vs Post-LN without warmup. Reproduced if T-Fixup
   does not fail and Post-LN fails or ends ≥ δ above it; not reproduced if T-Fixup fails or ends ≥ δ above
   Post-LN; inconclusive if both train within δ (Post-LN without warmup did not fail at this scale).
-- 9 bert_vs_xavier (Su 2021b; docs/science.md §6): both Post-LN without warmup. (i) at init, cos(x_L, x_0) of each
-  stack's output larger with BERT's 0.02 than with Xavier (mean over seeds); (ii) BERT ends ≥ δ below Xavier or
-  Xavier fails while BERT does not. Reproduced if (i) and (ii); not reproduced if (i) fails, BERT fails, or BERT ends
-  ≥ δ above Xavier; else inconclusive.
+- 9 bert_vs_xavier (Su 2021b; docs/science.md §6): both Post-LN without warmup. The BERT arm has BERT's input pipeline (Devlin et al.
+  2019 §3: learned positions, token + position embeddings, LayerNorm, dropout; no √d scaling, all tables at the
+  0.02 truncated normal), the Xavier arm the original Transformer's (√d-scaled tokens + sinusoids, no norm). (i) at
+  init, cos(x_L, x_0) of each stack's output larger with BERT's 0.02 than with Xavier (mean over seeds); (ii) BERT
+  ends ≥ δ below Xavier or Xavier fails while BERT does not. Reproduced if (i) and (ii); not reproduced if (i)
+  fails, BERT fails, or BERT ends ≥ δ above Xavier; else inconclusive. Also measured at init, per arm and stack:
+  the token part of x_0's second moment and cos(x_0, positions) (`analysis.reproduce.embeddings`).
 - 10 deep_no_warmup: ReZero, scheduled α, DeepNorm, Admin and a Pre-LN reference, none with warmup. A method
   trains if it does not fail and ends ≤ 0.3 nats above Pre-LN. Reproduced if all four train; inconclusive if the
   Pre-LN reference fails; else not reproduced (naming the methods that did not train).
@@ -23,7 +26,7 @@ is summarized by its mean final validation loss over seeds. δ = 0.1 nats is the
 import numpy as np
 
 from analysis import signal
-from analysis.reproduce import inputs, training
+from analysis.reproduce import embeddings, inputs, training
 from analysis.reproduce.result import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Outcome
 
 SCALES = training.SCALES
@@ -31,6 +34,11 @@ DELTA = 0.1
 REFERENCE_MARGIN = 0.3
 NO_WARMUP = {"optim.schedule": "constant", "optim.warmup_steps": 0}
 NO_NORM = {"model.norm_type": "none", "model.norm_position": "none"}
+# Claim 9's arms, both Post-LN. BERT: learned positions, LayerNorm(token + position), no √d scaling (Devlin et al.
+# 2019 §3; its 0.02 tables are not scaled). Xavier: √d-scaled tokens + sinusoids (Vaswani et al. 2017 §3.4–3.5).
+BERT_MODEL = {"norm_position": "post", "scale_embeddings": False, "position": "learned", "embedding_norm": True}
+XAVIER_MODEL = {"norm_position": "post", "scale_embeddings": True, "position": "sinusoidal", "embedding_norm": False}
+ARM_MODEL = {"bert": BERT_MODEL, "xavier": XAVIER_MODEL}
 
 
 def _steps(config, scale):
@@ -177,55 +185,55 @@ def run_tfixup(config, scale, seeds, workdir) -> Outcome:
   )
 
 
-def _identity_at_init(config, scale, seeds, workdir, scheme):
-  """cos(x_out, x_0) of the last sublayer of each stack at init, mean over seeds (analysis.signal)."""
+def _at_init(config, scale, seeds, workdir, scheme):
+  """(cos(x_out, x_0) of the last sublayer of each stack, mean over seeds (analysis.signal); the input stream's
+  token fraction and cos(x_0, positions) per stack, mean over seeds (analysis.reproduce.embeddings))."""
   batches, vocab, _ = inputs.batches(config, scale, workdir, 1, 16)
   cfg = training.base_config(config, scale, 1)
-  cos = {}
+  cos, stream = {}, {}
   for seed in seeds:
-    # BERT does not scale its 0.02 embeddings by √d; the Xavier model does (Vaswani et al. 2017 §3.4).
-    model_overrides = {"norm_position": "post", "scale_embeddings": scheme != "bert"}
-    model, variables = inputs.model_and_variables(cfg, model_overrides, {"scheme": scheme}, vocab, seed, batches[0])
+    model, variables = inputs.model_and_variables(cfg, ARM_MODEL[scheme], {"scheme": scheme}, vocab, seed, batches[0])
     for r in signal.signal_profile(model, variables, batches[0]):
       if r["layer"] is not None:
-        cos.setdefault(r["stack"], {})[(r["layer"], r["sublayer"])] = cos.get(r["stack"], {}).get(
-            (r["layer"], r["sublayer"]), []
-        ) + [r["x0_cosine"]]
-  return {stack: float(np.mean(d[max(d)])) for stack, d in cos.items()}
+        cos.setdefault(r["stack"], {}).setdefault((r["layer"], r["sublayer"]), []).append(r["x0_cosine"])
+    for stack, d in embeddings.input_stream(model, variables, batches[0]).items():
+      for k in ("token_fraction", "cos_positions"):
+        stream.setdefault(stack, {}).setdefault(k, []).append(d[k])
+  identity = {stack: float(np.mean(d[max(d)])) for stack, d in cos.items()}
+  return identity, {stack: {k: float(np.mean(v)) for k, v in d.items()} for stack, d in stream.items()}
 
 
 def run_bert_vs_xavier(config, scale, seeds, workdir) -> Outcome:
   steps = _steps(config, scale)
-  identity = {s: _identity_at_init(config, scale, seeds, workdir, s) for s in ("bert", "xavier")}
+  at_init = {s: _at_init(config, scale, seeds, workdir, s) for s in ("bert", "xavier")}
+  identity = {s: v[0] for s, v in at_init.items()}
+  stream = {s: v[1] for s, v in at_init.items()}
+  arm = lambda s: {f"model.{k}": v for k, v in ARM_MODEL[s].items()} | {"init.scheme": s, **NO_WARMUP}
   groups = training.run_variants(
-      config,
-      scale,
-      seeds,
-      workdir,
-      {
-          "postln_bert": {
-              "model.norm_position": "post",
-              "init.scheme": "bert",
-              "model.scale_embeddings": False,
-              **NO_WARMUP,
-          },
-          "postln_xavier": {"model.norm_position": "post", "init.scheme": "xavier", **NO_WARMUP},
-      },
-      steps,
+      config, scale, seeds, workdir, {"postln_bert": arm("bert"), "postln_xavier": arm("xavier")}, steps
   )
   verdict = bert_vs_xavier_verdict(identity, groups)
+  cosines = ", ".join(f"{k} {identity['bert'][k]:.3f} vs {identity['xavier'][k]:.3f}" for k in identity["bert"])
+  inputs_at_init = ", ".join(
+      f"{s} {d['encoder']['token_fraction']:.3g} / {d['encoder']['cos_positions']:.4f}" for s, d in stream.items()
+  )
   reason = (
-      "cos(x_L, x_0) at init, BERT vs Xavier: "
-      + ", ".join(f"{k} {identity['bert'][k]:.3f} vs {identity['xavier'][k]:.3f}" for k in identity["bert"])
-      + f"; final validation loss without warmup: BERT {_loss(groups, 'postln_bert')}, Xavier "
-      f"{_loss(groups, 'postln_xavier')}"
+      f"cos(x_L, x_0) at init, BERT vs Xavier: {cosines}; final validation loss without warmup: BERT "
+      f"{_loss(groups, 'postln_bert')}, Xavier {_loss(groups, 'postln_xavier')}; input stream at init (encoder), "
+      f"token fraction / cos(x_0, positions): {inputs_at_init}"
   )
   fig = training.plot(groups, workdir, "bert_vs_xavier_curves.png", "Post-LN without warmup: BERT 0.02 vs Xavier")
   measured = _measured(groups)
   measured["identity_cosine_at_init"] = identity
+  measured["input_stream_at_init"] = stream
   return Outcome(
       measured=measured,
-      summary={**{f"cos(x_L,x_0) {s} {k}": v for s, d in identity.items() for k, v in d.items()}, **_summary(groups)},
+      summary={
+          **{f"cos(x_L,x_0) {s} {k}": v for s, d in identity.items() for k, v in d.items()},
+          **{f"x_0 token fraction {s} {k}": d["token_fraction"] for s, v in stream.items() for k, d in v.items()},
+          **{f"cos(x_0, positions) {s} {k}": d["cos_positions"] for s, v in stream.items() for k, d in v.items()},
+          **_summary(groups),
+      },
       thresholds={
           "δ": f"{DELTA} nats",
           "identity": "cos(x_L, x_0) larger for BERT in every stack",
