@@ -10,7 +10,7 @@ from analysis.reproduce import CLAIMS, get_claim, run_claim
 from analysis.reproduce.report import write_report
 from configs.reproduce._base import reproduce_config
 
-TRUNC = 0.87962566  # std of N(0, 1) truncated to ±2 (SCIENCE §1)
+TRUNC = 0.87962566  # std of N(0, 1) truncated to ±2 (docs/science.md §1)
 
 
 def _run(claim, tmp_path):
