@@ -376,7 +376,8 @@ def model_blocks(params: Any) -> dict:
 
   Per stack and layer: "<stack>/layer_<l>/attn_q|attn_k|attn_v|attn_out" (self-attention),
   "<stack>/layer_<l>/cross_attn_q|..." (cross-attention), "<stack>/layer_<l>/mlp_in|mlp_out" (kernels) and
-  "<stack>/layer_<l>/norms" (the layer's norm gains and biases); "<stack>/final_norm", "<stack>/position",
+  "<stack>/layer_<l>/norms" (the layer's norm gains and biases); "<stack>/final_norm", "<stack>/embedding_norm"
+  (`model.embedding_norm`), "<stack>/position",
   "embedding" (token embedding) and "head" (untied readout kernel) when present.
   """
   roles = jax.tree.leaves(param_roles(params), is_leaf=lambda r: isinstance(r, ParamRole))
@@ -387,8 +388,8 @@ def model_blocks(params: Any) -> dict:
       blocks[f"{r.stack}/layer_{r.layer}/{prefix}{r.role}"] = _role_is(r.role, r.stack, r.layer, r.sublayer)
     elif r.layer is not None and r.role in ("norm_scale", "norm_bias"):
       blocks[f"{r.stack}/layer_{r.layer}/norms"] = _layer_norms(r.stack, r.layer)
-    elif r.sublayer == "final_norm":
-      blocks[f"{r.stack}/final_norm"] = (lambda s: lambda q: q.sublayer == "final_norm" and q.stack == s)(r.stack)
+    elif r.sublayer in ("final_norm", "embedding_norm"):
+      blocks[f"{r.stack}/{r.sublayer}"] = (lambda s, n: lambda q: q.sublayer == n and q.stack == s)(r.stack, r.sublayer)
     elif r.role == "position":
       blocks[f"{r.stack}/position"] = (lambda s: lambda q: q.role == "position" and q.stack == s)(r.stack)
     elif r.role == "embedding":

@@ -21,7 +21,7 @@ from analysis.hessian import (
     model_blocks,
     token_ce_output_hessian_vp,
 )
-from models import ModelConfig, get_model
+from models import ModelConfig, ParamRole, get_model, param_roles
 from train.loss import make_loss_fn
 
 VOCAB = 7
@@ -167,6 +167,28 @@ def test_model_blocks_names_and_bad_name(setup):
   assert names == expected
   with pytest.raises(ValueError, match="valid blocks"):
     block_hvp_fn(setup["loss_fn"], setup["params"], setup["union"], "encoder/layer_7/attn_q")
+
+
+def test_embedding_norm_is_a_block_of_its_own():
+  config = ModelConfig(
+      vocab_size=VOCAB,
+      arch="encoder_decoder",
+      num_encoder_layers=1,
+      num_decoder_layers=1,
+      d_model=8,
+      num_heads=2,
+      d_ff=8,
+      max_len=8,
+      position="learned",
+      embedding_norm=True,
+  )
+  tokens = jnp.ones((2, 4), jnp.int32)
+  shapes = jax.eval_shape(get_model(config).init, jax.random.key(0), {"inputs": tokens, "targets": tokens})["params"]
+  blocks = model_blocks(shapes)
+  roles = jax.tree.leaves(param_roles(shapes), is_leaf=lambda r: isinstance(r, ParamRole))
+  for stack in ("encoder", "decoder"):
+    selected = sorted(r.path for r in roles if blocks[f"{stack}/embedding_norm"](r))
+    assert selected == [f"{stack}/embedding_norm/bias", f"{stack}/embedding_norm/scale"], selected
 
 
 def test_ggn_symmetric_psd_and_equal_to_dense_jt_h_j(setup):
