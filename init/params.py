@@ -62,14 +62,15 @@ def _resolve(config: Any, mc: ModelConfig) -> tuple[str, dict[str, Any]]:
   return name, hparams
 
 
-def check_init_config(config: Any, mc: ModelConfig) -> str:
-  """Validates `config.init` against the model config before any compute; returns the (resolved) scheme name."""
-  name, _ = _resolve(config, mc)
+def check_init_config(config: Any, mc: ModelConfig) -> tuple[str, dict[str, Any]]:
+  """Validates `config.init` against the model config before any compute; returns the (resolved) scheme name and
+  its hyper-parameters."""
+  name, hparams = _resolve(config, mc)
   scheme = get_scheme(name)
   scheme.check_model(mc)
   if scheme.procedure is not None:
     procedures.get_procedure(scheme.procedure)
-  return name
+  return name, hparams
 
 
 def _check_batch(mc: ModelConfig, batch: Optional[dict], needed: bool, scheme: str) -> None:
@@ -123,11 +124,8 @@ def init_params(config: Any, model: Any, key: jax.Array, batch: Optional[dict] =
   mc = model.config
   if not isinstance(mc, ModelConfig):
     raise TypeError(f"init_params needs a model built by models.get_model, got {type(model).__name__}")
-  name, hparams = _resolve(config, mc)
+  name, hparams = check_init_config(config, mc)
   scheme = get_scheme(name)
-  scheme.check_model(mc)
-  if scheme.procedure is not None:
-    procedures.get_procedure(scheme.procedure)
   _check_batch(mc, batch, needed=scheme.procedure is not None, scheme=name)
 
   if batch is not None:
