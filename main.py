@@ -13,6 +13,7 @@ import os
 import sys
 
 import jax
+import ml_collections
 from absl import app, flags, logging
 from ml_collections import config_flags
 
@@ -48,13 +49,12 @@ def main(argv):
   if FLAGS.config.mode not in MODES:
     raise app.UsageError(f"config.mode={FLAGS.config.mode!r} is invalid; valid: {list(MODES)}")
   # The config boundary, before any device or data is touched: 'auto' keys derived, every subtree validated.
-  config = train.config.resolve(FLAGS.config)
+  config = train.config.resolve(FLAGS.config, groups={"analysis": analysis.run.AnalysisConfig.from_config})
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
   workdir = FLAGS.workdir or os.path.join("runs", config_name)
   logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())
-  analysis.run.validate_analysis_config(config.analysis)
   if config.mode == "reproduce":
-    result = analysis.reproduce.run_claim(config, workdir)
+    result = analysis.reproduce.run_claim(ml_collections.ConfigDict(config.to_dict()), workdir)
     logging.info("Claim %s: %s (%s)", config.reproduce.claim, result["verdict"], result.get("reason", ""))
     return
   restore_step = None

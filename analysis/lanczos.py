@@ -161,19 +161,56 @@ def basis_bytes(num_steps: int, n: int, dtype) -> int:
   return (num_steps + 1) * n * np.dtype(dtype).itemsize
 
 
-def check_basis_memory(num_steps: int, n: int, dtype, max_basis_bytes: int, batch: int = 1) -> None:
-  """Raise ValueError if `batch` bases of `num_steps` Lanczos vectors of size `n` exceed `max_basis_bytes`
-  (batch > 1: probes run in lockstep, one basis each)."""
-  needed = basis_bytes(num_steps, n, dtype) * batch
+def check_basis_memory(
+    num_steps: int, n: int, dtype, max_basis_bytes: int, batch: int = 1, basis_sharding: Optional[Any] = None
+) -> None:
+  """Raise ValueError if `batch` bases of `num_steps` Lanczos vectors of size `n` exceed `max_basis_bytes` on one
+  device (batch > 1: probes run in lockstep, one basis each; a `basis_sharding` over D devices holds ⌈n/D⌉ columns
+  per device)."""
+  shards = basis_shards(basis_sharding)
+  per_device = -(-n // shards)
+  needed = basis_bytes(num_steps, per_device, dtype) * batch
   if needed > max_basis_bytes:
     lockstep = f", {batch} probe(s) in lockstep" if batch > 1 else ""
+    sharded = f" per device (basis sharded over {shards} devices: n/D = {per_device})" if shards > 1 else ""
     raise ValueError(
         f"Lanczos basis too large: num_steps={num_steps}, n={n}, dtype={np.dtype(dtype).name}{lockstep} needs "
-        f"{batch} * (num_steps + 1) * n * {np.dtype(dtype).itemsize} = {needed} bytes ({needed / 2**30:.2f} GiB)"
-        f" > max_basis_bytes={max_basis_bytes} ({max_basis_bytes / 2**30:.2f} GiB). Use fewer steps (or probes "
-        f"in lockstep), raise max_basis_bytes, or reorthogonalize='none' (O(n) memory, no full "
-        f"reorthogonalization)."
+        f"{batch} * (num_steps + 1) * {per_device} * {np.dtype(dtype).itemsize} = {needed} bytes"
+        f" ({needed / 2**30:.2f} GiB){sharded} > max_basis_bytes={max_basis_bytes} ({max_basis_bytes / 2**30:.2f}"
+        " GiB). Use fewer steps (or probes in lockstep), shard the basis over more devices, raise max_basis_bytes,"
+        " or reorthogonalize='none' (O(n) memory, no full reorthogonalization)."
     )
+
+
+def check_basis_sharding(basis_sharding: Optional[Any]) -> None:
+  """`basis_sharding` must be None or a `jax.sharding.NamedSharding` of a flat n-vector (a one-entry spec)."""
+  if basis_sharding is None:
+    return
+  if not isinstance(basis_sharding, jax.sharding.NamedSharding) or len(basis_sharding.spec) != 1:
+    raise ValueError(
+        f"basis_sharding={basis_sharding!r} is invalid; valid: None or a jax.sharding.NamedSharding of the flat "
+        "n-vector with a one-entry PartitionSpec, e.g. NamedSharding(mesh, PartitionSpec(('data',)))"
+    )
+
+
+def basis_shards(basis_sharding: Optional[Any]) -> int:
+  """The number of devices a flat vector (and the basis' columns) is split over by `basis_sharding`."""
+  if basis_sharding is None:
+    return 1
+  axes = basis_sharding.spec[0]
+  axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
+  return int(np.prod([basis_sharding.mesh.shape[a] for a in axes])) if axes else 1
+
+
+def _sharding_constraints(basis_sharding):
+  """(constrain a flat vector, constrain a [rows, n] basis) to `basis_sharding`'s split of n; identities if None."""
+  if basis_sharding is None:
+    return (lambda x: x), (lambda b: b)
+  rows = jax.sharding.NamedSharding(basis_sharding.mesh, jax.sharding.PartitionSpec(None, *basis_sharding.spec))
+  return (
+      lambda x: jax.lax.with_sharding_constraint(x, basis_sharding),
+      lambda b: jax.lax.with_sharding_constraint(b, rows),
+  )
 
 
 def progress_printer(label: str = "lanczos", print_fn: Callable[[str], None] = print):
@@ -260,11 +297,11 @@ def gap_refined_bounds(theta, bounds, valid):
   return jnp.where(valid, refined, 0.0)
 
 
-def _initial_state(v0_flat, m, store):
+def _initial_state(v0_flat, m, store, on_vec, on_basis):
   norm0 = jnp.linalg.norm(v0_flat)
-  q0 = v0_flat / jnp.where(norm0 > 0, norm0, 1.0)  # a zero v0 breaks down at step 0 instead of giving NaN
+  q0 = on_vec(v0_flat / jnp.where(norm0 > 0, norm0, 1.0))  # a zero v0 breaks down at step 0 instead of giving NaN
   dtype = v0_flat.dtype
-  basis = jnp.zeros((m + 1, q0.shape[0]), dtype).at[0].set(q0) if store else None
+  basis = on_basis(jnp.zeros((m + 1, q0.shape[0]), dtype).at[0].set(q0)) if store else None
   zeros_m = jnp.zeros((m,), dtype)
   om = jnp.zeros((m + 1,), dtype).at[0].set(1.0)
   return dict(
@@ -336,6 +373,7 @@ def lanczos_core(
     callback_every=10,
     progress_offset=0,
     progress_total=None,
+    basis_sharding=None,
 ) -> LanczosResult:
   """The Lanczos recurrence on a flat operator (`op.flat_matvec`), traceable; `lanczos` validates and compiles it.
 
@@ -352,11 +390,13 @@ def lanczos_core(
   tol = sqrt_eps if breakdown_tol is None else float(breakdown_tol)
   total = m if progress_total is None else progress_total
 
+  on_vec, on_basis = _sharding_constraints(basis_sharding)
+
   def matvec_flat(x):
-    return op.flat_matvec(x).astype(dtype)
+    return on_vec(op.flat_matvec(x).astype(dtype))
 
   track_omega = reorthogonalize == "partial" or not store  # PRO's trigger, or the only orthogonality measure
-  state = _initial_state(v0_flat, m, store)
+  state = _initial_state(v0_flat, m, store, on_vec, on_basis)
 
   def body(s):
     i = s["i"]
@@ -398,7 +438,7 @@ def lanczos_core(
         converged=converged & ~broke,
     )
     if store:
-      out["basis"] = s["basis"].at[i + 1].set(q_next)
+      out["basis"] = on_basis(s["basis"].at[i + 1].set(q_next))
     if track_omega:
       out.update(om_prev=s["om_cur"], om_cur=jnp.where(broke, s["om_cur"], om_next))
     if reorthogonalize == "partial":
@@ -438,6 +478,7 @@ LANCZOS_STATIC = (
     "stop",
     "callback_every",
     "progress_total",
+    "basis_sharding",
 )
 
 
@@ -485,6 +526,7 @@ def lanczos(
     stop: Optional[tuple] = None,
     callback: Optional[Callable[[int, int], None]] = None,
     callback_every: int = 10,
+    basis_sharding: Optional[jax.sharding.NamedSharding] = None,
 ) -> LanczosResult:
   """Run `num_steps` Lanczos steps on a symmetric operator (see the module docstring for the contract).
 
@@ -511,17 +553,24 @@ def lanczos(
     callback: optional host function `callback(step, num_steps)` called through `jax.debug.callback` every
       `callback_every` steps (e.g. `progress_printer()`); it is a runtime operand, not part of the program.
     callback_every: reporting period in steps.
+    basis_sharding: None (the vectors live where XLA puts them) or a `NamedSharding` of the flat n-vector, e.g.
+      `NamedSharding(mesh, PartitionSpec(("data",)))`: every Lanczos vector and the basis' n columns are split
+      over those devices, so the basis takes (m + 1)·n/D entries per device (the memory guard counts per device)
+      and the reorthogonalization's products run where the columns are, with one all-reduce of m + 1 numbers.
+      The operator's own inputs (parameters, batch) keep their shardings: a batch sharded over the mesh gives a
+      data-parallel HVP.
 
   Returns:
     A `LanczosResult`.
   """
+  check_basis_sharding(basis_sharding)
   op = as_operator(matvec, v0)
   spec = FlatSpec.of(v0)
   n, dtype = spec.size, spec.dtype
   validate_options(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every)
   stop = check_stop(stop, num_steps)
   if reorthogonalize != "none" or return_basis:
-    check_basis_memory(num_steps, n, dtype, max_basis_bytes)
+    check_basis_memory(num_steps, n, dtype, max_basis_bytes, basis_sharding=basis_sharding)
   v0_flat = ravel_leaves(v0, dtype)
   static = dict(
       num_steps=int(num_steps),
@@ -532,5 +581,6 @@ def lanczos(
       stop=stop,
       callback_every=int(callback_every),
       progress_total=None,
+      basis_sharding=basis_sharding,
   )
   return with_callback(callback, lambda cid: run_program(_lanczos_program, LANCZOS_STATIC, op, v0_flat, cid, **static))

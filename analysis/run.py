@@ -43,13 +43,12 @@ from analysis.lanczos import REORTHOGONALIZATIONS, check_basis_memory, progress_
 from analysis.spectrum import bottom_eigenvalues, spectral_density, top_eigenvalues
 from analysis.trace import TRACE_METHODS, trace
 from models import ParamRole, param_roles
-from models.config import contradiction, invalid
+from models.config import Section, contradiction, invalid
 from train.loss import make_logits_fn, make_loss_fn, num_tokens
 from train.step import mlm_masked
 
 DTYPES = ("float64", "float32")
 OPERATORS = ("hessian", "gauss_newton")
-_BOOL_KEYS = ("at_init", "spectrum", "blocks", "grad_norms", "signal", "linearize", "log_density")
 _INT_KEYS = dict(
     checkpoint_step=-1,
     probe_batch=0,
@@ -67,23 +66,52 @@ _INT_KEYS = dict(
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class AnalysisConfig(Section):
+  """The `config.analysis` subtree, typed and checked (each key's meaning: configs/default.py)."""
+
+  KEY = "analysis"
+  at_init: bool
+  checkpoint_step: int
+  dtype: str
+  operator: str
+  num_batches: int
+  batch_size: int
+  linearize: bool
+  lanczos_steps: int
+  reorthogonalize: str
+  top_k: int
+  bottom_k: int
+  spectrum: bool
+  num_probes: int
+  probe_batch: int
+  sigma: float
+  log_density: bool
+  trace_probes: int
+  trace_method: str
+  blocks: bool
+  block_lanczos_steps: int
+  block_filter: str
+  grad_norms: bool
+  grad_norm_seeds: int
+  signal: bool
+  seed: int
+  max_basis_bytes: int
+
+  def __post_init__(self):
+    _check_values(self)
+
+
 # Every key of `config.analysis` (declared with its default and comment in configs/default.py).
-ANALYSIS_KEYS = (
-    "at_init", "checkpoint_step", "dtype", "operator", "num_batches", "batch_size", "linearize", "lanczos_steps",
-    "reorthogonalize", "top_k", "bottom_k", "spectrum", "num_probes", "probe_batch", "sigma", "log_density",
-    "trace_probes", "trace_method", "blocks", "block_lanczos_steps", "block_filter", "grad_norms", "grad_norm_seeds",
-    "signal", "seed", "max_basis_bytes",
-)  # fmt: skip
+ANALYSIS_KEYS = tuple(f.name for f in dataclasses.fields(AnalysisConfig))
 
 
-def validate_analysis_config(cfg) -> None:
-  """Raise ValueError naming `analysis.<key>`, its value and the valid choices for any bad, unknown or missing key."""
-  unknown = sorted(set(cfg.keys()) - set(ANALYSIS_KEYS))
-  if unknown:
-    raise invalid(f"analysis.{unknown[0]}", cfg[unknown[0]], f"a key of {sorted(ANALYSIS_KEYS)}", "unknown key")
-  missing = [k for k in ANALYSIS_KEYS if k not in cfg.keys()]
-  if missing:
-    raise invalid(f"analysis.{missing[0]}", None, "a value: the key is missing (start from configs/default.py)")
+def validate_analysis_config(cfg) -> AnalysisConfig:
+  """The typed `config.analysis`; raises ValueError naming `analysis.<key>`, its value and the valid choices."""
+  return AnalysisConfig.from_config(cfg)
+
+
+def _check_values(cfg: AnalysisConfig) -> None:
   for key, choices in (
       ("dtype", DTYPES),
       ("operator", OPERATORS),
@@ -92,9 +120,6 @@ def validate_analysis_config(cfg) -> None:
   ):
     if cfg[key] not in choices:
       raise invalid(f"analysis.{key}", cfg[key], list(choices))
-  for key in _BOOL_KEYS:
-    if not isinstance(cfg[key], bool):
-      raise invalid(f"analysis.{key}", cfg[key], "True or False")
   for key, minimum in _INT_KEYS.items():
     value = cfg[key]
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
@@ -198,7 +223,7 @@ def run_analysis(
   """Run the configured analyses and write JSON + PNG files into `out_dir/<label>/`.
 
   Args:
-    analysis_config: the `config.analysis` ConfigDict (keys `ANALYSIS_KEYS`, declared in configs/default.py).
+    analysis_config: the `config.analysis` subtree (an `AnalysisConfig`, or its ConfigDict or a mapping).
     model: the Flax model (`models.get_model`); its config must be a `models.ModelConfig`.
     variables: the model's variables ({"params": ..., other collections}).
     batches: at least `analysis.num_batches` batches as the data pipeline gives them, {"inputs", "targets"} or
@@ -214,8 +239,7 @@ def run_analysis(
   Returns:
     The summary dict written to metadata.json plus the top/bottom eigenvalues and trace.
   """
-  cfg = analysis_config
-  validate_analysis_config(cfg)
+  cfg = validate_analysis_config(analysis_config)
   batches = list(batches)
   if len(batches) < cfg.num_batches:
     raise ValueError(f"analysis.num_batches={cfg.num_batches} but only {len(batches)} batches were given")

@@ -39,6 +39,7 @@ from analysis.lanczos import (
     STOP_BOUNDS,
     LanczosResult,
     check_basis_memory,
+    check_basis_sharding,
     check_reorthogonalize,
     check_stop,
     lanczos_core,
@@ -162,6 +163,7 @@ _LANCZOS_KEYS = (
     "callback",
     "callback_every",
     "return_basis",
+    "basis_sharding",
 )
 
 
@@ -177,8 +179,11 @@ def _lanczos_options(kwargs, num_steps, n, dtype, batch=1):
   every = kwargs.get("callback_every", 10)
   validate_options(num_steps, n, dtype, reorth, passes, tol, every)
   return_basis = bool(kwargs.get("return_basis", False))
+  sharding = kwargs.get("basis_sharding")
+  check_basis_sharding(sharding)
   if reorth != "none" or return_basis:
-    check_basis_memory(num_steps, n, dtype, kwargs.get("max_basis_bytes", DEFAULT_MAX_BASIS_BYTES), batch)
+    limit = kwargs.get("max_basis_bytes", DEFAULT_MAX_BASIS_BYTES)
+    check_basis_memory(num_steps, n, dtype, limit, batch, basis_sharding=sharding)
   static = dict(
       num_steps=int(num_steps),
       reorthogonalize=reorth,
@@ -186,6 +191,7 @@ def _lanczos_options(kwargs, num_steps, n, dtype, batch=1):
       breakdown_tol=tol,
       return_basis=return_basis,
       callback_every=int(every),
+      basis_sharding=sharding,
   )
   return static, kwargs.get("callback")
 
@@ -202,6 +208,7 @@ _EXTREME_STATIC = (
     "return_basis",
     "stop",
     "callback_every",
+    "basis_sharding",
 )
 
 
@@ -277,7 +284,7 @@ def top_eigenvalues(
       gap-theorem refinement, an estimate that needs fewer steps once the gap to the next Ritz value is large;
       on the `small` preset's Hessian `bench/hessian.py` measures both).
     **lanczos_kwargs: forwarded to Lanczos (reorthogonalize, reorth_passes, breakdown_tol, max_basis_bytes,
-      callback, callback_every, return_basis).
+      callback, callback_every, return_basis, basis_sharding).
 
   Returns:
     `ExtremeEigenvalues`, descending.
@@ -429,6 +436,7 @@ _SLQ_STATIC = (
     "breakdown_tol",
     "return_basis",
     "callback_every",
+    "basis_sharding",
 )
 
 
@@ -469,6 +477,7 @@ def spectral_density(
     probe_batch: Optional[int] = None,
     callback: Optional[Callable[[int, int], None]] = None,
     callback_every: int = 10,
+    basis_sharding: Optional[jax.sharding.NamedSharding] = None,
 ) -> SpectralDensity:
   """Spectral density by stochastic Lanczos quadrature with a bootstrap band over probes.
 
@@ -492,6 +501,7 @@ def spectral_density(
       backend's default (`PROBE_BATCH_DEFAULTS`). Nodes and weights do not depend on it (to rounding).
     callback: optional host `callback(matvecs_done, num_probes * num_steps)` for progress.
     callback_every: reporting period in Lanczos steps.
+    basis_sharding: as in `lanczos`: each probe's vectors and basis split along n over these devices.
 
   Returns:
     A `SpectralDensity`.
@@ -519,6 +529,7 @@ def spectral_density(
           max_basis_bytes=max_basis_bytes,
           breakdown_tol=breakdown_tol,
           callback_every=callback_every,
+          basis_sharding=basis_sharding,
       ),
       num_steps,
       n,

@@ -12,10 +12,11 @@ Imports only models/ from the project.
 from init.initializers import INITIALIZERS, get_initializer, realized_std
 from init.params import check_init_config, init_params
 from init.procedures import PROCEDURES, admin_profile, get_procedure
-from init.schemes import SCHEMES, Rule, Scheme, derived_scheme, get_scheme
+from init.schemes import SCHEMES, InitConfig, Rule, Scheme, derived_scheme, get_scheme
 
 __all__ = [
     "INITIALIZERS",
+    "InitConfig",
     "PROCEDURES",
     "SCHEMES",
     "Rule",

@@ -21,9 +21,8 @@ import jax
 import jax.numpy as jnp
 
 from init import procedures
-from init.schemes import AUTO, HPARAMS, SCHEMES, derived_scheme, get_scheme
+from init.schemes import AUTO, InitConfig, derived_scheme, get_scheme
 from models import ALPHA_COLLECTION, ModelConfig, param_roles
-from models.config import invalid
 
 
 def _path_seed(path: str) -> int:
@@ -41,32 +40,13 @@ def _collection_value(collection: str, path: str, leaf, mc: ModelConfig) -> jax.
   raise ValueError(f"init_params has no rule for variable {collection}/{path}; add one to init/params.py")
 
 
-def _resolve(config: Any, mc: ModelConfig) -> tuple[str, dict[str, Any]]:
-  """(scheme name, its hyper-parameters) from `config.init`; `scheme='auto'` follows the model (`derived_scheme`).
-  Keys a scheme does not read are checked for type only; missing ones take `HPARAMS`' defaults, which equal
-  configs/default.py's (tests/test_config.py)."""
-  values = dict(config.to_dict() if hasattr(config, "to_dict") else config)
-  if "scheme" not in values:
-    raise invalid("init.scheme", None, sorted(SCHEMES) + [AUTO], "missing")
-  name = values.pop("scheme")
-  if name == AUTO:
-    name = derived_scheme(mc)
-  scheme = get_scheme(name)
-  unknown = sorted(set(values) - set(HPARAMS))
-  if unknown:
-    raise invalid(f"init.{unknown[0]}", values[unknown[0]], f"a key of {['scheme', *sorted(HPARAMS)]}", "unknown key")
-  hparams = {}
-  for key in scheme.hparams:
-    default, check = HPARAMS[key]
-    hparams[key] = check(key, values.get(key, default))
-  return name, hparams
-
-
 def check_init_config(config: Any, mc: ModelConfig) -> tuple[str, dict[str, Any]]:
-  """Validates `config.init` against the model config before any compute; returns the (resolved) scheme name and
-  its hyper-parameters."""
-  name, hparams = _resolve(config, mc)
+  """Validates `config.init` (a ConfigDict, mapping or `InitConfig`) against the model config before any compute;
+  returns the scheme name (`scheme='auto'` follows the model: `derived_scheme`) and the hyper-parameters it reads."""
+  cfg = InitConfig.from_config(config)
+  name = derived_scheme(mc) if cfg.scheme == AUTO else cfg.scheme
   scheme = get_scheme(name)
+  hparams = cfg.hparams(scheme)
   scheme.check_model(mc)
   if scheme.procedure is not None:
     procedures.get_procedure(scheme.procedure)
@@ -105,8 +85,8 @@ def init_params(config: Any, model: Any, key: jax.Array, batch: Optional[dict] =
   """Initializes every variable of `model` under the scheme `config.scheme`.
 
   Args:
-    config: the `config.init` ConfigDict (or a mapping): `scheme` ('auto' follows the model config) plus the
-      hyper-parameters of `init.schemes.HPARAMS` (configs/default.py declares them).
+    config: the `config.init` subtree (`init.schemes.InitConfig`, or its ConfigDict or a mapping): `scheme` ('auto'
+      follows the model config) plus the hyper-parameters schemes read.
     model: a model from `models.get_model`; its `config` is the frozen ModelConfig.
     key: a JAX PRNG key (typed or raw).
     batch: a training batch as the data pipeline gives it: {"inputs", "targets"} (encoder-decoder), {"targets"}

@@ -53,6 +53,7 @@ Per-role targets (realized std; Xavier = √(2/(fan_in+fan_out)), fans of `Param
 Every scheme but ntk and mup requires parameterization='standard': a parameterization fixes its init table.
 """
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Optional
@@ -60,8 +61,9 @@ from typing import Any, NamedTuple, Optional
 from init import initializers
 from init.math import deepnorm_constants, dsinit_bound, fixup_scale, tfixup_scales
 from models import ModelConfig, ParamRole
-from models.config import contradiction, invalid
+from models.config import Section, contradiction, invalid
 
+AUTO = "auto"  # init.scheme derived from the model config (`derived_scheme`)
 KERNEL_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
 
 
@@ -204,31 +206,29 @@ def _mup(role, mc, hp) -> Rule:
 # --- registry ---
 
 
-# Hyper-parameters of config.init beyond `scheme`, with defaults and validators (name, value) -> value.
-def _positive(name, v):
-  if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-    raise invalid(f"init.{name}", v, "a finite number > 0")
-  return float(v)
+@dataclasses.dataclass(frozen=True)
+class InitConfig(Section):
+  """The `config.init` subtree: the scheme and the hyper-parameters schemes read (`Scheme.hparams`). The defaults
+  equal configs/default.py's (tests/test_config.py), so library code can write `InitConfig(scheme="admin")`."""
 
+  KEY = "init"
+  scheme: str = "auto"
+  std: float = 0.02
+  dsinit_alpha: float = 1.0
+  mup_readout_zero: bool = True
+  mup_query_zero: bool = True
 
-def _unit_interval(name, v):
-  if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v <= 1.0:
-    raise invalid(f"init.{name}", v, "a number in (0, 1]")
-  return float(v)
+  def __post_init__(self):
+    if self.scheme != AUTO and self.scheme not in SCHEMES:
+      raise invalid("init.scheme", self.scheme, sorted(SCHEMES) + [AUTO])
+    if not (math.isfinite(self.std) and self.std > 0):
+      raise invalid("init.std", self.std, "a finite number > 0")
+    if not 0.0 < self.dsinit_alpha <= 1.0:
+      raise invalid("init.dsinit_alpha", self.dsinit_alpha, "a number in (0, 1]")
 
-
-def _boolean(name, v):
-  if not isinstance(v, bool):
-    raise invalid(f"init.{name}", v, "True or False")
-  return v
-
-
-HPARAMS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
-    "std": (0.02, _positive),
-    "dsinit_alpha": (1.0, _unit_interval),
-    "mup_readout_zero": (True, _boolean),
-    "mup_query_zero": (True, _boolean),
-}
+  def hparams(self, scheme: "Scheme") -> dict[str, Any]:
+    """The hyper-parameters `scheme` reads."""
+    return {k: getattr(self, k) for k in scheme.hparams}
 
 
 class Scheme(NamedTuple):
@@ -289,9 +289,6 @@ SCHEMES: dict[str, Scheme] = {
         "mup", _mup, hparams=("mup_readout_zero", "mup_query_zero"), requires=(("parameterization", ("mup",)),)
     ),
 }
-
-
-AUTO = "auto"  # init.scheme derived from the model config (`derived_scheme`)
 
 
 def derived_scheme(mc: ModelConfig) -> str:

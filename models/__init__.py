@@ -40,4 +40,8 @@ def get_model(model_config: ModelConfig) -> nn.Module:
         f"get_model takes a models.ModelConfig (build it with ModelConfig.from_config), "
         f"got {type(model_config).__name__}"
     )
+  if model_config.vocab_size is None:
+    raise ValueError(
+        "get_model needs ModelConfig.vocab_size (the tokenizer's): dataclasses.replace(mc, vocab_size=...)"
+    )
   return Transformer(model_config)

@@ -12,7 +12,9 @@ default preset, 'mini'); tests/test_config.py checks that they agree.
 """
 
 import dataclasses
-from typing import Any, Optional
+import types
+import typing
+from typing import Any, Optional, Union
 
 import jax.numpy as jnp
 
@@ -51,16 +53,114 @@ def contradiction(key_a: str, value_a: Any, key_b: str, value_b: Any, why: str) 
   return ValueError(f"config.{key_a}={value_a!r} contradicts config.{key_b}={value_b!r}: {why}")
 
 
+class Section:
+  """A typed config subtree: a frozen dataclass whose fields are the subtree's keys, built from its ConfigDict by
+  `from_config` (the one place its keys, types and values are checked) and read like the ConfigDict it replaces
+  (`cfg.key`, `cfg["key"]`, `cfg.get`, `cfg.keys()`, `cfg.to_dict()`), so code that reads a subtree takes either.
+
+  Subclasses set `KEY` (the group's path in the config, e.g. "optim") and check values in `__post_init__` (ranges,
+  choices, keys that must agree), raising `invalid` / `contradiction`. Fields without a default must be given:
+  configs/default.py is where their defaults live.
+  """
+
+  KEY: typing.ClassVar[str] = ""
+
+  def __getitem__(self, key: str) -> Any:
+    if key not in self.keys():
+      raise KeyError(key)
+    return getattr(self, key)
+
+  def __contains__(self, key: str) -> bool:
+    return key in self.keys()
+
+  def keys(self) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(self))
+
+  def get(self, key: str, default: Any = None) -> Any:
+    return getattr(self, key) if key in self.keys() else default
+
+  def to_dict(self) -> dict[str, Any]:
+    return {k: (v.to_dict() if isinstance(v, Section) else v) for k, v in ((k, getattr(self, k)) for k in self.keys())}
+
+  @classmethod
+  def from_config(cls, cfg: Any, key: Optional[str] = None):
+    """The frozen subtree from its ConfigDict (or any mapping, or an instance, returned as is).
+
+    Raises:
+      ValueError: an unknown or missing key, or a value of the wrong type (`invalid`), or whatever the subclass's
+        `__post_init__` rejects.
+    """
+    if isinstance(cfg, cls):
+      return cfg
+    return cls(**typed_values(cls, cfg, key or cls.KEY))
+
+
+_TYPE_NAMES = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}
+
+
+def _typed(key: str, value: Any, hint: Any) -> Any:
+  """`value` checked against the field annotation `hint` (bool, int, float, str, Optional[...], a Section)."""
+  optional = False
+  if typing.get_origin(hint) in (Union, types.UnionType):
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    optional = len(args) < len(typing.get_args(hint))
+    hint = args[0] if len(args) == 1 else Any
+  if value is None and optional:
+    return None
+  if isinstance(hint, type) and issubclass(hint, Section):
+    if value is None or not hasattr(value, "keys"):
+      raise invalid(key, value, f"a config subtree with keys {sorted(f.name for f in dataclasses.fields(hint))}")
+    return hint.from_config(value, key)
+  if hint is bool:
+    ok = isinstance(value, bool)
+  elif hint is int:
+    ok = isinstance(value, int) and not isinstance(value, bool)
+  elif hint is float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    value = float(value) if ok else value
+  elif hint is str:
+    ok = isinstance(value, str)
+  else:
+    return value
+  if not ok:
+    raise invalid(key, value, _TYPE_NAMES[hint] + (" or None" if optional else ""))
+  return value
+
+
+def typed_values(cls: type, cfg: Any, key: str) -> dict[str, Any]:
+  """The keyword arguments of dataclass `cls` from the ConfigDict (or mapping) `cfg` of the group `key`: unknown
+  and missing keys rejected, each value checked against its field's annotation."""
+  values = dict(cfg.to_dict() if hasattr(cfg, "to_dict") else cfg)
+  fields = {f.name: f for f in dataclasses.fields(cls)}
+  hints = typing.get_type_hints(cls)
+  unknown = sorted(set(values) - set(fields))
+  if unknown:
+    raise invalid(f"{key}.{unknown[0]}", values[unknown[0]], f"a key of {sorted(fields)}", "unknown key")
+  out = {}
+  for name, field in fields.items():
+    if name not in values:
+      if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+        raise invalid(f"{key}.{name}", None, "a value: the key is missing (start from configs/default.py)")
+      continue
+    out[name] = _typed(f"{key}.{name}", values[name], hints[name])
+  return out
+
+
 def derived_attention_logit_scale(parameterization: str) -> str:
   """`model.attention_logit_scale='auto'`: 1/d_k under µP (Yang et al. 2021, Tensor Programs V, §4), else 1/√d_k."""
   return "dk" if parameterization == "mup" else "sqrt_dk"
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelConfig:
-  """Every knob of the model; see configs/default.py for a one-line comment on each."""
+class ModelConfig(Section):
+  """Every knob of the model; see configs/default.py for a one-line comment on each.
 
-  vocab_size: int
+  `vocab_size` is not a key of `config.model`: the data's tokenizer sets it (`dataclasses.replace`); a resolved
+  experiment config (`train.config.resolve`) holds the model with `vocab_size=None`, which builds no model.
+  """
+
+  KEY = "model"
+  vocab_size: Optional[int] = None
   arch: str = "encoder_decoder"
   num_encoder_layers: int = PRESETS["mini"]["num_encoder_layers"]
   num_decoder_layers: int = PRESETS["mini"]["num_decoder_layers"]
@@ -113,13 +213,25 @@ class ModelConfig:
   def num_layers(self, stack: str) -> int:
     return self.num_encoder_layers if stack == "encoder" else self.num_decoder_layers
 
-  @classmethod
-  def from_config(cls, cfg: Any, *, vocab_size: int) -> "ModelConfig":
-    """Builds the frozen config from the `config.model` ConfigDict (or any mapping).
+  def to_dict(self) -> dict[str, Any]:
+    """The fields, dtypes by name (what `from_config` reads back)."""
+    values = super().to_dict()
+    return {k: (jnp.dtype(v).name if k in ("dtype", "param_dtype") else v) for k, v in values.items()}
 
-    Size keys left at None are taken from `cfg.preset`.
+  @classmethod
+  def from_config(cls, cfg: Any, key: Optional[str] = None, *, vocab_size: Optional[int] = None) -> "ModelConfig":
+    """Builds the frozen config from the `config.model` ConfigDict (or any mapping, or a ModelConfig).
+
+    Size keys left at None are taken from `cfg.preset`. `vocab_size` (the tokenizer's) replaces the one `cfg` has,
+    if any.
     """
+    if isinstance(cfg, cls):
+      return cfg if vocab_size is None else dataclasses.replace(cfg, vocab_size=vocab_size)
+    group = key or cls.KEY
     values = dict(cfg.to_dict() if hasattr(cfg, "to_dict") else cfg)
+    if vocab_size is None:
+      vocab_size = values.get("vocab_size")
+    values.pop("vocab_size", None)
     preset = values.pop("preset", None)
     if preset is not None:
       if preset not in PRESETS:
@@ -135,13 +247,7 @@ class ModelConfig:
         if values[key] not in DTYPES:
           raise invalid(f"model.{key}", values[key], list(DTYPES))
         values[key] = DTYPES[values[key]]
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise invalid(
-          f"model.{unknown[0]}", values[unknown[0]], f"a key of {sorted(known - {'vocab_size'})}", "unknown key"
-      )
-    return cls(vocab_size=vocab_size, **values)
+    return cls(vocab_size=vocab_size, **typed_values(cls, values, group))
 
 
 def _choice(name: str, value: Any, choices: tuple) -> None:
@@ -164,8 +270,10 @@ def _validate(c: ModelConfig) -> None:
   _choice("activation", c.activation, ACTIVATIONS)
   _choice("parameterization", c.parameterization, PARAMETERIZATIONS)
   _choice("tied_readout_scale", c.tied_readout_scale, READOUT_SCALES)
-  for name in ("vocab_size", "d_model", "num_heads", "d_ff", "max_len", "mup_base_width"):
+  for name in ("d_model", "num_heads", "d_ff", "max_len", "mup_base_width"):
     _positive(name, getattr(c, name))
+  if c.vocab_size is not None:
+    _positive("vocab_size", c.vocab_size)
   for stack in c.stacks:
     key = "num_encoder_layers" if stack == "encoder" else "num_decoder_layers"
     _positive(key, getattr(c, key))

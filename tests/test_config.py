@@ -18,13 +18,12 @@ import pytest
 
 import init
 import models
-from analysis.run import ANALYSIS_KEYS
+from analysis.run import ANALYSIS_KEYS, AnalysisConfig
 from configs import default
-from init.schemes import HPARAMS
 from models.config import DTYPES
 from train import config as config_lib
 from train import optim
-from train.data.config import DATA_KEYS, EMBEDDED_KEYS
+from train.data.config import DATA_KEYS, EMBEDDED_KEYS, DataConfig, EmbeddedConfig
 from train.loss import make_loss_fn
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -73,15 +72,79 @@ def test_defaults_declared_once_agree_with_the_typed_configs():
     if field.name in ("dtype", "param_dtype"):
       expected = DTYPES[expected]
     assert field.default == expected, (field.name, field.default, expected)  # dataclass default = configs/
-  config = config_lib.resolve(raw)
-  assert set(config.model) - {"preset"} == {f.name for f in dataclasses.fields(models.ModelConfig)} - {"vocab_size"}
-  assert set(config.init) == {"scheme", *HPARAMS}
-  for key, (value, _) in HPARAMS.items():
-    assert config.init[key] == value, key
-  assert set(config.optim) == set(optim.OPTIM_KEYS)
-  assert set(config.data) == set(DATA_KEYS) and set(config.data.embedded) == set(EMBEDDED_KEYS)
-  assert set(config.analysis) == set(ANALYSIS_KEYS)
-  assert set(config.train) == set(config_lib.TRAIN_KEYS)
+  for field in dataclasses.fields(init.InitConfig):  # the one other subtree whose class has defaults
+    assert field.default == raw.init[field.name], (field.name, field.default, raw.init[field.name])
+  assert set(raw.model) - {"preset"} == {f.name for f in dataclasses.fields(models.ModelConfig)} - {"vocab_size"}
+  assert set(raw.init) == {f.name for f in dataclasses.fields(init.InitConfig)}
+  assert set(raw.optim) == set(optim.OPTIM_KEYS)
+  assert set(raw.data) == set(DATA_KEYS) and set(raw.data.embedded) == set(EMBEDDED_KEYS)
+  assert set(raw.analysis) == set(ANALYSIS_KEYS)
+  assert set(raw.train) == set(config_lib.TRAIN_KEYS)
+
+
+def test_resolve_types_every_subtree_once_into_frozen_dataclasses():
+  raw = default.get_config()
+  config = config_lib.resolve(raw, groups={"analysis": AnalysisConfig.from_config})
+  expected = dict(
+      model=models.ModelConfig,
+      init=init.InitConfig,
+      optim=optim.OptimConfig,
+      data=DataConfig,
+      train=config_lib.TrainConfig,
+      analysis=AnalysisConfig,
+  )
+  for group, cls in expected.items():
+    sub = getattr(config, group)
+    assert type(sub) is cls and dataclasses.is_dataclass(sub), group
+    with pytest.raises(dataclasses.FrozenInstanceError):
+      setattr(sub, sub.keys()[0], None)
+  assert type(config.data.embedded) is EmbeddedConfig
+  assert config.model.vocab_size is None and config.model.d_model == models.PRESETS["mini"]["d_model"]
+  assert config.init.scheme == "xavier"  # 'auto' derived
+  assert config.optim.learning_rate == raw.optim.learning_rate and isinstance(config.optim.warmup_steps, int)
+  # Read like the ConfigDict it replaces; the key tree (config.json) round-trips through resolve.
+  assert config.train["num_steps"] == config.train.get("num_steps") == raw.train.num_steps
+  assert config.to_dict()["init"]["scheme"] == "xavier" and config.to_dict()["model"]["preset"] == "mini"
+  again = config_lib.resolve(
+      ml_collections.ConfigDict(config.to_dict()), groups={"analysis": AnalysisConfig.from_config}
+  )
+  assert again == config
+  assert config_lib.resolve(config) is config  # a Config passes through
+  # A group no builder types stays a read-only ConfigDict; an unknown attribute names the groups there are.
+  untyped = config_lib.resolve(raw)
+  assert isinstance(untyped.analysis, ml_collections.FrozenConfigDict)
+  with pytest.raises(AttributeError, match="no group 'sweep'.*'analysis'"):
+    _ = untyped.sweep
+
+
+@pytest.mark.parametrize(
+    "group,key,value,valid",
+    [
+        ("optim", "nesterov", 1, "True or False"),
+        ("optim", "learning_rate", "1e-3", "a number"),
+        ("train", "num_steps", 2.0, "an integer"),
+        ("data", "pack", "no", "True or False"),
+        ("data", "dir", None, "a string"),
+        ("analysis", "blocks", 1, "True or False"),
+        ("init", "mup_query_zero", "yes", "True or False"),
+        ("model", "use_bias", 0, "True or False"),
+        ("model", "head_dim", 2.5, "an integer or None"),
+    ],
+)
+def test_every_subtree_rejects_a_value_of_the_wrong_type_naming_key_and_type(group, key, value, valid):
+  tree = default.get_config().to_dict()  # a mapping, as a config file or a notebook may build one
+  tree[group][key] = value
+  config = ml_collections.ConfigDict(tree)
+  with pytest.raises(ValueError, match=re.escape(f"config.{group}.{key}={value!r} is invalid; valid: {valid}")):
+    config_lib.resolve(config, groups={"analysis": AnalysisConfig.from_config})
+
+
+def test_nested_subtree_errors_name_the_full_key():
+  config = default.get_config()
+  config.data.embedded.unlock()
+  config.data.embedded.seeds = 3
+  with pytest.raises(ValueError, match=r"config.data.embedded.seeds=3 is invalid \(unknown key\)"):
+    config_lib.resolve(config)
 
 
 def _leaves(tree, prefix=""):

@@ -261,7 +261,7 @@ def test_unknown_key_and_total_steps_horizon():
   cfg = _cfg()
   cfg.unlock()
   cfg.warmup = 10
-  with pytest.raises(ValueError, match=r"config.optim\.warmup=10 is invalid; valid: a key of .* \(unknown key\)"):
+  with pytest.raises(ValueError, match=r"config.optim\.warmup=10 is invalid \(unknown key\); valid: a key of "):
     optim.validate_optim_config(cfg)
   cfg = _cfg(schedule="warmup_linear_decay", warmup_steps=2, min_lr_ratio=0.0)
   optim.validate_optim_config(cfg, total_steps=10)  # total_steps supplies the horizon

@@ -366,7 +366,8 @@ def test_unknown_scheme_lists_valid_names():
             {"parameterization": "mup", "attention_logit_scale": "dk"},
             r"init.mup_readout_zero=1",
         ),
-        ({"std": 0.02}, {}, r"config.init.scheme=None is invalid \(missing\)"),
+        ({"scheme": None}, {}, r"config.init.scheme=None is invalid; valid: a string"),
+        ({"scheme": "bert", "std": "0.02"}, {}, r"config.init.std='0.02' is invalid; valid: a number"),
     ],
 )
 def test_bad_config_or_model_raises_before_compute(cfg, model_kw, match, monkeypatch):

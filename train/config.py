@@ -1,43 +1,67 @@
 """The config boundary of a training run: `resolve(config)` derives the 'auto' keys and validates every subtree once.
 
 Contract: `resolve(config)` takes the experiment ConfigDict (configs/default.py and what an experiment config or the
-command line overrode) and returns a resolved copy, before any data is read or any array is created:
+command line overrode) and returns a frozen `Config`, before any data is read or any array is created:
   * derived keys filled: `model.attention_logit_scale='auto'` from `model.parameterization`
     (`models.config.derived_attention_logit_scale`), `init.scheme='auto'` from the parameterization and residual
-    rule (`init.derived_scheme`); the resolved values are what `config.json` records;
-  * every training subtree validated: `model` (`models.ModelConfig`), `init` (scheme, hyper-parameters, the
-    scheme's model requirements), `optim` (`train.optim.validate_optim_config`), `data`
-    (`train.data.config.validate`) and `train` (`validate_train_config`);
+    rule (`init.derived_scheme`); the resolved values are what `config.json` records (`Config.to_dict`);
+  * every training subtree typed once into a frozen dataclass (`models.config.Section`: unknown, missing and
+    ill-typed keys rejected by one function, `typed_values`) whose `__post_init__` checks its values: `model`
+    (`models.ModelConfig`), `init` (`init.InitConfig`, plus the scheme's model requirements), `optim`
+    (`train.optim.OptimConfig`), `data` (`train.data.config.DataConfig`) and `train` (`TrainConfig`); the layers
+    above pass builders for their own groups (main.py: `analysis.run.AnalysisConfig`);
   * keys of different subtrees that must agree checked together: µP learning-rate multipliers exist only for the
     optimizers of `train.optim.MUP_OPTIMIZERS`.
 Every error names the key (two keys for a contradiction), the bad value and the valid choices
 (`models.config.invalid` / `contradiction`). `resolve` is idempotent: `main.py` resolves the command line's config,
-`train.loop.setup` resolves whatever it is given.
+`train.loop.setup` resolves whatever it is given (a `Config` passes through). Code below this boundary reads the
+typed subtrees; each public entry point that takes a subtree (`init_params`, `make_optimizer`, `data.build`,
+`run_analysis`) also accepts its ConfigDict and types it with the same class.
 """
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
 
 import ml_collections
 
 import init as init_lib
 import models
-from models.config import AUTO, contradiction, invalid
+from models.config import AUTO, Section, contradiction, invalid
 from train import optim
 from train.data import config as data_config
-from train.data import sources
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig(Section):
+  """The `config.train` subtree, typed and checked (each key's meaning: configs/default.py)."""
+
+  KEY = "train"
+  num_steps: int
+  log_every: int
+  eval_every: int
+  checkpoint_every: int
+  keep_checkpoints: int
+  seed: int
+  label_smoothing: float
+  mlm_mask_rate: float
+  num_decode_examples: int
+  decode_max_length: int
+  grad_norms_every: int
+
+  def __post_init__(self):
+    for key in ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
+      _int(self, key, 1)
+    for key in ("seed", "num_decode_examples", "decode_max_length", "grad_norms_every"):
+      _int(self, key, 0)
+    if not 0.0 <= self.label_smoothing < 1.0:
+      raise invalid("train.label_smoothing", self.label_smoothing, "a number in [0, 1)")
+    if not 0.0 < self.mlm_mask_rate < 1.0:
+      raise invalid("train.mlm_mask_rate", self.mlm_mask_rate, "a number in (0, 1)")
+
 
 # Every key of `config.train` (declared with its default and comment in configs/default.py).
-TRAIN_KEYS = (
-    "num_steps",
-    "log_every",
-    "eval_every",
-    "checkpoint_every",
-    "keep_checkpoints",
-    "seed",
-    "label_smoothing",
-    "mlm_mask_rate",
-    "num_decode_examples",
-    "decode_max_length",
-    "grad_norms_every",
-)
+TRAIN_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 
 
 def _int(cfg, key: str, minimum: int) -> None:
@@ -46,47 +70,108 @@ def _int(cfg, key: str, minimum: int) -> None:
     raise invalid(f"train.{key}", value, f"an integer >= {minimum}")
 
 
-def validate_train_config(cfg: ml_collections.ConfigDict) -> None:
-  """Raises ValueError naming `train.<key>`, the bad value and the valid choices."""
-  unknown = sorted(set(cfg.keys()) - set(TRAIN_KEYS))
-  if unknown:
-    raise invalid(f"train.{unknown[0]}", cfg[unknown[0]], f"a key of {sorted(TRAIN_KEYS)}", "unknown key")
-  missing = [k for k in TRAIN_KEYS if k not in cfg.keys()]
-  if missing:
-    raise invalid(f"train.{missing[0]}", None, "a value: the key is missing (start from configs/default.py)")
-  for key in ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
-    _int(cfg, key, 1)
-  for key in ("seed", "num_decode_examples", "decode_max_length", "grad_norms_every"):
-    _int(cfg, key, 0)
-  if isinstance(cfg.label_smoothing, bool) or not 0.0 <= cfg.label_smoothing < 1.0:
-    raise invalid("train.label_smoothing", cfg.label_smoothing, "a number in [0, 1)")
-  if isinstance(cfg.mlm_mask_rate, bool) or not 0.0 < cfg.mlm_mask_rate < 1.0:
-    raise invalid("train.mlm_mask_rate", cfg.mlm_mask_rate, "a number in (0, 1)")
+def validate_train_config(cfg) -> TrainConfig:
+  """The typed `config.train`; raises ValueError naming `train.<key>`, the bad value and the valid choices."""
+  return TrainConfig.from_config(cfg)
 
 
-def resolve(config: ml_collections.ConfigDict, *, process_count: int | None = None) -> ml_collections.ConfigDict:
-  """The resolved, validated copy of `config` (see the module docstring); raises ValueError before any compute."""
-  config = ml_collections.ConfigDict(config.to_dict())  # a plain, unlocked copy: placeholders become values
-  for group in ("model", "init", "optim", "data", "train"):
-    if group not in config:
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """A resolved experiment config: each subtree of the training layer typed and checked, the 'auto' keys derived.
+
+  `model` is the `models.ModelConfig` without a vocabulary (`vocab_size=None`: the data's tokenizer sets it).
+  Groups owned by the layers above `train/` (e.g. `analysis`) are in `groups`, typed by the builders the caller
+  passes to `resolve` (untyped groups stay read-only ConfigDicts), and read as attributes like the others.
+  `to_dict()` is the resolved key tree (`config.json`): `resolve(ConfigDict(config.to_dict()))` gives it back.
+  """
+
+  mode: str
+  model: models.ModelConfig
+  init: init_lib.InitConfig
+  optim: optim.OptimConfig
+  data: data_config.DataConfig
+  train: TrainConfig
+  groups: Mapping[str, Any]
+  tree: Mapping[str, Any]
+
+  def __getattr__(self, name: str) -> Any:
+    groups = self.__dict__.get("groups", {})
+    if name in groups:
+      return groups[name]
+    raise AttributeError(f"the config has no group {name!r}; it has {sorted(['mode', *_GROUPS, *groups])}")
+
+  def __contains__(self, name: str) -> bool:
+    return name in ("mode", *_GROUPS) or name in self.groups
+
+  def to_dict(self) -> dict[str, Any]:
+    return ml_collections.ConfigDict(self.tree).to_dict()  # a deep copy
+
+
+_GROUPS = ("model", "init", "optim", "data", "train")
+
+
+def resolve(
+    config: Any,
+    *,
+    process_count: Optional[int] = None,
+    groups: Mapping[str, Callable[[Any], Any]] = {},  # noqa: B006 (read only)
+) -> Config:
+  """The resolved, validated `Config` of `config` (see the module docstring); raises ValueError before any compute.
+
+  Args:
+    config: the experiment ConfigDict (configs/default.py plus overrides), or a `Config` (checked against
+      `process_count` and returned).
+    process_count: the number of JAX processes the global batches split over, when known (main.py resolves before
+      `jax.distributed` starts and passes None; `train.loop.setup` passes `jax.process_count()`).
+    groups: builders of the groups of the layers above `train/`, e.g. `{"analysis": AnalysisConfig.from_config}`.
+  """
+  if isinstance(config, Config):
+    data_config.validate(config.data, process_count or 1)
+    typed = {name: build(config.groups[name]) for name, build in groups.items() if name in config.groups}
+    return dataclasses.replace(config, groups={**config.groups, **typed}) if typed else config
+  tree = ml_collections.ConfigDict(config.to_dict())  # a plain, unlocked copy: placeholders become values
+  for group in _GROUPS:
+    if group not in tree:
       raise invalid(group, None, "a config subtree (start from configs/default.py)", "missing")
-  mc = models.ModelConfig.from_config(config.model, vocab_size=1)  # validates model.*; derives the attention scale
-  config.model.attention_logit_scale = mc.attention_logit_scale
-  if config.init.get("scheme") == AUTO:
-    config.init.scheme = init_lib.derived_scheme(mc)
-  init_lib.check_init_config(config.init, mc)
-  validate_train_config(config.train)
-  optim.validate_optim_config(config.optim, total_steps=config.train.num_steps)
-  if mc.parameterization == "mup" and config.optim.name not in optim.MUP_OPTIMIZERS:
+  if not isinstance(tree.get("mode", None), str):
+    raise invalid("mode", tree.get("mode", None), "a string (start from configs/default.py)")
+  mc = models.ModelConfig.from_config(tree.model)  # validates model.*; derives the attention scale
+  tree.model.attention_logit_scale = mc.attention_logit_scale
+  init_cfg = init_lib.InitConfig.from_config(tree.init)
+  if init_cfg.scheme == AUTO:
+    init_cfg = dataclasses.replace(init_cfg, scheme=init_lib.derived_scheme(mc))
+    tree.init.scheme = init_cfg.scheme
+  init_lib.check_init_config(init_cfg, mc)
+  train_cfg = TrainConfig.from_config(tree.train)
+  optim_cfg = optim.validate_optim_config(tree.optim, total_steps=train_cfg.num_steps)
+  if mc.parameterization == "mup" and optim_cfg.name not in optim.MUP_OPTIMIZERS:
     raise contradiction(
         "model.parameterization",
         "mup",
         "optim.name",
-        config.optim.name,
+        optim_cfg.name,
         f"µP's learning-rate multipliers are implemented for {list(optim.MUP_OPTIMIZERS)} (the Adam column of Yang"
         " et al. 2022, Tensor Programs V, Table 3); other optimizers need their own column",
     )
   # Divisibility of the global batches by the process count: checked here when the caller knows the count (no
   # device is touched before `jax.distributed` starts), and again by `train.data.build`.
-  data_config.validate(config.data, process_count or 1, sources.VALID_NAMES)
-  return config
+  data_cfg = data_config.validate(tree.data, process_count or 1)
+  others = {}
+  for name in tree.keys():
+    if name in ("mode", *_GROUPS):
+      continue
+    value = tree[name]
+    if name in groups:
+      others[name] = groups[name](value)
+    else:
+      others[name] = ml_collections.FrozenConfigDict(value) if isinstance(value, ml_collections.ConfigDict) else value
+  return Config(
+      mode=tree.mode,
+      model=mc,
+      init=init_cfg,
+      optim=optim_cfg,
+      data=data_cfg,
+      train=train_cfg,
+      groups=others,
+      tree=tree.to_dict(),
+  )

@@ -21,7 +21,6 @@ from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 from absl import logging
 
@@ -43,7 +42,7 @@ class Diverged(RuntimeError):
 
 @dataclasses.dataclass
 class Experiment:
-  config: ml_collections.ConfigDict
+  config: config_lib.Config
   workdir: str
   data: Any
   model: Any
@@ -75,11 +74,11 @@ class Experiment:
     ]
 
 
-def setup(config: ml_collections.ConfigDict, workdir: str, *, restore_step: Optional[int] = None) -> Experiment:
+def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> Experiment:
   """Builds everything `train_and_evaluate` and the analyses need.
 
   Args:
-    config: the whole experiment config.
+    config: the whole experiment config: a ConfigDict (resolved here) or a resolved `train.config.Config`.
     workdir: the run's directory.
     restore_step: checkpoint to restore: None = the latest (a rerun resumes), 0 = none (the model at init),
       k > 0 = that step (ValueError if it is not in the workdir).
@@ -87,7 +86,7 @@ def setup(config: ml_collections.ConfigDict, workdir: str, *, restore_step: Opti
   config = config_lib.resolve(config, process_count=jax.process_count())
   os.makedirs(workdir, exist_ok=True)
   data = data_lib.build(config.data, workdir=workdir)
-  model_config = models.ModelConfig.from_config(config.model, vocab_size=data.tokenizer.vocab_size)
+  model_config = dataclasses.replace(config.model, vocab_size=data.tokenizer.vocab_size)
   if model_config.arch == "encoder_decoder" and data.task != "translation":
     raise ValueError(
         f"model.arch='encoder_decoder' needs a translation dataset; data.name={config.data.name!r} "
@@ -167,7 +166,7 @@ def train_and_evaluate(exp: Experiment) -> TrainState:
   cfg = exp.config.train
   workdir = exp.workdir
   with open(os.path.join(workdir, "config.json"), "w") as f:
-    f.write(exp.config.to_json_best_effort(indent=2))
+    json.dump(exp.config.to_dict(), f, indent=2)
   writer = metrics_lib.MetricWriter(workdir, resume_step=exp.start_step)
   progress = metrics_lib.ProgressReporter(cfg.num_steps)
   train_step = step_lib.jit_train_step(

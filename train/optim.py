@@ -21,6 +21,7 @@ here because optax 0.2.8 has neither; both are a few `jnp` lines, and tests chec
 against hand-computed values of the docs/science.md §8 formula and exact ratios.
 """
 
+import dataclasses
 import math
 from typing import Any, Callable, Optional
 
@@ -28,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from models.config import invalid
+from models.config import Section, invalid
 
 # ----------------------------------------------------------------------------- schedules
 # Every builder takes the same keyword arguments (unused ones are ignored) and returns an
@@ -244,26 +245,6 @@ def scale_by_lr_multipliers(lr_multipliers) -> optax.GradientTransformation:
 
 
 # Every key of `config.optim` (declared with its default and comment in configs/default.py).
-OPTIM_KEYS = (
-    "name",
-    "learning_rate",
-    "schedule",
-    "warmup_steps",
-    "rsqrt_d_model",
-    "decay_steps",
-    "min_lr_ratio",
-    "b1",
-    "b2",
-    "eps",
-    "weight_decay",
-    "momentum",
-    "nesterov",
-    "grad_clip_norm",
-    "adafactor_param_scale",
-    "adafactor_decay_rate",
-    "adafactor_clipping_threshold",
-    "adafactor_min_dim_size_to_factor",
-)
 # Optimizers whose µP learning-rate multipliers `models.lr_multipliers` implements: the Adam column of Yang et al.
 # 2022 (Tensor Programs V), Table 3 (AdamW: the same update with decoupled decay). SGD's column differs and
 # Adafactor / RAdam have none; they are rejected with model.parameterization='mup'.
@@ -294,21 +275,61 @@ def _check_int(cfg, key, lo, *, allow_none=False):
     _fail(key, value, f"an integer >= {lo}" + (" or None" if allow_none else ""))
 
 
-def validate_optim_config(optim_config, *, total_steps: Optional[int] = None) -> None:
-  """Raises ValueError naming `optim.<key>`, its value and the valid choices.
+@dataclasses.dataclass(frozen=True)
+class OptimConfig(Section):
+  """The `config.optim` subtree, typed and checked (each key's meaning: configs/default.py). The decay horizon,
+  which needs the run's length, is checked by `validate_optim_config(..., total_steps=)`."""
+
+  KEY = "optim"
+  name: str
+  learning_rate: float
+  schedule: str
+  warmup_steps: int
+  rsqrt_d_model: Optional[int]
+  decay_steps: Optional[int]
+  min_lr_ratio: float
+  b1: float
+  b2: float
+  eps: float
+  weight_decay: float
+  momentum: Optional[float]
+  nesterov: bool
+  grad_clip_norm: Optional[float]
+  adafactor_param_scale: bool
+  adafactor_decay_rate: float
+  adafactor_clipping_threshold: float
+  adafactor_min_dim_size_to_factor: int
+
+  def __post_init__(self):
+    _check_optim_values(self)
+
+
+OPTIM_KEYS = tuple(f.name for f in dataclasses.fields(OptimConfig))
+
+
+def validate_optim_config(optim_config, *, total_steps: Optional[int] = None) -> OptimConfig:
+  """The typed `config.optim`; raises ValueError naming `optim.<key>`, its value and the valid choices.
 
   Args:
-    optim_config: the `config.optim` subtree (keys `OPTIM_KEYS`).
+    optim_config: the `config.optim` subtree (an `OptimConfig`, or its ConfigDict or a mapping).
     total_steps: the run's number of updates; the horizon of decaying schedules when
       `optim.decay_steps` is 0/None.
   """
-  unknown = sorted(set(optim_config.keys()) - set(OPTIM_KEYS))
-  if unknown:
-    _fail(unknown[0], optim_config[unknown[0]], f"a key of {sorted(OPTIM_KEYS)} (unknown key)")
-  missing = [k for k in OPTIM_KEYS if k not in optim_config.keys()]
-  if missing:
-    _fail(missing[0], None, "a value: the key is missing (start from configs/default.py)")
-  cfg = optim_config
+  cfg = OptimConfig.from_config(optim_config)
+  if cfg.schedule in DECAYING_SCHEDULES:
+    horizon = cfg.decay_steps or total_steps
+    if not horizon:
+      _fail(
+          "decay_steps",
+          cfg.decay_steps,
+          f"a positive integer (or pass total_steps) for optim.schedule={cfg.schedule!r}",
+      )
+    if horizon <= cfg.warmup_steps:
+      _fail("decay_steps", horizon, f"an integer > optim.warmup_steps={cfg.warmup_steps} (decay_steps includes warmup)")
+  return cfg
+
+
+def _check_optim_values(cfg: OptimConfig) -> None:
   if cfg.name not in OPTIMIZERS:
     _fail("name", cfg.name, str(sorted(OPTIMIZERS)))
   if cfg.schedule not in SCHEDULES:
@@ -339,22 +360,11 @@ def validate_optim_config(optim_config, *, total_steps: Optional[int] = None) ->
         cfg.weight_decay,
         f"0.0 for optim.name={cfg.name!r} " f"(weight decay is read by {list(WEIGHT_DECAY_OPTIMIZERS)})",
     )
-  if cfg.schedule in DECAYING_SCHEDULES:
-    horizon = cfg.decay_steps or total_steps
-    if not horizon:
-      _fail(
-          "decay_steps",
-          cfg.decay_steps,
-          f"a positive integer (or pass total_steps) for optim.schedule={cfg.schedule!r}",
-      )
-    if horizon <= cfg.warmup_steps:
-      _fail("decay_steps", horizon, f"an integer > optim.warmup_steps={cfg.warmup_steps} (decay_steps includes warmup)")
 
 
 def make_schedule(optim_config, *, total_steps: Optional[int] = None) -> optax.Schedule:
   """Validates `optim_config` and builds its schedule `count -> lr`."""
-  validate_optim_config(optim_config, total_steps=total_steps)
-  cfg = optim_config
+  cfg = validate_optim_config(optim_config, total_steps=total_steps)
   return get_schedule(cfg.schedule)(
       learning_rate=float(cfg.learning_rate),
       warmup_steps=cfg.warmup_steps,
@@ -385,6 +395,7 @@ def make_optimizer(
     `(tx, schedule)`; `schedule(count)` is the lr of the update made when `count` updates
     have been applied (before any lr multiplier).
   """
+  optim_config = validate_optim_config(optim_config, total_steps=total_steps)
   schedule = make_schedule(optim_config, total_steps=total_steps)
   if lr_multipliers is not None:
     for path, m in jax.tree_util.tree_leaves_with_path(lr_multipliers):

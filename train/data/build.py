@@ -117,7 +117,7 @@ def build(
     process_count = jax.process_count() if process_count is None else process_count
   if not 0 <= process_index < process_count:
     raise ValueError(f"process_index={process_index} must be in [0, process_count={process_count}).")
-  config_lib.validate(data_config, process_count, sources.VALID_NAMES)
+  data_config = config_lib.validate(data_config, process_count)  # typed once; a DataConfig passes through
   loader, dataset = sources.get_source(data_config.name)
   corpus = loader(data_config, workdir, dataset)
   max_source_length = 0 if corpus.task == "lm" else data_config.max_source_length

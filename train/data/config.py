@@ -1,43 +1,67 @@
-"""The `config.data` subtree: every key the data layer reads, and its validation.
+"""The `config.data` subtree as a typed, checked `DataConfig`: every key the data layer reads.
 
-`validate()` runs in `build()` before anything is read or trained; each error names the key, the bad value
-and the valid choices.
+`train.config.resolve` builds it once (via `validate(config, process_count)`) before anything is read or trained;
+`build()` accepts it (or a ConfigDict, which it types the same way). Each error names the key, the bad value and
+the valid choices.
 """
 
-import ml_collections
+import dataclasses
 
-from models.config import contradiction, invalid
+from models.config import Section, contradiction, invalid
 
 LENGTH_POLICIES = ("drop", "truncate")
 MULTI30K_LANGS = ("de", "en")
 EVAL_SPLITS_BUILTIN = ("validation", "test")
 
 
+VALID_NAMES = "'embedded', 'multi30k', 'tfds:<name>' (e.g. 'tfds:wmt14_translate/de-en', 'tfds:lm1b')"
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbeddedConfig(Section):
+  """`config.data.embedded`: the synthetic translation pair (train.data.grammar)."""
+
+  KEY = "data.embedded"
+  seed: int
+  num_train: int
+  num_eval: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig(Section):
+  """The `config.data` subtree, typed and checked (each key's meaning: configs/default.py). How the global batches
+  split over processes is checked by `validate(config, process_count)`, which knows the count."""
+
+  KEY = "data"
+  name: str
+  dir: str
+  tfds_data_dir: str
+  source_lang: str
+  target_lang: str
+  lm_text_field: str
+  train_split: str
+  eval_split: str
+  vocab_size: int
+  spm_max_corpus_chars: int
+  batch_size: int
+  eval_batch_size: int
+  max_source_length: int
+  max_target_length: int
+  length_policy: str
+  pack: bool
+  shuffle_seed: int
+  read_threads: int
+  num_eval_examples: int
+  max_eval_loss_examples: int
+  embedded: EmbeddedConfig
+
+  def __post_init__(self):
+    _check_values(self)
+
+
 # Every key of `config.data` (declared with its default and comment in configs/default.py); `embedded` is a subtree.
-DATA_KEYS = (
-    "name",
-    "dir",
-    "tfds_data_dir",
-    "source_lang",
-    "target_lang",
-    "lm_text_field",
-    "train_split",
-    "eval_split",
-    "vocab_size",
-    "spm_max_corpus_chars",
-    "batch_size",
-    "eval_batch_size",
-    "max_source_length",
-    "max_target_length",
-    "length_policy",
-    "pack",
-    "shuffle_seed",
-    "read_threads",
-    "num_eval_examples",
-    "max_eval_loss_examples",
-    "embedded",
-)
-EMBEDDED_KEYS = ("seed", "num_train", "num_eval")
+DATA_KEYS = tuple(f.name for f in dataclasses.fields(DataConfig))
+EMBEDDED_KEYS = tuple(f.name for f in dataclasses.fields(EmbeddedConfig))
 
 
 def _positive(config, key: str, minimum: int = 1):
@@ -48,24 +72,22 @@ def _positive(config, key: str, minimum: int = 1):
     raise invalid(f"data.{key}", value, f"an integer >= {minimum}")
 
 
-def validate(config: ml_collections.ConfigDict, process_count: int, valid_names: str) -> None:
-  """Raises ValueError naming the key, value and choices if `config` is not usable.
+def validate(config, process_count: int = 1) -> DataConfig:
+  """The typed `config.data` (a `DataConfig`, or its ConfigDict or a mapping); raises ValueError naming the key, the
+  value and the choices if it is not usable by `process_count` processes (the GLOBAL batches split over them)."""
+  config = DataConfig.from_config(config)
+  for key in ("batch_size", "eval_batch_size"):
+    if config[key] % process_count:
+      raise invalid(
+          f"data.{key}",
+          config[key],
+          f"a multiple of process_count={process_count}",
+          "the GLOBAL batch is split evenly over the processes",
+      )
+  return config
 
-  Args:
-    config: the data config.
-    process_count: number of JAX processes the global batches are split over.
-    valid_names: a printable list of valid `name` values, for the error message.
-  """
-  for keys, prefix, given in (
-      (DATA_KEYS, "data.", config),
-      (EMBEDDED_KEYS, "data.embedded.", config.get("embedded", {})),
-  ):
-    unknown = sorted(set(given.keys()) - set(keys))
-    if unknown:
-      raise invalid(prefix + unknown[0], given[unknown[0]], f"a key of {sorted(keys)}", "unknown key")
-    missing = [k for k in keys if k not in given.keys()]
-    if missing:
-      raise invalid(prefix + missing[0], None, "a value: the key is missing (start from configs/default.py)")
+
+def _check_values(config: DataConfig) -> None:
   for key in (
       "batch_size",
       "eval_batch_size",
@@ -87,19 +109,11 @@ def validate(config: ml_collections.ConfigDict, process_count: int, valid_names:
     raise invalid("data.max_eval_loss_examples", config.max_eval_loss_examples, "-1 (all) or a positive integer")
   if config.length_policy not in LENGTH_POLICIES:
     raise invalid("data.length_policy", config.length_policy, list(LENGTH_POLICIES))
-  for key in ("batch_size", "eval_batch_size"):
-    if config[key] % process_count:
-      raise invalid(
-          f"data.{key}",
-          config[key],
-          f"a multiple of process_count={process_count}",
-          "the GLOBAL batch is split evenly over the processes",
-      )
   name = config.name
   if not isinstance(name, str) or not (
       name in ("embedded", "multi30k") or (name.startswith("tfds:") and len(name) > 5)
   ):
-    raise invalid("data.name", name, valid_names)
+    raise invalid("data.name", name, VALID_NAMES)
   if not name.startswith("tfds:"):
     if config.train_split != "train":
       raise invalid("data.train_split", config.train_split, "'train'", f"split specs are for tfds sources, not {name}")

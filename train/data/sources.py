@@ -10,6 +10,7 @@ from collections.abc import Callable
 import ml_collections
 
 from train.data import grammar, multi30k, tfds_source, tokenizers
+from train.data.config import VALID_NAMES
 from train.data.corpus import Corpus, translation_examples
 
 
@@ -38,7 +39,6 @@ SOURCES: dict[str, Callable[[ml_collections.ConfigDict, str, str], Corpus]] = {
     "multi30k": load_multi30k,
     "tfds": tfds_source.load,
 }
-VALID_NAMES = "'embedded', 'multi30k', 'tfds:<name>' (e.g. 'tfds:wmt14_translate/de-en', 'tfds:lm1b')"
 
 
 def get_source(name: str) -> tuple[Callable[[ml_collections.ConfigDict, str, str], Corpus], str]:
