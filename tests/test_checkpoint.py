@@ -1,16 +1,23 @@
 """Checkpointer: bitwise round trip of a realistic train state, retention, save rule, resume,
-partial checkpoints, templates of ShapeDtypeStructs."""
+partial checkpoints, templates of ShapeDtypeStructs; orbax's policies without deprecated options, one data state
+per process, epath directories, unrestorable checkpoints, the preemption notice."""
 
 import os
+import signal
+import warnings
 
 import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import orbax.checkpoint as ocp
 import pytest
+from etils import epath
+from grain._src.core import sharding as grain_sharding
+from orbax.checkpoint import checkpoint_managers
 
-from train.checkpoint import Checkpointer
+from train.checkpoint import Checkpointer, PreemptionNotice, checkpoint_directory
 
 
 @flax.struct.dataclass
@@ -168,11 +175,6 @@ def test_bad_arguments_fail_before_writing(tmp_path):
 def test_no_deprecated_orbax_options_or_warnings(tmp_path, caplog):
   """Saving and restoring use orbax's policies and handler registry: no Python warning, no warning line mentioning
   a deprecation, no orbax deprecation event (jax.monitoring); the listener does catch orbax's legacy-API event."""
-  import warnings
-
-  import orbax.checkpoint as ocp
-  from orbax.checkpoint import checkpoint_managers
-
   events = []
   listener = lambda event, **kwargs: events.append(event)  # noqa: E731
   jax.monitoring.register_event_listener(listener)
@@ -208,11 +210,10 @@ def test_save_decision_includes_orbax_preemption_sync_point(tmp_path, monkeypatc
 
 
 def test_each_process_restores_its_own_data_state(tmp_path, monkeypatch):
-  """grain's handler names the file by (process index, count): two fake processes of one run save into the same
-  step directory and each restores its own position. (grain's view of the process is faked rather than
-  jax.process_index, which orbax would follow into barriers with a process that does not exist.)"""
-  from grain._src.core import sharding as grain_sharding
-
+  """grain's handler names the file by (process index, count): each of two fake processes saves step 2 with its
+  own position (process 1 into a second directory, its file then moved next to process 0's: one process cannot
+  save a step twice), and each restores its own. grain's view of the process is faked rather than
+  jax.process_index, which orbax would follow into barriers with a process that does not exist."""
   state = _state()
   positions = {0: {"next_index": 40, "epoch": 0}, 1: {"next_index": 41, "epoch": 2}}
   root, other = tmp_path / "ckpt", tmp_path / "process_1"
@@ -236,8 +237,6 @@ def test_each_process_restores_its_own_data_state(tmp_path, monkeypatch):
 
 
 def test_checkpoint_with_a_json_data_state_from_before_still_restores(tmp_path):
-  import orbax.checkpoint as ocp
-
   state = {"w": jnp.arange(3.0)}
   with ocp.CheckpointManager(str(tmp_path)) as manager:  # how data_state was saved before per-process files
     manager.save(4, args=ocp.args.Composite(state=ocp.args.StandardSave(state), data_state=ocp.args.JsonSave({"i": 4})))
@@ -248,14 +247,16 @@ def test_checkpoint_with_a_json_data_state_from_before_still_restores(tmp_path):
 
 
 def test_directories_are_epath_local_made_absolute_uris_kept(tmp_path, monkeypatch):
-  from etils import epath
-
-  from train.checkpoint import checkpoint_directory
-
   monkeypatch.chdir(tmp_path)
   assert checkpoint_directory("runs/a/checkpoints") == epath.Path(tmp_path / "runs" / "a" / "checkpoints")
   assert str(checkpoint_directory(epath.Path("gs://bucket/x") / "checkpoints")) == "gs://bucket/x/checkpoints"
   assert str(checkpoint_directory("gs://bucket/x")) == "gs://bucket/x"  # os.path.abspath gives <cwd>/gs:/bucket/x
+  # The string orbax's manager gets for a gs:// workdir (the manager itself is not built: it would reach GCS).
+  seen = []
+  with monkeypatch.context() as patch:
+    patch.setattr(ocp, "CheckpointManager", lambda directory, **kwargs: seen.append(directory))
+    assert str(Checkpointer(epath.Path("gs://bucket/run") / "checkpoints").directory) == "gs://bucket/run/checkpoints"
+  assert [str(d) for d in seen] == ["gs://bucket/run/checkpoints"]
   with Checkpointer("rel", save_every=1) as ckpt:
     assert isinstance(ckpt.directory, epath.Path) and ckpt.directory == epath.Path(tmp_path / "rel")
     assert ckpt._manager.directory == ckpt.directory
@@ -312,10 +313,6 @@ def test_no_checkpoint_restores_error_names_directory_and_steps_and_moves_nothin
 
 
 def test_preemption_notice_turns_sigterm_into_a_flag_and_restores_the_handler(tmp_path, monkeypatch):
-  import signal
-
-  from train.checkpoint import PreemptionNotice
-
   before = signal.getsignal(signal.SIGTERM)
   with Checkpointer(str(tmp_path)) as ckpt:
     with PreemptionNotice(ckpt) as notice:
