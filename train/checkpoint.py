@@ -239,11 +239,13 @@ class Checkpointer:
         raise ValueError(f"step={step!r} has no checkpoint in {self.directory}; valid choices: {steps}")
       return self._restore_step(int(step), target)
     failed: list[tuple[int, str]] = []
+    last_exception: Optional[Exception] = None
     for i, candidate in enumerate(reversed(steps)):
       restored, error = None, None
       try:
         restored = self._restore_step(candidate, target)
       except Exception as e:  # noqa: BLE001 - any error reading a checkpoint sends us to the one before it
+        last_exception = e
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:500]
       if _on_every_process(error is None):
         self._set_aside([s for s, _ in failed])
@@ -257,7 +259,7 @@ class Checkpointer:
     tried = "; ".join(f"step {s}: {e}" for s, e in failed)
     raise RuntimeError(
         f"no checkpoint in {self.directory} restores; tried steps {[s for s, _ in failed]} (newest first): {tried}"
-    )
+    ) from last_exception
 
   def _restore_step(self, step: int, target: Any) -> tuple[Any, Optional[dict]]:
     items = {STATE_ITEM: ocp.args.StandardRestore(target)}
