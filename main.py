@@ -4,8 +4,9 @@
     python main.py --config=configs/xavier_postln.py --config.mode=analyze   # curvature / signal at init
     python main.py --config=configs/t5_init.py --config.optim.warmup_steps=0 --workdir=runs/t5_nowarmup
 
-Composition only: parse the config, (analysis at init), train. A diverged run exits with status 3 after writing
-status.json; it is a research outcome, not a crash.
+Composition only: parse the config, (analysis at init), train. Exit status (after writing status.json): 3 diverged,
+a research outcome, not a crash; 143 (= 128 + SIGTERM, what a shell reports for a SIGTERM'd job) preempted: SIGTERM
+or JAX's preemption notice checkpointed the current step, and rerunning the same command resumes it.
 """
 
 import logging as logging_std
@@ -26,6 +27,8 @@ config_flags.DEFINE_config_file("config", "configs/default.py", "Experiment conf
 flags.DEFINE_string("workdir", None, "Output directory (default: runs/<config name>); rerunning it resumes.")
 FLAGS = flags.FLAGS
 MODES = ("train", "analyze", "reproduce")
+EXIT_DIVERGED = 3
+EXIT_PREEMPTED = 143  # 128 + SIGTERM
 
 
 REPO = os.path.dirname(os.path.abspath(__file__))
@@ -88,7 +91,10 @@ def main(argv):
       train.loop.train_and_evaluate(exp)
     except train.loop.Diverged as e:
       logging.error("Run diverged: %s (see %s/status.json)", e, workdir)
-      sys.exit(3)
+      sys.exit(EXIT_DIVERGED)
+    except train.loop.Preempted as e:
+      logging.warning("Run %s (see %s/status.json)", e, workdir)
+      sys.exit(EXIT_PREEMPTED)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,23 @@
 """Checkpointer: bitwise round trip of a realistic train state, retention, save rule, resume,
-partial checkpoints, templates of ShapeDtypeStructs."""
+partial checkpoints, templates of ShapeDtypeStructs; orbax's policies without deprecated options, one data state
+per process, epath directories, unrestorable checkpoints, the preemption notice."""
 
 import os
+import signal
+import warnings
 
 import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import orbax.checkpoint as ocp
 import pytest
+from etils import epath
+from grain._src.core import sharding as grain_sharding
+from orbax.checkpoint import checkpoint_managers
 
-from train.checkpoint import Checkpointer
+from train.checkpoint import Checkpointer, PreemptionNotice, checkpoint_directory
 
 
 @flax.struct.dataclass
@@ -160,3 +167,162 @@ def test_bad_arguments_fail_before_writing(tmp_path):
     with pytest.raises(ValueError, match=r"not JSON-able"):
       ckpt.save(1, {"x": jnp.ones(1)}, data_state={"rng": np.random.default_rng(0)})
     assert ckpt.all_steps() == []
+
+
+# ---- orbax's current API, per-process data state, paths, unrestorable checkpoints, preemption ----
+
+
+def test_no_deprecated_orbax_options_or_warnings(tmp_path, caplog):
+  """Saving and restoring use orbax's policies and handler registry: no Python warning, no warning line mentioning
+  a deprecation, no orbax deprecation event (jax.monitoring); the listener does catch orbax's legacy-API event."""
+  events = []
+  listener = lambda event, **kwargs: events.append(event)  # noqa: E731
+  jax.monitoring.register_event_listener(listener)
+  try:
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level("WARNING"):
+      warnings.simplefilter("always")
+      with Checkpointer(str(tmp_path / "new"), max_to_keep=2, save_every=1) as ckpt:
+        ckpt.save(1, _state(), data_state={"i": 1})
+        ckpt.restore(_zeros_like(_state()))
+        options = ckpt._manager._options
+    assert [str(w.message) for w in caught] == []
+    assert not [r.getMessage() for r in caplog.records if "deprecat" in r.getMessage().lower()]
+    assert not [e for e in events if "deprecation" in e], events
+    assert options.max_to_keep is None and options.keep_period is None
+    assert options.preservation_policy == checkpoint_managers.LatestN(2)
+    assert isinstance(options.save_decision_policy, checkpoint_managers.AnySavePolicy)
+    # The control: the same capture sees orbax's deprecation event for the legacy constructor.
+    ocp.CheckpointManager(
+        str(tmp_path / "legacy"), checkpointers=ocp.Checkpointer(ocp.PyTreeCheckpointHandler())
+    ).close()
+    assert "/jax/orbax/deprecation/checkpoint_manager_legacy_init" in events
+  finally:
+    jax.monitoring.unregister_event_listener(listener)
+
+
+def test_save_decision_includes_orbax_preemption_sync_point(tmp_path, monkeypatch):
+  with Checkpointer(str(tmp_path), save_every=5) as ckpt:
+    assert [s for s in range(1, 11) if ckpt.should_save(s)] == [5, 10]
+    monkeypatch.setattr(ckpt._manager, "reached_preemption", lambda step: step == 7)
+    assert [s for s in range(1, 11) if ckpt.should_save(s)] == [5, 7, 10]
+    assert ckpt.reached_preemption(7) and not ckpt.reached_preemption(6)
+    assert ckpt.save(7, {"x": jnp.ones(2)}) and ckpt.all_steps() == [7]
+
+
+def test_each_process_restores_its_own_data_state(tmp_path, monkeypatch):
+  """grain's handler names the file by (process index, count): each of two fake processes saves step 2 with its
+  own position (process 1 into a second directory, its file then moved next to process 0's: one process cannot
+  save a step twice), and each restores its own. grain's view of the process is faked rather than
+  jax.process_index, which orbax would follow into barriers with a process that does not exist."""
+  state = _state()
+  positions = {0: {"next_index": 40, "epoch": 0}, 1: {"next_index": 41, "epoch": 2}}
+  root, other = tmp_path / "ckpt", tmp_path / "process_1"
+  for index, directory in ((1, other), (0, root)):
+    monkeypatch.setattr(grain_sharding, "get_process_index_and_count", lambda index=index: (index, 2))
+    with Checkpointer(str(directory), save_every=1) as ckpt:
+      ckpt.save(2, state, data_state=positions[index])
+  # Process 0 wrote its own file only (JsonSave wrote process 0's state for everybody).
+  assert sorted(p.name for p in (root / "2" / "data_state").glob("process_*")) == ["process_0-of-2.json"]
+  (other / "2" / "data_state" / "process_1-of-2.json").rename(root / "2" / "data_state" / "process_1-of-2.json")
+  for index in (0, 1):
+    monkeypatch.setattr(grain_sharding, "get_process_index_and_count", lambda index=index: (index, 2))
+    with Checkpointer(str(root), save_every=1) as ckpt:
+      restored, data_state = ckpt.restore(_zeros_like(state))
+    assert data_state == positions[index]
+    _assert_bitwise_equal(restored, state)
+  monkeypatch.setattr(grain_sharding, "get_process_index_and_count", lambda: (2, 3))  # a run of another size
+  with Checkpointer(str(root), save_every=1) as ckpt:
+    with pytest.raises(RuntimeError, match=r"process_2-of-3\.json does not exist"):
+      ckpt.restore(_zeros_like(state))
+
+
+def test_checkpoint_with_a_json_data_state_from_before_still_restores(tmp_path):
+  state = {"w": jnp.arange(3.0)}
+  with ocp.CheckpointManager(str(tmp_path)) as manager:  # how data_state was saved before per-process files
+    manager.save(4, args=ocp.args.Composite(state=ocp.args.StandardSave(state), data_state=ocp.args.JsonSave({"i": 4})))
+  with Checkpointer(str(tmp_path)) as ckpt:
+    restored, data_state = ckpt.restore({"w": jnp.zeros(3)})
+  np.testing.assert_array_equal(restored["w"], [0.0, 1.0, 2.0])
+  assert data_state == {"i": 4}
+
+
+def test_directories_are_epath_local_made_absolute_uris_kept(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  assert checkpoint_directory("runs/a/checkpoints") == epath.Path(tmp_path / "runs" / "a" / "checkpoints")
+  assert str(checkpoint_directory(epath.Path("gs://bucket/x") / "checkpoints")) == "gs://bucket/x/checkpoints"
+  assert str(checkpoint_directory("gs://bucket/x")) == "gs://bucket/x"  # os.path.abspath gives <cwd>/gs:/bucket/x
+  # The string orbax's manager gets for a gs:// workdir (the manager itself is not built: it would reach GCS).
+  seen = []
+  with monkeypatch.context() as patch:
+    patch.setattr(ocp, "CheckpointManager", lambda directory, **kwargs: seen.append(directory))
+    assert str(Checkpointer(epath.Path("gs://bucket/run") / "checkpoints").directory) == "gs://bucket/run/checkpoints"
+  assert [str(d) for d in seen] == ["gs://bucket/run/checkpoints"]
+  with Checkpointer("rel", save_every=1) as ckpt:
+    assert isinstance(ckpt.directory, epath.Path) and ckpt.directory == epath.Path(tmp_path / "rel")
+    assert ckpt._manager.directory == ckpt.directory
+    ckpt.save(1, {"x": jnp.ones(1)})
+  assert (tmp_path / "rel" / "1" / "state").is_dir()
+
+
+def _truncate(path):
+  """Truncates `path`, or the largest file under it (an array data file of a state item), to half its size."""
+  if path.is_dir():
+    path = max((p for p in path.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+  os.truncate(path, path.stat().st_size // 2)
+  return path
+
+
+@pytest.mark.parametrize("item", ["state", "data_state"])
+def test_unrestorable_latest_checkpoint_falls_back_and_is_moved_aside(tmp_path, caplog, item):
+  """A truncated file in the latest checkpoint (array data, or this process's data state): a warning names the
+  checkpoint, the previous one restores, the bad one is moved aside and its step can be saved again."""
+  state = _state()
+  with Checkpointer(str(tmp_path), save_every=1) as ckpt:
+    for s in (1, 2, 3):
+      ckpt.save(s, state.replace(step=jnp.asarray(s, jnp.int32)), data_state={"next_index": s})
+  _truncate(tmp_path / "3" / ("state" if item == "state" else "data_state/process_0-of-1.json"))
+  with caplog.at_level("WARNING"), Checkpointer(str(tmp_path), save_every=1) as ckpt:
+    restored, data_state = ckpt.restore(_zeros_like(state))
+    assert int(restored.step) == 2 and data_state == {"next_index": 2}
+    assert ckpt.all_steps() == [1, 2]
+    assert ckpt.should_save(3) and ckpt.save(3, state, data_state={"next_index": 3})  # not skipped as existing
+    assert ckpt.all_steps() == [1, 2, 3]
+  warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+  assert any(f"Checkpoint {tmp_path / '3'} does not restore" in w for w in warnings), warnings
+  aside = [p.name for p in tmp_path.iterdir() if p.name.startswith("3.unrestorable-")]
+  assert len(aside) == 1 and (tmp_path / aside[0] / item).is_dir()  # kept for inspection
+
+
+def test_no_checkpoint_restores_error_names_directory_and_steps_and_moves_nothing(tmp_path):
+  with Checkpointer(str(tmp_path), save_every=1) as ckpt:
+    for s in (1, 2):
+      ckpt.save(s, {"w": jnp.ones(3)})
+  # A template of another shape (e.g. a changed model config) restores no checkpoint: nothing may be moved aside.
+  with Checkpointer(str(tmp_path), save_every=1) as ckpt:
+    with pytest.raises(RuntimeError, match=rf"no checkpoint in {tmp_path} restores; tried steps \[2, 1\].*step 2: "):
+      ckpt.restore({"w": jnp.ones(4)})
+    assert ckpt.all_steps() == [1, 2]
+  assert sorted(p.name for p in tmp_path.iterdir() if p.name[0].isdigit()) == ["1", "2"]
+  # An explicitly requested step is not replaced by another one.
+  _truncate(tmp_path / "2" / "state")
+  with Checkpointer(str(tmp_path), save_every=1) as ckpt:
+    with pytest.raises(Exception) as error:
+      ckpt.restore({"w": jnp.ones(3)}, step=2)
+    assert "no checkpoint" not in str(error.value)
+    assert ckpt.all_steps() == [1, 2]
+
+
+def test_preemption_notice_turns_sigterm_into_a_flag_and_restores_the_handler(tmp_path, monkeypatch):
+  before = signal.getsignal(signal.SIGTERM)
+  with Checkpointer(str(tmp_path)) as ckpt:
+    with PreemptionNotice(ckpt) as notice:
+      assert not notice.reached(1)
+      os.kill(os.getpid(), signal.SIGTERM)  # the process survives: the handler only sets the flag
+      assert notice.reached(2)
+    assert signal.getsignal(signal.SIGTERM) is before
+    # Several processes without JAX's preemption service: SIGTERM is left alone (stopping at different steps
+    # would deadlock the processes in their next collective).
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    with PreemptionNotice(ckpt) as notice:
+      assert signal.getsignal(signal.SIGTERM) is before
+    assert not notice.reached(1)

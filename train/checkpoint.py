@@ -1,19 +1,28 @@
-"""Checkpoints of the training state and the data iterator state (orbax-checkpoint).
+"""Checkpoints of the training state and of every process's data iterator state (orbax-checkpoint), and preemption.
 
 Contract:
   * One checkpoint per step in `<directory>/<step>/`, with two items: `state` (any pytree of
     arrays: a flax.struct dataclass with step, params, optax opt_state, extra variables and
-    an rng key) saved with `ocp.args.StandardSave`, and `data_state` (a JSON-able dict, e.g.
-    a grain dataset iterator's `get_state()`) saved with `ocp.args.JsonSave`. Both belong
-    to the same step, so a resumed run sees exactly the batches it had not consumed.
+    an rng key) saved with `ocp.args.StandardSave`, and `data_state`: one JSON-able dict per
+    process (e.g. a grain dataset iterator's `get_state()`), written by grain's orbax handler
+    (`grain.checkpoint.CheckpointHandler`, grain 0.2.18) into
+    `data_state/process_<i>-of-<n>.json` by every process and read back by the process it
+    belongs to. Both belong to the same step, so a resumed run sees exactly the batches it had
+    not consumed. Checkpoints written before the per-process files (data_state saved by
+    `ocp.args.JsonSave`, primary host only) still restore in a single-process run.
   * PRNG keys: orbax 0.12.8 saves typed keys (`jax.random.key`) by their key data and
     restores them as typed keys when the template leaf is a typed key (or its
     ShapeDtypeStruct); raw uint32 keys (`jax.random.PRNGKey`) are plain arrays. Both are
     tested.
-  * Saving rule: `save(step, ...)` writes when `step % save_every == 0` or `force=True`
-    (use it for the last step); a step already on disk is skipped. The rule is decided here
-    rather than by orbax's `save_interval_steps` because orbax also saves the first step it
-    sees whatever the interval. `max_to_keep` keeps the most recent checkpoints.
+  * Saving rule: `save(step, ...)` writes when `step % save_every == 0`, when orbax reports a
+    preemption sync point at `step`, or when `force=True` (the last step, a preemption); a step
+    already on disk is skipped. It is orbax 0.12.8's save-decision policy
+    `AnySavePolicy([FixedIntervalPolicy(save_every), PreemptionCheckpointingPolicy()])`, without
+    orbax's default `InitialSavePolicy` (which saves the first step it sees whatever the
+    interval); orbax also never saves a step at or below its latest one. Retention is the
+    preservation policy `LatestN(max_to_keep)`. Neither uses the `max_to_keep` / `item_handlers`
+    options that orbax 0.12.8 documents as deprecated (handlers go through a
+    `handler_registry`).
   * Crash safety: orbax writes into `<step>.orbax-checkpoint-tmp-*` and renames it when
     complete, so a partial checkpoint is never listed; leftovers are deleted when a
     Checkpointer is opened. By default (`asynchronous=False`) `save` returns only after the
@@ -22,25 +31,81 @@ Contract:
     (orbax also waits for the previous save before starting the next one).
   * Resuming: a new `Checkpointer` on the same directory sees `latest_step()` of the
     previous run; `restore(template)` restores it onto the template's shapes, dtypes and
-    shardings.
+    shardings. A latest checkpoint that does not restore (a truncated or missing file: a
+    TensorStore or JSON error) is logged as a warning naming it, and the next older one is
+    tried; the ones that failed are moved aside to `<step>.unrestorable-<unix time>` (kept for
+    inspection, no longer a step to orbax) only once an older one restored, so the run can
+    save those steps again. When none restores, nothing is moved and a RuntimeError names the
+    directory and every step tried with its error (a template that matches no checkpoint, e.g.
+    a changed model config, fails that way). With several processes a step counts as restored
+    only when it restored on every process (an all-gather of the outcome).
+  * Paths go through `etils.epath`: a relative local directory is made absolute, a URI such as
+    `gs://bucket/run` is kept as it is (`epath.Path.absolute()` would turn it into
+    `<cwd>/gs:/bucket/run`).
+  * Preemption (`PreemptionNotice`): inside the context, SIGTERM sets a flag instead of ending
+    the process (single process); with `jax.distributed` initialized, JAX's preemption service
+    catches SIGTERM itself and `reached(step)` asks orbax's `reached_preemption(step)`, which
+    is true at the same step on every process. The previous SIGTERM handler is restored on exit.
 """
 
 import json
-import os
+import signal
+import threading
+import time
 from typing import Any, Optional
 
+import grain.checkpoint
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
+from absl import logging
+from etils import epath
+from jax.experimental import multihost_utils
+from orbax.checkpoint import checkpoint_managers
 
 STATE_ITEM = "state"
 DATA_ITEM = "data_state"
+_LEGACY_DATA_FILE = "metadata"  # the file ocp.JsonCheckpointHandler (orbax 0.12.8) writes: data_state before grain's
+_UNRESTORABLE = "unrestorable"
+
+
+def checkpoint_directory(directory: epath.PathLike) -> epath.Path:
+  """`directory` as an absolute `epath.Path` (orbax wants one); a URI (`gs://...`) is returned unchanged."""
+  path = epath.Path(directory)
+  # etils 1.15: a URI path is_absolute(); only local relative paths are joined to the working directory.
+  return path if path.is_absolute() else path.absolute()
+
+
+class _DataState:
+  """One process's data-iterator state in the form grain's CheckpointHandler (grain 0.2.18) saves and restores:
+  for anything but a grain DatasetIterator it writes `get_state().decode()` and restores with `set_state(bytes)`
+  followed by `start_prefetch()`."""
+
+  def __init__(self, state: Optional[dict] = None):
+    self.state = state
+
+  def get_state(self) -> bytes:
+    return json.dumps(self.state, indent=4).encode()  # the text grain writes for a DatasetIterator's state
+
+  def set_state(self, raw: bytes) -> None:
+    self.state = json.loads(raw)
+
+  def start_prefetch(self) -> None:
+    pass
+
+
+def _on_every_process(ok: bool) -> bool:
+  """True when `ok` holds on every process (a collective: every process must call it)."""
+  if jax.process_count() == 1:
+    return ok
+  return bool(np.all(multihost_utils.process_allgather(np.asarray(ok))))
 
 
 class Checkpointer:
   """Saves and restores `(state, data_state)` with an orbax CheckpointManager.
 
   Args:
-    directory: checkpoint root (created if missing; made absolute, as orbax requires).
+    directory: checkpoint root (created if missing); a local path or a URI such as `gs://bucket/run/checkpoints`.
     max_to_keep: number of most recent checkpoints kept; None keeps all.
     save_every: `save` writes at steps that are multiples of this (or when forced).
     asynchronous: let `save` return before the write is finalized (see module docstring).
@@ -48,7 +113,7 @@ class Checkpointer:
 
   def __init__(
       self,
-      directory: str,
+      directory: epath.PathLike,
       *,
       max_to_keep: Optional[int] = 3,
       save_every: int = 1000,
@@ -58,23 +123,34 @@ class Checkpointer:
       raise ValueError(f"save_every={save_every!r} is invalid; valid choices: an integer >= 1")
     if max_to_keep is not None and (not isinstance(max_to_keep, int) or max_to_keep < 1):
       raise ValueError(f"max_to_keep={max_to_keep!r} is invalid; valid choices: an integer >= 1 or None")
-    self.directory = os.path.abspath(directory)
+    self.directory = checkpoint_directory(directory)
     self.save_every = save_every
     self._asynchronous = asynchronous
+    self._name_format = ocp.step.standard_name_format()
+    registry = ocp.handlers.DefaultCheckpointHandlerRegistry()
+    state_handler = ocp.StandardCheckpointHandler()
+    registry.add(STATE_ITEM, ocp.args.StandardSave, state_handler)
+    registry.add(STATE_ITEM, ocp.args.StandardRestore, state_handler)
+    data_handler = grain.checkpoint.CheckpointHandler()
+    registry.add(DATA_ITEM, grain.checkpoint.CheckpointSave, data_handler)
+    registry.add(DATA_ITEM, grain.checkpoint.CheckpointRestore, data_handler)
+    registry.add(DATA_ITEM, ocp.args.JsonRestore, ocp.JsonCheckpointHandler())  # checkpoints from before grain's
     self._manager = ocp.CheckpointManager(
         self.directory,
         options=ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep,
-            save_interval_steps=1,  # the interval rule is applied in `save`
+            save_decision_policy=checkpoint_managers.AnySavePolicy(
+                [
+                    checkpoint_managers.FixedIntervalPolicy(save_every),
+                    checkpoint_managers.PreemptionCheckpointingPolicy(),
+                ]
+            ),
+            preservation_policy=checkpoint_managers.LatestN(max_to_keep),
+            step_name_format=self._name_format,
             enable_async_checkpointing=asynchronous,
             cleanup_tmp_directories=True,  # drop partial checkpoints left by a crash
             create=True,
         ),
-        # Declaring the handlers lets item_metadata() tell whether data_state was saved.
-        item_handlers={
-            STATE_ITEM: ocp.StandardCheckpointHandler(),
-            DATA_ITEM: ocp.JsonCheckpointHandler(),
-        },
+        handler_registry=registry,
     )
 
   def latest_step(self) -> Optional[int]:
@@ -85,17 +161,31 @@ class Checkpointer:
     """All finalized steps on disk, ascending."""
     return sorted(self._manager.all_steps())
 
+  def step_path(self, step: int) -> epath.Path:
+    """The directory of checkpoint `step` (whether or not it exists)."""
+    return ocp.step.build_step_path(self.directory, self._name_format, int(step))
+
+  def reached_preemption(self, step: int) -> bool:
+    """Orbax's preemption sync point: true at the same step on every process once one received a preemption
+    notice (JAX's preemption service, with jax.distributed); always false in a single process without it."""
+    return self._manager.reached_preemption(int(step))
+
   def should_save(self, step: int, *, force: bool = False) -> bool:
     """Whether `save(step, force=force)` would write a new checkpoint."""
-    return (force or int(step) % self.save_every == 0) and int(step) not in self.all_steps()
+    step = int(step)
+    if step in self._manager.all_steps():
+      return False
+    return force or self._manager.should_save(step)
 
   def save(self, step: int, state: Any, *, data_state: Optional[dict] = None, force: bool = False) -> bool:
-    """Saves `state` (and `data_state`) as step `step` if the saving rule says so.
+    """Saves `state` (and this process's `data_state`) as step `step` if the saving rule says so.
+
+    Every process calls it with its own `data_state`.
 
     Args:
       step: the training step (number of updates applied) the state belongs to.
       state: pytree of arrays (jax arrays, typed or raw PRNG keys, numpy arrays).
-      data_state: JSON-able dict (the data iterator's state) or None.
+      data_state: JSON-able dict (this process's data iterator state) or None.
       force: save even if `step` is not a multiple of `save_every`.
 
     Returns:
@@ -109,49 +199,103 @@ class Checkpointer:
             "JSON-able dict (e.g. a grain DatasetIterator.get_state()) or None"
         )
       try:
-        json.dumps(data_state)
+        data_state = json.loads(json.dumps(data_state))  # a copy: an asynchronous save must not see later changes
       except (TypeError, ValueError) as e:
         raise ValueError(f"data_state is not JSON-able ({e}); valid choices: a JSON-able dict") from e
     if not self.should_save(step, force=force):
       return False
     items = {STATE_ITEM: ocp.args.StandardSave(state)}
     if data_state is not None:
-      items[DATA_ITEM] = ocp.args.JsonSave(data_state)
+      items[DATA_ITEM] = grain.checkpoint.CheckpointSave(_DataState(data_state))
     saved = self._manager.save(step, args=ocp.args.Composite(**items), force=True)
     if not self._asynchronous:
       self._manager.wait_until_finished()
     return bool(saved)
 
   def restore(self, state_template: Any, step: Optional[int] = None) -> Optional[tuple[Any, Any]]:
-    """Restores `(state, data_state)` from `step` (default: the latest).
+    """Restores `(state, data_state)` from `step`, or from the newest checkpoint that restores.
 
     Args:
       state_template: pytree with the structure of the saved state whose leaves are arrays
         or `jax.ShapeDtypeStruct`s; restored leaves get the template's dtype and sharding.
-      step: the step to restore; None = latest.
+      step: the step to restore (its errors are raised as they are); None = the latest that restores (see the
+        module docstring: unrestorable newer ones are warned about and moved aside).
 
     Returns:
-      `(state, data_state)` (data_state is None if none was saved), or None when the
+      `(state, data_state)` (data_state is this process's, None if none was saved), or None when the
       directory holds no checkpoint.
+
+    Raises:
+      ValueError: `step` is not on disk.
+      RuntimeError: step=None and no checkpoint restores (the message names each step tried and its error).
     """
     self._manager.wait_until_finished()
     steps = self.all_steps()
-    if step is None:
-      if not steps:
-        return None
-      step = steps[-1]
-    elif int(step) not in steps:
-      raise ValueError(f"step={step!r} has no checkpoint in {self.directory}; valid choices: {steps}")
-    step = int(step)
     # Concrete arrays become ShapeDtypeStructs carrying their sharding, so orbax restores
     # directly onto the template's placement and dtype.
     target = jax.tree.map(ocp.utils.to_shape_dtype_struct, state_template)
+    if step is not None:
+      if int(step) not in steps:
+        raise ValueError(f"step={step!r} has no checkpoint in {self.directory}; valid choices: {steps}")
+      return self._restore_step(int(step), target)
+    failed: list[tuple[int, str]] = []
+    last_exception: Optional[Exception] = None
+    for i, candidate in enumerate(reversed(steps)):
+      restored, error = None, None
+      try:
+        restored = self._restore_step(candidate, target)
+      except Exception as e:  # noqa: BLE001 - any error reading a checkpoint sends us to the one before it
+        last_exception = e
+        error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:500]
+      if _on_every_process(error is None):
+        self._set_aside([s for s, _ in failed])
+        return restored
+      error = error or "restored on this process but not on every process"
+      older = f"trying step {steps[-i - 2]}" if i + 1 < len(steps) else "no older checkpoint"
+      logging.warning("Checkpoint %s does not restore (%s); %s", self.step_path(candidate), error, older)
+      failed.append((candidate, error))
+    if not failed:
+      return None
+    tried = "; ".join(f"step {s}: {e}" for s, e in failed)
+    raise RuntimeError(
+        f"no checkpoint in {self.directory} restores; tried steps {[s for s, _ in failed]} (newest first): {tried}"
+    ) from last_exception
+
+  def _restore_step(self, step: int, target: Any) -> tuple[Any, Optional[dict]]:
     items = {STATE_ITEM: ocp.args.StandardRestore(target)}
-    has_data = DATA_ITEM in self._manager.item_metadata(step)
-    if has_data:
-      items[DATA_ITEM] = ocp.args.JsonRestore()
+    data_dir = self.step_path(step) / DATA_ITEM
+    data_args = None
+    if (data_dir / _LEGACY_DATA_FILE).exists():
+      if jax.process_count() > 1:
+        raise ValueError(
+            f"{data_dir} holds one data state for all processes (a checkpoint from before per-process data "
+            f"states); it cannot resume {jax.process_count()} processes"
+        )
+      data_args = ocp.args.JsonRestore()
+    elif data_dir.exists():
+      data_args = grain.checkpoint.CheckpointRestore(_DataState())  # grain raises naming the missing file
+    if data_args is not None:
+      items[DATA_ITEM] = data_args
     restored = self._manager.restore(step, args=ocp.args.Composite(**items))
-    return restored[STATE_ITEM], (restored[DATA_ITEM] if has_data else None)
+    if data_args is None:
+      return restored[STATE_ITEM], None
+    data = restored[DATA_ITEM]
+    return restored[STATE_ITEM], (data.state if isinstance(data, _DataState) else data)
+
+  def _set_aside(self, steps: list[int]) -> None:
+    """Renames unrestorable checkpoints to `<step>.unrestorable-<unix time>` (process 0; every process waits)."""
+    if not steps:
+      return
+    if jax.process_index() == 0:
+      stamp = int(time.time())
+      for step in steps:
+        path = self.step_path(step)
+        aside = path.parent / f"{path.name}.{_UNRESTORABLE}-{stamp}"
+        path.rename(aside)
+        logging.warning("Moved the unrestorable checkpoint %s aside to %s", path, aside)
+    if jax.process_count() > 1:
+      multihost_utils.sync_global_devices("train.checkpoint: unrestorable checkpoints moved aside")
+    self._manager.reload()
 
   def wait(self) -> None:
     """Blocks until any asynchronous save is finalized."""
@@ -167,3 +311,55 @@ class Checkpointer:
 
   def __exit__(self, *exc) -> None:
     self.close()
+
+
+def _jax_preemption_service() -> bool:
+  """Whether JAX's preemption service runs: it starts with jax.distributed.initialize (jax 0.10:
+  `jax_enable_preemption_service`, on by default) and installs its own SIGTERM handler."""
+  return jax.distributed.is_initialized() and bool(jax.config.jax_enable_preemption_service)
+
+
+class PreemptionNotice:
+  """A preemption notice read at step boundaries (a context manager around the training loop).
+
+  `reached(step)`, called after every step by every process, says to checkpoint `step` and stop. Single process:
+  SIGTERM sets a flag (the process finishes its step instead of dying). With jax.distributed: JAX's preemption
+  service owns SIGTERM (replacing its handler would hide the notice from the other processes) and orbax's
+  `reached_preemption(step)` makes every process stop at the same step. Several processes without that service:
+  SIGTERM is left alone (processes stopping at different steps would deadlock in the next collective).
+  """
+
+  def __init__(self, checkpointer: Checkpointer):
+    self._checkpointer = checkpointer
+    self._received = False
+    self._installed = False
+    self._previous: Any = None
+
+  def __enter__(self) -> "PreemptionNotice":
+    self._received = False
+    if _jax_preemption_service():
+      logging.info("Preemption: JAX's preemption service (SIGTERM on any process) through orbax")
+    elif jax.process_count() > 1:
+      logging.warning(
+          "Preemption: %d processes without JAX's preemption service (jax_enable_preemption_service=False): "
+          "SIGTERM will end the run without a checkpoint",
+          jax.process_count(),
+      )
+    elif threading.current_thread() is threading.main_thread():  # Python only lets the main thread set handlers
+      self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+      self._installed = True
+    return self
+
+  def _on_sigterm(self, signum, frame) -> None:
+    del signum, frame
+    self._received = True
+
+  def reached(self, step: int) -> bool:
+    """True when the run should checkpoint `step` and stop."""
+    return self._received or self._checkpointer.reached_preemption(step)
+
+  def __exit__(self, *exc) -> None:
+    if self._installed:
+      # signal.signal returns None for a handler not set from Python; SIG_DFL is then the best we can restore.
+      signal.signal(signal.SIGTERM, signal.SIG_DFL if self._previous is None else self._previous)
+      self._installed = False

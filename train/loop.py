@@ -10,7 +10,9 @@ ConfigDict becomes a frozen `ModelConfig` here), the initial parameters (`init.i
 greedy-decoding BLEU and exact match for translation) and checkpointing every `train.checkpoint_every` steps and
 at the end. A non-finite loss or gradient stops the run: `status.json` says `diverged` with the step and the
 parameters whose gradients were non-finite, the last good checkpoint stays, and `Diverged` is raised for main.py
-to turn into a non-zero exit code.
+to turn into a non-zero exit code. A preemption (SIGTERM, or orbax's preemption sync point with jax.distributed;
+`train.checkpoint.PreemptionNotice`) finishes the current step, checkpoints it (forced), writes `status.json` =
+`preempted` with the step and raises `Preempted`; rerunning the workdir resumes from that step bit for bit.
 """
 
 import dataclasses
@@ -23,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import logging
+from etils import epath
 
 import init as init_lib
 import models
@@ -38,6 +41,14 @@ from train.state import TrainState
 
 class Diverged(RuntimeError):
   """Raised when a step produced a non-finite loss or gradient; status.json has the details."""
+
+
+class Preempted(RuntimeError):
+  """Raised after a preemption notice once the current step is checkpointed; status.json says `preempted`."""
+
+  def __init__(self, step: int):
+    super().__init__(f"preempted at step {step}; checkpoint {step} saved, rerun the workdir to resume")
+    self.step = step
 
 
 @dataclasses.dataclass
@@ -111,7 +122,7 @@ def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> E
   state = jax.device_put(state, step_lib.replicated(mesh))
 
   checkpointer = checkpoint_lib.Checkpointer(
-      os.path.join(workdir, "checkpoints"),
+      epath.Path(workdir) / "checkpoints",
       max_to_keep=config.train.keep_checkpoints,
       save_every=config.train.checkpoint_every,
   )
@@ -162,7 +173,13 @@ def _nonfinite_paths(grad_finite, names) -> list[str]:
 
 
 def train_and_evaluate(exp: Experiment) -> TrainState:
-  """Trains from `exp.start_step` to `train.num_steps`; returns the final state (raises Diverged on NaN/Inf)."""
+  """Trains from `exp.start_step` to `train.num_steps`; returns the final state (raises Diverged on NaN/Inf,
+  Preempted after checkpointing on a preemption notice). SIGTERM's previous handler is back when it returns."""
+  with checkpoint_lib.PreemptionNotice(exp.checkpointer) as preemption:
+    return _train_and_evaluate(exp, preemption)
+
+
+def _train_and_evaluate(exp: Experiment, preemption: checkpoint_lib.PreemptionNotice) -> TrainState:
   cfg = exp.config.train
   workdir = exp.workdir
   with open(os.path.join(workdir, "config.json"), "w") as f:
@@ -239,7 +256,9 @@ def train_and_evaluate(exp: Experiment) -> TrainState:
       check(pending)
     pending = (step, metrics)
     at_end = step == cfg.num_steps
-    if step % cfg.log_every == 0 or at_end or step % cfg.eval_every == 0 or exp.checkpointer.should_save(step):
+    preempted = preemption.reached(step)  # every step, on every process (orbax's sync point needs each step)
+    force_save = at_end or preempted
+    if step % cfg.log_every == 0 or force_save or step % cfg.eval_every == 0 or exp.checkpointer.should_save(step):
       check(pending)  # never log, evaluate or checkpoint a state whose step was not finite
       pending = None
       if step % cfg.log_every == 0 or at_end:
@@ -249,8 +268,16 @@ def train_and_evaluate(exp: Experiment) -> TrainState:
       writer.write_scalars(step, result, split="eval")
       last_eval = (step, result)
       logging.info("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in result.items()}))
-    if exp.checkpointer.should_save(step, force=at_end):
-      exp.checkpointer.save(step, state, data_state=it.get_state(), force=at_end)
+    if exp.checkpointer.should_save(step, force=force_save):
+      exp.checkpointer.save(step, state, data_state=it.get_state(), force=force_save)
+    if preempted and not at_end:
+      exp.checkpointer.wait()
+      writer.close()
+      metrics_lib.write_status(
+          workdir, "preempted", step, total_steps=cfg.num_steps, last_checkpoint=exp.checkpointer.latest_step()
+      )
+      logging.warning("Preempted at step %d: checkpoint %d saved; rerun the workdir to resume", step, step)
+      raise Preempted(step)
   if pending is not None:
     check(pending)
   exp.checkpointer.wait()

@@ -33,7 +33,7 @@ from absl import logging
 METRICS_FILE = "metrics.jsonl"
 STATUS_FILE = "status.json"
 TENSORBOARD_DIR = "tensorboard"
-STATUSES = ("running", "finished", "diverged")
+STATUSES = ("running", "finished", "diverged", "preempted")
 _RESERVED = ("step", "split")
 
 
@@ -236,7 +236,7 @@ def write_status(workdir: str, status: str, step: int, **fields: Any) -> dict:
 
   Args:
     workdir: run directory (created if missing).
-    status: one of STATUSES ("running", "finished", "diverged").
+    status: one of STATUSES ("running", "finished", "diverged", "preempted").
     step: the last completed step.
     **fields: extra JSON-able fields, e.g. nonfinite_params=["decoder/layer_3/mlp_out"],
       loss=float("nan").

@@ -1,0 +1,190 @@
+"""A run survives preemption and a damaged checkpoint: SIGTERM mid-run checkpoints the current step, says
+`preempted` in status.json, exits 143 from main.py, and the rerun ends bit for bit where an uninterrupted run ends;
+a truncated file in the latest checkpoint sends the rerun back to the previous checkpoint, with a warning."""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from tests.test_train import tiny_config
+from train import checkpoint as checkpoint_lib
+from train import loop
+from train import metrics as metrics_lib
+from train.metrics import read_metrics, read_status
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+NUM_STEPS = 12
+
+
+def config():
+  return tiny_config(
+      **{
+          "train.num_steps": NUM_STEPS,
+          "train.checkpoint_every": 4,
+          "train.log_every": 2,
+          "train.eval_every": 1000,
+          "train.num_decode_examples": 0,
+          "data.embedded.num_train": 600,
+          "data.batch_size": 8,
+          "data.eval_batch_size": 8,
+          "model.arch": "decoder",  # one decoder layer: the test's time goes to compiling, and this compiles fastest
+          "model.num_decoder_layers": 1,
+          "model.dropout_rate": 0.1,  # the rng key must resume too
+      }
+  )
+
+
+def assert_same_state(a, b):
+  leaves_a = jax.tree.leaves((a.params, a.opt_state, a.variables))
+  leaves_b = jax.tree.leaves((b.params, b.opt_state, b.variables))
+  assert len(leaves_a) == len(leaves_b) > 0
+  for x, y in zip(leaves_a, leaves_b):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  assert int(a.step) == int(b.step)
+  np.testing.assert_array_equal(jax.random.key_data(a.rng), jax.random.key_data(b.rng))
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+  """An uninterrupted run: (workdir, final state)."""
+  workdir = tmp_path_factory.mktemp("reference")
+  return workdir, loop.train_and_evaluate(loop.setup(config(), str(workdir)))
+
+
+def test_sigterm_checkpoints_the_current_step_and_the_rerun_is_bitwise(tmp_path, monkeypatch, reference):
+  """SIGTERM arrives while step 4 is logged; the loop notices at the end of step 5, saves step 5 (not a multiple of
+  checkpoint_every: forced), writes `preempted`, raises Preempted and puts SIGTERM's handler back."""
+  original = metrics_lib.write_status
+
+  def write_status(workdir, status, step, **fields):
+    if status == "running" and step == 4:
+      os.kill(os.getpid(), signal.SIGTERM)  # the process survives: the loop's handler only takes note
+    return original(workdir, status, step, **fields)
+
+  monkeypatch.setattr(metrics_lib, "write_status", write_status)
+  handler = signal.getsignal(signal.SIGTERM)
+  exp = loop.setup(config(), str(tmp_path))
+  with pytest.raises(loop.Preempted, match="preempted at step 5"):
+    loop.train_and_evaluate(exp)
+  assert signal.getsignal(signal.SIGTERM) is handler
+  status = read_status(str(tmp_path))
+  assert status["status"] == "preempted" and status["step"] == 5 and status["last_checkpoint"] == 5
+  assert exp.checkpointer.all_steps() == [4, 5]
+  monkeypatch.setattr(metrics_lib, "write_status", original)
+  resumed_exp = loop.setup(config(), str(tmp_path))
+  assert resumed_exp.start_step == 5
+  resumed = loop.train_and_evaluate(resumed_exp)
+  assert_same_state(resumed, reference[1])
+  assert read_metrics(str(tmp_path)) == read_metrics(str(reference[0]))
+  assert read_status(str(tmp_path))["status"] == "finished"
+
+
+def test_truncated_latest_checkpoint_resumes_from_the_previous_one(tmp_path, caplog, reference):
+  """The reference run's checkpoints are 4, 8, 12; with a data file of 12 truncated the rerun warns naming it,
+  resumes from 8, saves 12 again (the bad one moved aside) and ends bit for bit where the reference ended."""
+  workdir = tmp_path / "run"
+  shutil.copytree(reference[0], workdir)
+  ckpt_dir = workdir / "checkpoints"
+  data_file = max((p for p in (ckpt_dir / "12" / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+  os.truncate(data_file, data_file.stat().st_size // 2)
+  with caplog.at_level("WARNING"):
+    exp = loop.setup(config(), str(workdir))
+  warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+  assert any(f"Checkpoint {ckpt_dir / '12'} does not restore" in w and "trying step 8" in w for w in warnings)
+  assert exp.start_step == 8 and exp.checkpointer.all_steps() == [4, 8]
+  resumed = loop.train_and_evaluate(exp)
+  assert exp.checkpointer.all_steps() == [4, 8, 12]
+  assert_same_state(resumed, reference[1])
+  assert len(list(ckpt_dir.glob("12.unrestorable-*"))) == 1
+
+
+TINY = [
+    "--config=configs/xavier_postln.py",
+    "--config.model.preset=tiny",
+    "--config.model.arch=decoder",
+    "--config.model.num_decoder_layers=1",
+    "--config.model.dropout_rate=0.1",
+    "--config.data.embedded.num_train=300",
+    "--config.data.embedded.num_eval=16",
+    "--config.data.batch_size=8",
+    "--config.data.eval_batch_size=8",
+    "--config.train.num_decode_examples=0",
+    "--config.train.num_steps=30",
+    "--config.train.log_every=1",
+    "--config.train.eval_every=10",
+    "--config.train.checkpoint_every=20",
+]
+TIMEOUT = 240  # seconds for one run of main.py; a run takes about 15 s on 2 CPU cores
+
+
+def main_py(workdir):
+  return subprocess.Popen(
+      [sys.executable, "main.py", f"--workdir={workdir}", *TINY],
+      cwd=REPO,
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.PIPE,
+      text=True,
+  )
+
+
+def final_state(workdir):
+  """The arrays of the last checkpoint of `workdir`, as saved (no template: numpy arrays)."""
+  step = checkpoint_lib.Checkpointer(workdir / "checkpoints").latest_step()
+  return step, ocp.StandardCheckpointer().restore(workdir / "checkpoints" / str(step) / "state")
+
+
+def test_main_py_sigterm_exits_143_and_the_rerun_equals_an_uninterrupted_run(tmp_path):
+  """A real SIGTERM to `python main.py` once metrics.jsonl shows progress: exit status 143, status.json `preempted`
+  at the step of a checkpoint on disk; the rerun finishes with the metrics records and final arrays of an
+  uninterrupted run (which runs beside it), bit for bit."""
+  straight_dir, preempted_dir = tmp_path / "straight", tmp_path / "preempted"
+  procs = []
+  try:
+    procs.append(straight := main_py(straight_dir))
+    procs.append(preempted := main_py(preempted_dir))
+    deadline = time.monotonic() + TIMEOUT
+    metrics = preempted_dir / metrics_lib.METRICS_FILE
+    while not (metrics.exists() and metrics.read_text().strip()):
+      assert preempted.poll() is None, preempted.stderr.read()[-3000:]
+      assert time.monotonic() < deadline, "no metrics record before the timeout"
+      time.sleep(0.02)
+    preempted.send_signal(signal.SIGTERM)
+    _, stderr = preempted.communicate(timeout=TIMEOUT)
+    assert preempted.returncode == 143, stderr[-3000:]
+    assert "Traceback" not in stderr
+    status = json.loads((preempted_dir / metrics_lib.STATUS_FILE).read_text())
+    step = status["step"]
+    assert status["status"] == "preempted" and 1 <= step < 30 and status["last_checkpoint"] == step, status
+    assert step in checkpoint_lib.Checkpointer(preempted_dir / "checkpoints").all_steps()
+    assert max(r["step"] for r in read_metrics(str(preempted_dir))) == step
+    procs.append(rerun := main_py(preempted_dir))
+    for proc in (straight, rerun):
+      _, stderr = proc.communicate(timeout=TIMEOUT)
+      assert proc.returncode == 0, stderr[-3000:]
+  finally:
+    for proc in procs:
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+  assert read_status(str(preempted_dir))["status"] == "finished"
+  records = read_metrics(str(preempted_dir))
+  assert [r["step"] for r in records if r["split"] == "train"] == list(range(1, 31))
+  assert records == read_metrics(str(straight_dir))
+  (step_a, a), (step_b, b) = final_state(straight_dir), final_state(preempted_dir)
+  assert step_a == step_b == 30
+  leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
+  assert jax.tree.structure(a) == jax.tree.structure(b) and len(leaves_a) > 10
+  for x, y in zip(leaves_a, leaves_b):
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):  # orbax restores a typed key as one
+      x, y = jax.random.key_data(x), jax.random.key_data(y)
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
