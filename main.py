@@ -4,8 +4,9 @@
     python main.py --config=configs/xavier_postln.py --config.mode=analyze   # curvature / signal at init
     python main.py --config=configs/t5_init.py --config.optim.warmup_steps=0 --workdir=runs/t5_nowarmup
 
-Composition only: parse the config, (analysis at init), train. Exit status (after writing status.json): 3 diverged,
-a research outcome, not a crash; 143 (= 128 + SIGTERM, what a shell reports for a SIGTERM'd job) preempted: SIGTERM
+Composition only: parse the config, join a multi-process run (every process runs the same command; README
+"Several devices and hosts"), (analysis at init), train. Exit status (after writing status.json): 3 diverged, a
+research outcome, not a crash; 143 (= 128 + SIGTERM, what a shell reports for a SIGTERM'd job) preempted: SIGTERM
 or JAX's preemption notice checkpointed the current step, and rerunning the same command resumes it.
 """
 
@@ -21,6 +22,7 @@ from ml_collections import config_flags
 import analysis.reproduce
 import analysis.run
 import train.config
+import train.distributed
 import train.loop
 
 config_flags.DEFINE_config_file("config", "configs/default.py", "Experiment config file.", lock_config=True)
@@ -53,6 +55,8 @@ def main(argv):
     raise app.UsageError(f"config.mode={FLAGS.config.mode!r} is invalid; valid: {list(MODES)}")
   # The config boundary, before any device or data is touched: 'auto' keys derived, every subtree validated.
   config = train.config.resolve(FLAGS.config, groups={"analysis": analysis.run.AnalysisConfig.from_config})
+  # Several hosts: join the run before anything touches a device (train/distributed.py; one process: nothing).
+  train.distributed.initialize(config.distributed)
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
   workdir = FLAGS.workdir or os.path.join("runs", config_name)
   logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())

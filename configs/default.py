@@ -5,7 +5,8 @@
 
 Experiment configs import this file and override; the command line overrides any key (`--config.<group>.<key>=`).
 Groups mirror the folders: `model` (models/), `init` (init/), `optim`, `data` and `train` (train/), `analysis`
-(analysis/). This file imports only ml_collections: loading a config imports none of the library.
+(analysis/), `distributed` (train/distributed.py: the start-up of a multi-process run). This file imports only
+ml_collections: loading a config imports none of the library.
 
 Size keys that default to "from the preset" are typed placeholders (`placeholder(int)`): None until set, and the
 command line can set them. Keys whose default is 'auto' are derived from others when the config is resolved
@@ -152,4 +153,14 @@ def get_config() -> ml_collections.ConfigDict:
   t.num_decode_examples = 256  # Translation: validation sentences greedily decoded for BLEU / exact match.
   t.decode_max_length = 0  # Longest decoded output (0: data.max_target_length).
   t.grad_norms_every = 0  # Steps between per-parameter gradient-norm records (0: never; computed in-step).
+
+  # Several processes (hosts) in one run: train/distributed.py; every process runs the same command.
+  p = config.distributed = ml_collections.ConfigDict()
+  # 'auto' (when a key below is set, JAX_COORDINATOR_ADDRESS is, or JAX detects a Cloud TPU / SLURM / Open MPI /
+  # Kubernetes job of several processes) | 'true' (always; unset keys detected) | 'false' (one process).
+  p.enabled = "auto"
+  p.coordinator_address = ""  # 'host:port' of process 0's coordinator ('' = detect).
+  p.num_processes = 0  # Processes in the run (0 = detect).
+  p.process_id = -1  # This process's id in [0, num_processes) (-1 = detect).
+  p.initialization_timeout = 300  # Seconds to wait for every process to reach the coordinator.
   return config

@@ -1,15 +1,23 @@
 """Test-wide setup. Tests run on the CPU; XLA's backend optimizations are turned down because the suite compiles
-many tiny programs whose run time is negligible next to their compile time (benchmarks do not use this)."""
+many tiny programs whose run time is negligible next to their compile time (benchmarks do not use this).
+`jax_processes` starts the processes of a multi-process JAX run on this machine, bounded in time and cleaned up."""
 
+import dataclasses
 import os
 import pathlib
 import shutil
+import signal
+import socket
+import subprocess
+import time
+from typing import Optional
 
 import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+REPO = pathlib.Path(__file__).resolve().parents[1]
 # The project's shared, read-only data folder (next to the repository); tests read it and never write into it.
 SHARED_MULTI30K = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 
@@ -26,3 +34,99 @@ def multi30k_copy(tmp_path):
   for path in copy.iterdir():
     os.chmod(path, 0o644)
   return copy
+
+
+# ------------------------------------------------------------------------------------------- multi-process runs
+
+
+def free_port() -> int:
+  """A TCP port on 127.0.0.1 that was free a moment ago (the OS's choice for port 0)."""
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+@dataclasses.dataclass
+class ProcessResult:
+  process_id: int
+  returncode: Optional[int]  # None: still running when the job's time ran out (then killed)
+  output: str  # stdout and stderr, interleaved
+
+
+class ProcessJob:
+  """N processes of one JAX run on this machine (see the `jax_processes` fixture)."""
+
+  def __init__(self, procs: list, logs: list[pathlib.Path]):
+    self.procs, self.logs = procs, logs
+
+  def kill(self, process_id: int, sig: int = signal.SIGKILL) -> None:
+    """Sends `sig` to one process (and its process group: nothing else of the job)."""
+    proc = self.procs[process_id]
+    if proc.poll() is None:
+      os.killpg(proc.pid, sig)
+
+  def wait(self, timeout: float) -> list[ProcessResult]:
+    """Waits until every process exited, at most `timeout` seconds; a process that exits non-zero gets the others
+    killed 20 s later (they would wait for it until JAX's own timeouts); on time out every process is killed."""
+    deadline, failed_at = time.monotonic() + timeout, None
+    while any(p.poll() is None for p in self.procs):
+      now = time.monotonic()
+      if failed_at is None and any(p.returncode not in (None, 0) for p in self.procs):
+        failed_at = now
+      if now > deadline or (failed_at is not None and now > failed_at + 20):
+        timed_out = [i for i, p in enumerate(self.procs) if p.poll() is None]
+        for i in timed_out:
+          self.kill(i)
+        for p in self.procs:
+          p.wait()
+        return self._results(timed_out)
+      time.sleep(0.1)
+    return self._results([])
+
+  def _results(self, timed_out: list[int]) -> list[ProcessResult]:
+    return [
+        ProcessResult(i, None if i in timed_out else p.returncode, self.logs[i].read_text(errors="replace"))
+        for i, p in enumerate(self.procs)
+    ]
+
+
+@pytest.fixture
+def jax_processes(tmp_path):
+  """Starts the N processes of one JAX distributed run on 127.0.0.1, each with its own simulated CPU devices.
+
+  `start(argv, num_processes=2, devices_per_process=2, env=None) -> ProcessJob`: `argv(process_id, address)` is the
+  command of each process, `address` a free "127.0.0.1:<port>" for the coordinator. Outputs go to files (no pipe can
+  fill up and block a process). At teardown every process still running is killed (SIGKILL to its own process
+  group) and reaped, whatever the test did.
+  """
+  jobs: list[ProcessJob] = []
+
+  def start(argv, num_processes: int = 2, *, devices_per_process: int = 2, env: Optional[dict] = None) -> ProcessJob:
+    address = f"127.0.0.1:{free_port()}"
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+    flags.append(f"--xla_force_host_platform_device_count={devices_per_process}")
+    procs, logs = [], []
+    job = ProcessJob(procs, logs)
+    jobs.append(job)
+    for i in range(num_processes):
+      logs.append(tmp_path / f"process_{len(jobs)}_{i}.log")
+      with open(logs[-1], "w") as log:
+        procs.append(
+            subprocess.Popen(
+                argv(i, address),
+                cwd=REPO,
+                env={**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": " ".join(flags), **(env or {})},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, so a kill reaches nothing else
+            )
+        )
+    return job
+
+  try:
+    yield start
+  finally:
+    for job in jobs:
+      for i, proc in enumerate(job.procs):
+        job.kill(i)
+        proc.wait()

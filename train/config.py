@@ -8,7 +8,8 @@ command line overrode) and returns a frozen `Config`, before any data is read or
   * every training subtree typed once into a frozen dataclass (`models.config.Section`: unknown, missing and
     ill-typed keys rejected by one function, `typed_values`) whose `__post_init__` checks its values: `model`
     (`models.ModelConfig`), `init` (`init.InitConfig`, plus the scheme's model requirements), `optim`
-    (`train.optim.OptimConfig`), `data` (`train.data.config.DataConfig`) and `train` (`TrainConfig`); the layers
+    (`train.optim.OptimConfig`), `data` (`train.data.config.DataConfig`), `train` (`TrainConfig`) and
+    `distributed` (`train.distributed.DistributedConfig`); the layers
     above pass builders for their own groups (main.py: `analysis.run.AnalysisConfig`);
   * keys of different subtrees that must agree checked together: µP learning-rate multipliers exist only for the
     optimizers of `train.optim.MUP_OPTIMIZERS`.
@@ -28,7 +29,7 @@ import ml_collections
 import init as init_lib
 import models
 from models.config import AUTO, Section, contradiction, invalid
-from train import optim
+from train import distributed, optim
 from train.data import config as data_config
 
 
@@ -91,6 +92,7 @@ class Config:
   optim: optim.OptimConfig
   data: data_config.DataConfig
   train: TrainConfig
+  distributed: distributed.DistributedConfig
   groups: Mapping[str, Any]
   tree: Mapping[str, Any]
 
@@ -107,7 +109,7 @@ class Config:
     return ml_collections.ConfigDict(self.tree).to_dict()  # a deep copy
 
 
-_GROUPS = ("model", "init", "optim", "data", "train")
+_GROUPS = ("model", "init", "optim", "data", "train", "distributed")
 
 
 def resolve(
@@ -172,6 +174,7 @@ def resolve(
       optim=optim_cfg,
       data=data_cfg,
       train=train_cfg,
+      distributed=distributed.validate(tree.distributed),
       groups=others,
       tree=tree.to_dict(),
   )

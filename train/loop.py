@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 from etils import epath
+from jax.experimental import multihost_utils
 
 import init as init_lib
 import models
@@ -119,7 +120,11 @@ def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> E
       variables=variables,
       rng=jax.random.fold_in(rng, 1),
   )
-  state = jax.device_put(state, step_lib.replicated(mesh))
+  # Several processes: jax.device_put refuses a typed PRNG key for devices of other processes (jax 0.10.2), so the
+  # key goes as its key data and is wrapped again on the mesh.
+  impl = jax.random.key_impl(state.rng)
+  state = jax.device_put(state.replace(rng=jax.random.key_data(state.rng)), step_lib.replicated(mesh))
+  state = state.replace(rng=jax.random.wrap_key_data(state.rng, impl=impl))
 
   checkpointer = checkpoint_lib.Checkpointer(
       epath.Path(workdir) / "checkpoints",
@@ -139,8 +144,43 @@ def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> E
   return Experiment(config, workdir, data, model, mesh, state, tx, schedule, checkpointer, data_state, start)
 
 
+def _process_rows(mesh, num_rows: int) -> slice:
+  """The rows of a global batch of `num_rows` that this process's devices hold: where `step.global_batch` puts this
+  process's local rows (a contiguous block of the mesh's `data` axis)."""
+  index = step_lib.batch_sharding(mesh).addressable_devices_indices_map((num_rows,))
+  bounds = [i[0].indices(num_rows)[:2] for i in index.values()]
+  return slice(min(b[0] for b in bounds), max(b[1] for b in bounds))
+
+
+def decode_examples(exp: Experiment, decode_fn, variables, examples: list[tuple[str, str]]) -> list[str]:
+  """Greedy translations of the sources of `examples`, in their order, on every process.
+
+  The examples go through in global batches of `data.eval_batch_size`; each process encodes only its rows of a batch
+  (`_process_rows`), the jitted decode runs over the global batch, and the decoded rows are gathered
+  (`process_allgather`), so every process gets the hypotheses one process alone would.
+  """
+  size, length = exp.config.data.eval_batch_size, exp.data.max_source_length
+  rows = _process_rows(exp.mesh, size)
+  hyps = []
+  for start in range(0, len(examples), size):
+    chunk = examples[start : start + size]
+    ids = np.zeros((rows.stop - rows.start, length), np.int32)
+    for j, (src, _) in enumerate(chunk[rows]):
+      toks = exp.data.tokenizer.encode(src)[: length - 1] + [exp.data.eos_id]
+      ids[j, : len(toks)] = toks
+    out = decode_fn(variables, step_lib.global_batch({"inputs": ids}, exp.mesh)["inputs"])
+    out = multihost_utils.process_allgather(out, tiled=True)
+    hyps += [exp.data.tokenizer.decode(row.tolist()) for row in np.asarray(out)[: len(chunk)]]
+  return hyps
+
+
 def evaluate(exp: Experiment, eval_step, decode_fn, variables) -> dict:
-  """Validation loss / accuracy / perplexity, plus BLEU and exact match for translation."""
+  """Validation loss / accuracy / perplexity, plus BLEU and exact match for translation.
+
+  Several processes: each feeds its shard of the eval split (`data.eval_batches()`, as many batches on every
+  process) into a global batch, and the jitted step sums over the global batch, so every process gets the sums of
+  the whole split; decoding is split and gathered by `decode_examples`. Every process returns the same numbers.
+  """
   sums = {"loss_sum": 0.0, "tokens": 0.0, "correct": 0.0}
   key = jax.random.key(exp.config.train.seed + 1)
   for i, batch in enumerate(exp.data.eval_batches()):
@@ -154,16 +194,7 @@ def evaluate(exp: Experiment, eval_step, decode_fn, variables) -> dict:
   }
   if decode_fn is not None:
     examples = exp.data.eval_examples()[: exp.config.train.num_decode_examples]
-    hyps = []
-    bs = exp.config.data.eval_batch_size
-    for i in range(0, len(examples), bs):
-      chunk = examples[i : i + bs]
-      ids = np.zeros((bs, exp.data.max_source_length), np.int32)
-      for j, (src, _) in enumerate(chunk):
-        toks = exp.data.tokenizer.encode(src)[: exp.data.max_source_length - 1] + [exp.data.eos_id]
-        ids[j, : len(toks)] = toks
-      out = np.asarray(decode_fn(variables, jnp.asarray(ids)))
-      hyps += [exp.data.tokenizer.decode(row.tolist()) for row in out[: len(chunk)]]
+    hyps = decode_examples(exp, decode_fn, variables, examples)
     result.update(decode_lib.translation_metrics(hyps, [ref for _, ref in examples]))
   return result
 
@@ -182,9 +213,10 @@ def train_and_evaluate(exp: Experiment) -> TrainState:
 def _train_and_evaluate(exp: Experiment, preemption: checkpoint_lib.PreemptionNotice) -> TrainState:
   cfg = exp.config.train
   workdir = exp.workdir
-  with open(os.path.join(workdir, "config.json"), "w") as f:
-    json.dump(exp.config.to_dict(), f, indent=2)
-  writer = metrics_lib.MetricWriter(workdir, resume_step=exp.start_step)
+  if jax.process_index() == 0:  # one writer; every process logs
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+      json.dump(exp.config.to_dict(), f, indent=2)
+  writer = metrics_lib.MetricWriter(workdir, resume_step=exp.start_step)  # writes on process 0 only
   progress = metrics_lib.ProgressReporter(cfg.num_steps)
   train_step = step_lib.jit_train_step(
       step_lib.make_train_step(exp.model, exp.tx, label_smoothing=cfg.label_smoothing, mlm_mask_rate=cfg.mlm_mask_rate),

@@ -15,6 +15,9 @@ Contract:
   * `write_status` / `read_status`: `<workdir>/status.json` is replaced atomically (temp
     file in the same directory, fsync, `os.replace`), so a reader sees the old or the new
     status, never a partial one.
+  * One writer: in a multi-process run only process 0 (`primary`, default
+    `jax.process_index() == 0`) writes files; the other processes validate the same values
+    and write nothing. Progress lines are logged by every process.
 """
 
 import collections
@@ -26,6 +29,7 @@ import time
 import uuid
 from typing import Any, Callable, Mapping, Optional
 
+import jax
 import numpy as np
 import tensorboardX
 from absl import logging
@@ -35,6 +39,11 @@ STATUS_FILE = "status.json"
 TENSORBOARD_DIR = "tensorboard"
 STATUSES = ("running", "finished", "diverged", "preempted")
 _RESERVED = ("step", "split")
+
+
+def _primary(primary: Optional[bool]) -> bool:
+  """Whether this process writes files: `primary` if given, else process 0 of the run."""
+  return jax.process_index() == 0 if primary is None else primary
 
 
 def _to_float(name: str, value: Any) -> float:
@@ -53,18 +62,30 @@ class MetricWriter:
     resume_step: when resuming from a checkpoint at this step, records with a larger step
       (left by the killed run) are removed first; None keeps the file as is.
     tensorboard: also write TensorBoard event files.
+    primary: whether this process writes (default: it is process 0); False checks every
+      record as usual and writes nothing, touching no file.
   """
 
-  def __init__(self, workdir: str, *, resume_step: Optional[int] = None, tensorboard: bool = True):
-    os.makedirs(workdir, exist_ok=True)
+  def __init__(
+      self,
+      workdir: str,
+      *,
+      resume_step: Optional[int] = None,
+      tensorboard: bool = True,
+      primary: Optional[bool] = None,
+  ):
     self.workdir = workdir
     self.path = os.path.join(workdir, METRICS_FILE)
+    self.primary = _primary(primary)
     self._resume_step = resume_step
-    if resume_step is not None and os.path.exists(self.path):
-      kept = [r for r in read_metrics(workdir) if r["step"] <= resume_step]
-      _atomic_write_text(self.path, "".join(_record_line(r) for r in kept))
-    self._file = open(self.path, "a", encoding="utf-8")
-    self._tensorboard = tensorboard
+    self._file = None
+    if self.primary:
+      os.makedirs(workdir, exist_ok=True)
+      if resume_step is not None and os.path.exists(self.path):
+        kept = [r for r in read_metrics(workdir) if r["step"] <= resume_step]
+        _atomic_write_text(self.path, "".join(_record_line(r) for r in kept))
+      self._file = open(self.path, "a", encoding="utf-8")
+    self._tensorboard = tensorboard and self.primary
     self._tb_writers: dict[str, tensorboardX.SummaryWriter] = {}
 
   def write_scalars(self, step: int, scalars: Mapping[str, Any], *, split: str = "train") -> None:
@@ -80,6 +101,8 @@ class MetricWriter:
       raise ValueError(f"metric name {bad[0]!r} is reserved; valid choices: any name but {_RESERVED}")
     values = {name: _to_float(name, value) for name, value in scalars.items()}
     record = {"step": int(step), "split": str(split), **values}
+    if self._file is None:
+      return
     self._file.write(_record_line(record))
     self._file.flush()  # a killed process keeps every line written so far
     if self._tensorboard:
@@ -101,12 +124,13 @@ class MetricWriter:
     return self._tb_writers[split]
 
   def flush(self) -> None:
-    self._file.flush()
+    if self._file is not None:
+      self._file.flush()
     for writer in self._tb_writers.values():
       writer.flush()
 
   def close(self) -> None:
-    if not self._file.closed:
+    if self._file is not None and not self._file.closed:
       self._file.close()
     for writer in self._tb_writers.values():
       writer.close()
@@ -231,13 +255,15 @@ def _atomic_write_text(path: str, text: str) -> None:
     raise
 
 
-def write_status(workdir: str, status: str, step: int, **fields: Any) -> dict:
-  """Atomically writes `<workdir>/status.json` and returns what was written.
+def write_status(workdir: str, status: str, step: int, *, primary: Optional[bool] = None, **fields: Any) -> dict:
+  """Atomically writes `<workdir>/status.json` and returns what was written (process 0 only).
 
   Args:
     workdir: run directory (created if missing).
     status: one of STATUSES ("running", "finished", "diverged", "preempted").
     step: the last completed step.
+    primary: whether this process writes (default: it is process 0); the others return the
+      record without writing it.
     **fields: extra JSON-able fields, e.g. nonfinite_params=["decoder/layer_3/mlp_out"],
       loss=float("nan").
 
@@ -247,6 +273,8 @@ def write_status(workdir: str, status: str, step: int, **fields: Any) -> dict:
   if status not in STATUSES:
     raise ValueError(f"status={status!r} is invalid; valid choices: {list(STATUSES)}")
   record = {"status": status, "step": int(step), "time": time.time(), **fields}
+  if not _primary(primary):
+    return record
   os.makedirs(workdir, exist_ok=True)
   _atomic_write_text(os.path.join(workdir, STATUS_FILE), json.dumps(record, indent=1) + "\n")
   return record

@@ -14,8 +14,13 @@ model (corpus identity, vocab size, corpus cap), so a stale model is never reuse
 order: an existing model is loaded from the first that has it, a new one is written to the first that is
 writable. "Writable" reads the permission bits as well as os.access, because root passes os.access on a
 directory marked read-only (r-x) such as the shared data folder, and we must not write there.
+
+Several processes (a multi-process JAX run): the model is loaded or trained, and cached, by process 0 alone; the
+other processes wait for it and receive its bytes (`multihost_utils.broadcast_one_to_all`, a collective, so it is
+also the barrier), so it is trained once and no filesystem needs to be shared between the hosts.
 """
 
+import functools
 import hashlib
 import io
 import os
@@ -155,7 +160,7 @@ def train_sentencepiece(texts: Iterable[str], *, vocab_size: int, max_corpus_cha
 def load_or_train(
     texts_fn, *, key: str, vocab_size: int, max_corpus_chars: int, cache_dirs: Sequence[str]
 ) -> tuple[SentencePieceTokenizer, str]:
-  """Loads the cached model `spm_<key>.model` or trains and caches it.
+  """Loads the cached model `spm_<key>.model` or trains and caches it (on process 0 only; see the module docstring).
 
   Args:
     texts_fn: zero-argument callable returning the training texts (only called when training).
@@ -165,14 +170,52 @@ def load_or_train(
     cache_dirs: directories tried in order (see the module docstring).
 
   Returns:
-    (tokenizer, path of the cached model file).
+    (tokenizer, path of the cached model file: on process 0's filesystem in a multi-process run).
   """
+  make = functools.partial(_load_or_train_here, texts_fn, key, vocab_size, max_corpus_chars, cache_dirs)
+  proto, path = _from_process_zero(make) if _several_processes() else make()
+  return SentencePieceTokenizer(proto), path
+
+
+def _several_processes() -> bool:
+  import jax  # here, so the data layer imports no JAX; initialized JAX is asked, single processes touch no device
+
+  return jax.distributed.is_initialized() and jax.process_count() > 1
+
+
+def _from_process_zero(make) -> tuple[bytes, str]:
+  """`make()` -> (proto, path) run on process 0; every process returns its result. Process 0 failing raises on every
+  process instead of leaving the others waiting."""
+  import jax
+  from jax.experimental import multihost_utils
+
+  payload, error = b"", None
+  if jax.process_index() == 0:
+    try:
+      proto, path = make()
+      payload = path.encode() + b"\0" + proto
+    except Exception as e:  # noqa: BLE001  (re-raised below, after telling the others)
+      error = e
+  # Two collectives on every process: the length (-1: process 0 failed), then the bytes.
+  size = int(multihost_utils.broadcast_one_to_all(np.int32(-1 if error else len(payload))))
+  if error is not None:
+    raise error
+  if size < 0:
+    raise RuntimeError("process 0 failed to load or train the SentencePiece model (its log has the error)")
+  buffer = np.frombuffer(payload, np.uint8) if jax.process_index() == 0 else np.zeros(size, np.uint8)
+  path, _, proto = np.asarray(multihost_utils.broadcast_one_to_all(buffer)).tobytes().partition(b"\0")
+  return proto, path.decode()
+
+
+def _load_or_train_here(texts_fn, key, vocab_size, max_corpus_chars, cache_dirs) -> tuple[bytes, str]:
+  """(model proto, path) from the first cache dir that has the model, else trained and written to the first
+  writable one."""
   filename = f"spm_{key}.model"
   for d in cache_dirs:
     path = os.path.join(d, filename)
     if os.path.isfile(path):
       with open(path, "rb") as f:
-        return SentencePieceTokenizer(f.read()), path
+        return f.read(), path
   proto = train_sentencepiece(texts_fn(), vocab_size=vocab_size, max_corpus_chars=max_corpus_chars)
   for d in cache_dirs:
     if not os.path.isdir(d):
@@ -189,7 +232,7 @@ def load_or_train(
         f.write(proto)
       os.chmod(tmp, 0o644)  # mkstemp makes 0600; other users of a shared cache must read it.
       os.replace(tmp, path)
-      return SentencePieceTokenizer(proto), path
+      return proto, path
     except OSError:
       continue
   raise OSError(f"No writable directory to cache the SentencePiece model among {list(cache_dirs)}.")

@@ -1,0 +1,280 @@
+"""Multi-process runs (issue 13): start-up from `config.distributed`, one writer, evaluation and decoding split across
+processes and gathered, the SentencePiece model trained once.
+
+The multi-process tests start real JAX processes on 127.0.0.1 (a free port), 2 simulated CPU devices each, CPU
+collectives through gloo, bounded in time and killed at teardown (`jax_processes` in tests/conftest.py).
+"""
+
+import json
+import pathlib
+import sys
+
+import ml_collections
+import pytest
+
+from configs import default
+from train import distributed
+from train import metrics as metrics_lib
+from train.metrics import read_metrics, read_status
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+WORKER = str(REPO / "tests" / "distributed_worker.py")
+# Every variable some cluster environment of JAX is detected by (jax 0.10.2, jax/_src/clusters/).
+CLUSTER_VARS = (
+    "JAX_COORDINATOR_ADDRESS",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_NODELIST",
+    "SLURM_NTASKS",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "OMPI_MCA_orte_hnp_uri",
+    "KUBERNETES_SERVICE_HOST",
+    "TPU_WORKER_HOSTNAMES",
+    "TPU_PROCESS_ADDRESSES",
+)
+
+
+def dist_config(**values):
+  """config.distributed with `values` (a plain copy, so a value of the wrong type reaches the validation)."""
+  return ml_collections.ConfigDict({**default.get_config().distributed.to_dict(), **values})
+
+
+@pytest.fixture
+def no_cluster(monkeypatch):
+  for var in CLUSTER_VARS:
+    monkeypatch.delenv(var, raising=False)
+  return monkeypatch
+
+
+def slurm(monkeypatch, ntasks: int, procid: int):
+  for var, value in (
+      ("SLURM_JOB_ID", "4242"),
+      ("SLURM_STEP_NODELIST", "node[001-004]"),
+      ("SLURM_NTASKS", str(ntasks)),
+      ("SLURM_PROCID", str(procid)),
+      ("SLURM_LOCALID", "0"),
+  ):
+    monkeypatch.setenv(var, value)
+
+
+# ------------------------------------------------------------------------------------------------ start-up
+
+
+@pytest.mark.parametrize(
+    "values, match",
+    [
+        ({"enabled": "yes"}, r"config.distributed.enabled='yes' is invalid; valid: \['auto', 'true', 'false'\]"),
+        ({"coordinator_address": "localhost"}, r"config.distributed.coordinator_address='localhost' is invalid"),
+        ({"coordinator_address": "h:0"}, r"coordinator_address='h:0' is invalid; valid: '' \(detect\) or 'host:port'"),
+        (
+            {"num_processes": -1},
+            r"config.distributed.num_processes=-1 is invalid; valid: an integer >= 0 \(0: detect\)",
+        ),
+        ({"process_id": -2}, r"config.distributed.process_id=-2 is invalid; valid: an integer >= -1 \(-1: detect\)"),
+        ({"initialization_timeout": 0}, r"config.distributed.initialization_timeout=0 is invalid"),
+        ({"num_processes": 2, "process_id": 2}, r"process_id=2 contradicts config.distributed.num_processes=2"),
+        ({"enabled": "false", "num_processes": 4}, r"enabled='false' contradicts config.distributed.num_processes=4"),
+        (
+            {"enabled": "false", "coordinator_address": "h:1"},
+            r"enabled='false' contradicts .*coordinator_address='h:1'",
+        ),
+        ({"enabled": False}, r"config.distributed.enabled=False is invalid; valid: a string"),
+    ],
+)
+def test_bad_values_name_the_key_the_value_and_the_choices(values, match):
+  with pytest.raises(ValueError, match=match):
+    distributed.validate(dist_config(**values))
+
+
+def test_unknown_and_missing_keys():
+  cfg = dist_config()
+  cfg.unlock()
+  cfg.port = 1234
+  with pytest.raises(ValueError, match=r"config.distributed.port=1234 is invalid \(unknown key\)"):
+    distributed.validate(cfg)
+  with pytest.raises(ValueError, match=r"config.distributed=None is invalid \(missing\)"):
+    distributed.validate(None)
+
+
+def test_a_single_process_needs_nothing(no_cluster):
+  for enabled in ("auto", "false"):
+    assert distributed.plan(dist_config(enabled=enabled)) is None
+  assert distributed.initialize(dist_config()) is False  # validated (the defaults are valid), nothing started
+  slurm(no_cluster, ntasks=1, procid=0)  # a one-task SLURM job: JAX would pin it to one GPU; 'auto' leaves it alone
+  assert distributed.detected_cluster().__name__ == "SlurmCluster"
+  assert distributed.plan(dist_config()) is None
+  assert distributed.plan(dist_config(enabled="true"))["num_processes"] is None  # 'true': JAX's detection decides
+
+
+def test_auto_follows_the_cluster_jax_detects(no_cluster):
+  slurm(no_cluster, ntasks=4, procid=2)
+  cluster = distributed.detected_cluster()
+  assert (cluster.__name__, cluster.get_process_count(), cluster.get_process_id()) == ("SlurmCluster", 4, 2)
+  kwargs = distributed.plan(dist_config(initialization_timeout=77))
+  assert kwargs == {
+      "coordinator_address": None,
+      "num_processes": None,
+      "process_id": None,
+      "initialization_timeout": 77,
+  }
+  assert distributed.plan(dist_config(enabled="false")) is None  # 'false' wins over the environment
+  # The config overrides what it sets; JAX detects the rest.
+  assert distributed.plan(dist_config(coordinator_address="node001:1234"))["coordinator_address"] == "node001:1234"
+
+
+def test_auto_on_a_tpu_pod_slice(no_cluster):
+  """A GKE TPU pod slice of 4 hosts (what `import jax` and the TPU environment variables tell JAX on one)."""
+  no_cluster.setattr("jax._src.clusters.cloud_tpu_cluster.running_in_cloud_tpu_vm", True)
+  no_cluster.setenv("TPU_SKIP_MDS_QUERY", "1")  # no GCE metadata server here
+  no_cluster.setenv("MEGASCALE_NUM_SLICES", "1")
+  no_cluster.setenv("MEGASCALE_SLICE_ID", "0")
+  no_cluster.setenv("TPU_WORKER_HOSTNAMES", "t0,t1,t2,t3")
+  no_cluster.setenv("TPU_WORKER_ID", "3")
+  cluster = distributed.detected_cluster()
+  assert (cluster.__name__, cluster.get_process_count(), cluster.get_process_id()) == ("GkeTpuCluster", 4, 3)
+  assert distributed.plan(dist_config())["process_id"] is None
+  no_cluster.setenv("TPU_WORKER_HOSTNAMES", "t0")  # a single-host TPU VM: one process, nothing to start
+  assert distributed.plan(dist_config()) is None
+
+
+def test_explicit_keys_and_the_standard_variable(no_cluster):
+  kwargs = distributed.plan(dist_config(coordinator_address="10.0.0.1:1234", num_processes=8, process_id=5))
+  assert kwargs == {
+      "coordinator_address": "10.0.0.1:1234",
+      "num_processes": 8,
+      "process_id": 5,
+      "initialization_timeout": 300,
+  }
+  with pytest.raises(
+      ValueError, match=r"coordinator_address='' is invalid \(distributed.enabled='auto' starts a run of several"
+  ):
+    distributed.plan(dist_config(num_processes=2, process_id=0))  # nothing to detect the coordinator from
+  with pytest.raises(ValueError, match=r"config.distributed.coordinator_address='' is invalid"):
+    distributed.plan(dist_config(enabled="true"))
+  no_cluster.setenv("JAX_COORDINATOR_ADDRESS", "10.0.0.1:1234")  # read by JAX itself
+  with pytest.raises(
+      ValueError, match=r"config.distributed.num_processes=0 is invalid .*\(JAX_COORDINATOR_ADDRESS is set\)"
+  ):
+    distributed.plan(dist_config())
+  assert distributed.plan(dist_config(num_processes=2, process_id=1))["coordinator_address"] is None
+
+
+# ------------------------------------------------------------------------------------------------ one writer
+
+
+def test_only_process_0_writes_files(tmp_path):
+  """A non-primary process checks its records like process 0 and writes nothing (not even the workdir); process 0,
+  the default of a single process, writes. (In a 2-process run on one disk both writers' files can look like one:
+  the second writer's resume rewrite unlinks the first one's metrics.jsonl; so this is checked here.)"""
+  other, primary = tmp_path / "other", tmp_path / "primary"
+  for workdir, flag in ((other, False), (primary, None)):
+    writer = metrics_lib.MetricWriter(str(workdir), resume_step=0, primary=flag)
+    writer.write_scalars(1, {"loss": 2.5})
+    with pytest.raises(ValueError, match="reserved"):
+      writer.write_scalars(2, {"step": 1.0})
+    writer.close()
+    record = metrics_lib.write_status(str(workdir), "running", 1, primary=flag, loss=2.5)
+    assert (record["status"], record["step"], record["loss"]) == ("running", 1, 2.5)
+  assert not other.exists()
+  assert [(r["step"], r["loss"]) for r in read_metrics(str(primary))] == [(1, 2.5)]
+  assert read_status(str(primary))["step"] == 1 and len(list((primary / "tensorboard" / "train").iterdir())) == 1
+
+
+# ------------------------------------------------------------------------------------------------ multi-process
+
+TINY = [
+    "--config=configs/default.py",
+    "--config.model.preset=tiny",
+    "--config.data.embedded.num_train=300",
+    "--config.data.embedded.num_eval=16",
+    "--config.data.batch_size=8",
+    "--config.data.eval_batch_size=8",
+    "--config.train.num_decode_examples=12",
+    "--config.train.num_steps=20",
+    "--config.train.log_every=1",
+    "--config.train.eval_every=10",
+    "--config.train.checkpoint_every=20",
+    "--config.optim.warmup_steps=5",
+    "--config.optim.learning_rate=5e-3",
+]
+
+
+def _ok(results):
+  for r in results:
+    assert r.returncode == 0, f"process {r.process_id} (returncode {r.returncode}):\n{r.output[-4000:]}"
+
+
+def test_two_processes_train_like_one_process_with_four_devices(tmp_path, jax_processes):
+  """2 processes x 2 CPU devices through main.py == 1 process x 4 devices fed the same global batches: the 20 train
+  losses and the evals to 1e-6 relative; metrics.jsonl, TensorBoard, status.json and config.json written once (by
+  process 0); every process logs."""
+  two = tmp_path / "two"
+  job = jax_processes(
+      lambda i, address: [
+          sys.executable,
+          "main.py",
+          *TINY,
+          f"--workdir={two}",
+          f"--config.distributed.coordinator_address={address}",
+          "--config.distributed.num_processes=2",
+          f"--config.distributed.process_id={i}",
+      ]
+  )
+  results = job.wait(timeout=300)
+  _ok(results)
+  # The reference: one process, 4 devices, every batch the two processes' shards stacked (tests/distributed_worker.py).
+  one = tmp_path / "one"
+  ref = jax_processes(
+      lambda i, address: [sys.executable, WORKER, "--task=reference", *TINY, f"--workdir={one}"],
+      num_processes=1,
+      devices_per_process=4,
+  )
+  _ok(ref.wait(timeout=300))
+
+  train_two, train_one = read_metrics(str(two), split="train"), read_metrics(str(one), split="train")
+  assert [r["step"] for r in train_two] == list(range(1, 21))  # one record per logged step, not one per process
+  assert [r["step"] for r in train_one] == list(range(1, 21))
+  losses_two, losses_one = [r["loss"] for r in train_two], [r["loss"] for r in train_one]
+  assert losses_two == pytest.approx(losses_one, rel=1e-6, abs=0)
+  assert losses_two[-1] < 0.85 * losses_two[0]  # it trained: the comparison is not of 20 equal numbers
+  evals_two, evals_one = read_metrics(str(two), split="eval"), read_metrics(str(one), split="eval")
+  assert [r["step"] for r in evals_two] == [r["step"] for r in evals_one] == [10, 20]
+  for a, b in zip(evals_two, evals_one):
+    assert set(a) == set(b) == {"step", "split", "loss", "accuracy", "perplexity", "bleu", "exact_match"}
+    for key in ("loss", "accuracy", "perplexity", "bleu", "exact_match"):
+      assert a[key] == pytest.approx(b[key], rel=1e-6, abs=0), key
+  for split in ("train", "eval"):
+    assert len(list((two / "tensorboard" / split).iterdir())) == 1, split  # one event file: process 0's
+  status = read_status(str(two))
+  assert (status["status"], status["step"]) == ("finished", 20)
+  assert json.loads((two / "config.json").read_text())["distributed"]["num_processes"] == 2
+  for r in results:  # every process logs its progress and the evals
+    assert "step 20/20" in r.output and "eval at step 20" in r.output, r.process_id
+    assert f"process {r.process_id} of 2" in r.output
+
+
+def test_tokenizer_trained_once_and_decoding_gathered(tmp_path, jax_processes):
+  """2 processes with a tokenizer cache each (hosts without a shared disk): process 0 alone reads the corpus and
+  writes the model, process 1 gets the same model; decoding 11 examples (global batches of 8 + 3) split across the
+  processes gives every hypothesis, in order, on both (a "decoder" that copies its input makes hypothesis = source)."""
+  job = jax_processes(
+      lambda i, address: [
+          sys.executable,
+          WORKER,
+          "--task=checks",
+          f"--address={address}",
+          f"--process_id={i}",
+          "--num_processes=2",
+          f"--out={tmp_path}",
+      ]
+  )
+  _ok(job.wait(timeout=240))
+  p0, p1 = (json.loads((tmp_path / f"process_{i}.json").read_text()) for i in range(2))
+  assert [(p["process_index"], p["process_count"]) for p in (p0, p1)] == [(0, 2), (1, 2)]
+  assert (p0["corpus_reads"], p1["corpus_reads"]) == (1, 0)
+  assert (p0["cache_files"], p1["cache_files"]) == (["spm_k.model"], [])
+  assert p1["path"] == p0["path"] == str(tmp_path / "cache_0" / "spm_k.model")
+  assert p0["vocab_size"] == p1["vocab_size"] > 3 and p0["ids"] == p1["ids"] and len(p0["ids"]) >= 4
+  assert len(p0["sources"]) == 11 and len(set(p0["sources"])) == 11
+  for p in (p0, p1):
+    assert p["hypotheses"] == p["sources"] == p0["sources"]
