@@ -74,8 +74,9 @@ def main(argv):
     out_dir = os.path.join(workdir, "analysis")
     n, size = config.analysis.num_batches, config.analysis.batch_size
     source = (
-        f"train split of data.name={config.data.name!r}: the first {n} batch(es) of {size} sequences of a fresh "
-        f"pass (data.shuffle_seed={config.data.shuffle_seed}), process {jax.process_index()}"
+        f"train split of data.name={config.data.name!r}: the first {n} global batch(es) of {size} sequences of a "
+        f"fresh pass (data.shuffle_seed={config.data.shuffle_seed}), split over the run's {jax.device_count()} "
+        "device(s)"
     )
     analysis.run.run_analysis(
         config.analysis,
@@ -88,6 +89,7 @@ def main(argv):
         step=step,
         batch_source=source,
         mlm_mask_rate=config.train.mlm_mask_rate,
+        mesh=exp.mesh,
     )
     logging.info("Analysis written to %s/step_%d", out_dir, step)
   if config.mode == "train":

@@ -37,6 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from analysis import gradients, hessian, plots, signal
 from analysis.lanczos import REORTHOGONALIZATIONS, check_basis_memory, progress_printer
@@ -47,7 +49,7 @@ from models.config import Section, contradiction, invalid
 from train.loss import make_logits_fn, make_loss_fn, num_tokens
 from train.step import mlm_masked
 
-DTYPES = ("float64", "float32")
+DTYPES = ("auto", "float64", "float32")
 OPERATORS = ("hessian", "gauss_newton")
 _INT_KEYS = dict(
     checkpoint_step=-1,
@@ -163,7 +165,19 @@ def _jsonable(x):
   return x
 
 
+def _primary() -> bool:
+  """One writer: in a run of several processes (every one computes, the arrays are global) process 0 writes."""
+  return jax.process_index() == 0
+
+
+def _plot(fn, *args, **kwargs):
+  if _primary():
+    fn(*args, **kwargs)
+
+
 def _write(directory, name, obj):
+  if not _primary():
+    return
   with open(os.path.join(directory, name), "w") as f:
     json.dump(_jsonable(obj), f, indent=1)
 
@@ -219,6 +233,7 @@ def run_analysis(
     batch_source: str = "given by the caller",
     mlm_mask_rate: float = 0.15,
     print_fn: Callable[[str], None] = print,
+    mesh: Optional[jax.sharding.Mesh] = None,
 ) -> dict:
   """Run the configured analyses and write JSON + PNG files into `out_dir/<label>/`.
 
@@ -235,11 +250,16 @@ def run_analysis(
     batch_source: where the batches come from (split, order), recorded as `batches` in metadata.json.
     mlm_mask_rate: an encoder's masking rate, `train.mlm_mask_rate` (see the module docstring).
     print_fn: where progress lines go.
+    mesh: None (one device), or the device mesh of the run (`train.step.make_mesh`, every process's devices): each
+      batch is split over all its devices along the rows (a data-parallel HVP; every process passes the same global
+      batches) and the Lanczos vectors and bases along n (`basis_sharding`), so a basis takes (m + 1)·n/D entries
+      per device and `analysis.max_basis_bytes` is a per-device limit. Only process 0 writes files.
 
   Returns:
     The summary dict written to metadata.json plus the top/bottom eigenvalues and trace.
   """
   cfg = validate_analysis_config(analysis_config)
+  dtype = resolved_dtype(cfg.dtype)
   batches = list(batches)
   if len(batches) < cfg.num_batches:
     raise ValueError(f"analysis.num_batches={cfg.num_batches} but only {len(batches)} batches were given")
@@ -261,20 +281,50 @@ def run_analysis(
         f"{mlm_mask_rate}, one fixed masking per batch drawn from analysis.seed={cfg.seed}"
     )
   directory = os.path.join(out_dir, label) if label else out_dir
-  os.makedirs(directory, exist_ok=True)
-  with jax.enable_x64(cfg.dtype == "float64"):
-    return _run(cfg, model, variables, batches, directory, label, init_fn, provenance, print_fn)
+  if _primary():
+    os.makedirs(directory, exist_ok=True)
+  with jax.enable_x64(dtype == "float64"):
+    return _run(cfg, dtype, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh)
 
 
-def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, print_fn):
-  dtype = jnp.dtype(cfg.dtype)
+def resolved_dtype(name: str) -> str:
+  """`analysis.dtype`: 'auto' is float64 where the backend computes it natively (CPU, GPU) and float32 on TPU,
+  which has no native float64 (XLA emulates it there, slowly)."""
+  if name != "auto":
+    return name
+  return "float32" if jax.default_backend() == "tpu" else "float64"
+
+
+def _on_mesh(batches, mesh, print_fn):
+  """The global batches as arrays split along their rows over every device of `mesh` (replicated when the rows do
+  not divide evenly: correct, not data-parallel). Built from every process's identical host copy."""
+  devices = mesh.devices.size
+  rows = int(batches[0]["targets"].shape[0])
+  spec = P(tuple(mesh.axis_names)) if rows % devices == 0 else P()
+  if rows % devices:
+    print_fn(f"analysis.batch_size={rows} is not a multiple of the {devices} devices: the batch is replicated")
+  sharding = NamedSharding(mesh, spec)
+  put = lambda x: jax.make_array_from_callback(np.shape(x), sharding, lambda index: np.asarray(x)[index])
+  return [{k: put(v) for k, v in b.items()} for b in batches], spec != P()
+
+
+def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh):
+  dtype = jnp.dtype(dtype_name)
+  basis_sharding = None
+  if mesh is not None:
+    batches, split = _on_mesh(batches, mesh, print_fn)
+    basis_sharding = NamedSharding(mesh, P(tuple(mesh.axis_names)))
+    provenance["sharding"] = (
+        f"{mesh.devices.size} devices ({dict(mesh.shape)}): batch rows {'split' if split else 'replicated'}, "
+        "Lanczos vectors split along n"
+    )
   model = model.clone(config=dataclasses.replace(model.config, dtype=dtype, param_dtype=dtype))
   variables = _cast(variables, dtype)
   params = variables["params"]
-  n = int(ravel_pytree(params)[0].size)
+  n = int(sum(np.size(x) for x in jax.tree.leaves(params)))
   if cfg.reorthogonalize != "none":  # SLQ holds one basis per probe in lockstep
     lockstep = (_probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1
-    check_basis_memory(cfg.lanczos_steps, n, dtype, cfg.max_basis_bytes, lockstep)
+    check_basis_memory(cfg.lanczos_steps, n, dtype, cfg.max_basis_bytes, lockstep, basis_sharding=basis_sharding)
   steps = min(cfg.lanczos_steps, n)
   loss_fn = make_loss_fn(model, variables=variables)
   timings, out = {}, {}
@@ -293,7 +343,7 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
       label=label,
       **provenance,
       operator=cfg.operator,
-      dtype=cfg.dtype,
+      dtype=dtype_name,
       num_params=n,
       num_batches=len(batches),
       batch_shapes=[{k: list(v.shape) for k, v in b.items()} for b in batches],
@@ -323,6 +373,7 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
       max_basis_bytes=cfg.max_basis_bytes,
       reorthogonalize=cfg.reorthogonalize,
       callback=progress_printer(f"{label} top eigenvalues", print_fn),
+      basis_sharding=basis_sharding,
   )
   eigen = {"top": _extreme_dict(top)}
   timings["top_eigenvalues_s"] = time.perf_counter() - t
@@ -337,11 +388,14 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
         max_basis_bytes=cfg.max_basis_bytes,
         reorthogonalize=cfg.reorthogonalize,
         callback=progress_printer(f"{label} bottom eigenvalues", print_fn),
+        basis_sharding=basis_sharding,
     )
     eigen["bottom"] = _extreme_dict(bottom)
     timings["bottom_eigenvalues_s"] = time.perf_counter() - t
   _write(directory, "eigenvalues.json", eigen)
-  plots.plot_eigenvalues(_jsonable(eigen), os.path.join(directory, "eigenvalues.png"), title=f"{label}: extremes")
+  _plot(
+      plots.plot_eigenvalues, _jsonable(eigen), os.path.join(directory, "eigenvalues.png"), title=f"{label}: extremes"
+  )
   out["eigenvalues"] = eigen
 
   if cfg.spectrum:
@@ -358,6 +412,7 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
         callback=progress_printer(f"{label} SLQ matvecs", print_fn),
         callback_every=max(steps // 2, 1),
         probe_batch=_probe_batch(cfg, cfg.num_probes),
+        basis_sharding=basis_sharding,
     )
     spec = dict(
         grid=d.grid,
@@ -377,7 +432,8 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
     )
     timings["spectrum_s"] = time.perf_counter() - t
     _write(directory, "spectrum.json", spec)
-    plots.plot_spectral_density(
+    _plot(
+        plots.plot_spectral_density,
         _jsonable(spec),
         os.path.join(directory, "spectrum.png"),
         log_y=cfg.log_density,
@@ -407,9 +463,12 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
     records = _block_spectra(cfg, block_full, params, k_blocks, print_fn)
     timings["blocks_s"] = time.perf_counter() - t
     _write(directory, "blocks.json", records)
-    plots.plot_block_spectra(_jsonable(records), os.path.join(directory, "blocks.png"), title=f"{label}: blocks")
-    plots.plot_block_ritz_spectra(
-        _jsonable(records), os.path.join(directory, "block_spectra.png"), title=f"{label}: per-block Ritz spectra"
+    _plot(plots.plot_block_spectra, _jsonable(records), os.path.join(directory, "blocks.png"), title=f"{label}: blocks")
+    _plot(
+        plots.plot_block_ritz_spectra,
+        _jsonable(records),
+        os.path.join(directory, "block_spectra.png"),
+        title=f"{label}: per-block Ritz spectra",
     )
 
   if cfg.grad_norms:
@@ -420,8 +479,11 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
     prof = gradients.grad_norm_profile(loss_fn, params_list, batches)
     timings["grad_norms_s"] = time.perf_counter() - t
     _write(directory, "grad_norms.json", prof)
-    plots.plot_grad_norms(
-        _jsonable(prof["aggregate"]), os.path.join(directory, "grad_norms.png"), title=f"{label}: grad norm"
+    _plot(
+        plots.plot_grad_norms,
+        _jsonable(prof["aggregate"]),
+        os.path.join(directory, "grad_norms.png"),
+        title=f"{label}: grad norm",
     )
 
   if cfg.signal:
@@ -429,8 +491,11 @@ def _run(cfg, model, variables, batches, directory, label, init_fn, provenance, 
     per_batch = [dict(batch_index=i, records=signal.signal_profile(model, variables, b)) for i, b in enumerate(batches)]
     timings["signal_s"] = time.perf_counter() - t
     _write(directory, "signal.json", per_batch)
-    plots.plot_signal(
-        _jsonable(per_batch[0]["records"]), os.path.join(directory, "signal.png"), title=f"{label}: signal (batch 0)"
+    _plot(
+        plots.plot_signal,
+        _jsonable(per_batch[0]["records"]),
+        os.path.join(directory, "signal.png"),
+        title=f"{label}: signal (batch 0)",
     )
 
   meta["timings"] = timings

@@ -116,7 +116,9 @@ def get_config() -> ml_collections.ConfigDict:
   a = config.analysis = ml_collections.ConfigDict()
   a.at_init = False  # Train mode: also analyze the model once at step 0 before training.
   a.checkpoint_step = -1  # Analyze mode: checkpoint step to analyze (-1: latest, or init if none; 0: init).
-  a.dtype = "float64"  # 'float64' (x64 on for the analysis only; model and variables cast) or 'float32'.
+  # 'auto' (float64 on CPU/GPU, float32 on TPU, which has no native float64) | 'float64' (x64 on for the analysis
+  # only; model and variables cast) | 'float32'.
+  a.dtype = "auto"
   a.operator = "hessian"  # 'hessian' (exact, indefinite) or 'gauss_newton' (PSD GGN of the cross-entropy).
   a.num_batches = 1  # Batches whose token-weighted average Hessian is analyzed (the first ones given).
   a.batch_size = 16  # Sequences per analysis batch (checked against the batches given).

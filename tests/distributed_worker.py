@@ -1,8 +1,5 @@
 """The programs tests/test_distributed.py runs in subprocesses (not a test module: pytest collects test_*.py only).
 
-python tests/distributed_worker.py --task=reference --config=configs/default.py --workdir=W [--config.x=...]
-    one process trains on the global batches a `--shards`-process run assembles (`ShardsAsOneProcess`), so its
-    losses can be compared with that run's;
 python tests/distributed_worker.py --task=checks --address=127.0.0.1:P --process_id=I --num_processes=N --out=D
     one process of an N-process run: the SentencePiece model trained once (process 0) and received by the
     others, and `train.loop.decode_examples` split across processes and gathered; writes D/process_I.json.
@@ -12,9 +9,7 @@ import json
 import os
 import sys
 
-import numpy as np
 from absl import app, flags
-from ml_collections import config_flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -24,67 +19,12 @@ import train.loop  # noqa: E402
 from configs import default  # noqa: E402
 from train.data import tokenizers  # noqa: E402
 
-config_flags.DEFINE_config_file("config", "configs/default.py", "Experiment config file.", lock_config=True)
-flags.DEFINE_enum("task", None, ["reference", "checks"], "What to run.")
-flags.DEFINE_string("workdir", None, "reference: the run's directory.")
-flags.DEFINE_integer("shards", 2, "reference: the process count whose global batches are reproduced.")
+flags.DEFINE_enum("task", None, ["checks"], "What to run.")
 flags.DEFINE_string("address", None, "checks: the coordinator's host:port.")
 flags.DEFINE_integer("process_id", 0, "checks: this process.")
 flags.DEFINE_integer("num_processes", 2, "checks: processes in the run.")
 flags.DEFINE_string("out", None, "checks: folder for the results (and per-process tokenizer caches).")
 FLAGS = flags.FLAGS
-
-
-class _StackedIterator:
-  """Batches of several iterators stacked along rows, in their order; get_state / set_state of all of them."""
-
-  def __init__(self, iterators):
-    self._iterators = iterators
-
-  def __iter__(self):
-    return self
-
-  def __next__(self):
-    batches = [next(it) for it in self._iterators]
-    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
-
-  def get_state(self):
-    return {"shards": [it.get_state() for it in self._iterators]}
-
-  def set_state(self, state):
-    for it, s in zip(self._iterators, state["shards"]):
-      it.set_state(s)
-
-
-class ShardsAsOneProcess:
-  """The data of an N-process run seen by one process: every training and eval batch is the N processes' batches
-  stacked in process order, which is the global batch `train.step.global_batch` assembles in the N-process run (its
-  mesh lists process 0's devices first). Everything else is process 0's (eval_examples are not sharded)."""
-
-  def __init__(self, shards):
-    self._shards = shards
-    self.batch_size = sum(d.batch_size for d in shards)
-    self.eval_batch_size = sum(d.eval_batch_size for d in shards)
-    self.process_index, self.process_count = 0, 1
-
-  def __getattr__(self, name):
-    return getattr(self._shards[0], name)
-
-  def train_iter(self):
-    return _StackedIterator([d.train_iter() for d in self._shards])
-
-  def eval_batches(self):
-    for batches in zip(*(d.eval_batches() for d in self._shards)):
-      yield {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
-
-
-def reference() -> None:
-  build = train.data.build
-  n = FLAGS.shards
-  train.data.build = lambda cfg, *, workdir: ShardsAsOneProcess(
-      [build(cfg, workdir=workdir, process_index=i, process_count=n) for i in range(n)]
-  )
-  train.loop.train_and_evaluate(train.loop.setup(FLAGS.config, FLAGS.workdir))
 
 
 def checks() -> None:
@@ -130,7 +70,7 @@ def checks() -> None:
 
 def main(argv):
   del argv
-  {"reference": reference, "checks": checks}[FLAGS.task]()
+  {"checks": checks}[FLAGS.task]()
 
 
 if __name__ == "__main__":

@@ -130,7 +130,7 @@ def test_top_eigenvalue_matches_dense_within_bound(result):
 @pytest.mark.parametrize(
     "key,value,match",
     [
-        ("dtype", "float16", r"config.analysis.dtype='float16' is invalid; valid: \['float64', 'float32'\]"),
+        ("dtype", "float16", r"config.analysis.dtype='float16' is invalid; valid: \['auto', 'float64', 'float32'\]"),
         ("top_k", 50, r"config.analysis.top_k=50 contradicts config.analysis.lanczos_steps="),
         ("trace_method", "exact", r"config.analysis.trace_method='exact' is invalid; valid:"),
         (

@@ -90,29 +90,44 @@ def test_epochs_are_reshuffled_and_complete():
   assert epoch1 != epoch2 and epoch1 != sorted(epoch1)
 
 
-def test_sharding_is_disjoint_and_covers_the_split():
+@pytest.mark.parametrize("pack", [False, True])
+def test_global_batches_do_not_depend_on_the_process_count(pack):
+  """Processes 0 and 1 of 2 hold disjoint halves of the global batch one process with twice the rows holds, step
+  by step (also packed): a 2-host run trains on the batches a 1-host run does, and together they cover the split."""
   words = [f"w{i}" for i in range(60)]
   tok = tokenizers.WordTokenizer(words)
   examples = translation_examples([(w, w) for w in words])
   lengths = {"inputs": 4, "targets": 4}
-  seen = []
-  for process_index in range(2):
-    ds = pipeline.train_dataset(
-        examples,
-        pipeline.tokenize_fn(tok, "translation", lengths, "drop"),
-        lengths=lengths,
-        policy="drop",
-        batch_size=6,
-        seed=0,
-        pack=False,
-        process_index=process_index,
-        process_count=2,
+
+  def stream(process_index, process_count):
+    return iter(
+        pipeline.train_dataset(
+            examples,
+            pipeline.tokenize_fn(tok, "translation", lengths, "drop"),
+            lengths=lengths,
+            policy="drop",
+            batch_size=12 // process_count,
+            seed=0,
+            pack=pack,
+            process_index=process_index,
+            process_count=process_count,
+        )
     )
-    # One epoch of a 30-example shard is 5 batches of 6.
-    seen.append({r[0] for b in _take(iter(ds), 5) for r in _rows(b, "inputs")})
-  assert len(seen[0]) == len(seen[1]) == 30
-  assert not seen[0] & seen[1]
-  assert seen[0] | seen[1] == set(range(3, 63))
+
+  one, halves = stream(0, 1), [stream(i, 2) for i in range(2)]
+  seen = set()
+  for _ in range(5):  # one epoch of 60 examples is 5 global batches of 12 (unpacked)
+    whole, parts = next(one), [next(h) for h in halves]
+    for key in whole:
+      np.testing.assert_array_equal(whole[key], np.concatenate([p[key] for p in parts]))
+    words = [{t for r in _rows(p, "inputs") for t in r if t >= 3} for p in parts]  # ids 3.. are the 60 words
+    assert len(parts[0]["inputs"]) == len(parts[1]["inputs"]) == 6
+    assert words[0] and words[1]
+    if not pack:  # (a packed batch may hold examples of two epochs, hence repeats)
+      assert not words[0] & words[1]
+    seen |= words[0] | words[1]
+  if not pack:
+    assert seen == set(range(3, 63))
 
 
 def test_build_sharding_two_processes_eval_and_train():

@@ -1,6 +1,7 @@
 """Curvature on a mesh: the HVP over a batch sharded across devices and the Lanczos basis sharded along n give the
-1-device results (top eigenvalue and trace of the `tiny` model: 1e-5 relative in float32, 1e-10 in float64), the
-basis really is split (each device holds (m+1)·n/D entries) and the memory guard counts per device.
+1-device results (top eigenvalue and trace of the `tiny` model: 1e-5 relative in float32 through the library calls,
+1e-10 in float64 through `run_analysis(mesh=...)`, main.py's path), the basis really is split (each device holds
+(m+1)·n/D entries) and the memory guard counts per device.
 
 Four CPU devices need `--xla_force_host_platform_device_count` before JAX starts, so the computation runs in a
 subprocess (bounded in time) that prints its numbers as JSON; the assertions are here.
@@ -36,7 +37,7 @@ rng = np.random.default_rng(0)
 batch = {"inputs": rng.integers(3, 64, (8, 6)).astype(np.int32), "targets": rng.integers(3, 64, (8, 5)).astype(np.int32)}
 batch["targets"][1, -2:] = 0
 out = {}
-for name, dtype in (("float32", jnp.float32), ("float64", jnp.float64)):
+for name in ("float32",):  # float64: run_analysis below
   mc = models.ModelConfig.from_config(
       {"preset": "tiny", "dtype": name, "param_dtype": name, "scale_embeddings": False}, vocab_size=64
   )
@@ -73,6 +74,29 @@ for limit in (need, need - 1):
   except ValueError as e:
     guard[str(limit)] = str(e)
 out["guard"] = guard
+
+# run_analysis on the mesh (main.py's path) against run_analysis on one device: float64 ('auto' on CPU).
+import tempfile
+from analysis.run import run_analysis
+from configs import default
+
+acfg = default.get_config().analysis
+acfg.update(
+    dict(batch_size=8, lanczos_steps=12, top_k=2, bottom_k=0, spectrum=False, blocks=False, grad_norms=False,
+         signal=False, trace_probes=6, trace_method="hutchinson")
+)
+mc = models.ModelConfig.from_config({"preset": "tiny", "scale_embeddings": False}, vocab_size=64)
+model = models.get_model(mc)
+variables = init.init_params({"scheme": "xavier"}, model, jax.random.key(0), batch)
+runs = {}
+for name, mesh_ in (("one", None), ("mesh", mesh)):
+  with tempfile.TemporaryDirectory() as d:
+    r = run_analysis(acfg, model=model, variables=variables, batches=[batch], out_dir=d, label="x", mesh=mesh_,
+                     print_fn=lambda *_: None)
+    meta = json.load(open(d + "/x/metadata.json"))
+  runs[name] = dict(top=np.asarray(r["eigenvalues"]["top"]["values"]).tolist(),
+                    trace=float(r["trace"]["estimate"]), dtype=meta["dtype"], sharding=meta.get("sharding", ""))
+out["run_analysis"] = runs
 print("RESULT " + json.dumps(out))
 """
 
@@ -85,14 +109,14 @@ def sharded():
       "JAX_PLATFORMS": "cpu",
       "PYTHONPATH": REPO,
   }
-  proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+  proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
   lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
   assert proc.returncode == 0 and lines, proc.stderr[-4000:]
   return json.loads(lines[0][len("RESULT ") :])
 
 
-@pytest.mark.parametrize("dtype,rtol", [("float32", 1e-5), ("float64", 1e-10)])
-def test_sharded_batch_and_basis_give_the_one_device_top_eigenvalues_and_trace(sharded, dtype, rtol):
+def test_sharded_batch_and_basis_give_the_one_device_top_eigenvalues_and_trace_float32(sharded):
+  dtype, rtol = "float32", 1e-5
   r = sharded[dtype]
   for a, b in zip(r["top1"], r["top4"]):
     assert abs(a - b) <= rtol * abs(a), (dtype, r["top1"], r["top4"])
@@ -106,6 +130,30 @@ def test_the_basis_is_split_along_n_over_the_devices(sharded):
   assert (rows, n) == (21, r["n"])
   # Every device holds all rows and a quarter of the columns (uneven n is padded by XLA: ⌈n/4⌉).
   assert r["shard_shapes"] == [[21, -(-n // 4)]], r["shard_shapes"]
+
+
+def test_run_analysis_on_the_mesh_matches_one_device(sharded):
+  one, mesh = sharded["run_analysis"]["one"], sharded["run_analysis"]["mesh"]
+  assert one["dtype"] == mesh["dtype"] == "float64"  # analysis.dtype='auto' on CPU
+  assert "4 devices" in mesh["sharding"] and "batch rows split" in mesh["sharding"] and not one["sharding"]
+  for a, b in zip(one["top"], mesh["top"]):
+    assert abs(a - b) <= 1e-10 * abs(a), (one["top"], mesh["top"])
+  assert one["top"][0] > one["top"][1] > 0
+  assert abs(one["trace"] - mesh["trace"]) <= 1e-10 * abs(one["trace"])
+
+
+def test_analysis_dtype_auto_is_float32_on_tpu_only(monkeypatch):
+  import jax
+
+  from analysis.run import resolved_dtype
+
+  assert resolved_dtype("auto") == "float64"  # this CPU
+  monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+  assert (resolved_dtype("auto"), resolved_dtype("float64"), resolved_dtype("float32")) == (
+      "float32",
+      "float64",
+      "float32",
+  )
 
 
 def test_the_memory_guard_counts_per_device(sharded):

@@ -73,13 +73,16 @@ class Experiment:
     return init_lib.init_params(self.config.init, self.model, key, first)
 
   def batches(self, n: int, batch_size: Optional[int] = None, *, split: str = "train") -> list[dict]:
-    """The first `n` batches of `batch_size` rows (default: the data's) of a fresh pass, as numpy dicts."""
+    """The first `n` GLOBAL batches of `batch_size` rows (default: the global training batch) of a fresh pass, as
+    numpy dicts, the same on every process (each process's rows gathered in process order: the global batches of
+    the run, whatever the process count)."""
     it = self.data.train_iter() if split == "train" else iter(self.data.eval_batches())
+    gather = (lambda b: multihost_utils.process_allgather(b, tiled=True)) if jax.process_count() > 1 else (lambda b: b)
     if batch_size is None:
-      return [next(it) for _ in range(n)]
+      return [jax.tree.map(np.asarray, gather(next(it))) for _ in range(n)]
     rows: list[dict] = []
     while len(rows) < n * batch_size:
-      b = next(it)
+      b = jax.tree.map(np.asarray, gather(next(it)))
       rows += [{k: v[i] for k, v in b.items()} for i in range(len(next(iter(b.values()))))]
     return [
         {k: np.stack([r[k] for r in rows[j * batch_size : (j + 1) * batch_size]]) for k in rows[0]} for j in range(n)

@@ -1,9 +1,8 @@
 """grain pipelines from text examples to fixed-shape int32 batches (the Flax wmt / lm1b batch format).
 
 Training (`train_dataset`), in this order, so every step is index-based and the iterator state is a few ints:
-  shard     examples[process_index::process_count]: each JAX process reads a disjoint slice, together all;
-  shuffle   MapDataset.shuffle(seed) then .repeat(): a fresh permutation every epoch (grain mixes the epoch
-            into the seed), never mixing two epochs;
+  shuffle   MapDataset.shuffle(seed) then .repeat() over the whole split: a fresh permutation every epoch (grain
+            mixes the epoch into the seed), never mixing two epochs;
   tokenize  ids + EOS for "inputs" (source) and "targets"; LM examples only have "targets";
   length    length_policy 'drop' filters examples longer than the limit (EOS included), 'truncate' cuts the
             tokens to limit-1 and keeps the EOS, so every sequence still ends in EOS;
@@ -11,9 +10,15 @@ Training (`train_dataset`), in this order, so every step is index-based and the 
             with grain.experimental.FirstFitPackIterDataset, renaming its keys to Flax wmt's:
             `<f>_segmentation` (segment ids 1, 2, ... per row, 0 = padding) and `<f>_position` (0, 1, ... restarting
             in each segment, 0 on padding); an example's inputs and targets share one segment id;
-  batch     drop_remainder=True, so every batch has the static shape [per_process_batch, L].
-The resulting grain DatasetIterator supports get_state() / set_state(); the state is JSON-serializable and
-resuming continues on the exact next batch.
+  batch     the GLOBAL batch (process_count × per-process rows, packing bins included), drop_remainder=True;
+  slice     process p keeps rows [p·b, (p+1)·b) of it: the static shape [per_process_batch, L].
+Every process walks the same global stream, so the global batch of step t (the processes' rows stacked in process
+order, as `train.step.global_batch` assembles it) does not depend on the number of processes: a run on 2 hosts sees
+the batches a run on 1 host sees, and a run can resume on another process count. The price is that each process
+tokenizes and pads the whole global batch (process_count × its share of host work, small next to a Transformer
+step on text of this size; grain's per-process sharding would avoid it at the cost of an order that depends on the
+process count). The resulting grain DatasetIterator supports get_state() / set_state(); the state is
+JSON-serializable and resuming continues on the exact next batch.
 
 Evaluation (`eval_batches`): the eval split in file order, tokenized with the same length policy, sharded
 like training, padded, batched; the last partial batch is filled with all-padding rows, and a process whose
@@ -77,13 +82,6 @@ def _rename_packed(example: dict) -> dict[str, np.ndarray]:
   return out
 
 
-def _shard(examples: grain.MapDataset, process_index: int, process_count: int) -> grain.MapDataset:
-  shard = examples[process_index::process_count]
-  if len(shard) == 0:
-    raise ValueError(f"Shard {process_index} of {process_count} has no examples (the split has " f"{len(examples)}).")
-  return shard
-
-
 def _read_options(read_threads: int) -> grain.ReadOptions:
   return grain.ReadOptions(num_threads=read_threads, prefetch_buffer_size=128 if read_threads else 0)
 
@@ -101,7 +99,7 @@ def train_dataset(
     process_count: int,
     read_threads: int = 0,
 ) -> grain.IterDataset:
-  """The infinite training stream of batches of this process (see the module docstring).
+  """The infinite training stream of this process's rows of the global batches (see the module docstring).
 
   Args:
     examples: MapDataset of text examples (the whole training split).
@@ -118,7 +116,9 @@ def train_dataset(
   Returns:
     An IterDataset whose iterators yield dicts of int32 arrays [batch_size, lengths[k]].
   """
-  ds = _shard(examples, process_index, process_count).shuffle(seed).repeat().map(tokenize)
+  if not 0 <= process_index < process_count:
+    raise ValueError(f"process_index={process_index} must be in [0, process_count={process_count})")
+  ds = examples.shuffle(seed).repeat().map(tokenize)
   if policy == "drop":
     # Fail now rather than spin forever in the filter if the limits admit (almost) no example.
     fits = fits_fn(lengths)
@@ -129,14 +129,16 @@ def train_dataset(
       )
     ds = ds.filter(fits)
   it = ds.to_iter_dataset(_read_options(read_threads))
+  global_batch = batch_size * process_count
   if pack:
-    # Bins = rows of one batch; shuffle_bins=False because the examples are already shuffled.
+    # Bins = rows of one global batch; shuffle_bins=False because the examples are already shuffled.
     it = grain_exp.FirstFitPackIterDataset(
-        it, length_struct=dict(lengths), num_packing_bins=batch_size, shuffle_bins=False
+        it, length_struct=dict(lengths), num_packing_bins=global_batch, shuffle_bins=False
     ).map(_rename_packed)
   else:
     it = it.map(pad_fn(lengths))
-  return it.batch(batch_size, drop_remainder=True)
+  rows = slice(process_index * batch_size, (process_index + 1) * batch_size)
+  return it.batch(global_batch, drop_remainder=True).map(lambda b: {k: v[rows] for k, v in b.items()})
 
 
 def tokenized_eval_examples(
