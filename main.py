@@ -17,6 +17,7 @@ import sys
 import jax
 import ml_collections
 from absl import app, flags, logging
+from etils import epath
 from ml_collections import config_flags
 
 import analysis.reproduce
@@ -58,7 +59,7 @@ def main(argv):
   # Several hosts: join the run before anything touches a device (train/distributed.py; one process: nothing).
   train.distributed.initialize(config.distributed)
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
-  workdir = FLAGS.workdir or os.path.join("runs", config_name)
+  workdir = FLAGS.workdir or os.fspath(epath.Path("runs") / config_name)  # a URI (gs://...) is kept as it is
   logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())
   if config.mode == "reproduce":
     result = analysis.reproduce.run_claim(ml_collections.ConfigDict(config.to_dict()), workdir)

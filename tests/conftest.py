@@ -65,15 +65,18 @@ class ProcessJob:
     if proc.poll() is None:
       os.killpg(proc.pid, sig)
 
-  def wait(self, timeout: float) -> list[ProcessResult]:
-    """Waits until every process exited, at most `timeout` seconds; a process that exits non-zero gets the others
-    killed 20 s later (they would wait for it until JAX's own timeouts); on time out every process is killed."""
+  def wait(self, timeout: float, *, grace: float = 20) -> list[ProcessResult]:
+    """Waits until every process exited, at most `timeout` seconds; a process that exits non-zero (or was killed)
+    gets the others killed `grace` seconds later (they would wait for it until JAX's own timeouts: the coordinator
+    of a run whose other process died notices the missing heartbeats only after about a minute); on time out every
+    process is killed. A process killed here has returncode None in the results."""
     deadline, failed_at = time.monotonic() + timeout, None
-    while any(p.poll() is None for p in self.procs):
+    # poll() every process (a generator in any() would stop at the first one running and never see the others exit)
+    while None in [p.poll() for p in self.procs]:
       now = time.monotonic()
       if failed_at is None and any(p.returncode not in (None, 0) for p in self.procs):
         failed_at = now
-      if now > deadline or (failed_at is not None and now > failed_at + 20):
+      if now > deadline or (failed_at is not None and now > failed_at + grace):
         timed_out = [i for i, p in enumerate(self.procs) if p.poll() is None]
         for i in timed_out:
           self.kill(i)

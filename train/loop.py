@@ -18,7 +18,6 @@ to turn into a non-zero exit code. A preemption (SIGTERM, or orbax's preemption 
 import dataclasses
 import json
 import math
-import os
 from typing import Any, Optional
 
 import jax
@@ -99,7 +98,7 @@ def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> E
       k > 0 = that step (ValueError if it is not in the workdir).
   """
   config = config_lib.resolve(config, process_count=jax.process_count())
-  os.makedirs(workdir, exist_ok=True)
+  epath.Path(workdir).mkdir(parents=True, exist_ok=True)
   data = data_lib.build(config.data, workdir=workdir)
   model_config = dataclasses.replace(config.model, vocab_size=data.tokenizer.vocab_size)
   if model_config.arch == "encoder_decoder" and data.task != "translation":
@@ -217,8 +216,7 @@ def _train_and_evaluate(exp: Experiment, preemption: checkpoint_lib.PreemptionNo
   cfg = exp.config.train
   workdir = exp.workdir
   if jax.process_index() == 0:  # one writer; every process logs
-    with open(os.path.join(workdir, "config.json"), "w") as f:
-      json.dump(exp.config.to_dict(), f, indent=2)
+    (epath.Path(workdir) / "config.json").write_text(json.dumps(exp.config.to_dict(), indent=2))
   writer = metrics_lib.MetricWriter(workdir, resume_step=exp.start_step)  # writes on process 0 only
   progress = metrics_lib.ProgressReporter(cfg.num_steps)
   train_step = step_lib.jit_train_step(

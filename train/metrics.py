@@ -18,6 +18,13 @@ Contract:
   * One writer: in a multi-process run only process 0 (`primary`, default
     `jax.process_index() == 0`) writes files; the other processes validate the same values
     and write nothing. Progress lines are logged by every process.
+  * Paths go through `etils.epath`, so a workdir such as `gs://bucket/run` reaches the
+    filesystem library as it is (where one is installed: gcsfs, or tensorflow's gfile). An
+    object store has no append and no rename: there metrics.jsonl is rewritten whole at each
+    record (each upload is visible whole or not at all, so a killed run keeps every record)
+    and status.json is uploaded directly. TensorBoard goes through tensorboardX, which opens
+    local paths itself and supports only `gs://` (with google-cloud-storage installed) and
+    `s3://` (with boto3); for any other workdir it is skipped with a warning.
 """
 
 import collections
@@ -32,13 +39,36 @@ from typing import Any, Callable, Mapping, Optional
 import jax
 import numpy as np
 import tensorboardX
+import tensorboardX.record_writer
 from absl import logging
+from etils import epath
 
 METRICS_FILE = "metrics.jsonl"
 STATUS_FILE = "status.json"
 TENSORBOARD_DIR = "tensorboard"
 STATUSES = ("running", "finished", "diverged", "preempted")
 _RESERVED = ("step", "split")
+
+
+def _is_local(path: epath.Path) -> bool:
+  """Whether `path` is on the local filesystem (no URI scheme such as gs://)."""
+  return "://" not in os.fspath(path)
+
+
+def _tensorboard_unsupported(workdir: epath.Path) -> Optional[str]:
+  """Why tensorboardX (2.6) cannot write under `workdir`, or None when it can. It opens event files with Python's
+  open() unless the path starts with a prefix it registered a writer for (`gs`: google-cloud-storage, `s3`: boto3),
+  so any other URI would become a local folder named `gs:`."""
+  if _is_local(workdir):
+    return None
+  scheme = os.fspath(workdir).split("://")[0]
+  enabled = {"gs": "GCS_ENABLED", "s3": "S3_ENABLED"}
+  if scheme not in enabled:
+    return f"tensorboardX has no writer for {scheme}:// paths"
+  if not getattr(tensorboardX.record_writer, enabled[scheme], False):
+    package = {"gs": "google-cloud-storage", "s3": "boto3"}[scheme]
+    return f"tensorboardX writes {scheme}:// paths only with {package} installed"
+  return None
 
 
 def _primary(primary: Optional[bool]) -> bool:
@@ -58,34 +88,43 @@ class MetricWriter:
   """Writes scalar records to `<workdir>/metrics.jsonl` and TensorBoard.
 
   Args:
-    workdir: run directory (created if missing).
+    workdir: run directory (created if missing): a local path or a URI such as gs://bucket/run.
     resume_step: when resuming from a checkpoint at this step, records with a larger step
       (left by the killed run) are removed first; None keeps the file as is.
-    tensorboard: also write TensorBoard event files.
+    tensorboard: also write TensorBoard event files (skipped with a warning where tensorboardX
+      cannot write, see the module docstring).
     primary: whether this process writes (default: it is process 0); False checks every
       record as usual and writes nothing, touching no file.
   """
 
   def __init__(
       self,
-      workdir: str,
+      workdir: epath.PathLike,
       *,
       resume_step: Optional[int] = None,
       tensorboard: bool = True,
       primary: Optional[bool] = None,
   ):
-    self.workdir = workdir
-    self.path = os.path.join(workdir, METRICS_FILE)
+    self.workdir = epath.Path(workdir)
+    self.path = self.workdir / METRICS_FILE
     self.primary = _primary(primary)
     self._resume_step = resume_step
     self._file = None
+    self._lines: Optional[list[str]] = None  # an object store's whole file (no append there)
     if self.primary:
-      os.makedirs(workdir, exist_ok=True)
-      if resume_step is not None and os.path.exists(self.path):
-        kept = [r for r in read_metrics(workdir) if r["step"] <= resume_step]
-        _atomic_write_text(self.path, "".join(_record_line(r) for r in kept))
-      self._file = open(self.path, "a", encoding="utf-8")
+      self.workdir.mkdir(parents=True, exist_ok=True)
+      if not _is_local(self.path):
+        self._lines = [_record_line(r) for r in read_metrics(self.workdir) if not _dropped(r, resume_step)]
+        _atomic_write_text(self.path, "".join(self._lines))
+      else:
+        if resume_step is not None and self.path.exists():
+          kept = [r for r in read_metrics(self.workdir) if not _dropped(r, resume_step)]
+          _atomic_write_text(self.path, "".join(_record_line(r) for r in kept))
+        self._file = self.path.open("a")
     self._tensorboard = tensorboard and self.primary
+    if self._tensorboard and (reason := _tensorboard_unsupported(self.workdir)):
+      logging.warning("No TensorBoard events for %s: %s (metrics.jsonl has every record)", self.workdir, reason)
+      self._tensorboard = False
     self._tb_writers: dict[str, tensorboardX.SummaryWriter] = {}
 
   def write_scalars(self, step: int, scalars: Mapping[str, Any], *, split: str = "train") -> None:
@@ -101,10 +140,14 @@ class MetricWriter:
       raise ValueError(f"metric name {bad[0]!r} is reserved; valid choices: any name but {_RESERVED}")
     values = {name: _to_float(name, value) for name, value in scalars.items()}
     record = {"step": int(step), "split": str(split), **values}
-    if self._file is None:
+    if self._lines is not None:
+      self._lines.append(_record_line(record))
+      _atomic_write_text(self.path, "".join(self._lines))  # an object: one upload holds every record so far
+    elif self._file is not None:
+      self._file.write(_record_line(record))
+      self._file.flush()  # a killed process keeps every line written so far
+    else:
       return
-    self._file.write(_record_line(record))
-    self._file.flush()  # a killed process keeps every line written so far
     if self._tensorboard:
       writer = self._tb_writer(split)
       for name, value in values.items():
@@ -115,7 +158,7 @@ class MetricWriter:
     if split not in self._tb_writers:
       purge = None if self._resume_step is None else self._resume_step + 1
       self._tb_writers[split] = tensorboardX.SummaryWriter(
-          logdir=os.path.join(self.workdir, TENSORBOARD_DIR, split),
+          logdir=os.fspath(self.workdir / TENSORBOARD_DIR / split),
           purge_step=purge,
           # tensorboardX names files by the second and host only; a writer reopened within
           # the same second (a quick resume) would truncate the previous file without this.
@@ -147,17 +190,21 @@ def _record_line(record: Mapping[str, Any]) -> str:
   return json.dumps(record, allow_nan=True) + "\n"
 
 
-def read_metrics(workdir: str, *, split: Optional[str] = None) -> list[dict]:
+def _dropped(record: Mapping[str, Any], resume_step: Optional[int]) -> bool:
+  """Whether a record left by an earlier run is after the step a resumed run starts from."""
+  return resume_step is not None and record["step"] > resume_step
+
+
+def read_metrics(workdir: epath.PathLike, *, split: Optional[str] = None) -> list[dict]:
   """All records of `<workdir>/metrics.jsonl` in file order (optionally one split).
 
   A last line cut short by a kill (no trailing newline, invalid JSON) is skipped.
   """
-  path = os.path.join(workdir, METRICS_FILE)
-  if not os.path.exists(path):
+  path = epath.Path(workdir) / METRICS_FILE
+  if not path.exists():
     return []
   records = []
-  with open(path, encoding="utf-8") as f:
-    lines = f.read().split("\n")
+  lines = path.read_text(encoding="utf-8").split("\n")
   for i, line in enumerate(lines):
     if not line:
       continue
@@ -239,8 +286,13 @@ class ProgressReporter:
 # -------------------------------------------------------------------------------- status
 
 
-def _atomic_write_text(path: str, text: str) -> None:
-  """Writes `text` to a temp file next to `path`, fsyncs it, then os.replace()s `path`."""
+def _atomic_write_text(path: epath.Path, text: str) -> None:
+  """Local: writes `text` to a temp file next to `path`, fsyncs it, then os.replace()s `path`. An object store
+  (gs://...): uploads `path` directly; an object becomes visible whole or not at all (and there is no rename)."""
+  if not _is_local(path):
+    path.write_text(text, encoding="utf-8")
+    return
+  path = os.fspath(path)
   directory = os.path.dirname(os.path.abspath(path))
   fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
   try:
@@ -255,11 +307,13 @@ def _atomic_write_text(path: str, text: str) -> None:
     raise
 
 
-def write_status(workdir: str, status: str, step: int, *, primary: Optional[bool] = None, **fields: Any) -> dict:
+def write_status(
+    workdir: epath.PathLike, status: str, step: int, *, primary: Optional[bool] = None, **fields: Any
+) -> dict:
   """Atomically writes `<workdir>/status.json` and returns what was written (process 0 only).
 
   Args:
-    workdir: run directory (created if missing).
+    workdir: run directory (created if missing): a local path or a URI such as gs://bucket/run.
     status: one of STATUSES ("running", "finished", "diverged", "preempted").
     step: the last completed step.
     primary: whether this process writes (default: it is process 0); the others return the
@@ -275,15 +329,15 @@ def write_status(workdir: str, status: str, step: int, *, primary: Optional[bool
   record = {"status": status, "step": int(step), "time": time.time(), **fields}
   if not _primary(primary):
     return record
-  os.makedirs(workdir, exist_ok=True)
-  _atomic_write_text(os.path.join(workdir, STATUS_FILE), json.dumps(record, indent=1) + "\n")
+  workdir = epath.Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  _atomic_write_text(workdir / STATUS_FILE, json.dumps(record, indent=1) + "\n")
   return record
 
 
-def read_status(workdir: str) -> Optional[dict]:
+def read_status(workdir: epath.PathLike) -> Optional[dict]:
   """The content of `<workdir>/status.json`, or None if the run never wrote one."""
-  path = os.path.join(workdir, STATUS_FILE)
-  if not os.path.exists(path):
+  path = epath.Path(workdir) / STATUS_FILE
+  if not path.exists():
     return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
+  return json.loads(path.read_text(encoding="utf-8"))
