@@ -236,3 +236,27 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
   assert again[1]["final"]["eval/loss"] == finished[1]["final"]["eval/loss"]  # nothing retrained or re-evaluated
   assert again[2:] == on_disk[2:]
   assert f"| 0.001 | {losses[1]:.4f} | 1 | 1 finished, 1 crashed |" in (workdir / "results.md").read_text()
+
+
+def test_analysis_at_init_writes_step_0_of_each_run(tmp_path):
+  """`sweep.analysis_at_init`: analysis.run at step 0 into the run's analysis/step_0/ (as main.py's at_init)."""
+  analysis = {
+      "analysis.batch_size": 4,
+      "analysis.lanczos_steps": 6,
+      "analysis.top_k": 1,
+      "analysis.bottom_k": 0,
+      "analysis.spectrum": False,
+      "analysis.trace_probes": 0,
+      "analysis.blocks": False,
+      "analysis.grad_norms": False,
+      "analysis.dtype": "float32",
+  }
+  config = tiny_config(
+      **{"sweep.grid": "", "sweep.seeds": 1, "sweep.analysis_at_init": True, "train.num_steps": 1}, **analysis
+  )
+  (record,) = sweep_lib.run_sweep(config, str(tmp_path))
+  step_0 = tmp_path / record["workdir"] / "analysis" / "step_0"
+  meta = json.loads((step_0 / "metadata.json").read_text())
+  assert record["outcome"] == "finished" and meta["step"] == 0 and meta["at_init"] is True
+  (top,) = json.loads((step_0 / "eigenvalues.json").read_text())["top"]["values"]
+  assert math.isfinite(top) and top > 0.0 and (step_0 / "signal.json").exists()
