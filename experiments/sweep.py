@@ -6,7 +6,8 @@ seed s in 0..sweep.seeds-1 (train.seed = s) runs `train.loop.setup` + `train_and
 `<workdir>/cells/<cell>/seed_<s>/` (with `sweep.analysis_at_init`, `analysis.run.run_analysis` first, on the same
 batches and into the same `analysis/step_0/` as main.py's `analysis.at_init`):
   * resumable: a run whose status.json says `finished` or `diverged` is skipped (its record kept); any other run
-    resumes from its latest checkpoint (the loop's own resume);
+    resumes from its latest checkpoint (the loop's own resume); a run whose config.json differs from its cell's
+    config in anything but the `sweep`, `analysis` and `distributed` groups is an error, before any compute;
   * outcomes: `finished`; `diverged` (`train.loop.Diverged`: a result, the sweep goes on); `crashed` (any other
     exception: its type and message recorded, the traceback logged, the sweep goes on); `Preempted` and
     KeyboardInterrupt stop the sweep (rerun it to resume);
@@ -16,8 +17,9 @@ batches and into the same `analysis/step_0/` as main.py's `analysis.at_init`):
     `wall_time_s` (of the invocation that ended the run), `resumed_from_step`, `workdir` and `provenance`
     (experiments/provenance.py); then `results.md` and the figures (experiments/report.py) and each run's
     hparams and final metrics in `<workdir>/tensorboard_hparams/` (TensorBoard's HParams tab);
-  * progress: `cell k/K, seed s: <cell> | elapsed H:MM:SS | ETA H:MM:SS` before each run, the ETA from the mean
-    measured time of the runs this invocation ended times the runs still to do; the runs' own progress lines follow.
+  * progress: `cell k/K, seed s: <cell> | elapsed H:MM:SS | ETA H:MM:SS | <run dir>` before each run, the ETA:
+    the mean time of the runs this invocation finished (of every run it ended, while none finished) times the runs
+    still to do; each run's own progress lines (train.loop's) follow in the same log.
 Only process 0 writes the sweep's files (every process runs every cell: the loop is collective).
 """
 
@@ -142,6 +144,7 @@ def run_sweep(
         resolved = train.config.resolve(grid_lib.cell_config(config, cell, seed), groups=GROUPS)
       except ValueError as e:
         raise ValueError(f"sweep cell {cell.name}, seed {seed}: {e}") from None
+      _check_unchanged(run_dir(workdir, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
       runs.append((cell, seed, resolved))
   primary = jax.process_index() == 0
   os.makedirs(workdir, exist_ok=True)
@@ -152,14 +155,15 @@ def run_sweep(
       f"Sweep in {workdir}: {len(cells)} cell(s) × {sweep.seeds} seed(s) = {len(runs)} run(s); "
       f"{len(runs) - len(todo)} already done, {len(todo)} to run"
   )
-  t0, times, records = clock(), [], []
+  t0, times, finished_times, records = clock(), [], [], []
   for i, (cell, seed, resolved) in enumerate(runs):
     rdir = run_dir(workdir, cell, seed)
     k = cells.index(cell) + 1
     record_path = os.path.join(rdir, RECORD_FILE)
     if i in todo:
       left = len(todo) - todo.index(i)
-      eta = sum(times) / len(times) * left if times else None
+      measured = finished_times or times  # a diverged run stops early: finished runs say what a run costs
+      eta = sum(measured) / len(measured) * left if measured else None
       emit(
           f"cell {k}/{len(cells)}, seed {seed}: {cell.name} | elapsed {metrics_lib.format_duration(clock() - t0)} | "
           f"ETA {metrics_lib.format_duration(eta) if eta is not None else '?'} | {rdir}"
@@ -167,9 +171,12 @@ def run_sweep(
       start = clock()
       outcome, error, resumed = run_one(resolved, rdir, sweep.analysis_at_init)
       times.append(clock() - start)
+      if outcome == "finished":
+        finished_times.append(times[-1])
       base = {"outcome": outcome, "error": error, "wall_time_s": times[-1], "resumed_from_step": resumed}
       record = _record(cell, seed, rdir, base, prov)
       if primary:
+        os.makedirs(rdir, exist_ok=True)  # a run that crashed in setup may not have made it
         with open(record_path, "w", encoding="utf-8") as f:
           json.dump(record, f, indent=1)
         _hparams(os.path.join(workdir, "tensorboard_hparams"), record)
@@ -192,6 +199,33 @@ def run_sweep(
       + f"; {workdir}/results.jsonl, results.md, curves.png, final_metric.png"
   )
   return records
+
+
+def _leaves(tree: dict, prefix: str = "") -> dict[str, Any]:
+  out = {}
+  for key, value in tree.items():
+    out.update(_leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
+  return out
+
+
+def _check_unchanged(run_workdir: str, config: train.config.Config, where: str) -> None:
+  """Raises if the run's config.json (an earlier invocation's) differs from `config` in what it trains: a rerun
+  would otherwise skip or resume runs of another config. The `sweep`, `analysis` and `distributed` groups may
+  change (more seeds, another analysis, another machine)."""
+  path = os.path.join(run_workdir, "config.json")
+  if not os.path.exists(path):
+    return
+  with open(path, encoding="utf-8") as f:
+    old = _leaves(json.load(f))
+  new = _leaves(json.loads(json.dumps(config.to_dict())))
+  free = ("sweep.", "analysis.", "distributed.")
+  changed = sorted(k for k in set(old) | set(new) if not k.startswith(free) and old.get(k) != new.get(k))
+  if changed:
+    diffs = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])
+    raise ValueError(
+        f"{where}: {path} was trained with another config ({diffs}{', ...' if len(changed) > 5 else ''}); "
+        "rerun with the same config, or use another --workdir"
+    )
 
 
 def _status(run_workdir: str) -> Optional[str]:

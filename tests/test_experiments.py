@@ -213,6 +213,12 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
   assert "elapsed" not in out.stderr.split("Sweep done")[0]
   assert [json.loads(l) for l in (workdir / "results.jsonl").read_text().splitlines()] == on_disk
 
+  # The same workdir with another base config: refused before anything runs, naming the key.
+  with pytest.raises(
+      ValueError, match=r"seed_0/config.json was trained with another config \(train.num_steps: 4 -> 8\)"
+  ):
+    sweep_lib.run_sweep(tiny_config(**{"train.num_steps": 8}), str(workdir), emit=lines.append)
+
   # Two runs killed before their status said so: both resume from checkpoint 4; one crashes (recorded, with its
   # type and message) and the sweep still resumes the other.
   for seed in (0, 1):
