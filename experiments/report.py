@@ -4,7 +4,7 @@ Contract: `write_report(records, workdir, swept=..., metric=..., config=...)` wr
   results.md         one row per cell: the swept keys' values, the final `metric` as mean ± std (sample std, over
                      the cell's finished seeds with a finite value; n says how many) and the outcomes' counts;
   curves.png         the training loss against the step, one line per cell (the mean over seeds) with the min–max
-                     band over seeds; a diverged run's curve stops at its last finite loss;
+                     band over seeds; a run that did not finish ends at its last finite loss, marked ×;
   final_metric.png   the final `metric` against each swept key (one panel per key; the other keys' values are the
                      series): mean ± std over seeds and every seed's value; cells with no finite value are named
                      at the bottom of the panel with their outcomes.
@@ -106,10 +106,17 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
   fig, ax = plt.subplots(figsize=(7.5, 4.8))
   for runs in by_cell.values():
     per_step: dict[int, list[float]] = collections.defaultdict(list)
+    ends = []  # (step, loss) where a run that did not finish last had a finite loss
     for r in runs:
-      for rec in metrics_lib.read_metrics(os.path.join(workdir, r["workdir"]), split="train"):
-        if _finite(rec.get("loss")):
-          per_step[rec["step"]].append(rec["loss"])
+      curve = [
+          (rec["step"], rec["loss"])
+          for rec in metrics_lib.read_metrics(os.path.join(workdir, r["workdir"]), split="train")
+          if _finite(rec.get("loss"))
+      ]
+      for step, loss in curve:
+        per_step[step].append(loss)
+      if r["outcome"] != "finished" and curve:
+        ends.append(curve[-1])
     if not per_step:
       continue
     steps = np.asarray(sorted(per_step))
@@ -119,10 +126,14 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
     (line,) = ax.plot(steps, mean, marker="o" if len(steps) < 12 else None, ms=3, lw=1.4, label=label)
     if len(runs) > 1:
       ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+    if ends:
+      ax.plot(*zip(*ends), "x", color=line.get_color(), ms=8, mew=2)
   ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
   ax.set_xlabel("training step")
   ax.set_ylabel("training loss (cross-entropy per token)")
-  ax.set_title(_wrap(f"Training loss, mean over seeds (band: min–max)\n{title}", 110), fontsize=9)
+  ax.set_title(
+      _wrap(f"Training loss, mean over seeds (band: min–max; ×: a run's last finite loss)\n{title}", 110), fontsize=9
+  )
   if ax.lines:
     ax.legend(fontsize=8)
   return _save(fig, path)
@@ -144,7 +155,8 @@ def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: st
       done = [c for c in cells if c["mean"] is not None]
       x = [xs.index(c["params"][key] if key else None) + shift for c in done]
       err = [c["std"] or 0.0 for c in done]
-      bars = ax.errorbar(x, [c["mean"] for c in done], yerr=err, fmt="o-", capsize=4, label=label)
+      numeric = key is not None and all(_finite(v) for v in xs)  # lines join ordered values, not categories
+      bars = ax.errorbar(x, [c["mean"] for c in done], yerr=err, fmt="o-" if numeric else "o", capsize=4, label=label)
       for c, xc in zip(done, x):
         ax.plot([xc] * len(c["values"]), c["values"], ".", color=bars[0].get_color(), alpha=0.5)
       for c in cells:
