@@ -128,7 +128,7 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
       ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
     if ends:
       ax.plot(*zip(*ends), "x", color=line.get_color(), ms=8, mew=2)
-  ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+  ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, steps=[1, 2, 2.5, 5, 10]))
   ax.set_xlabel("training step")
   ax.set_ylabel("training loss (cross-entropy per token)")
   ax.set_title(
