@@ -3,6 +3,7 @@
     python main.py --config=configs/t5_init.py                      # train (reruns resume the workdir)
     python main.py --config=configs/xavier_postln.py --config.mode=analyze   # curvature / signal at init
     python main.py --config=configs/t5_init.py --config.optim.warmup_steps=0 --workdir=runs/t5_nowarmup
+    python main.py --config=configs/sweeps/warmup.py --config.sweep.seeds=3   # grid × seeds (experiments/)
 
 Composition only: parse the config, join a multi-process run (every process runs the same command; README
 "Several devices and hosts"), (analysis at init), train. Exit status (after writing status.json): 3 diverged, a
@@ -22,6 +23,7 @@ from ml_collections import config_flags
 
 import analysis.reproduce
 import analysis.run
+import experiments
 import train.config
 import train.distributed
 import train.loop
@@ -29,7 +31,7 @@ import train.loop
 config_flags.DEFINE_config_file("config", "configs/default.py", "Experiment config file.", lock_config=True)
 flags.DEFINE_string("workdir", None, "Output directory (default: runs/<config name>); rerunning it resumes.")
 FLAGS = flags.FLAGS
-MODES = ("train", "analyze", "reproduce")
+MODES = ("train", "analyze", "reproduce", "sweep")
 EXIT_DIVERGED = 3
 EXIT_PREEMPTED = 143  # 128 + SIGTERM
 
@@ -55,7 +57,7 @@ def main(argv):
   if FLAGS.config.mode not in MODES:
     raise app.UsageError(f"config.mode={FLAGS.config.mode!r} is invalid; valid: {list(MODES)}")
   # The config boundary, before any device or data is touched: 'auto' keys derived, every subtree validated.
-  config = train.config.resolve(FLAGS.config, groups={"analysis": analysis.run.AnalysisConfig.from_config})
+  config = train.config.resolve(FLAGS.config, groups=experiments.GROUPS)
   # Several hosts: join the run before anything touches a device (train/distributed.py; one process: nothing).
   train.distributed.initialize(config.distributed)
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
@@ -64,6 +66,13 @@ def main(argv):
   if config.mode == "reproduce":
     result = analysis.reproduce.run_claim(ml_collections.ConfigDict(config.to_dict()), workdir)
     logging.info("Claim %s: %s (%s)", config.reproduce.claim, result["verdict"], result.get("reason", ""))
+    return
+  if config.mode == "sweep":  # every cell × seed in <workdir>/cells/, diverged and crashed runs recorded
+    try:
+      experiments.run_sweep(FLAGS.config, workdir)
+    except train.loop.Preempted as e:
+      logging.warning("Sweep %s; rerun the same command to resume", e)
+      sys.exit(EXIT_PREEMPTED)
     return
   restore_step = None
   if config.mode == "analyze" and config.analysis.checkpoint_step >= 0:

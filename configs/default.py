@@ -5,8 +5,8 @@
 
 Experiment configs import this file and override; the command line overrides any key (`--config.<group>.<key>=`).
 Groups mirror the folders: `model` (models/), `init` (init/), `optim`, `data` and `train` (train/), `analysis`
-(analysis/), `distributed` (train/distributed.py: the start-up of a multi-process run). This file imports only
-ml_collections: loading a config imports none of the library.
+(analysis/), `sweep` (experiments/), `distributed` (train/distributed.py: the start-up of a multi-process run). This
+file imports only ml_collections: loading a config imports none of the library.
 
 Size keys that default to "from the preset" are typed placeholders (`placeholder(int)`): None until set, and the
 command line can set them. Keys whose default is 'auto' are derived from others when the config is resolved
@@ -21,7 +21,9 @@ from ml_collections import config_dict
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
-  config.mode = "train"  # 'train' (resumes the workdir if it has a checkpoint) or 'analyze' (analysis only).
+  # 'train' (resumes the workdir if it has a checkpoint), 'analyze' (analysis only) or 'sweep' (the `sweep` group's
+  # grid × seeds, each run trained as in 'train' under <workdir>/cells/; experiments/).
+  config.mode = "train"
 
   m = config.model = ml_collections.ConfigDict()
   m.preset = "mini"  # Sizes from models.config.PRESETS: 'base' 6+6×512, 'small' 3+3×256, 'mini' 2+2×128, 'tiny'.
@@ -155,6 +157,13 @@ def get_config() -> ml_collections.ConfigDict:
   t.num_decode_examples = 256  # Translation: validation sentences greedily decoded for BLEU / exact match.
   t.decode_max_length = 0  # Longest decoded output (0: data.max_target_length).
   t.grad_norms_every = 0  # Steps between per-parameter gradient-norm records (0: never; computed in-step).
+
+  # Sweep mode (experiments/): the product of the grid's values × seeds, each run trained like mode='train'.
+  w = config.sweep = ml_collections.ConfigDict()
+  w.grid = ""  # 'key=v1,v2;key2=a,b' over any config keys, e.g. 'optim.warmup_steps=0,400'; '' = base config only.
+  w.seeds = 1  # Runs per cell, with train.seed = 0 .. seeds-1.
+  w.analysis_at_init = False  # Also run the `analysis` group's analysis at step 0 of every run (analysis/step_0/).
+  w.metric = "eval/loss"  # '<split>/<name>' of metrics.jsonl whose final value results.md and the figures show.
 
   # Several processes (hosts) in one run: train/distributed.py; every process runs the same command.
   p = config.distributed = ml_collections.ConfigDict()

@@ -113,8 +113,8 @@ def test_resolve_types_every_subtree_once_into_frozen_dataclasses():
   # A group no builder types stays a read-only ConfigDict; an unknown attribute names the groups there are.
   untyped = config_lib.resolve(raw)
   assert isinstance(untyped.analysis, ml_collections.FrozenConfigDict)
-  with pytest.raises(AttributeError, match="no group 'sweep'.*'analysis'"):
-    _ = untyped.sweep
+  with pytest.raises(AttributeError, match="no group 'plots'.*'analysis'"):
+    _ = untyped.plots
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,58 @@
+"""Where a result came from: the code's commit (and whether the tree had changes), package versions, devices, host.
+
+Contract: `provenance(repo)` returns a JSON-able dict, and never raises: without git, or outside a repository,
+`git_commit` and `git_dirty` are None and `git_error` says why; a package that is not installed has version None.
+"""
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+from typing import Any, Optional
+
+import jax
+
+PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "grain", "numpy")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _git(repo: str, *args: str) -> str:
+  out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=30)
+  if out.returncode != 0:
+    raise RuntimeError(out.stderr.strip() or f"git {' '.join(args)} exited {out.returncode}")
+  return out.stdout
+
+
+def git_state(repo: str = REPO) -> dict[str, Any]:
+  """{'git_commit', 'git_dirty'} of `repo` (None with 'git_error' when git or the repository is missing)."""
+  try:
+    commit = _git(repo, "rev-parse", "HEAD").strip()
+    dirty = bool(_git(repo, "status", "--porcelain").strip())
+  except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+    return {"git_commit": None, "git_dirty": None, "git_error": f"{type(e).__name__}: {e}"}
+  return {"git_commit": commit, "git_dirty": dirty}
+
+
+def _version(package: str) -> Optional[str]:
+  try:
+    return importlib.metadata.version(package)
+  except importlib.metadata.PackageNotFoundError:
+    return None
+
+
+def provenance(repo: str = REPO) -> dict[str, Any]:
+  """Commit, dirty flag, package versions, JAX backend and devices, host, Python and the time (UTC)."""
+  devices = jax.devices()
+  return {
+      **git_state(repo),
+      "packages": {p: _version(p) for p in PACKAGES},
+      "backend": jax.default_backend(),
+      "device_kinds": sorted({d.device_kind for d in devices}),
+      "device_count": len(devices),
+      "process_count": jax.process_count(),
+      "hostname": socket.gethostname(),
+      "python": platform.python_version(),
+      "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+  }

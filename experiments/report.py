@@ -1,0 +1,220 @@
+"""A sweep's table and figures, drawn from its records alone (results.jsonl and each run's metrics.jsonl).
+
+Contract: `write_report(records, workdir, swept=..., metric=..., config=...)` writes into `workdir`:
+  results.md         one row per cell: the swept keys' values, the final `metric` as mean ± std (sample std, over
+                     the cell's finished seeds with a finite value; n says how many) and the outcomes' counts;
+  curves.png         the training loss against the step, one line per cell (the mean over seeds) with the min–max
+                     band over seeds; a run that did not finish ends at its last finite loss, marked ×;
+  final_metric.png   the final `metric` against each swept key (one panel per key; the other keys' values are the
+                     series): mean ± std over seeds and every seed's value; cells with no finite value are named
+                     at the bottom of the panel with their outcomes.
+Every figure's title names the settings the sweep holds fixed (size, data, optimizer, learning rate, warmup, steps,
+seeds), so a figure read alone says what was compared.
+"""
+
+import collections
+import math
+import os
+from typing import Any, Optional
+
+import matplotlib
+import matplotlib.ticker
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after selecting the backend)
+import numpy as np  # noqa: E402
+
+from models.config import PRESETS  # noqa: E402
+from train import metrics as metrics_lib  # noqa: E402
+
+OUTCOMES = ("finished", "diverged", "crashed")
+
+
+def _finite(v: Any) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def summarize(records: list[dict], metric: str) -> list[dict]:
+  """One row per cell, in record order: {cell, params, values (finished seeds' finite metric), mean, std, n,
+  outcomes (Counter)}."""
+  rows: dict[str, dict] = {}
+  for r in records:
+    row = rows.setdefault(r["cell"], {"cell": r["cell"], "params": r["params"], "values": [], "outcomes": {}})
+    row["outcomes"][r["outcome"]] = row["outcomes"].get(r["outcome"], 0) + 1
+    value = r["final"].get(metric)
+    if r["outcome"] == "finished" and _finite(value):
+      row["values"].append(float(value))
+  for row in rows.values():
+    v = np.asarray(row["values"])
+    row["n"] = len(v)
+    row["mean"] = float(v.mean()) if len(v) else None
+    row["std"] = float(v.std(ddof=1)) if len(v) > 1 else None
+  return list(rows.values())
+
+
+def _outcomes(counts: dict) -> str:
+  return ", ".join(f"{counts[o]} {o}" for o in (*OUTCOMES, *sorted(set(counts) - set(OUTCOMES))) if counts.get(o))
+
+
+def markdown_table(rows: list[dict], swept: list[str], metric: str) -> str:
+  """The results.md table (see the module docstring)."""
+  keys = swept or ["cell"]
+  head = [*keys, f"final {metric} (mean ± std)", "n", "outcomes"]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for row in rows:
+    values = [str(row["params"][k]) for k in swept] if swept else [row["cell"]]
+    if row["mean"] is None:
+      stat = "—"
+    else:
+      stat = f"{row['mean']:.4f}" + (f" ± {row['std']:.4f}" if row["std"] is not None else "")
+    lines.append("| " + " | ".join([*values, stat, str(row["n"]), _outcomes(row["outcomes"])]) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def fixed_settings(config: Any, swept: list[str], seeds: int) -> str:
+  """The settings the sweep holds fixed, as a figure title (swept keys left out)."""
+  m, o, d, t = config.model, config.optim, config.data, config.train
+  sizes = {k: (m[k] if m[k] is not None else PRESETS[m.preset][k]) for k in PRESETS[m.preset]}
+  items = [
+      (
+          "model.preset",
+          f"{m.preset} (d={sizes['d_model']}, {sizes['num_encoder_layers']}+{sizes['num_decoder_layers']} layers)",
+      ),
+      ("model.norm_position", f"{m.norm_position}-norm"),
+      ("init.scheme", f"init {config.init.scheme}"),
+      ("optim.name", str(o.name)),
+      ("optim.learning_rate", f"lr {o.learning_rate:g}"),
+      ("optim.schedule", str(o.schedule)),
+      ("optim.warmup_steps", f"warmup {o.warmup_steps}"),
+      ("data.name", f"data {d.name}"),
+      ("data.batch_size", f"batch {d.batch_size}"),
+      ("train.num_steps", f"{t.num_steps} steps"),
+  ]
+  kept = [text for key, text in items if key not in swept and not (key == "model.preset" and "model.d_model" in swept)]
+  return ", ".join(kept) + (f"; seeds 0–{seeds - 1}" if seeds > 1 else "; seed 0")
+
+
+def _cell_label(row: dict, swept: list[str]) -> str:
+  return ", ".join(f"{k.split('.')[-1]}={row['params'][k]}" for k in swept) or row["cell"]
+
+
+def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str, path: str) -> str:
+  """curves.png: the training loss per cell, mean over seeds with the min–max band (module docstring)."""
+  by_cell: dict[str, list[dict]] = collections.defaultdict(list)
+  for r in records:
+    by_cell[r["cell"]].append(r)
+  fig, ax = plt.subplots(figsize=(7.5, 4.8))
+  for runs in by_cell.values():
+    per_step: dict[int, list[float]] = collections.defaultdict(list)
+    ends = []  # (step, loss) where a run that did not finish last had a finite loss
+    for r in runs:
+      curve = [
+          (rec["step"], rec["loss"])
+          for rec in metrics_lib.read_metrics(os.path.join(workdir, r["workdir"]), split="train")
+          if _finite(rec.get("loss"))
+      ]
+      for step, loss in curve:
+        per_step[step].append(loss)
+      if r["outcome"] != "finished" and curve:
+        ends.append(curve[-1])
+    if not per_step:
+      continue
+    steps = np.asarray(sorted(per_step))
+    lo, mean, hi = (np.asarray([f(per_step[s]) for s in steps]) for f in (np.min, np.mean, np.max))
+    bad = {o: n for o, n in collections.Counter(r["outcome"] for r in runs).items() if o != "finished"}
+    label = _cell_label(runs[0], swept) + "".join(f" ({n}/{len(runs)} {o})" for o, n in bad.items())
+    (line,) = ax.plot(steps, mean, marker="o" if len(steps) < 12 else None, ms=3, lw=1.4, label=label)
+    if len(runs) > 1:
+      ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+    if ends:
+      ax.plot(*zip(*ends), "x", color=line.get_color(), ms=8, mew=2)
+  ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, steps=[1, 2, 2.5, 5, 10]))
+  ax.set_xlabel("training step")
+  ax.set_ylabel("training loss (cross-entropy per token)")
+  ax.set_title(
+      _wrap(f"Training loss, mean over seeds (band: min–max; ×: a run's last finite loss)\n{title}", 110), fontsize=9
+  )
+  if ax.lines:
+    ax.legend(fontsize=8)
+  return _save(fig, path)
+
+
+def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: str, path: str) -> str:
+  """final_metric.png: the final metric against each swept key, one panel per key (module docstring)."""
+  keys = swept or [None]
+  fig, axes = plt.subplots(1, len(keys), figsize=(5.0 * len(keys), 4.2), squeeze=False)
+  for ax, key in zip(axes[0], keys):
+    xs = list(dict.fromkeys(row["params"][key] for row in rows)) if key else [None]
+    others = [k for k in swept if k != key]
+    series: dict[str, list[dict]] = collections.defaultdict(list)
+    for row in rows:
+      series[", ".join(f"{k.split('.')[-1]}={row['params'][k]}" for k in others) or metric].append(row)
+    width = 0.3 / max(len(series), 1)
+    for j, (label, cells) in enumerate(series.items()):
+      shift = (j - (len(series) - 1) / 2) * width
+      done = [c for c in cells if c["mean"] is not None]
+      x = [xs.index(c["params"][key] if key else None) + shift for c in done]
+      err = [c["std"] or 0.0 for c in done]
+      numeric = key is not None and all(_finite(v) for v in xs)  # lines join ordered values, not categories
+      bars = ax.errorbar(x, [c["mean"] for c in done], yerr=err, fmt="o-" if numeric else "o", capsize=4, label=label)
+      for c, xc in zip(done, x):
+        ax.plot([xc] * len(c["values"]), c["values"], ".", color=bars[0].get_color(), alpha=0.5)
+      for c in cells:
+        if c["mean"] is None:
+          xc = xs.index(c["params"][key] if key else None) + shift
+          ax.annotate(
+              _outcomes(c["outcomes"]),
+              (xc, 0.02),
+              xycoords=ax.get_xaxis_transform(),
+              ha="center",
+              fontsize=7,
+              color="red",
+          )
+    ax.set_xticks(range(len(xs)), [str(x) for x in xs] if key else ["base"])
+    ax.set_xlim(-0.5, len(xs) - 0.5)
+    ax.set_xlabel(key or "cell")
+    ax.set_ylabel(f"final {metric}")
+    ax.set_title(f"final {metric} vs {key or 'cell'}\n(mean ± std over seeds; dots: seeds)", fontsize=9)
+    if len(series) > 1:
+      ax.legend(fontsize=7)
+  fig.suptitle(_wrap(title, 15 * 5 * len(keys)), fontsize=9)
+  return _save(fig, path)
+
+
+def _wrap(text: str, width: int) -> str:
+  """`text` broken at spaces into lines of at most `width` characters (a title that fits its figure)."""
+  out = []
+  for para in text.split("\n"):
+    line = ""
+    for word in para.split(" "):
+      if line and len(line) + len(word) + 1 > width:
+        out.append(line)
+        line = word
+      else:
+        line = f"{line} {word}" if line else word
+    out.append(line)
+  return "\n".join(out)
+
+
+def _save(fig, path: str) -> str:
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def write_report(
+    records: list[dict], workdir: str, *, swept: list[str], metric: str, config: Any, seeds: Optional[int] = None
+) -> dict[str, str]:
+  """results.md, curves.png and final_metric.png of `records` in `workdir`; returns their paths."""
+  rows = summarize(records, metric)
+  seeds = seeds or max((r["seed"] for r in records), default=0) + 1
+  title = fixed_settings(config, swept, seeds)
+  table = os.path.join(workdir, "results.md")
+  with open(table, "w", encoding="utf-8") as f:
+    f.write(f"# Sweep results\n\nFixed: {title}.\n\n{markdown_table(rows, swept, metric)}")
+  return {
+      "table": table,
+      "curves": plot_curves(records, workdir, swept, title, os.path.join(workdir, "curves.png")),
+      "final_metric": plot_final_metric(rows, swept, metric, title, os.path.join(workdir, "final_metric.png")),
+  }

@@ -1,0 +1,247 @@
+"""The sweep runner: every cell of `sweep.grid` × seeds trained by `train.loop` (main.py's train mode), resumable.
+
+Contract: `run_sweep(config, workdir)` takes the experiment ConfigDict (base config + `config.sweep`), validates
+every cell's config before any compute (`train.config.resolve`; an error names the cell), then for each cell and
+seed s in 0..sweep.seeds-1 (train.seed = s) runs `train.loop.setup` + `train_and_evaluate` in
+`<workdir>/cells/<cell>/seed_<s>/` (with `sweep.analysis_at_init`, `analysis.run.run_analysis` first, on the same
+batches and into the same `analysis/step_0/` as main.py's `analysis.at_init`):
+  * resumable: a run whose status.json says `finished` or `diverged` is skipped (its record kept); any other run
+    resumes from its latest checkpoint (the loop's own resume); a run whose config.json differs from its cell's
+    config in anything but the `sweep`, `analysis` and `distributed` groups is an error, before any compute;
+  * outcomes: `finished`; `diverged` (`train.loop.Diverged`: a result, the sweep goes on); `crashed` (any other
+    exception: its type and message recorded, the traceback logged, the sweep goes on); `Preempted` and
+    KeyboardInterrupt stop the sweep (rerun it to resume);
+  * one record per run, written to the run's `sweep_record.json` and gathered (grid order) into
+    `<workdir>/results.jsonl` after every run: `cell`, the cell's key values (`params`), `seed`, `outcome`,
+    `error`, `final` (the last value of each `<split>/<name>` in the run's metrics.jsonl), `status`,
+    `wall_time_s` (of the invocation that ended the run), `resumed_from_step`, `workdir` and `provenance`
+    (experiments/provenance.py); then `results.md` and the figures (experiments/report.py) and each run's
+    hparams and final metrics in `<workdir>/tensorboard_hparams/` (TensorBoard's HParams tab);
+  * progress: `cell k/K, seed s: <cell> | elapsed H:MM:SS | ETA H:MM:SS | <run dir>` before each run, the ETA:
+    the mean time of the runs this invocation finished (of every run it ended, while none finished) times the runs
+    still to do; each run's own progress lines (train.loop's) follow in the same log.
+Only process 0 writes the sweep's files (every process runs every cell: the loop is collective).
+"""
+
+import json
+import os
+import time
+import traceback
+import uuid
+from typing import Any, Callable, Optional
+
+import jax
+import ml_collections
+import tensorboardX
+from absl import logging
+
+import analysis.run
+import train.config
+import train.loop
+from experiments import grid as grid_lib
+from experiments import provenance as provenance_lib
+from experiments import report
+from train import metrics as metrics_lib
+
+RESULTS_FILE = "results.jsonl"
+RECORD_FILE = "sweep_record.json"
+DONE = ("finished", "diverged")  # statuses a rerun skips
+GROUPS = {"analysis": analysis.run.AnalysisConfig.from_config, "sweep": grid_lib.SweepConfig.from_config}
+
+
+def run_dir(workdir: str, cell: grid_lib.Cell, seed: int) -> str:
+  return os.path.join(workdir, "cells", cell.name, f"seed_{seed}")
+
+
+def final_metrics(run_workdir: str) -> dict[str, float]:
+  """The last value of every `<split>/<name>` of the run's metrics.jsonl."""
+  out: dict[str, float] = {}
+  for record in metrics_lib.read_metrics(run_workdir):
+    out.update({f"{record['split']}/{k}": v for k, v in record.items() if k not in ("step", "split")})
+  return out
+
+
+def _analyze_at_init(exp: train.loop.Experiment, run_workdir: str) -> None:
+  """main.py's `analysis.at_init`: the analysis of the model at step 0 into `<run>/analysis/step_0/`."""
+  config = exp.config
+  n, size = config.analysis.num_batches, config.analysis.batch_size
+  analysis.run.run_analysis(
+      config.analysis,
+      model=exp.model,
+      variables=exp.state.model_variables(),
+      batches=exp.batches(n, size),
+      out_dir=os.path.join(run_workdir, "analysis"),
+      label="step_0",
+      init_fn=exp.init_variables,
+      step=0,
+      batch_source=(
+          f"train split of data.name={config.data.name!r}: the first {n} global batch(es) of {size} sequences of a "
+          f"fresh pass (data.shuffle_seed={config.data.shuffle_seed})"
+      ),
+      mlm_mask_rate=config.train.mlm_mask_rate,
+      print_fn=logging.info,
+      mesh=exp.mesh,
+  )
+
+
+def run_one(config: train.config.Config, run_workdir: str, analysis_at_init: bool) -> tuple[str, Optional[str], int]:
+  """Trains one run; returns (outcome, error or None, the step it started from). Preempted propagates."""
+  start = 0
+  try:
+    exp = train.loop.setup(config, run_workdir)
+    start = exp.start_step
+    if analysis_at_init and start == 0:
+      _analyze_at_init(exp, run_workdir)
+    train.loop.train_and_evaluate(exp)
+  except train.loop.Diverged as e:
+    logging.warning("Run %s diverged: %s", run_workdir, e)
+    return "diverged", str(e), start
+  except train.loop.Preempted:
+    raise
+  except Exception as e:  # noqa: BLE001 (a crashed run is an outcome; the sweep goes on)
+    logging.error("Run %s crashed:\n%s", run_workdir, traceback.format_exc())
+    return "crashed", f"{type(e).__name__}: {e}", start
+  return "finished", None, start
+
+
+def _record_from_status(run_workdir: str) -> dict:
+  """The record of a run ended outside this sweep's bookkeeping (no sweep_record.json): from its status.json."""
+  status = metrics_lib.read_status(run_workdir) or {}
+  return {"outcome": status.get("status"), "error": None, "wall_time_s": None, "resumed_from_step": None}
+
+
+def _write_jsonl(path: str, records: list[dict]) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    f.writelines(json.dumps(r) + "\n" for r in records)
+  os.replace(tmp, path)
+
+
+def _hparams(writer_dir: str, record: dict) -> None:
+  """The run's cell values and seed as TensorBoard hparams, with its finite final metrics."""
+  hparams = {k: (v if isinstance(v, (bool, int, float, str)) else str(v)) for k, v in record["params"].items()}
+  hparams.update(seed=record["seed"], outcome=record["outcome"])
+  metrics = {f"hparam/{k}": v for k, v in record["final"].items() if isinstance(v, float) and v == v}
+  # A unique file name: tensorboardX names event files by the second, and two runs can end within one.
+  with tensorboardX.SummaryWriter(writer_dir, filename_suffix=f".{os.getpid()}.{uuid.uuid4().hex[:8]}") as writer:
+    writer.add_hparams(hparams, metrics, name=f"{record['cell']}/seed_{record['seed']}")
+
+
+def run_sweep(
+    config: ml_collections.ConfigDict,
+    workdir: str,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    emit: Callable[[str], Any] = logging.info,
+) -> list[dict]:
+  """Runs (or resumes) the sweep of `config` in `workdir` (module docstring); returns the records, grid order."""
+  sweep = grid_lib.SweepConfig.from_config(config.sweep)
+  cells = grid_lib.cells(config)
+  runs = []
+  for cell in cells:
+    for seed in range(sweep.seeds):
+      try:
+        resolved = train.config.resolve(grid_lib.cell_config(config, cell, seed), groups=GROUPS)
+      except ValueError as e:
+        raise ValueError(f"sweep cell {cell.name}, seed {seed}: {e}") from None
+      _check_unchanged(run_dir(workdir, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
+      runs.append((cell, seed, resolved))
+  primary = jax.process_index() == 0
+  os.makedirs(workdir, exist_ok=True)
+  prov = provenance_lib.provenance()
+  swept = [k for k, _ in grid_lib.parse_grid(sweep.grid, config)]
+  todo = [i for i, (c, s, _) in enumerate(runs) if _status(run_dir(workdir, c, s)) not in DONE]
+  emit(
+      f"Sweep in {workdir}: {len(cells)} cell(s) × {sweep.seeds} seed(s) = {len(runs)} run(s); "
+      f"{len(runs) - len(todo)} already done, {len(todo)} to run"
+  )
+  t0, times, finished_times, records = clock(), [], [], []
+  for i, (cell, seed, resolved) in enumerate(runs):
+    rdir = run_dir(workdir, cell, seed)
+    k = cells.index(cell) + 1
+    record_path = os.path.join(rdir, RECORD_FILE)
+    if i in todo:
+      left = len(todo) - todo.index(i)
+      measured = finished_times or times  # a diverged run stops early: finished runs say what a run costs
+      eta = sum(measured) / len(measured) * left if measured else None
+      emit(
+          f"cell {k}/{len(cells)}, seed {seed}: {cell.name} | elapsed {metrics_lib.format_duration(clock() - t0)} | "
+          f"ETA {metrics_lib.format_duration(eta) if eta is not None else '?'} | {rdir}"
+      )
+      start = clock()
+      outcome, error, resumed = run_one(resolved, rdir, sweep.analysis_at_init)
+      times.append(clock() - start)
+      if outcome == "finished":
+        finished_times.append(times[-1])
+      base = {"outcome": outcome, "error": error, "wall_time_s": times[-1], "resumed_from_step": resumed}
+      record = _record(cell, seed, rdir, base, prov)
+      if primary:
+        os.makedirs(rdir, exist_ok=True)  # a run that crashed in setup may not have made it
+        with open(record_path, "w", encoding="utf-8") as f:
+          json.dump(record, f, indent=1)
+        _hparams(os.path.join(workdir, "tensorboard_hparams"), record)
+    else:
+      emit(f"cell {k}/{len(cells)}, seed {seed}: {cell.name} | already {_status(rdir)}, skipped")
+      if os.path.exists(record_path):
+        with open(record_path, encoding="utf-8") as f:
+          record = json.load(f)
+      else:
+        record = _record(cell, seed, rdir, _record_from_status(rdir), None)
+    records.append(record)
+    if primary:
+      _write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
+  if primary:
+    report.write_report(records, workdir, swept=swept, metric=sweep.metric, config=config, seeds=sweep.seeds)
+  counts = {o: sum(r["outcome"] == o for r in records) for o in ("finished", "diverged", "crashed")}
+  emit(
+      f"Sweep done in {metrics_lib.format_duration(clock() - t0)}: "
+      + ", ".join(f"{n} {o}" for o, n in counts.items())
+      + f"; {workdir}/results.jsonl, results.md, curves.png, final_metric.png"
+  )
+  return records
+
+
+def _leaves(tree: dict, prefix: str = "") -> dict[str, Any]:
+  out = {}
+  for key, value in tree.items():
+    out.update(_leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
+  return out
+
+
+def _check_unchanged(run_workdir: str, config: train.config.Config, where: str) -> None:
+  """Raises if the run's config.json (an earlier invocation's) differs from `config` in what it trains: a rerun
+  would otherwise skip or resume runs of another config. The `sweep`, `analysis` and `distributed` groups may
+  change (more seeds, another analysis, another machine)."""
+  path = os.path.join(run_workdir, "config.json")
+  if not os.path.exists(path):
+    return
+  with open(path, encoding="utf-8") as f:
+    old = _leaves(json.load(f))
+  new = _leaves(json.loads(json.dumps(config.to_dict())))
+  free = ("sweep.", "analysis.", "distributed.")
+  changed = sorted(k for k in set(old) | set(new) if not k.startswith(free) and old.get(k) != new.get(k))
+  if changed:
+    diffs = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])
+    raise ValueError(
+        f"{where}: {path} was trained with another config ({diffs}{', ...' if len(changed) > 5 else ''}); "
+        "rerun with the same config, or use another --workdir"
+    )
+
+
+def _status(run_workdir: str) -> Optional[str]:
+  status = metrics_lib.read_status(run_workdir)
+  return status and status.get("status")
+
+
+def _record(cell: grid_lib.Cell, seed: int, rdir: str, base: dict, prov: Optional[dict]) -> dict:
+  """The results.jsonl record of one run (module docstring)."""
+  return {
+      "cell": cell.name,
+      "params": dict(cell.overrides),
+      "seed": seed,
+      **base,
+      "final": final_metrics(rdir),
+      "status": metrics_lib.read_status(rdir),
+      "workdir": os.path.join("cells", cell.name, f"seed_{seed}"),  # relative to the sweep's workdir
+      "provenance": prov,
+  }

@@ -1,0 +1,268 @@
+"""The sweep (experiments/): grid parsing and its errors, and a 2-cell × 2-seed sweep end to end at the tiny size —
+records with provenance, the table, the figures, progress with an ETA, a diverged cell recorded while the others
+finish, a rerun through main.py that trains nothing, and unfinished runs resumed (one crashing, recorded)."""
+
+import json
+import math
+import pathlib
+import re
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import train.loop
+from configs.sweeps import warmup
+from experiments import grid as grid_lib
+from experiments import sweep as sweep_lib
+from train import metrics as metrics_lib
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+# One encoder and one decoder layer of the tiny preset, 4 steps of batch 8: each run is compile-bound.
+TINY = {
+    "model.preset": "tiny",
+    "model.num_encoder_layers": 1,
+    "model.num_decoder_layers": 1,
+    "data.embedded.num_train": 200,
+    "data.embedded.num_eval": 16,
+    "data.batch_size": 8,
+    "data.eval_batch_size": 8,
+    "optim.warmup_steps": 0,
+    "train.num_steps": 4,
+    "train.log_every": 1,
+    "train.eval_every": 4,
+    "train.checkpoint_every": 4,
+    "train.num_decode_examples": 0,
+    # The second cell diverges: Adam's first update moves every weight by ~lr, and the loss is not finite at step 2.
+    "sweep.grid": "optim.learning_rate=0.001,1e30",
+    "sweep.seeds": 2,
+}
+
+
+def tiny_config(**overrides):
+  config = warmup.get_config()
+  for key, value in {**TINY, **overrides}.items():
+    *parents, leaf = key.split(".")
+    node = config
+    for p in parents:
+      node = node[p]
+    node[leaf] = value
+  return config
+
+
+def syntax_error(grid, reason):
+  return re.escape(f"config.sweep.grid={grid!r} is invalid ({reason}); valid: {grid_lib.GRID_SYNTAX}")
+
+
+# ----------------------------------------------------------------------------------------------------- the grid
+
+
+def test_grid_cells_are_the_product_typed_as_the_defaults():
+  config = tiny_config(
+      **{"sweep.grid": " optim.warmup_steps=0, 400 ; model.norm_position=none,post;model.d_model=none,64"}
+  )
+  axes = grid_lib.parse_grid(config.sweep.grid, config)
+  assert axes == [
+      ("optim.warmup_steps", [0, 400]),
+      ("model.norm_position", ["none", "post"]),  # a string key keeps 'none'
+      ("model.d_model", [None, 64]),  # a placeholder (default None) takes 'none'
+  ]
+  cells = grid_lib.cells(config)
+  assert len(cells) == 8 and cells[1].overrides == {
+      "optim.warmup_steps": 0,
+      "model.norm_position": "none",
+      "model.d_model": 64,
+  }
+  assert cells[1].name == "optim.warmup_steps=0__model.norm_position=none__model.d_model=64"
+  assert cells[-1].name == "optim.warmup_steps=400__model.norm_position=post__model.d_model=64"
+  run = grid_lib.cell_config(config, cells[1], seed=3)
+  assert (run.optim.warmup_steps, run.model.norm_position, run.model.d_model, run.train.seed, run.mode) == (
+      0,
+      "none",
+      64,
+      3,
+      "train",
+  )
+  assert config.train.seed == 0 and config.model.d_model is None  # the base config is untouched
+  typed = grid_lib.parse_grid("optim.learning_rate=1,3e-4;model.use_bias=TRUE,false", config)
+  assert typed == [("optim.learning_rate", [1.0, 3e-4]), ("model.use_bias", [True, False])]
+  assert isinstance(typed[0][1][0], float)
+  assert [c.name for c in grid_lib.cells(tiny_config(**{"sweep.grid": ""}))] == ["base"]
+
+
+@pytest.mark.parametrize(
+    "grid, reason",
+    [
+        ("optim.warmup_steps", "part 'optim.warmup_steps' needs exactly one '=' between the key and its values"),
+        (
+            "optim.warmup_steps=0=1",
+            "part 'optim.warmup_steps=0=1' needs exactly one '=' between the key and its values",
+        ),
+        ("optim.warmupsteps=0,1", "key 'optim.warmupsteps' is not a leaf key of the config (see configs/default.py)"),
+        ("optim=0,1", "key 'optim' is not a leaf key of the config (see configs/default.py)"),
+        ("optim.warmup_steps=0,x", "optim.warmup_steps='x': optim.warmup_steps takes an integer"),
+        ("optim.learning_rate=fast", "optim.learning_rate='fast': optim.learning_rate takes a number"),
+        ("model.use_bias=yes", "model.use_bias='yes': model.use_bias takes true or false"),
+        ("optim.warmup_steps=0,,1", "part 'optim.warmup_steps=0,,1' has an empty value"),
+        ("optim.warmup_steps=0,0", "part 'optim.warmup_steps=0,0' repeats a value"),
+        ("optim.warmup_steps=0;;init.scheme=bert", "an empty part (two ';' in a row, or one at an end)"),
+        ("optim.warmup_steps=0;optim.warmup_steps=1", "key 'optim.warmup_steps' appears twice"),
+        ("train.seed=0,1", "key 'train.seed' is set by the sweep itself (seeds: sweep.seeds)"),
+        ("sweep.seeds=1,2", "key 'sweep.seeds' is set by the sweep itself (seeds: sweep.seeds)"),
+    ],
+)
+def test_a_bad_grid_names_the_part_and_the_syntax(grid, reason):
+  with pytest.raises(ValueError, match="^" + syntax_error(grid, reason) + "$"):
+    grid_lib.cells(tiny_config(**{"sweep.grid": grid}))
+
+
+def test_bad_sweep_keys_and_cells_fail_before_any_compute(tmp_path):
+  with pytest.raises(ValueError, match=re.escape("config.sweep.seeds=0 is invalid; valid: an integer >= 1")):
+    grid_lib.SweepConfig.from_config(tiny_config(**{"sweep.seeds": 0}).sweep)
+  with pytest.raises(ValueError, match=re.escape("config.sweep.metric='loss' is invalid; valid: '<split>/<name>'")):
+    grid_lib.SweepConfig.from_config(tiny_config(**{"sweep.metric": "loss"}).sweep)
+  # A value the grid parses but the config boundary rejects: the cell is named, nothing runs.
+  config = tiny_config(**{"sweep.grid": "init.scheme=xavier,nonsense"})
+  with pytest.raises(ValueError, match=r"^sweep cell init.scheme=nonsense, seed 0: config.init.scheme='nonsense'"):
+    sweep_lib.run_sweep(config, str(tmp_path / "sweep"))
+  assert not (tmp_path / "sweep").exists()
+
+
+# ----------------------------------------------------------------------------------------------- end to end
+
+
+def _git_head():
+  return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+
+def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
+  workdir = tmp_path / "sweep"
+  real_train = train.loop.train_and_evaluate
+  now, calls, lines = [0.0], [], []
+
+  def timed_train(exp):  # every run takes one fake minute on the sweep's clock
+    calls.append(exp.workdir)
+    now[0] += 60.0
+    return real_train(exp)
+
+  monkeypatch.setattr(train.loop, "train_and_evaluate", timed_train)
+  records = sweep_lib.run_sweep(tiny_config(), str(workdir), clock=lambda: now[0], emit=lines.append)
+
+  # 2 cells × 2 seeds, in grid order; the 1e30 cell diverged and the other still finished both seeds.
+  assert len(calls) == 4
+  assert [(r["cell"], r["seed"], r["outcome"]) for r in records] == [
+      ("optim.learning_rate=0.001", 0, "finished"),
+      ("optim.learning_rate=0.001", 1, "finished"),
+      ("optim.learning_rate=1e+30", 0, "diverged"),
+      ("optim.learning_rate=1e+30", 1, "diverged"),
+  ]
+  progress = [l for l in lines if l.startswith("cell ")]
+  assert [l.split(" | ")[:3] for l in progress] == [
+      ["cell 1/2, seed 0: optim.learning_rate=0.001", "elapsed 0:00:00", "ETA ?"],
+      ["cell 1/2, seed 1: optim.learning_rate=0.001", "elapsed 0:01:00", "ETA 0:03:00"],
+      ["cell 2/2, seed 0: optim.learning_rate=1e+30", "elapsed 0:02:00", "ETA 0:02:00"],
+      ["cell 2/2, seed 1: optim.learning_rate=1e+30", "elapsed 0:03:00", "ETA 0:01:00"],
+  ]
+  on_disk = [json.loads(l) for l in (workdir / "results.jsonl").read_text().splitlines()]
+  assert len(on_disk) == 4 and [r["seed"] for r in on_disk] == [0, 1, 0, 1]
+  head = _git_head()
+  for r in on_disk:
+    run = workdir / r["workdir"]
+    config = json.loads((run / "config.json").read_text())
+    assert (
+        config["train"]["seed"] == r["seed"] and config["optim"]["learning_rate"] == r["params"]["optim.learning_rate"]
+    )
+    p = r["provenance"]
+    assert p["git_commit"] == head and len(head) == 40 and isinstance(p["git_dirty"], bool)
+    assert p["packages"]["jax"] == jax.__version__ and p["packages"]["orbax-checkpoint"] and p["packages"]["grain"]
+    assert p["backend"] == "cpu" and p["device_count"] == jax.device_count() and p["hostname"]
+    assert r["wall_time_s"] == 60.0 and r["resumed_from_step"] == 0
+  finished, diverged = on_disk[:2], on_disk[2:]
+  for r in finished:
+    last_eval = metrics_lib.read_metrics(str(workdir / r["workdir"]), split="eval")[-1]
+    assert last_eval["step"] == 4 and r["final"]["eval/loss"] == last_eval["loss"] and r["error"] is None
+  assert finished[0]["final"]["eval/loss"] != finished[1]["final"]["eval/loss"]  # the seeds differ
+  for r in diverged:
+    assert r["status"]["status"] == "diverged" and r["status"]["step"] == 2 and "non-finite loss" in r["error"]
+    assert "eval/loss" not in r["final"] and math.isnan(r["final"]["train/loss"])
+
+  losses = [r["final"]["eval/loss"] for r in finished]
+  table = (workdir / "results.md").read_text()
+  assert f"| 0.001 | {np.mean(losses):.4f} ± {np.std(losses, ddof=1):.4f} | 2 | 2 finished |" in table
+  assert "| 1e+30 | — | 0 | 2 diverged |" in table
+  assert "warmup 0" in table and "lr " not in table  # the fixed settings name warmup, not the swept lr
+  for name in ("curves.png", "final_metric.png"):
+    data = (workdir / name).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, name
+  assert len(list((workdir / "tensorboard_hparams").glob("*/seed_*"))) == 4
+
+  # Rerun through main.py: all four runs are done, none trains, the records are kept as they were.
+  args = [f"--config.{k}={v}" for k, v in TINY.items()]
+  out = subprocess.run(
+      [sys.executable, "main.py", "--config=configs/sweeps/warmup.py", f"--workdir={workdir}", *args],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "4 run(s); 4 already done, 0 to run" in out.stderr
+  assert len(re.findall(r"\| already (finished|diverged), skipped", out.stderr)) == 4
+  assert "elapsed" not in out.stderr.split("Sweep done")[0]
+  assert [json.loads(l) for l in (workdir / "results.jsonl").read_text().splitlines()] == on_disk
+
+  # The same workdir with another base config: refused before anything runs, naming the key.
+  with pytest.raises(
+      ValueError, match=r"seed_0/config.json was trained with another config \(train.num_steps: 4 -> 8\)"
+  ):
+    sweep_lib.run_sweep(tiny_config(**{"train.num_steps": 8}), str(workdir), emit=lines.append)
+
+  # Two runs killed before their status said so: both resume from checkpoint 4; one crashes (recorded, with its
+  # type and message) and the sweep still resumes the other.
+  for seed in (0, 1):
+    run = str(workdir / finished[seed]["workdir"])
+    metrics_lib.write_status(run, "running", 4)
+  calls.clear()
+
+  def crash_seed_0(exp):
+    calls.append(exp.workdir)
+    if exp.workdir.endswith("seed_0"):
+      raise RuntimeError("boom")
+    return real_train(exp)
+
+  monkeypatch.setattr(train.loop, "train_and_evaluate", crash_seed_0)
+  again = sweep_lib.run_sweep(tiny_config(), str(workdir), emit=lines.append)
+  assert len(calls) == 2
+  assert [(r["outcome"], r["error"], r["resumed_from_step"]) for r in again[:2]] == [
+      ("crashed", "RuntimeError: boom", 4),
+      ("finished", None, 4),
+  ]
+  assert again[1]["final"]["eval/loss"] == finished[1]["final"]["eval/loss"]  # nothing retrained or re-evaluated
+  assert again[2:] == on_disk[2:]
+  assert f"| 0.001 | {losses[1]:.4f} | 1 | 1 finished, 1 crashed |" in (workdir / "results.md").read_text()
+
+
+def test_analysis_at_init_writes_step_0_of_each_run(tmp_path):
+  """`sweep.analysis_at_init`: analysis.run at step 0 into the run's analysis/step_0/ (as main.py's at_init)."""
+  analysis = {
+      "analysis.batch_size": 4,
+      "analysis.lanczos_steps": 6,
+      "analysis.top_k": 1,
+      "analysis.bottom_k": 0,
+      "analysis.spectrum": False,
+      "analysis.trace_probes": 0,
+      "analysis.blocks": False,
+      "analysis.grad_norms": False,
+      "analysis.dtype": "float32",
+  }
+  config = tiny_config(
+      **{"sweep.grid": "", "sweep.seeds": 1, "sweep.analysis_at_init": True, "train.num_steps": 1}, **analysis
+  )
+  (record,) = sweep_lib.run_sweep(config, str(tmp_path))
+  step_0 = tmp_path / record["workdir"] / "analysis" / "step_0"
+  meta = json.loads((step_0 / "metadata.json").read_text())
+  assert record["outcome"] == "finished" and meta["step"] == 0 and meta["at_init"] is True
+  (top,) = json.loads((step_0 / "eigenvalues.json").read_text())["top"]["values"]
+  assert math.isfinite(top) and top > 0.0 and (step_0 / "signal.json").exists()
