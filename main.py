@@ -80,28 +80,7 @@ def main(argv):
   exp = train.loop.setup(config, workdir, restore_step=restore_step)
 
   if config.mode == "analyze" or (config.analysis.at_init and exp.start_step == 0):
-    step = int(exp.state.step)
-    out_dir = os.path.join(workdir, "analysis")
-    n, size = config.analysis.num_batches, config.analysis.batch_size
-    source = (
-        f"train split of data.name={config.data.name!r}: the first {n} global batch(es) of {size} sequences of a "
-        f"fresh pass (data.shuffle_seed={config.data.shuffle_seed}), split over the run's {jax.device_count()} "
-        "device(s)"
-    )
-    analysis.run.run_analysis(
-        config.analysis,
-        model=exp.model,
-        variables=exp.state.model_variables(),
-        batches=exp.batches(n, size),
-        out_dir=out_dir,
-        label=f"step_{step}",
-        init_fn=exp.init_variables,
-        step=step,
-        batch_source=source,
-        mlm_mask_rate=config.train.mlm_mask_rate,
-        mesh=exp.mesh,
-    )
-    logging.info("Analysis written to %s/step_%d", out_dir, step)
+    logging.info("Analysis written to %s", experiments.analyze(exp, workdir))
   if config.mode == "train":
     try:
       train.loop.train_and_evaluate(exp)

@@ -9,6 +9,6 @@ result came from. Above `analysis/` and `train/`; only main.py imports it.
 """
 
 from experiments.grid import SweepConfig, cells, parse_grid
-from experiments.sweep import GROUPS, run_sweep
+from experiments.sweep import GROUPS, analyze, run_sweep
 
-__all__ = ["GROUPS", "SweepConfig", "cells", "parse_grid", "run_sweep"]
+__all__ = ["GROUPS", "SweepConfig", "analyze", "cells", "parse_grid", "run_sweep"]

@@ -61,27 +61,33 @@ def final_metrics(run_workdir: str) -> dict[str, float]:
   return out
 
 
-def _analyze_at_init(exp: train.loop.Experiment, run_workdir: str) -> None:
-  """main.py's `analysis.at_init`: the analysis of the model at step 0 into `<run>/analysis/step_0/`."""
+def analyze(exp: train.loop.Experiment, workdir: str) -> str:
+  """The configured analysis (`config.analysis`) of the experiment's current state (step k: at init, or a restored
+  checkpoint) into `<workdir>/analysis/step_<k>/`, on the run's mesh; main.py's analyze mode and `analysis.at_init`
+  and a sweep's `sweep.analysis_at_init`. Returns that folder."""
   config = exp.config
+  step = int(exp.state.step)
   n, size = config.analysis.num_batches, config.analysis.batch_size
+  out_dir = os.path.join(workdir, "analysis")
   analysis.run.run_analysis(
       config.analysis,
       model=exp.model,
       variables=exp.state.model_variables(),
       batches=exp.batches(n, size),
-      out_dir=os.path.join(run_workdir, "analysis"),
-      label="step_0",
+      out_dir=out_dir,
+      label=f"step_{step}",
       init_fn=exp.init_variables,
-      step=0,
+      step=step,
       batch_source=(
           f"train split of data.name={config.data.name!r}: the first {n} global batch(es) of {size} sequences of a "
-          f"fresh pass (data.shuffle_seed={config.data.shuffle_seed})"
+          f"fresh pass (data.shuffle_seed={config.data.shuffle_seed}), split over the run's {jax.device_count()} "
+          "device(s)"
       ),
       mlm_mask_rate=config.train.mlm_mask_rate,
       print_fn=logging.info,
       mesh=exp.mesh,
   )
+  return os.path.join(out_dir, f"step_{step}")
 
 
 def run_one(config: train.config.Config, run_workdir: str, analysis_at_init: bool) -> tuple[str, Optional[str], int]:
@@ -91,7 +97,7 @@ def run_one(config: train.config.Config, run_workdir: str, analysis_at_init: boo
     exp = train.loop.setup(config, run_workdir)
     start = exp.start_step
     if analysis_at_init and start == 0:
-      _analyze_at_init(exp, run_workdir)
+      analyze(exp, run_workdir)
     train.loop.train_and_evaluate(exp)
   except train.loop.Diverged as e:
     logging.warning("Run %s diverged: %s", run_workdir, e)
