@@ -5,8 +5,9 @@
 
 Experiment configs import this file and override; the command line overrides any key (`--config.<group>.<key>=`).
 Groups mirror the folders: `model` (models/), `init` (init/), `optim`, `data` and `train` (train/), `analysis`
-(analysis/), `sweep` (experiments/), `distributed` (train/distributed.py: the start-up of a multi-process run). This
-file imports only ml_collections: loading a config imports none of the library.
+(analysis/), `sweep` (experiments/), `distributed` (train/distributed.py: the start-up of a multi-process run),
+`mesh` (train/step.py: the device mesh and how parameters are sharded on it). This file imports only ml_collections:
+loading a config imports none of the library.
 
 Size keys that default to "from the preset" are typed placeholders (`placeholder(int)`): None until set, and the
 command line can set them. Keys whose default is 'auto' are derived from others when the config is resolved
@@ -174,4 +175,11 @@ def get_config() -> ml_collections.ConfigDict:
   p.num_processes = 0  # Processes in the run (0 = detect).
   p.process_id = -1  # This process's id in [0, num_processes) (-1 = detect).
   p.initialization_timeout = 300  # Seconds to wait for every process to reach the coordinator.
+
+  # The device mesh (data, fsdp) of training (train/step.py); data = devices / fsdp, the batch split over both axes.
+  s = config.mesh = ml_collections.ConfigDict()
+  s.fsdp = 1  # Devices on the 'fsdp' axis that params and optimizer state are sharded over; 1 = data parallel.
+  # (logical axis, mesh axis) pairs, in priority order: logical axes from models.LOGICAL_AXES (models/axes.py), mesh
+  # axes 'data' | 'fsdp' | None; a dimension the mesh axis does not divide stays replicated.
+  s.rules = (("embed", "fsdp"),)
   return config

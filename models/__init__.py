@@ -2,6 +2,7 @@
 
 Public API:
 - `get_model(model_config) -> nn.Module`: the model for a frozen `ModelConfig`.
+- `logical_axes(model)`: the logical axis names (`LOGICAL_AXES`) of every parameter, as PartitionSpecs (`models.axes`).
 - `param_roles(params)`: role / stack / layer / fans of every parameter (see `models.roles`).
 - `ModelConfig`: the frozen, validated config; `ModelConfig.from_config(cfg.model, vocab_size=...)`.
 - `lr_multipliers(params, config)`: µP per-parameter learning-rate multipliers (1 for SP/NTK).
@@ -13,6 +14,7 @@ H heads, K head_dim inside attention, F d_ff, V vocabulary. This package imports
 
 import flax.linen as nn
 
+from models.axes import LOGICAL_AXES, logical_axes
 from models.config import PRESETS, ModelConfig
 from models.parameterization import lr_multipliers
 from models.residual import ALPHA_COLLECTION, scheduled_alpha_update
@@ -21,12 +23,14 @@ from models.transformer import Transformer
 
 __all__ = [
     "ALPHA_COLLECTION",
+    "LOGICAL_AXES",
     "PRESETS",
     "ROLES",
     "ModelConfig",
     "ParamRole",
     "Transformer",
     "get_model",
+    "logical_axes",
     "lr_multipliers",
     "param_roles",
     "scheduled_alpha_update",

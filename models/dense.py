@@ -4,9 +4,12 @@ y = multiplier · (x ⋅ W) + b, contracting `axis` of x with the leading axes o
 `x.shape[axis] + features`, e.g. a query projection [d_model, heads, head_dim]; the caller computes the multiplier
 from `models.parameterization`. Flax's DenseGeneral has no multiplier, and folding it into the kernel would change
 what the optimizer sees (the point of NTK/µP), hence this small module.
+
+`axes` names the kernel's axes for sharding (Flax logical partitioning metadata, `models.axes`): the contracted
+input axes, then the feature axes; the bias takes the feature axes' names.
 """
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import flax.linen as nn
 import jax
@@ -27,6 +30,7 @@ class Dense(nn.Module):
     use_bias: add a bias of shape `features`.
     multiplier: constant multiplying x⋅W before the bias.
     kernel_init, bias_init: flax initializers (the model's defaults; `init/` schemes re-initialize by role).
+    axes: logical axis names of the kernel (input axes, then feature axes; `models.axes.LOGICAL_AXES`), None: unnamed.
     dtype: compute dtype; param_dtype: storage dtype.
   """
 
@@ -36,6 +40,7 @@ class Dense(nn.Module):
   multiplier: float = 1.0
   kernel_init: Callable = nn.initializers.lecun_normal()
   bias_init: Callable = nn.initializers.zeros
+  axes: Optional[tuple[Optional[str], ...]] = None
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
 
@@ -50,6 +55,10 @@ class Dense(nn.Module):
       flat = self.kernel_init(key, (fan_in, int(np.prod(features))), dtype)
       return flat.reshape(shape)
 
+    names = (None,) * (len(in_shape) + len(features)) if self.axes is None else tuple(self.axes)
+    if len(names) != len(in_shape) + len(features):
+      raise ValueError(f"Dense {self.name}: axes={self.axes} has not one name per kernel axis {in_shape + features}")
+    kernel_init = nn.with_logical_partitioning(kernel_init, names)
     kernel = self.param("kernel", kernel_init, in_shape + features, self.param_dtype)
     x, kernel = nn.dtypes.promote_dtype(x, kernel, dtype=self.dtype)
     contract = (axis, tuple(range(len(axis))))
@@ -57,6 +66,7 @@ class Dense(nn.Module):
     if self.multiplier != 1.0:
       y = y * jnp.asarray(self.multiplier, y.dtype)
     if self.use_bias:
-      bias = self.param("bias", self.bias_init, features, self.param_dtype)
+      bias_init = nn.with_logical_partitioning(self.bias_init, names[len(in_shape) :])
+      bias = self.param("bias", bias_init, features, self.param_dtype)
       y = y + bias.astype(y.dtype)
     return y

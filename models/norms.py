@@ -6,6 +6,7 @@
 - `none`: the identity (no parameters).
 
 Statistics are computed in float32 whatever the compute dtype, as flax does, so bfloat16 runs stay stable.
+Scale and bias declare the logical axis ("embed",) (`models.axes`).
 """
 
 from typing import Any, Callable
@@ -14,6 +15,8 @@ import flax.linen as nn
 import jax
 
 NORMS = ("layernorm", "rmsnorm", "none")
+_SCALE_INIT = nn.with_logical_partitioning(nn.initializers.ones, ("embed",))
+_BIAS_INIT = nn.with_logical_partitioning(nn.initializers.zeros, ("embed",))
 
 
 class Identity(nn.Module):
@@ -28,11 +31,17 @@ def get_norm(name: str) -> Callable[..., nn.Module]:
   """Returns a factory `(epsilon, use_bias, dtype, param_dtype, name) -> nn.Module` for the norm `name`."""
   if name == "layernorm":
     return lambda *, epsilon, use_bias, dtype, param_dtype, name: nn.LayerNorm(
-        epsilon=epsilon, use_bias=use_bias, dtype=dtype, param_dtype=param_dtype, name=name
+        epsilon=epsilon,
+        use_bias=use_bias,
+        dtype=dtype,
+        param_dtype=param_dtype,
+        scale_init=_SCALE_INIT,
+        bias_init=_BIAS_INIT,
+        name=name,
     )
   if name == "rmsnorm":
     return lambda *, epsilon, use_bias, dtype, param_dtype, name: nn.RMSNorm(
-        epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, name=name
+        epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, scale_init=_SCALE_INIT, name=name
     )
   if name == "none":
     return lambda *, epsilon, use_bias, dtype, param_dtype, name: Identity(name=name)

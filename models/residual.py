@@ -14,7 +14,8 @@ Registry `get_residual(name)` / `RESIDUALS`:
                `init.procedures` so that ω_l² = Σ_{j<l} Var[F_j] (Liu et al. 2020, "Understanding the Difficulty of
                Training Transformers", eq. 6)
 
-The Norm placement (post/pre/sandwich/none) is applied around this merge by `models.transformer`.
+The Norm placement (post/pre/sandwich/none) is applied around this merge by `models.transformer`. α declares no
+logical axis (a scalar), ω the axis ("embed",) (`models.axes`).
 """
 
 from typing import Any
@@ -85,7 +86,9 @@ class Residual(nn.Module):
       return x + branch
     if self.kind in ("rezero", "skipinit"):
       init = 0.0 if self.kind == "rezero" else self.skipinit_alpha
-      alpha = self.param("alpha", nn.initializers.constant(init), (), self.param_dtype)
+      alpha = self.param(
+          "alpha", nn.with_logical_partitioning(nn.initializers.constant(init), ()), (), self.param_dtype
+      )
       return x + alpha.astype(x.dtype) * branch
     if self.kind == "scheduled":
       alpha = self.variable(ALPHA_COLLECTION, "alpha", lambda: jnp.asarray(self.alpha_init, self.param_dtype))
@@ -93,7 +96,8 @@ class Residual(nn.Module):
     if self.kind == "deepnorm":
       return jnp.asarray(self.deepnorm_alpha, x.dtype) * x + branch
     if self.kind == "admin":
-      omega = self.param("omega", nn.initializers.ones, (x.shape[-1],), self.param_dtype)
+      omega_init = nn.with_logical_partitioning(nn.initializers.ones, ("embed",))
+      omega = self.param("omega", omega_init, (x.shape[-1],), self.param_dtype)
       return omega.astype(x.dtype) * x + branch
     raise ValueError(f"model.residual={self.kind!r} is not one of {list(RESIDUALS)}")
 

@@ -63,19 +63,20 @@ class MLP(nn.Module):
   def __call__(self, x_BxLxD, *, deterministic: bool = True):
     c = self.config
     d = x_BxLxD.shape[-1]
-    dense = lambda feats, fan_in, name: Dense(
+    dense = lambda feats, fan_in, axes, name: Dense(
         feats,
         use_bias=c.use_bias,
         multiplier=hidden_multiplier(c, fan_in),
         kernel_init=default_kernel_init(c),
+        axes=axes,
         dtype=c.dtype,
         param_dtype=c.param_dtype,
         name=name,
     )
-    h_BxLxF = get_activation(c.activation)(dense(c.d_ff, d, "wi")(x_BxLxD))
+    h_BxLxF = get_activation(c.activation)(dense(c.d_ff, d, ("embed", "mlp"), "wi")(x_BxLxD))
     if c.dropout_rate > 0 and not deterministic:
       h_BxLxF = nn.Dropout(c.dropout_rate)(h_BxLxF, deterministic=False)
-    return dense(d, c.d_ff, "wo")(h_BxLxF)
+    return dense(d, c.d_ff, ("mlp", "embed"), "wo")(h_BxLxF)
 
 
 class Layer(nn.Module):
@@ -149,7 +150,7 @@ class Stack(nn.Module):
       x_BxLxD = x_BxLxD + nn.Embed(
           c.max_len,
           c.d_model,
-          embedding_init=nn.initializers.normal(1.0),
+          embedding_init=nn.with_logical_partitioning(nn.initializers.normal(1.0), ("position", "embed")),
           dtype=c.dtype,
           param_dtype=c.param_dtype,
           name="pos_embedding",
@@ -201,7 +202,11 @@ class Transformer(nn.Module):
   def setup(self):
     c = self.config
     self.token_embedding = nn.Embed(
-        c.vocab_size, c.d_model, embedding_init=nn.initializers.normal(1.0), dtype=c.dtype, param_dtype=c.param_dtype
+        c.vocab_size,
+        c.d_model,
+        embedding_init=nn.with_logical_partitioning(nn.initializers.normal(1.0), ("vocab", "embed")),
+        dtype=c.dtype,
+        param_dtype=c.param_dtype,
     )
     if "encoder" in c.stacks:
       self.encoder = Stack(c, "encoder")
@@ -213,6 +218,7 @@ class Transformer(nn.Module):
           use_bias=c.use_bias,
           multiplier=readout_multiplier(c, tied=False),
           kernel_init=default_kernel_init(c),
+          axes=("embed", "vocab"),
           dtype=c.dtype,
           param_dtype=c.param_dtype,
       )
@@ -222,11 +228,23 @@ class Transformer(nn.Module):
           use_bias=c.use_bias,
           multiplier=hidden_multiplier(c, c.d_model),
           kernel_init=default_kernel_init(c),
+          axes=("embed", "hidden"),
           dtype=c.dtype,
           param_dtype=c.param_dtype,
       )
       self.mlm_norm = make_norm(c, "mlm_norm", "rmsnorm" if c.norm_type == "rmsnorm" else "layernorm")
-      self.mlm_bias = self.param("mlm_output_bias", nn.initializers.zeros, (c.vocab_size,), c.param_dtype)
+      self.mlm_bias = self.param(
+          "mlm_output_bias",
+          nn.with_logical_partitioning(nn.initializers.zeros, ("vocab",)),
+          (c.vocab_size,),
+          c.param_dtype,
+      )
+
+  @nn.nowrap
+  def init(self, *args, **kwargs) -> dict:
+    """`nn.Module.init` with the partitioning metadata stripped (`nn.unbox`): plain arrays, so init schemes, roles,
+    Hessians and checkpoints see a plain pytree. `models.logical_axes` reads the metadata."""
+    return nn.unbox(super().init(*args, **kwargs))
 
   def _embed(self, tokens_BxL):
     x = self.token_embedding(tokens_BxL)

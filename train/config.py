@@ -9,7 +9,7 @@ command line overrode) and returns a frozen `Config`, before any data is read or
     ill-typed keys rejected by one function, `typed_values`) whose `__post_init__` checks its values: `model`
     (`models.ModelConfig`), `init` (`init.InitConfig`, plus the scheme's model requirements), `optim`
     (`train.optim.OptimConfig`), `data` (`train.data.config.DataConfig`), `train` (`TrainConfig`) and
-    `distributed` (`train.distributed.DistributedConfig`); the layers
+    `distributed` (`train.distributed.DistributedConfig`) and `mesh` (`train.step.MeshConfig`); the layers
     above pass builders for their own groups (main.py: `analysis.run.AnalysisConfig`);
   * keys of different subtrees that must agree checked together: µP learning-rate multipliers exist only for the
     optimizers of `train.optim.MUP_OPTIMIZERS`.
@@ -30,6 +30,7 @@ import init as init_lib
 import models
 from models.config import AUTO, Section, contradiction, invalid
 from train import distributed, optim
+from train import step as step_lib
 from train.data import config as data_config
 
 
@@ -93,6 +94,7 @@ class Config:
   data: data_config.DataConfig
   train: TrainConfig
   distributed: distributed.DistributedConfig
+  mesh: step_lib.MeshConfig
   groups: Mapping[str, Any]
   tree: Mapping[str, Any]
 
@@ -109,7 +111,7 @@ class Config:
     return ml_collections.ConfigDict(self.tree).to_dict()  # a deep copy
 
 
-_GROUPS = ("model", "init", "optim", "data", "train", "distributed")
+_GROUPS = ("model", "init", "optim", "data", "train", "distributed", "mesh")
 
 
 def resolve(
@@ -175,6 +177,7 @@ def resolve(
       data=data_cfg,
       train=train_cfg,
       distributed=distributed.validate(tree.distributed),
+      mesh=step_lib.MeshConfig.from_config(tree.mesh),
       groups=others,
       tree=tree.to_dict(),
   )

@@ -68,7 +68,7 @@ class Experiment:
   def init_variables(self, key: jax.Array) -> dict:
     """Fresh variables from `key` by the experiment's init scheme and procedure (data-dependent ones see the first
     training batch, as at the start of training)."""
-    first = jax.tree.map(jnp.asarray, next(self.data.train_iter()))
+    first = first_global_batch(self.data)
     return init_lib.init_params(self.config.init, self.model, key, first)
 
   def batches(self, n: int, batch_size: Optional[int] = None, *, split: str = "train") -> list[dict]:
@@ -88,6 +88,16 @@ class Experiment:
     ]
 
 
+def first_global_batch(data) -> dict:
+  """The first global training batch of a fresh pass, the same on every process (their rows gathered in process
+  order): what an init scheme's data-dependent procedure (Admin's profiling pass) sees, so every process computes
+  the same parameters whatever the process count."""
+  batch = next(data.train_iter())
+  if jax.process_count() > 1:
+    batch = multihost_utils.process_allgather(batch, tiled=True)
+  return jax.tree.map(jnp.asarray, batch)
+
+
 def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> Experiment:
   """Builds everything `train_and_evaluate` and the analyses need.
 
@@ -98,6 +108,7 @@ def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> E
       k > 0 = that step (ValueError if it is not in the workdir).
   """
   config = config_lib.resolve(config, process_count=jax.process_count())
+  mesh = step_lib.make_mesh(fsdp=config.mesh.fsdp)  # checks that mesh.fsdp divides the device count
   epath.Path(workdir).mkdir(parents=True, exist_ok=True)
   data = data_lib.build(config.data, workdir=workdir)
   model_config = dataclasses.replace(config.model, vocab_size=data.tokenizer.vocab_size)
@@ -107,10 +118,9 @@ def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> E
         f"is a {data.task!r} dataset (use model.arch='decoder' or 'encoder')"
     )
   model = models.get_model(model_config)
-  mesh = step_lib.make_mesh()
 
   rng = jax.random.key(config.train.seed)
-  first = jax.tree.map(jnp.asarray, next(data.train_iter()))
+  first = first_global_batch(data)
   variables = init_lib.init_params(config.init, model, jax.random.fold_in(rng, 0), first)
   params = variables.pop("params")
   multipliers = models.lr_multipliers(params, model_config)
@@ -125,7 +135,8 @@ def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> E
   # Several processes: jax.device_put refuses a typed PRNG key for devices of other processes (jax 0.10.2), so the
   # key goes as its key data and is wrapped again on the mesh.
   impl = jax.random.key_impl(state.rng)
-  state = jax.device_put(state.replace(rng=jax.random.key_data(state.rng)), step_lib.replicated(mesh))
+  shardings = step_lib.state_shardings(state, mesh, models.logical_axes(model), config.mesh.rules)
+  state = jax.device_put(state.replace(rng=jax.random.key_data(state.rng)), shardings)
   state = state.replace(rng=jax.random.wrap_key_data(state.rng, impl=impl))
 
   checkpointer = checkpoint_lib.Checkpointer(
@@ -222,6 +233,7 @@ def _train_and_evaluate(exp: Experiment, preemption: checkpoint_lib.PreemptionNo
   train_step = step_lib.jit_train_step(
       step_lib.make_train_step(exp.model, exp.tx, label_smoothing=cfg.label_smoothing, mlm_mask_rate=cfg.mlm_mask_rate),
       exp.mesh,
+      jax.tree.map(lambda x: x.sharding, exp.state),  # the state's shardings (setup), kept in and out
   )
   eval_step = jax.jit(step_lib.make_eval_step(exp.model, mlm_mask_rate=cfg.mlm_mask_rate))
   decode_fn = None

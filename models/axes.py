@@ -1,0 +1,53 @@
+"""Logical axes of the parameters: the names every parameter declares where it is created, and how to read them.
+
+Every parameter of the model is created through an initializer wrapped by `nn.with_logical_partitioning` (Flax's
+partitioning metadata, as in the Flax lm1b/wmt examples and MaxText), naming each of its axes with one of
+`LOGICAL_AXES`:
+
+| parameter                                  | shape      | logical axes                 |
+|--------------------------------------------|------------|------------------------------|
+| token embedding                            | [V, D]     | ("vocab", "embed")           |
+| learned positions                          | [L, D]     | ("position", "embed")        |
+| attention query / key / value kernel       | [D, H, K]  | ("embed", "heads", "kv")     |
+| attention query / key / value bias         | [H, K]     | ("heads", "kv")              |
+| attention output kernel / bias             | [H, K, D]  | ("heads", "kv", "embed") / ("embed",) |
+| MLP in kernel / bias                       | [D, F]     | ("embed", "mlp") / ("mlp",)  |
+| MLP out kernel / bias                      | [F, D]     | ("mlp", "embed") / ("embed",) |
+| untied readout kernel / bias               | [D, V]     | ("embed", "vocab") / ("vocab",) |
+| MLM transform kernel / bias                | [D, D]     | ("embed", "hidden") / ("hidden",) |
+| MLM output bias                            | [V]        | ("vocab",)                   |
+| norm scale and bias, Admin's ω             | [D]        | ("embed",)                   |
+| ReZero / SkipInit α                        | []         | ()                           |
+
+The parameter pytree the project sees stays plain arrays: `Transformer.init` strips the metadata (`nn.unbox`), so
+init schemes, roles, Hessians and checkpoints never meet a box. `logical_axes(model)` reads the names back, without
+computing anything (`jax.eval_shape`), as a pytree of `PartitionSpec`s of logical names shaped like the params;
+`train.step` maps them to mesh axes with the rules of `config.mesh`.
+"""
+
+import functools
+from typing import Any, Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+LOGICAL_AXES = ("vocab", "position", "embed", "heads", "kv", "mlp", "hidden")
+
+
+def logical_axes(model: nn.Module, batch: Optional[dict] = None) -> Any:
+  """The logical `PartitionSpec` of every parameter of `model`, as a pytree shaped like its `params`.
+
+  Args:
+    model: a module whose parameters declare logical axes (`models.get_model`'s Transformer).
+    batch: a batch for the shapes; default a one-token {"inputs", "targets"} batch (shapes do not depend on length).
+
+  Returns:
+    A pytree like `params` whose leaves are `jax.sharding.PartitionSpec`s of names from `LOGICAL_AXES`, one entry
+    per axis of the parameter (P() for a scalar).
+  """
+  if batch is None:
+    batch = {k: jnp.ones((1, 1), jnp.int32) for k in ("inputs", "targets")}
+  # nn.Module.init, not model.init: the Transformer's init strips the metadata this reads.
+  boxed = jax.eval_shape(functools.partial(nn.Module.init, model), jax.random.key(0), batch)
+  return nn.get_partition_spec(boxed["params"])
