@@ -108,11 +108,6 @@ class AnalysisConfig(Section):
 ANALYSIS_KEYS = tuple(f.name for f in dataclasses.fields(AnalysisConfig))
 
 
-def validate_analysis_config(cfg) -> AnalysisConfig:
-  """The typed `config.analysis`; raises ValueError naming `analysis.<key>`, its value and the valid choices."""
-  return AnalysisConfig.from_config(cfg)
-
-
 def _check_values(cfg: AnalysisConfig) -> None:
   for key, choices in (
       ("dtype", DTYPES),
@@ -258,7 +253,7 @@ def run_analysis(
   Returns:
     The summary dict written to metadata.json plus the top/bottom eigenvalues and trace.
   """
-  cfg = validate_analysis_config(analysis_config)
+  cfg = AnalysisConfig.from_config(analysis_config)
   dtype = resolved_dtype(cfg.dtype)
   batches = list(batches)
   if len(batches) < cfg.num_batches:

@@ -13,7 +13,7 @@ import optax
 import pytest
 
 from analysis.hessian import dense_hessian, ggn_vp_fn
-from analysis.run import run_analysis, validate_analysis_config
+from analysis.run import AnalysisConfig, run_analysis
 from configs import default
 from models import ModelConfig, get_model
 from train.loss import make_loss_fn, num_tokens
@@ -151,7 +151,7 @@ def test_validation_names_the_key(key, value, match):
   cfg = _config()
   cfg[key] = value
   with pytest.raises(ValueError, match=match):
-    validate_analysis_config(cfg)
+    AnalysisConfig.from_config(cfg)
 
 
 def test_missing_batches_fail_before_compute(result):

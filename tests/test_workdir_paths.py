@@ -7,6 +7,7 @@ run) that keeps the objects in a local folder, records every path it is asked fo
 append mode.
 """
 
+import io
 import json
 import os
 
@@ -45,7 +46,7 @@ class LocalBucket(epath_backend._OsPathBackend):  # noqa: SLF001 - the os backen
 
   def open(self, path, mode):
     if "a" in mode:
-      raise NotImplementedError(f"{path}: an object store has no append mode")
+      raise io.UnsupportedOperation(f"{path}: an object store has no append mode")
     return super().open(self._local(path), mode)
 
   def exists(self, path):

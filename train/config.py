@@ -72,11 +72,6 @@ def _int(cfg, key: str, minimum: int) -> None:
     raise invalid(f"train.{key}", value, f"an integer >= {minimum}")
 
 
-def validate_train_config(cfg) -> TrainConfig:
-  """The typed `config.train`; raises ValueError naming `train.<key>`, the bad value and the valid choices."""
-  return TrainConfig.from_config(cfg)
-
-
 @dataclasses.dataclass(frozen=True)
 class Config:
   """A resolved experiment config: each subtree of the training layer typed and checked, the 'auto' keys derived.

@@ -76,26 +76,30 @@ class Experiment:
     numpy dicts, the same on every process (each process's rows gathered in process order: the global batches of
     the run, whatever the process count)."""
     it = self.data.train_iter() if split == "train" else iter(self.data.eval_batches())
-    gather = (lambda b: multihost_utils.process_allgather(b, tiled=True)) if jax.process_count() > 1 else (lambda b: b)
     if batch_size is None:
-      return [jax.tree.map(np.asarray, gather(next(it))) for _ in range(n)]
+      return [_gathered(next(it)) for _ in range(n)]
     rows: list[dict] = []
     while len(rows) < n * batch_size:
-      b = jax.tree.map(np.asarray, gather(next(it)))
+      b = _gathered(next(it))
       rows += [{k: v[i] for k, v in b.items()} for i in range(len(next(iter(b.values()))))]
     return [
         {k: np.stack([r[k] for r in rows[j * batch_size : (j + 1) * batch_size]]) for k in rows[0]} for j in range(n)
     ]
 
 
-def first_global_batch(data) -> dict:
-  """The first global training batch of a fresh pass, the same on every process (their rows gathered in process
-  order): what an init scheme's data-dependent procedure (Admin's profiling pass) sees, so every process computes
-  the same parameters whatever the process count."""
-  batch = next(data.train_iter())
+def _gathered(local_batch: dict) -> dict:
+  """The global batch of which `local_batch` holds this process's rows, as numpy, the same on every process (the
+  processes' rows in process order)."""
   if jax.process_count() > 1:
-    batch = multihost_utils.process_allgather(batch, tiled=True)
-  return jax.tree.map(jnp.asarray, batch)
+    local_batch = multihost_utils.process_allgather(local_batch, tiled=True)
+  return jax.tree.map(np.asarray, local_batch)
+
+
+def first_global_batch(data) -> dict:
+  """The first global training batch of a fresh pass, the same on every process: what an init scheme's
+  data-dependent procedure (Admin's profiling pass) sees, so every process computes the same parameters whatever the
+  process count."""
+  return jax.tree.map(jnp.asarray, _gathered(next(data.train_iter())))
 
 
 def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> Experiment:
