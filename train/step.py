@@ -182,8 +182,7 @@ def global_batch(local_batch: dict, mesh: Mesh) -> dict:
 
 def leaf_names(tree: Any) -> list[str]:
   """'/'-joined paths of the leaves of `tree`, in `jax.tree.leaves` order."""
-  paths = jax.tree_util.tree_flatten_with_path(tree)[0]
-  return ["/".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path) for path, _ in paths]
+  return ["/".join(_names(path)) for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
 
 
 MLM_MASK_ID = 2  # [MASK] for the encoder's MLM is the unknown id 2 (our vocabularies reserve no mask token)
