@@ -4,10 +4,12 @@
     python main.py --config=configs/xavier_postln.py --config.mode=analyze   # curvature / signal at init
     python main.py --config=configs/t5_init.py --config.optim.warmup_steps=0 --workdir=runs/t5_nowarmup
     python main.py --config=configs/sweeps/warmup.py --config.sweep.seeds=3   # grid × seeds (experiments/)
+    python main.py --config=configs/claims/identity_path.py:tiny      # a paper's claim: sweep, verdict, figures
 
 Composition only: parse the config, join a multi-process run (every process runs the same command; README
 "Several devices and hosts"), (analysis at init), train. Exit status (after writing status.json): 3 diverged, a
-research outcome, not a crash; 143 (= 128 + SIGTERM, what a shell reports for a SIGTERM'd job) preempted: SIGTERM
+research outcome, not a crash; 4 a sweep or claim in which a run crashed (the others all ran; results.jsonl has the
+errors; a diverged run in a sweep is an outcome, exit 0); 143 (= 128 + SIGTERM, what a shell reports for a SIGTERM'd job) preempted: SIGTERM
 or JAX's preemption notice checkpointed the current step, and rerunning the same command resumes it.
 """
 
@@ -31,8 +33,9 @@ import train.loop
 config_flags.DEFINE_config_file("config", "configs/default.py", "Experiment config file.", lock_config=True)
 flags.DEFINE_string("workdir", None, "Output directory (default: runs/<config name>); rerunning it resumes.")
 FLAGS = flags.FLAGS
-MODES = ("train", "analyze", "reproduce", "sweep")
+MODES = ("train", "analyze", "reproduce", "sweep", "claim")
 EXIT_DIVERGED = 3
+EXIT_CRASHED = 4  # a sweep or claim in which some run crashed (after every other run finished)
 EXIT_PREEMPTED = 143  # 128 + SIGTERM
 
 
@@ -67,12 +70,21 @@ def main(argv):
     result = analysis.reproduce.run_claim(ml_collections.ConfigDict(config.to_dict()), workdir)
     logging.info("Claim %s: %s (%s)", config.reproduce.claim, result["verdict"], result.get("reason", ""))
     return
-  if config.mode == "sweep":  # every cell × seed in <workdir>/cells/, diverged and crashed runs recorded
+  if config.mode in ("sweep", "claim"):  # every cell × seed in <workdir>/cells/, diverged and crashed runs recorded
     try:
-      experiments.run_sweep(FLAGS.config, workdir)
+      if config.mode == "claim":
+        records = experiments.claims.run_claim(FLAGS.config, workdir)["runs"]
+      else:
+        records = experiments.run_sweep(FLAGS.config, workdir)
     except train.loop.Preempted as e:
       logging.warning("Sweep %s; rerun the same command to resume", e)
       sys.exit(EXIT_PREEMPTED)
+    crashed = (
+        records.get("crashed", 0) if isinstance(records, dict) else sum(r["outcome"] == "crashed" for r in records)
+    )
+    if crashed:
+      logging.error("%d run(s) crashed (tracebacks above; results.jsonl has their errors)", crashed)
+      sys.exit(EXIT_CRASHED)
     return
   restore_step = None
   if config.mode == "analyze" and config.analysis.checkpoint_step >= 0:

@@ -22,8 +22,9 @@ from ml_collections import config_dict
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
-  # 'train' (resumes the workdir if it has a checkpoint), 'analyze' (analysis only) or 'sweep' (the `sweep` group's
-  # grid × seeds, each run trained as in 'train' under <workdir>/cells/; experiments/).
+  # 'train' (resumes the workdir if it has a checkpoint), 'analyze' (analysis only), 'sweep' (the `sweep` group's
+  # grid × seeds, each run trained as in 'train' under <workdir>/cells/; experiments/) or 'claim' (a claim's sweep,
+  # then its measurement, verdict and figures: configs/claims/, experiments/claims/).
   config.mode = "train"
 
   m = config.model = ml_collections.ConfigDict()
@@ -147,7 +148,7 @@ def get_config() -> ml_collections.ConfigDict:
   a.max_basis_bytes = 4 * 2**30  # Fail before computing if a Lanczos basis needs more bytes than this.
 
   t = config.train = ml_collections.ConfigDict()
-  t.num_steps = 1500  # Optimizer updates in total (a rerun of the workdir resumes towards this).
+  t.num_steps = 1500  # Optimizer updates in total (a rerun resumes towards this; 0: init only, e.g. for analyses).
   t.log_every = 50  # Steps between train-metric records and progress lines.
   t.eval_every = 500  # Steps between evaluations (and at the end).
   t.checkpoint_every = 500  # Steps between checkpoints (and at the end).
@@ -164,7 +165,16 @@ def get_config() -> ml_collections.ConfigDict:
   w.grid = ""  # 'key=v1,v2;key2=a,b' over any config keys, e.g. 'optim.warmup_steps=0,400'; '' = base config only.
   w.seeds = 1  # Runs per cell, with train.seed = 0 .. seeds-1.
   w.analysis_at_init = False  # Also run the `analysis` group's analysis at step 0 of every run (analysis/step_0/).
+  # Also analyze these checkpoint steps (> 0) of every run after it trains (analysis/step_<k>/); each must be saved
+  # (a multiple of train.checkpoint_every, or train.num_steps) and among the train.keep_checkpoints latest.
+  w.analysis_steps = ()
   w.metric = "eval/loss"  # '<split>/<name>' of metrics.jsonl whose final value results.md and the figures show.
+
+  # Claim mode (experiments/claims/): set by the configs in configs/claims/, scale by the config string
+  # (`--config=configs/claims/<name>.py:tiny`).
+  c = config.claim = ml_collections.ConfigDict()
+  c.name = ""  # The claim (experiments.claims.CLAIM_NAMES).
+  c.scale = "cpu"  # 'tiny' (tests, seconds) | 'cpu' (the committed report, 2 cores) | 'paper' (the papers' sizes).
 
   # Several processes (hosts) in one run: train/distributed.py; every process runs the same command.
   p = config.distributed = ml_collections.ConfigDict()

@@ -3,12 +3,16 @@
     python main.py --config=configs/sweeps/warmup.py --config.sweep.seeds=3
     python main.py --config=configs/sweeps/warmup.py --config.sweep.grid='optim.warmup_steps=0,400;init.scheme=bert'
 
-`grid` parses `config.sweep` (`SweepConfig`) and the grid into cells; `sweep.run_sweep` runs them (resumable,
+`claims` builds the papers' claims on it (one sweep config + measure / verdict / figure each). `grid` parses `config.sweep` (`SweepConfig`) and the grid into cells; `sweep.run_sweep` runs them (resumable,
 diverged and crashed runs recorded as outcomes); `report` writes the table and figures; `provenance` says where a
 result came from. Above `analysis/` and `train/`; only main.py imports it.
 """
 
+from experiments import claims
 from experiments.grid import SweepConfig, cells, parse_grid
-from experiments.sweep import GROUPS, analyze, run_sweep
+from experiments.sweep import GROUPS as _SWEEP_GROUPS
+from experiments.sweep import analyze, run_sweep
 
-__all__ = ["GROUPS", "SweepConfig", "analyze", "cells", "parse_grid", "run_sweep"]
+GROUPS = {**_SWEEP_GROUPS, "claim": claims.ClaimConfig.from_config}  # the groups main.py resolves above train/
+
+__all__ = ["GROUPS", "SweepConfig", "analyze", "cells", "claims", "parse_grid", "run_sweep"]

@@ -2,7 +2,10 @@
 
 Contract: `sweep.grid` is a string the command line can set, `'<key>=<v1>,<v2>;<key>=<v1>,...'`, e.g.
 `'optim.warmup_steps=0,400;init.scheme=xavier,bert'`; the cells are the product of the lists, in the order written
-(the last key varies fastest); '' is one cell, the base config. Every key must be a leaf of the config (not `mode`,
+(the last key varies fastest); '' is one cell, the base config. Several such products joined by '|' are a union
+(their cells in the order written), for comparisons that are not a product, e.g. two arms that each set several keys:
+`'model.norm_position=post;optim.warmup_steps=0,30 | model.norm_position=pre;optim.warmup_steps=0'` (3 cells). A
+cell records the value of every swept key (the union's keys), the base config's where its part does not set it. Every key must be a leaf of the config (not `mode`,
 `train.seed`, which `sweep.seeds` sets, or a `sweep.*` key); each value is read as the type of the key's default
 (an integer, a number, `true`/`false`, a string; 'none' for a key whose default is None). A bad grid raises before any
 compute, in the config boundary's format (`models.config.invalid`): `config.sweep.grid='...' is invalid (<the bad
@@ -22,7 +25,8 @@ from models.config import Section, invalid
 
 GRID_SYNTAX = (
     "'<key>=<v1>,<v2>,...' parts joined by ';' over leaf keys of the config (not mode, train.seed or sweep.*), "
-    "e.g. 'optim.warmup_steps=0,400;init.scheme=xavier,bert'; '' = the base config alone"
+    "e.g. 'optim.warmup_steps=0,400;init.scheme=xavier,bert'; products joined by '|' are a union; "
+    "'' = the base config alone"
 )
 RESERVED_KEYS = ("mode", "train.seed")  # the sweep sets these itself (train.seed from sweep.seeds)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]")
@@ -36,21 +40,52 @@ class SweepConfig(Section):
   grid: str
   seeds: int
   analysis_at_init: bool
+  analysis_steps: Any
   metric: str
 
   def __post_init__(self):
     if self.seeds < 1:
       raise invalid("sweep.seeds", self.seeds, "an integer >= 1")
+    steps = self.analysis_steps
+    if not (
+        isinstance(steps, (tuple, list))
+        and all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in steps)
+        and list(steps) == sorted(set(steps))
+    ):
+      raise invalid("sweep.analysis_steps", steps, "a tuple of increasing checkpoint steps > 0, e.g. (100, 300)")
+    object.__setattr__(self, "analysis_steps", tuple(steps))
     if not re.fullmatch(r"[A-Za-z0-9_]+/[A-Za-z0-9_/]+", self.metric):
       raise invalid("sweep.metric", self.metric, "'<split>/<name>' of metrics.jsonl, e.g. 'eval/loss', 'train/loss'")
 
 
+def saved_steps(num_steps: int, checkpoint_every: int, keep: int) -> list[int]:
+  """The checkpoint steps a finished run keeps: multiples of `checkpoint_every` and `num_steps`, the `keep` latest."""
+  saved = sorted({*range(checkpoint_every, num_steps + 1, checkpoint_every), num_steps})
+  return saved[-keep:]
+
+
+def check_analysis_steps(steps: tuple, train: Any, where: str) -> None:
+  """Raises before any compute if a step of `sweep.analysis_steps` will not be a kept checkpoint of the run."""
+  kept = saved_steps(train.num_steps, train.checkpoint_every, train.keep_checkpoints)
+  missing = [k for k in steps if k not in kept]
+  if missing:
+    raise invalid(
+        "sweep.analysis_steps",
+        steps,
+        f"steps among the checkpoints a run keeps ({kept}: multiples of train.checkpoint_every and train.num_steps, "
+        "the train.keep_checkpoints latest)",
+        f"{where}: {missing} will not be kept",
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Cell:
-  """One point of the grid: `overrides` (key -> typed value, in grid order) and its directory name."""
+  """One point of the grid: `overrides` (key -> typed value, in grid order), its directory name, and `params`: the
+  value of every swept key (the overrides, and the base config's value of the union's other keys)."""
 
   name: str
   overrides: dict[str, Any]
+  params: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _grid_error(grid: str, reason: str) -> ValueError:
@@ -91,12 +126,31 @@ def _typed_value(grid: str, key: str, text: str, kind: type, default: Any) -> An
   return text
 
 
-def parse_grid(grid: str, config: ml_collections.ConfigDict) -> list[tuple[str, list[Any]]]:
-  """[(key, [values typed as the key's default])] of `grid` (module docstring), checked against `config`."""
-  axes: list[tuple[str, list[Any]]] = []
+def parse_products(grid: str, config: ml_collections.ConfigDict) -> list[list[tuple[str, list[Any]]]]:
+  """One [(key, [values typed as the key's default])] per '|'-separated product of `grid` (module docstring), each
+  checked against `config`; [[]] for ''."""
   if not grid.strip():
-    return axes
-  for part in grid.split(";"):
+    return [[]]
+  products = grid.split("|")
+  if len(products) > 1 and any(not p.strip() for p in products):
+    raise _grid_error(grid, "an empty product (two '|' in a row, or one at an end)")
+  return [_parse_product(grid, p, config) for p in products]
+
+
+def parse_grid(grid: str, config: ml_collections.ConfigDict) -> list[tuple[str, list[Any]]]:
+  """[(key, [values])] over the union of `grid`'s products: every swept key once (first appearance), its values in
+  the order they first appear."""
+  axes: dict[str, list[Any]] = {}
+  for product in parse_products(grid, config):
+    for key, values in product:
+      axes.setdefault(key, []).extend(v for v in values if v not in axes.get(key, []))
+  return list(axes.items())
+
+
+def _parse_product(grid: str, text: str, config: ml_collections.ConfigDict) -> list[tuple[str, list[Any]]]:
+  """[(key, [values typed as the key's default])] of one product `text` of `grid`."""
+  axes: list[tuple[str, list[Any]]] = []
+  for part in text.split(";"):
     part = part.strip()
     if not part:
       raise _grid_error(grid, "an empty part (two ';' in a row, or one at an end)")
@@ -134,11 +188,16 @@ def cell_name(overrides: dict[str, Any]) -> str:
 def cells(config: ml_collections.ConfigDict) -> list[Cell]:
   """The cells of `config.sweep.grid` over `config` (raises the grid error on a bad grid or clashing names)."""
   grid = config.sweep.grid
-  axes = parse_grid(grid, config)
-  out = [
-      Cell(cell_name(o), o)
-      for o in (dict(zip([k for k, _ in axes], v)) for v in itertools.product(*[v for _, v in axes]))
-  ]
+  swept = [k for k, _ in parse_grid(grid, config)]
+  base = {}
+  for key in swept:
+    node, leaf = _lookup(config, key)
+    base[key] = node[leaf]
+  out = []
+  for axes in parse_products(grid, config):
+    for values in itertools.product(*[v for _, v in axes]):
+      overrides = dict(zip([k for k, _ in axes], values))
+      out.append(Cell(cell_name(overrides), overrides, {k: overrides.get(k, base[k]) for k in swept}))
   names = [c.name for c in out]
   if len(set(names)) < len(names):
     raise _grid_error(grid, "two cells get the same directory name; use values that differ in [A-Za-z0-9._=+-]")

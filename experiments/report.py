@@ -72,24 +72,31 @@ def markdown_table(rows: list[dict], swept: list[str], metric: str) -> str:
 
 
 def fixed_settings(config: Any, swept: list[str], seeds: int) -> str:
-  """The settings the sweep holds fixed, as a figure title (swept keys left out)."""
+  """The settings the sweep holds fixed, as a figure title (swept keys left out; no optimizer at 0 steps)."""
   m, o, d, t = config.model, config.optim, config.data, config.train
   sizes = {k: (m[k] if m[k] is not None else PRESETS[m.preset][k]) for k in PRESETS[m.preset]}
+  layers = {
+      "encoder_decoder": f"{sizes['num_encoder_layers']}+{sizes['num_decoder_layers']} layers",
+      "encoder": f"{sizes['num_encoder_layers']}-layer encoder",
+      "decoder": f"{sizes['num_decoder_layers']}-layer decoder",
+  }.get(m.arch, m.arch)
   items = [
-      (
-          "model.preset",
-          f"{m.preset} (d={sizes['d_model']}, {sizes['num_encoder_layers']}+{sizes['num_decoder_layers']} layers)",
-      ),
+      ("model.preset", f"d={sizes['d_model']}, {layers}"),
       ("model.norm_position", f"{m.norm_position}-norm"),
       ("init.scheme", f"init {config.init.scheme}"),
-      ("optim.name", str(o.name)),
-      ("optim.learning_rate", f"lr {o.learning_rate:g}"),
-      ("optim.schedule", str(o.schedule)),
-      ("optim.warmup_steps", f"warmup {o.warmup_steps}"),
       ("data.name", f"data {d.name}"),
-      ("data.batch_size", f"batch {d.batch_size}"),
-      ("train.num_steps", f"{t.num_steps} steps"),
   ]
+  if t.num_steps:
+    items += [
+        ("optim.name", str(o.name)),
+        ("optim.learning_rate", f"lr {o.learning_rate:g}"),
+        ("optim.schedule", str(o.schedule)),
+        ("optim.warmup_steps", f"warmup {o.warmup_steps}"),
+        ("data.batch_size", f"batch {d.batch_size}"),
+        ("train.num_steps", f"{t.num_steps} steps"),
+    ]
+  else:
+    items.append(("train.num_steps", "at init"))
   kept = [text for key, text in items if key not in swept and not (key == "model.preset" and "model.d_model" in swept)]
   return ", ".join(kept) + (f"; seeds 0–{seeds - 1}" if seeds > 1 else "; seed 0")
 

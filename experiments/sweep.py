@@ -4,7 +4,9 @@ Contract: `run_sweep(config, workdir)` takes the experiment ConfigDict (base con
 every cell's config before any compute (`train.config.resolve`; an error names the cell), then for each cell and
 seed s in 0..sweep.seeds-1 (train.seed = s) runs `train.loop.setup` + `train_and_evaluate` in
 `<workdir>/cells/<cell>/seed_<s>/` (with `sweep.analysis_at_init`, `analysis.run.run_analysis` first, on the same
-batches and into the same `analysis/step_0/` as main.py's `analysis.at_init`):
+batches and into the same `analysis/step_0/` as main.py's `analysis.at_init`; with `sweep.analysis_steps`, each of
+those checkpoints of a finished run restored and analyzed on the same batches into `analysis/step_<k>/`, also for
+runs an earlier invocation finished; every such step must be a checkpoint the run keeps, checked before any compute):
   * resumable: a run whose status.json says `finished` or `diverged` is skipped (its record kept); any other run
     resumes from its latest checkpoint (the loop's own resume); a run whose config.json differs from its cell's
     config in anything but the `sweep`, `analysis` and `distributed` groups is an error, before any compute;
@@ -90,8 +92,22 @@ def analyze(exp: train.loop.Experiment, workdir: str) -> str:
   return os.path.join(out_dir, f"step_{step}")
 
 
-def run_one(config: train.config.Config, run_workdir: str, analysis_at_init: bool) -> tuple[str, Optional[str], int]:
-  """Trains one run; returns (outcome, error or None, the step it started from). Preempted propagates."""
+def _analyzed(run_workdir: str, step: int) -> bool:
+  return os.path.exists(os.path.join(run_workdir, "analysis", f"step_{step}", "metadata.json"))
+
+
+def analyze_checkpoints(config: train.config.Config, run_workdir: str, steps: tuple) -> None:
+  """Analyzes each checkpoint step of `steps` not analyzed yet (restored, on the batches of `analyze`)."""
+  for step in steps:
+    if not _analyzed(run_workdir, step):
+      analyze(train.loop.setup(config, run_workdir, restore_step=step), run_workdir)
+
+
+def run_one(
+    config: train.config.Config, run_workdir: str, analysis_at_init: bool, analysis_steps: tuple = ()
+) -> tuple[str, Optional[str], int]:
+  """Trains one run (and analyzes it: module docstring); returns (outcome, error or None, the step it started
+  from). Preempted propagates."""
   start = 0
   try:
     exp = train.loop.setup(config, run_workdir)
@@ -99,6 +115,7 @@ def run_one(config: train.config.Config, run_workdir: str, analysis_at_init: boo
     if analysis_at_init and start == 0:
       analyze(exp, run_workdir)
     train.loop.train_and_evaluate(exp)
+    analyze_checkpoints(config, run_workdir, analysis_steps)
   except train.loop.Diverged as e:
     logging.warning("Run %s diverged: %s", run_workdir, e)
     return "diverged", str(e), start
@@ -151,6 +168,7 @@ def run_sweep(
       except ValueError as e:
         raise ValueError(f"sweep cell {cell.name}, seed {seed}: {e}") from None
       _check_unchanged(run_dir(workdir, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
+      grid_lib.check_analysis_steps(sweep.analysis_steps, resolved.train, f"sweep cell {cell.name}, seed {seed}")
       runs.append((cell, seed, resolved))
   primary = jax.process_index() == 0
   os.makedirs(workdir, exist_ok=True)
@@ -175,7 +193,7 @@ def run_sweep(
           f"ETA {metrics_lib.format_duration(eta) if eta is not None else '?'} | {rdir}"
       )
       start = clock()
-      outcome, error, resumed = run_one(resolved, rdir, sweep.analysis_at_init)
+      outcome, error, resumed = run_one(resolved, rdir, sweep.analysis_at_init, sweep.analysis_steps)
       times.append(clock() - start)
       if outcome == "finished":
         finished_times.append(times[-1])
@@ -188,6 +206,8 @@ def run_sweep(
         _hparams(os.path.join(workdir, "tensorboard_hparams"), record)
     else:
       emit(f"cell {k}/{len(cells)}, seed {seed}: {cell.name} | already {_status(rdir)}, skipped")
+      if _status(rdir) == "finished" and not all(_analyzed(rdir, s) for s in sweep.analysis_steps):
+        analyze_checkpoints(resolved, rdir, sweep.analysis_steps)  # steps added since the run finished
       if os.path.exists(record_path):
         with open(record_path, encoding="utf-8") as f:
           record = json.load(f)
@@ -243,7 +263,7 @@ def _record(cell: grid_lib.Cell, seed: int, rdir: str, base: dict, prov: Optiona
   """The results.jsonl record of one run (module docstring)."""
   return {
       "cell": cell.name,
-      "params": dict(cell.overrides),
+      "params": dict(cell.params),
       "seed": seed,
       **base,
       "final": final_metrics(rdir),

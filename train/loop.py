@@ -233,7 +233,7 @@ def _train_and_evaluate(exp: Experiment, preemption: checkpoint_lib.PreemptionNo
   if jax.process_index() == 0:  # one writer; every process logs
     (epath.Path(workdir) / "config.json").write_text(json.dumps(exp.config.to_dict(), indent=2))
   writer = metrics_lib.MetricWriter(workdir, resume_step=exp.start_step)  # writes on process 0 only
-  progress = metrics_lib.ProgressReporter(cfg.num_steps)
+  progress = metrics_lib.ProgressReporter(max(cfg.num_steps, 1))  # num_steps 0 (init only) reports nothing
   train_step = step_lib.jit_train_step(
       step_lib.make_train_step(exp.model, exp.tx, label_smoothing=cfg.label_smoothing, mlm_mask_rate=cfg.mlm_mask_rate),
       exp.mesh,

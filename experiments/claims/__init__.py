@@ -1,0 +1,27 @@
+"""The papers' claims, each a sweep (configs/claims/<name>.py) plus measure / verdict / figure (this package).
+
+    python main.py --config=configs/claims/warmup.py:cpu --config.data.dir=<folder with Multi30k's .gz files>
+    python main.py --config=configs/claims/identity_path.py:tiny          # seconds, on the synthetic task
+
+`run_claim(config, workdir)` runs one claim (experiments/claims/run.py); `get_claim(name)` / `CLAIM_NAMES` the
+registry; `base` the contract every claim module follows.
+"""
+
+from experiments.claims.base import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Results, Verdict
+from experiments.claims.registry import CLAIM_NAMES, SCALES, ClaimConfig, get_claim
+from experiments.claims.run import decide, run_claim
+
+__all__ = [
+    "CLAIM_NAMES",
+    "INCONCLUSIVE",
+    "NOT_REPRODUCED",
+    "REPRODUCED",
+    "SCALES",
+    "Claim",
+    "ClaimConfig",
+    "Results",
+    "Verdict",
+    "decide",
+    "get_claim",
+    "run_claim",
+]

@@ -1,0 +1,160 @@
+"""What every claim is made of, and the results it is decided from.
+
+A claim is a sweep config (`configs/claims/<name>.py`: the base config, the grid, the seeds, what to analyze, and the
+sizes of each scale) plus three functions of its results, kept apart so each can be tested alone:
+  measure(results) -> dict     pure: the numbers the verdict uses, from the sweep's records and each run's files
+                               (metrics.jsonl, analysis/step_<k>/*.json); JSON-able.
+  verdict(measured) -> Verdict pure: REPRODUCED / NOT_REPRODUCED / INCONCLUSIVE and the reason with the deciding
+                               numbers, by the thresholds in `Claim.thresholds` (stated in the claim module's docstring
+                               before any run; tested on synthetic numbers for every branch).
+  figure(measured, results, out_dir, title) -> [file names]   draws every quantity the verdict uses.
+
+`Results` is a finished sweep read back: its records (results.jsonl, grid order), grouped by cell, each `Run` able to
+read its own metrics and analysis files. A run that crashed is not a measurement: `crashed(runs)` lists them and the
+claims' verdicts say INCONCLUSIVE naming it (a diverged run is a measurement: it failed to train).
+"""
+
+import dataclasses
+import json
+import math
+import os
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from train import metrics as metrics_lib
+
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+INCONCLUSIVE = "inconclusive"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+  verdict: str
+  reason: str
+
+  def __post_init__(self):
+    if self.verdict not in VERDICTS:
+      raise ValueError(f"verdict={self.verdict!r} is not one of {list(VERDICTS)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+  """A claim: its identity, the thresholds of its verdict (name -> rule as a sentence) and its three functions."""
+
+  name: str
+  number: int
+  statement: str
+  source: str
+  paper_scale: str
+  thresholds: dict[str, str]
+  measure: Callable[["Results"], dict]
+  verdict: Callable[[dict], Verdict]
+  figure: Callable[[dict, "Results", str, str], list[str]]
+  summary: Callable[[dict], dict] = lambda measured: {}  # headline numbers (name -> value) for the report's table
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """One (cell, seed) of a finished sweep: its record (results.jsonl) and its folder."""
+
+  record: dict
+  path: str  # absolute
+
+  @property
+  def cell(self) -> str:
+    return self.record["cell"]
+
+  @property
+  def params(self) -> dict:
+    return self.record["params"]
+
+  @property
+  def seed(self) -> int:
+    return self.record["seed"]
+
+  @property
+  def outcome(self) -> str:
+    return self.record["outcome"]
+
+  @property
+  def final(self) -> dict:
+    return self.record["final"]
+
+  def metrics(self, split: Optional[str] = None) -> list[dict]:
+    return metrics_lib.read_metrics(self.path, split=split)
+
+  def analysis(self, name: str, step: int = 0) -> dict:
+    """`analysis/step_<step>/<name>.json` of this run (e.g. 'signal', 'eigenvalues', 'grad_norms')."""
+    path = os.path.join(self.path, "analysis", f"step_{step}", f"{name}.json")
+    if not os.path.exists(path):
+      raise FileNotFoundError(f"{path}: run {self.cell}, seed {self.seed} has no {name} analysis at step {step}")
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+
+  def config(self) -> dict:
+    with open(os.path.join(self.path, "config.json"), encoding="utf-8") as f:
+      return json.load(f)
+
+
+class Results:
+  """A sweep read back: `runs` in grid order, `cells()` grouping them, `select(params)` filtering by swept values."""
+
+  def __init__(self, workdir: str, records: list[dict], config: Any = None, settings: str = ""):
+    self.workdir = workdir
+    self.config = config
+    self.settings = settings  # the sweep's fixed settings in words (figure titles)
+    self.runs = [Run(r, os.path.join(workdir, r["workdir"])) for r in records]
+
+  @classmethod
+  def load(cls, workdir: str, config: Any = None) -> "Results":
+    with open(os.path.join(workdir, "results.jsonl"), encoding="utf-8") as f:
+      return cls(workdir, [json.loads(line) for line in f if line.strip()], config)
+
+  def cells(self) -> dict[str, list[Run]]:
+    out: dict[str, list[Run]] = {}
+    for run in self.runs:
+      out.setdefault(run.cell, []).append(run)
+    return out
+
+  def select(self, params: dict) -> list[Run]:
+    """The runs whose swept values include `params` (dotted key -> value)."""
+    return [r for r in self.runs if all(r.params.get(k) == v for k, v in params.items())]
+
+
+def crashed(runs: list[Run]) -> list[str]:
+  """'<cell> seed <s>: <error>' for every run that crashed (no measurement)."""
+  return [f"{r.cell} seed {r.seed}: {r.record.get('error')}" for r in runs if r.outcome == "crashed"]
+
+
+def crashed_verdict(measured: dict) -> Optional[Verdict]:
+  """INCONCLUSIVE naming the crashed runs recorded in `measured['crashed']`, or None when none crashed."""
+  bad = measured.get("crashed") or []
+  if bad:
+    return Verdict(INCONCLUSIVE, f"{len(bad)} run(s) crashed, so the comparison is incomplete: " + "; ".join(bad))
+  return None
+
+
+def mean_std(values) -> tuple[Optional[float], Optional[float]]:
+  """(mean, sample std) of the finite values; (None, None) if none, std None for one value."""
+  v = np.asarray([x for x in values if x is not None and math.isfinite(x)], np.float64)
+  if not len(v):
+    return None, None
+  return float(v.mean()), (float(v.std(ddof=1)) if len(v) > 1 else None)
+
+
+def jsonable(x: Any) -> Any:
+  """Arrays -> lists, numpy scalars -> Python, non-finite floats -> None (strict JSON)."""
+  if isinstance(x, dict):
+    return {str(k): jsonable(v) for k, v in x.items()}
+  if isinstance(x, (list, tuple)):
+    return [jsonable(v) for v in x]
+  if isinstance(x, np.ndarray):
+    return jsonable(x.tolist())
+  if isinstance(x, np.generic):
+    return jsonable(x.item())
+  if isinstance(x, float):
+    return x if math.isfinite(x) else None
+  return x

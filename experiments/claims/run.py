@@ -1,0 +1,95 @@
+"""One claim end to end: its sweep (experiments.sweep, resumable), then measure, verdict and figures, into claim.json.
+
+Contract: `run_claim(config, workdir)` takes a claim config (configs/claims/<name>.py: mode 'claim', the `claim`
+group), runs its sweep in `workdir` (finished runs skipped, diverged and crashed runs recorded), then `decide`s:
+`measure(results)`, `verdict(measured)`, `figure(...)` into `workdir`, and writes `<workdir>/claim.json`: the
+claim's identity (number, statement, source, paper scale), `scale` and `settings` (the sizes actually run, in words),
+`data` (which data: name, languages, folder), `thresholds`, `summary`, `measured`, `verdict`, `reason`, `figures`,
+`runs` (outcome counts), `provenance` and the time. `decide` alone re-decides a finished sweep without training.
+"""
+
+import datetime
+import json
+import os
+import time
+from typing import Any, Callable
+
+import jax
+from absl import logging
+
+from experiments import provenance as provenance_lib
+from experiments import report
+from experiments import sweep as sweep_lib
+from experiments.claims import base
+from experiments.claims.registry import ClaimConfig, get_claim
+from experiments.grid import SweepConfig, parse_grid
+
+RESULT_FILE = "claim.json"
+
+
+def data_description(config: Any) -> dict:
+  d = config.data
+  out = {"name": d.name}
+  if d.name == "embedded":
+    out.update(note="the synthetic offline translation task (train/data/grammar.py)", num_train=d.embedded.num_train)
+  else:
+    out.update(dir=d.dir, source_lang=d.source_lang, target_lang=d.target_lang)
+  return out
+
+
+def decide(config: Any, workdir: str, records: list[dict], seconds: float = float("nan")) -> dict:
+  """measure → verdict → figures of the claim `config.claim.name` on its sweep's `records`; writes claim.json."""
+  cc = ClaimConfig.from_config(config.claim)
+  claim = get_claim(cc.name)
+  sweep = SweepConfig.from_config(config.sweep)
+  swept = [k for k, _ in parse_grid(sweep.grid, config)]
+  settings = report.fixed_settings(config, swept, sweep.seeds)
+  results = base.Results(workdir, records, config, settings)
+  measured = claim.measure(results)
+  verdict = claim.verdict(measured)
+  primary = jax.process_index() == 0  # every process measures; process 0 alone writes
+  figures = claim.figure(measured, results, workdir, settings) if primary else []
+  outcomes = {}
+  for r in records:
+    outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+  result = base.jsonable(
+      dict(
+          claim=claim.name,
+          number=claim.number,
+          statement=claim.statement,
+          source=claim.source,
+          paper_scale=claim.paper_scale,
+          scale=cc.scale,
+          settings=settings,
+          swept=swept,
+          seeds=sweep.seeds,
+          data=data_description(config),
+          thresholds=claim.thresholds,
+          summary=claim.summary(measured),
+          measured=measured,
+          verdict=verdict.verdict,
+          reason=verdict.reason,
+          figures=list(figures),
+          runs=outcomes,
+          provenance=provenance_lib.provenance(),
+          seconds=round(float(seconds), 1) if seconds == seconds else None,
+          finished=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+      )
+  )
+  if primary:
+    tmp = os.path.join(workdir, RESULT_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+      json.dump(result, f, indent=1)
+    os.replace(tmp, os.path.join(workdir, RESULT_FILE))
+  return result
+
+
+def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging.info) -> dict:
+  """Runs (or resumes) the claim's sweep in `workdir`, then `decide`s; returns the claim.json dict."""
+  cc = ClaimConfig.from_config(config.claim)
+  get_claim(cc.name)  # an unknown claim fails before any compute
+  start = time.monotonic()
+  records = sweep_lib.run_sweep(config, workdir, emit=emit)
+  result = decide(config, workdir, records, time.monotonic() - start)
+  emit(f"Claim {result['number']} ({result['claim']}, scale {cc.scale}): {result['verdict']}. {result['reason']}")
+  return result
