@@ -12,8 +12,13 @@ recorded), dropout off, and writes into `out_dir/<label>/`:
   blocks.json       per-block top eigenvalues with bounds and each block's Lanczos run (`analysis.blocks`)
   grad_norms.json   per-parameter gradient norms per (seed, batch) pair and aggregated
   signal.json       signal-propagation records per batch
+  params.json       realized mean / std / max |x| / kurtosis of every parameter with its role and fans
+                    (`analysis.param_stats`; analysis/init_stats.py)
+  mlp_moments.json  E[x_l²] through an `analysis.mlp_depth`-layer LeCun MLP with the model's activation, per weight
+                    draw, and its mean-field prediction (analysis/init_stats.py)
 and the PNGs spectrum.png, eigenvalues.png, blocks.png (top eigenvalue per block), block_spectra.png (each block's
-Ritz values with their quadrature weights and bounds), grad_norms.png, signal.png.
+Ritz values with their quadrature weights and bounds), grad_norms.png, signal.png. Each is skipped when its keys turn
+it off (`top_k = bottom_k = 0`: no eigenvalues); the curvature operator is built only when an analysis uses it.
 
 With `analysis.dtype = "float64"` the whole analysis runs under `jax.enable_x64(True)` (x64 on for the analysis only)
 with the model's compute and parameter dtypes and the variables cast to float64.
@@ -40,7 +45,7 @@ from jax.flatten_util import ravel_pytree
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from analysis import gradients, hessian, plots, signal
+from analysis import gradients, hessian, init_stats, plots, signal
 from analysis.lanczos import REORTHOGONALIZATIONS, check_basis_memory, progress_printer
 from analysis.spectrum import bottom_eigenvalues, spectral_density, top_eigenvalues
 from analysis.trace import TRACE_METHODS, trace
@@ -58,13 +63,17 @@ _INT_KEYS = dict(
     batch_size=1,
     lanczos_steps=1,
     num_probes=2,
-    top_k=1,
+    top_k=0,
     bottom_k=0,
     block_lanczos_steps=1,
     grad_norm_seeds=1,
     trace_probes=0,
     seed=0,
     max_basis_bytes=1,
+    mlp_depth=0,
+    mlp_width=1,
+    mlp_rows=1,
+    mlp_draws=1,
 )
 
 
@@ -97,6 +106,11 @@ class AnalysisConfig(Section):
   grad_norms: bool
   grad_norm_seeds: int
   signal: bool
+  param_stats: bool
+  mlp_depth: int
+  mlp_width: int
+  mlp_rows: int
+  mlp_draws: int
   seed: int
   max_basis_bytes: int
 
@@ -317,7 +331,9 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
   variables = _cast(variables, dtype)
   params = variables["params"]
   n = int(sum(np.size(x) for x in jax.tree.leaves(params)))
-  if cfg.reorthogonalize != "none":  # SLQ holds one basis per probe in lockstep
+  # The loss's curvature operator is built only for the analyses that use it (param_stats / signal / mlp do not).
+  needs_operator = bool(cfg.top_k or cfg.bottom_k or cfg.spectrum or cfg.trace_probes or cfg.blocks)
+  if needs_operator and cfg.reorthogonalize != "none":  # SLQ holds one basis per probe in lockstep
     lockstep = (_probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1
     check_basis_memory(cfg.lanczos_steps, n, dtype, cfg.max_basis_bytes, lockstep, basis_sharding=basis_sharding)
   steps = min(cfg.lanczos_steps, n)
@@ -329,9 +345,11 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
     build = build_hvp
   else:
     build = lambda fn, p: hessian.ggn_vp_fn(make_logits_fn(model, variables=variables), p, batches)
-  t = time.perf_counter()
-  matvec = jax.block_until_ready(build(loss_fn, params))
-  timings["build_operator_s"] = time.perf_counter() - t
+  matvec = None
+  if needs_operator:
+    t = time.perf_counter()
+    matvec = jax.block_until_ready(build(loss_fn, params))
+    timings["build_operator_s"] = time.perf_counter() - t
   key = jax.random.key(cfg.seed)
   k_top, k_bottom, k_slq, k_trace, k_blocks = jax.random.split(key, 5)
   meta = dict(
@@ -358,40 +376,47 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
       model_config=_model_config_dict(model.config),
   )
 
-  t = time.perf_counter()
-  top = top_eigenvalues(
-      matvec,
-      params,
-      cfg.top_k,
-      num_steps=steps,
-      key=k_top,
-      max_basis_bytes=cfg.max_basis_bytes,
-      reorthogonalize=cfg.reorthogonalize,
-      callback=progress_printer(f"{label} top eigenvalues", print_fn),
-      basis_sharding=basis_sharding,
-  )
-  eigen = {"top": _extreme_dict(top)}
-  timings["top_eigenvalues_s"] = time.perf_counter() - t
-  if cfg.bottom_k:
-    t = time.perf_counter()
-    bottom = bottom_eigenvalues(
-        matvec,
-        params,
-        cfg.bottom_k,
-        num_steps=steps,
-        key=k_bottom,
-        max_basis_bytes=cfg.max_basis_bytes,
-        reorthogonalize=cfg.reorthogonalize,
-        callback=progress_printer(f"{label} bottom eigenvalues", print_fn),
-        basis_sharding=basis_sharding,
-    )
-    eigen["bottom"] = _extreme_dict(bottom)
-    timings["bottom_eigenvalues_s"] = time.perf_counter() - t
-  _write(directory, "eigenvalues.json", eigen)
-  _plot(
-      plots.plot_eigenvalues, _jsonable(eigen), os.path.join(directory, "eigenvalues.png"), title=f"{label}: extremes"
-  )
-  out["eigenvalues"] = eigen
+  if cfg.top_k or cfg.bottom_k:
+    eigen = {}
+    if cfg.top_k:
+      t = time.perf_counter()
+      top = top_eigenvalues(
+          matvec,
+          params,
+          cfg.top_k,
+          num_steps=steps,
+          key=k_top,
+          max_basis_bytes=cfg.max_basis_bytes,
+          reorthogonalize=cfg.reorthogonalize,
+          callback=progress_printer(f"{label} top eigenvalues", print_fn),
+          basis_sharding=basis_sharding,
+      )
+      eigen["top"] = _extreme_dict(top)
+      timings["top_eigenvalues_s"] = time.perf_counter() - t
+    if cfg.bottom_k:
+      t = time.perf_counter()
+      bottom = bottom_eigenvalues(
+          matvec,
+          params,
+          cfg.bottom_k,
+          num_steps=steps,
+          key=k_bottom,
+          max_basis_bytes=cfg.max_basis_bytes,
+          reorthogonalize=cfg.reorthogonalize,
+          callback=progress_printer(f"{label} bottom eigenvalues", print_fn),
+          basis_sharding=basis_sharding,
+      )
+      eigen["bottom"] = _extreme_dict(bottom)
+      timings["bottom_eigenvalues_s"] = time.perf_counter() - t
+    _write(directory, "eigenvalues.json", eigen)
+    if "top" in eigen:
+      _plot(
+          plots.plot_eigenvalues,
+          _jsonable(eigen),
+          os.path.join(directory, "eigenvalues.png"),
+          title=f"{label}: extremes",
+      )
+    out["eigenvalues"] = eigen
 
   if cfg.spectrum:
     t = time.perf_counter()
@@ -492,6 +517,25 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         os.path.join(directory, "signal.png"),
         title=f"{label}: signal (batch 0)",
     )
+
+  if cfg.param_stats:
+    t = time.perf_counter()
+    out["params"] = init_stats.param_statistics(params)
+    timings["param_stats_s"] = time.perf_counter() - t
+    _write(directory, "params.json", out["params"])
+
+  if cfg.mlp_depth:
+    t = time.perf_counter()
+    out["mlp"] = init_stats.mlp_second_moments(
+        model.config.activation,
+        width=cfg.mlp_width,
+        depth=cfg.mlp_depth,
+        rows=cfg.mlp_rows,
+        draws=cfg.mlp_draws,
+        seed=cfg.seed,
+    )
+    timings["mlp_s"] = time.perf_counter() - t
+    _write(directory, "mlp_moments.json", out["mlp"])
 
   meta["timings"] = timings
   _write(directory, "metadata.json", meta)

@@ -129,7 +129,7 @@ def get_config() -> ml_collections.ConfigDict:
   a.linearize = True  # Linearize each batch's gradient once (fast, stores residuals) or a jvp per product.
   a.lanczos_steps = 80  # Lanczos steps (matvecs) for the extreme eigenvalues and per SLQ probe.
   a.reorthogonalize = "full"  # 'full' (CGS every step), 'partial' (Simon's PRO: only when needed) or 'none'.
-  a.top_k = 5  # Number of largest eigenvalues reported.
+  a.top_k = 5  # Number of largest eigenvalues reported (0 with bottom_k = 0: no eigenvalues.json).
   a.bottom_k = 3  # Number of smallest (most negative) eigenvalues reported; 0 skips the bottom run.
   a.spectrum = True  # Compute the SLQ spectral density.
   a.num_probes = 8  # SLQ probes (>= 2: the band is a bootstrap over probes).
@@ -144,6 +144,11 @@ def get_config() -> ml_collections.ConfigDict:
   a.grad_norms = True  # Per-parameter gradient-norm profile.
   a.grad_norm_seeds = 1  # Init seeds for the gradient profile (> 1 needs the caller's init_fn).
   a.signal = True  # Forward signal-propagation profile from the model's intermediates.
+  a.param_stats = False  # Realized mean / std / max / kurtosis of every parameter with its role (params.json).
+  a.mlp_depth = 0  # > 0: E[x_l²] through this many layers of a LeCun MLP with model.activation (mlp_moments.json).
+  a.mlp_width = 512  # Width of that MLP.
+  a.mlp_rows = 128  # Gaussian inputs x_0 ~ N(0, I) fed through it.
+  a.mlp_draws = 8  # Independent weight draws (keys split from analysis.seed), vmapped.
   a.seed = 0  # PRNG seed of the Lanczos start vectors, SLQ and trace probes.
   a.max_basis_bytes = 4 * 2**30  # Fail before computing if a Lanczos basis needs more bytes than this.
 

@@ -213,13 +213,16 @@ def _save(fig, path: str) -> str:
 def write_report(
     records: list[dict], workdir: str, *, swept: list[str], metric: str, config: Any, seeds: Optional[int] = None
 ) -> dict[str, str]:
-  """results.md, curves.png and final_metric.png of `records` in `workdir`; returns their paths."""
+  """results.md, curves.png and final_metric.png of `records` in `workdir`; returns their paths. A sweep that trains
+  nothing (train.num_steps = 0: analyses at init) has no curves: only the table is written."""
   rows = summarize(records, metric)
   seeds = seeds or max((r["seed"] for r in records), default=0) + 1
   title = fixed_settings(config, swept, seeds)
   table = os.path.join(workdir, "results.md")
   with open(table, "w", encoding="utf-8") as f:
     f.write(f"# Sweep results\n\nFixed: {title}.\n\n{markdown_table(rows, swept, metric)}")
+  if not config.train.num_steps:
+    return {"table": table}
   return {
       "table": table,
       "curves": plot_curves(records, workdir, swept, title, os.path.join(workdir, "curves.png")),

@@ -222,7 +222,8 @@ def run_sweep(
   emit(
       f"Sweep done in {metrics_lib.format_duration(clock() - t0)}: "
       + ", ".join(f"{n} {o}" for o, n in counts.items())
-      + f"; {workdir}/results.jsonl, results.md, curves.png, final_metric.png"
+      + f"; {workdir}/results.jsonl, results.md"
+      + (", curves.png, final_metric.png" if config.train.num_steps else "")
   )
   return records
 

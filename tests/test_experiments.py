@@ -1,4 +1,4 @@
-"""The sweep (experiments/): grid parsing and its errors, and a 2-cell × 2-seed sweep end to end at the tiny size —
+"""The sweep (experiments/): grid parsing and its errors, and a 2 × 2 grid × 2 seeds end to end at the tiny size —
 records with provenance, the table, the figures, progress with an ETA, a diverged cell recorded while the others
 finish, a rerun through main.py that trains nothing, and unfinished runs resumed (one crashing, recorded)."""
 
@@ -35,8 +35,8 @@ TINY = {
     "train.eval_every": 4,
     "train.checkpoint_every": 4,
     "train.num_decode_examples": 0,
-    # The second cell diverges: Adam's first update moves every weight by ~lr, and the loss is not finite at step 2.
-    "sweep.grid": "optim.learning_rate=0.001,1e30",
+    # The lr = 1e30 cells diverge: Adam's first update moves every weight by ~lr, and the loss is not finite at step 2.
+    "sweep.grid": "optim.learning_rate=0.001,1e30;model.norm_position=post,pre",
     "sweep.seeds": 2,
 }
 
@@ -92,9 +92,42 @@ def test_grid_cells_are_the_product_typed_as_the_defaults():
   assert [c.name for c in grid_lib.cells(tiny_config(**{"sweep.grid": ""}))] == ["base"]
 
 
+def test_a_union_of_products_records_every_swept_key():
+  grid = "model.norm_position=post;optim.warmup_steps=0,30 | model.norm_position=pre;init.scheme=bert"
+  config = tiny_config(**{"sweep.grid": grid})
+  assert grid_lib.parse_grid(grid, config) == [
+      ("model.norm_position", ["post", "pre"]),
+      ("optim.warmup_steps", [0, 30]),
+      ("init.scheme", ["bert"]),
+  ]
+  cells = grid_lib.cells(config)
+  assert [c.name for c in cells] == [
+      "model.norm_position=post__optim.warmup_steps=0",
+      "model.norm_position=post__optim.warmup_steps=30",
+      "model.norm_position=pre__init.scheme=bert",
+  ]
+  # Every cell records every swept key: the base config's value where its product does not set it.
+  assert cells[2].params == {"model.norm_position": "pre", "optim.warmup_steps": 0, "init.scheme": "bert"}
+  assert cells[0].params["init.scheme"] == config.init.scheme == "xavier"
+  assert grid_lib.cell_config(config, cells[2], seed=0).optim.warmup_steps == 0
+  with pytest.raises(ValueError, match=re.escape("two cells get the same directory name")):
+    grid_lib.cells(tiny_config(**{"sweep.grid": "optim.warmup_steps=0 | optim.warmup_steps=0,1"}))
+
+
+def test_analysis_steps_must_be_kept_checkpoints():
+  assert grid_lib.saved_steps(10, 4, 3) == [4, 8, 10] and grid_lib.saved_steps(10, 4, 2) == [8, 10]
+  for steps in ((0,), (8, 4), (4, 4), [True]):
+    with pytest.raises(ValueError, match=re.escape("valid: a tuple of increasing checkpoint steps > 0")):
+      grid_lib.SweepConfig.from_config(tiny_config(**{"sweep.analysis_steps": steps}).sweep)
+  config = tiny_config(**{"sweep.analysis_steps": (2,), "sweep.grid": ""})  # 4 steps, checkpoints every 4
+  with pytest.raises(ValueError, match=re.escape("sweep cell base, seed 0: [2] will not be kept")):
+    sweep_lib.run_sweep(config, "/nonexistent/never/written")
+
+
 @pytest.mark.parametrize(
     "grid, reason",
     [
+        ("a=1 || b=2", "an empty product (two '|' in a row, or one at an end)"),
         ("optim.warmup_steps", "part 'optim.warmup_steps' needs exactly one '=' between the key and its values"),
         (
             "optim.warmup_steps=0=1",
@@ -150,36 +183,39 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
   monkeypatch.setattr(train.loop, "train_and_evaluate", timed_train)
   records = sweep_lib.run_sweep(tiny_config(), str(workdir), clock=lambda: now[0], emit=lines.append)
 
-  # 2 cells × 2 seeds, in grid order; the 1e30 cell diverged and the other still finished both seeds.
-  assert len(calls) == 4
-  assert [(r["cell"], r["seed"], r["outcome"]) for r in records] == [
-      ("optim.learning_rate=0.001", 0, "finished"),
-      ("optim.learning_rate=0.001", 1, "finished"),
-      ("optim.learning_rate=1e+30", 0, "diverged"),
-      ("optim.learning_rate=1e+30", 1, "diverged"),
+  # 2 × 2 cells × 2 seeds = 8 records, in grid order; the 1e30 cells diverged and the others still finished both seeds.
+  assert len(calls) == 8
+  expected = [
+      (f"optim.learning_rate={lr}__model.norm_position={norm}", seed, outcome)
+      for lr, outcome in (("0.001", "finished"), ("1e+30", "diverged"))
+      for norm in ("post", "pre")
+      for seed in (0, 1)
   ]
+  assert [(r["cell"], r["seed"], r["outcome"]) for r in records] == expected
   progress = [l for l in lines if l.startswith("cell ")]
   assert [l.split(" | ")[:3] for l in progress] == [
-      ["cell 1/2, seed 0: optim.learning_rate=0.001", "elapsed 0:00:00", "ETA ?"],
-      ["cell 1/2, seed 1: optim.learning_rate=0.001", "elapsed 0:01:00", "ETA 0:03:00"],
-      ["cell 2/2, seed 0: optim.learning_rate=1e+30", "elapsed 0:02:00", "ETA 0:02:00"],
-      ["cell 2/2, seed 1: optim.learning_rate=1e+30", "elapsed 0:03:00", "ETA 0:01:00"],
+      [
+          f"cell {i // 2 + 1}/4, seed {i % 2}: {expected[i][0]}",
+          f"elapsed 0:{i:02d}:00",
+          "ETA ?" if i == 0 else f"ETA 0:{8 - i:02d}:00",  # measured: one minute per run
+      ]
+      for i in range(8)
   ]
   on_disk = [json.loads(l) for l in (workdir / "results.jsonl").read_text().splitlines()]
-  assert len(on_disk) == 4 and [r["seed"] for r in on_disk] == [0, 1, 0, 1]
+  assert len(on_disk) == 8 and [r["seed"] for r in on_disk] == [0, 1] * 4
   head = _git_head()
   for r in on_disk:
     run = workdir / r["workdir"]
     config = json.loads((run / "config.json").read_text())
-    assert (
-        config["train"]["seed"] == r["seed"] and config["optim"]["learning_rate"] == r["params"]["optim.learning_rate"]
-    )
+    assert config["train"]["seed"] == r["seed"]
+    assert config["optim"]["learning_rate"] == r["params"]["optim.learning_rate"]
+    assert config["model"]["norm_position"] == r["params"]["model.norm_position"]
     p = r["provenance"]
     assert p["git_commit"] == head and len(head) == 40 and isinstance(p["git_dirty"], bool)
     assert p["packages"]["jax"] == jax.__version__ and p["packages"]["orbax-checkpoint"] and p["packages"]["grain"]
     assert p["backend"] == "cpu" and p["device_count"] == jax.device_count() and p["hostname"]
     assert r["wall_time_s"] == 60.0 and r["resumed_from_step"] == 0
-  finished, diverged = on_disk[:2], on_disk[2:]
+  finished, diverged = on_disk[:4], on_disk[4:]
   for r in finished:
     last_eval = metrics_lib.read_metrics(str(workdir / r["workdir"]), split="eval")[-1]
     assert last_eval["step"] == 4 and r["final"]["eval/loss"] == last_eval["loss"] and r["error"] is None
@@ -188,17 +224,17 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
     assert r["status"]["status"] == "diverged" and r["status"]["step"] == 2 and "non-finite loss" in r["error"]
     assert "eval/loss" not in r["final"] and math.isnan(r["final"]["train/loss"])
 
-  losses = [r["final"]["eval/loss"] for r in finished]
+  losses = [r["final"]["eval/loss"] for r in finished[:2]]
   table = (workdir / "results.md").read_text()
-  assert f"| 0.001 | {np.mean(losses):.4f} ± {np.std(losses, ddof=1):.4f} | 2 | 2 finished |" in table
-  assert "| 1e+30 | — | 0 | 2 diverged |" in table
+  assert f"| 0.001 | post | {np.mean(losses):.4f} ± {np.std(losses, ddof=1):.4f} | 2 | 2 finished |" in table
+  assert "| 1e+30 | pre | — | 0 | 2 diverged |" in table
   assert "warmup 0" in table and "lr " not in table  # the fixed settings name warmup, not the swept lr
   for name in ("curves.png", "final_metric.png"):
     data = (workdir / name).read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, name
-  assert len(list((workdir / "tensorboard_hparams").glob("*/seed_*"))) == 4
+  assert len(list((workdir / "tensorboard_hparams").glob("*/seed_*"))) == 8
 
-  # Rerun through main.py: all four runs are done, none trains, the records are kept as they were.
+  # Rerun through main.py: all eight runs are done, none trains, the records are kept as they were.
   args = [f"--config.{k}={v}" for k, v in TINY.items()]
   out = subprocess.run(
       [sys.executable, "main.py", "--config=configs/sweeps/warmup.py", f"--workdir={workdir}", *args],
@@ -208,8 +244,8 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
       timeout=300,
   )
   assert out.returncode == 0, out.stderr[-3000:]
-  assert "4 run(s); 4 already done, 0 to run" in out.stderr
-  assert len(re.findall(r"\| already (finished|diverged), skipped", out.stderr)) == 4
+  assert "8 run(s); 8 already done, 0 to run" in out.stderr
+  assert len(re.findall(r"\| already (finished|diverged), skipped", out.stderr)) == 8
   assert "elapsed" not in out.stderr.split("Sweep done")[0]
   assert [json.loads(l) for l in (workdir / "results.jsonl").read_text().splitlines()] == on_disk
 
@@ -241,7 +277,7 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
   ]
   assert again[1]["final"]["eval/loss"] == finished[1]["final"]["eval/loss"]  # nothing retrained or re-evaluated
   assert again[2:] == on_disk[2:]
-  assert f"| 0.001 | {losses[1]:.4f} | 1 | 1 finished, 1 crashed |" in (workdir / "results.md").read_text()
+  assert f"| 0.001 | post | {losses[1]:.4f} | 1 | 1 finished, 1 crashed |" in (workdir / "results.md").read_text()
 
 
 def test_analysis_at_init_writes_step_0_of_each_run(tmp_path):
@@ -266,3 +302,24 @@ def test_analysis_at_init_writes_step_0_of_each_run(tmp_path):
   assert record["outcome"] == "finished" and meta["step"] == 0 and meta["at_init"] is True
   (top,) = json.loads((step_0 / "eigenvalues.json").read_text())["top"]["values"]
   assert math.isfinite(top) and top > 0.0 and (step_0 / "signal.json").exists()
+
+
+def test_analysis_steps_analyze_kept_checkpoints_also_of_finished_runs(tmp_path):
+  """`sweep.analysis_steps`: each checkpoint restored and analyzed into analysis/step_<k>/ after training; steps added
+  on a rerun are analyzed for runs an earlier invocation finished, without training them again."""
+  analysis = {"analysis.batch_size": 4, "analysis.top_k": 0, "analysis.spectrum": False, "analysis.trace_probes": 0}
+  analysis.update({"analysis.blocks": False, "analysis.grad_norms": False, "analysis.param_stats": True})
+  base = {"sweep.grid": "", "sweep.seeds": 1, "train.num_steps": 4, "train.checkpoint_every": 2, **analysis}
+  (record,) = sweep_lib.run_sweep(tiny_config(**base, **{"sweep.analysis_steps": (4,)}), str(tmp_path))
+  run = tmp_path / record["workdir"]
+  assert record["outcome"] == "finished" and sorted(p.name for p in (run / "analysis").iterdir()) == ["step_4"]
+  meta = json.loads((run / "analysis" / "step_4" / "metadata.json").read_text())
+  assert meta["step"] == 4 and meta["at_init"] is False
+  # The restored step-4 parameters are the trained ones: their stats differ from step 2's, analyzed on the rerun.
+  trained = metrics_lib.read_metrics(str(run))
+  sweep_lib.run_sweep(tiny_config(**base, **{"sweep.analysis_steps": (2, 4)}), str(tmp_path))
+  assert sorted(p.name for p in (run / "analysis").iterdir()) == ["step_2", "step_4"]
+  assert metrics_lib.read_metrics(str(run)) == trained  # nothing retrained
+  stats = {k: json.loads((run / "analysis" / f"step_{k}" / "params.json").read_text()) for k in (2, 4)}
+  assert [p["path"] for p in stats[2]] == [p["path"] for p in stats[4]]
+  assert any(a["std"] != b["std"] for a, b in zip(stats[2], stats[4]))

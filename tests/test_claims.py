@@ -1,0 +1,311 @@
+"""The claims layer (experiments/claims/) and the init statistics it reads (analysis/init_stats.py): every claim config
+loads at every scale and `--config.data.dir` reaches every cell of every claim and sweep; claims 1, 2 and 4 end to
+end at `tiny` (claim.json with provenance, figures, a rerun that trains nothing, a crashed run → inconclusive and exit
+status 4 through main.py), their verdicts on synthetic numbers for every branch, and the statistics against numpy and
+closed forms."""
+
+import copy
+import glob
+import importlib
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import init as init_lib
+import models
+import train.config
+from analysis import init_stats
+from experiments import claims
+from experiments import grid as grid_lib
+from experiments.claims import activation_moments, base, identity_path, truncated_normal
+from init.math import truncated_normal_std_factor, xavier_std
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+GROUPS = {"analysis": lambda c: c, "sweep": lambda c: c}
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def claim_config(name, scale="tiny", **overrides):
+  config = importlib.import_module(f"configs.claims.{name}").get_config(scale)
+  for key, value in overrides.items():
+    *parents, leaf = key.split(".")
+    node = config
+    for p in parents:
+      node = node[p]
+    node[leaf] = value
+  return config
+
+
+# ------------------------------------------------------------------------------------- configs and the data dir
+
+
+@pytest.mark.parametrize("name", claims.CLAIM_NAMES)
+def test_every_claim_config_loads_at_every_scale_and_names_its_claim(name):
+  claim = claims.get_claim(name)
+  assert claim.number == claims.CLAIM_NAMES.index(name) + 1 and claim.thresholds
+  for scale in claims.SCALES:
+    config = claim_config(name, scale)
+    assert (config.mode, config.claim.name, config.claim.scale) == ("claim", name, scale)
+    assert grid_lib.cells(config)  # the grid parses against the config
+  with pytest.raises(ValueError, match=r"config string \(the claim's scale\) 'huge' is invalid; valid: \['tiny'"):
+    claim_config(name, "huge")
+
+
+def _sweep_configs():
+  out = [(f"claims/{n}", s) for n in claims.CLAIM_NAMES for s in ("cpu", "paper")]
+  return out + [
+      (os.path.relpath(p, REPO / "configs")[:-3], None)
+      for p in sorted(glob.glob(str(REPO / "configs/sweeps/[!_]*.py")))
+  ]
+
+
+@pytest.mark.parametrize("path, scale", _sweep_configs())
+def test_the_data_dir_reaches_every_cell_of_every_claim_and_sweep(path, scale, tmp_path):
+  """A user's Multi30k folder given as --config.data.dir is what every run of every claim and sweep reads."""
+  module = importlib.import_module("configs." + path.replace("/", "."))
+  config = module.get_config(scale) if scale else module.get_config()
+  if config.data.name == "multi30k":
+    assert config.data.dir == ""  # nothing outside the repository is assumed
+  else:  # the claims that read no data (1, 2) and the laptop sweeps: the key still reaches every run
+    config.data.name = "multi30k"
+  config.data.dir = str(tmp_path / "my multi30k")
+  for cell in grid_lib.cells(config):
+    resolved = train.config.resolve(grid_lib.cell_config(config, cell, seed=0))
+    assert resolved.data.dir == str(tmp_path / "my multi30k"), cell.name
+
+
+def test_claim_config_without_a_data_dir_fails_before_any_compute(tmp_path):
+  config = claim_config("identity_path", "cpu")
+  with pytest.raises(ValueError, match=r"config.data.dir='' is invalid \(data.name='multi30k'\)"):
+    claims.run_claim(config, str(tmp_path / "never"))
+  assert not (tmp_path / "never").exists()
+  with pytest.raises(ValueError, match=r"config.claim.name='nope' is invalid; valid: one of \['truncated_normal'"):
+    claims.get_claim("nope")
+
+
+# ------------------------------------------------------------------------------------------ the init statistics
+
+
+def test_param_statistics_match_numpy_and_the_truncation_closed_form():
+  mc = models.ModelConfig.from_config(
+      {"preset": "tiny", "arch": "encoder", "num_encoder_layers": 1, "d_model": 64, "num_heads": 4, "d_ff": 256},
+      vocab_size=300,
+  )
+  model = models.get_model(mc)
+  batch = {"targets": jnp.ones((2, 8), jnp.int32)}
+  params = init_lib.init_params({"scheme": "bert", "std": 0.02}, model, jax.random.key(0), batch)["params"]
+  with jax.enable_x64(True):
+    stats = init_stats.param_statistics(jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), params))
+  leaves = jax.tree.leaves(params)
+  assert len(stats) == len(leaves)
+  for s, leaf in zip(stats, leaves):
+    x = np.asarray(leaf, np.float64).ravel()
+    assert s["n"] == x.size and s["shape"] == list(np.shape(leaf))
+    assert s["mean"] == pytest.approx(x.mean(), abs=1e-12) and s["std"] == pytest.approx(x.std(), rel=1e-9)
+    assert s["max_abs"] == pytest.approx(np.abs(x).max(), rel=1e-12)
+    if s["std"] > 0:
+      c = x - x.mean()
+      kurt = np.mean(c**4) / np.mean(c**2) ** 2
+      assert s["kurtosis"] == pytest.approx(kurt, rel=1e-9)
+      assert s["std_error"] == pytest.approx(x.std() * math.sqrt((kurt - 1) / (4 * x.size)), rel=1e-9)
+  kernels = [s for s in stats if s["role"] == "mlp_in"]
+  (k,) = kernels
+  assert (k["fan_in"], k["fan_out"]) == (64, 256)
+  # A ±2σ truncated normal: std 0.8796σ, kurtosis 2.36 (closed forms), every |x| ≤ 2σ.
+  assert k["std"] == pytest.approx(0.02 * truncated_normal_std_factor(), rel=0.02) and k["max_abs"] <= 0.04
+  assert k["kurtosis"] == pytest.approx(2.36, abs=0.1)
+
+
+def test_mlp_second_moments_follow_the_mean_field_closed_forms():
+  # ReLU with LeCun init halves E[x²] per layer: q_l = 2^{-l} exactly in mean field; SELU keeps q = 1.
+  assert init_stats.mean_field("relu", 5) == pytest.approx([2.0**-l for l in range(1, 6)], rel=1e-12)
+  assert init_stats.mean_field("selu", 3) == pytest.approx([1.0] * 3, abs=1e-4)
+  assert init_stats.fixed_point_slope("relu") == pytest.approx(1.0, abs=1e-9)  # homogeneous: neutral
+  out = init_stats.mlp_second_moments("relu", width=512, depth=4, rows=128, draws=16, seed=0)
+  per_draw = np.asarray(out["second_moment_per_draw"])
+  assert per_draw.shape == (16, 4) and len(set(per_draw[:, 0])) == 16  # independent draws
+  # A draw's ln E[x_l²] random-walks with variance ~5l/width; 16 draws: std of the mean ≈ 0.05 at l = 4, so 0.2 = 4σ.
+  np.testing.assert_allclose(per_draw.mean(0), [2.0**-l for l in range(1, 5)], rtol=0.2)
+
+
+# --------------------------------------------------------------------------------------- claims 1, 2, 4 at tiny
+
+
+def test_truncated_normal_claim_end_to_end(tmp_path):
+  r = claims.run_claim(claim_config("truncated_normal"), str(tmp_path))
+  assert r["verdict"] == claims.REPRODUCED, r["reason"]
+  b = r["measured"]["bert"]
+  assert b["ratio"] == pytest.approx(truncated_normal_std_factor(), rel=0.01) and b["max_abs"] <= 0.04
+  assert r["measured"]["xavier"]["square_target"] == pytest.approx(xavier_std(64, 64))
+  on_disk = json.loads((tmp_path / "claim.json").read_text())
+  assert on_disk["verdict"] == r["verdict"] and on_disk["number"] == 1 and on_disk["scale"] == "tiny"
+  assert on_disk["provenance"]["packages"]["jax"] == jax.__version__ and on_disk["runs"] == {"finished": 2}
+  assert on_disk["data"]["name"] == "embedded" and "at init" in on_disk["settings"]
+  assert set(on_disk["thresholds"]) == {"bert", "truncated", "power", "xavier"}
+  data = (tmp_path / "truncated_normal.png").read_bytes()
+  assert data[:8] == PNG and len(data) > 10_000
+  assert not (tmp_path / "curves.png").exists()  # nothing trained: no training curves
+
+
+def test_activation_moments_claim_end_to_end(tmp_path):
+  r = claims.run_claim(claim_config("activation_moments", **{"analysis.mlp_draws": 4}), str(tmp_path))
+  m = r["measured"]
+  assert abs(m["selu"]["rel_error_lambda"]) < 1e-6 and abs(m["selu"]["rel_error_alpha"]) < 1e-6
+  acts = m["activations"]
+  assert set(acts) == {"normalized_relu", "normalized_gelu", "selu", "relu", "gelu"}
+  assert acts["relu"]["final"] == pytest.approx(2.0**-20, rel=0.5)  # LeCun + ReLU halves E[x²] per layer
+  assert acts["selu"]["fixed_point_slope"] < 1 < acts["normalized_gelu"]["fixed_point_slope"]
+  assert r["verdict"] in base.VERDICTS and (tmp_path / "activation_moments.png").stat().st_size > 10_000
+
+
+def test_identity_path_claim_end_to_end_and_its_rerun(tmp_path):
+  config = claim_config("identity_path")
+  r = claims.run_claim(config, str(tmp_path))
+  post, pre = r["measured"]["post"], r["measured"]["pre"]
+  assert len(post["c"]) == 2 * 4 and post["kinds"][:2] == ["self_attn", "mlp"]
+  # The chained prediction is exact for the first sublayer up to <F, x_0> (small), and the MLP branches are σ² ≈ 1.
+  assert post["c"][-1] < 0.25 < 0.8 < min(pre["c"])
+  assert r["measured"]["post_mlp_sigma2"] == pytest.approx(1.0, abs=0.3)
+  assert r["verdict"] in base.VERDICTS and (tmp_path / "identity_path.png").stat().st_size > 10_000
+  # A rerun trains nothing and decides the same.
+  lines = []
+  again = claims.run_claim(config, str(tmp_path), emit=lines.append)
+  assert "2 run(s); 2 already done, 0 to run" in lines[0]
+  assert again["measured"] == r["measured"] and again["verdict"] == r["verdict"]
+
+
+def test_a_crashed_run_makes_the_claim_inconclusive_and_main_exit_4(tmp_path):
+  """A run that crashes is recorded, the claim says inconclusive naming it, and main.py exits 4 (after the rest)."""
+  out = subprocess.run(
+      [
+          sys.executable,
+          "main.py",
+          "--config=configs/claims/truncated_normal.py:tiny",
+          f"--workdir={tmp_path}",
+          "--config.data.max_source_length=2",  # every example is dropped: building the data raises in each run
+      ],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
+  assert out.returncode == 4, out.stderr[-3000:]
+  result = json.loads((tmp_path / "claim.json").read_text())
+  assert result["verdict"] == claims.INCONCLUSIVE and result["runs"] == {"crashed": 2}
+  assert "init.scheme=bert seed 0: ValueError: length_policy='drop'" in result["reason"]
+
+
+# ------------------------------------------------------------------------------- verdicts on synthetic numbers
+
+
+def _bert(rel_error=0.0, tol=0.01, max_abs=0.039):
+  return dict(
+      pooled_std=0.0176,
+      predicted=0.0176,
+      ratio=0.88,
+      rel_error=rel_error,
+      tol=tol,
+      n=10**6,
+      max_abs=max_abs,
+  )
+
+
+def _xavier(worst=-0.005):
+  return dict(worst_excess=worst, square_d=768, square_std=0.0361, square_target=0.03608)
+
+
+@pytest.mark.parametrize(
+    "bert, xavier, expected, failing",
+    [
+        (_bert(), _xavier(), claims.REPRODUCED, None),
+        (_bert(rel_error=0.03), _xavier(), claims.NOT_REPRODUCED, "['bert']"),
+        (_bert(max_abs=0.05), _xavier(), claims.NOT_REPRODUCED, "['truncated']"),
+        (_bert(), _xavier(worst=0.01), claims.NOT_REPRODUCED, "['xavier']"),
+        (_bert(tol=0.08), _xavier(), claims.INCONCLUSIVE, "cannot separate"),
+    ],
+)
+def test_truncated_normal_verdict_branches(bert, xavier, expected, failing):
+  v = truncated_normal.verdict(
+      {"crashed": [], "bert": bert, "xavier": xavier, "truncation_factor": truncated_normal_std_factor()}
+  )
+  assert v.verdict == expected and (failing is None or failing in v.reason), v.reason
+
+
+def _activations(**finals):
+  acts = {}
+  for name in ("normalized_relu", "normalized_gelu", "selu", "relu", "gelu"):
+    final = finals.get(name, 1.0 if name in activation_moments.STABLE else 1e-6)
+    acts[name] = dict(
+        final=final,
+        max_log_deviation=abs(math.log(final)),
+        per_draw_log_std_final=0.1,
+        random_walk_log_std=0.3,
+        fixed_point_slope=1.0,
+        depth=20,
+    )
+  return acts
+
+
+SELU_OK = dict(solved_lambda=1.0507, solved_alpha=1.6733, paper_lambda=1.0507, paper_alpha=1.6733)
+
+
+@pytest.mark.parametrize(
+    "selu_error, finals, expected, failing",
+    [
+        (0.0, {}, claims.REPRODUCED, None),
+        (1e-3, {}, claims.NOT_REPRODUCED, "SELU constants"),
+        (0.0, {"normalized_gelu": 3.2}, claims.NOT_REPRODUCED, "'normalized_gelu'"),
+        (0.0, {"relu": 0.5}, claims.NOT_REPRODUCED, "'relu'"),
+    ],
+)
+def test_activation_moments_verdict_branches(selu_error, finals, expected, failing):
+  selu = {**SELU_OK, "rel_error_lambda": selu_error, "rel_error_alpha": 0.0}
+  v = activation_moments.verdict({"crashed": [], "selu": selu, "activations": _activations(**finals)})
+  assert v.verdict == expected and (failing is None or failing in v.reason), v.reason
+  acts = _activations()
+  del acts["gelu"]
+  v = activation_moments.verdict({"crashed": [], "selu": selu, "activations": acts})
+  assert v.verdict == claims.INCONCLUSIVE and "['gelu']" in v.reason
+
+
+def _identity(post_excess=-0.01, factor=0.70, pre_error=0.02):
+  arm = dict(c=[0.5, 0.25], predicted=[0.5, 0.25])
+  return dict(
+      crashed=[],
+      post=arm,
+      pre=dict(c=[1.0, 1.0]),
+      post_max_excess=post_excess,
+      post_mlp_factor=factor,
+      post_mlp_sigma2=1.0,
+      pre_max_abs_error=pre_error,
+      sublayers=2,
+  )
+
+
+@pytest.mark.parametrize(
+    "measured, expected, failing",
+    [
+        (_identity(), claims.REPRODUCED, None),
+        (_identity(post_excess=0.02), claims.NOT_REPRODUCED, "['post']"),
+        (_identity(factor=0.9), claims.NOT_REPRODUCED, "['decay']"),
+        (_identity(pre_error=0.3), claims.NOT_REPRODUCED, "['pre']"),
+        ({"crashed": ["model.norm_position=pre seed 0: RuntimeError: x"]}, claims.INCONCLUSIVE, "1 run(s) crashed"),
+    ],
+)
+def test_identity_path_verdict_branches(measured, expected, failing):
+  v = identity_path.verdict(copy.deepcopy(measured))
+  assert v.verdict == expected and (failing is None or failing in v.reason), v.reason
+
+
+@pytest.mark.parametrize("claim", [truncated_normal, activation_moments, identity_path])
+def test_a_crashed_run_is_inconclusive_for_every_claim(claim):
+  v = claim.verdict({"crashed": ["cell seed 1: RuntimeError: boom"]})
+  assert v.verdict == claims.INCONCLUSIVE and "cell seed 1: RuntimeError: boom" in v.reason
