@@ -102,6 +102,9 @@ def get_config() -> ml_collections.ConfigDict:
   d.eval_split = "validation"  # Eval split: 'validation'|'test' (multi30k: val|test_2016_flickr); tfds: any.
   d.vocab_size = 8000  # SentencePiece vocab (joint over both languages); 'embedded' uses its word lexicon.
   d.spm_max_corpus_chars = 10_000_000  # Characters of training text fed to SentencePiece (flax wmt's cap).
+  # Folder tried first for the SentencePiece model (read, or written when trained); '' = none (multi30k: next to the
+  # data when writable, else <workdir>/tokenizer/). A sweep sets <sweep workdir>/tokenizer/ so its runs share one.
+  d.tokenizer_dir = ""
   d.batch_size = 64  # GLOBAL training batch; each of process_count processes gets batch_size/process_count.
   d.eval_batch_size = 64  # GLOBAL eval batch, split across processes like batch_size.
   d.max_source_length = 32  # Source tokens incl. EOS; batches are padded to exactly this (static shapes).

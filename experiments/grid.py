@@ -204,9 +204,14 @@ def cells(config: ml_collections.ConfigDict) -> list[Cell]:
   return out
 
 
-def cell_config(config: ml_collections.ConfigDict, cell: Cell, seed: int) -> ml_collections.ConfigDict:
-  """A copy of `config` with the cell's overrides, `train.seed = seed` and `mode = 'train'`."""
+def cell_config(
+    config: ml_collections.ConfigDict, cell: Cell, seed: int, tokenizer_dir: str = ""
+) -> ml_collections.ConfigDict:
+  """A copy of `config` with the cell's overrides, `train.seed = seed`, `mode = 'train'` and, where the config leaves
+  `data.tokenizer_dir` empty, `tokenizer_dir` (the sweep's shared SentencePiece cache)."""
   out = copy.deepcopy(config)
+  if tokenizer_dir and not out.data.tokenizer_dir:
+    out.data.tokenizer_dir = tokenizer_dir
   for key, value in {**cell.overrides, "train.seed": seed, "mode": "train"}.items():
     node, leaf = _lookup(out, key)
     node[leaf] = value

@@ -3,7 +3,8 @@
 Contract: `run_sweep(config, workdir)` takes the experiment ConfigDict (base config + `config.sweep`), validates
 every cell's config before any compute (`train.config.resolve`; an error names the cell), then for each cell and
 seed s in 0..sweep.seeds-1 (train.seed = s) runs `train.loop.setup` + `train_and_evaluate` in
-`<workdir>/cells/<cell>/seed_<s>/` (with `sweep.analysis_at_init`, `analysis.run.run_analysis` first, on the same
+`<workdir>/cells/<cell>/seed_<s>/` (the runs share one SentencePiece model in `<workdir>/tokenizer/` unless
+`data.tokenizer_dir` says otherwise; with `sweep.analysis_at_init`, `analysis.run.run_analysis` first, on the same
 batches and into the same `analysis/step_0/` as main.py's `analysis.at_init`; with `sweep.analysis_steps`, each of
 those checkpoints of a finished run restored and analyzed on the same batches into `analysis/step_<k>/`, also for
 runs an earlier invocation finished; every such step must be a checkpoint the run keeps, checked before any compute):
@@ -164,7 +165,9 @@ def run_sweep(
   for cell in cells:
     for seed in range(sweep.seeds):
       try:
-        resolved = train.config.resolve(grid_lib.cell_config(config, cell, seed), groups=GROUPS)
+        resolved = train.config.resolve(
+            grid_lib.cell_config(config, cell, seed, tokenizer_dir=os.path.join(workdir, "tokenizer")), groups=GROUPS
+        )
       except ValueError as e:
         raise ValueError(f"sweep cell {cell.name}, seed {seed}: {e}") from None
       _check_unchanged(run_dir(workdir, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
@@ -245,7 +248,7 @@ def _check_unchanged(run_workdir: str, config: train.config.Config, where: str) 
   with open(path, encoding="utf-8") as f:
     old = _leaves(json.load(f))
   new = _leaves(json.loads(json.dumps(config.to_dict())))
-  free = ("sweep.", "analysis.", "distributed.")
+  free = ("sweep.", "analysis.", "distributed.", "data.tokenizer_dir")  # a moved sweep folder moves its tokenizer
   changed = sorted(k for k in set(old) | set(new) if not k.startswith(free) and old.get(k) != new.get(k))
   if changed:
     diffs = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])

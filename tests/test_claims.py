@@ -91,6 +91,41 @@ def test_claim_config_without_a_data_dir_fails_before_any_compute(tmp_path):
     claims.get_claim("nope")
 
 
+def test_a_claim_runs_on_multi30k_from_a_read_only_folder_of_the_users_choosing(multi30k_copy, tmp_path):
+  """Through main.py: `--config.data.dir` is the only thing that names the data; the folder is read-only (as the
+  shared one), so the sweep's runs share one SentencePiece model trained into <workdir>/tokenizer/."""
+  data_dir = multi30k_copy
+  os.chmod(data_dir, 0o555)
+  try:
+    workdir = tmp_path / "claim"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "main.py",
+            "--config=configs/claims/identity_path.py:tiny",
+            f"--workdir={workdir}",
+            "--config.data.name=multi30k",
+            f"--config.data.dir={data_dir}",
+            "--config.data.vocab_size=400",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+  finally:
+    os.chmod(data_dir, 0o755)
+  assert out.returncode == 0, out.stderr[-3000:]
+  result = json.loads((workdir / "claim.json").read_text())
+  assert result["data"] == {"name": "multi30k", "dir": str(data_dir), "source_lang": "de", "target_lang": "en"}
+  assert result["runs"] == {"finished": 2} and result["verdict"] in base.VERDICTS
+  assert len(list((workdir / "tokenizer").glob("spm_*.model"))) == 1 and not list(data_dir.glob("spm_*"))
+  for run in (workdir / "cells").glob("*/seed_0"):
+    config = json.loads((run / "config.json").read_text())
+    assert config["data"]["dir"] == str(data_dir) and config["data"]["tokenizer_dir"] == str(workdir / "tokenizer")
+    assert not (run / "tokenizer").exists()
+
+
 # ------------------------------------------------------------------------------------------ the init statistics
 
 

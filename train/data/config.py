@@ -43,6 +43,7 @@ class DataConfig(Section):
   eval_split: str
   vocab_size: int
   spm_max_corpus_chars: int
+  tokenizer_dir: str
   batch_size: int
   eval_batch_size: int
   max_source_length: int

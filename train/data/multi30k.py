@@ -5,8 +5,8 @@ Files in `config.data.dir`: `{train,val,test_2016_flickr}.{de,en}.gz`, one sente
 'test' reads `test_2016_flickr`. Direction is `source_lang -> target_lang` (De->En by default).
 
 The tokenizer is one SentencePiece model over both languages of the train split (so it does not depend on
-the direction), cached as `spm_<key>.model` in `config.data.dir` if that folder is writable, else in
-`<workdir>/tokenizer/`. The key hashes the bytes of the two train files, `vocab_size` and
+the direction), cached as `spm_<key>.model` in `data.tokenizer_dir` when set, else in `config.data.dir` if that folder
+is writable, else in `<workdir>/tokenizer/`. The key hashes the bytes of the two train files, `vocab_size` and
 `spm_max_corpus_chars`, so edited data or another vocab never reuse a stale model.
 """
 
@@ -90,7 +90,11 @@ def tokenizer(config: ml_collections.ConfigDict, workdir: str) -> tuple[tokenize
       key=key,
       vocab_size=config.vocab_size,
       max_corpus_chars=config.spm_max_corpus_chars,
-      cache_dirs=[config.dir, os.path.join(workdir, "tokenizer")],
+      cache_dirs=[
+          *([config.tokenizer_dir] if config.tokenizer_dir else []),
+          config.dir,
+          os.path.join(workdir, "tokenizer"),
+      ],
   )
 
 

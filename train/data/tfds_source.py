@@ -107,7 +107,7 @@ def load(config: ml_collections.ConfigDict, workdir: str, name: str) -> Corpus:
       key=key,
       vocab_size=config.vocab_size,
       max_corpus_chars=config.spm_max_corpus_chars,
-      cache_dirs=[os.path.join(workdir, "tokenizer")],
+      cache_dirs=[*([config.tokenizer_dir] if config.tokenizer_dir else []), os.path.join(workdir, "tokenizer")],
   )
   return Corpus(
       task=task,
