@@ -344,3 +344,40 @@ def test_identity_path_verdict_branches(measured, expected, failing):
 def test_a_crashed_run_is_inconclusive_for_every_claim(claim):
   v = claim.verdict({"crashed": ["cell seed 1: RuntimeError: boom"]})
   assert v.verdict == claims.INCONCLUSIVE and "cell seed 1: RuntimeError: boom" in v.reason
+
+
+# ----------------------------------------------------------------------------------------- the report and README
+
+
+def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
+  runs, out = tmp_path / "runs", tmp_path / "out"
+  cmd = [sys.executable, "-m", "experiments.claims.reproduce", f"--runs={runs}", f"--out={out}"]
+  done = subprocess.run(
+      [*cmd, "--scale=tiny", "--claims=truncated_normal"], cwd=REPO, capture_output=True, text=True, timeout=300
+  )
+  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+  assert "cell 2/2, seed 0: init.scheme=xavier" in done.stdout  # the child's progress lines are shown
+  # A claim whose process fails (cpu scale without a data folder) is reported as inconclusive; the earlier claim is
+  # kept (merged from its claim.json) and the driver exits 1.
+  failed = subprocess.run(
+      [*cmd, "--scale=cpu", "--claims=identity_path"], cwd=REPO, capture_output=True, text=True, timeout=300
+  )
+  assert failed.returncode == 1
+  text = (out / "REPRODUCTION.md").read_text()
+  assert "| 1 | [truncated_normal](#truncated-normal) | **reproduced** | tiny | synthetic (no data read) |" in text
+  assert "| 4 | [identity_path](#identity-path) | **inconclusive** | cpu |" in text
+  assert "config.data.dir='' is invalid" in text  # the end of the failed claim's log
+  assert "![truncated_normal](reproduction/truncated_normal/truncated_normal.png)" in text
+  assert (out / "reproduction" / "truncated_normal" / "truncated_normal.png").stat().st_size > 10_000
+  assert "Provenance: commit" in text and f"jax {jax.__version__}" in text
+  # The README's table is rebuilt between its markers from the same results.
+  readme = tmp_path / "README.md"
+  readme.write_text("intro\n<!-- claims:begin -->\nold table\n<!-- claims:end -->\nrest\n")
+  from experiments.claims import report, reproduce
+
+  report.update_readme(str(readme), reproduce.collect(str(out)))
+  new = readme.read_text()
+  assert new.startswith("intro\n<!-- claims:begin -->\n| # | claim |") and new.endswith("<!-- claims:end -->\nrest\n")
+  assert "old table" not in new and "[identity_path](reports/REPRODUCTION.md#identity-path) | **inconclusive**" in new
+  with pytest.raises(ValueError, match="has no <!-- claims:begin -->"):
+    report.update_readme(str(tmp_path / "runs" / "truncated_normal" / "results.md"), [])

@@ -1,0 +1,129 @@
+"""reports/REPRODUCTION.md and the README's results table, written from the claims' claim.json files alone.
+
+Contract:
+  write_reproduction(results, path, figure_dir=, command=)  the report: how it was produced, a table (claim, verdict,
+      scale, data, runs, time, commit), then per claim: statement and source, the paper's scale next to the settings
+      run, the data, the thresholds the verdict code applied (stated before the runs), the headline numbers, the
+      verdict and its reason, the figures, and provenance (commit and whether the tree was dirty, jax version,
+      backend and devices, host, date). A claim with no claim.json (its process failed) is listed as inconclusive
+      with the error.
+  readme_table(results)   the Markdown table the README shows between `<!-- claims:begin -->` and `<!-- claims:end -->`
+  update_readme(readme_path, results)   rewrites that block in place (ValueError if the markers are missing).
+"""
+
+import os
+import re
+
+README_BEGIN, README_END = "<!-- claims:begin -->", "<!-- claims:end -->"
+
+
+def _fmt(v) -> str:
+  if isinstance(v, float):
+    return f"{v:.4g}"
+  if v is None:
+    return "—"
+  return str(v)
+
+
+def _anchor(name: str) -> str:
+  return name.replace("_", "-")
+
+
+def _data(r: dict) -> str:
+  d = r.get("data") or {}
+  if d.get("name") == "multi30k":
+    return f"Multi30k {d.get('source_lang')}→{d.get('target_lang')}"
+  return {"embedded": "synthetic (no data read)"}.get(d.get("name"), str(d.get("name", "?")))
+
+
+def _commit(r: dict) -> str:
+  p = r.get("provenance") or {}
+  c = p.get("git_commit")
+  return (c[:10] + ("+dirty" if p.get("git_dirty") else "")) if c else "?"
+
+
+def _runs(r: dict) -> str:
+  return ", ".join(f"{n} {o}" for o, n in (r.get("runs") or {}).items()) or "—"
+
+
+def write_reproduction(results: list[dict], path: str, *, figure_dir: str, command: str) -> str:
+  """Writes the report (module docstring) and returns its path; figures are at `<figure_dir>/<claim>/<png>`."""
+  lines = [
+      "# Reproduction of the papers' claims",
+      "",
+      f"Produced by `{command}`. Each claim alone: `python main.py --config=configs/claims/<claim>.py:<scale> "
+      "--config.data.dir=<folder with Multi30k's .gz files>`; scales `tiny` (tests), `cpu` (this report), `paper` "
+      "(the papers' sizes, for accelerators).",
+      "",
+      "Each claim is a sweep (configs/claims/) run by the same code as `main.py`; its verdict is computed by code "
+      "(experiments/claims/) from thresholds stated in the module docstring before the runs. Results that contradict "
+      "a claim are reported as such.",
+      "",
+      "| # | claim | verdict | scale | data | runs | time (s) | commit |",
+      "|---|---|---|---|---|---|---|---|",
+  ]
+  for r in results:
+    lines.append(
+        f"| {r.get('number', '?')} | [{r['claim']}](#{_anchor(r['claim'])}) | **{r['verdict']}** | "
+        f"{r.get('scale', '?')} | {_data(r)} | {_runs(r)} | {_fmt(r.get('seconds'))} | {_commit(r)} |"
+    )
+  for r in results:
+    p = r.get("provenance") or {}
+    d = r.get("data") or {}
+    lines += [
+        "",
+        f"## {r['claim']}",
+        "",
+        f"**Claim {r.get('number', '?')}.** {r.get('statement', '')}",
+        "",
+        f"- Source: {r.get('source', '?')}",
+        f"- Paper's scale: {r.get('paper_scale', '?')}",
+        f"- Run here ({r.get('scale', '?')}): {r.get('settings', '?')}; swept: {', '.join(r.get('swept') or []) or '—'}",
+        f"- Data: {_data(r)}" + (f" (data.dir `{d['dir']}`)" if d.get("dir") else ""),
+        f"- Runs: {_runs(r)}",
+        "",
+        "Thresholds (stated before the runs):",
+        "",
+    ]
+    lines += [f"- {k}: {v}" for k, v in (r.get("thresholds") or {}).items()] or ["- —"]
+    if r.get("summary"):
+      lines += ["", "| quantity | value |", "|---|---|"]
+      lines += [f"| {k} | {_fmt(v)} |" for k, v in r["summary"].items()]
+    lines += ["", f"**Verdict: {r['verdict']}.** {r.get('reason', '')}", ""]
+    for fig in r.get("figures", []):
+      lines.append(f"![{r['claim']}]({figure_dir}/{r['claim']}/{fig})")
+    if p:
+      lines += [
+          "",
+          f"<sub>Provenance: commit {_commit(r)}, jax {(p.get('packages') or {}).get('jax', '?')}, "
+          f"{p.get('backend', '?')} × {p.get('device_count', '?')} ({', '.join(p.get('device_kinds') or ['?'])}), host "
+          f"{p.get('hostname', '?')}, finished {r.get('finished', '?')}.</sub>",
+      ]
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+  return path
+
+
+def readme_table(results: list[dict], report_link: str = "reports/REPRODUCTION.md") -> str:
+  """The README's results table: one row per claim with its verdict and headline numbers, linking the report."""
+  lines = ["| # | claim | verdict | headline numbers | scale |", "|---|---|---|---|---|"]
+  for r in results:
+    numbers = "; ".join(f"{k} {_fmt(v)}" for k, v in (r.get("summary") or {}).items()) or "—"
+    lines.append(
+        f"| {r.get('number', '?')} | [{r['claim']}]({report_link}#{_anchor(r['claim'])}) | "
+        f"{'**' + r['verdict'] + '**' if r['verdict'] != 'reproduced' else r['verdict']} | {numbers} | "
+        f"{r.get('scale', '?')} |"
+    )
+  return "\n".join(lines)
+
+
+def update_readme(readme_path: str, results: list[dict]) -> None:
+  with open(readme_path, encoding="utf-8") as f:
+    text = f.read()
+  pattern = re.compile(re.escape(README_BEGIN) + ".*?" + re.escape(README_END), re.S)
+  if not pattern.search(text):
+    raise ValueError(f"{readme_path} has no {README_BEGIN} ... {README_END} block to update")
+  block = f"{README_BEGIN}\n{readme_table(results)}\n{README_END}"
+  with open(readme_path, "w", encoding="utf-8") as f:
+    f.write(pattern.sub(lambda _: block, text))

@@ -1,0 +1,126 @@
+"""Runs every claim at one scale, each through main.py in its own process, and writes the report.
+
+    python -m experiments.claims.reproduce --data_dir=<Multi30k folder> --scale=cpu          # every claim (~100 min)
+    python -m experiments.claims.reproduce --data_dir=<folder> --claims=warmup,tfixup        # some; the rest merged
+
+Each claim runs `python main.py --config=configs/claims/<claim>.py:<scale> --config.data.dir=<data_dir>
+--workdir=<runs>/<claim>` (the claim's sweep is resumable: rerunning skips finished runs), its output streamed to
+this console and to `<runs>/<claim>/main.log`. Then claim.json and the figures are copied to
+`<out>/reproduction/<claim>/`, and `<out>/REPRODUCTION.md` is written from every claim's claim.json there (claims
+not run by this invocation keep their earlier results; a claim whose process left no claim.json is listed as
+inconclusive with its exit status and the end of its log). With --readme, the README's results table is rebuilt
+from the same results. Exits 1 if a claim's process failed.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from absl import app, flags
+
+from experiments.claims import report
+from experiments.claims.registry import CLAIM_NAMES, SCALES, get_claim
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+flags.DEFINE_string("data_dir", "", "Folder with Multi30k's {train,val,test_2016_flickr}.{de,en}.gz (cpu, paper).")
+flags.DEFINE_enum("scale", "cpu", list(SCALES), "The claims' scale.")
+flags.DEFINE_list("claims", list(CLAIM_NAMES), "Claims to run (default: all, in order).")
+flags.DEFINE_string("runs", "runs/claims", "Work folders of the claims (runs, checkpoints, logs).")
+flags.DEFINE_string("out", "reports", "Report folder: REPRODUCTION.md and reproduction/<claim>/.")
+flags.DEFINE_bool("readme", False, "Also rebuild the README's results table from the report's results.")
+flags.DEFINE_integer("timeout", 4 * 3600, "Seconds before a claim's process is stopped (recorded as inconclusive).")
+FLAGS = flags.FLAGS
+
+
+def run_one(name: str, scale: str, data_dir: str, runs: str, timeout: int) -> tuple[int, str]:
+  """Runs one claim through main.py, streaming its output; returns (exit status, log path)."""
+  workdir = os.path.abspath(os.path.join(runs, name))
+  os.makedirs(workdir, exist_ok=True)
+  log_path = os.path.join(workdir, "main.log")
+  cmd = [sys.executable, "main.py", f"--config=configs/claims/{name}.py:{scale}", f"--workdir={workdir}"]
+  if data_dir:
+    cmd.append(f"--config.data.dir={os.path.abspath(data_dir)}")
+  print(f"[reproduce] {name}: {' '.join(cmd[1:])}", flush=True)
+  with open(log_path, "a", encoding="utf-8") as log:
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    start = time.monotonic()
+    for line in proc.stdout:  # the child's progress lines, as they come
+      sys.stdout.write(line)
+      log.write(line)
+      if time.monotonic() - start > timeout:
+        proc.kill()
+        break
+    code = proc.wait()
+  return code, log_path
+
+
+def _failed(name: str, scale: str, code: int, log_path: str) -> dict:
+  claim = get_claim(name)
+  with open(log_path, encoding="utf-8") as f:
+    tail = f.read()[-1500:]
+  return dict(
+      claim=name,
+      number=claim.number,
+      statement=claim.statement,
+      source=claim.source,
+      paper_scale=claim.paper_scale,
+      scale=scale,
+      verdict="inconclusive",
+      reason=f"the claim's process left no claim.json (exit {code}); end of {log_path}:\n\n```\n{tail}\n```",
+      figures=[],
+  )
+
+
+def collect(out: str) -> list[dict]:
+  """Every claim's claim.json under `<out>/reproduction/`, in claim order."""
+  results = []
+  for name in CLAIM_NAMES:
+    path = os.path.join(out, "reproduction", name, "claim.json")
+    if os.path.exists(path):
+      with open(path, encoding="utf-8") as f:
+        results.append(json.load(f))
+  return results
+
+
+def main(argv):
+  del argv
+  for name in FLAGS.claims:
+    get_claim(name)  # every name checked before anything runs
+  failed = []
+  for name in FLAGS.claims:
+    code, log_path = run_one(name, FLAGS.scale, FLAGS.data_dir, FLAGS.runs, FLAGS.timeout)
+    src = os.path.join(os.path.abspath(FLAGS.runs), name)
+    dest = os.path.join(FLAGS.out, "reproduction", name)
+    if os.path.exists(dest):
+      shutil.rmtree(dest)
+    os.makedirs(dest)
+    claim_json = os.path.join(src, "claim.json")
+    if os.path.exists(claim_json) and code in (0, 4):  # 4: some run crashed; the claim says so itself
+      with open(claim_json, encoding="utf-8") as f:
+        result = json.load(f)
+      for fig in result["figures"]:
+        shutil.copy(os.path.join(src, fig), os.path.join(dest, fig))
+    else:
+      result = _failed(name, FLAGS.scale, code, log_path)
+      failed.append(name)
+    with open(os.path.join(dest, "claim.json"), "w", encoding="utf-8") as f:
+      json.dump(result, f, indent=1)
+    print(f"[reproduce] {name}: {result['verdict']} (exit {code})", flush=True)
+  results = collect(FLAGS.out)
+  command = f"python -m experiments.claims.reproduce --scale={FLAGS.scale} --data_dir=<Multi30k folder>"
+  path = report.write_reproduction(
+      results, os.path.join(FLAGS.out, "REPRODUCTION.md"), figure_dir="reproduction", command=command
+  )
+  print(f"[reproduce] report: {path}", flush=True)
+  if FLAGS.readme:
+    report.update_readme(os.path.join(REPO, "README.md"), results)
+  if failed:
+    print(f"[reproduce] no claim.json from: {failed}", flush=True)
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+  app.run(main)
