@@ -18,7 +18,9 @@ Contract: `signal_profile(model, variables, batch)` applies the model with the `
   attn_entropy, attn_max_prob, attn_logit_std   per head [H] (attention sublayers; recorded by the model over
                             valid query/key pairs).
 
-A record with sublayer "embedding" and layer None gives x_0's second moment per stack.
+A record with sublayer "embedding" and layer None gives x_0's second moment per stack; from `signal_profile`
+(which has the parameters) also what x_0 is made of, `token_fraction` and `cos_positions` (analysis/embeddings.py;
+absent for a packed batch).
 """
 
 import functools
@@ -26,6 +28,8 @@ from typing import Any
 
 import jax
 import numpy as np
+
+from analysis import embeddings
 
 SUBLAYERS = ("self_attn", "cross_attn", "mlp")
 
@@ -126,6 +130,12 @@ def _intermediates(model, variables, batch):
 
 
 def signal_profile(model: Any, variables: dict, batch: dict) -> list:
-  """Apply `model` (dropout off) recording intermediates and return `signal_records` for `batch`."""
-  state = _intermediates(model, variables, batch)
-  return signal_records(jax.device_get(state["intermediates"]), batch)
+  """Apply `model` (dropout off) recording intermediates and return `signal_records` for `batch`, each stack's
+  embedding record with x_0's token fraction and cosine to the positions (`embeddings.input_stream`)."""
+  intermediates = jax.device_get(_intermediates(model, variables, batch)["intermediates"])
+  records = signal_records(intermediates, batch)
+  stream = embeddings.input_stream(model, jax.device_get(variables), batch, intermediates)
+  for r in records:
+    if r["sublayer"] == "embedding" and r["stack"] in stream:
+      r.update(token_fraction=stream[r["stack"]]["token_fraction"], cos_positions=stream[r["stack"]]["cos_positions"])
+  return records
