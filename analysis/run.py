@@ -7,13 +7,15 @@ recorded), dropout off, and writes into `out_dir/<label>/`:
   metadata.json     operator (Hessian or Gauss–Newton of the token-mean loss over the union of the k batches),
                     batch shapes and non-padding token counts, dtype, Lanczos steps, seeds, timings, model config
   eigenvalues.json  top-k / bottom-k Ritz values with residual bounds, `separated`, full Lanczos coefficients
+                    (absent when top_k = bottom_k = 0)
   spectrum.json     SLQ density, its band and σ, and the raw nodes and weights of every probe
   trace.json        Hutchinson / Hutch++ estimate and standard error
   blocks.json       per-block top eigenvalues with bounds and each block's Lanczos run (`analysis.blocks`)
   grad_norms.json   per-parameter gradient norms per (seed, batch) pair and aggregated
   signal.json       signal-propagation records per batch
 and the PNGs spectrum.png, eigenvalues.png, blocks.png (top eigenvalue per block), block_spectra.png (each block's
-Ritz values with their quadrature weights and bounds), grad_norms.png, signal.png.
+Ritz values with their quadrature weights and bounds), grad_norms.png, signal.png. Profiles alone (top_k = bottom_k
+= 0, spectrum and blocks off, trace_probes = 0: gradient norms, signal) build no curvature operator.
 
 With `analysis.dtype = "float64"` the whole analysis runs under `jax.enable_x64(True)` (x64 on for the analysis only)
 with the model's compute and parameter dtypes and the variables cast to float64.
@@ -58,7 +60,7 @@ _INT_KEYS = dict(
     batch_size=1,
     lanczos_steps=1,
     num_probes=2,
-    top_k=1,
+    top_k=0,
     bottom_k=0,
     block_lanczos_steps=1,
     grad_norm_seeds=1,
@@ -317,7 +319,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
   variables = _cast(variables, dtype)
   params = variables["params"]
   n = int(sum(np.size(x) for x in jax.tree.leaves(params)))
-  if cfg.reorthogonalize != "none":  # SLQ holds one basis per probe in lockstep
+  if cfg.reorthogonalize != "none" and (cfg.top_k or cfg.bottom_k or cfg.spectrum):  # SLQ: a basis per probe
     lockstep = (_probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1
     check_basis_memory(cfg.lanczos_steps, n, dtype, cfg.max_basis_bytes, lockstep, basis_sharding=basis_sharding)
   steps = min(cfg.lanczos_steps, n)
@@ -329,9 +331,13 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
     build = build_hvp
   else:
     build = lambda fn, p: hessian.ggn_vp_fn(make_logits_fn(model, variables=variables), p, batches)
-  t = time.perf_counter()
-  matvec = jax.block_until_ready(build(loss_fn, params))
-  timings["build_operator_s"] = time.perf_counter() - t
+  # Profiles alone (top_k = bottom_k = 0, no spectrum, trace or blocks) need no curvature operator: none is built.
+  curvature = bool(cfg.top_k or cfg.bottom_k or cfg.spectrum or cfg.trace_probes or cfg.blocks)
+  matvec = None
+  if curvature:
+    t = time.perf_counter()
+    matvec = jax.block_until_ready(build(loss_fn, params))
+    timings["build_operator_s"] = time.perf_counter() - t
   key = jax.random.key(cfg.seed)
   k_top, k_bottom, k_slq, k_trace, k_blocks = jax.random.split(key, 5)
   meta = dict(
@@ -358,20 +364,22 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
       model_config=_model_config_dict(model.config),
   )
 
-  t = time.perf_counter()
-  top = top_eigenvalues(
-      matvec,
-      params,
-      cfg.top_k,
-      num_steps=steps,
-      key=k_top,
-      max_basis_bytes=cfg.max_basis_bytes,
-      reorthogonalize=cfg.reorthogonalize,
-      callback=progress_printer(f"{label} top eigenvalues", print_fn),
-      basis_sharding=basis_sharding,
-  )
-  eigen = {"top": _extreme_dict(top)}
-  timings["top_eigenvalues_s"] = time.perf_counter() - t
+  eigen = {}
+  if cfg.top_k:
+    t = time.perf_counter()
+    top = top_eigenvalues(
+        matvec,
+        params,
+        cfg.top_k,
+        num_steps=steps,
+        key=k_top,
+        max_basis_bytes=cfg.max_basis_bytes,
+        reorthogonalize=cfg.reorthogonalize,
+        callback=progress_printer(f"{label} top eigenvalues", print_fn),
+        basis_sharding=basis_sharding,
+    )
+    eigen["top"] = _extreme_dict(top)
+    timings["top_eigenvalues_s"] = time.perf_counter() - t
   if cfg.bottom_k:
     t = time.perf_counter()
     bottom = bottom_eigenvalues(
@@ -387,11 +395,12 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
     )
     eigen["bottom"] = _extreme_dict(bottom)
     timings["bottom_eigenvalues_s"] = time.perf_counter() - t
-  _write(directory, "eigenvalues.json", eigen)
-  _plot(
-      plots.plot_eigenvalues, _jsonable(eigen), os.path.join(directory, "eigenvalues.png"), title=f"{label}: extremes"
-  )
-  out["eigenvalues"] = eigen
+  if eigen:
+    _write(directory, "eigenvalues.json", eigen)
+    _plot(
+        plots.plot_eigenvalues, _jsonable(eigen), os.path.join(directory, "eigenvalues.png"), title=f"{label}: extremes"
+    )
+    out["eigenvalues"] = eigen
 
   if cfg.spectrum:
     t = time.perf_counter()
@@ -433,6 +442,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         os.path.join(directory, "spectrum.png"),
         log_y=cfg.log_density,
         title=f"{label}: spectral density",
+        num_params=n,
     )
     meta["sigma"] = float(d.sigma)
 
