@@ -7,6 +7,7 @@ recorded), dropout off, and writes into `out_dir/<label>/`:
   metadata.json     operator (Hessian or Gauss–Newton of the token-mean loss over the union of the k batches),
                     batch shapes and non-padding token counts, dtype, Lanczos steps, seeds, timings, model config
   eigenvalues.json  top-k / bottom-k Ritz values with residual bounds, `separated`, full Lanczos coefficients
+                    (absent when top_k = bottom_k = 0)
   spectrum.json     SLQ density, its band and σ, and the raw nodes and weights of every probe
   trace.json        Hutchinson / Hutch++ estimate and standard error
   blocks.json       per-block top eigenvalues with bounds and each block's Lanczos run (`analysis.blocks`)
@@ -331,9 +332,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
   variables = _cast(variables, dtype)
   params = variables["params"]
   n = int(sum(np.size(x) for x in jax.tree.leaves(params)))
-  # The loss's curvature operator is built only for the analyses that use it (param_stats / signal / mlp do not).
-  needs_operator = bool(cfg.top_k or cfg.bottom_k or cfg.spectrum or cfg.trace_probes or cfg.blocks)
-  if needs_operator and cfg.reorthogonalize != "none":  # SLQ holds one basis per probe in lockstep
+  if cfg.reorthogonalize != "none" and (cfg.top_k or cfg.bottom_k or cfg.spectrum):  # SLQ: a basis per probe
     lockstep = (_probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1
     check_basis_memory(cfg.lanczos_steps, n, dtype, cfg.max_basis_bytes, lockstep, basis_sharding=basis_sharding)
   steps = min(cfg.lanczos_steps, n)
@@ -345,8 +344,10 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
     build = build_hvp
   else:
     build = lambda fn, p: hessian.ggn_vp_fn(make_logits_fn(model, variables=variables), p, batches)
+  # Profiles alone (top_k = bottom_k = 0, no spectrum, trace or blocks) need no curvature operator: none is built.
+  curvature = bool(cfg.top_k or cfg.bottom_k or cfg.spectrum or cfg.trace_probes or cfg.blocks)
   matvec = None
-  if needs_operator:
+  if curvature:
     t = time.perf_counter()
     matvec = jax.block_until_ready(build(loss_fn, params))
     timings["build_operator_s"] = time.perf_counter() - t
@@ -376,46 +377,42 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
       model_config=_model_config_dict(model.config),
   )
 
-  if cfg.top_k or cfg.bottom_k:
-    eigen = {}
-    if cfg.top_k:
-      t = time.perf_counter()
-      top = top_eigenvalues(
-          matvec,
-          params,
-          cfg.top_k,
-          num_steps=steps,
-          key=k_top,
-          max_basis_bytes=cfg.max_basis_bytes,
-          reorthogonalize=cfg.reorthogonalize,
-          callback=progress_printer(f"{label} top eigenvalues", print_fn),
-          basis_sharding=basis_sharding,
-      )
-      eigen["top"] = _extreme_dict(top)
-      timings["top_eigenvalues_s"] = time.perf_counter() - t
-    if cfg.bottom_k:
-      t = time.perf_counter()
-      bottom = bottom_eigenvalues(
-          matvec,
-          params,
-          cfg.bottom_k,
-          num_steps=steps,
-          key=k_bottom,
-          max_basis_bytes=cfg.max_basis_bytes,
-          reorthogonalize=cfg.reorthogonalize,
-          callback=progress_printer(f"{label} bottom eigenvalues", print_fn),
-          basis_sharding=basis_sharding,
-      )
-      eigen["bottom"] = _extreme_dict(bottom)
-      timings["bottom_eigenvalues_s"] = time.perf_counter() - t
+  eigen = {}
+  if cfg.top_k:
+    t = time.perf_counter()
+    top = top_eigenvalues(
+        matvec,
+        params,
+        cfg.top_k,
+        num_steps=steps,
+        key=k_top,
+        max_basis_bytes=cfg.max_basis_bytes,
+        reorthogonalize=cfg.reorthogonalize,
+        callback=progress_printer(f"{label} top eigenvalues", print_fn),
+        basis_sharding=basis_sharding,
+    )
+    eigen["top"] = _extreme_dict(top)
+    timings["top_eigenvalues_s"] = time.perf_counter() - t
+  if cfg.bottom_k:
+    t = time.perf_counter()
+    bottom = bottom_eigenvalues(
+        matvec,
+        params,
+        cfg.bottom_k,
+        num_steps=steps,
+        key=k_bottom,
+        max_basis_bytes=cfg.max_basis_bytes,
+        reorthogonalize=cfg.reorthogonalize,
+        callback=progress_printer(f"{label} bottom eigenvalues", print_fn),
+        basis_sharding=basis_sharding,
+    )
+    eigen["bottom"] = _extreme_dict(bottom)
+    timings["bottom_eigenvalues_s"] = time.perf_counter() - t
+  if eigen:
     _write(directory, "eigenvalues.json", eigen)
-    if "top" in eigen:
-      _plot(
-          plots.plot_eigenvalues,
-          _jsonable(eigen),
-          os.path.join(directory, "eigenvalues.png"),
-          title=f"{label}: extremes",
-      )
+    _plot(
+        plots.plot_eigenvalues, _jsonable(eigen), os.path.join(directory, "eigenvalues.png"), title=f"{label}: extremes"
+    )
     out["eigenvalues"] = eigen
 
   if cfg.spectrum:
@@ -458,6 +455,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         os.path.join(directory, "spectrum.png"),
         log_y=cfg.log_density,
         title=f"{label}: spectral density",
+        num_params=n,
     )
     meta["sigma"] = float(d.sigma)
 

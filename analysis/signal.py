@@ -17,6 +17,8 @@ Contract: `signal_profile(model, variables, batch)` applies the model with the `
   x0_cosine                 <x_out, x_0> / (‖x_out‖ ‖x_0‖).
   attn_entropy, attn_max_prob, attn_logit_std   per head [H] (attention sublayers; recorded by the model over
                             valid query/key pairs).
+  attn_uniform_entropy      per head [H]: the entropy of uniform attention under the same mask (mean over valid
+                            queries of log #valid keys), the ceiling of attn_entropy (1 = uniform, 0 = one-hot).
 
 A record with sublayer "embedding" and layer None gives x_0's second moment per stack; from `signal_profile`
 (which has the parameters) also what x_0 is made of, `token_fraction` and `cos_positions` (analysis/embeddings.py;
@@ -66,7 +68,7 @@ def signal_records(intermediates: dict, batch: dict) -> list:
   Returns:
     A list of records {stack, layer, sublayer, num_positions, second_moment_in, second_moment_out,
     branch_second_moment, branch_ratio, x0_coefficient, x0_cosine[, attn_entropy, attn_max_prob,
-    attn_logit_std]}.
+    attn_logit_std, attn_uniform_entropy]}.
   """
   records = []
   stacks = [s for s in ("encoder", "decoder") if s in intermediates]
@@ -117,8 +119,10 @@ def signal_records(intermediates: dict, batch: dict) -> list:
               ("entropy", "attn_entropy"),
               ("max_prob", "attn_max_prob"),
               ("logit_std", "attn_logit_std"),
+              ("uniform_entropy", "attn_uniform_entropy"),
           ):
-            rec[name] = _value(lt[sub], key).tolist()
+            if key in lt[sub]:
+              rec[name] = _value(lt[sub], key).tolist()
         records.append(rec)
   return records
 

@@ -132,7 +132,7 @@ def get_config() -> ml_collections.ConfigDict:
   a.linearize = True  # Linearize each batch's gradient once (fast, stores residuals) or a jvp per product.
   a.lanczos_steps = 80  # Lanczos steps (matvecs) for the extreme eigenvalues and per SLQ probe.
   a.reorthogonalize = "full"  # 'full' (CGS every step), 'partial' (Simon's PRO: only when needed) or 'none'.
-  a.top_k = 5  # Number of largest eigenvalues reported (0 with bottom_k = 0: no eigenvalues.json).
+  a.top_k = 5  # Number of largest eigenvalues reported (0: none; no operator is built if no curvature is asked).
   a.bottom_k = 3  # Number of smallest (most negative) eigenvalues reported; 0 skips the bottom run.
   a.spectrum = True  # Compute the SLQ spectral density.
   a.num_probes = 8  # SLQ probes (>= 2: the band is a bootstrap over probes).

@@ -8,7 +8,8 @@ Logit scale (`attention_logit_scale`, docs/science.md §4):
 
 When the `intermediates` collection is mutable (analysis only; in the train step it is not, so nothing is computed)
 the layer records per head: the std of the logits over unmasked (query, key) pairs, the entropy of the attention
-distribution and its max probability, both averaged over queries that attend to at least one key.
+distribution and its max probability, both averaged over queries that attend to at least one key, and the entropy of
+uniform attention over the same keys (log #valid keys, same average): the entropy's ceiling under the mask.
 """
 
 from typing import Any
@@ -38,6 +39,16 @@ def _masked_head_stats(logits_BxHxQxK, probs_BxHxQxK, mask_BxHxQxK):
   q_valid = (m.sum(-1) > 0).astype(m.dtype)
   nq = jnp.maximum(q_valid.sum(axis=(0, 2)), 1.0)
   return (jnp.sqrt(var_H), (entropy_BxHxQ * q_valid).sum(axis=(0, 2)) / nq, (max_BxHxQ * q_valid).sum(axis=(0, 2)) / nq)
+
+
+def _uniform_entropy(mask_BxHxQxK):
+  """Per head, the entropy of uniform attention over each query's valid keys, log(#keys), averaged over the queries
+  that attend to at least one key (as `_masked_head_stats` averages the entropy): 1 − entropy/this measures collapse."""
+  m = mask_BxHxQxK.astype(jnp.float32)
+  keys_BxHxQ = m.sum(axis=-1)
+  q_valid = (keys_BxHxQ > 0).astype(m.dtype)
+  nq = jnp.maximum(q_valid.sum(axis=(0, 2)), 1.0)
+  return (jnp.log(jnp.maximum(keys_BxHxQ, 1.0)) * q_valid).sum(axis=(0, 2)) / nq
 
 
 class MultiHeadAttention(nn.Module):
@@ -81,6 +92,7 @@ class MultiHeadAttention(nn.Module):
       self.sow("intermediates", "logit_std", std_H)
       self.sow("intermediates", "entropy", entropy_H)
       self.sow("intermediates", "max_prob", max_H)
+      self.sow("intermediates", "uniform_entropy", _uniform_entropy(mask_BxHxQxK))
 
     if c.attention_dropout_rate > 0 and not deterministic:
       probs_BxHxQxK = nn.Dropout(c.attention_dropout_rate)(probs_BxHxQxK, deterministic=False)

@@ -1,0 +1,227 @@
+"""Claim 5 (Xiong et al. 2020, "On Layer Normalization in the Transformer Architecture", Fig. 3 and Theorem 1): at
+init the per-layer gradient norm grows toward the output for Post-LN and is flat for Pre-LN; the gradient of the last
+layer's FFN weight W^{2,L} is O(d·√(ln d)) for Post-LN, independent of the depth L, and O(d·√(ln d / L)) for Pre-LN.
+
+Measured (configs/claims/grad_norms.py; analysis.grad_norms at init, Xavier, ReLU): ‖∂L/∂W‖_F of the token-mean loss
+on the analysis batches, averaged over the batches (grad_norms.json's aggregate) and then over seeds, for each
+layer's FFN matrices W¹ (mlp_in) and W² (mlp_out).
+  (a) profile: the base model (its cells set only model.norm_position), Post-LN vs Pre-LN; the growth across a stack
+      is exp(slope·(L−1)) of the least-squares line through log-norm vs layer index (1 = flat);
+  (b) depth: for N = M = L in the depth series (every other cell), ‖∂L/∂W^{2,L}‖ of the decoder's last layer (the
+      FFN feeding the output) and the slope of the least-squares line through log-norm vs log L.
+
+Thresholds (stated before any run; those of analysis/reproduce/gradients.py):
+  (a) growth   Post-LN growth ≥ 1.5 for W¹ and W² in both stacks; Pre-LN growth within ×/÷ 1.5 (flat) for all four;
+  (b) slope    Post-LN slope in [−0.2, 0.2] (≈ constant in L); Pre-LN slope in [−0.75, −0.25] (≈ −1/2).
+REPRODUCED if all hold; NOT_REPRODUCED if any fails; INCONCLUSIVE if a run crashed, or a norm is zero or non-finite
+(no logarithm, so no growth or slope).
+"""
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from experiments import grid as grid_lib
+from experiments.claims import at_init, base, figures
+
+GROWTH = 1.5
+POST_SLOPE = (-0.2, 0.2)
+PRE_SLOPE = (-0.75, -0.25)
+THRESHOLDS = {
+    "(a) growth": f"Post-LN growth ≥ {GROWTH} for W¹, W² in both stacks; Pre-LN within ×/÷{GROWTH}",
+    "(b) slope": f"log-log slope of ‖∂L/∂W^(2,L)‖ vs L: Post-LN in {list(POST_SLOPE)}; Pre-LN in {list(PRE_SLOPE)}",
+}
+POSITIONS = ("post", "pre")
+COLORS = {"post": "C3", "pre": "C0"}
+ROLES = ("mlp_in", "mlp_out")
+LAST = "decoder/mlp_out"
+
+
+def _run_profile(run: base.Run) -> dict[str, list[float]]:
+  """'<stack>/<role>' -> ‖∂L/∂W‖_F per layer (mean over the analysis batches) of the FFN matrices."""
+  out: dict[str, dict[int, float]] = {}
+  for r in run.analysis("grad_norms")["aggregate"]:
+    if r["sublayer"] == "mlp" and r["role"] in ROLES and r["layer"] is not None:
+      out.setdefault(f"{r['stack']}/{r['role']}", {})[r["layer"]] = r["norm_mean"]
+  return {k: [v[i] for i in sorted(v)] for k, v in sorted(out.items())}
+
+
+def _positive(values) -> bool:
+  return len(values) > 1 and all(v is not None and math.isfinite(v) and v > 0 for v in values)
+
+
+def growth(norms) -> Optional[float]:
+  """exp(slope·(L−1)) of the line through log ‖∂L/∂W‖ vs layer index; None if a norm is not positive and finite."""
+  if not _positive(norms):
+    return None
+  slope = np.polyfit(np.arange(len(norms)), np.log(norms), 1)[0]
+  return float(np.exp(slope * (len(norms) - 1)))
+
+
+def loglog_slope(depths, norms) -> Optional[float]:
+  """Slope of the line through log ‖∂L/∂W^{2,L}‖ vs log L; None if a norm is not positive and finite."""
+  if not _positive(norms):
+    return None
+  return float(np.polyfit(np.log(depths), np.log(norms), 1)[0])
+
+
+def _profile(runs: list[base.Run]) -> dict:
+  profiles = [_run_profile(r) for r in runs]
+  return {
+      k: {"mean": np.mean([p[k] for p in profiles], 0).tolist(), "per_seed": [p[k] for p in profiles]}
+      for k in profiles[0]
+  }
+
+
+def measure(results: base.Results) -> dict:
+  out: dict = {"crashed": base.crashed(results.runs)}
+  if out["crashed"]:
+    return out
+  profile, growths, last, slopes, depths, example = {}, {}, {}, {}, {}, {}
+  for pos in POSITIONS:
+    # (a): the cells of the grid's first part, which set only the norm position (configs/claims/grad_norms.py).
+    name = grid_lib.cell_name({"model.norm_position": pos})
+    a_runs = [r for r in results.runs if r.cell == name]
+    b_runs = [r for r in results.runs if r.cell != name and r.params["model.norm_position"] == pos]
+    if not a_runs or not b_runs:
+      raise ValueError(
+          f"{pos}-LN: no profile cell {name!r} or no depth cells; is the grid configs/claims/grad_norms.py's?"
+      )
+    profile[pos] = _profile(a_runs)
+    growths[pos] = {k: growth(v["mean"]) for k, v in profile[pos].items()}
+    by_depth: dict[int, list[base.Run]] = {}
+    for r in b_runs:
+      by_depth.setdefault(r.params["model.num_decoder_layers"], []).append(r)
+    depths[pos] = sorted(by_depth)
+    per_seed = np.asarray([[_run_profile(r)[LAST][-1] for r in by_depth[d]] for d in depths[pos]]).T  # [seeds, L]
+    last[pos] = {"mean": per_seed.mean(0).tolist(), "per_seed": per_seed.tolist()}
+    slopes[pos] = loglog_slope(depths[pos], last[pos]["mean"])
+    example[pos] = (a_runs[0], b_runs[0])
+  if depths["post"] != depths["pre"]:
+    raise ValueError(f"the depth series differ: Post-LN {depths['post']}, Pre-LN {depths['pre']}")
+  out.update(
+      profile=profile,
+      growth=growths,
+      depths=depths["post"],
+      last_ffn_norm=last,
+      slopes=slopes,
+      model_a=at_init.model_size(example["post"][0]),
+      model_b=at_init.model_size(example["post"][1]).split(", ", 1)[1],  # its width; the depth is the x axis
+      analysis=at_init.analysis_settings(example["post"][0]),
+  )
+  return out
+
+
+def verdict(m: dict) -> base.Verdict:
+  bad = base.crashed_verdict(m)
+  if bad:
+    return bad
+  g, s = m["growth"], m["slopes"]
+  missing = [f"{pos} {k}" for pos in POSITIONS for k, v in g[pos].items() if v is None]
+  missing += [f"{pos} slope" for pos in POSITIONS if s[pos] is None]
+  if missing:
+    return base.Verdict(base.INCONCLUSIVE, f"a gradient norm is zero or non-finite, no growth or slope for {missing}")
+  ok = {
+      "(a) Post-LN grows": all(v >= GROWTH for v in g["post"].values()),
+      "(a) Pre-LN flat": all(1 / GROWTH <= v <= GROWTH for v in g["pre"].values()),
+      "(b) Post-LN constant in L": POST_SLOPE[0] <= s["post"] <= POST_SLOPE[1],
+      "(b) Pre-LN ~ L^-1/2": PRE_SLOPE[0] <= s["pre"] <= PRE_SLOPE[1],
+  }
+  fmt = lambda d: ", ".join(f"{k} {v:.2f}" for k, v in d.items())
+  reason = (
+      f"growth first→last layer: Post-LN {fmt(g['post'])}; Pre-LN {fmt(g['pre'])}. log-log slope of "
+      f"‖∂L/∂W^(2,L)‖ vs L ∈ {m['depths']}: Post-LN {s['post']:.3f}, Pre-LN {s['pre']:.3f}"
+  )
+  failed = [k for k, good in ok.items() if not good]
+  if not failed:
+    return base.Verdict(base.REPRODUCED, reason)
+  return base.Verdict(base.NOT_REPRODUCED, reason + f"; failing: {failed}")
+
+
+def _fmt(v: Optional[float]) -> str:
+  return "n/a" if v is None else f"{v:.2f}"
+
+
+def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
+  if m.get("crashed"):
+    return []
+  fig, axes = figures.plt.subplots(1, 3, figsize=(14, 4.4))
+  for ax, stack in zip(axes[:2], ("encoder", "decoder")):
+    for pos in POSITIONS:
+      for role, style, w in (("mlp_in", "s--", "1"), ("mlp_out", "o-", "2")):
+        key = f"{stack}/{role}"
+        if key not in m["profile"][pos]:
+          continue
+        per_seed = m["profile"][pos][key]["per_seed"]
+        x = np.arange(1, len(per_seed[0]) + 1)
+        mean = at_init.seed_band(ax, x, per_seed, COLORS[pos], alpha=0.15)
+        label = rf"{pos.capitalize()}-LN $W^{w}$ (growth {_fmt(m['growth'][pos][key])})"
+        ax.plot(x, mean, style, color=COLORS[pos], ms=4, lw=1.2, label=label)
+    at_init.log_y(ax)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel(f"{stack} layer")
+    ax.set_ylabel(r"$\|\partial \mathcal{L}/\partial W\|_F$ at init")
+    ax.set_title(f"(a) {stack}: growth = fitted last/first\nPost-LN ≥ {GROWTH}, Pre-LN within ×/÷{GROWTH}", fontsize=9)
+    ax.legend(fontsize=7)
+  ax = axes[2]
+  depths = np.asarray(m["depths"], float)
+  for pos in POSITIONS:
+    per_seed = m["last_ffn_norm"][pos]["per_seed"]
+    mean = at_init.seed_band(ax, depths, per_seed, COLORS[pos], alpha=0.15)
+    ax.plot(
+        depths, mean, "o-", color=COLORS[pos], ms=5, label=f"{pos.capitalize()}-LN (slope {_fmt(m['slopes'][pos])})"
+    )
+    if m["slopes"][pos] is not None:
+      fit = np.exp(np.polyval(np.polyfit(np.log(depths), np.log(mean), 1), np.log(depths)))
+      ax.plot(depths, fit, ":", color=COLORS[pos], lw=1)
+  for pos, power, label in (("post", 0.0, r"$L^0$"), ("pre", -0.5, r"$L^{-1/2}$")):
+    start = m["last_ffn_norm"][pos]["mean"][0]
+    ax.plot(depths, start * (depths / depths[0]) ** power, "-", color="grey", lw=0.8, alpha=0.7)
+    end = start * (depths[-1] / depths[0]) ** power
+    ax.annotate(label, (depths[-1], end), fontsize=9, color="grey", ha="right", va="bottom")
+  ax.set_xscale("log", base=2)
+  at_init.log_y(ax)
+  ax.set_xticks(depths, [str(int(d)) for d in depths])
+  ax.minorticks_off()
+  ax.set_xlabel("layers L (encoder = decoder)")
+  ax.set_ylabel(r"$\|\partial \mathcal{L}/\partial W^{2,L}\|_F$ (decoder's last FFN)")
+  ax.set_title(
+      f"(b) {m['model_b']}: log-log slope\nPost-LN in {list(POST_SLOPE)}, Pre-LN in {list(PRE_SLOPE)}", fontsize=9
+  )
+  ax.legend(fontsize=7)
+  figures.suptitle(
+      fig,
+      f"Gradient norms at init (Xavier, ReLU): (a) {m['model_a']}",
+      f"{settings}; {m['analysis']}",
+  )
+  return [figures.save(fig, out_dir, "grad_norms.png")]
+
+
+def summary(m: dict) -> dict:
+  if m.get("crashed"):
+    return {}
+  return {
+      "Post-LN dec W² growth": m["growth"]["post"].get(LAST),
+      "Pre-LN dec W² growth": m["growth"]["pre"].get(LAST),
+      "Post-LN slope vs L": m["slopes"]["post"],
+      "Pre-LN slope vs L": m["slopes"]["pre"],
+  }
+
+
+CLAIM = base.Claim(
+    name="grad_norms",
+    number=5,
+    statement=(
+        "Xiong et al. Fig. 3: at init per-layer gradient norms grow toward the output for Post-LN and are flat for "
+        "Pre-LN; the last layer's FFN gradient norm is ~constant in depth L for Post-LN and decreases like L^{-1/2} "
+        "for Pre-LN."
+    ),
+    source="Xiong et al. 2020, Fig. 3 and Theorem 1",
+    paper_scale="6+6 layers, d = 512, IWSLT14 De-En",
+    thresholds=THRESHOLDS,
+    measure=measure,
+    verdict=verdict,
+    figure=figure,
+    summary=summary,
+)

@@ -1,0 +1,324 @@
+"""Claims 3 (attention_scale), 5 (grad_norms) and 7 (hessian_spectrum) on the claims framework (experiments/claims):
+each verdict on synthetic measurements, every branch; each claim end to end at the 'tiny' scale, its numbers against
+closed forms (logit std √d_k, entropy ≤ uniform, quadrature weights summing to 1, exact growth and slope of power
+laws); the uniform-attention entropy the model records; and the analysis command's plots (signal.png's axes,
+blocks.png's colour scale)."""
+
+import importlib
+import json
+import math
+import os
+
+import matplotlib.colors as mcolors
+import numpy as np
+import pytest
+
+from analysis import plots
+from experiments.claims import base, figures, get_claim, run_claim
+from experiments.claims import grad_norms as gn
+from experiments.claims import hessian_spectrum as hs
+
+CRASHED = ["cell seed 0: RuntimeError: boom"]
+
+
+def _tiny(name: str):
+  return importlib.import_module(f"configs.claims.{name}").get_config("tiny")
+
+
+def _check_claim_json(result: dict, workdir, name: str, number: int) -> None:
+  with open(os.path.join(workdir, "claim.json"), encoding="utf-8") as f:
+    written = json.load(f)
+  assert written["verdict"] == result["verdict"] and written["verdict"] in base.VERDICTS
+  assert (written["claim"], written["number"], written["scale"]) == (name, number, "tiny")
+  claim = get_claim(name)
+  assert written["statement"] == claim.statement and written["thresholds"] == claim.thresholds
+  assert written["data"]["name"] == "embedded" and written["runs"] == {"finished": sum(written["runs"].values())}
+  assert written["summary"] and written["reason"]
+  assert written["figures"] == [f"{name}.png"]
+  assert os.path.getsize(os.path.join(workdir, f"{name}.png")) > 10_000
+
+
+@pytest.fixture
+def captured(monkeypatch):
+  """The figures a claim saves, kept open for inspection (figures.save still writes the PNG)."""
+  figs = []
+
+  def keep(fig, out_dir, name):
+    figs.append(fig)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, name), dpi=110)
+    return name
+
+  monkeypatch.setattr(figures, "save", keep)
+  yield figs
+  for fig in figs:
+    figures.plt.close(fig)
+
+
+def _integer_ticks(ax) -> bool:
+  ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+  return bool(ticks) and all(float(t).is_integer() for t in ticks)
+
+
+# ---------------------------------------------------------------------------------------- claim 3: attention_scale
+
+
+def _m3(std=(0.86, 7.6, 0.78), ratio=(0.93, 0.2, 0.94), crashed=()):
+  names = ("scaled", "unscaled", "t5")
+  return {
+      "crashed": list(crashed),
+      "d_k": 64,
+      "predicted": {"scaled": 1.0, "unscaled": 8.0, "t5": 1.0},
+      "variants": {n: {"mean_logit_std": s, "mean_entropy_ratio": r} for n, s, r in zip(names, std, ratio)},
+  }
+
+
+@pytest.mark.parametrize(
+    "m, expected, failing",
+    [
+        (_m3(), base.REPRODUCED, None),  # the committed cpu numbers (reports/REPRODUCTION.md)
+        (_m3(std=(0.86, 4.0, 0.78)), base.NOT_REPRODUCED, "'unscaled logit std"),  # 8/4 = 2 > 1.5
+        (_m3(std=(1.6, 7.6, 0.78)), base.NOT_REPRODUCED, "'scaled logit std"),
+        (_m3(ratio=(0.93, 0.6, 0.94)), base.NOT_REPRODUCED, "unscaled collapses"),  # 0.6 > 0.5 × 0.93
+        (_m3(ratio=(0.93, 0.2, 0.6)), base.NOT_REPRODUCED, "t5 does not collapse"),
+        (_m3(ratio=(0.65, 0.2, 0.94)), base.NOT_REPRODUCED, "scaled does not collapse"),
+        (_m3(crashed=CRASHED), base.INCONCLUSIVE, "crashed"),
+    ],
+)
+def test_attention_scale_verdict(m, expected, failing):
+  v = get_claim("attention_scale").verdict(m)
+  assert v.verdict == expected, v.reason
+  if failing:
+    assert failing in v.reason
+
+
+def test_attention_scale_tiny_end_to_end(tmp_path, captured):
+  result = run_claim(_tiny("attention_scale"), str(tmp_path))
+  _check_claim_json(result, tmp_path, "attention_scale", 3)
+  m = result["measured"]
+  assert m["d_k"] == 64
+  v = m["variants"]
+  # √d_k for q·k of unit-variance entries without the scale; 1 with it or with T5's W_q std (d·d_k)^(-1/2).
+  assert v["unscaled"]["mean_logit_std"] == pytest.approx(math.sqrt(64), rel=0.2)
+  assert v["scaled"]["mean_logit_std"] == pytest.approx(1.0, rel=0.2)
+  assert v["t5"]["mean_logit_std"] == pytest.approx(1.0, rel=0.2)
+  for arm in v.values():  # the entropy of any attention is at most the uniform one's, per layer
+    assert set(arm["kinds"]) == {"encoder/self_attn", "decoder/self_attn", "decoder/cross_attn"}
+    for kind in arm["kinds"].values():
+      assert len(kind["entropy_ratio"]["mean"]) == 2 and max(kind["entropy_ratio"]["mean"]) <= 1.0 + 1e-9
+  assert v["unscaled"]["mean_entropy_ratio"] < 0.5 * v["scaled"]["mean_entropy_ratio"]
+  assert result["verdict"] == base.REPRODUCED, result["reason"]
+  run = base.Results.load(str(tmp_path)).runs[0]  # a profile alone: no curvature operator built, no Lanczos run
+  assert "build_operator_s" not in run.analysis("metadata")["timings"]
+  assert not os.path.exists(os.path.join(run.path, "analysis", "step_0", "eigenvalues.json"))
+  (fig,) = captured  # logit std (log) and entropy ratio per layer, one panel per kind + the verdict's means
+  axes = fig.axes
+  assert len(axes) == 8 and axes[0].get_yscale() == "log" and axes[4].get_yscale() == "linear"
+  assert all(_integer_ticks(ax) for ax in axes[:3] + axes[4:7])
+
+
+def test_model_records_uniform_attention_entropy():
+  """log #valid keys averaged over the queries that have one: the entropy ratio's denominator."""
+  from models.attention import _uniform_entropy
+
+  mask = np.zeros((2, 3, 4, 5), bool)
+  mask[0, :, :, :3] = True  # 3 keys for every query
+  mask[1, :, 0, :5] = True  # one query with 5 keys, the others padding (no key)
+  expected = (4 * math.log(3) + math.log(5)) / 5
+  np.testing.assert_allclose(np.asarray(_uniform_entropy(mask)), [expected] * 3, rtol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------- claim 5: grad_norms
+
+
+def test_growth_and_slope_are_exact_on_power_laws():
+  assert gn.growth([1.0, 2.0, 4.0, 8.0]) == pytest.approx(8.0)  # exp(slope·(L−1)) = last/first on an exponential
+  assert gn.loglog_slope([2, 4, 8, 16], [3 * L**-0.5 for L in (2, 4, 8, 16)]) == pytest.approx(-0.5)
+  assert gn.growth([1.0, 0.0, 2.0]) is None and gn.loglog_slope([2, 4], [1.0, math.nan]) is None
+
+
+def _m5(post_growth=2.0, pre_growth=1.0, post_slope=0.0, pre_slope=-0.5, crashed=()):
+  keys = ("decoder/mlp_in", "decoder/mlp_out", "encoder/mlp_in", "encoder/mlp_out")
+  return {
+      "crashed": list(crashed),
+      "growth": {"post": dict.fromkeys(keys, post_growth), "pre": dict.fromkeys(keys, pre_growth)},
+      "slopes": {"post": post_slope, "pre": pre_slope},
+      "depths": [2, 4, 8, 16],
+  }
+
+
+@pytest.mark.parametrize(
+    "m, expected, failing",
+    [
+        (_m5(), base.REPRODUCED, None),
+        (_m5(post_growth=1.2), base.NOT_REPRODUCED, "(a) Post-LN grows"),
+        (_m5(pre_growth=0.6), base.NOT_REPRODUCED, "(a) Pre-LN flat"),  # the committed cpu result's pattern
+        (_m5(post_slope=0.4), base.NOT_REPRODUCED, "(b) Post-LN constant in L"),
+        (_m5(pre_slope=-0.1), base.NOT_REPRODUCED, "(b) Pre-LN ~ L^-1/2"),
+        (_m5(pre_growth=None), base.INCONCLUSIVE, "zero or non-finite"),
+        (_m5(crashed=CRASHED), base.INCONCLUSIVE, "crashed"),
+    ],
+)
+def test_grad_norms_verdict(m, expected, failing):
+  v = get_claim("grad_norms").verdict(m)
+  assert v.verdict == expected, v.reason
+  if failing:
+    assert failing in v.reason
+
+
+def test_grad_norms_tiny_end_to_end(tmp_path, captured):
+  result = run_claim(_tiny("grad_norms"), str(tmp_path))
+  _check_claim_json(result, tmp_path, "grad_norms", 5)
+  m = result["measured"]
+  assert m["depths"] == [1, 2, 4]
+  for pos in ("post", "pre"):
+    profile = m["profile"][pos]
+    assert set(profile) == {"decoder/mlp_in", "decoder/mlp_out", "encoder/mlp_in", "encoder/mlp_out"}
+    assert all(len(p["mean"]) == 3 and min(p["mean"]) > 0 for p in profile.values())  # 3+3 layers
+    for key, p in profile.items():
+      assert m["growth"][pos][key] == pytest.approx(gn.growth(p["mean"]))
+    assert m["slopes"][pos] == pytest.approx(
+        np.polyfit(np.log([1, 2, 4]), np.log(m["last_ffn_norm"][pos]["mean"]), 1)[0]
+    )
+  # The depth series' value is the decoder's last W² of that depth's run, read back from its grad_norms.json.
+  run = next(r for r in base.Results.load(str(tmp_path)).runs if r.params["model.num_decoder_layers"] == 4)
+  last = [
+      r["norm_mean"]
+      for r in run.analysis("grad_norms")["aggregate"]
+      if r["stack"] == "decoder" and r["layer"] == 3 and r["role"] == "mlp_out"
+  ]
+  assert m["last_ffn_norm"][run.params["model.norm_position"]]["mean"][-1] == pytest.approx(last[0])
+  (fig,) = captured
+  assert all(ax.get_yscale() == "log" and _integer_ticks(ax) for ax in fig.axes[:2])
+  assert [t.get_text() for t in fig.axes[2].get_xticklabels()] == ["1", "2", "4"]
+
+
+# --------------------------------------------------------------------------------------- claim 7: hessian_spectrum
+
+
+def _seed(lam, b, width, wb, seed=0):
+  return {"seed": seed, "lambda_max": lam, "top_bounds": [b], "width": width, "width_bound": wb}
+
+
+def _m7(post, pre, crashed=()):
+  return {"crashed": list(crashed), "post": post, "pre": pre}
+
+
+@pytest.mark.parametrize(
+    "m, expected",
+    [
+        (_m7([_seed(51.7, 1e-4, 106.7, 1e-4)], [_seed(19.5, 1e-4, 37.8, 1e-4)]), base.REPRODUCED),
+        (_m7([_seed(10.0, 1e-4, 20.0, 1e-4)], [_seed(19.5, 1e-4, 37.8, 1e-4)]), base.NOT_REPRODUCED),
+        # above but within the bounds: not decided
+        (_m7([_seed(20.5, 1.0, 60.0, 1.0)], [_seed(20.0, 1.0, 37.8, 1.0)]), base.INCONCLUSIVE),
+        # larger but not wider beyond the bounds
+        (_m7([_seed(51.7, 1e-4, 38.0, 1.0)], [_seed(19.5, 1e-4, 37.8, 1.0)]), base.INCONCLUSIVE),
+        # the seeds disagree
+        (
+            _m7(
+                [_seed(51.7, 1e-4, 106.7, 1e-4), _seed(10.0, 1e-4, 20.0, 1e-4, seed=1)],
+                [_seed(19.5, 1e-4, 37.8, 1e-4), _seed(19.5, 1e-4, 37.8, 1e-4, seed=1)],
+            ),
+            base.INCONCLUSIVE,
+        ),
+        (_m7([], [], crashed=CRASHED), base.INCONCLUSIVE),
+    ],
+)
+def test_hessian_spectrum_verdict(m, expected):
+  v = get_claim("hessian_spectrum").verdict(m)
+  assert v.verdict == expected, v.reason
+
+
+def test_slq_density_integrates_to_the_quadrature_weights():
+  """∫ Σ_i τ_i² g_σ(t − θ_i) dt = Σ_i τ_i² = 1 for a unit probe."""
+  runs = [{"slq_nodes": [[-1.0, 0.0, 3.0]], "slq_weights": [[0.2, 0.5, 0.3]]}]
+  grid = np.linspace(-5, 7, 4001)
+  rho = hs._densities(runs, grid, 0.2)
+  assert np.trapezoid(rho[0], grid) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_hessian_spectrum_tiny_end_to_end(tmp_path, captured):
+  result = run_claim(_tiny("hessian_spectrum"), str(tmp_path))
+  _check_claim_json(result, tmp_path, "hessian_spectrum", 7)
+  m = result["measured"]
+  for pos in ("post", "pre"):
+    (r,) = m[pos]
+    assert r["top"] == sorted(r["top"], reverse=True) and r["bottom"] == sorted(r["bottom"])
+    assert len(r["top"]) == len(r["bottom"]) == 3 and r["lambda_min"] < 0 < r["lambda_max"]
+    assert r["width"] == pytest.approx(r["lambda_max"] - r["lambda_min"])
+    assert max(r["top_bounds"][0], r["bottom_bounds"][0]) < 0.1 * r["width"]  # resolved extremes (float64)
+    assert len(r["slq_weights"]) == 2
+    for w in r["slq_weights"]:  # Gauss quadrature of a unit probe: the weights sum to 1
+      assert sum(w) == pytest.approx(1.0, abs=1e-8)
+  assert result["verdict"] == base.REPRODUCED, result["reason"]
+  (fig,) = captured
+  density, extremes = fig.axes[0], fig.axes[1]
+  floor = next(line for line in density.get_lines() if line.get_linestyle() == ":").get_ydata()[0]
+  curves = [line.get_ydata() for line in density.get_lines() if line.get_label() in ("Post-LN", "Pre-LN")]
+  assert len(curves) == 2 and all(np.nanmin(y) >= floor for y in curves)  # clipped at the floor, no shelves
+  assert density.get_yscale() == "log" and _integer_ticks(extremes)
+  assert len(extremes.get_legend().get_texts()) == 4  # top and bottom, Post-LN and Pre-LN
+
+
+# ------------------------------------------------------------------------------------- the analysis command's plots
+
+
+@pytest.fixture
+def plotted(monkeypatch):
+  figs = []
+  monkeypatch.setattr(plots, "_save", lambda fig, path: figs.append(fig) or path)
+  yield figs
+  for fig in figs:
+    plots.plt.close(fig)
+
+
+def _signal_records(moments):
+  return [
+      dict(stack="encoder", layer=i, sublayer="mlp", second_moment_out=q, branch_ratio=0.5 * 10**i, x0_cosine=0.9)
+      for i, q in enumerate(moments)
+  ]
+
+
+def test_signal_plot_axes(plotted):
+  plots.plot_signal(_signal_records([1 - 1e-7, 1.0, 1 + 2e-7, 1.0, 1.0]), "unused.png")
+  (fig,) = plotted
+  moment, ratio, cosine = fig.axes[:3]
+  assert moment.get_yscale() == "linear"  # a constant to 1e-7: no log axis over float noise
+  low, high = moment.get_ylim()
+  assert high - low >= 0.05 and low < 1.0 < high
+  assert ratio.get_yscale() == "log"  # four decades
+  assert all(_integer_ticks(ax) for ax in (moment, ratio, cosine))
+
+
+def _block(kind, layer, value):
+  return dict(
+      name=f"encoder/layer_{layer}/{kind}", stack="encoder", layer=layer, kind=kind, top_value=value, top_bound=0.0
+  )
+
+
+@pytest.mark.parametrize(
+    "values, norm",
+    [((1e-3, 2e-2, 0.5, 10.0), mcolors.LogNorm), ((-1e-3, 2e-2, 0.5, 10.0), mcolors.SymLogNorm)],
+)
+def test_blocks_plot_uses_a_log_colour_scale(plotted, values, norm):
+  blocks = [
+      _block(kind, layer, v)
+      for (kind, layer), v in zip([("mlp_in", 0), ("mlp_out", 0), ("mlp_in", 1), ("mlp_out", 1)], values)
+  ]
+  plots.plot_block_spectra(blocks, "unused.png")
+  (fig,) = plotted
+  image = fig.axes[0].get_images()[0]
+  assert type(image.norm) is norm
+  assert "log" in fig.axes[-1].get_ylabel()  # the colour bar says so
+
+
+def test_spectral_density_plot_has_no_floor_shelves(plotted):
+  grid = np.linspace(-10, 10, 201)
+  rho = np.exp(-0.5 * grid**2) / np.sqrt(2 * np.pi)  # tails far below any floor
+  spec = dict(grid=grid, density=rho, band_low=0.9 * rho, band_high=1.1 * rho, sigma=0.1, band_percentiles=[5, 95])
+  plots.plot_spectral_density(spec, "unused.png", num_params=1000)
+  (fig,) = plotted
+  floor = plots.slq_floor(0.1, 1000)
+  assert floor == pytest.approx(1 / (1000 * 0.1 * math.sqrt(2 * math.pi)))
+  y = fig.axes[0].get_lines()[0].get_ydata()
+  assert np.isnan(y[np.abs(grid) > 6]).all() and np.nanmin(y) >= floor  # gaps below the floor, not a shelf
