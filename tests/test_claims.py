@@ -274,11 +274,13 @@ def test_truncated_normal_verdict_branches(bert, xavier, expected, failing):
   assert v.verdict == expected and (failing is None or failing in v.reason), v.reason
 
 
-def _activations(**finals):
+def _activations(log_se=None, **finals):
   acts = {}
   for name in ("normalized_relu", "normalized_gelu", "selu", "relu", "gelu"):
     final = finals.get(name, 1.0 if name in activation_moments.STABLE else 1e-6)
     acts[name] = dict(
+        second_moment=[1.0, final],
+        log_se=log_se,
         final=final,
         max_log_deviation=abs(math.log(final)),
         per_draw_log_std_final=0.1,
@@ -299,6 +301,16 @@ SELU_OK = dict(solved_lambda=1.0507, solved_alpha=1.6733, paper_lambda=1.0507, p
         (1e-3, {}, claims.NOT_REPRODUCED, "SELU constants"),
         (0.0, {"normalized_gelu": 3.2}, claims.NOT_REPRODUCED, "'normalized_gelu'"),
         (0.0, {"relu": 0.5}, claims.NOT_REPRODUCED, "'relu'"),
+        # ln 1.4 = 0.34 < ln 1.5 = 0.41 < 0.34 + 2·0.1: undetermined at 2 standard errors.
+        (
+            0.0,
+            {"normalized_gelu": 1.4, "log_se": [0.0, 0.1]},
+            claims.INCONCLUSIVE,
+            "more draws needed): ['normalized_gelu']",
+        ),
+        (0.0, {"normalized_gelu": 1.4, "log_se": [0.0, 0.01]}, claims.REPRODUCED, None),
+        (0.0, {"normalized_gelu": 1.9, "log_se": [0.0, 0.1]}, claims.NOT_REPRODUCED, "'normalized_gelu'"),
+        (0.0, {"relu": 0.2, "log_se": [0.0, 0.2]}, claims.INCONCLUSIVE, "['relu']"),  # ln 5 − 0.4 < ln 4
     ],
 )
 def test_activation_moments_verdict_branches(selu_error, finals, expected, failing):

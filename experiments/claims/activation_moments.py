@@ -10,12 +10,18 @@ One weight draw moves ln E[x_l²] like a random walk around the mean-field value
 ReLU the per-layer variance is Var[relu(z)²]/E[relu(z)²]²/width = 5/width), so the thresholds apply to the mean over
 draws, and the single-draw spread of ln E[x_20²] is reported next to √(5·20/width).
 
-Thresholds (stated before the runs; the factor 1.5 and averaging over draws were set after the first tiny run of the
-earlier reproduction, which used 1.25 on 3 draws and failed on the finite-width random walk):
+Thresholds (the factor 1.5 and averaging over draws were set after the first tiny run of the earlier reproduction,
+which used 1.25 on 3 draws and failed on the finite-width random walk):
   selu     solved (λ, α) within 1e-6 (relative) of the paper's constants;
   stable   normalized_relu, normalized_gelu and selu keep every layer's mean E[x_l²] within a factor 1.5 of 1;
   drift    relu and gelu end (layer 20) more than a factor 4 away from 1.
-REPRODUCED if all hold; NOT_REPRODUCED if one fails; INCONCLUSIVE if a run crashed.
+Each mean over draws carries its standard error (in ln, the delta method: std/(mean·√draws)); a threshold holds when
+it holds at ± 2 SE, fails when it fails at ± 2 SE, and is undetermined otherwise. REPRODUCED if all hold;
+NOT_REPRODUCED if one fails; INCONCLUSIVE if one is undetermined (more draws would decide it) or a run crashed. The
+± 2 SE rule was added after the first cpu run on the claims layer: normalized GELU's mean E[x_20²] was 1.38 over its 8
+draws where the earlier implementation's 8 draws (same sizes, other keys) gave 1.78. Its mean-field map is repelling
+at q = 1 (slope 1.144 per layer), so the 20th layer's mean over 8 draws is dominated by a few draws, and one set of
+draws cannot decide the factor 1.5 either way.
 """
 
 import math
@@ -60,6 +66,7 @@ def measure(results: base.Results) -> dict:
         mean_field=mlp["mean_field"],
         final=float(mean[-1]),
         max_log_deviation=float(np.max(np.abs(np.log(mean)))),
+        log_se=(per_draw.std(0, ddof=1) / mean / math.sqrt(len(per_draw))).tolist() if len(per_draw) > 1 else None,
         per_draw_log_std_final=float(np.std(np.log(per_draw[:, -1]))),
         random_walk_log_std=math.sqrt(5 * mlp["depth"] / mlp["width"]),
         fixed_point_slope=mlp["fixed_point_slope"],
@@ -79,11 +86,12 @@ def verdict(m: dict) -> base.Verdict:
   missing = [n for n in (*STABLE, *DRIFTING) if n not in acts]
   if missing:
     return base.Verdict(base.INCONCLUSIVE, f"no measurement for {missing} (the grid must include every activation)")
-  failed = []
+  failed, undetermined = [], []
   if max(abs(s["rel_error_lambda"]), abs(s["rel_error_alpha"])) > SELU_TOL:
     failed.append("SELU constants")
-  failed += [n for n in STABLE if acts[n]["max_log_deviation"] > math.log(STABLE_FACTOR)]
-  failed += [n for n in DRIFTING if abs(math.log(acts[n]["final"])) <= math.log(DRIFT_FACTOR)]
+  for n in (*STABLE, *DRIFTING):
+    outcome = _decide(acts[n], stable=n in STABLE)
+    (failed if outcome is False else undetermined if outcome is None else []).append(n)
   depth = acts["relu"]["depth"]
   reason = (
       f"SELU λ = {s['solved_lambda']:.10f}, α = {s['solved_alpha']:.10f} (paper {s['paper_lambda']:.10f}, "
@@ -97,7 +105,27 @@ def verdict(m: dict) -> base.Verdict:
   )
   if failed:
     return base.Verdict(base.NOT_REPRODUCED, reason + f"; failing: {failed}")
+  if undetermined:
+    return base.Verdict(
+        base.INCONCLUSIVE, reason + f"; within 2 standard errors of the threshold (more draws needed): {undetermined}"
+    )
   return base.Verdict(base.REPRODUCED, reason)
+
+
+def _decide(a: dict, stable: bool):
+  """True / False / None (undetermined) for one activation: its threshold at ± 2 SE of the mean over draws."""
+  log_mean = np.log(np.asarray(a["second_moment"])) if "second_moment" in a else np.asarray([math.log(a["final"])])
+  se = np.asarray(a["log_se"]) if a.get("log_se") is not None else np.zeros_like(log_mean)
+  if stable:
+    limit = math.log(STABLE_FACTOR)
+    if np.max(np.abs(log_mean) + 2 * se) <= limit:
+      return True
+    return False if np.max(np.abs(log_mean) - 2 * se) > limit else None
+  limit = math.log(DRIFT_FACTOR)
+  last, last_se = abs(log_mean[-1]), se[-1]
+  if last - 2 * last_se > limit:
+    return True
+  return False if last + 2 * last_se <= limit else None
 
 
 def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
