@@ -18,13 +18,10 @@ import os
 import sys
 
 import jax
-import ml_collections
 from absl import app, flags, logging
 from etils import epath
 from ml_collections import config_flags
 
-import analysis.reproduce
-import analysis.run
 import experiments
 import train.config
 import train.distributed
@@ -33,7 +30,7 @@ import train.loop
 config_flags.DEFINE_config_file("config", "configs/default.py", "Experiment config file.", lock_config=True)
 flags.DEFINE_string("workdir", None, "Output directory (default: runs/<config name>); rerunning it resumes.")
 FLAGS = flags.FLAGS
-MODES = ("train", "analyze", "reproduce", "sweep", "claim")
+MODES = ("train", "analyze", "sweep", "claim")
 EXIT_DIVERGED = 3
 EXIT_CRASHED = 4  # a sweep or claim in which some run crashed (after every other run finished)
 EXIT_PREEMPTED = 143  # 128 + SIGTERM
@@ -66,10 +63,6 @@ def main(argv):
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
   workdir = FLAGS.workdir or os.fspath(epath.Path("runs") / config_name)  # a URI (gs://...) is kept as it is
   logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())
-  if config.mode == "reproduce":
-    result = analysis.reproduce.run_claim(ml_collections.ConfigDict(config.to_dict()), workdir)
-    logging.info("Claim %s: %s (%s)", config.reproduce.claim, result["verdict"], result.get("reason", ""))
-    return
   if config.mode in ("sweep", "claim"):  # every cell × seed in <workdir>/cells/, diverged and crashed runs recorded
     try:
       if config.mode == "claim":

@@ -34,10 +34,16 @@ def set_keys(config: ml_collections.ConfigDict, values: Mapping[str, Any]) -> ml
   return config
 
 
-def claim_config(name: str, scale: str, sizes: Mapping[str, Mapping[str, Any]]) -> ml_collections.ConfigDict:
-  """configs/default.py + mode 'claim' + `claim` group + the data of `scale` + `sizes[scale]` (dotted keys)."""
+def check_scale(scale: str) -> str:
+  """`scale` if it is one of SCALES; else the error naming the config string and the choices."""
   if scale not in SCALES:
     raise ValueError(f"config string (the claim's scale) {scale!r} is invalid; valid: {list(SCALES)}")
+  return scale
+
+
+def claim_config(name: str, scale: str, sizes: Mapping[str, Mapping[str, Any]]) -> ml_collections.ConfigDict:
+  """configs/default.py + mode 'claim' + `claim` group + the data of `scale` + `sizes[scale]` (dotted keys)."""
+  check_scale(scale)
   config = default.get_config()
   config.mode = "claim"
   config.claim.name = name

@@ -17,6 +17,7 @@ At `paper` the stacks are 18+18 layers (Admin's deep setting, Liu et al. 2020; "
 measure/verdict/figure: experiments/claims/deep_no_warmup.py.
 """
 
+from configs.claims._base import check_scale
 from configs.claims._training import SIZES, training_config
 
 NO_NORM = "model.norm_type=none;model.norm_position=none"
@@ -37,6 +38,7 @@ def grid(num_steps: int) -> str:
 
 
 def get_config(scale: str = "cpu"):
+  check_scale(scale)
   config = training_config("deep_no_warmup", scale, grid(SIZES[scale]["train.num_steps"]))
   config.model.alpha_init, config.model.alpha_final = 0.0, 1.0  # scheduled α: from 0 up to 1
   if scale == "paper":

@@ -12,9 +12,11 @@ Pre-LN without warmup (a constant lr). Grid, a union because the Pre-LN arm has 
 measure/verdict/figure: experiments/claims/warmup.py.
 """
 
+from configs.claims._base import check_scale
 from configs.claims._training import WARMUP, training_config
 
 
 def get_config(scale: str = "cpu"):
+  check_scale(scale)
   grid = f"model.norm_position=post;optim.warmup_steps={WARMUP[scale]},0 | model.norm_position=pre;optim.warmup_steps=0"
   return training_config("warmup", scale, grid)

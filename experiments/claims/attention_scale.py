@@ -13,7 +13,7 @@ attention entropy, each the mean over heads, and the entropy ratio H / H_uniform
 uniform attention under the same mask (mean over valid queries of log #valid keys): 1 = uniform, 0 = one-hot.
 `measure` averages over the analysis batches and seeds; a variant's mean is over every kind and layer.
 
-Thresholds (stated before any run; those of analysis/reproduce/attention.py):
+Thresholds (stated before any run; those of analysis/reproduce/attention.py (retired; git commit 35e9f30)):
   logit std     each variant's mean logit std within ×/÷ 1.5 of its prediction: √d_k (unscaled), 1 (scaled, t5);
   no collapse   scaled and t5: mean entropy ratio ≥ 0.7;
   collapse      unscaled: mean entropy ratio ≤ 0.5 × scaled's.

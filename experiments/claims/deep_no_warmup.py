@@ -10,7 +10,7 @@ Measured (configs/claims/deep_no_warmup.py; experiments/claims/training.py): the
 all without warmup, trained alike with the same seeds and data order, each summarized by its mean final validation
 loss over seeds; an arm *fails* when any seed diverges (non-finite loss or gradient).
 
-Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py):
+Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py (retired; git commit 35e9f30)):
   a method *trains* when no seed fails and its mean final validation loss is ≤ Pre-LN's + 0.3 nats (the margin:
   trained, though not necessarily as well as the reference, at a few hundred steps).
   REPRODUCED      Pre-LN trains and all four methods train;

@@ -10,7 +10,7 @@ layer's FFN matrices W¹ (mlp_in) and W² (mlp_out).
   (b) depth: for N = M = L in the depth series (every other cell), ‖∂L/∂W^{2,L}‖ of the decoder's last layer (the
       FFN feeding the output) and the slope of the least-squares line through log-norm vs log L.
 
-Thresholds (stated before any run; those of analysis/reproduce/gradients.py):
+Thresholds (stated before any run; those of analysis/reproduce/gradients.py (retired; git commit 35e9f30)):
   (a) growth   Post-LN growth ≥ 1.5 for W¹ and W² in both stacks; Pre-LN growth within ×/÷ 1.5 (flat) for all four;
   (b) slope    Post-LN slope in [−0.2, 0.2] (≈ constant in L); Pre-LN slope in [−0.75, −0.25] (≈ −1/2).
 REPRODUCED if all hold; NOT_REPRODUCED if any fails; INCONCLUSIVE if a run crashed, or a norm is zero or non-finite

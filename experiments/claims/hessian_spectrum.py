@@ -9,7 +9,7 @@ Ritz value θ with its residual bound b (an eigenvalue lies in [θ ± b]; Parlet
 Ritz value, λ_min = the bottom one, the width w = λ_max − λ_min known to ± (b_max + b_min). The SLQ density
 (spectrum.json: each probe's nodes and weights) is drawn, not decided on.
 
-Thresholds (per seed, with the residual bounds of the Ritz values involved; those of analysis/reproduce/curvature.py):
+Thresholds (per seed, with the residual bounds of the Ritz values involved; those of analysis/reproduce/curvature.py (retired; git commit 35e9f30)):
   larger   λ_max(Post) − b_max(Post) > λ_max(Pre) + b_max(Pre)  (the two intervals separated);
   wider    w(Post) − (b_max + b_min)(Post) > w(Pre) + (b_max + b_min)(Pre).
 REPRODUCED if both hold in every seed; NOT_REPRODUCED if λ_max(Post) ≤ λ_max(Pre) in every seed; otherwise (mixed

@@ -10,7 +10,7 @@ Measured (configs/claims/tfixup.py; experiments/claims/training.py): T-Fixup (no
 no warmup), trained alike with the same seeds and data order, each summarized by its mean final validation loss over
 seeds; an arm *fails* when any seed diverges (non-finite loss or gradient).
 
-Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py):
+Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py (retired; git commit 35e9f30)):
   δ = 0.1 nats, the smallest gap of mean final validation losses read as a difference.
   REPRODUCED      T-Fixup trains (no seed fails) and Post-LN fails or ends ≥ δ above it;
   NOT_REPRODUCED  T-Fixup fails, or Post-LN trains and T-Fixup ends ≥ δ above it;
