@@ -6,11 +6,11 @@
     python main.py --config=configs/sweeps/warmup.py --config.sweep.seeds=3   # grid × seeds (experiments/)
     python main.py --config=configs/claims/identity_path.py:tiny      # a paper's claim: sweep, verdict, figures
 
-Composition only: parse the config, join a multi-process run (every process runs the same command; README
-"Several devices and hosts"), (analysis at init), train. Exit status (after writing status.json): 3 diverged, a
-research outcome, not a crash; 4 a sweep or claim in which a run crashed (the others all ran; results.jsonl has the
-errors; a diverged run in a sweep is an outcome, exit 0); 143 (= 128 + SIGTERM, what a shell reports for a SIGTERM'd job) preempted: SIGTERM
-or JAX's preemption notice checkpointed the current step, and rerunning the same command resumes it.
+Composition only: parse the config, join a multi-process run (every process runs the same command; README "Several
+devices and hosts"), (analysis at init), train. Exit status (after writing status.json): 3 diverged, a research outcome,
+not a crash; 4 a sweep or claim in which a run crashed (the others all ran; results.jsonl has the errors; a diverged run
+in a sweep is an outcome, exit 0); 143 (= 128 + SIGTERM, what a shell reports for a SIGTERM'd job) preempted: SIGTERM or
+JAX's preemption notice checkpointed the current step, and rerunning the same command resumes it.
 """
 
 import logging as logging_std

@@ -5,11 +5,12 @@ Contract: `input_stream(model, variables, batch, intermediates)` returns per sta
 "cos_positions", "tokens"}: x_0 is the stack's input as the model records it (`stream_0`: after positions, the
 embedding norm if any, dropout off); it splits exactly into a token part and a position part because the embedding
 norm is a per-token affine map. With s = t + p (t the token embeddings, ×√d when `scale_embeddings`; p the position
-embeddings) and LayerNorm x_0 = γ⊙(s − s̄)/σ + β, the token part is γ⊙(t − t̄)/σ; without an embedding norm it is t.
-Over the non-padding positions, token_fraction = Σ‖token part‖² / Σ‖x_0‖² and cos_positions = mean cos(x_0, p).
-BERT's pipeline (learned positions, both tables N(0, 0.02²) truncated, then LayerNorm; Devlin et al. 2019 §3) gives
-≈ 1/2 and ≈ 1/√2; 0.0176 token embeddings added to unit-amplitude sinusoids without √d scaling leave the tokens
-≈ 0.0176²/(0.0176² + 1/2). Positions are 0, 1, ... per row: a packed batch (`*_position` keys) gives {}.
+embeddings) and LayerNorm x_0 = γ⊙(s − s̄)/σ + β, the token part is γ⊙(t − t̄)/σ; without an embedding
+norm it is t. Over the non-padding positions, token_fraction = Σ‖token part‖² / Σ‖x_0‖² and cos_positions =
+mean cos(x_0, p). BERT's pipeline (learned positions, both tables N(0, 0.02²) truncated, then LayerNorm; Devlin et al.
+2019 §3) gives ≈ 1/2 and ≈ 1/√2; 0.0176 token embeddings added to unit-amplitude sinusoids without √d scaling
+leave the tokens ≈ 0.0176²/(0.0176² + 1/2). Positions are 0, 1, ... per row: a packed batch (`*_position` keys)
+gives {}.
 """
 
 from typing import Any

@@ -5,18 +5,20 @@ Su 2021a §3; docs/science.md §1–2).
 Contract:
   param_statistics(params) -> [record]   one record per parameter leaf, in tree order: `path`, its `ParamRole`
                                          fields (role, stack, layer, sublayer, fan_in, fan_out), `shape`, `n`, and the
-                                         realized `mean`, `std` (population), `max_abs`, `kurtosis` (E[(x−μ)⁴]/σ⁴;
-                                         3 for a normal, 1.8 for a uniform, 2.36 for a normal truncated at ±2σ) and
-                                         `std_error` of the std (√((κ−1)/(4n))·σ, the large-n standard error of a
-                                         sample std). Reductions run on the device in the parameters' dtype (float64
-                                         under the analysis's x64), so sharded parameters never gather on one host.
+                                         realized `mean`, `std` (population), `max_abs`, `kurtosis`
+                                         (E[(x−μ)⁴]/σ⁴; 3 for a normal, 1.8 for a uniform, 2.36 for a normal
+                                         truncated at ±2σ) and `std_error` of the std (√((κ−1)/(4n))·σ, the
+                                         large-n standard error of a sample std). Reductions run on the device in the
+                                         parameters' dtype (float64 under the analysis's x64), so sharded parameters
+                                         never gather on one host.
   mlp_second_moments(activation, width=, depth=, rows=, draws=, seed=) -> dict
                                          x_0 ~ N(0, I) of `rows` × `width`; x_l = f(x_{l−1} W_l), W_l ~ N(0, 1/width)
                                          (LeCun), per layer E[x_l²] for each of `draws` weight draws (vmapped, one
                                          compilation), the mean-field prediction q_l = E[f(√q_{l−1} z)²] (Gauss–
                                          Hermite, `models.activations.second_moment`) and the slope d ln q'/d ln q at
                                          q = 1 (< 1: an attracting fixed point; = 1: neutral, so one network's
-                                         ln E[x_l²] random-walks with per-layer variance ~Var[f(z)²]/E[f(z)²]²/width).
+                                         ln E[x_l²] random-walks with per-layer variance
+                                         ~Var[f(z)²]/E[f(z)²]²/width).
 Written here (not taken from a library) because they are a few lines over the project's own initializers and
 activations; tests check them against numpy on the same arrays and against the closed forms.
 """

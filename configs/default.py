@@ -50,7 +50,8 @@ def get_config() -> ml_collections.ConfigDict:
   m.use_bias = True  # Biases in every dense layer and LayerNorm (T5: False).
   m.tie_embeddings = True  # Output logits through the (shared) input embedding.
   m.tied_readout_scale = "none"  # 'none' | 'rsqrt_d': multiply tied logits by d^{-1/2} (T5/t5x).
-  m.scale_embeddings = True  # Multiply token embeddings by √d (Vaswani et al. 2017 §3.4; pairs with std d^-1/2 inits).
+  # Multiply token embeddings by √d (Vaswani et al. 2017 §3.4; pairs with std d^-1/2 inits).
+  m.scale_embeddings = True
   m.position = "sinusoidal"  # 'sinusoidal' | 'learned'.
   m.embedding_norm = False  # LayerNorm on token + position embeddings before the stack (BERT, Devlin et al. 2019 §3).
   m.activation = "relu"  # 'relu' | 'gelu' | 'selu' | 'normalized_relu' | 'normalized_gelu' | 'identity'.

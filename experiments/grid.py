@@ -5,12 +5,12 @@ Contract: `sweep.grid` is a string the command line can set, `'<key>=<v1>,<v2>;<
 (the last key varies fastest); '' is one cell, the base config. Several such products joined by '|' are a union
 (their cells in the order written), for comparisons that are not a product, e.g. two arms that each set several keys:
 `'model.norm_position=post;optim.warmup_steps=0,30 | model.norm_position=pre;optim.warmup_steps=0'` (3 cells). A
-cell records the value of every swept key (the union's keys), the base config's where its part does not set it. Every key must be a leaf of the config (not `mode`,
-`train.seed`, which `sweep.seeds` sets, or a `sweep.*` key); each value is read as the type of the key's default
-(an integer, a number, `true`/`false`, a string; 'none' for a key whose default is None). A bad grid raises before any
-compute, in the config boundary's format (`models.config.invalid`): `config.sweep.grid='...' is invalid (<the bad
-part and why>); valid: <the syntax>`. `cells(config)` gives each cell's overrides and its filesystem-safe name
-(`optim.warmup_steps=0__init.scheme=xavier`).
+cell records the value of every swept key (the union's keys), the base config's where its part does not set it. Every
+key must be a leaf of the config (not `mode`, `train.seed`, which `sweep.seeds` sets, or a `sweep.*` key); each value is
+read as the type of the key's default (an integer, a number, `true`/`false`, a string; 'none' for a key whose default is
+None). A bad grid raises before any compute, in the config boundary's format (`models.config.invalid`):
+`config.sweep.grid='...' is invalid (<the bad part and why>); valid: <the syntax>`. `cells(config)` gives each cell's
+overrides and its filesystem-safe name (`optim.warmup_steps=0__init.scheme=xavier`).
 """
 
 import copy

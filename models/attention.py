@@ -42,8 +42,8 @@ def _masked_head_stats(logits_BxHxQxK, probs_BxHxQxK, mask_BxHxQxK):
 
 
 def _uniform_entropy(mask_BxHxQxK):
-  """Per head, the entropy of uniform attention over each query's valid keys, log(#keys), averaged over the queries
-  that attend to at least one key (as `_masked_head_stats` averages the entropy): 1 − entropy/this measures collapse."""
+  """Per head, the entropy of uniform attention over each query's valid keys, log(#keys), averaged over the queries that
+  attend to at least one key (as `_masked_head_stats` averages the entropy): 1 − entropy/this measures collapse."""
   m = mask_BxHxQxK.astype(jnp.float32)
   keys_BxHxQ = m.sum(axis=-1)
   q_valid = (keys_BxHxQ > 0).astype(m.dtype)

@@ -167,7 +167,8 @@ def test_mlp_second_moments_follow_the_mean_field_closed_forms():
   out = init_stats.mlp_second_moments("relu", width=512, depth=4, rows=128, draws=16, seed=0)
   per_draw = np.asarray(out["second_moment_per_draw"])
   assert per_draw.shape == (16, 4) and len(set(per_draw[:, 0])) == 16  # independent draws
-  # A draw's ln E[x_l²] random-walks with variance ~5l/width; 16 draws: std of the mean ≈ 0.05 at l = 4, so 0.2 = 4σ.
+  # A draw's ln E[x_l²] random-walks with variance ~5l/width; 16 draws: std of the mean ≈ 0.05 at l = 4,
+  # so 0.2 = 4σ.
   np.testing.assert_allclose(per_draw.mean(0), [2.0**-l for l in range(1, 5)], rtol=0.2)
 
 

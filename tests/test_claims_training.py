@@ -185,7 +185,8 @@ def test_cpu_scale_keeps_the_earlier_sizes_and_data_dir_reaches_every_cell(name,
     for seed in range(config.sweep.seeds):
       c = grid_lib.cell_config(config, cell, seed)
       assert (c.data.name, c.data.dir, c.train.seed, c.mode) == ("multi30k", str(tmp_path), seed, "train")
-      # analysis/reproduce/training.py (retired; git commit 35e9f30)'s SCALES['cpu']: results stay comparable with reports/REPRODUCTION.md.
+      # analysis/reproduce/training.py (retired; git commit 35e9f30)'s SCALES['cpu']: results stay comparable with
+      # reports/REPRODUCTION.md.
       m = c.model
       assert (m.num_encoder_layers, m.num_decoder_layers, m.d_model, m.num_heads, m.d_ff) == (6, 6, 128, 4, 512)
       assert (c.train.num_steps, c.data.batch_size, c.optim.learning_rate, c.optim.b2) == (300, 32, 1e-3, 0.98)

@@ -183,7 +183,8 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
   monkeypatch.setattr(train.loop, "train_and_evaluate", timed_train)
   records = sweep_lib.run_sweep(tiny_config(), str(workdir), clock=lambda: now[0], emit=lines.append)
 
-  # 2 × 2 cells × 2 seeds = 8 records, in grid order; the 1e30 cells diverged and the others still finished both seeds.
+  # 2 × 2 cells × 2 seeds = 8 records, in grid order; the 1e30 cells diverged and the others still finished
+  # both seeds.
   assert len(calls) == 8
   expected = [
       (f"optim.learning_rate={lr}__model.norm_position={norm}", seed, outcome)

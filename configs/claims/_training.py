@@ -7,9 +7,9 @@ is claim 8's): Adam (β1 0.9, β2 0.98, ε 1e-9; Vaswani et al. 2017 §5.3) at l
 another scheme, no dropout, no label smoothing, the same data order (data.shuffle_seed) for every run; the seed
 (0 .. sweep.seeds-1) changes the init. Sizes (claim 10 deepens `paper` itself):
   tiny   the tests: 1+1 layers of the tiny preset, 10 steps of batch 8 on the synthetic `embedded` task, 1 seed;
-  cpu    the committed report, as the earlier reproduction (analysis/reproduce/training.py (retired; git commit 35e9f30)'s SCALES['cpu']): 6+6
-         layers, d = 128, 4 heads, d_ff 512, 300 steps of batch 32, Multi30k De→En (validation loss on 512 pairs,
-         BLEU on 64 greedy decodes), 2 seeds;
+  cpu    the committed report, as the earlier reproduction (analysis/reproduce/training.py (retired; git commit
+         35e9f30)'s SCALES['cpu']): 6+6 layers, d = 128, 4 heads, d_ff 512, 300 steps of batch 32, Multi30k De→En
+         (validation loss on 512 pairs, BLEU on 64 greedy decodes), 2 seeds;
   paper  the papers' sizes, for an accelerator (GPU/TPU; far too slow on a CPU): the Transformer base (6+6, d = 512,
          8 heads, d_ff 2048), IWSLT-like lengths (up to 128 tokens), 20k steps of batch 128, the whole validation
          split, 3 seeds.

@@ -1,5 +1,5 @@
-"""Claim 3: without 1/√d_k attention logits have std √d_k and the attention entropy collapses at init; with the scale
-(Vaswani et al. 2017, eq. 1) or T5's query-init compensation (Raffel et al. 2020) it does not.
+"""Claim 3: without 1/√d_k attention logits have std √d_k and the attention entropy collapses at init; with the
+scale (Vaswani et al. 2017, eq. 1) or T5's query-init compensation (Raffel et al. 2020) it does not.
 
     python main.py --config=configs/claims/attention_scale.py:cpu --config.data.dir=<Multi30k folder>
     python main.py --config=configs/claims/attention_scale.py:tiny          # seconds, on the synthetic task

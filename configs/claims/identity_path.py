@@ -5,7 +5,8 @@
 The derivation's setting, built from config keys: an encoder whose sublayers are σ = 1 branches as far as the model
 allows (MLP d→d→d with the second-moment-normalized ReLU and Xavier = LeCun square kernels, no biases), analyzed at
 init (no training: train.num_steps = 0) by analysis.signal: per sublayer the coefficient of x_0 in the stream and the
-branch's variance ratio σ². Grid: norm_position post | pre; measure/verdict/figure: experiments/claims/identity_path.py.
+branch's variance ratio σ². Grid: norm_position post | pre; measure/verdict/figure:
+experiments/claims/identity_path.py.
 """
 
 from configs.claims._base import claim_config

@@ -1,10 +1,12 @@
-"""Claim 2 (Klambauer et al. 2017 §3; Su 2021a §3; docs/science.md §2): SELU's λ, α come out of the moment equations,
-and the second-moment-normalized ReLU/GELU keep E[x²] ≈ 1 through a 20-layer LeCun MLP where plain ReLU/GELU drift.
+"""Claim 2 (Klambauer et al. 2017 §3; Su 2021a §3; docs/science.md §2): SELU's λ, α come out of the moment
+equations, and the second-moment-normalized ReLU/GELU keep E[x²] ≈ 1 through a 20-layer LeCun MLP where plain
+ReLU/GELU drift.
 
 Measured (configs/claims/activation_moments.py; mlp_moments.json of each run, analysis/init_stats.py): for each
 activation, E[x_l²] per layer l = 1..20 for several weight draws, averaged over the draws, next to the mean-field
-prediction q_l = E[f(√q_{l−1} z)²]; SELU's (λ, α) solved from E[s(z)] = 0, E[s(z)²] = 1 (`init.math.selu_constants`)
-against the constants the model uses (`models.activations.SELU_LAMBDA`, `SELU_ALPHA`, the paper's).
+prediction q_l = E[f(√q_{l−1} z)²]; SELU's (λ, α) solved from E[s(z)] = 0, E[s(z)²] = 1
+(`init.math.selu_constants`) against the constants the model uses (`models.activations.SELU_LAMBDA`, `SELU_ALPHA`, the
+paper's).
 
 One weight draw moves ln E[x_l²] like a random walk around the mean-field value (finite width; for the normalized
 ReLU the per-layer variance is Var[relu(z)²]/E[relu(z)²]²/width = 5/width), so the thresholds apply to the mean over
@@ -138,7 +140,15 @@ def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[
     a = acts[name]
     layers = np.arange(1, a["depth"] + 1)
     per_draw = np.asarray(a["per_draw"])
-    ax.fill_between(layers, per_draw.min(0), per_draw.max(0), color=color, alpha=0.2, lw=0, label="min–max over draws")
+    ax.fill_between(
+        layers,
+        per_draw.min(0),
+        per_draw.max(0),
+        color=color,
+        alpha=0.2,
+        lw=0,
+        label="min–max over draws",
+    )
     ax.plot(layers, a["second_moment"], "o-", color=color, ms=3, lw=1, label="mean over draws")
     ax.plot(layers, a["mean_field"], "--", color="k", lw=0.8, label="mean field")
     if name in STABLE:

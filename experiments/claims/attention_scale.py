@@ -118,7 +118,9 @@ def verdict(m: dict) -> base.Verdict:
   v, pred = m["variants"], m["predicted"]
   std = {name: v[name]["mean_logit_std"] for name in VARIANTS}
   ratio = {name: v[name]["mean_entropy_ratio"] for name in VARIANTS}
-  ok = {f"{name} logit std ≈ {pred[name]:.3g}": 1 / STD_FACTOR <= std[name] / pred[name] <= STD_FACTOR for name in std}
+  ok = {
+      f"{name} logit std ≈ {pred[name]:.3g}": (1 / STD_FACTOR <= std[name] / pred[name] <= STD_FACTOR) for name in std
+  }
   ok["scaled does not collapse"] = ratio["scaled"] >= MIN_ENTROPY_RATIO
   ok["t5 does not collapse"] = ratio["t5"] >= MIN_ENTROPY_RATIO
   ok["unscaled collapses"] = ratio["unscaled"] <= COLLAPSE_FRACTION * ratio["scaled"]
@@ -219,8 +221,8 @@ CLAIM = base.Claim(
     name="attention_scale",
     number=3,
     statement=(
-        "Without 1/√d_k attention logits have std √d_k and the attention entropy collapses at init; with the scale, "
-        "or with T5's query-init compensation, it does not."
+        "Without 1/√d_k attention logits have std √d_k and the attention entropy collapses at init; "
+        "with the scale, or with T5's query-init compensation, it does not."
     ),
     source="docs/science.md §4; Vaswani et al. 2017 §3.2.1; Raffel et al. 2020 (Mesh TF init)",
     paper_scale="d_k = 64, 6+6 layers (Transformer base)",

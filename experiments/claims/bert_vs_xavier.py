@@ -14,7 +14,8 @@ training (`analysis.signal`): per stack cos(x_L, x_0), the cosine between the st
 input (mean over the analysis batches, then over seeds), the whole profile cos(x_k, x_0) over sublayers k, and what
 x_0 is made of (token fraction of E[x_0²], cos(x_0, positions); analysis/embeddings.py; reported, not judged).
 
-Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py (retired; git commit 35e9f30)):
+Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py
+(retired; git commit 35e9f30)):
   δ = 0.1 nats, the smallest gap of mean final validation losses read as a difference.
   identity        cos(x_L, x_0) at init is larger with BERT than with Xavier in every stack (mean over seeds);
   REPRODUCED      identity holds, BERT trains (no seed diverges) and ends ≥ δ below Xavier, or Xavier diverges;

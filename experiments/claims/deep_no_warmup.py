@@ -2,15 +2,17 @@
 §6; Wang et al. 2022; Liu et al. 2020).
 
 The argument (docs/science.md §6, §8): each method keeps the residual branches from dominating the stream early —
-ReZero and the scheduled α start every branch at 0 (x + α·F, α = 0), DeepNorm up-weights the stream (α·x + F, α > 1)
-and scales the branch init down, Admin sets ω ⊙ x + F with ω from the branches' profiled variance (Liu et al. 2020,
-Eq. 6) — so Adam's first full-size updates do not destabilize the model and no warmup is needed.
+ReZero and the scheduled α start every branch at 0 (x + α·F, α = 0), DeepNorm up-weights the stream
+(α·x + F, α > 1) and scales the branch init down, Admin sets ω ⊙ x + F with ω from the branches' profiled
+variance (Liu et al. 2020, Eq. 6) — so Adam's first full-size updates do not destabilize the model and no warmup is
+needed.
 
 Measured (configs/claims/deep_no_warmup.py; experiments/claims/training.py): the four methods and a Pre-LN reference,
 all without warmup, trained alike with the same seeds and data order, each summarized by its mean final validation
 loss over seeds; an arm *fails* when any seed diverges (non-finite loss or gradient).
 
-Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py (retired; git commit 35e9f30)):
+Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py
+(retired; git commit 35e9f30)):
   a method *trains* when no seed fails and its mean final validation loss is ≤ Pre-LN's + 0.3 nats (the margin:
   trained, though not necessarily as well as the reference, at a few hundred steps).
   REPRODUCED      Pre-LN trains and all four methods train;

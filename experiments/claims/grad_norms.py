@@ -1,17 +1,18 @@
-"""Claim 5 (Xiong et al. 2020, "On Layer Normalization in the Transformer Architecture", Fig. 3 and Theorem 1): at
-init the per-layer gradient norm grows toward the output for Post-LN and is flat for Pre-LN; the gradient of the last
-layer's FFN weight W^{2,L} is O(d·√(ln d)) for Post-LN, independent of the depth L, and O(d·√(ln d / L)) for Pre-LN.
+"""Claim 5 (Xiong et al. 2020, "On Layer Normalization in the Transformer Architecture", Fig. 3 and Theorem 1): at init
+the per-layer gradient norm grows toward the output for Post-LN and is flat for Pre-LN; the gradient of the last layer's
+FFN weight W^{2,L} is O(d·√(ln d)) for Post-LN, independent of the depth L, and O(d·√(ln d / L)) for Pre-LN.
 
-Measured (configs/claims/grad_norms.py; analysis.grad_norms at init, Xavier, ReLU): ‖∂L/∂W‖_F of the token-mean loss
-on the analysis batches, averaged over the batches (grad_norms.json's aggregate) and then over seeds, for each
+Measured (configs/claims/grad_norms.py; analysis.grad_norms at init, Xavier, ReLU): ‖∂L/∂W‖_F of the token-mean
+loss on the analysis batches, averaged over the batches (grad_norms.json's aggregate) and then over seeds, for each
 layer's FFN matrices W¹ (mlp_in) and W² (mlp_out).
   (a) profile: the base model (its cells set only model.norm_position), Post-LN vs Pre-LN; the growth across a stack
       is exp(slope·(L−1)) of the least-squares line through log-norm vs layer index (1 = flat);
-  (b) depth: for N = M = L in the depth series (every other cell), ‖∂L/∂W^{2,L}‖ of the decoder's last layer (the
-      FFN feeding the output) and the slope of the least-squares line through log-norm vs log L.
+  (b) depth: for N = M = L in the depth series (every other cell), ‖∂L/∂W^{2,L}‖ of the decoder's last layer
+      (the FFN feeding the output) and the slope of the least-squares line through log-norm vs log L.
 
 Thresholds (stated before any run; those of analysis/reproduce/gradients.py (retired; git commit 35e9f30)):
-  (a) growth   Post-LN growth ≥ 1.5 for W¹ and W² in both stacks; Pre-LN growth within ×/÷ 1.5 (flat) for all four;
+  (a) growth   Post-LN growth ≥ 1.5 for W¹ and W² in both stacks;
+               Pre-LN growth within ×/÷ 1.5 (flat) for all four;
   (b) slope    Post-LN slope in [−0.2, 0.2] (≈ constant in L); Pre-LN slope in [−0.75, −0.25] (≈ −1/2).
 REPRODUCED if all hold; NOT_REPRODUCED if any fails; INCONCLUSIVE if a run crashed, or a norm is zero or non-finite
 (no logarithm, so no growth or slope).
@@ -52,7 +53,8 @@ def _positive(values) -> bool:
 
 
 def growth(norms) -> Optional[float]:
-  """exp(slope·(L−1)) of the line through log ‖∂L/∂W‖ vs layer index; None if a norm is not positive and finite."""
+  """exp(slope·(L−1)) of the line through log ‖∂L/∂W‖ vs layer index;
+  None if a norm is not positive and finite."""
   if not _positive(norms):
     return None
   slope = np.polyfit(np.arange(len(norms)), np.log(norms), 1)[0]
@@ -162,7 +164,10 @@ def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel(f"{stack} layer")
     ax.set_ylabel(r"$\|\partial \mathcal{L}/\partial W\|_F$ at init")
-    ax.set_title(f"(a) {stack}: growth = fitted last/first\nPost-LN ≥ {GROWTH}, Pre-LN within ×/÷{GROWTH}", fontsize=9)
+    ax.set_title(
+        f"(a) {stack}: growth = fitted last/first\nPost-LN ≥ {GROWTH}, Pre-LN within ×/÷{GROWTH}",
+        fontsize=9,
+    )
     ax.legend(fontsize=7)
   ax = axes[2]
   depths = np.asarray(m["depths"], float)

@@ -9,16 +9,18 @@ Ritz value θ with its residual bound b (an eigenvalue lies in [θ ± b]; Parlet
 Ritz value, λ_min = the bottom one, the width w = λ_max − λ_min known to ± (b_max + b_min). The SLQ density
 (spectrum.json: each probe's nodes and weights) is drawn, not decided on.
 
-Thresholds (per seed, with the residual bounds of the Ritz values involved; those of analysis/reproduce/curvature.py (retired; git commit 35e9f30)):
+Thresholds (per seed, with the residual bounds of the Ritz values involved; those of analysis/reproduce/curvature.py
+(retired; git commit 35e9f30)):
   larger   λ_max(Post) − b_max(Post) > λ_max(Pre) + b_max(Pre)  (the two intervals separated);
   wider    w(Post) − (b_max + b_min)(Post) > w(Pre) + (b_max + b_min)(Pre).
 REPRODUCED if both hold in every seed; NOT_REPRODUCED if λ_max(Post) ≤ λ_max(Pre) in every seed; otherwise (mixed
 seeds, or Post-LN above but within the bounds) INCONCLUSIVE, and so if a run crashed (no measurement).
 
-The figure's density: per probe v, ρ_v(t) = Σ_i τ²_{v,i} g_σ(t − θ_{v,i}) recomputed from the nodes and weights on
-one grid and one σ (1% of the range of every node of both arms, SLQ's default rule) so the arms compare; the band is
-min–max over seeds × probes. Below ρ_floor = 1 / (n σ √(2π)) (the peak of one eigenvalue's mass 1/n under the kernel:
-less than one eigenvalue per kernel width, which n·m quadrature weights cannot resolve) the density is not drawn.
+The figure's density: per probe v, ρ_v(t) = Σ_i τ²_{v,i} g_σ(t − θ_{v,i}) recomputed from the nodes and weights
+on one grid and one σ (1% of the range of every node of both arms, SLQ's default rule) so the arms compare; the band is
+min–max over seeds × probes. Below ρ_floor = 1 / (n σ √(2π)) (the peak of one eigenvalue's mass 1/n under the
+kernel: less than one eigenvalue per kernel width, which n·m quadrature weights cannot resolve) the density is not
+drawn.
 """
 
 import math

@@ -2,12 +2,12 @@
 
 The derivation: a Post-LN sublayer maps x_in to x_out = LN(x_in + F(x_in)); with F independent of x_0 and of x_in,
 the coefficient of the stack input x_0 in the stream, c = <x, x_0>/<x_0, x_0>, is divided by the norm of the sum:
-    c_out = c_in / sqrt(q_in + q_F),   q_in = E[x_in²], q_F = E[F²]   (= c_in · 2^{-1/2} for a σ² = q_F/q_in = 1 branch
-                                                                        with q_in = 1: the 2^{-l/2} law),
+    c_out = c_in / sqrt(q_in + q_F),   q_in = E[x_in²], q_F = E[F²]   (= c_in · 2^{-1/2} for a σ² = q_F/q_in = 1
+                                                                        branch with q_in = 1: the 2^{-l/2} law),
 while Pre-LN adds F to the un-normalized stream, x_out = x_in + F(LN(x_in)), so c_out = c_in = 1.
 
-Measured (configs/claims/identity_path.py; analysis.signal at init, one record per sublayer and seed): c_out, q_in,
-q_F and σ² per sublayer of an encoder built to the derivation's setting (MLP branches d→d→d with the normalized ReLU
+Measured (configs/claims/identity_path.py; analysis.signal at init, one record per sublayer and seed): c_out, q_in, q_F
+and σ² per sublayer of an encoder built to the derivation's setting (MLP branches d→d→d with the normalized ReLU
 and Xavier kernels, so σ²_MLP ≈ 1; the attention branches are the model's own). `measure` averages over seeds and
 the analysis batches.
 
@@ -33,7 +33,8 @@ from experiments.claims import base, figures
 POST_REL, POST_ABS, DECAY_REL, PRE_ABS = 0.15, 0.01, 0.10, 0.10
 DECAY_MIN_C = 0.05  # c_in above which c_out/c_in is measured (5 × POST_ABS, the noise of <F, x_0>/<x_0, x_0>)
 THRESHOLDS = {
-    "post": f"Post-LN: |c_k − ĉ_k| ≤ {POST_REL}·ĉ_k + {POST_ABS} for every sublayer k, ĉ_k = c_0 Π_j (q_in/(q_in+q_F))^½",
+    "post": f"Post-LN: |c_k − ĉ_k| ≤ {POST_REL}·ĉ_k + {POST_ABS} for every sublayer k, "
+    "ĉ_k = c_0 Π_j (q_in/(q_in+q_F))^½",
     "decay": f"Post-LN MLP sublayers with c_in ≥ {DECAY_MIN_C}: mean c_out/c_in within {DECAY_REL:.0%} of 2^(-1/2)",
     "pre": f"Pre-LN: |c_k − 1| ≤ {PRE_ABS} for every sublayer k",
 }
@@ -152,7 +153,14 @@ def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[
   ax.axhline(1.0, color="C0", lw=1)
   ax.fill_between(k, 1 - PRE_ABS, 1 + PRE_ABS, color="C0", alpha=0.08)
   floor = min(POST_ABS / 8, float(pred.min()) / 2)
-  ax.axhspan(floor, POST_ABS, color="grey", alpha=0.12, lw=0, label=f"below the noise of c ({POST_ABS}); ≤ 0 not drawn")
+  ax.axhspan(
+      floor,
+      POST_ABS,
+      color="grey",
+      alpha=0.12,
+      lw=0,
+      label=f"below the noise of c ({POST_ABS}); ≤ 0 not drawn",
+  )
   ax.set_yscale("log", base=2)
   ax.set_ylim(floor, 1.6)
   ax.set_xlabel("sublayer k (attention, MLP alternating)")

@@ -78,7 +78,8 @@ def write_reproduction(results: list[dict], path: str, *, figure_dir: str, comma
         "",
         f"- Source: {r.get('source', '?')}",
         f"- Paper's scale: {r.get('paper_scale', '?')}",
-        f"- Run here ({r.get('scale', '?')}): {r.get('settings', '?')}; swept: {', '.join(r.get('swept') or []) or '—'}",
+        f"- Run here ({r.get('scale', '?')}): {r.get('settings', '?')}; "
+        f"swept: {', '.join(r.get('swept') or []) or '—'}",
         f"- Data: {_data(r)}" + (f" (data.dir `{d['dir']}`)" if d.get("dir") else ""),
         f"- Runs: {_runs(r)}",
         "",
@@ -96,8 +97,8 @@ def write_reproduction(results: list[dict], path: str, *, figure_dir: str, comma
       lines += [
           "",
           f"<sub>Provenance: commit {_commit(r)}, jax {(p.get('packages') or {}).get('jax', '?')}, "
-          f"{p.get('backend', '?')} × {p.get('device_count', '?')} ({', '.join(p.get('device_kinds') or ['?'])}), host "
-          f"{p.get('hostname', '?')}, finished {r.get('finished', '?')}.</sub>",
+          f"{p.get('backend', '?')} × {p.get('device_count', '?')} ({', '.join(p.get('device_kinds') or ['?'])}), "
+          f"host {p.get('hostname', '?')}, finished {r.get('finished', '?')}.</sub>",
       ]
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w", encoding="utf-8") as f:

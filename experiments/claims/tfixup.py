@@ -10,7 +10,8 @@ Measured (configs/claims/tfixup.py; experiments/claims/training.py): T-Fixup (no
 no warmup), trained alike with the same seeds and data order, each summarized by its mean final validation loss over
 seeds; an arm *fails* when any seed diverges (non-finite loss or gradient).
 
-Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py (retired; git commit 35e9f30)):
+Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py
+(retired; git commit 35e9f30)):
   δ = 0.1 nats, the smallest gap of mean final validation losses read as a difference.
   REPRODUCED      T-Fixup trains (no seed fails) and Post-LN fails or ends ≥ δ above it;
   NOT_REPRODUCED  T-Fixup fails, or Post-LN trains and T-Fixup ends ≥ δ above it;
@@ -29,8 +30,8 @@ VARIANTS = {
 }
 THRESHOLDS = {
     "δ": f"{DELTA} nats: the smallest gap of mean final validation losses read as a difference",
-    "reproduced": "T-Fixup trains (no seed diverges) and Post-LN without warmup diverges (any seed) or ends ≥ δ above "
-    "T-Fixup",
+    "reproduced": "T-Fixup trains (no seed diverges) and Post-LN without warmup diverges (any seed) or ends ≥ δ "
+    "above T-Fixup",
     "not reproduced": "T-Fixup diverges (any seed), or Post-LN trains and T-Fixup ends ≥ δ above it",
     "inconclusive": "both train within δ of each other, or a run crashed",
 }

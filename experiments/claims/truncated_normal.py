@@ -3,12 +3,12 @@
 matrix is √(2/1536) = 0.0361, about twice that.
 
 Measured on the model's own parameters at init (configs/claims/truncated_normal.py; params.json of each run):
-  bert    every matrix (kernels, embeddings, head) of the `bert` scheme: their pooled std √(Σ n_i s_i² / Σ n_i) and the
-          largest |x| of each tensor;
+  bert    every matrix (kernels, embeddings, head) of the `bert` scheme: their pooled std √(Σ n_i s_i² / Σ n_i) and
+          the largest |x| of each tensor;
   xavier  every kernel of the `xavier` scheme: its std against xavier_std(fan_in, fan_out) (Glorot & Bengio 2010,
           eq. 12, with the fans of the parameter's role), in particular the d×d ones at d = 768.
-The standard error of a sample std of n draws with kurtosis κ is σ√((κ−1)/(4n)) (κ = 2.36 for the ±2σ truncated
-normal, 1.8 for the uniform), recorded per tensor in params.json.
+The standard error of a sample std of n draws with kurtosis κ is σ√((κ−1)/(4n)) (κ = 2.36 for the ±2σ
+truncated normal, 1.8 for the uniform), recorded per tensor in params.json.
 
 Thresholds (stated before any run):
   bert       |pooled std / (0.8796 · 0.02) − 1| ≤ tol, tol = max(0.01, 5 SE) over the pooled draws;
@@ -112,7 +112,10 @@ def verdict(m: dict) -> base.Verdict:
       f"(bound {2 * BERT_RANGE}); Xavier kernels' worst |error| − tolerance = {x['worst_excess']:+.2%}"
   )
   if x["square_d"]:
-    reason += f"; {x['square_d']}×{x['square_d']} Xavier realizes {x['square_std']:.5f} (closed form {x['square_target']:.5f})"
+    reason += (
+        f"; {x['square_d']}×{x['square_d']} Xavier realizes {x['square_std']:.5f} "
+        f"(closed form {x['square_target']:.5f})"
+    )
   if b["tol"] >= gap / 2:
     return base.Verdict(
         base.INCONCLUSIVE, reason + f"; the tolerance {b['tol']:.1%} cannot separate 0.8796σ from σ ({gap:.1%} apart)"

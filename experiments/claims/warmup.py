@@ -5,11 +5,12 @@ The argument (Xiong et al. 2020 §3; docs/science.md §8): at init the gradients
 (they do not shrink with depth as Pre-LN's do), so Adam's first full-size steps at the peak learning rate throw the
 model onto a plateau or to non-finite values; a warmup keeps those steps small, and Pre-LN does not need it.
 
-Measured (configs/claims/warmup.py; experiments/claims/training.py): three arms trained alike, same seeds and data
-order — Post-LN with a linear warmup of T_w steps, Post-LN without warmup, Pre-LN without warmup — each summarized by
-its mean final validation loss over seeds; an arm *fails* when any seed diverges (non-finite loss or gradient).
+Measured (configs/claims/warmup.py; experiments/claims/training.py): three arms trained alike, same seeds and data order
+— Post-LN with a linear warmup of T_w steps, Post-LN without warmup, Pre-LN without warmup — each summarized by its
+mean final validation loss over seeds; an arm *fails* when any seed diverges (non-finite loss or gradient).
 
-Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py (retired; git commit 35e9f30)):
+Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py
+(retired; git commit 35e9f30)):
   δ = 0.1 nats, the smallest gap of mean final validation losses read as a difference.
   REPRODUCED      both references (Post-LN with warmup, Pre-LN without) train (no seed fails) and Post-LN without
                   warmup fails or ends ≥ δ above the worse of them;
