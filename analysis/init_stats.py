@@ -18,7 +18,9 @@ Contract:
                                          Hermite, `models.activations.second_moment`) and the slope d ln q'/d ln q at
                                          q = 1 (< 1: an attracting fixed point; = 1: neutral, so one network's
                                          ln E[x_l²] random-walks with per-layer variance
-                                         ~Var[f(z)²]/E[f(z)²]²/width).
+                                         ~Var[f(z)²]/E[f(z)²]²/width); for SELU also (λ, α) solved from its
+                                         moment equations (`init.math.selu_constants`, Klambauer et al. 2017 §3)
+                                         as `selu_solved`.
 Written here (not taken from a library) because they are a few lines over the project's own initializers and
 activations; tests check them against numpy on the same arrays and against the closed forms.
 """
@@ -30,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from init.math import selu_constants
 from models import ParamRole, param_roles
 from models.activations import get_activation, second_moment
 
@@ -120,4 +123,5 @@ def mlp_second_moments(activation: str, *, width: int, depth: int, rows: int, dr
       second_moment=per_draw.mean(0).tolist(),
       mean_field=mean_field(activation, depth),
       fixed_point_slope=fixed_point_slope(activation),
+      **({"selu_solved": dict(zip(("lambda", "alpha"), selu_constants()))} if activation == "selu" else {}),
   )

@@ -266,6 +266,7 @@ def _xavier(worst=-0.005):
         (_bert(max_abs=0.05), _xavier(), claims.NOT_REPRODUCED, "['truncated']"),
         (_bert(), _xavier(worst=0.01), claims.NOT_REPRODUCED, "['xavier']"),
         (_bert(tol=0.08), _xavier(), claims.INCONCLUSIVE, "cannot separate"),
+        (_bert(tol=0.08, max_abs=0.05), _xavier(), claims.NOT_REPRODUCED, "['truncated']"),  # decided without power
     ],
 )
 def test_truncated_normal_verdict_branches(bert, xavier, expected, failing):
@@ -324,7 +325,7 @@ def test_activation_moments_verdict_branches(selu_error, finals, expected, faili
   assert v.verdict == claims.INCONCLUSIVE and "['gelu']" in v.reason
 
 
-def _identity(post_excess=-0.01, factor=0.70, pre_error=0.02):
+def _identity(post_excess=-0.01, factor=0.70, pre_error=0.02, count=3):
   arm = dict(c=[0.5, 0.25], predicted=[0.5, 0.25])
   return dict(
       crashed=[],
@@ -332,6 +333,7 @@ def _identity(post_excess=-0.01, factor=0.70, pre_error=0.02):
       pre=dict(c=[1.0, 1.0]),
       post_max_excess=post_excess,
       post_mlp_factor=factor,
+      post_mlp_factor_count=count,
       post_mlp_sigma2=1.0,
       pre_max_abs_error=pre_error,
       sublayers=2,
@@ -345,6 +347,7 @@ def _identity(post_excess=-0.01, factor=0.70, pre_error=0.02):
         (_identity(post_excess=0.02), claims.NOT_REPRODUCED, "['post']"),
         (_identity(factor=0.9), claims.NOT_REPRODUCED, "['decay']"),
         (_identity(pre_error=0.3), claims.NOT_REPRODUCED, "['pre']"),
+        (_identity(factor=float("nan"), count=0), claims.INCONCLUSIVE, "the branch factor is not measured"),
         ({"crashed": ["model.norm_position=pre seed 0: RuntimeError: x"]}, claims.INCONCLUSIVE, "1 run(s) crashed"),
     ],
 )

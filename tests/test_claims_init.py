@@ -213,6 +213,10 @@ def _m7(post, pre, crashed=()):
         (_m7([_seed(20.5, 1.0, 60.0, 1.0)], [_seed(20.0, 1.0, 37.8, 1.0)]), base.INCONCLUSIVE),
         # larger but not wider beyond the bounds
         (_m7([_seed(51.7, 1e-4, 38.0, 1.0)], [_seed(19.5, 1e-4, 37.8, 1.0)]), base.INCONCLUSIVE),
+        # larger, but Pre-LN wider beyond the bounds in every seed: the claimed order is reversed
+        (_m7([_seed(51.7, 1e-4, 38.0, 1e-4)], [_seed(19.5, 1e-4, 106.7, 1e-4)]), base.NOT_REPRODUCED),
+        # the arms ran different seeds
+        (_m7([_seed(51.7, 1e-4, 106.7, 1e-4)], [_seed(19.5, 1e-4, 37.8, 1e-4, seed=1)]), base.INCONCLUSIVE),
         # the seeds disagree
         (
             _m7(

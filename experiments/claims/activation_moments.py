@@ -31,7 +31,6 @@ import math
 import numpy as np
 
 from experiments.claims import base, figures
-from init.math import selu_constants
 from models.activations import SELU_ALPHA, SELU_LAMBDA
 
 STABLE = ("normalized_relu", "normalized_gelu", "selu")
@@ -48,21 +47,27 @@ def measure(results: base.Results) -> dict:
   out: dict = {"crashed": base.crashed(results.runs)}
   if out["crashed"]:
     return out
-  lam, alpha = selu_constants()
-  out["selu"] = dict(
-      solved_lambda=lam,
-      solved_alpha=alpha,
-      paper_lambda=SELU_LAMBDA,
-      paper_alpha=SELU_ALPHA,
-      rel_error_lambda=lam / SELU_LAMBDA - 1,
-      rel_error_alpha=alpha / SELU_ALPHA - 1,
-  )
-  acts = {}
+  profiles: dict[str, list[dict]] = {}  # activation -> its runs' profiles (seeds > 1: their draws are pooled)
   for run in results.runs:
     mlp = run.analysis("mlp_moments")
-    per_draw = np.asarray(mlp["second_moment_per_draw"])
+    profiles.setdefault(mlp["activation"], []).append(mlp)
+  solved = [p["selu_solved"] for p in profiles.get("selu", []) if "selu_solved" in p]
+  if solved:  # solved when the run was analyzed (analysis/init_stats.py), not by today's code
+    lam, alpha = solved[0]["lambda"], solved[0]["alpha"]
+    out["selu"] = dict(
+        solved_lambda=lam,
+        solved_alpha=alpha,
+        paper_lambda=SELU_LAMBDA,
+        paper_alpha=SELU_ALPHA,
+        rel_error_lambda=lam / SELU_LAMBDA - 1,
+        rel_error_alpha=alpha / SELU_ALPHA - 1,
+    )
+  acts = {}
+  for name, runs in profiles.items():
+    mlp = runs[0]
+    per_draw = np.concatenate([np.asarray(p["second_moment_per_draw"]) for p in runs])
     mean = per_draw.mean(0)
-    acts[mlp["activation"]] = dict(
+    acts[name] = dict(
         second_moment=mean.tolist(),
         per_draw=per_draw.tolist(),
         mean_field=mlp["mean_field"],
@@ -73,7 +78,7 @@ def measure(results: base.Results) -> dict:
         random_walk_log_std=math.sqrt(5 * mlp["depth"] / mlp["width"]),
         fixed_point_slope=mlp["fixed_point_slope"],
         width=mlp["width"],
-        draws=mlp["draws"],
+        draws=len(per_draw),
         depth=mlp["depth"],
     )
   out["activations"] = acts
@@ -84,8 +89,8 @@ def verdict(m: dict) -> base.Verdict:
   bad = base.crashed_verdict(m)
   if bad:
     return bad
-  s, acts = m["selu"], m["activations"]
-  missing = [n for n in (*STABLE, *DRIFTING) if n not in acts]
+  s, acts = m.get("selu"), m["activations"]
+  missing = [n for n in (*STABLE, *DRIFTING) if n not in acts] + ([] if s else ["SELU's solved constants"])
   if missing:
     return base.Verdict(base.INCONCLUSIVE, f"no measurement for {missing} (the grid must include every activation)")
   failed, undetermined = [], []
@@ -101,7 +106,8 @@ def verdict(m: dict) -> base.Verdict:
       + ", ".join(f"{n} {acts[n]['final']:.3g}" for n in (*STABLE, *DRIFTING))
       + f"; single-draw std of ln E[x_{depth}²]: "
       + ", ".join(f"{n} {acts[n]['per_draw_log_std_final']:.2f}" for n in STABLE)
-      + f" (normalized ReLU random walk √(5·{depth}/width) = {acts['relu']['random_walk_log_std']:.2f}); "
+      + f" (normalized ReLU's random walk √(5·{depth}/width) = "
+      + f"{acts['normalized_relu']['random_walk_log_std']:.2f}); "
       + "mean-field slope d ln q'/d ln q at q = 1: "
       + ", ".join(f"{n} {acts[n]['fixed_point_slope']:.3f}" for n in STABLE)
   )
@@ -145,11 +151,24 @@ def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[
         per_draw.min(0),
         per_draw.max(0),
         color=color,
-        alpha=0.2,
+        alpha=0.12,
         lw=0,
         label="min–max over draws",
     )
+    if a.get("log_se") is not None:  # what the verdict decides on: the mean ± 2 standard errors
+      se = 2 * np.asarray(a["log_se"])
+      mean = np.asarray(a["second_moment"])
+      ax.fill_between(layers, mean * np.exp(-se), mean * np.exp(se), color=color, alpha=0.35, lw=0, label="mean ± 2 SE")
     ax.plot(layers, a["second_moment"], "o-", color=color, ms=3, lw=1, label="mean over draws")
+    if name == "selu" and m.get("selu"):
+      s = m["selu"]
+      ax.text(
+          0.03,
+          0.04,
+          f"solved λ = {s['solved_lambda']:.10f}\nsolved α = {s['solved_alpha']:.10f}",
+          transform=ax.transAxes,
+          fontsize=6,
+      )
     ax.plot(layers, a["mean_field"], "--", color="k", lw=0.8, label="mean field")
     if name in STABLE:
       ax.axhspan(1 / STABLE_FACTOR, STABLE_FACTOR, color="green", alpha=0.08, label=f"×{STABLE_FACTOR} of 1")

@@ -13,8 +13,10 @@ Thresholds (per seed, with the residual bounds of the Ritz values involved; thos
 (retired; git commit 35e9f30)):
   larger   λ_max(Post) − b_max(Post) > λ_max(Pre) + b_max(Pre)  (the two intervals separated);
   wider    w(Post) − (b_max + b_min)(Post) > w(Pre) + (b_max + b_min)(Pre).
-REPRODUCED if both hold in every seed; NOT_REPRODUCED if λ_max(Post) ≤ λ_max(Pre) in every seed; otherwise (mixed
-seeds, or Post-LN above but within the bounds) INCONCLUSIVE, and so if a run crashed (no measurement).
+REPRODUCED if both hold in every seed; NOT_REPRODUCED if λ_max(Post) ≤ λ_max(Pre) in every seed, or if in every seed
+the order is reversed beyond the bounds (Pre-LN larger or wider, the same tests with the arms swapped; this mirror
+test was added in review, before the cpu run on the claims layer); otherwise (mixed seeds, or Post-LN above but within
+the bounds) INCONCLUSIVE, and so if a run crashed (no measurement) or the two arms ran different seeds.
 
 The figure's density: per probe v, ρ_v(t) = Σ_i τ²_{v,i} g_σ(t − θ_{v,i}) recomputed from the nodes and weights
 on one grid and one σ (1% of the range of every node of both arms, SLQ's default rule) so the arms compare; the band is
@@ -34,8 +36,8 @@ TOP_K = 3
 THRESHOLDS = {
     "larger": "per seed λ_max(Post) − b_max(Post) > λ_max(Pre) + b_max(Pre) (Lanczos residual bounds)",
     "wider": "per seed (λ_max − λ_min)(Post) − (b_max + b_min)(Post) > (λ_max − λ_min)(Pre) + (b_max + b_min)(Pre)",
-    "verdict": "reproduced: both in every seed; not reproduced: λ_max(Post) ≤ λ_max(Pre) in every seed; else "
-    "inconclusive",
+    "verdict": "reproduced: both in every seed; not reproduced: λ_max(Post) ≤ λ_max(Pre) in every seed, or Pre-LN "
+    "larger or wider beyond the bounds in every seed; else inconclusive",
 }
 POSITIONS = ("post", "pre")
 COLORS = {"post": "C3", "pre": "C0"}
@@ -103,10 +105,14 @@ def verdict(m: dict) -> base.Verdict:
   bad = base.crashed_verdict(m)
   if bad:
     return bad
+  seeds = {pos: [r["seed"] for r in m[pos]] for pos in POSITIONS}
+  if seeds["post"] != seeds["pre"]:
+    return base.Verdict(base.INCONCLUSIVE, f"the arms ran different seeds ({seeds}): no paired comparison")
   pairs = list(zip(m["post"], m["pre"]))
   larger = [larger_beyond_bounds(a, b) for a, b in pairs]
   wider = [wider_beyond_bounds(a, b) for a, b in pairs]
   above = [a["lambda_max"] > b["lambda_max"] for a, b in pairs]
+  reversed_ = [larger_beyond_bounds(b, a) or wider_beyond_bounds(b, a) for a, b in pairs]
   per_seed = "; ".join(
       f"seed {a['seed']}: λ_max {a['lambda_max']:.4g} ± {a['top_bounds'][0]:.2g} vs {b['lambda_max']:.4g} ± "
       f"{b['top_bounds'][0]:.2g}, width {a['width']:.4g} ± {a['width_bound']:.2g} vs {b['width']:.4g} ± "
@@ -116,8 +122,8 @@ def verdict(m: dict) -> base.Verdict:
   reason = f"Post-LN vs Pre-LN — {per_seed} (larger beyond bounds: {larger}, wider beyond bounds: {wider})"
   if all(larger) and all(wider):
     return base.Verdict(base.REPRODUCED, reason)
-  if not any(above):
-    return base.Verdict(base.NOT_REPRODUCED, reason)
+  if not any(above) or all(reversed_):
+    return base.Verdict(base.NOT_REPRODUCED, reason + f"; Pre-LN larger or wider beyond bounds: {reversed_}")
   return base.Verdict(base.INCONCLUSIVE, reason)
 
 
@@ -176,7 +182,8 @@ def _extremes_panel(ax, m: dict) -> None:
   ax.xaxis.get_major_locator().set_params(integer=True)
   ax.set_xlabel(r"index $i$ ($i = 1$: $\lambda_{\max}$ for top, $\lambda_{\min}$ for bottom)")
   ax.set_ylabel(r"Ritz value $\theta_i$ ± residual bound")
-  ax.set_title(f"Lanczos top-{TOP_K} and bottom-{TOP_K}, every seed\n(largest bound {worst:.2g})", fontsize=9)
+  k = max(len(r[part]) for pos in POSITIONS for r in m[pos] for part in ("top", "bottom"))
+  ax.set_title(f"Lanczos top-{k} and bottom-{k}, every seed\n(largest bound {worst:.2g})", fontsize=9)
   ax.legend(fontsize=7)
 
 

@@ -30,7 +30,11 @@ def get_claim(name: str) -> Claim:
   if name not in CLAIM_NAMES:
     raise invalid("claim.name", name, f"one of {list(CLAIM_NAMES)}")
   claim = importlib.import_module(f"experiments.claims.{name}").CLAIM
-  assert claim.name == name and claim.number == CLAIM_NAMES.index(name) + 1, (name, claim.number)
+  if claim.name != name or claim.number != CLAIM_NAMES.index(name) + 1:
+    raise RuntimeError(
+        f"experiments/claims/{name}.py defines claim {claim.name!r} number {claim.number}; "
+        f"the registry expects {name!r} number {CLAIM_NAMES.index(name) + 1}"
+    )
   return claim
 
 

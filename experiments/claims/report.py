@@ -83,7 +83,7 @@ def write_reproduction(results: list[dict], path: str, *, figure_dir: str, comma
         f"- Data: {_data(r)}" + (f" (data.dir `{d['dir']}`)" if d.get("dir") else ""),
         f"- Runs: {_runs(r)}",
         "",
-        "Thresholds (stated before the runs):",
+        "Thresholds (as coded; a change made after a run is stated, with its reason, in the claim module's docstring):",
         "",
     ]
     lines += [f"- {k}: {v}" for k, v in (r.get("thresholds") or {}).items()] or ["- —"]

@@ -62,7 +62,9 @@ def _seed(run: base.Run) -> dict:
   loss, bleu = run.final.get("eval/loss"), run.final.get("eval/bleu")
   stopped = None
   if run.outcome == "diverged":  # status.json's step is the step whose loss or gradient was not finite
-    stopped = (run.record.get("status") or {}).get("step") or (train[-1][0] + 1 if train else None)
+    stopped = (run.record.get("status") or {}).get("step")
+    if stopped is None:  # no status step recorded: one past the last logged step
+      stopped = train[-1][0] + 1 if train else None
   return dict(
       seed=run.seed,
       outcome=run.outcome,
