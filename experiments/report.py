@@ -30,7 +30,7 @@ from train import metrics as metrics_lib  # noqa: E402
 OUTCOMES = ("finished", "diverged", "crashed")
 
 
-def _finite(v: Any) -> bool:
+def finite(v: Any) -> bool:
   return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -42,7 +42,7 @@ def summarize(records: list[dict], metric: str) -> list[dict]:
     row = rows.setdefault(r["cell"], {"cell": r["cell"], "params": r["params"], "values": [], "outcomes": {}})
     row["outcomes"][r["outcome"]] = row["outcomes"].get(r["outcome"], 0) + 1
     value = r["final"].get(metric)
-    if r["outcome"] == "finished" and _finite(value):
+    if r["outcome"] == "finished" and finite(value):
       row["values"].append(float(value))
   for row in rows.values():
     v = np.asarray(row["values"])
@@ -118,7 +118,7 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
       curve = [
           (rec["step"], rec["loss"])
           for rec in metrics_lib.read_metrics(os.path.join(workdir, r["workdir"]), split="train")
-          if _finite(rec.get("loss"))
+          if finite(rec.get("loss"))
       ]
       for step, loss in curve:
         per_step[step].append(loss)
@@ -143,7 +143,7 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
   )
   if ax.lines:
     ax.legend(fontsize=8)
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: str, path: str) -> str:
@@ -162,7 +162,7 @@ def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: st
       done = [c for c in cells if c["mean"] is not None]
       x = [xs.index(c["params"][key] if key else None) + shift for c in done]
       err = [c["std"] or 0.0 for c in done]
-      numeric = key is not None and all(_finite(v) for v in xs)  # lines join ordered values, not categories
+      numeric = key is not None and all(finite(v) for v in xs)  # lines join ordered values, not categories
       bars = ax.errorbar(x, [c["mean"] for c in done], yerr=err, fmt="o-" if numeric else "o", capsize=4, label=label)
       for c, xc in zip(done, x):
         ax.plot([xc] * len(c["values"]), c["values"], ".", color=bars[0].get_color(), alpha=0.5)
@@ -185,7 +185,7 @@ def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: st
     if len(series) > 1:
       ax.legend(fontsize=7)
   fig.suptitle(_wrap(title, 15 * 5 * len(keys)), fontsize=9)
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def _wrap(text: str, width: int) -> str:
@@ -203,7 +203,7 @@ def _wrap(text: str, width: int) -> str:
   return "\n".join(out)
 
 
-def _save(fig, path: str) -> str:
+def save_figure(fig, path: str) -> str:
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)

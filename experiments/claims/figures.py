@@ -8,6 +8,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after selecting the backend)
 
+from experiments import report  # noqa: E402
+
 __all__ = ["plt", "save", "suptitle"]
 
 
@@ -17,9 +19,7 @@ def suptitle(fig, headline: str, settings: str) -> None:
 
 
 def save(fig, out_dir: str, name: str) -> str:
-  """Saves `fig` as `<out_dir>/<name>` (PNG) and returns `name`."""
+  """Saves `fig` as `<out_dir>/<name>` (PNG, as the sweep's own figures) and returns `name`."""
   os.makedirs(out_dir, exist_ok=True)
-  fig.tight_layout()
-  fig.savefig(os.path.join(out_dir, name), dpi=110)
-  plt.close(fig)
+  report.save_figure(fig, os.path.join(out_dir, name))
   return name

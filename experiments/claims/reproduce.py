@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
-import time
+import threading
 
 from absl import app, flags
 
@@ -46,14 +46,15 @@ def run_one(name: str, scale: str, data_dir: str, runs: str, timeout: int) -> tu
   print(f"[reproduce] {name}: {' '.join(cmd[1:])}", flush=True)
   with open(log_path, "a", encoding="utf-8") as log:
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-    start = time.monotonic()
-    for line in proc.stdout:  # the child's progress lines, as they come
-      sys.stdout.write(line)
-      log.write(line)
-      if time.monotonic() - start > timeout:
-        proc.kill()
-        break
-    code = proc.wait()
+    watchdog = threading.Timer(timeout, proc.kill)  # also stops a claim that hangs without printing
+    watchdog.start()
+    try:
+      for line in proc.stdout:  # the child's progress lines, as they come
+        sys.stdout.write(line)
+        log.write(line)
+      code = proc.wait()
+    finally:
+      watchdog.cancel()
   return code, log_path
 
 

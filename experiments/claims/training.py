@@ -24,12 +24,12 @@ DELTA = 0.1 nats is the smallest gap between two arms' mean final validation los
 """
 
 import dataclasses
-import math
 import textwrap
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
+from experiments import report
 from experiments.claims import base, figures
 
 DELTA = 0.1
@@ -50,14 +50,10 @@ class Variant:
     )
 
 
-def _finite(v: Any) -> bool:
-  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def _seed(run: base.Run) -> dict:
   """One run of an arm: outcome, final numbers (finished runs), where a diverged run stopped, curves."""
-  train = [(m["step"], m["loss"]) for m in run.metrics("train") if _finite(m.get("loss"))]
-  evals = [(m["step"], m["loss"], m.get("bleu")) for m in run.metrics("eval") if _finite(m.get("loss"))]
+  train = [(m["step"], m["loss"]) for m in run.metrics("train") if report.finite(m.get("loss"))]
+  evals = [(m["step"], m["loss"], m.get("bleu")) for m in run.metrics("eval") if report.finite(m.get("loss"))]
   finished = run.outcome == "finished"
   loss, bleu = run.final.get("eval/loss"), run.final.get("eval/bleu")
   stopped = None
@@ -68,12 +64,12 @@ def _seed(run: base.Run) -> dict:
   return dict(
       seed=run.seed,
       outcome=run.outcome,
-      final_loss=float(loss) if finished and _finite(loss) else None,
-      final_bleu=float(bleu) if finished and _finite(bleu) else None,
+      final_loss=float(loss) if finished and report.finite(loss) else None,
+      final_bleu=float(bleu) if finished and report.finite(bleu) else None,
       stopped_step=stopped,
       error=run.record.get("error"),
       train=[list(p) for p in train],
-      eval=[[s, l, b if _finite(b) else None] for s, l, b in evals],
+      eval=[[s, l, b if report.finite(b) else None] for s, l, b in evals],
   )
 
 
