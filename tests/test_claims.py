@@ -395,5 +395,13 @@ def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
   new = readme.read_text()
   assert new.startswith("intro\n<!-- claims:begin -->\n| # | claim |") and new.endswith("<!-- claims:end -->\nrest\n")
   assert "old table" not in new and "[identity_path](reports/REPRODUCTION.md#identity-path) | **inconclusive**" in new
+  # --report_only trains nothing and rewrites the same report from the results on disk.
+  (out / "REPRODUCTION.md").unlink()
+  again = subprocess.run([*cmd, "--report_only"], cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert again.returncode == 0 and (out / "REPRODUCTION.md").read_text() == text
+  assert "cell " not in again.stdout
+  # A '|' in a headline number's name is escaped, so the table keeps its columns.
+  row = report.readme_table([{"claim": "x", "number": 1, "verdict": "reproduced", "summary": {"max|c−1|": 0.5}}])
+  assert row.splitlines()[-1].count(" | ") == 4 and "max\\|c−1\\|" in row
   with pytest.raises(ValueError, match="has no <!-- claims:begin -->"):
     report.update_readme(str(tmp_path / "runs" / "truncated_normal" / "results.md"), [])

@@ -22,7 +22,12 @@ def _fmt(v) -> str:
     return f"{v:.4g}"
   if v is None:
     return "—"
-  return str(v)
+  return _cell(str(v))
+
+
+def _cell(text: str) -> str:
+  """`text` safe inside a Markdown table cell ('|' escaped)."""
+  return text.replace("|", "\\|")
 
 
 def _anchor(name: str) -> str:
@@ -89,7 +94,7 @@ def write_reproduction(results: list[dict], path: str, *, figure_dir: str, comma
     lines += [f"- {k}: {v}" for k, v in (r.get("thresholds") or {}).items()] or ["- —"]
     if r.get("summary"):
       lines += ["", "| quantity | value |", "|---|---|"]
-      lines += [f"| {k} | {_fmt(v)} |" for k, v in r["summary"].items()]
+      lines += [f"| {_cell(k)} | {_fmt(v)} |" for k, v in r["summary"].items()]
     lines += ["", f"**Verdict: {r['verdict']}.** {r.get('reason', '')}", ""]
     for fig in r.get("figures", []):
       lines.append(f"![{r['claim']}]({figure_dir}/{r['claim']}/{fig})")
@@ -110,7 +115,7 @@ def readme_table(results: list[dict], report_link: str = "reports/REPRODUCTION.m
   """The README's results table: one row per claim with its verdict and headline numbers, linking the report."""
   lines = ["| # | claim | verdict | headline numbers | scale |", "|---|---|---|---|---|"]
   for r in results:
-    numbers = "; ".join(f"{k} {_fmt(v)}" for k, v in (r.get("summary") or {}).items()) or "—"
+    numbers = "; ".join(f"{_cell(k)} {_fmt(v)}" for k, v in (r.get("summary") or {}).items()) or "—"
     lines.append(
         f"| {r.get('number', '?')} | [{r['claim']}]({report_link}#{_anchor(r['claim'])}) | "
         f"{'**' + r['verdict'] + '**' if r['verdict'] != 'reproduced' else r['verdict']} | {numbers} | "

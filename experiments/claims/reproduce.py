@@ -9,7 +9,7 @@ this console and to `<runs>/<claim>/main.log`. Then claim.json and the figures a
 `<out>/reproduction/<claim>/`, and `<out>/REPRODUCTION.md` is written from every claim's claim.json there (claims
 not run by this invocation keep their earlier results; a claim whose process left no claim.json is listed as
 inconclusive with its exit status and the end of its log). With --readme, the README's results table is rebuilt
-from the same results. Exits 1 if a claim's process failed.
+from the same results; --report_only runs nothing and only rewrites them. Exits 1 if a claim's process failed.
 """
 
 import json
@@ -32,6 +32,7 @@ flags.DEFINE_string("runs", "runs/claims", "Work folders of the claims (runs, ch
 flags.DEFINE_string("out", "reports", "Report folder: REPRODUCTION.md and reproduction/<claim>/.")
 flags.DEFINE_bool("readme", False, "Also rebuild the README's results table from the report's results.")
 flags.DEFINE_integer("timeout", 4 * 3600, "Seconds before a claim's process is stopped (recorded as inconclusive).")
+flags.DEFINE_bool("report_only", False, "Run nothing: rewrite the report (and with --readme the table) from <out>.")
 FLAGS = flags.FLAGS
 
 
@@ -91,7 +92,7 @@ def main(argv):
   for name in FLAGS.claims:
     get_claim(name)  # every name checked before anything runs
   failed = []
-  for name in FLAGS.claims:
+  for name in [] if FLAGS.report_only else FLAGS.claims:
     code, log_path = run_one(name, FLAGS.scale, FLAGS.data_dir, FLAGS.runs, FLAGS.timeout)
     src = os.path.join(os.path.abspath(FLAGS.runs), name)
     dest = os.path.join(FLAGS.out, "reproduction", name)
