@@ -133,12 +133,24 @@ def _intermediates(model, variables, batch):
   return model.apply(variables, batch, deterministic=True, mutable=["intermediates"])[1]
 
 
+def _host(tree: Any) -> Any:
+  """`tree` as numpy on this host: whole arrays also where they are split over the devices of several processes
+  (FSDP parameters, batch rows), gathered from every process (each process calls this: it is a collective)."""
+  if jax.process_count() == 1:
+    return jax.device_get(tree)
+  from jax.experimental import multihost_utils  # noqa: PLC0415  (multi-process runs only)
+
+  return multihost_utils.process_allgather(tree, tiled=True)
+
+
 def signal_profile(model: Any, variables: dict, batch: dict) -> list:
   """Apply `model` (dropout off) recording intermediates and return `signal_records` for `batch`, each stack's
-  embedding record with x_0's token fraction and cosine to the positions (`embeddings.input_stream`)."""
-  intermediates = jax.device_get(_intermediates(model, variables, batch)["intermediates"])
+  embedding record with x_0's token fraction and cosine to the positions (`embeddings.input_stream`). Arrays split
+  over several processes are gathered first (every process calls this and gets the same records)."""
+  intermediates = _host(_intermediates(model, variables, batch)["intermediates"])
+  batch = _host(batch)
   records = signal_records(intermediates, batch)
-  stream = embeddings.input_stream(model, jax.device_get(variables), batch, intermediates)
+  stream = embeddings.input_stream(model, _host(variables), batch, intermediates)
   for r in records:
     if r["sublayer"] == "embedding" and r["stack"] in stream:
       r.update(token_fraction=stream[r["stack"]]["token_fraction"], cos_positions=stream[r["stack"]]["cos_positions"])
