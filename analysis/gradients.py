@@ -38,6 +38,13 @@ def _check_roles(roles):
     raise ValueError(f"roles={list(roles)} contains {bad}, not parameter roles; valid roles: {list(ROLES)}")
 
 
+@jax.jit
+def _leaf_norms(leaves: list) -> list:
+  """The Frobenius norm of every leaf in one program (replicated scalars): also for leaves split over the devices of
+  several processes, where one eager op per leaf would be one cross-process program each."""
+  return [jnp.sqrt(jnp.sum(jnp.square(g))) for g in leaves]
+
+
 def grad_norm_records(grads: Any, roles: Optional[Sequence[str]] = None) -> list:
   """Records {stack, layer, sublayer, role, path, size, norm} of the Frobenius norm of each gradient leaf.
 
@@ -48,7 +55,7 @@ def grad_norm_records(grads: Any, roles: Optional[Sequence[str]] = None) -> list
   if roles is not None:
     _check_roles(roles)
   role_leaves = jax.tree.leaves(param_roles(grads), is_leaf=lambda r: isinstance(r, ParamRole))
-  norms = jax.device_get([jnp.linalg.norm(jnp.ravel(g)) for g in jax.tree.leaves(grads)])
+  norms = jax.device_get(_leaf_norms(jax.tree.leaves(grads)))
   return [
       dict(
           stack=r.stack,

@@ -313,3 +313,57 @@ def test_fsdp_across_two_processes_trains_evaluates_and_decodes_like_one_process
   for a, b in zip(*evals):
     for key in ("loss", "accuracy", "bleu", "exact_match"):
       assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-9), key
+
+
+ANALYSIS = [
+    "--config.mode=analyze",
+    "--config.analysis.batch_size=8",
+    "--config.analysis.lanczos_steps=10",
+    "--config.analysis.top_k=1",
+    "--config.analysis.bottom_k=0",
+    "--config.analysis.spectrum=false",
+    "--config.analysis.blocks=false",
+    "--config.analysis.trace_probes=0",
+]
+
+
+def test_analysis_with_fsdp_across_two_processes_equals_one_process(tmp_path, jax_processes):
+  """The analysis at init with parameters split over two processes (FSDP 1 × 4) and batch rows split too gives the top
+  Hessian eigenvalue, the gradient norms and the signal profile of one process with four devices (float64). Lanczos
+  prints no progress across processes (a host callback in a program spanning processes hangs). About 2 minutes."""
+  fsdp = tmp_path / "fsdp"
+  job = jax_processes(
+      lambda i, address: [
+          sys.executable,
+          "main.py",
+          *TINY,
+          *ANALYSIS,
+          "--config.mesh.fsdp=4",
+          f"--workdir={fsdp}",
+          f"--config.distributed.coordinator_address={address}",
+          "--config.distributed.num_processes=2",
+          f"--config.distributed.process_id={i}",
+      ]
+  )
+  _ok(job.wait(timeout=300))
+  one = tmp_path / "one"
+  ref = jax_processes(
+      lambda i, address: [sys.executable, "main.py", *TINY, *ANALYSIS, f"--workdir={one}"],
+      num_processes=1,
+      devices_per_process=4,
+  )
+  _ok(ref.wait(timeout=300))
+  step_0 = {p: p / "analysis" / "step_0" for p in (fsdp, one)}
+  top = {p: json.loads((d / "eigenvalues.json").read_text())["top"]["values"][0] for p, d in step_0.items()}
+  assert top[fsdp] == pytest.approx(top[one], rel=1e-8)
+  meta = json.loads((step_0[fsdp] / "metadata.json").read_text())
+  assert meta["dtype"] == "float64" and "4 devices" in meta["sharding"]
+  norms = {p: json.loads((d / "grad_norms.json").read_text())["per_pair"][0]["records"] for p, d in step_0.items()}
+  assert [r["path"] for r in norms[fsdp]] == [r["path"] for r in norms[one]]
+  for a, b in zip(norms[fsdp], norms[one]):
+    assert a["norm"] == pytest.approx(b["norm"], rel=1e-8, abs=1e-12), a["path"]
+  signal = {p: json.loads((d / "signal.json").read_text())[0]["records"] for p, d in step_0.items()}
+  for a, b in zip(signal[fsdp], signal[one]):
+    for key in ("second_moment_out", "x0_coefficient"):
+      if key in b:
+        assert a[key] == pytest.approx(b[key], rel=1e-8), (a["stack"], a["layer"], a["sublayer"], key)
