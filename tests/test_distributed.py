@@ -280,16 +280,16 @@ def test_tokenizer_trained_once_and_decoding_gathered(tmp_path, jax_processes):
     assert p["hypotheses"] == p["sources"] == p0["sources"]
 
 
-def test_fsdp_across_two_processes_trains_evaluates_and_decodes_like_one_process(tmp_path, jax_processes):
-  """FSDP over the devices of two processes (mesh 1 × 4: every parameter and Adam moment split across hosts) gives
-  the losses and the evaluation (BLEU of the gathered greedy decodes included) of one process with four devices in
-  plain data parallelism, to 1e-5 relative. About 2 minutes."""
-  fsdp = tmp_path / "fsdp"
+def _fsdp_and_one_process(tmp_path, jax_processes, extra: list) -> tuple:
+  """Runs main.py with `TINY + extra` as 2 processes × 2 devices under FSDP 1 × 4, then as 1 process × 4 devices in
+  data parallelism; returns the two workdirs (each run bounded to 400 s)."""
+  fsdp, one = tmp_path / "fsdp", tmp_path / "one"
   job = jax_processes(
       lambda i, address: [
           sys.executable,
           "main.py",
           *TINY,
+          *extra,
           "--config.mesh.fsdp=4",
           f"--workdir={fsdp}",
           f"--config.distributed.coordinator_address={address}",
@@ -298,13 +298,20 @@ def test_fsdp_across_two_processes_trains_evaluates_and_decodes_like_one_process
       ]
   )
   _ok(job.wait(timeout=400))
-  one = tmp_path / "one"
   ref = jax_processes(
-      lambda i, address: [sys.executable, "main.py", *TINY, f"--workdir={one}"],
+      lambda i, address: [sys.executable, "main.py", *TINY, *extra, f"--workdir={one}"],
       num_processes=1,
       devices_per_process=4,
   )
   _ok(ref.wait(timeout=400))
+  return fsdp, one
+
+
+def test_fsdp_across_two_processes_trains_evaluates_and_decodes_like_one_process(tmp_path, jax_processes):
+  """FSDP over the devices of two processes (mesh 1 × 4: every parameter and Adam moment split across hosts) gives
+  the losses and the evaluation (BLEU of the gathered greedy decodes included) of one process with four devices in
+  plain data parallelism, to 1e-5 relative. About 2 minutes."""
+  fsdp, one = _fsdp_and_one_process(tmp_path, jax_processes, [])
   losses = {p: [r["loss"] for r in read_metrics(str(p), split="train")] for p in (fsdp, one)}
   assert len(losses[fsdp]) == 20 and losses[fsdp] == pytest.approx(losses[one], rel=1e-5, abs=0)
   assert json.loads((fsdp / "config.json").read_text())["mesh"]["fsdp"] == 4
@@ -331,28 +338,7 @@ def test_analysis_with_fsdp_across_two_processes_equals_one_process(tmp_path, ja
   """The analysis at init with parameters split over two processes (FSDP 1 × 4) and batch rows split too gives the top
   Hessian eigenvalue, the gradient norms and the signal profile of one process with four devices (float64). Lanczos
   prints no progress across processes (a host callback in a program spanning processes hangs). About 2 minutes."""
-  fsdp = tmp_path / "fsdp"
-  job = jax_processes(
-      lambda i, address: [
-          sys.executable,
-          "main.py",
-          *TINY,
-          *ANALYSIS,
-          "--config.mesh.fsdp=4",
-          f"--workdir={fsdp}",
-          f"--config.distributed.coordinator_address={address}",
-          "--config.distributed.num_processes=2",
-          f"--config.distributed.process_id={i}",
-      ]
-  )
-  _ok(job.wait(timeout=300))
-  one = tmp_path / "one"
-  ref = jax_processes(
-      lambda i, address: [sys.executable, "main.py", *TINY, *ANALYSIS, f"--workdir={one}"],
-      num_processes=1,
-      devices_per_process=4,
-  )
-  _ok(ref.wait(timeout=300))
+  fsdp, one = _fsdp_and_one_process(tmp_path, jax_processes, ANALYSIS)
   step_0 = {p: p / "analysis" / "step_0" for p in (fsdp, one)}
   top = {p: json.loads((d / "eigenvalues.json").read_text())["top"]["values"][0] for p, d in step_0.items()}
   assert top[fsdp] == pytest.approx(top[one], rel=1e-8)
