@@ -45,16 +45,17 @@ def _leaf_norms(leaves: list) -> list:
   return [jnp.sqrt(jnp.sum(jnp.square(g))) for g in leaves]
 
 
-def grad_norm_records(grads: Any, roles: Optional[Sequence[str]] = None) -> list:
+def grad_norm_records(grads: Any, model: Any, roles: Optional[Sequence[str]] = None) -> list:
   """Records {stack, layer, sublayer, role, path, size, norm} of the Frobenius norm of each gradient leaf.
 
   Args:
     grads: gradient pytree shaped like the model's params.
+    model: the Transformer (or its ModelConfig) declaring the parameters' roles (`models.param_roles`).
     roles: keep only these roles (e.g. `WEIGHT_ROLES`); None keeps every tensor (biases, norms, residual scales).
   """
   if roles is not None:
     _check_roles(roles)
-  role_leaves = jax.tree.leaves(param_roles(grads), is_leaf=lambda r: isinstance(r, ParamRole))
+  role_leaves = jax.tree.leaves(param_roles(model, grads), is_leaf=lambda r: isinstance(r, ParamRole))
   norms = jax.device_get(_leaf_norms(jax.tree.leaves(grads)))
   return [
       dict(
@@ -72,7 +73,12 @@ def grad_norm_records(grads: Any, roles: Optional[Sequence[str]] = None) -> list
 
 
 def per_layer_grad_norms(
-    loss_fn: Callable[[Any, dict], jax.Array], params: Any, batch: dict, roles: Optional[Sequence[str]] = None
+    loss_fn: Callable[[Any, dict], jax.Array],
+    params: Any,
+    batch: dict,
+    *,
+    model: Any,
+    roles: Optional[Sequence[str]] = None,
 ) -> list:
   """Frobenius norm of ∂loss/∂W for every parameter tensor W (Xiong et al. 2020, Fig. 3).
 
@@ -80,12 +86,13 @@ def per_layer_grad_norms(
     loss_fn: `loss_fn(params, batch) -> scalar`.
     params: the model's params.
     batch: one batch.
+    model: the Transformer (or its ModelConfig) declaring the parameters' roles.
     roles: keep only these roles (`WEIGHT_ROLES` for the weight matrices); None keeps all tensors.
 
   Returns:
     A list of JSON-able records (see `grad_norm_records`).
   """
-  return grad_norm_records(_grad(loss_fn, params, batch), roles)
+  return grad_norm_records(_grad(loss_fn, params, batch), model, roles)
 
 
 def aggregate_grad_norms(record_lists: Sequence[list]) -> list:
@@ -125,6 +132,8 @@ def grad_norm_profile(
     loss_fn: Callable[[Any, dict], jax.Array],
     params_list: Sequence[Any],
     batches: Sequence[dict],
+    *,
+    model: Any,
     roles: Optional[Sequence[str]] = None,
 ) -> dict:
   """Gradient norms over every (params, batch) pair, raw and aggregated.
@@ -133,13 +142,14 @@ def grad_norm_profile(
     loss_fn: `loss_fn(params, batch) -> scalar`.
     params_list: parameter pytrees (e.g. one per init seed), all with the same structure.
     batches: batches (same shapes share one compilation).
+    model: the Transformer (or its ModelConfig) declaring the parameters' roles.
     roles: as in `per_layer_grad_norms`.
 
   Returns:
     {"per_pair": [{"params_index", "batch_index", "records"}], "aggregate": aggregated records}.
   """
   pairs = [
-      dict(params_index=i, batch_index=j, records=grad_norm_records(_grad(loss_fn, p, b), roles))
+      dict(params_index=i, batch_index=j, records=grad_norm_records(_grad(loss_fn, p, b), model, roles))
       for i, p in enumerate(params_list)
       for j, b in enumerate(batches)
   ]

@@ -249,11 +249,11 @@ def dense_hessian(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch
   return jax.jit(jax.hessian(lambda x: loss_fn(unravel(x), batch)))(flat)
 
 
-def _selected_leaves(params: Any, select) -> tuple:
+def _selected_leaves(params: Any, select, model: Any) -> tuple:
   """(leaves, treedef, selected leaf indices, their paths) for a ParamRole predicate or a block name."""
-  roles = param_roles(params)
+  roles = param_roles(model, params)
   if isinstance(select, str):
-    blocks = model_blocks(params)
+    blocks = model_blocks(model)
     if select not in blocks:
       raise ValueError(f"select={select!r} is not a block of this model; valid blocks: {sorted(blocks)}")
     select = blocks[select]
@@ -263,19 +263,20 @@ def _selected_leaves(params: Any, select) -> tuple:
   role_leaves = jax.tree.leaves(roles, is_leaf=lambda r: isinstance(r, ParamRole))
   idx = [i for i, r in enumerate(role_leaves) if select(r)]
   if not idx:
-    raise ValueError("select matches no parameter; see model_blocks(params) for the available blocks")
+    raise ValueError("select matches no parameter; see model_blocks(model) for the available blocks")
   return leaves, treedef, idx, [role_leaves[i].path for i in idx]
 
 
-def block_params(params: Any, select) -> dict:
-  """The selected sub-pytree {path: leaf} (the example pytree of the block operator)."""
-  leaves, _, idx, paths = _selected_leaves(params, select)
+def block_params(params: Any, select, *, model: Any) -> dict:
+  """The selected sub-pytree {path: leaf} (the example pytree of the block operator); `model` (the Transformer or
+  its ModelConfig) declares the roles `select` reads."""
+  leaves, _, idx, paths = _selected_leaves(params, select, model)
   return {p: leaves[i] for p, i in zip(paths, idx)}
 
 
-def block_indices(params: Any, select) -> np.ndarray:
+def block_indices(params: Any, select, *, model: Any) -> np.ndarray:
   """Flat indices (in `ravel_pytree(params)` order) of the block, in the ravel order of `block_params`."""
-  leaves, _, idx, paths = _selected_leaves(params, select)
+  leaves, _, idx, paths = _selected_leaves(params, select, model)
   offsets = np.cumsum([0] + [int(np.size(x)) for x in leaves])
   by_path = {p: np.arange(offsets[i], offsets[i + 1]) for p, i in zip(paths, idx)}
   return np.concatenate([by_path[p] for p in sorted(by_path)])  # dict pytrees ravel in sorted-key order
@@ -313,7 +314,9 @@ class BlockOperator(LinearOperator):
     return cls(children[0], children[1], *aux)
 
 
-def block_operator(operator: LinearOperator, params: Any, select: Union[str, Callable[[ParamRole], bool]]) -> tuple:
+def block_operator(
+    operator: LinearOperator, params: Any, select: Union[str, Callable[[ParamRole], bool]], *, model: Any
+) -> tuple:
   """The diagonal block of a full-model operator (e.g. `hvp_fn`'s) on a block of parameters.
 
   One linearization serves every block: a block product costs one full product (plus O(n) copies), and blocks of
@@ -322,12 +325,13 @@ def block_operator(operator: LinearOperator, params: Any, select: Union[str, Cal
   Args:
     operator: a `LinearOperator` on pytrees shaped like `params`.
     params: the full parameter pytree (for the block's leaves and offsets).
-    select: a predicate on `models.ParamRole` or a name from `model_blocks(params)`.
+    select: a predicate on `models.ParamRole` or a name from `model_blocks(model)`.
+    model: the Transformer (or its ModelConfig) whose declared roles (`models.param_roles`) `select` reads.
 
   Returns:
     (block operator on {path: leaf} dicts, that example dict).
   """
-  leaves, _, idx, paths = _selected_leaves(params, select)
+  leaves, _, idx, paths = _selected_leaves(params, select, model)
   example = {p: leaves[i] for p, i in zip(paths, idx)}
   offsets = np.cumsum([0] + [int(np.size(x)) for x in leaves])
   order = sorted(range(len(paths)), key=lambda j: paths[j])  # the ravel order of the dict
@@ -341,6 +345,8 @@ def block_hvp_fn(
     params: Any,
     batch: Union[Batch, Sequence[Batch]],
     select: Union[str, Callable[[ParamRole], bool]],
+    *,
+    model: Any,
     **hvp_kwargs,
 ) -> tuple:
   """Hessian of `loss_fn` restricted to a block of parameters (the others held fixed at `params`).
@@ -350,13 +356,14 @@ def block_hvp_fn(
 
   Args:
     loss_fn, params, batch: as in `hvp_fn`.
-    select: a predicate on `models.ParamRole` or a name from `model_blocks(params)`.
+    select: a predicate on `models.ParamRole` or a name from `model_blocks(model)`.
+    model: the Transformer (or its ModelConfig) declaring the roles.
     **hvp_kwargs: forwarded to `hvp_fn` (weights, linearize).
 
   Returns:
     (matvec, example): the block Hessian's operator on {path: leaf} dicts and that example dict.
   """
-  return block_operator(hvp_fn(loss_fn, params, batch, **hvp_kwargs), params, select)
+  return block_operator(hvp_fn(loss_fn, params, batch, **hvp_kwargs), params, select, model=model)
 
 
 # Per-layer blocks (kernels only: a projection's bias is a separate, far smaller direction).
@@ -371,8 +378,9 @@ def _layer_norms(stack, layer):
   return lambda r: r.role in ("norm_scale", "norm_bias") and r.stack == stack and r.layer == layer
 
 
-def model_blocks(params: Any) -> dict:
-  """Named parameter blocks of a model: name -> ParamRole predicate (only blocks that select a parameter).
+def model_blocks(model: Any) -> dict:
+  """Named parameter blocks of a model (the Transformer or its ModelConfig): name -> ParamRole predicate (only blocks
+  that select a parameter), from the roles its parameters declare (`models.param_roles`).
 
   Per stack and layer: "<stack>/layer_<l>/attn_q|attn_k|attn_v|attn_out" (self-attention),
   "<stack>/layer_<l>/cross_attn_q|..." (cross-attention), "<stack>/layer_<l>/mlp_in|mlp_out" (kernels) and
@@ -380,7 +388,7 @@ def model_blocks(params: Any) -> dict:
   (`model.embedding_norm`), "<stack>/position",
   "embedding" (token embedding) and "head" (untied readout kernel) when present.
   """
-  roles = jax.tree.leaves(param_roles(params), is_leaf=lambda r: isinstance(r, ParamRole))
+  roles = jax.tree.leaves(param_roles(model), is_leaf=lambda r: isinstance(r, ParamRole))
   blocks = {}
   for r in roles:
     if r.layer is not None and r.role in _LAYER_BLOCKS:

@@ -3,7 +3,7 @@ activation keeps through a deep LeCun-initialized MLP (the mean-field setting of
 Su 2021a §3; docs/science.md §1–2).
 
 Contract:
-  param_statistics(params) -> [record]   one record per parameter leaf, in tree order: `path`, its `ParamRole`
+  param_statistics(params, model) -> [record]   one record per parameter leaf, in tree order: `path`, its `ParamRole`
                                          fields (role, stack, layer, sublayer, fan_in, fan_out), `shape`, `n`, and the
                                          realized `mean`, `std` (population), `max_abs`, `kurtosis`
                                          (E[(x−μ)⁴]/σ⁴; 3 for a normal, 1.8 for a uniform, 2.36 for a normal
@@ -37,9 +37,10 @@ from models import ParamRole, param_roles
 from models.activations import get_activation, second_moment
 
 
-def param_statistics(params: Any) -> list[dict]:
-  """Realized moments of every parameter leaf (module docstring)."""
-  roles = jax.tree.leaves(param_roles(params), is_leaf=lambda r: isinstance(r, ParamRole))
+def param_statistics(params: Any, model: Any) -> list[dict]:
+  """Realized moments of every parameter leaf (module docstring); `model` (the Transformer or its ModelConfig)
+  declares their roles."""
+  roles = jax.tree.leaves(param_roles(model, params), is_leaf=lambda r: isinstance(r, ParamRole))
 
   @jax.jit
   def moments(x):

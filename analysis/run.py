@@ -485,7 +485,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
   if cfg.blocks:
     t = time.perf_counter()
     block_full = matvec if cfg.operator == "hessian" else build_hvp(loss_fn, params)
-    records = _block_spectra(cfg, block_full, params, k_blocks, print_fn)
+    records = _block_spectra(cfg, block_full, params, model, k_blocks, print_fn)
     timings["blocks_s"] = time.perf_counter() - t
     _write(directory, "blocks.json", records)
     _plot(plots.plot_block_spectra, _jsonable(records), os.path.join(directory, "blocks.png"), title=f"{label}: blocks")
@@ -501,7 +501,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
     params_list = [params] + [
         _cast(init_fn(jax.random.key(cfg.seed + i)), dtype)["params"] for i in range(1, cfg.grad_norm_seeds)
     ]
-    prof = gradients.grad_norm_profile(loss_fn, params_list, batches)
+    prof = gradients.grad_norm_profile(loss_fn, params_list, batches, model=model)
     timings["grad_norms_s"] = time.perf_counter() - t
     _write(directory, "grad_norms.json", prof)
     _plot(
@@ -525,7 +525,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
 
   if cfg.param_stats:
     t = time.perf_counter()
-    out["params"] = init_stats.param_statistics(params)
+    out["params"] = init_stats.param_statistics(params, model)
     timings["param_stats_s"] = time.perf_counter() - t
     _write(directory, "params.json", out["params"])
 
@@ -548,22 +548,22 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
   return _jsonable(out)
 
 
-def _block_spectra(cfg, operator, params, key, print_fn):
+def _block_spectra(cfg, operator, params, model, key, print_fn):
   """Top eigenvalues of every selected diagonal block of `operator` (one full-model linearization for all blocks;
   blocks with equal leaf sizes share one compiled program)."""
   records = []
   roles = {}
-  for r in jax.tree.leaves(param_roles(params), is_leaf=lambda r: isinstance(r, ParamRole)):
+  for r in jax.tree.leaves(param_roles(model, params), is_leaf=lambda r: isinstance(r, ParamRole)):
     roles.setdefault(r.path, r)
-  blocks = {k: v for k, v in hessian.model_blocks(params).items() if re.search(cfg.block_filter, k)}
+  blocks = {k: v for k, v in hessian.model_blocks(model).items() if re.search(cfg.block_filter, k)}
   if not blocks:
     raise ValueError(
         f"analysis.block_filter={cfg.block_filter!r} matches no block; blocks: "
-        f"{sorted(hessian.model_blocks(params))}"
+        f"{sorted(hessian.model_blocks(model))}"
     )
   start = time.perf_counter()
   for i, (name, select) in enumerate(sorted(blocks.items())):
-    matvec, example = hessian.block_operator(operator, params, select)
+    matvec, example = hessian.block_operator(operator, params, select, model=model)
     size = int(ravel_pytree(example)[0].size)
     steps = min(cfg.block_lanczos_steps, size)
     e = top_eigenvalues(

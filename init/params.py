@@ -112,7 +112,7 @@ def init_params(config: Any, model: Any, key: jax.Array, batch: Optional[dict] =
     batch = _model_batch(mc, batch)
   shape_batch = batch if batch is not None else {k: jnp.ones((1, 1), jnp.int32) for k in ("inputs", "targets")}
   shapes = jax.eval_shape(model.init, key, shape_batch)
-  roles = param_roles(shapes["params"])
+  roles = param_roles(model, shapes["params"])
 
   def sample(leaf, role):
     init = scheme.rule(role, mc, hparams).make()

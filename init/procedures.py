@@ -98,7 +98,7 @@ def admin_profile(variables: Any, model: Any, batch: dict) -> Any:
   if mc.residual != "admin":
     raise ValueError(f"admin_profile needs model.residual='admin' (ω exists only then), got {mc.residual!r}")
   params = variables["params"]
-  roles = param_roles(params)
+  roles = param_roles(model, params)
   is_omega = lambda r: r.role == "residual_scale"
   ones = jax.tree.map(lambda p, r: jnp.ones_like(p) if is_omega(r) else p, params, roles)
   _, state = _apply_recording(model)({**variables, "params": ones}, batch)

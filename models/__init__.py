@@ -3,7 +3,8 @@
 Public API:
 - `get_model(model_config) -> nn.Module`: the model for a frozen `ModelConfig`.
 - `logical_axes(model)`: the logical axis names (`LOGICAL_AXES`) of every parameter, as PartitionSpecs (`models.axes`).
-- `param_roles(params)`: role / stack / layer / fans of every parameter (see `models.roles`).
+- `param_roles(model[, params])`: role / stack / layer / sublayer / fans of every parameter, as each declared it
+  where it was created (`models.roles.declare`).
 - `ModelConfig`: the frozen, validated config; `ModelConfig.from_config(cfg.model, vocab_size=...)`.
 - `lr_multipliers(params, config)`: µP per-parameter learning-rate multipliers (1 for SP/NTK).
 - `scheduled_alpha_update`: the update rule of the `scheduled` residual's α.

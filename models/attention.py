@@ -56,28 +56,32 @@ class MultiHeadAttention(nn.Module):
 
   Attributes:
     config: the frozen ModelConfig.
+    sublayer: which attention it is (`self_attn` / `cross_attn`), declared by its parameters (`models.roles`).
   """
 
   config: Any
+  sublayer: str
 
   @nn.compact
   def __call__(self, x_q_BxQxD, x_kv_BxKxD, mask_Bx1xQxK, *, deterministic: bool = True):
     c = self.config
     h, k, d = c.num_heads, c.qkv_head_dim, x_q_BxQxD.shape[-1]
-    proj = lambda name: Dense(
+    proj = lambda name, role: Dense(
         (h, k),
         axis=-1,
         use_bias=c.use_bias,
         multiplier=hidden_multiplier(c, d),
         kernel_init=default_kernel_init(c),
         axes=("embed", "heads", "kv"),
+        role=role,
+        sublayer=self.sublayer,
         dtype=c.dtype,
         param_dtype=c.param_dtype,
         name=name,
     )
-    q_BxQxHxK = proj("query")(x_q_BxQxD)
-    k_BxKxHxK = proj("key")(x_kv_BxKxD)
-    v_BxKxHxK = proj("value")(x_kv_BxKxD)
+    q_BxQxHxK = proj("query", "attn_q")(x_q_BxQxD)
+    k_BxKxHxK = proj("key", "attn_k")(x_kv_BxKxD)
+    v_BxKxHxK = proj("value", "attn_v")(x_kv_BxKxD)
 
     # Softmax in at least float32 (bfloat16 compute), in float64 when the model computes in float64 (analysis).
     softmax_dtype = jnp.promote_types(c.dtype, jnp.float32)
@@ -104,6 +108,8 @@ class MultiHeadAttention(nn.Module):
         multiplier=hidden_multiplier(c, h * k),
         kernel_init=default_kernel_init(c),
         axes=("heads", "kv", "embed"),
+        role="attn_out",
+        sublayer=self.sublayer,
         dtype=c.dtype,
         param_dtype=c.param_dtype,
         name="out",

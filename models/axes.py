@@ -1,8 +1,8 @@
 """Logical axes of the parameters: the names every parameter declares where it is created, and how to read them.
 
-Every parameter of the model is created through an initializer wrapped by `nn.with_logical_partitioning` (Flax's
-partitioning metadata, as in the Flax lm1b/wmt examples and MaxText), naming each of its axes with one of
-`LOGICAL_AXES`:
+Every parameter of the model is created through an initializer wrapped by `models.roles.declare`: Flax's logical
+partitioning metadata (an `nn.LogicallyPartitioned` box, as in the Flax lm1b/wmt examples and MaxText) that also
+carries the parameter's role. Each of its axes is named with one of `LOGICAL_AXES`:
 
 | parameter                                  | shape      | logical axes                 |
 |--------------------------------------------|------------|------------------------------|

@@ -6,7 +6,8 @@ from `models.parameterization`. Flax's DenseGeneral has no multiplier, and foldi
 what the optimizer sees (the point of NTK/µP), hence this small module.
 
 `axes` names the kernel's axes for sharding (Flax logical partitioning metadata, `models.axes`): the contracted
-input axes, then the feature axes; the bias takes the feature axes' names.
+input axes, then the feature axes; the bias takes the feature axes' names. `role` and `sublayer` are what the kernel
+is (`models.roles`); the bias declares the role `bias` in the same sublayer.
 """
 
 from typing import Any, Callable, Optional, Sequence
@@ -15,6 +16,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from models.roles import declare
 
 
 def _tuple(x):
@@ -31,6 +34,7 @@ class Dense(nn.Module):
     multiplier: constant multiplying x⋅W before the bias.
     kernel_init, bias_init: flax initializers (the model's defaults; `init/` schemes re-initialize by role).
     axes: logical axis names of the kernel (input axes, then feature axes; `models.axes.LOGICAL_AXES`), None: unnamed.
+    role: the kernel's role (`models.roles.ROLES`); sublayer: the part of the model it belongs to.
     dtype: compute dtype; param_dtype: storage dtype.
   """
 
@@ -41,6 +45,8 @@ class Dense(nn.Module):
   kernel_init: Callable = nn.initializers.lecun_normal()
   bias_init: Callable = nn.initializers.zeros
   axes: Optional[tuple[Optional[str], ...]] = None
+  role: Optional[str] = None
+  sublayer: Optional[str] = None
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
 
@@ -58,7 +64,7 @@ class Dense(nn.Module):
     names = (None,) * (len(in_shape) + len(features)) if self.axes is None else tuple(self.axes)
     if len(names) != len(in_shape) + len(features):
       raise ValueError(f"Dense {self.name}: axes={self.axes} has not one name per kernel axis {in_shape + features}")
-    kernel_init = nn.with_logical_partitioning(kernel_init, names)
+    kernel_init = declare(kernel_init, names, role=self.role, sublayer=self.sublayer)
     kernel = self.param("kernel", kernel_init, in_shape + features, self.param_dtype)
     x, kernel = nn.dtypes.promote_dtype(x, kernel, dtype=self.dtype)
     contract = (axis, tuple(range(len(axis))))
@@ -66,7 +72,7 @@ class Dense(nn.Module):
     if self.multiplier != 1.0:
       y = y * jnp.asarray(self.multiplier, y.dtype)
     if self.use_bias:
-      bias_init = nn.with_logical_partitioning(self.bias_init, names[len(in_shape) :])
+      bias_init = declare(self.bias_init, names[len(in_shape) :], role="bias", sublayer=self.sublayer)
       bias = self.param("bias", bias_init, features, self.param_dtype)
       y = y + bias.astype(y.dtype)
     return y

@@ -6,7 +6,8 @@
 - `none`: the identity (no parameters).
 
 Statistics are computed in float32 whatever the compute dtype, as flax does, so bfloat16 runs stay stable.
-Scale and bias declare the logical axis ("embed",) (`models.axes`).
+Scale and bias declare the logical axis ("embed",) (`models.axes`) and the roles `norm_scale` / `norm_bias` of the
+sublayer the norm belongs to (`models.roles`).
 """
 
 from typing import Any, Callable
@@ -14,9 +15,9 @@ from typing import Any, Callable
 import flax.linen as nn
 import jax
 
+from models.roles import declare
+
 NORMS = ("layernorm", "rmsnorm", "none")
-_SCALE_INIT = nn.with_logical_partitioning(nn.initializers.ones, ("embed",))
-_BIAS_INIT = nn.with_logical_partitioning(nn.initializers.zeros, ("embed",))
 
 
 class Identity(nn.Module):
@@ -28,32 +29,35 @@ class Identity(nn.Module):
 
 
 def get_norm(name: str) -> Callable[..., nn.Module]:
-  """Returns a factory `(epsilon, use_bias, dtype, param_dtype, name) -> nn.Module` for the norm `name`."""
+  """Returns a factory `(epsilon, use_bias, dtype, param_dtype, name, sublayer) -> nn.Module` for the norm `name`."""
+  scale_init = lambda sublayer: declare(nn.initializers.ones, ("embed",), role="norm_scale", sublayer=sublayer)
+  bias_init = lambda sublayer: declare(nn.initializers.zeros, ("embed",), role="norm_bias", sublayer=sublayer)
   if name == "layernorm":
-    return lambda *, epsilon, use_bias, dtype, param_dtype, name: nn.LayerNorm(
+    return lambda *, epsilon, use_bias, dtype, param_dtype, name, sublayer: nn.LayerNorm(
         epsilon=epsilon,
         use_bias=use_bias,
         dtype=dtype,
         param_dtype=param_dtype,
-        scale_init=_SCALE_INIT,
-        bias_init=_BIAS_INIT,
+        scale_init=scale_init(sublayer),
+        bias_init=bias_init(sublayer),
         name=name,
     )
   if name == "rmsnorm":
-    return lambda *, epsilon, use_bias, dtype, param_dtype, name: nn.RMSNorm(
-        epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, scale_init=_SCALE_INIT, name=name
+    return lambda *, epsilon, use_bias, dtype, param_dtype, name, sublayer: nn.RMSNorm(
+        epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, scale_init=scale_init(sublayer), name=name
     )
   if name == "none":
-    return lambda *, epsilon, use_bias, dtype, param_dtype, name: Identity(name=name)
+    return lambda *, epsilon, use_bias, dtype, param_dtype, name, sublayer: Identity(name=name)
   raise ValueError(f"model.norm_type={name!r} is not one of {list(NORMS)}")
 
 
-def make_norm(config: Any, name: str, norm_type: str | None = None) -> nn.Module:
-  """The configured norm as a named submodule (call inside a compact method)."""
+def make_norm(config: Any, name: str, sublayer: str, norm_type: str | None = None) -> nn.Module:
+  """The configured norm as a named submodule of `sublayer` (call inside a compact method or setup)."""
   return get_norm(norm_type or config.norm_type)(
       epsilon=config.norm_epsilon,
       use_bias=config.use_bias,
       dtype=config.dtype,
       param_dtype=config.param_dtype,
       name=name,
+      sublayer=sublayer,
   )

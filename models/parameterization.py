@@ -44,7 +44,7 @@ def lr_multipliers(params: Any, config: Any) -> Any:
   1 everywhere except µP's hidden matrices (and their role `head` transform in the MLM head, which is hidden too),
   which get 1/width_ratio (Tensor Programs V, Table 3, Adam column).
   """
-  roles = param_roles(params)
+  roles = param_roles(config, params)
   if config.parameterization != "mup":
     return jax.tree.map(lambda _: 1.0, roles)
   hidden = lambda r: r.role in HIDDEN_ROLES or (r.role == "head" and r.sublayer == "mlm_transform")

@@ -15,7 +15,8 @@ Registry `get_residual(name)` / `RESIDUALS`:
                Training Transformers", eq. 6)
 
 The Norm placement (post/pre/sandwich/none) is applied around this merge by `models.transformer`. α declares no
-logical axis (a scalar), ω the axis ("embed",) (`models.axes`).
+logical axis (a scalar), ω the axis ("embed",) (`models.axes`); both declare the role `residual_scale` of their
+sublayer (`models.roles`).
 """
 
 from typing import Any
@@ -23,6 +24,8 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+from models.roles import declare
 
 RESIDUALS = ("plain", "rezero", "skipinit", "scheduled", "deepnorm", "admin")
 ALPHA_COLLECTION = "residual_alpha"
@@ -72,9 +75,11 @@ class Residual(nn.Module):
     skipinit_alpha: α at init for `skipinit`.
     alpha_init: α at init for `scheduled`.
     param_dtype: dtype of α / ω.
+    sublayer: the sublayer whose branch this merges (`self_attn`, `cross_attn`, `mlp`), declared by α / ω.
   """
 
   kind: str
+  sublayer: str
   deepnorm_alpha: float = 1.0
   skipinit_alpha: float = 0.0
   alpha_init: float = 0.0
@@ -87,7 +92,10 @@ class Residual(nn.Module):
     if self.kind in ("rezero", "skipinit"):
       init = 0.0 if self.kind == "rezero" else self.skipinit_alpha
       alpha = self.param(
-          "alpha", nn.with_logical_partitioning(nn.initializers.constant(init), ()), (), self.param_dtype
+          "alpha",
+          declare(nn.initializers.constant(init), (), role="residual_scale", sublayer=self.sublayer),
+          (),
+          self.param_dtype,
       )
       return x + alpha.astype(x.dtype) * branch
     if self.kind == "scheduled":
@@ -96,7 +104,7 @@ class Residual(nn.Module):
     if self.kind == "deepnorm":
       return jnp.asarray(self.deepnorm_alpha, x.dtype) * x + branch
     if self.kind == "admin":
-      omega_init = nn.with_logical_partitioning(nn.initializers.ones, ("embed",))
+      omega_init = declare(nn.initializers.ones, ("embed",), role="residual_scale", sublayer=self.sublayer)
       omega = self.param("omega", omega_init, (x.shape[-1],), self.param_dtype)
       return omega.astype(x.dtype) * x + branch
     raise ValueError(f"model.residual={self.kind!r} is not one of {list(RESIDUALS)}")

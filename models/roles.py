@@ -1,21 +1,30 @@
-"""Parameter roles: what every leaf of the parameter pytree is, derived in ONE place from the module structure.
+"""Parameter roles: what every leaf of the parameter pytree is, declared by the model where the parameter is created.
 
-`param_roles(params)` returns a pytree with the structure of `params` whose leaves are `ParamRole` records:
-role, stack (`encoder` / `decoder` / `shared`), layer index (None outside layers), sublayer (`self_attn`,
-`cross_attn`, `mlp`, ... ), fan_in and fan_out (multi-head kernels count heads × head_dim as one axis).
-Init schemes, µP learning-rate multipliers and per-block Hessians are built on these records, never on path
-matching elsewhere. An unknown path raises, so a new module cannot silently go without a role.
+Every parameter of the model is created through `declare(init, axes, role=..., sublayer=...)`: Flax's logical
+partitioning metadata (`nn.LogicallyPartitioned`, as in the Flax lm1b/wmt examples and MaxText) extended with the
+parameter's role and the sublayer it belongs to. `param_roles(model)` reads these declarations back without
+computing anything (`jax.eval_shape` of `nn.Module.init`, which keeps the boxes `Transformer.init` strips) and
+returns a pytree shaped like the params whose leaves are `ParamRole` records: role, stack (`encoder` / `decoder` /
+`shared`: the stack module the parameter sits in), layer index (the `layer_<i>` module it sits in; None outside
+layers), sublayer (`self_attn`, `cross_attn`, `mlp`, `embedding`, `position`, `final_norm`, `head`, ...), fan_in and
+fan_out (multi-head kernels count heads × head_dim as one axis). Init schemes, µP learning-rate multipliers,
+per-block Hessians and gradient profiles are built on these records, never on parameter names. A parameter created
+without a declared role fails `param_roles`, so a new module cannot silently go without one.
 
 Roles: embedding, position, attn_q, attn_k, attn_v, attn_out, mlp_in, mlp_out, norm_scale, norm_bias,
 residual_scale, head, bias.
 """
 
 import dataclasses
+import functools
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
+import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 ROLES = (
     "embedding",
@@ -32,8 +41,39 @@ ROLES = (
     "head",
     "bias",
 )
-_ATTN = {"query": "attn_q", "key": "attn_k", "value": "attn_v", "out": "attn_out"}
-_MLP = {"wi": "mlp_in", "wo": "mlp_out"}
+
+
+class Declared(nn.LogicallyPartitioned):
+  """A parameter's box at creation: its value, its logical axis names (`models.axes`), its role and sublayer.
+
+  A subclass of Flax's `LogicallyPartitioned`, so `nn.get_partition_spec`, `nn.unbox` and sharding read it as
+  any logically partitioned parameter; `role` and `sublayer` are static metadata (not pytree leaves).
+  """
+
+  role: str = struct.field(default="", pytree_node=False)
+  sublayer: str = struct.field(default="", pytree_node=False)
+
+
+def declare(init: Callable, axes: tuple, *, role: str, sublayer: str) -> Callable:
+  """Wraps a Flax initializer so the parameter it creates declares its logical `axes`, `role` and `sublayer`.
+
+  Args:
+    init: a Flax initializer `(key, shape, dtype) -> array`.
+    axes: one logical axis name (`models.axes.LOGICAL_AXES`) or None per axis of the parameter.
+    role: one of `ROLES`.
+    sublayer: the part of the model it belongs to (e.g. `self_attn`, `mlp`, `final_norm`).
+
+  Returns:
+    The initializer returning a `Declared` box.
+  """
+  if role not in ROLES:
+    raise ValueError(f"role={role!r} is not one of {list(ROLES)}")
+
+  @functools.wraps(init)
+  def boxed(*args, **kwargs):
+    return Declared(init(*args, **kwargs), tuple(axes), role=role, sublayer=sublayer)
+
+  return boxed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,61 +107,66 @@ def _fans(role: str, shape: tuple) -> tuple[int, int]:
   return n, n
 
 
-def _classify(names: list[str]) -> tuple[str, str, Optional[int], Optional[str]]:
-  """(role, stack, layer, sublayer) for a parameter path, or ValueError."""
+def _record(names: list[str], box: Any) -> ParamRole:
+  """The ParamRole of one declared parameter at module path `names`."""
   path = "/".join(names)
-  leaf = names[-1]
+  if not isinstance(box, Declared):
+    raise ValueError(
+        f"parameter {path!r} has no declared role: create it with models.roles.declare(init, axes, role=, sublayer=)"
+    )
+  # Where it sits: the stack module and the layer module on its path (module structure, not its name).
   stack = names[0] if names[0] in ("encoder", "decoder") else "shared"
-  layer = None
-  rest = names[1:] if stack != "shared" else names
-  if rest and (m := re.fullmatch(r"layer_(\d+)", rest[0])):
-    layer, rest = int(m.group(1)), rest[1:]
-  norm_role = {"scale": "norm_scale", "bias": "norm_bias"}
-  if names[0] == "token_embedding" and leaf == "embedding":
-    return "embedding", stack, None, "embedding"
-  if len(rest) == 2 and rest[0] == "pos_embedding":
-    return "position", stack, None, "position"
-  if names[0] == "head":
-    return ("head" if leaf == "kernel" else "bias"), stack, None, "head"
-  if names[0] == "mlm_transform":
-    return ("head" if leaf == "kernel" else "bias"), stack, None, "mlm_transform"
-  if names[0] == "mlm_norm" and leaf in norm_role:
-    return norm_role[leaf], stack, None, "mlm_head"
-  if names[0] == "mlm_output_bias":
-    return "bias", stack, None, "mlm_head"
-  if rest == ["final_norm", leaf] and leaf in norm_role:
-    return norm_role[leaf], stack, None, "final_norm"
-  if rest == ["embedding_norm", leaf] and leaf in norm_role:
-    return norm_role[leaf], stack, None, "embedding_norm"
-  if layer is not None and len(rest) >= 2:
-    module = rest[0]
-    if len(rest) == 3 and module in ("self_attn", "cross_attn") and rest[1] in _ATTN:
-      return (_ATTN[rest[1]] if leaf == "kernel" else "bias"), stack, layer, module
-    if len(rest) == 3 and module == "mlp" and rest[1] in _MLP:
-      return (_MLP[rest[1]] if leaf == "kernel" else "bias"), stack, layer, "mlp"
-    if m := re.fullmatch(r"(self_attn|cross_attn|mlp)_(post_norm|norm)", module):
-      if leaf in norm_role:
-        return norm_role[leaf], stack, layer, m.group(1)
-    if m := re.fullmatch(r"(self_attn|cross_attn|mlp)_residual", module):
-      if leaf in ("alpha", "omega"):
-        return "residual_scale", stack, layer, m.group(1)
-  raise ValueError(f"parameter {path!r} has no role; models/roles.py must classify every parameter")
+  layer = next((int(m.group(1)) for n in names[:-1] if (m := re.fullmatch(r"layer_(\d+)", n))), None)
+  fan_in, fan_out = _fans(box.role, tuple(box.value.shape))
+  return ParamRole(box.role, stack, layer, box.sublayer, fan_in, fan_out, path)
 
 
-def param_roles(params: Any) -> Any:
-  """The `ParamRole` of every leaf of `params` (arrays or ShapeDtypeStructs), as a pytree like `params`.
+def declared_roles(boxed_params: Any) -> Any:
+  """The `ParamRole` of every parameter of a module's boxed params (what `nn.Module.init` returns, before
+  `nn.unbox`), read from their `Declared` boxes; ValueError naming the first parameter that declares no role."""
+  is_box = lambda x: isinstance(x, nn.meta.AxisMetadata)
+  return jax.tree_util.tree_map_with_path(
+      lambda path, box: _record([_key_name(k) for k in path], box), boxed_params, is_leaf=is_box
+  )
+
+
+@functools.lru_cache(maxsize=64)
+def _declared_roles(config: Any) -> Any:
+  # Imported here: models.transformer imports models.parameterization, which reads roles.
+  from models.transformer import Transformer  # pylint: disable=g-import-not-at-top
+
+  batch = {k: jnp.ones((1, 1), jnp.int32) for k in ("inputs", "targets")}
+  boxed = jax.eval_shape(functools.partial(nn.Module.init, Transformer(config)), jax.random.key(0), batch)["params"]
+  shapes = tuple(tuple(box.value.shape) for box in jax.tree.leaves(boxed, is_leaf=lambda x: isinstance(x, Declared)))
+  return declared_roles(boxed), shapes
+
+
+def param_roles(model: Any, params: Any = None) -> Any:
+  """The `ParamRole` of every parameter `model` declares, as a pytree like its params.
 
   Args:
-    params: the model's `params` collection (without the {"params": ...} wrapper).
+    model: a `models.Transformer` or its `ModelConfig` (with `vocab_size` set).
+    params: optionally a pytree of arrays or ShapeDtypeStructs (params, gradients, ...) to check against: its tree
+      structure and shapes must be the model's, else ValueError.
 
   Returns:
-    A pytree with the structure of `params` and `ParamRole` leaves.
+    A pytree with the structure of the model's `params` and `ParamRole` leaves (read from the declarations, cached
+    per model config).
   """
-
-  def role_of(path, leaf):
-    names = [_key_name(k) for k in path]
-    role, stack, layer, sublayer = _classify(names)
-    fan_in, fan_out = _fans(role, tuple(leaf.shape))
-    return ParamRole(role, stack, layer, sublayer, fan_in, fan_out, "/".join(names))
-
-  return jax.tree_util.tree_map_with_path(role_of, params)
+  config = getattr(model, "config", model)
+  if getattr(config, "vocab_size", None) is None:
+    raise ValueError(f"param_roles needs a models.Transformer or a ModelConfig with vocab_size, got {model!r}")
+  roles, shapes = _declared_roles(config)
+  if params is not None:
+    is_role = lambda r: isinstance(r, ParamRole)
+    if jax.tree.structure(params) != jax.tree.structure(roles, is_leaf=is_role):
+      theirs = {"/".join(_key_name(k) for k in p) for p, _ in jax.tree_util.tree_leaves_with_path(params)}
+      ours = {r.path for r in jax.tree.leaves(roles, is_leaf=is_role)}
+      raise ValueError(
+          f"params do not match the model's parameters: missing {sorted(ours - theirs)[:5]}, "
+          f"not declared by the model {sorted(theirs - ours)[:5]}"
+      )
+    for r, shape, leaf in zip(jax.tree.leaves(roles, is_leaf=is_role), shapes, jax.tree.leaves(params)):
+      if tuple(leaf.shape) != shape:
+        raise ValueError(f"parameter {r.path!r} has shape {tuple(leaf.shape)}, the model's is {shape}")
+  return roles

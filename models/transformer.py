@@ -34,6 +34,7 @@ from models.dense import Dense
 from models.norms import make_norm
 from models.parameterization import default_kernel_init, hidden_multiplier, readout_multiplier
 from models.residual import Residual, deepnorm_constants
+from models.roles import declare
 
 
 def sinusoidal_positions(positions_BxL: jax.Array, d: int) -> jax.Array:
@@ -63,20 +64,22 @@ class MLP(nn.Module):
   def __call__(self, x_BxLxD, *, deterministic: bool = True):
     c = self.config
     d = x_BxLxD.shape[-1]
-    dense = lambda feats, fan_in, axes, name: Dense(
+    dense = lambda feats, fan_in, axes, role, name: Dense(
         feats,
         use_bias=c.use_bias,
         multiplier=hidden_multiplier(c, fan_in),
         kernel_init=default_kernel_init(c),
         axes=axes,
+        role=role,
+        sublayer="mlp",
         dtype=c.dtype,
         param_dtype=c.param_dtype,
         name=name,
     )
-    h_BxLxF = get_activation(c.activation)(dense(c.d_ff, d, ("embed", "mlp"), "wi")(x_BxLxD))
+    h_BxLxF = get_activation(c.activation)(dense(c.d_ff, d, ("embed", "mlp"), "mlp_in", "wi")(x_BxLxD))
     if c.dropout_rate > 0 and not deterministic:
       h_BxLxF = nn.Dropout(c.dropout_rate)(h_BxLxF, deterministic=False)
-    return dense(d, c.d_ff, ("mlp", "embed"), "wo")(h_BxLxF)
+    return dense(d, c.d_ff, ("mlp", "embed"), "mlp_out", "wo")(h_BxLxF)
 
 
 class Layer(nn.Module):
@@ -94,6 +97,7 @@ class Layer(nn.Module):
     )
     merge = Residual(
         kind=c.residual,
+        sublayer=kind,
         deepnorm_alpha=alpha,
         skipinit_alpha=c.skipinit_alpha,
         alpha_init=c.alpha_init,
@@ -102,14 +106,14 @@ class Layer(nn.Module):
     )
     drop = lambda h: nn.Dropout(c.dropout_rate)(h, deterministic=deterministic) if c.dropout_rate > 0 else h
     if c.norm_position == "pre":
-      branch = branch_fn(make_norm(c, f"{kind}_norm")(x))
+      branch = branch_fn(make_norm(c, f"{kind}_norm", kind)(x))
       out = merge(x, drop(branch))
     elif c.norm_position == "sandwich":
-      branch = make_norm(c, f"{kind}_post_norm")(branch_fn(make_norm(c, f"{kind}_norm")(x)))
+      branch = make_norm(c, f"{kind}_post_norm", kind)(branch_fn(make_norm(c, f"{kind}_norm", kind)(x)))
       out = merge(x, drop(branch))
     elif c.norm_position == "post":
       branch = branch_fn(x)
-      out = make_norm(c, f"{kind}_norm")(merge(x, drop(branch)))
+      out = make_norm(c, f"{kind}_norm", kind)(merge(x, drop(branch)))
     else:
       branch = branch_fn(x)
       out = merge(x, drop(branch))
@@ -122,7 +126,7 @@ class Layer(nn.Module):
   @nn.compact
   def __call__(self, x_BxLxD, self_mask, *, encoded_BxSxD=None, cross_mask=None, deterministic=True):
     c = self.config
-    attn = lambda name: MultiHeadAttention(c, name=name)
+    attn = lambda name: MultiHeadAttention(c, name, name=name)
     x = self._sublayer(
         "self_attn", x_BxLxD, lambda h: attn("self_attn")(h, h, self_mask, deterministic=deterministic), deterministic
     )
@@ -150,7 +154,9 @@ class Stack(nn.Module):
       x_BxLxD = x_BxLxD + nn.Embed(
           c.max_len,
           c.d_model,
-          embedding_init=nn.with_logical_partitioning(nn.initializers.normal(1.0), ("position", "embed")),
+          embedding_init=declare(
+              nn.initializers.normal(1.0), ("position", "embed"), role="position", sublayer="position"
+          ),
           dtype=c.dtype,
           param_dtype=c.param_dtype,
           name="pos_embedding",
@@ -160,7 +166,8 @@ class Stack(nn.Module):
     if c.embedding_norm:
       # BERT's input representation (Devlin et al. 2019 §3; google-research/bert `embedding_postprocessor`):
       # LayerNorm(token + position embeddings), then dropout.
-      x_BxLxD = make_norm(c, "embedding_norm", "rmsnorm" if c.norm_type == "rmsnorm" else "layernorm")(x_BxLxD)
+      norm_type = "rmsnorm" if c.norm_type == "rmsnorm" else "layernorm"
+      x_BxLxD = make_norm(c, "embedding_norm", "embedding_norm", norm_type)(x_BxLxD)
     if c.dropout_rate > 0:
       x_BxLxD = nn.Dropout(c.dropout_rate)(x_BxLxD, deterministic=deterministic)
     if self.is_mutable_collection("intermediates"):
@@ -170,7 +177,7 @@ class Stack(nn.Module):
           x_BxLxD, self_mask, encoded_BxSxD=encoded_BxSxD, cross_mask=cross_mask, deterministic=deterministic
       )
     if c.norm_position in ("pre", "sandwich"):
-      x_BxLxD = make_norm(c, "final_norm")(x_BxLxD)
+      x_BxLxD = make_norm(c, "final_norm", "final_norm")(x_BxLxD)
     return x_BxLxD
 
 
@@ -204,7 +211,7 @@ class Transformer(nn.Module):
     self.token_embedding = nn.Embed(
         c.vocab_size,
         c.d_model,
-        embedding_init=nn.with_logical_partitioning(nn.initializers.normal(1.0), ("vocab", "embed")),
+        embedding_init=declare(nn.initializers.normal(1.0), ("vocab", "embed"), role="embedding", sublayer="embedding"),
         dtype=c.dtype,
         param_dtype=c.param_dtype,
     )
@@ -219,6 +226,8 @@ class Transformer(nn.Module):
           multiplier=readout_multiplier(c, tied=False),
           kernel_init=default_kernel_init(c),
           axes=("embed", "vocab"),
+          role="head",
+          sublayer="head",
           dtype=c.dtype,
           param_dtype=c.param_dtype,
       )
@@ -229,13 +238,15 @@ class Transformer(nn.Module):
           multiplier=hidden_multiplier(c, c.d_model),
           kernel_init=default_kernel_init(c),
           axes=("embed", "hidden"),
+          role="head",
+          sublayer="mlm_transform",
           dtype=c.dtype,
           param_dtype=c.param_dtype,
       )
-      self.mlm_norm = make_norm(c, "mlm_norm", "rmsnorm" if c.norm_type == "rmsnorm" else "layernorm")
+      self.mlm_norm = make_norm(c, "mlm_norm", "mlm_head", "rmsnorm" if c.norm_type == "rmsnorm" else "layernorm")
       self.mlm_bias = self.param(
           "mlm_output_bias",
-          nn.with_logical_partitioning(nn.initializers.zeros, ("vocab",)),
+          declare(nn.initializers.zeros, ("vocab",), role="bias", sublayer="mlm_head"),
           (c.vocab_size,),
           c.param_dtype,
       )

@@ -138,7 +138,7 @@ def test_param_statistics_match_numpy_and_the_truncation_closed_form():
   batch = {"targets": jnp.ones((2, 8), jnp.int32)}
   params = init_lib.init_params({"scheme": "bert", "std": 0.02}, model, jax.random.key(0), batch)["params"]
   with jax.enable_x64(True):
-    stats = init_stats.param_statistics(jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), params))
+    stats = init_stats.param_statistics(jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), params), model)
   leaves = jax.tree.leaves(params)
   assert len(stats) == len(leaves)
   for s, leaf in zip(stats, leaves):

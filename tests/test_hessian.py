@@ -147,17 +147,21 @@ def test_token_weighted_average_equals_hessian_of_the_union(setup, linearize):
 @pytest.mark.parametrize("name", ["encoder/layer_0/attn_q", "decoder/layer_0/norms"])
 def test_block_operator_is_the_dense_sub_block(setup, name):
   s = setup
-  matvec, example = block_hvp_fn(s["loss_fn"], s["params"], s["union"], name)
-  idx = block_indices(s["params"], name)
+  matvec, example = block_hvp_fn(s["loss_fn"], s["params"], s["union"], name, model=s["model"])
+  idx = block_indices(s["params"], name, model=s["model"])
   sub = s["dense"][np.ix_(idx, idx)]
   flat, unravel = ravel_pytree(example)
   v = s["v"][: flat.size]
-  assert flat.size == idx.size == sum(np.size(x) for x in jax.tree.leaves(block_params(s["params"], name)))
+  assert (
+      flat.size
+      == idx.size
+      == sum(np.size(x) for x in jax.tree.leaves(block_params(s["params"], name, model=s["model"])))
+  )
   assert _rel(ravel_pytree(matvec(unravel(v)))[0], sub @ v) < s["tol"]
 
 
 def test_model_blocks_names_and_bad_name(setup):
-  names = set(model_blocks(setup["params"]))
+  names = set(model_blocks(setup["model"]))
   expected = {
       f"{st}/layer_0/{k}"
       for st in ("encoder", "decoder")
@@ -166,7 +170,7 @@ def test_model_blocks_names_and_bad_name(setup):
   expected |= {f"decoder/layer_0/cross_attn_{k}" for k in ("q", "k", "v", "out")} | {"embedding"}
   assert names == expected
   with pytest.raises(ValueError, match="valid blocks"):
-    block_hvp_fn(setup["loss_fn"], setup["params"], setup["union"], "encoder/layer_7/attn_q")
+    block_hvp_fn(setup["loss_fn"], setup["params"], setup["union"], "encoder/layer_7/attn_q", model=setup["model"])
 
 
 def test_embedding_norm_is_a_block_of_its_own():
@@ -184,8 +188,8 @@ def test_embedding_norm_is_a_block_of_its_own():
   )
   tokens = jnp.ones((2, 4), jnp.int32)
   shapes = jax.eval_shape(get_model(config).init, jax.random.key(0), {"inputs": tokens, "targets": tokens})["params"]
-  blocks = model_blocks(shapes)
-  roles = jax.tree.leaves(param_roles(shapes), is_leaf=lambda r: isinstance(r, ParamRole))
+  blocks = model_blocks(config)
+  roles = jax.tree.leaves(param_roles(config, shapes), is_leaf=lambda r: isinstance(r, ParamRole))
   for stack in ("encoder", "decoder"):
     selected = sorted(r.path for r in roles if blocks[f"{stack}/embedding_norm"](r))
     assert selected == [f"{stack}/embedding_norm/bias", f"{stack}/embedding_norm/scale"], selected

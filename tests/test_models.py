@@ -3,6 +3,7 @@ attention logit scale, Post-LN / Pre-LN signal propagation, roles, µP multiplie
 
 import itertools
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -81,7 +82,7 @@ def test_every_combination_runs(arch, norm_position, residual, parameterization)
   assert logits.shape == (2, length, VOCAB)
   assert logits.dtype == jnp.float32
   assert bool(jnp.all(jnp.isfinite(logits)))
-  assert all(isinstance(r, models.ParamRole) for r in jax.tree.leaves(param_roles(variables["params"])))
+  assert all(isinstance(r, models.ParamRole) for r in jax.tree.leaves(param_roles(model, variables["params"])))
 
 
 @pytest.mark.parametrize(
@@ -184,7 +185,7 @@ def test_ntk_equals_standard_with_rescaled_kernels(arch, tied):
   ntk = get_model(tiny(**kw, parameterization="ntk"))
   b = batch()
   params = sp.init(jax.random.key(0), b)["params"]
-  roles = param_roles(params)
+  roles = param_roles(sp, params)
   scaled = {"attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "head"}
   params_ntk = jax.tree.map(lambda p, r: p * np.sqrt(r.fan_in) if r.role in scaled else p, params, roles)
   np.testing.assert_allclose(
@@ -197,7 +198,7 @@ def _attention_stats(scale):
   from models.attention import MultiHeadAttention
 
   c = tiny(d_model=64, num_heads=1, attention_logit_scale=scale, use_bias=False)
-  attn = MultiHeadAttention(c)
+  attn = MultiHeadAttention(c, "self_attn")
   # Independent queries and keys (as cross-attention): self-attention would put |x|² on the diagonal.
   xq, xk = jax.random.normal(jax.random.key(0), (2, 4, 64, 64))
   mask = jnp.ones((4, 1, 64, 64), bool)
@@ -283,7 +284,7 @@ def test_roles_and_fans():
       num_decoder_layers=2,
   )
   params = get_model(c).init(jax.random.key(0), batch())["params"]
-  roles = param_roles(params)
+  roles = param_roles(c, params)
   q = roles["decoder"]["layer_1"]["cross_attn"]["query"]["kernel"]
   assert (q.role, q.stack, q.layer, q.sublayer, q.fan_in, q.fan_out) == ("attn_q", "decoder", 1, "cross_attn", 16, 12)
   o = roles["encoder"]["layer_0"]["self_attn"]["out"]["kernel"]
@@ -292,8 +293,44 @@ def test_roles_and_fans():
   assert roles["decoder"]["layer_0"]["mlp_residual"]["omega"].role == "residual_scale"
   assert roles["head"]["kernel"].role == "head"
   assert roles["token_embedding"]["embedding"].stack == "shared"
-  with pytest.raises(ValueError, match="has no role"):
-    param_roles({"mystery": {"kernel": jnp.zeros((2, 2))}})
+  assert param_roles(get_model(c)) is roles  # read once per model config
+  with pytest.raises(ValueError, match=r"missing \['decoder/layer_0/cross_attn/key/bias'"):
+    param_roles(c, {**params, "decoder": {**params["decoder"], "layer_0": {}}})
+  with pytest.raises(ValueError, match="has shape"):
+    param_roles(c, jax.tree.map(lambda x: x[..., None], params))
+
+
+def test_roles_are_declared_where_parameters_are_created_not_read_from_names():
+  """A role comes from the `declare` box the parameter was created with, whatever the module is called; a parameter
+  created without one is named in the error, and a role outside ROLES is refused when declared."""
+
+  class Renamed(nn.Module):
+    declared: bool = True
+
+    @nn.compact
+    def __call__(self, x):
+      y = Dense(3, role="attn_v", sublayer="mlp", axes=("embed", "kv"), name="mystery")(x)
+      init = nn.initializers.zeros
+      if self.declared:
+        init = models.roles.declare(init, ("embed",), role="norm_bias", sublayer="final_norm")
+      return y.sum() + self.param("whatever", init, (x.shape[-1],)).sum()
+
+  x = jnp.ones((2, 4))
+  roles = models.roles.declared_roles(Renamed().init(jax.random.key(0), x)["params"])
+  kernel, bias, other = roles["mystery"]["kernel"], roles["mystery"]["bias"], roles["whatever"]
+  assert (kernel.role, kernel.sublayer, kernel.fan_in, kernel.fan_out, kernel.path) == (
+      "attn_v",
+      "mlp",
+      4,
+      3,
+      "mystery/kernel",
+  )
+  assert (bias.role, bias.sublayer) == ("bias", "mlp")
+  assert (other.role, other.sublayer, other.stack, other.layer) == ("norm_bias", "final_norm", "shared", None)
+  with pytest.raises(ValueError, match="'whatever' has no declared role"):
+    models.roles.declared_roles(Renamed(declared=False).init(jax.random.key(0), x)["params"])
+  with pytest.raises(ValueError, match="role='gain' is not one of"):
+    models.roles.declare(nn.initializers.ones, ("embed",), role="gain", sublayer="mlp")
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -309,7 +346,7 @@ def test_embedding_norm_gives_unit_variance_tokens_with_norm_roles(arch):
   logits, state = model.apply(variables, b, mutable=["intermediates"])
   length = b["inputs"].shape[1] if arch == "encoder" else b["targets"].shape[1]
   assert logits.shape == (2, length, VOCAB)
-  roles = param_roles(params)
+  roles = param_roles(model, params)
   for stack in c.stacks:
     norm = params[stack]["embedding_norm"]
     assert norm["scale"].shape == norm["bias"].shape == (16,)
@@ -348,7 +385,8 @@ def test_mup_lr_multipliers_and_readout():
   assert mult["decoder"]["layer_0"]["mlp"]["wi"]["kernel"] == pytest.approx(0.25)
   assert mult["decoder"]["layer_0"]["self_attn"]["query"]["kernel"] == pytest.approx(0.25)
   assert mult["token_embedding"]["embedding"] == 1.0 and mult["head"]["kernel"] == 1.0
-  sp_mult = models.lr_multipliers(params, tiny(arch="decoder", tie_embeddings=False))
+  sp = tiny(arch="decoder", tie_embeddings=False, d_model=32)
+  sp_mult = models.lr_multipliers(get_model(sp).init(jax.random.key(0), batch())["params"], sp)
   assert set(jax.tree.leaves(sp_mult)) == {1.0}
   # The readout is multiplied by 1/width_ratio = 1/4 relative to the same kernel without µP.
   from models.parameterization import readout_multiplier
@@ -397,7 +435,7 @@ def test_bfloat16_dense_error_is_three_roundings():
   Accumulating in bfloat16 would round each partial sum S_i (RMS √i·σ for terms of RMS σ), a relative error of
   0.42u·√(Σ_i i / n) ≈ 0.42u·√(n/2) ≈ 9.5u for n = 1024 (measured 9.5u with a bfloat16 running sum)."""
   x = jax.random.normal(jax.random.key(0), (64, 1024))
-  dense32, dense16 = Dense(256), Dense(256, dtype=jnp.bfloat16)
+  dense32, dense16 = (Dense(256, role="mlp_in", sublayer="mlp", dtype=t) for t in (jnp.float32, jnp.bfloat16))
   variables = dense32.init(jax.random.key(1), x)
   variables = jax.tree.map(lambda p: p + 0.1 * jax.random.normal(jax.random.key(2), p.shape), variables)  # bias ≠ 0
   y32 = dense32.apply(variables, x)

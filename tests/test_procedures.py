@@ -46,10 +46,10 @@ def forward_batch(arch, batch):
   return {"inputs": batch["targets"]} if arch == "encoder" else batch
 
 
-def omegas(params):
+def omegas(model, params):
   """{(stack, layer, sublayer): ω vector} via param_roles."""
   out = {}
-  for leaf, r in zip(jax.tree.leaves(params), jax.tree.leaves(param_roles(params))):
+  for leaf, r in zip(jax.tree.leaves(params), jax.tree.leaves(param_roles(model, params))):
     if r.role == "residual_scale":
       out[(r.stack, r.layer, r.sublayer)] = np.asarray(leaf, np.float64)
   return out
@@ -63,7 +63,9 @@ def forward_recording(model):
 
 def reference_variances(model, params, batch):
   """Per stack: [Var x_0, Var F_1, Var F_2, ...] in execution order, numpy float64, from a pass with ω = 1."""
-  ones = jax.tree.map(lambda p, r: jnp.ones_like(p) if r.role == "residual_scale" else p, params, param_roles(params))
+  ones = jax.tree.map(
+      lambda p, r: jnp.ones_like(p) if r.role == "residual_scale" else p, params, param_roles(model, params)
+  )
   _, state = forward_recording(model)({"params": ones}, batch)
   inter = state["intermediates"]
   out = {}
@@ -89,7 +91,7 @@ def test_admin_omega_squared_is_sum_of_earlier_branch_variances(arch):
   model = admin_model(arch)
   batch = make_batch()
   params = init.init_params({"scheme": "admin"}, model, jax.random.key(0), batch)["params"]
-  got = omegas(params)
+  got = omegas(model, params)
   ref = reference_variances(model, params, forward_batch(arch, batch))
   n_checked = 0
   for stack, seq in ref.items():
@@ -115,7 +117,7 @@ def test_admin_matches_transformer_clinic_recursion(arch):
   model = admin_model(arch)
   batch = make_batch()
   params = init.init_params({"scheme": "admin"}, model, jax.random.key(3), batch)["params"]
-  got = omegas(params)
+  got = omegas(model, params)
   batch = forward_batch(arch, batch)
   _, state = forward_recording(model)({"params": params}, batch)
   for stack in model.config.stacks:
@@ -141,8 +143,8 @@ def test_admin_ignores_padding_and_incoming_omega():
   # Extra padding columns filled by the model's computation at padded positions: same ω.
   padded = {k: jnp.pad(v, ((0, 0), (0, 4))) for k, v in batch.items()}
   reprofiled = procedures.admin_profile(variables, model, padded)  # incoming ω are the profiled ones, not 1
-  for k, v in omegas(variables["params"]).items():
-    np.testing.assert_allclose(omegas(reprofiled["params"])[k], v, rtol=1e-5)
+  for k, v in omegas(model, variables["params"]).items():
+    np.testing.assert_allclose(omegas(model, reprofiled["params"])[k], v, rtol=1e-5)
 
 
 def test_admin_profile_rejects_non_admin_model():

@@ -47,7 +47,7 @@ def pre_ln(batch):
 def test_grad_norms_equal_direct_gradient(pre_ln, batch):
   model, variables = pre_ln
   loss_fn = make_loss_fn(model)
-  records = per_layer_grad_norms(loss_fn, variables["params"], batch)
+  records = per_layer_grad_norms(loss_fn, variables["params"], batch, model=model)
   grads = jax.jit(jax.grad(loss_fn))(variables["params"], batch)
   flat = {"/".join(str(k.key) for k in path): g for path, g in jax.tree_util.tree_leaves_with_path(grads)}
   assert {r["path"] for r in records} == set(flat)
@@ -58,18 +58,18 @@ def test_grad_norms_equal_direct_gradient(pre_ln, batch):
     )
   mlp_out = [r for r in records if r["role"] == "mlp_out"]
   assert sorted((r["stack"], r["layer"]) for r in mlp_out) == [("decoder", 0), ("encoder", 0), ("encoder", 1)]
-  weights_only = per_layer_grad_norms(loss_fn, variables["params"], batch, roles=WEIGHT_ROLES)
+  weights_only = per_layer_grad_norms(loss_fn, variables["params"], batch, model=model, roles=WEIGHT_ROLES)
   assert {r["role"] for r in weights_only} <= set(WEIGHT_ROLES)
   assert len(weights_only) == sum(r["role"] in WEIGHT_ROLES for r in records) == 1 + 3 * 6 + 4  # emb, 3 layers, x-attn
   with pytest.raises(ValueError, match="valid roles"):
-    per_layer_grad_norms(loss_fn, variables["params"], batch, roles=("kernel",))
+    per_layer_grad_norms(loss_fn, variables["params"], batch, model=model, roles=("kernel",))
 
 
 def test_aggregate_over_seeds_and_batches(pre_ln, batch):
   model, variables = pre_ln
   loss_fn = make_loss_fn(model)
   other = jax.tree.map(lambda x: 1.5 * x + 0.01, variables["params"])  # a second parameter point
-  prof = grad_norm_profile(loss_fn, [variables["params"], other], [batch])
+  prof = grad_norm_profile(loss_fn, [variables["params"], other], [batch], model=model)
   assert len(prof["per_pair"]) == 2
   by_pair = [{r["path"]: r["norm"] for r in p["records"]} for p in prof["per_pair"]]
   for agg in prof["aggregate"]:

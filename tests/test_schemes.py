@@ -158,7 +158,7 @@ def test_realized_std_matches_paper_table(scheme, arch):
   model, variables = built(scheme, arch)
   mc = model.config
   params = variables["params"]
-  roles = param_roles(params)
+  roles = param_roles(model, params)
   hp = {"std": 0.02, "dsinit_alpha": 1.0, "mup_readout_zero": True, "mup_query_zero": True}
   # The scheme's documented target agrees with the paper's table, leaf by leaf.
   for r in jax.tree.leaves(roles):
@@ -322,7 +322,7 @@ def test_residual_scalars_match_the_models_own_init(residual, kw):
   ours = init.init_params({"scheme": "xavier"}, model, jax.random.key(0), batch)
   theirs = model.init(jax.random.key(0), batch)  # eager: op compiles are shared across the cases
   assert set(ours) == set(theirs)
-  roles = param_roles(theirs["params"])
+  roles = param_roles(model, theirs["params"])
   n = 0
   for a, b, r in zip(jax.tree.leaves(ours["params"]), jax.tree.leaves(theirs["params"]), jax.tree.leaves(roles)):
     if r.role == "residual_scale":
@@ -392,7 +392,9 @@ def test_embedding_norm_starts_as_identity_gain_under_every_scheme(scheme):
     np.testing.assert_array_equal(np.asarray(norm["scale"]), np.ones(SIZES["d_model"]))
     if "bias" in norm:
       np.testing.assert_array_equal(np.asarray(norm["bias"]), np.zeros(SIZES["d_model"]))
-    rule = schemes.get_scheme(scheme).rule(param_roles(params)[stack]["embedding_norm"]["scale"], model.config, {})
+    rule = schemes.get_scheme(scheme).rule(
+        param_roles(model, params)[stack]["embedding_norm"]["scale"], model.config, {}
+    )
     assert rule.initializer == "ones"
 
 
