@@ -17,6 +17,9 @@ recorded), dropout off, and writes into `out_dir/<label>/`:
                     (`analysis.param_stats`; analysis/init_stats.py)
   mlp_moments.json  E[x_l²] through an `analysis.mlp_depth`-layer LeCun MLP with the model's activation, per weight
                     draw, and its mean-field prediction (analysis/init_stats.py)
+  stability.json    step-0 stability predictors (`analysis.preconditioned_top_k`, `analysis.update_sharpness`;
+                    analysis/stability.py): 2/λ_max(H), λ_max of Adam's preconditioned Hessian with its bound and
+                    (2 + 2β₁)/((1 − β₁)λ), the sharpness along Adam's first update; β₁, ε from `optim_config`
 and the PNGs spectrum.png, eigenvalues.png, blocks.png (top eigenvalue per block), block_spectra.png (each block's
 Ritz values with their quadrature weights and bounds), grad_norms.png, signal.png. Each is skipped when its keys turn
 it off (`top_k = bottom_k = 0`: no eigenvalues); the curvature operator is built only when an analysis uses it.
@@ -46,7 +49,7 @@ from jax.flatten_util import ravel_pytree
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from analysis import gradients, hessian, init_stats, plots, signal
+from analysis import gradients, hessian, init_stats, plots, signal, stability
 from analysis.lanczos import REORTHOGONALIZATIONS, check_basis_memory, progress_printer
 from analysis.spectrum import bottom_eigenvalues, spectral_density, top_eigenvalues
 from analysis.trace import TRACE_METHODS, trace
@@ -66,6 +69,7 @@ _INT_KEYS = dict(
     num_probes=2,
     top_k=0,
     bottom_k=0,
+    preconditioned_top_k=0,
     block_lanczos_steps=1,
     grad_norm_seeds=1,
     trace_probes=0,
@@ -112,6 +116,8 @@ class AnalysisConfig(Section):
   mlp_width: int
   mlp_rows: int
   mlp_draws: int
+  preconditioned_top_k: int
+  update_sharpness: bool
   seed: int
   max_basis_bytes: int
 
@@ -136,7 +142,7 @@ def _check_values(cfg: AnalysisConfig) -> None:
     value = cfg[key]
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
       raise invalid(f"analysis.{key}", value, f"an integer >= {minimum}")
-  for key in ("top_k", "bottom_k"):
+  for key in ("top_k", "bottom_k", "preconditioned_top_k"):
     if cfg[key] > cfg.lanczos_steps:
       raise contradiction(
           f"analysis.{key}",
@@ -251,6 +257,7 @@ def run_analysis(
     mlm_mask_rate: float = 0.15,
     print_fn: Callable[[str], None] = print,
     mesh: Optional[jax.sharding.Mesh] = None,
+    optim_config: Optional[Any] = None,
 ) -> dict:
   """Run the configured analyses and write JSON + PNG files into `out_dir/<label>/`.
 
@@ -271,9 +278,11 @@ def run_analysis(
       batch is split over all its devices along the rows (a data-parallel HVP; every process passes the same global
       batches) and the Lanczos vectors and bases along n (`basis_sharding`), so a basis takes (m + 1)·n/D entries
       per device and `analysis.max_basis_bytes` is a per-device limit. Only process 0 writes files.
+    optim_config: the run's `config.optim` (its `b1` and `eps`), needed by the stability predictors
+      (`analysis.preconditioned_top_k`, `analysis.update_sharpness`).
 
   Returns:
-    The summary dict written to metadata.json plus the top/bottom eigenvalues and trace.
+    The summary dict written to metadata.json plus the top/bottom eigenvalues, trace and stability predictors.
   """
   cfg = AnalysisConfig.from_config(analysis_config)
   dtype = resolved_dtype(cfg.dtype)
@@ -289,6 +298,7 @@ def run_analysis(
         f"analysis.grad_norm_seeds={cfg.grad_norm_seeds} needs run_analysis(init_fn=...) to "
         "draw the extra seeds; set it to 1 to use only the given variables"
     )
+  adam = stability.adam_constants(cfg, optim_config)
   provenance = dict(step=step, at_init=None if step is None else step == 0, batches=batch_source)
   if model.config.arch == "encoder":
     keys = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), 1), len(batches))
@@ -301,7 +311,7 @@ def run_analysis(
   if _primary():
     os.makedirs(directory, exist_ok=True)
   with jax.enable_x64(dtype == "float64"):
-    return _run(cfg, dtype, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh)
+    return _run(cfg, dtype, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh, adam)
 
 
 def resolved_dtype(name: str) -> str:
@@ -325,7 +335,7 @@ def _on_mesh(batches, mesh, print_fn):
   return [{k: put(v) for k, v in b.items()} for b in batches], spec != P()
 
 
-def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh):
+def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh, adam):
   dtype = jnp.dtype(dtype_name)
   basis_sharding = None
   if mesh is not None:
@@ -339,7 +349,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
   variables = _cast(variables, dtype)
   params = variables["params"]
   n = int(sum(np.size(x) for x in jax.tree.leaves(params)))
-  if cfg.reorthogonalize != "none" and (cfg.top_k or cfg.bottom_k or cfg.spectrum):  # SLQ: a basis per probe
+  if cfg.reorthogonalize != "none" and (cfg.top_k or cfg.bottom_k or cfg.spectrum or adam):  # SLQ: a basis per probe
     lockstep = (_probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1
     check_basis_memory(cfg.lanczos_steps, n, dtype, cfg.max_basis_bytes, lockstep, basis_sharding=basis_sharding)
   steps = min(cfg.lanczos_steps, n)
@@ -352,7 +362,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
   else:
     build = lambda fn, p: hessian.ggn_vp_fn(make_logits_fn(model, variables=variables), p, batches)
   # Profiles alone (top_k = bottom_k = 0, no spectrum, trace or blocks) need no curvature operator: none is built.
-  curvature = bool(cfg.top_k or cfg.bottom_k or cfg.spectrum or cfg.trace_probes or cfg.blocks)
+  curvature = bool(cfg.top_k or cfg.bottom_k or cfg.spectrum or cfg.trace_probes or cfg.blocks or adam)
   matvec = None
   if curvature:
     t = time.perf_counter()
@@ -421,6 +431,19 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         plots.plot_eigenvalues, _jsonable(eigen), os.path.join(directory, "eigenvalues.png"), title=f"{label}: extremes"
     )
     out["eigenvalues"] = eigen
+
+  if adam:
+    t = time.perf_counter()
+    top = (eigen["top"]["values"][0], eigen["top"]["bounds"][0]) if cfg.top_k else None
+    lanczos = dict(
+        max_basis_bytes=cfg.max_basis_bytes, reorthogonalize=cfg.reorthogonalize, basis_sharding=basis_sharding
+    )
+    predictors = stability.step0_predictors(
+        matvec, loss_fn, params, batches, **adam, num_steps=steps, key=jax.random.fold_in(key, 5), top=top, **lanczos
+    )
+    out["stability"] = dict(operator=cfg.operator, **predictors)
+    timings["stability_s"] = time.perf_counter() - t
+    _write(directory, "stability.json", out["stability"])
 
   if cfg.spectrum:
     t = time.perf_counter()

@@ -153,6 +153,10 @@ def get_config() -> ml_collections.ConfigDict:
   a.mlp_width = 512  # Width of that MLP.
   a.mlp_rows = 128  # Gaussian inputs x_0 ~ N(0, I) fed through it.
   a.mlp_draws = 8  # Independent weight draws (keys split from analysis.seed), vmapped.
+  # > 0: top eigenvalues of Adam's step-1 preconditioned Hessian P^{-1/2}HP^{-1/2}, P = |g| + optim.eps, and the
+  # predicted max stable lr (2 + 2·optim.b1)/((1 − optim.b1)·λ_max) (stability.json; docs/science.md §9); 0: off.
+  a.preconditioned_top_k = 0
+  a.update_sharpness = False  # Sharpness uᵀHu/‖u‖² along Adam's first update u (stability.json).
   a.seed = 0  # PRNG seed of the Lanczos start vectors, SLQ and trace probes.
   a.max_basis_bytes = 4 * 2**30  # Fail before computing if a Lanczos basis needs more bytes than this.
 

@@ -89,6 +89,7 @@ def analyze(exp: train.loop.Experiment, workdir: str) -> str:
       mlm_mask_rate=config.train.mlm_mask_rate,
       print_fn=logging.info,
       mesh=exp.mesh,
+      optim_config=config.optim,
   )
   return os.path.join(out_dir, f"step_{step}")
 

@@ -293,6 +293,8 @@ def test_analysis_at_init_writes_step_0_of_each_run(tmp_path):
       "analysis.blocks": False,
       "analysis.grad_norms": False,
       "analysis.dtype": "float32",
+      "analysis.preconditioned_top_k": 1,
+      "analysis.update_sharpness": True,
   }
   config = tiny_config(
       **{"sweep.grid": "", "sweep.seeds": 1, "sweep.analysis_at_init": True, "train.num_steps": 1}, **analysis
@@ -303,6 +305,10 @@ def test_analysis_at_init_writes_step_0_of_each_run(tmp_path):
   assert record["outcome"] == "finished" and meta["step"] == 0 and meta["at_init"] is True
   (top,) = json.loads((step_0 / "eigenvalues.json").read_text())["top"]["values"]
   assert math.isfinite(top) and top > 0.0 and (step_0 / "signal.json").exists()
+  # The stability predictors get the run's optim.b1 / optim.eps and reuse the top eigenvalue of H.
+  stab = json.loads((step_0 / "stability.json").read_text())
+  assert (stab["beta1"], stab["eps"]) == (config.optim.b1, config.optim.eps) and stab["lambda_max"] == top
+  assert stab["max_stable_lr_adam"] == pytest.approx(38.0 / stab["preconditioned_lambda_max"], rel=1e-6)
 
 
 def test_analysis_steps_analyze_kept_checkpoints_also_of_finished_runs(tmp_path):

@@ -1,0 +1,346 @@
+"""Step-0 stability predictors: the largest learning rates a quadratic model of the loss at init allows.
+
+Contract: the predictors take the curvature operators of `analysis.hessian` (operators are data,
+`analysis.operators`) and the gradient at step 0, and return numbers; nothing here trains. On the quadratic model
+L(θ) ≈ L(θ₀) + gᵀ(θ − θ₀) + ½(θ − θ₀)ᵀH(θ − θ₀) around the init θ₀ (docs/science.md §9):
+
+  * `max_stable_lr_gd(λ)` = 2/λ_max(H): gradient descent θ ← θ − ηHθ on ½θᵀHθ multiplies the component along an
+    eigenvector of eigenvalue λ by (1 − ηλ) per step, so it diverges iff η > 2/λ_max (Cohen et al. 2021, the
+    "edge of stability" 2/η).
+  * `max_stable_lr_adam(λ_P, β₁)` = (2 + 2β₁)/((1 − β₁)·λ_max(P⁻¹H)), 38/λ for β₁ = 0.9: Adam with a frozen
+    preconditioner P is EMA-momentum gradient descent on P⁻¹H (Cohen et al. 2022, "Adaptive gradient methods at the
+    edge of stability": the preconditioned sharpness equilibrates at (2 + 2β₁)/((1 − β₁)η)); derivation below.
+  * `adam_preconditioned_operator(op, g, eps)`: v ↦ P^{-1/2} H P^{-1/2} v with P = diag(√v̂₁ + ε) = diag(|g| + ε),
+    Adam's preconditioner after its first update (v̂₁ = g², Kingma & Ba 2015, Alg. 1 with bias correction). It is
+    symmetric and similar to P⁻¹H (P⁻¹H = P^{-1/2}(P^{-1/2}HP^{-1/2})P^{1/2}), so it has P⁻¹H's eigenvalues and
+    `analysis.spectrum.top_eigenvalues` (symmetric Lanczos) applies. The operator is a pytree (the inner operator
+    and the scale vector (|g| + ε)^{-1/2} are leaves), so its programs compile once per structure.
+  * `update_sharpness(op, u)` = uᵀHu/‖u‖², the curvature along the first update u (one HVP; the curvature along the
+    update direction of Kalra et al. 2026, "A scalable measure of loss landscape curvature", arXiv:2601.16979),
+    with `adam_first_update(g, η, eps)` = −η·m̂₁/(√v̂₁ + ε) = −η·g/(|g| + ε) (m̂₁ = g after bias correction).
+  * `first_step_critical_lr(gᵀd, dᵀHd)` = 2·gᵀd/(dᵀHd): along the descent direction d (θ ← θ − ηd) the quadratic
+    model changes the loss by −η·gᵀd + ½η²·dᵀHd, so a first step larger than this raises the loss (cf. Kalra et al.
+    2026's critical learning rate, found there by forward passes along the update).
+
+The derivation of the Adam bound (heavy-ball with EMA momentum on a quadratic, the first moment of optax's
+`scale_by_adam`: m_t = β₁m_{t−1} + (1 − β₁)g_t, θ_{t+1} = θ_t − ηP⁻¹m_t, g_t = Hθ_t). In y = P^{1/2}θ this is EMA
+momentum on the symmetric P^{-1/2}HP^{-1/2}; along one of its eigenvectors, eigenvalue λ, the scalar coordinate
+(written θ_t again) obeys, with a = ηλ(1 − β₁),
+
+    θ_{t+1} − θ_t = β₁(θ_t − θ_{t−1}) − aθ_t,   i.e.   θ_{t+1} = (1 + β₁ − a)θ_t − β₁θ_{t−1}.          (1)
+
+Its characteristic polynomial z² − (1 + β₁ − a)z + β₁ has both roots inside the unit circle iff (Jury's criterion
+for z² + c₁z + c₀: |c₀| < 1 and |c₁| < 1 + c₀)
+
+    0 ≤ β₁ < 1   and   0 < a < 2 + 2β₁,   i.e.   ηλ < (2 + 2β₁)/(1 − β₁).                              (2)
+
+At a = 2 + 2β₁ the polynomial is (z + 1)(z + β₁): a root at −1, the period-2 oscillation of the edge of stability;
+above it the root leaves the unit circle. β₁ = 0 gives the gradient-descent bound ηλ < 2. Adam's bias correction
+of m (÷(1 − β₁ᵗ)) changes only the first steps, not (2).
+
+Assumptions, stated where they are used: one learning rate for every parameter (no per-layer multipliers such as
+µP's), no gradient clipping, and the preconditioner frozen at its step-1 value (Cohen et al. 2022's "frozen
+Adam"); later v̂_t change P, so the bound predicts the first steps' stability, not the whole run's.
+
+Imports `analysis.operators`, `analysis.spectrum`, `analysis.hessian` (the token weights of several batches) and
+`models.config.invalid` (the config boundary's error format).
+"""
+
+import math
+from typing import Any, Callable, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from analysis.hessian import batch_weights
+from analysis.operators import FlatSpec, LinearOperator, as_operator, as_pytree_fn, ravel_leaves, run_program
+from analysis.spectrum import top_eigenvalues
+from models.config import invalid
+
+
+def _check_curvature(name: str, value) -> float:
+  value = float(value)
+  if math.isnan(value):
+    raise ValueError(f"{name}={value!r} must be a number (the top eigenvalue), not NaN")
+  return value
+
+
+def max_stable_lr_gd(lambda_max) -> float:
+  """2/λ_max: gradient descent on ½θᵀHθ diverges iff η > 2/λ_max(H) (Cohen et al. 2021).
+
+  Args:
+    lambda_max: the largest eigenvalue of the Hessian H.
+
+  Returns:
+    2/λ_max, or inf when λ_max ≤ 0 (no positive curvature bounds the step; negative curvature is unstable at any
+    η, which this bound does not measure).
+  """
+  lam = _check_curvature("lambda_max", lambda_max)
+  return 2.0 / lam if lam > 0 else math.inf
+
+
+def momentum_stability_threshold(beta1: float) -> float:
+  """(2 + 2β₁)/(1 − β₁): EMA-momentum gradient descent on a quadratic is stable iff η·λ_max below it (Eq. 2 of
+  the module docstring; 38 for β₁ = 0.9, 2 for β₁ = 0)."""
+  if isinstance(beta1, bool) or not isinstance(beta1, (int, float, np.floating)) or not 0 <= beta1 < 1:
+    raise ValueError(f"beta1={beta1!r} must be a number in [0, 1) (Adam's first-moment decay)")
+  return (2.0 + 2.0 * beta1) / (1.0 - beta1)
+
+
+def max_stable_lr_adam(lambda_max_preconditioned, beta1: float) -> float:
+  """(2 + 2β₁)/((1 − β₁)·λ_max(P⁻¹H)): Adam's adaptive edge of stability (Cohen et al. 2022), 38/λ for β₁ = 0.9.
+
+  From the stability region of EMA momentum on the quadratic with the frozen preconditioner P (module docstring,
+  Eqs. 1–2): θ ← θ − ηP⁻¹m is momentum gradient descent on P⁻¹H.
+
+  Args:
+    lambda_max_preconditioned: λ_max(P⁻¹H) = λ_max(P^{-1/2}HP^{-1/2}) (`adam_preconditioned_operator`).
+    beta1: Adam's β₁ in [0, 1).
+
+  Returns:
+    The largest stable η, or inf when λ_max ≤ 0.
+  """
+  lam = _check_curvature("lambda_max_preconditioned", lambda_max_preconditioned)
+  threshold = momentum_stability_threshold(beta1)
+  return threshold / lam if lam > 0 else math.inf
+
+
+@jax.tree_util.register_pytree_node_class
+class PreconditionedOperator(LinearOperator):
+  """v ↦ D A D v with D = diag(`scale`): the symmetric form P^{-1/2} A P^{-1/2} of P⁻¹A for P = D⁻².
+
+  The inner operator and the scale vector [n] are leaves and the flat spec is static, so a new gradient, checkpoint
+  or batch of the same shapes reuses every compiled program (`analysis.operators`)."""
+
+  def __init__(self, inner: LinearOperator, scale: jax.Array, spec: FlatSpec):
+    self.inner, self.scale, self.spec = inner, scale, spec
+
+  def flat_matvec(self, x):
+    dtype = self.inner.spec.dtype
+    d = self.scale.astype(dtype)
+    return (d * self.inner.flat_matvec(d * x.astype(dtype))).astype(self.spec.dtype)
+
+  def flat_operator(self):
+    inner = self.inner.flat_operator()
+    return PreconditionedOperator(inner, self.scale, inner.spec)
+
+  def tree_flatten(self):
+    return (self.inner, self.scale), (self.spec,)
+
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    return cls(children[0], children[1], aux[0])
+
+
+def _check_eps(eps) -> None:
+  if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)) or not eps >= 0:
+    raise ValueError(f"eps={eps!r} must be a number >= 0 (Adam's ε, optim.eps)")
+
+
+@jax.jit
+def _inverse_sqrt_preconditioner(g, eps):
+  return jax.lax.rsqrt(jnp.abs(g) + eps.astype(g.dtype))
+
+
+def adam_preconditioner_scale(grads: Any, eps: float, dtype=None) -> jax.Array:
+  """The flat vector (|g| + ε)^{-1/2} = diag(P)^{-1/2} of Adam's preconditioner after its first update.
+
+  Adam's (bias-corrected) second moment after one update is v̂₁ = g² whatever β₂, and its update divides by
+  √v̂₁ + ε with ε outside the root (optax `scale_by_adam`, eps_root = 0), so P = diag(|g| + ε).
+
+  Args:
+    grads: the gradient g at step 0, a pytree like the parameters (or a flat [n] vector).
+    eps: Adam's ε (the run's `optim.eps`); with ε = 0 a zero gradient entry gives an infinite scale.
+    dtype: the vector's dtype (default: the gradient's).
+
+  Returns:
+    [n] in `jax.flatten_util.ravel_pytree` order.
+  """
+  _check_eps(eps)
+  dtype = FlatSpec.of(grads).dtype if dtype is None else jnp.dtype(dtype)
+  return _inverse_sqrt_preconditioner(ravel_leaves(grads, dtype), jnp.asarray(eps, dtype))
+
+
+def adam_preconditioned_operator(operator: LinearOperator, grads: Any, eps: float) -> PreconditionedOperator:
+  """P^{-1/2} H P^{-1/2} for Adam's step-1 preconditioner P = diag(√v̂₁ + ε) = diag(|g| + ε).
+
+  Same eigenvalues as P⁻¹H (similar matrices), symmetric, so `top_eigenvalues` (Lanczos) gives λ_max(P⁻¹H), the
+  preconditioned sharpness of Cohen et al. 2022.
+
+  Args:
+    operator: a `LinearOperator` on pytrees shaped like the parameters (`analysis.hessian.hvp_fn`, `ggn_vp_fn`).
+    grads: the gradient at step 0, shaped like the parameters (`mean_gradient`).
+    eps: Adam's ε (the run's `optim.eps`).
+
+  Returns:
+    A `PreconditionedOperator` on the same pytrees as `operator`.
+  """
+  if not isinstance(operator, LinearOperator):
+    raise ValueError(f"operator must be a LinearOperator (analysis.hessian.hvp_fn), got {type(operator).__name__}")
+  size = FlatSpec.of(grads).size
+  if size != operator.size:
+    raise ValueError(f"grads has {size} entries but the operator acts on vectors of {operator.size}")
+  return PreconditionedOperator(operator, adam_preconditioner_scale(grads, eps, operator.dtype), operator.spec)
+
+
+@jax.jit
+def _adam_update(grads, learning_rate, eps):
+  return jax.tree.map(lambda g: -learning_rate.astype(g.dtype) * g / (jnp.abs(g) + eps.astype(g.dtype)), grads)
+
+
+def adam_first_update(grads: Any, learning_rate: float, eps: float) -> Any:
+  """Adam's first update u = −η·m̂₁/(√v̂₁ + ε) = −η·g/(|g| + ε) (bias-corrected m̂₁ = g, v̂₁ = g²; Kingma & Ba
+  2015, Alg. 1), as a pytree like `grads`; equals `optax.adam(η, b1, b2, eps)`'s first update for any β₁, β₂."""
+  _check_eps(eps)
+  dtype = FlatSpec.of(grads).dtype
+  return _adam_update(grads, jnp.asarray(learning_rate, dtype), jnp.asarray(eps, dtype))
+
+
+def _directional_program(op, u):
+  hu = op.flat_matvec(u)
+  return jnp.vdot(u, hu), jnp.vdot(u, u)
+
+
+def directional_curvature(operator, u: Any) -> tuple:
+  """(uᵀHu, uᵀu) with one product of `operator` (a jitted program compiled once per operator structure)."""
+  op = as_operator(operator, u)
+  return run_program(_directional_program, (), op, ravel_leaves(u, op.dtype))
+
+
+def update_sharpness(operator, u: Any) -> jax.Array:
+  """uᵀHu/‖u‖²: the curvature of the loss along the update direction u (Kalra et al. 2026), one HVP.
+
+  Args:
+    operator: H as a `LinearOperator` (`analysis.hessian.hvp_fn`) or a callable on pytrees shaped like `u`.
+    u: the update (e.g. `adam_first_update`), a pytree; the ratio does not depend on its scale.
+
+  Returns:
+    A scalar (NaN for u = 0).
+  """
+  uhu, uu = directional_curvature(operator, u)
+  return uhu / uu
+
+
+def first_step_critical_lr(grad_dot_direction, direction_curvature) -> float:
+  """2·gᵀd/(dᵀHd): on the quadratic model, the step θ ← θ − ηd lowers the loss iff η is below it (inf when
+  dᵀHd ≤ 0: the model's loss falls for every η along d)."""
+  gd, dhd = float(grad_dot_direction), float(direction_curvature)
+  return 2.0 * gd / dhd if dhd > 0 else math.inf
+
+
+@jax.jit
+def _mean_gradient_program(loss_fn, params, batches, weights):
+  grads = [jax.grad(loss_fn)(params, b) for b in batches]
+  return jax.tree.map(lambda *gs: sum(w.astype(g.dtype) * g for w, g in zip(weights, gs)), *grads)
+
+
+def mean_gradient(loss_fn: Callable, params: Any, batches: Sequence[dict]) -> Any:
+  """∇L of the token-mean loss over the union of `batches`: Σ_b w_b ∇L_b with w_b = n_b/Σn_b, the weighting of
+  `analysis.hessian.hvp_fn` (so g and H are of the same loss). One jitted program per model and shapes."""
+  batches = list(batches) if isinstance(batches, (list, tuple)) else [batches]
+  weights = jnp.asarray(batch_weights(batches), FlatSpec.of(params).dtype)
+  return _mean_gradient_program(as_pytree_fn(loss_fn), params, tuple(batches), weights)
+
+
+def adam_constants(analysis_config, optim_config) -> dict:
+  """The keyword arguments of `step0_predictors` from the analysis subtree and the run's `config.optim`, checked
+  before any compute; {} when neither predictor is asked for (`analysis.preconditioned_top_k = 0`,
+  `analysis.update_sharpness = False`).
+
+  Raises:
+    ValueError: a predictor is asked for but `optim_config` is None, or its `b1` / `eps` is out of range
+      (`config.optim.<key>=<value> is invalid; valid: ...`).
+  """
+  top_k, sharpness = analysis_config.preconditioned_top_k, analysis_config.update_sharpness
+  if not (top_k or sharpness):
+    return {}
+  if optim_config is None:
+    raise ValueError(
+        f"analysis.preconditioned_top_k={top_k} / analysis.update_sharpness={sharpness} need Adam's beta1 and eps: "
+        "pass run_analysis(optim_config=config.optim), or turn both off"
+    )
+  b1, eps = optim_config["b1"], optim_config["eps"]
+  if isinstance(b1, bool) or not isinstance(b1, (int, float)) or not 0 <= b1 < 1:
+    raise invalid("optim.b1", b1, "a number in [0, 1) (Adam's beta1)")
+  if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
+    raise invalid("optim.eps", eps, "a number >= 0 (Adam's epsilon)")
+  return dict(beta1=float(b1), eps=float(eps), preconditioned_top_k=top_k, with_update_sharpness=sharpness)
+
+
+def step0_predictors(
+    operator: LinearOperator,
+    loss_fn: Callable,
+    params: Any,
+    batches: Sequence[dict],
+    *,
+    beta1: float,
+    eps: float,
+    preconditioned_top_k: int,
+    with_update_sharpness: bool,
+    num_steps: int,
+    key: jax.Array,
+    top: Optional[tuple] = None,
+    **lanczos_kwargs,
+) -> dict:
+  """The step-0 predictors of one model state, as a JSON-able record (`analysis.run` writes it to stability.json).
+
+  Args:
+    operator: the curvature operator H at `params` (`hvp_fn` or `ggn_vp_fn`).
+    loss_fn, params, batches: the loss, the point and the batches H is of (the gradient is taken on the same).
+    beta1, eps: Adam's β₁ and ε (the run's `optim.b1`, `optim.eps`).
+    preconditioned_top_k: top eigenvalues of P^{-1/2}HP^{-1/2} (0: skip).
+    with_update_sharpness: compute the sharpness along Adam's first update and the critical first step.
+    num_steps: Lanczos steps for the eigenvalues.
+    key: PRNG key of the Lanczos start vectors.
+    top: (λ_max(H), its residual bound) when already computed; else one Lanczos run computes it.
+    **lanczos_kwargs: forwarded to `top_eigenvalues`.
+
+  Returns:
+    A dict of floats and lists: λ_max(H) with its bound and 2/λ_max, λ_max(P⁻¹H) with its bound and the Adam
+    bound, the update sharpness and the critical first learning rate, and the assumptions.
+  """
+  momentum_stability_threshold(beta1)
+  _check_eps(eps)
+  k_hessian, k_preconditioned = jax.random.split(key)
+  k = max(1, preconditioned_top_k)
+  if top is None:
+    # H as D H D with D = I: the same operator structure as the preconditioned run, so both share one compiled
+    # Lanczos program (a Lanczos compile costs more than the products on small models).
+    identity = PreconditionedOperator(operator, jnp.ones((operator.size,), operator.dtype), operator.spec)
+    e = top_eigenvalues(identity, params, k, num_steps=num_steps, key=k_hessian, **lanczos_kwargs)
+    top = (float(e.values[0]), float(e.bounds[0]))
+  lam, bound = float(top[0]), float(top[1])
+  record = dict(
+      beta1=float(beta1),
+      eps=float(eps),
+      momentum_threshold=momentum_stability_threshold(beta1),
+      lambda_max=lam,
+      lambda_max_bound=bound,
+      max_stable_lr_gd=max_stable_lr_gd(lam),
+      preconditioner="P = diag(|g| + eps): Adam's sqrt(v_hat_1) + eps after its first update (v_hat_1 = g^2)",
+      assumptions="quadratic model at step 0; one learning rate for all parameters; no clipping; P frozen",
+  )
+  grads = mean_gradient(loss_fn, params, batches)
+  record["grad_norm"] = float(jnp.linalg.norm(ravel_leaves(grads, operator.dtype)))
+  if preconditioned_top_k:
+    pre = adam_preconditioned_operator(operator, grads, eps)
+    e = top_eigenvalues(pre, params, k, num_steps=num_steps, key=k_preconditioned, **lanczos_kwargs)
+    record.update(
+        preconditioned_values=e.values,
+        preconditioned_bounds=e.bounds,
+        preconditioned_separated=bool(e.separated),
+        preconditioned_lambda_max=float(e.values[0]),
+        preconditioned_lambda_max_bound=float(e.bounds[0]),
+        max_stable_lr_adam=max_stable_lr_adam(float(e.values[0]), beta1),
+    )
+  if with_update_sharpness:
+    direction = adam_first_update(grads, -1.0, eps)  # d = g/(|g| + ε); the update at η is −η·d
+    dhd, dd = directional_curvature(operator, direction)
+    gd = jnp.vdot(ravel_leaves(grads, operator.dtype), ravel_leaves(direction, operator.dtype))
+    record.update(
+        update_sharpness=float(dhd / dd),
+        update_norm_per_lr=float(jnp.sqrt(dd)),
+        first_step_critical_lr=first_step_critical_lr(gd, dhd),
+    )
+  return record

@@ -1,0 +1,274 @@
+"""Tests for analysis/stability.py: the step-0 stability predictors against closed forms on quadratics (the divergence
+boundaries of gradient descent and EMA momentum, run), dense float64 references for Adam's preconditioned Hessian and
+the update sharpness, compile-once, and the `run_analysis` integration (stability.json) with its config checks."""
+
+import dataclasses
+import functools
+import json
+import os
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from analysis import stability
+from analysis.hessian import dense_hessian, hvp_fn
+from analysis.run import run_analysis
+from analysis.spectrum import top_eigenvalues
+from configs import default
+from models import ModelConfig, get_model
+from tests.test_compile_once import count_compiles
+from train.loss import make_loss_fn
+
+N = 12
+
+
+def _spd(seed, lo=1.0, hi=10.0, n=N):
+  """A random SPD matrix Q diag(λ) Qᵀ with eigenvalues in [lo, hi] (both attained)."""
+  rng = np.random.default_rng(seed)
+  q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+  lam = np.concatenate([[lo, hi], rng.uniform(lo, hi, n - 2)])
+  return (q * lam) @ q.T
+
+
+def _run_gd(a, lr, steps=600):
+  theta = np.random.default_rng(1).standard_normal(a.shape[0])
+  norms = [np.linalg.norm(theta)]
+  for _ in range(steps):
+    theta = theta - lr * (a @ theta)
+    norms.append(np.linalg.norm(theta))
+  return np.asarray(norms)
+
+
+def _run_ema_momentum(a, lr, beta1, steps=600):
+  """Heavy-ball with EMA momentum as optax's `ema(debias=False)` then `scale(-lr)`: m = β₁m + (1 − β₁)g, θ -= ηm."""
+  theta = np.random.default_rng(2).standard_normal(a.shape[0])
+  m = np.zeros_like(theta)
+  norms = [np.linalg.norm(theta)]
+  for _ in range(steps):
+    m = beta1 * m + (1 - beta1) * (a @ theta)
+    theta = theta - lr * m
+    norms.append(np.linalg.norm(theta))
+  return np.asarray(norms)
+
+
+def test_two_over_lambda_max_is_the_exact_divergence_boundary_of_gradient_descent():
+  a = _spd(0)
+  lam = np.linalg.eigvalsh(a)[-1]
+  lr = stability.max_stable_lr_gd(lam)
+  assert lr == pytest.approx(2.0 / 10.0, rel=1e-12)  # λ_max = 10 by construction
+  below, above = _run_gd(a, 0.99 * lr), _run_gd(a, 1.01 * lr)
+  assert np.all(np.diff(below) <= 1e-12) and below[-1] < 1e-3 * below[0]  # every mode contracts: |1 − ηλ| < 1
+  assert above[-1] > 1e4 * above[0]  # the top mode grows by |1 − 1.01·2| = 1.02 per step
+  assert stability.max_stable_lr_gd(-1.0) == np.inf
+
+
+@pytest.mark.parametrize("beta1", [0.0, 0.5, 0.9])
+def test_ema_momentum_is_stable_just_below_the_adam_edge_of_stability_and_diverges_above(beta1):
+  a = _spd(3)
+  lam = np.linalg.eigvalsh(a)[-1]
+  lr = stability.max_stable_lr_adam(lam, beta1)
+  assert lr == pytest.approx((2 + 2 * beta1) / ((1 - beta1) * lam), rel=1e-12)
+  below, above = _run_ema_momentum(a, 0.99 * lr, beta1), _run_ema_momentum(a, 1.01 * lr, beta1)
+  assert below[-1] < 1e-3 * below[0] and np.max(below) < 10 * below[0]
+  assert above[-1] > 1e4 * above[0]
+  if beta1 == 0.9:
+    assert lr * lam == pytest.approx(38.0)  # Cohen et al. 2022: 38/η for β₁ = 0.9
+  for bad in (1.0, -0.1, True):
+    with pytest.raises(ValueError, match="beta1=.* must be a number in \\[0, 1\\)"):
+      stability.max_stable_lr_adam(lam, bad)
+
+
+def _quadratic(seed=0):
+  """A quadratic loss ½θᵀAθ + bᵀθ on a two-leaf pytree (ravel order: 'b' then 'w'), A in that order, float64."""
+  rng = np.random.default_rng(seed)
+  a = _spd(seed + 10, lo=-2.0, hi=7.0, n=N)  # indefinite, like a Hessian at init
+  b = rng.standard_normal(N)
+  params = {"w": jnp.asarray(rng.standard_normal((3, 3))), "b": jnp.asarray(rng.standard_normal(3))}
+  _, unravel = jax.flatten_util.ravel_pytree(params)
+  a_j, b_j = jnp.asarray(a), jnp.asarray(b)
+
+  def loss_fn(p, batch):
+    theta = jax.flatten_util.ravel_pytree(p)[0]
+    return 0.5 * theta @ a_j @ theta + b_j @ theta
+
+  theta0 = np.asarray(jax.flatten_util.ravel_pytree(params)[0])
+  return loss_fn, params, a, a @ theta0 + b, {"targets": jnp.ones((1, 1), jnp.int32)}
+
+
+def test_preconditioned_top_eigenvalues_match_numpy_on_a_quadratic():
+  with jax.enable_x64(True):
+    loss_fn, params, a, grad, batch = _quadratic(1)
+    grad[0] = 0.0  # a zero gradient entry: P = ε there
+    eps = 1e-3
+    g = stability.mean_gradient(loss_fn, params, [batch])
+    np.testing.assert_allclose(np.asarray(jax.flatten_util.ravel_pytree(g)[0])[1:], grad[1:], rtol=1e-12)
+    g = jax.flatten_util.ravel_pytree(g)[1](jnp.asarray(grad))
+    pre = stability.adam_preconditioned_operator(hvp_fn(loss_fn, params, batch), g, eps)
+    got = top_eigenvalues(pre, params, 3, num_steps=N, key=jax.random.key(0))
+  d = 1.0 / np.sqrt(np.abs(grad) + eps)
+  want = np.linalg.eigvalsh(d[:, None] * a * d[None, :])[::-1][:3]
+  np.testing.assert_allclose(np.asarray(got.values), want, rtol=1e-8)
+  # Similar to P⁻¹A: the same (real) eigenvalues, though P⁻¹A is not symmetric.
+  p_inv_a = np.linalg.eigvals(a / (np.abs(grad) + eps)[:, None])
+  np.testing.assert_allclose(np.sort(p_inv_a.real)[::-1][:3], want, rtol=1e-8)
+  assert np.max(np.abs(p_inv_a.imag)) < 1e-6 * want[0]
+  assert stability.max_stable_lr_adam(float(got.values[0]), 0.9) == pytest.approx(38.0 / want[0], rel=1e-8)
+
+
+def test_adam_first_update_is_optax_adams_and_update_sharpness_is_the_rayleigh_quotient():
+  with jax.enable_x64(True):
+    loss_fn, params, a, grad, batch = _quadratic(2)
+    g = jax.flatten_util.ravel_pytree(params)[1](jnp.asarray(grad))
+    lr, eps = 0.03, 1e-8
+    u = stability.adam_first_update(g, lr, eps)
+    opt = optax.adam(lr, b1=0.9, b2=0.98, eps=eps)
+    want_u, _ = opt.update(g, opt.init(params), params)
+    flat_u = np.asarray(jax.flatten_util.ravel_pytree(u)[0])
+    np.testing.assert_allclose(flat_u, np.asarray(jax.flatten_util.ravel_pytree(want_u)[0]), rtol=1e-12)
+    np.testing.assert_allclose(flat_u, -lr * grad / (np.abs(grad) + eps), rtol=1e-12)
+    sharpness = float(stability.update_sharpness(hvp_fn(loss_fn, params, batch), u))
+  assert sharpness == pytest.approx(flat_u @ a @ flat_u / (flat_u @ flat_u), rel=1e-10)
+  # A direction along an eigenvector gives its eigenvalue.
+  lam, vecs = np.linalg.eigh(a)
+  with jax.enable_x64(True):
+    v = jax.flatten_util.ravel_pytree(params)[1](jnp.asarray(vecs[:, -1]))
+    assert float(stability.update_sharpness(hvp_fn(loss_fn, params, batch), v)) == pytest.approx(lam[-1], rel=1e-10)
+
+
+VOCAB = 7
+
+
+def _batches(seed=0):
+  rng = np.random.default_rng(seed)
+  out = []
+  for i in range(2):
+    targets = rng.integers(3, VOCAB, (3, 5)).astype(np.int32)
+    targets[i, -2:] = 0
+    out.append({"targets": jnp.asarray(targets)})
+  return out
+
+
+def _config(**overrides):
+  off = dict(top_k=0, bottom_k=0, spectrum=False, trace_probes=0, blocks=False, grad_norms=False, signal=False)
+  sizes = dict(num_batches=2, batch_size=3, lanczos_steps=60)
+  return {**default.get_config().analysis.to_dict(), **sizes, **off, **overrides}  # a mapping: any type gets through
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _init(net, key, batch):
+  return net.init(key, batch)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+  config = ModelConfig(
+      vocab_size=VOCAB, scale_embeddings=False, arch="decoder", num_decoder_layers=1, d_model=4, num_heads=2, d_ff=4
+  )
+  net = get_model(config)
+  batches = _batches()
+  return net, _init(net, jax.random.key(0), batches[0]), batches
+
+
+def test_preconditioned_predictors_compile_once(tiny):
+  net = tiny[0]
+  results = []
+  for seed in (1, 2):  # the first call compiles; the second (new params, batch, gradient, loss object) must not
+    with count_compiles() as compiles:
+      batch = _batches(seed)[0]
+      variables = _init(net, jax.random.key(seed), batch)
+      loss_fn = make_loss_fn(net)
+      out = stability.step0_predictors(
+          hvp_fn(loss_fn, variables["params"], batch),
+          loss_fn,
+          variables["params"],
+          [batch],
+          beta1=0.9,
+          eps=1e-9,
+          preconditioned_top_k=2,
+          with_update_sharpness=True,
+          num_steps=6,
+          key=jax.random.key(seed),
+      )
+    results.append((len(compiles), out))
+  assert results[0][0] > 0
+  assert results[1][0] == 0, f"the second call compiled {results[1][0]} programs"
+  assert results[0][1]["preconditioned_lambda_max"] != results[1][1]["preconditioned_lambda_max"]
+
+
+def test_run_analysis_writes_stability_json_matching_dense_float64(tiny, tmp_path):
+  net, variables, batches = tiny
+  optim = default.get_config().optim
+  optim.eps = 1e-6
+  cfg = _config(preconditioned_top_k=2, update_sharpness=True)
+  summary = run_analysis(
+      cfg,
+      model=net,
+      variables=variables,
+      batches=batches,
+      out_dir=str(tmp_path),
+      optim_config=optim,
+      print_fn=lambda _: None,
+  )
+  with open(os.path.join(tmp_path, "init", "stability.json")) as f:
+    rec = json.load(f)
+  assert rec == json.loads(json.dumps(summary["stability"]))
+  numbers = [v for v in rec.values() if isinstance(v, float)] + rec["preconditioned_values"]
+  assert all(np.isfinite(numbers))
+  # Independent dense computation: the Hessian and gradient of the token-mean loss over the union of the batches.
+  with jax.enable_x64(True):
+    model64 = net.clone(config=dataclasses.replace(net.config, dtype=jnp.float64, param_dtype=jnp.float64))
+    params = jax.tree.map(lambda x: x.astype(jnp.float64), variables["params"])
+    union = {"targets": jnp.concatenate([b["targets"] for b in batches])}
+    loss = make_loss_fn(model64)
+    h = np.asarray(dense_hessian(loss, params, union))
+    g = np.asarray(jax.flatten_util.ravel_pytree(jax.grad(loss)(params, union))[0])
+  d = 1.0 / np.sqrt(np.abs(g) + 1e-6)
+  lam_h = np.linalg.eigvalsh(h)[-1]
+  lam_p = np.linalg.eigvalsh(d[:, None] * h * d[None, :])[-1]
+  assert abs(rec["lambda_max"] - lam_h) <= rec["lambda_max_bound"] + 1e-8 * abs(lam_h)
+  assert abs(rec["preconditioned_lambda_max"] - lam_p) <= rec["preconditioned_lambda_max_bound"] + 1e-8 * lam_p
+  assert rec["preconditioned_lambda_max"] == pytest.approx(lam_p, rel=1e-6)
+  assert rec["max_stable_lr_gd"] == pytest.approx(2 / rec["lambda_max"], rel=1e-12)
+  assert rec["max_stable_lr_adam"] == pytest.approx(38 / rec["preconditioned_lambda_max"], rel=1e-12)
+  u = g / (np.abs(g) + 1e-6)
+  assert rec["update_sharpness"] == pytest.approx(u @ h @ u / (u @ u), rel=1e-8)
+  assert rec["first_step_critical_lr"] == pytest.approx(2 * (g @ u) / (u @ h @ u), rel=1e-8)
+  assert rec["beta1"] == 0.9 and rec["eps"] == 1e-6 and rec["operator"] == "hessian"
+
+
+@pytest.mark.parametrize(
+    "overrides,optim,match",
+    [
+        (
+            dict(preconditioned_top_k=-1),
+            {},
+            r"config.analysis.preconditioned_top_k=-1 is invalid; valid: an integer >= 0",
+        ),
+        (
+            dict(preconditioned_top_k=5, lanczos_steps=4),
+            {},
+            r"config.analysis.preconditioned_top_k=5 contradicts config.analysis.lanczos_steps=4",
+        ),
+        (dict(update_sharpness="yes"), {}, r"config.analysis.update_sharpness='yes' is invalid; valid: True or False"),
+        (dict(update_sharpness=True), dict(b1=1.0), r"config.optim.b1=1.0 is invalid; valid: a number in \[0, 1\)"),
+        (dict(preconditioned_top_k=1), dict(eps=-1e-8), r"config.optim.eps=-1e-08 is invalid; valid: a number >= 0"),
+        (dict(update_sharpness=True), None, r"pass run_analysis\(optim_config=config.optim\)"),
+    ],
+)
+def test_bad_values_raise_before_compute(tiny, tmp_path, overrides, optim, match):
+  net, variables, batches = tiny
+  optim_config = None if optim is None else {**default.get_config().optim.to_dict(), **optim}
+  with count_compiles() as compiles, pytest.raises(ValueError, match=match):
+    run_analysis(
+        _config(**overrides),
+        model=net,
+        variables=variables,
+        batches=batches,
+        out_dir=str(tmp_path),
+        optim_config=optim_config,
+    )
+  assert not compiles and not os.path.exists(os.path.join(tmp_path, "init"))
