@@ -1,0 +1,157 @@
+"""The atlas's runs read back from its two sweep folders, and what is measured from them (experiments.atlas.measures).
+
+Contract: `collect(config, workdir)` reads `<workdir>/train/cells/<cell>/seed_<s>/sweep_record.json` of every
+training cell × seed of `config` (a run without one is missing) and, per method × seed, the at-init run of
+`<workdir>/init/`: its step-1 `train/loss` (ℓ₀) and `analysis/step_0/{eigenvalues,stability,blocks}.json`. `measure`
+turns that into per-method numbers and the predictions' verdicts; every number is plain JSON.
+"""
+
+import json
+import math
+import os
+from typing import Any, Optional
+
+import ml_collections
+import numpy as np
+
+from experiments import sweep as sweep_lib
+from experiments.atlas import cells as cells_lib
+from experiments.atlas import measures as M
+from train import metrics as metrics_lib
+
+
+def _json(path: str) -> Optional[Any]:
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _curvature(run_dir: str) -> dict:
+  """The step-0 curvature of one at-init run (empty where a file is missing)."""
+  step0 = os.path.join(run_dir, "analysis", "step_0")
+  out: dict[str, Any] = {}
+  eigen = _json(os.path.join(step0, "eigenvalues.json")) or {}
+  if "top" in eigen:
+    out.update(lambda_max=eigen["top"]["values"][0], lambda_max_bound=eigen["top"]["bounds"][0])
+  if "bottom" in eigen:
+    out.update(lambda_min=eigen["bottom"]["values"][0], lambda_min_bound=eigen["bottom"]["bounds"][0])
+  stab = _json(os.path.join(step0, "stability.json")) or {}
+  for key in ("preconditioned_lambda_max", "update_sharpness", "max_stable_lr_gd", "max_stable_lr_adam"):
+    if key in stab:
+      out[key] = stab[key]
+  if "first_step_critical_lr" in stab:
+    out["first_step_critical_lr"] = stab["first_step_critical_lr"]
+  blocks = _json(os.path.join(step0, "blocks.json"))
+  if blocks:
+    top = max(blocks, key=lambda b: b["top_value"])
+    out.update(block_max=top["top_value"], block_max_bound=top["top_bound"], block_max_name=top["name"])
+  return out
+
+
+def collect(config: ml_collections.ConfigDict, workdir: str) -> dict:
+  """{points: [Point], missing: [(cell, seed)], init: {method: [{seed, loss0, curvature...}]}, expected runs}."""
+  seeds = config.sweep.seeds
+  train_dir, init_dir = os.path.join(workdir, "train"), os.path.join(workdir, "init")
+  points, missing = [], []
+  for c in cells_lib.training_cells(cells_lib.train_config(config)):
+    for s in range(seeds):
+      record = _json(os.path.join(sweep_lib.run_dir(train_dir, c.cell, s), sweep_lib.RECORD_FILE))
+      if record is None:
+        missing.append((c.cell.name, s))
+        continue
+      loss = record["final"].get("eval/loss")
+      points.append(M.Point(c.method, c.warmup, c.lr, s, record["outcome"], loss if M._finite(loss) else None))
+  init: dict[str, list[dict]] = {}
+  for method, cell in cells_lib.init_cells(config):
+    for s in range(seeds):
+      rdir = sweep_lib.run_dir(init_dir, cell, s)
+      train = metrics_lib.read_metrics(rdir, split="train") if os.path.exists(rdir) else []
+      loss0 = next((r["loss"] for r in train if r["step"] == 1), None)
+      init.setdefault(method, []).append(dict(seed=s, loss0=loss0, **_curvature(rdir)))
+  n = len(cells_lib.training_cells(cells_lib.train_config(config))) * seeds
+  return dict(points=points, missing=missing, init=init, expected_runs=n)
+
+
+def _mean(values) -> Optional[float]:
+  v = [x for x in values if M._finite(x)]
+  return float(np.mean(v)) if v else None
+
+
+def _predicted(init_runs: list[dict], beta1: float) -> dict[str, Optional[float]]:
+  """The four predictors' lrs (measures.PREDICTORS), geometric means over seeds."""
+  adam = (2 + 2 * beta1) / (1 - beta1)
+  per = {
+      "gd": [
+          2 / r["lambda_max"] if M._finite(r.get("lambda_max")) and r["lambda_max"] > 0 else None for r in init_runs
+      ],
+      "adam": [
+          adam / r["preconditioned_lambda_max"]
+          if M._finite(r.get("preconditioned_lambda_max")) and r["preconditioned_lambda_max"] > 0
+          else None
+          for r in init_runs
+      ],
+      "update": [r.get("first_step_critical_lr") for r in init_runs],
+      "block": [
+          2 / r["block_max"] if M._finite(r.get("block_max")) and r["block_max"] > 0 else None for r in init_runs
+      ],
+  }
+  return {k: M.geometric_mean(v) for k, v in per.items()}
+
+
+def measure(collected: dict, beta1: float) -> dict:
+  """Per-method measures and, per predictor, the verdicts (experiments.atlas.measures)."""
+  points = collected["points"]
+  best = M.best_loss(points)
+  methods = list(dict.fromkeys([p.method for p in points] + list(collected["init"])))
+  per_method = {}
+  for m in methods:
+    runs = collected["init"].get(m, [])
+    loss0 = _mean(r.get("loss0") for r in runs)
+    row: dict[str, Any] = dict(loss0=loss0, predicted=_predicted(runs, beta1), runs={})
+    for key in ("lambda_max", "lambda_min", "preconditioned_lambda_max", "update_sharpness", "block_max"):
+      row[key] = _mean(r.get(key) for r in runs)
+      row[key + "_bound"] = _mean(r.get(key + "_bound") for r in runs)
+    names = [r.get("block_max_name") for r in runs if r.get("block_max_name")]
+    row["block_max_name"] = max(set(names), key=names.count) if names else None
+    mine = [p for p in points if p.method == m]
+    for warmup in sorted({p.warmup for p in mine}):
+      w = [p for p in mine if p.warmup == warmup]
+      lrs = sorted({p.lr for p in w})
+      by_lr = {lr: [p for p in w if p.lr == lr] for lr in lrs}
+      stable = {lr: M.cell_stable(ps, best) for lr, ps in by_lr.items()}
+      mean_loss = {lr: _mean(p.loss for p in ps if p.outcome == "finished") for lr, ps in by_lr.items()}
+      sens = []
+      for s in sorted({p.seed for p in w}):
+        per_seed = {p.lr: (p.loss if p.outcome == "finished" else None) for p in w if p.seed == s}
+        if loss0 is not None:
+          sens.append(M.lr_sensitivity(per_seed, loss0))
+      max_lr = M.max_stable_lr(stable)
+      row["runs"][warmup] = dict(
+          lrs=lrs,
+          mean_loss=[mean_loss[lr] for lr in lrs],
+          losses=[[p.loss for p in by_lr[lr]] for lr in lrs],
+          outcomes=[[p.outcome for p in by_lr[lr]] for lr in lrs],
+          stable=[stable[lr] for lr in lrs],
+          best=min([v for v in mean_loss.values() if v is not None], default=None),
+          max_lr=None if max_lr is None else max_lr.value,
+          max_lr_censored=None if max_lr is None else max_lr.censored,
+          sensitivity=_mean(sens),
+      )
+    warmups = sorted({p.warmup for p in mine})
+    if len(warmups) == 2:
+      w0, w1 = row["runs"][warmups[0]], row["runs"][warmups[1]]
+      row["warmup_gain"] = M.warmup_gain(w0["best"], w1["best"])
+      ratio = w1["max_lr"] / w0["max_lr"] if w0["max_lr"] and w1["max_lr"] else None
+      row["warmup_lr_gain_log10"] = math.log10(ratio) if ratio else None
+    per_method[m] = row
+  measured = {
+      m: M.MaxLR(r["runs"][0]["max_lr"], r["runs"][0]["max_lr_censored"])
+      for m, r in per_method.items()
+      if r["runs"].get(0, {}).get("max_lr") is not None
+  }
+  gains = {m: r.get("warmup_gain") for m, r in per_method.items()}
+  decisions = {
+      name: M.decide({m: r["predicted"][name] for m, r in per_method.items()}, measured, gains) for name in M.PREDICTORS
+  }
+  return dict(best_loss=best, methods=per_method, predictors=decisions, margin=M.LOSS_MARGIN)

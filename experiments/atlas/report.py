@@ -1,0 +1,203 @@
+"""reports/ATLAS.md: the atlas's tables, figures, predictions and verdicts, from a finished or partial atlas workdir.
+
+Contract: `write(config, workdir, out, command=...)` collects and measures (experiments.atlas.collect), draws the
+figures into `<out>/atlas/`, writes `<out>/atlas/atlas.json` (every number) and `<out>/ATLAS.md`: status (runs done
+of expected; the missing cells named), the scale beside the papers', the rules and the predictions as stated before
+the runs (experiments.atlas.measures), the verdict per predictor, the per-method table, the Post-LN-with-warmup vs
+Pre-LN training-length check, the figures, provenance and the commands to resume and to rerun at paper scale.
+Returns the measured dict.
+"""
+
+import json
+import os
+from typing import Any, Optional
+
+import ml_collections
+
+from experiments import provenance as provenance_lib
+from experiments import report as sweep_report
+from experiments.atlas import cells as cells_lib
+from experiments.atlas import collect as collect_lib
+from experiments.atlas import figures
+from experiments.atlas import measures as M
+from experiments.atlas.cells import LR_KEY, WARMUP_KEY
+
+CLOSE_NATS = 0.2  # training length check: best Post-LN with warmup within this of the best Pre-LN
+PAPERS = """| source | models | data | warmup / lr |
+|---|---|---|---|
+| Xiong et al. 2020 (Fig. 2) | Post-LN vs Pre-LN, 6+6, d 512 | IWSLT14 De→En | Post-LN needs warmup (4000 steps) |
+| Liu et al. 2020 (Admin) | 6+6 to 60+12 layers | WMT14 En→De, En→Fr; IWSLT14 | with warmup |
+| Huang et al. 2020 (T-Fixup) | no LayerNorm, shallow to very deep | IWSLT14 De→En, WMT17 En→De | no warmup |
+| Wang et al. 2022 (DeepNet) | up to 1000 layers | WMT17 En→De, OPUS-100 | with warmup |
+| Wortsman et al. 2023 | small decoder-only LMs, grown to ~1B parameters | C4 | lr sweeps over orders of magnitude |"""
+
+
+def _fmt(x: Any, spec: str = ".3g") -> str:
+  return format(x, spec) if sweep_report.finite(x) else "—"
+
+
+def _lr(w: Optional[dict]) -> str:
+  if not w or w.get("max_lr") is None:
+    return "—"
+  return {"above": "≥ ", "below": "< "}.get(w["max_lr_censored"], "") + _fmt(w["max_lr"])
+
+
+def _settings(config: ml_collections.ConfigDict) -> str:
+  return sweep_report.fixed_settings(
+      config, ["model.norm_position", "init.scheme", LR_KEY, WARMUP_KEY], config.sweep.seeds
+  )
+
+
+def _check_length(m: dict) -> str:
+  post = m["methods"].get("Post-LN + Xavier", {})
+  pre = m["methods"].get("Pre-LN", {})
+  warm = [w for k, w in post.get("runs", {}).items() if k != 0]
+  best_post = warm[0]["best"] if warm else None
+  best_pre = min([w["best"] for w in pre.get("runs", {}).values() if w["best"] is not None], default=None)
+  if best_post is None or best_pre is None:
+    return "not yet measurable (Post-LN with warmup or Pre-LN has no finished run)."
+  gap = best_post - best_pre
+  verdict = (
+      f"within {CLOSE_NATS} nats"
+      if gap <= CLOSE_NATS
+      else f"NOT within {CLOSE_NATS} nats: the runs are too short to compare the methods near convergence; read the "
+      "verdicts with that in mind"
+  )
+  return f"best Post-LN + Xavier with warmup {best_post:.3f} vs best Pre-LN {best_pre:.3f}: gap {gap:+.3f} ({verdict})."
+
+
+def _method_table(m: dict) -> str:
+  lines = [
+      "| method | ℓ₀ | best loss (no wu / wu) | max stable lr (no wu / wu) | LR sensitivity (no wu / wu) | warmup gain "
+      "(nats) | λ_max(H) ± | λ_min(H) ± | λ_max(P⁻¹H) | sharpness along u | stiffest block |",
+      "|---|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for method, r in m["methods"].items():
+    ws = [r["runs"][k] for k in sorted(r["runs"])]
+    w0, w1 = (ws[0] if ws else None), (ws[1] if len(ws) > 1 else None)
+    lines.append(
+        f"| {method} | {_fmt(r['loss0'])} | {_fmt((w0 or {}).get('best'))} / {_fmt((w1 or {}).get('best'))} | "
+        f"{_lr(w0)} / {_lr(w1)} | {_fmt((w0 or {}).get('sensitivity'))} / {_fmt((w1 or {}).get('sensitivity'))} | "
+        f"{_fmt(r.get('warmup_gain'))} | {_fmt(r['lambda_max'])} ± {_fmt(r['lambda_max_bound'], '.1g')} | "
+        f"{_fmt(r['lambda_min'])} ± {_fmt(r['lambda_min_bound'], '.1g')} | {_fmt(r['preconditioned_lambda_max'])} | "
+        f"{_fmt(r['update_sharpness'])} | {r['block_max_name'] or '—'} {_fmt(r['block_max'])} |"
+    )
+  return "\n".join(lines)
+
+
+def _predictor_table(m: dict) -> str:
+  names = list(M.PREDICTORS)
+  lines = [
+      "| method | measured max lr (no warmup) | " + " | ".join(f"{M.PREDICTORS[n]} (factor)" for n in names) + " |",
+      "|---|---|" + "---|" * len(names),
+  ]
+  for method, r in m["methods"].items():
+    cells = []
+    for n in names:
+      f = m["predictors"][n]["factors"].get(method)
+      cells.append(f"{_fmt(r['predicted'][n])} ({_fmt(f, '.2g')}×)" if f is not None else _fmt(r["predicted"][n]))
+    lines.append(f"| {method} | {_lr(r['runs'].get(0))} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def _verdict_table(m: dict) -> str:
+  lines = [
+      "| predictor | fraction within 2× | ρ with max lr (n) | ρ with warmup gain (n) | "
+      + " | ".join(M.PREDICTIONS)
+      + " |",
+      "|---|---|---|---|" + "---|" * len(M.PREDICTIONS),
+  ]
+  for n, d in m["predictors"].items():
+    frac = _fmt(d["fraction_within"], ".0%") if d["fraction_within"] is not None else "—"
+    lines.append(
+        f"| {M.PREDICTORS[n]} | {frac} | {_fmt(d['rho_lr'], '.2f')} ({d['n_lr']}) | "
+        f"{_fmt(d['rho_gain'], '.2f')} ({d['n_gain']}) | "
+        + " | ".join(f"**{d['verdicts'][p]}**" for p in M.PREDICTIONS)
+        + " |"
+    )
+  return "\n".join(lines)
+
+
+def write(config: ml_collections.ConfigDict, workdir: str, out: str, *, command: str = "") -> dict:
+  """Writes `<out>/ATLAS.md`, `<out>/atlas/` (figures, atlas.json); returns the measured dict (module docstring)."""
+  collected = collect_lib.collect(config, workdir)
+  m = collect_lib.measure(collected, float(config.optim.b1))
+  fig_dir = os.path.join(out, "atlas")
+  settings = _settings(config)
+  paths = figures.draw(m, fig_dir, settings) if collected["points"] else []
+  done, expected = len(collected["points"]), collected["expected_runs"]
+  missing = sorted({cell for cell, _ in collected["missing"]})
+  prov = provenance_lib.provenance()
+  with open(os.path.join(fig_dir if paths else _mkdir(fig_dir), "atlas.json"), "w", encoding="utf-8") as f:
+    json.dump(dict(measured=m, missing=collected["missing"], provenance=prov, settings=settings), f, indent=1)
+  scale = config.claim.scale
+  grid = cells_lib.training_cells(cells_lib.train_config(config))
+  status = "complete" if not missing else f"PARTIAL: {done} of {expected} runs; {len(missing)} cell(s) missing"
+  text = f"""# Does curvature at step 0 predict the need for warmup? The atlas (issue 15)
+
+Status: **{status}**. Scale `{scale}`: {settings}; warmup steps
+{sorted({c.warmup for c in grid})}; peak lrs {sorted({c.lr for c in grid})}.
+
+## Rules and predictions (stated before the runs; experiments/atlas/measures.py)
+
+* A run fails if it diverges or its final validation loss is more than {M.LOSS_MARGIN} nat above the atlas's best
+  ({_fmt(m['best_loss'])}); a cell (method, warmup, lr) is stable if all its runs are. Largest stable lr: the largest
+  stable grid lr ("≥": the grid's largest lr was stable; "<": none was).
+* LR sensitivity (Wortsman et al. 2023, §2): E_η[min(ℓ(η), ℓ₀) − min_η ℓ(η)] over the grid, per seed, then the mean;
+  ℓ₀ the loss at init (the at-init run's step-1 training loss).
+* Warmup gain: best loss without warmup − best with (nats).
+* Predictors (step 0, one per method × seed, geometric mean over seeds): {', '.join(M.PREDICTORS.values())}.
+* Predictions, each per predictor: {'; '.join(f'**{k}**: {v}' for k, v in M.PREDICTIONS.items())}. Fewer than
+  {M.MIN_METHODS} methods with both numbers: inconclusive.
+
+## Verdicts
+
+{_verdict_table(m)}
+
+Training-length check: {_check_length(m)}
+
+## Per method
+
+{_method_table(m)}
+
+## Predicted vs measured largest stable lr (no warmup)
+
+{_predictor_table(m)}
+
+## Figures
+
+{chr(10).join(f'![{os.path.basename(p)}](atlas/{os.path.basename(p)})' for p in paths) or '(no finished run yet)'}
+
+## Scale, next to the papers'
+
+This atlas: {settings}. The papers it tests:
+
+{PAPERS}
+
+The step-0 curvature is of one batch of `analysis.batch_size` sequences ({config.analysis.batch_size}),
+{config.analysis.lanczos_steps} Lanczos steps ({config.analysis.block_lanczos_steps} per block), in
+{config.analysis.dtype}; bounds are Lanczos residual norms.
+
+## Missing cells
+
+{chr(10).join(f'* `{c}`' for c in missing) or 'none'}
+
+## Provenance and commands
+
+Commit {prov.get('git_commit')} (dirty: {prov.get('git_dirty')}); every number in
+`atlas/atlas.json`; each run's config.json, metrics.jsonl and sweep_record.json under the workdir.
+
+    {command or f'python -m experiments.atlas --config=configs/atlas.py:{scale} --workdir=<workdir>'}
+        # runs or resumes the atlas (rerunning skips every finished run)
+    python -m experiments.atlas --config=configs/atlas.py:paper --config.data.dir=<Multi30k folder> \\
+        --workdir=runs/atlas_paper --out=reports/paper   # the papers' sizes, on an accelerator
+"""
+  os.makedirs(out, exist_ok=True)
+  with open(os.path.join(out, "ATLAS.md"), "w", encoding="utf-8") as f:
+    f.write(text)
+  return m
+
+
+def _mkdir(path: str) -> str:
+  os.makedirs(path, exist_ok=True)
+  return path

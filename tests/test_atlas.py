@@ -1,0 +1,151 @@
+"""The atlas (issue 15): its measures on hand-made records, its grid, and the driver + report end to end at `tiny`."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+import train.config
+from configs import atlas as atlas_config
+from experiments import grid as grid_lib
+from experiments import sweep as sweep_lib
+from experiments.atlas import cells as cells_lib
+from experiments.atlas import measures as M
+from experiments.atlas import report as report_lib
+from experiments.atlas import run as run_lib
+
+
+def test_rank_averages_ties():
+  np.testing.assert_array_equal(M.rank([10, 20, 20, 30, 20]), [1, 3, 3, 5, 3])
+  np.testing.assert_array_equal(M.rank([3.0, 1.0, 2.0]), [3, 1, 2])
+
+
+def test_spearman_with_ties_matches_hand_computation():
+  # x ranks (1, 2.5, 2.5, 4), y ranks (1, 3, 2, 4): centred (-1.5, 0, 0, 1.5)·(-1.5, .5, -.5, 1.5) = 4.5,
+  # norms² 4.5 and 5, so ρ = 4.5/√22.5 = 3/√10.
+  assert M.spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(3 / math.sqrt(10))
+  # Without ties, ρ = 1 − 6Σd²/(n(n² − 1)): ranks (1..5) vs (2, 1, 4, 3, 5), Σd² = 4, ρ = 1 − 24/120 = 0.8.
+  assert M.spearman([0.1, 0.2, 0.3, 0.4, 0.5], [2.0, 1.0, 4.0, 3.0, 5.0]) == pytest.approx(0.8)
+  assert M.spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+  assert M.spearman([1, 2, 3], [5, 5, 5]) is None  # a constant side has no rank correlation
+  with pytest.raises(ValueError, match="2 y values"):
+    M.spearman([1, 2, 3], [1, 2])
+
+
+def _p(lr, loss, outcome="finished", seed=0, warmup=0, method="a"):
+  return M.Point(method, warmup, lr, seed, outcome, loss)
+
+
+def test_stability_rule_margin_divergence_and_crashes():
+  best = 3.0
+  assert M.run_stable(_p(1e-3, 3.0 + M.LOSS_MARGIN), best) is True  # at the threshold: stable
+  assert M.run_stable(_p(1e-3, 3.0 + M.LOSS_MARGIN + 1e-6), best) is False  # a plateau above it fails
+  assert M.run_stable(_p(1e-3, None, "diverged"), best) is False
+  assert M.run_stable(_p(1e-3, None, "crashed"), best) is None
+  assert M.cell_stable([_p(1e-3, 3.2), _p(1e-3, None, "diverged", seed=1)], best) is False  # one seed fails: fails
+  assert M.cell_stable([_p(1e-3, 3.2), _p(1e-3, None, "crashed", seed=1)], best) is True  # a crash is no result
+  assert M.cell_stable([_p(1e-3, None, "crashed")], best) is None
+  assert M.best_loss([_p(1e-3, 3.5), _p(1e-2, 2.9), _p(1e-1, None, "diverged")]) == 2.9
+
+
+def test_max_stable_lr_and_censoring():
+  assert M.max_stable_lr({1e-4: True, 1e-3: True, 1e-2: False}) == M.MaxLR(1e-3, "")
+  assert M.max_stable_lr({1e-4: True, 1e-3: False, 1e-2: True}) == M.MaxLR(1e-2, "above")  # the largest stable one
+  assert M.max_stable_lr({1e-4: False, 1e-3: False}) == M.MaxLR(1e-4, "below")
+  assert M.max_stable_lr({1e-4: True, 1e-3: None}) == M.MaxLR(1e-4, "")  # the top cell missing: not censored
+  assert M.max_stable_lr({1e-4: None}) is None
+
+
+def test_lr_sensitivity_caps_at_init_loss():
+  # capped losses (3, 2, 5): mean 10/3 − min 2 = 4/3; a diverged run counts as ℓ₀ = 5.
+  assert M.lr_sensitivity({1e-4: 3.0, 1e-3: 2.0, 1e-2: None}, 5.0) == pytest.approx(4 / 3)
+  assert M.lr_sensitivity({1e-4: 6.0, 1e-3: 2.0}, 5.0) == pytest.approx(1.5)  # a loss above ℓ₀ is capped at ℓ₀
+  assert M.lr_sensitivity({1e-4: 2.0, 1e-3: 2.0}, 5.0) == 0.0  # flat: insensitive
+  assert M.warmup_gain(4.0, 3.5) == pytest.approx(0.5)
+  assert M.warmup_gain(None, 3.5) is None
+
+
+def test_within_respects_censoring():
+  assert M.within(1.9e-3, M.MaxLR(1e-3, ""))
+  assert not M.within(2.1e-3, M.MaxLR(1e-3, ""))
+  assert not M.within(0.49e-3, M.MaxLR(1e-3, ""))
+  assert M.within(1.0, M.MaxLR(1e-3, "above"))  # measured ≥ 1e-3: any prediction ≥ 5e-4 is consistent
+  assert not M.within(1e-4, M.MaxLR(1e-3, "above"))
+  assert M.within(1e-9, M.MaxLR(1e-3, "below"))
+  assert not M.within(3e-3, M.MaxLR(1e-3, "below"))
+
+
+def test_decide_verdicts():
+  methods = "abcde"
+  measured = {m: M.MaxLR(10.0 ** -(i + 2), "") for i, m in enumerate(methods)}
+  gain = {m: 0.1 * i for i, m in enumerate(methods)}  # smaller max lr, larger warmup gain
+  exact = M.decide({m: measured[m].value * 1.5 for m in methods}, measured, gain)
+  assert exact["fraction_within"] == 1.0 and exact["rho_lr"] == pytest.approx(1.0)
+  assert exact["rho_gain"] == pytest.approx(-1.0)
+  assert exact["verdicts"] == {"accurate": "held", "ranks": "held", "warmup": "held"}
+  assert exact["factors"]["a"] == pytest.approx(1.5)
+  wrong = M.decide({m: 1e-3 * (i + 1) for i, m in enumerate(methods)}, measured, gain)  # reversed order, off scale
+  assert wrong["verdicts"] == {"accurate": "failed", "ranks": "failed", "warmup": "failed"}
+  few = M.decide({m: measured[m].value for m in "abcd"}, measured, gain)
+  assert set(few["verdicts"].values()) == {"inconclusive"}
+
+
+def test_cpu_grid_is_the_issue_grid():
+  config = atlas_config.get_config("cpu")
+  config.data.dir = "/nonexistent"  # resolving reads no data
+  cells = cells_lib.training_cells(config)
+  methods = sorted({c.method for c in cells})
+  assert len(methods) == 10 and all("/" not in m for m in methods), methods  # every method named in NAMES
+  lrs = sorted({c.lr for c in cells})
+  assert len(lrs) >= 6 and np.allclose(np.diff(np.log10(lrs)), np.diff(np.log10(lrs))[0], atol=0.01)
+  assert {c.warmup for c in cells} == {0, atlas_config.WARMUP["cpu"]}
+  assert len(cells) == 10 * 2 * len(lrs) and config.sweep.seeds >= 2
+  assert config.model.num_encoder_layers >= 6 and config.model.num_decoder_layers >= 6
+  assert not config.sweep.analysis_at_init  # the curvature is the at-init sweep's, once per method × seed
+  init = cells_lib.init_config(config)
+  assert len(grid_lib.cells(init)) == 10 and init.train.num_steps == 1 and init.sweep.analysis_at_init
+  assert {m for m, _ in cells_lib.init_cells(config)} == set(methods)
+  for c in grid_lib.cells(config) + grid_lib.cells(init):  # every cell passes the config boundary, as the sweep checks
+    base = init if c.overrides.get(cells_lib.LR_KEY) is None else config
+    resolved = train.config.resolve(grid_lib.cell_config(base, c, 0), groups=sweep_lib.GROUPS)
+    assert resolved.model.num_encoder_layers == 6
+
+
+def test_single_cell_grid_keeps_the_cell_name():
+  config = atlas_config.get_config("cpu")
+  for c in grid_lib.cells(config)[::17]:
+    (only,) = grid_lib.cells(cells_lib.single_cell_config(config, c))
+    assert only.name == c.name and only.overrides == c.overrides
+
+
+def test_atlas_tiny_end_to_end(tmp_path):
+  config = atlas_config.get_config("tiny")
+  workdir, out = str(tmp_path / "atlas"), str(tmp_path / "reports")
+  partial = report_lib.write(config, workdir, out)  # nothing run yet: every cell missing, no crash
+  assert partial["best_loss"] is None
+  with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
+    assert "PARTIAL: 0 of 12 runs" in f.read()
+  m = run_lib.run_atlas(config, workdir, out, emit=lambda s: None)
+  with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
+    text = f.read()
+  assert "Status: **complete**" in text and "Missing cells\n\nnone" in text
+  for name in ("loss_vs_lr.png", "predicted_vs_measured.png", "warmup_gain.png", "atlas.json"):
+    assert os.path.getsize(os.path.join(out, "atlas", name)) > 0, name
+  assert set(m["methods"]) == {"Post-LN + Xavier", "Pre-LN"}
+  for row in m["methods"].values():
+    assert 0 < row["loss0"] < 3 * math.log(config.data.vocab_size)  # the step-1 loss of the init
+    assert row["lambda_max"] > 0 and row["lambda_max"] >= row["lambda_min"]
+    assert row["predicted"]["gd"] == pytest.approx(2 / row["lambda_max"], rel=1e-6)
+    assert row["predicted"]["adam"] == pytest.approx(38 / row["preconditioned_lambda_max"], rel=1e-6)
+    assert len(row["runs"][0]["lrs"]) == 3 and row["runs"][0]["sensitivity"] >= 0
+  with open(os.path.join(workdir, "train", "results.jsonl"), encoding="utf-8") as f:
+    assert len([json.loads(line) for line in f]) == 12  # the final full-grid pass wrote every record
+  # a removed run is reported missing, by its cell
+  victim = grid_lib.cells(config)[0].name
+  os.remove(os.path.join(workdir, "train", "cells", victim, "seed_0", "sweep_record.json"))
+  report_lib.write(config, workdir, out)
+  with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
+    text = f.read()
+  assert "PARTIAL: 11 of 12 runs" in text and f"* `{victim}`" in text
