@@ -28,14 +28,14 @@ data order for every run (configs/claims/_training.py's setup). Scales (config s
          lrs × 2 seeds = 240 runs + 20 at-init analyses;
   paper  an accelerator: the Transformer base (6+6, d 512, 8 heads, d_ff 2048) as claim 6's paper scale, 20k steps of
          batch 128, T_w = 4000 (Vaswani et al. 2017; Xiong et al. 2020), 7 lrs, 3 seeds.
-Calibration of `cpu` (2026-11-24, 2 CPU cores shared with another training job: load average 5-6, so pessimistic;
-the 100-step process got 0.6 of a core): one 6+6 run of batch 32 on Multi30k trained 1.2 steps/s at d = 64 (vocab
-8000 or 2000) and 4.6 steps/s at d = 32 (vocab 2000), hence d = 32; a 100-step process took 84 s, ~40 s of it start-up
-(imports, data, compilation) and 7 s the 256-pair evaluation. One at-init analysis with all 109 blocks projected to
-~15 min (compilation dominates: ~70 s per new program; a matvec 0.1-0.2 s), hence the block filter (first and last
-layer of each stack and the embedding, 37 blocks) and `python -m experiments.atlas`'s persistent compilation cache.
-Projection: 240 × (~35 s per-run overhead + 200/4.6 s) ≈ 5.2 h and 20 analyses ≈ 1.8 h as loaded; on the free machine
-(2-3× faster) ≈ 2.5-3 h, just inside the 3 h budget. The first cells' ETA line says which; if it does not fit,
+Calibration of `cpu` (2026-11-24; 2 CPU cores shared with another training job, load average 5-6, so pessimistic):
+alone, a 6+6 run of batch 32 on Multi30k trained 1.2 steps/s at d = 64 (vocab 8000 or 2000) and 4.6 steps/s at d = 32
+(vocab 2000), hence d = 32. Through the driver (one method, 2 seeds, 30 steps): a training run took 23 s, ~19 s of it
+per-run overhead (setup, compilation, the 256-pair evaluation, the checkpoint) at 7-9 steps/s; the at-init analysis
+took 422 s for seed 0 (compilation dominates: operator 12 s, λ_max 42 s, λ_min 37 s, stability 124 s, 37 blocks
+163 s; all 109 blocks projected to ~15 min, hence the block filter) and 50 s for seed 1 (same programs).
+Projection as loaded: 240 × (19 + 200/7) s ≈ 3.2 h + 10 methods × 7.9 min ≈ 1.3 h + reports ≈ 4.6 h; on the free
+machine (2-3× faster) ≈ 1.6-2.3 h, inside the 3 h budget. The sweep's ETA lines say which; if it does not fit,
 train.num_steps and the block filter are the knobs, and ATLAS.md states the change.
 Imports only ml_collections and configs/claims' helpers.
 """

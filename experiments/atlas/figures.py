@@ -11,6 +11,7 @@ warmup_gain.png         per predictor, the warmup gain (nats) against the predic
 import math
 import os
 
+import matplotlib.ticker
 import numpy as np
 
 from experiments import report
@@ -24,11 +25,17 @@ def _finite(x) -> bool:
   return report.finite(x)
 
 
+def _no_minor_labels(ax) -> None:
+  """Log axes spanning about a decade label their minor ticks, which then overlap: keep the decades only."""
+  for axis in (ax.xaxis, ax.yaxis):
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
 def loss_vs_lr(m: dict, out_dir: str, settings: str) -> str:
   methods = list(m["methods"])
   cols = min(5, max(1, len(methods)))
   rows = math.ceil(len(methods) / cols)
-  fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows + 0.8), squeeze=False, sharey=True)
+  fig, axes = plt.subplots(rows, cols, figsize=(max(3.2 * cols, 8.0), 2.8 * rows + 0.8), squeeze=False, sharey=True)
   threshold = m["best_loss"] + m["margin"] if _finite(m["best_loss"]) else None
   finite = [
       v for r in m["methods"].values() for w in r["runs"].values() for vs in w["losses"] for v in vs if _finite(v)
@@ -90,6 +97,7 @@ def predicted_vs_measured(m: dict, out_dir: str, settings: str) -> str:
     ax.set_title(f"{M.PREDICTORS[name]}\nρ = {rho:.2f}" if rho is not None else M.PREDICTORS[name], fontsize=8)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _no_minor_labels(ax)
     ax.set_xlabel("predicted max lr (step 0)")
   axes[0, 0].set_ylabel("measured max stable lr, no warmup\n(▲ ≥, ▼ <: censored)")
   fig.suptitle(f"Step-0 predictions vs measured largest stable lr (band: {M.WITHIN:g}×)\n{settings}", fontsize=8)
@@ -109,6 +117,7 @@ def warmup_gain(m: dict, out_dir: str, settings: str) -> str:
     rho = m["predictors"][name]["rho_gain"]
     ax.axhline(0, color="gray", lw=0.6)
     ax.set_xscale("log")
+    _no_minor_labels(ax)
     ax.set_title(f"{M.PREDICTORS[name]}\nρ = {rho:.2f}" if rho is not None else M.PREDICTORS[name], fontsize=8)
     ax.set_xlabel("predicted max lr (step 0)")
   axes[0, 0].set_ylabel("warmup gain (nats)")
