@@ -88,7 +88,7 @@ def main(argv):
     logging.info("Analysis written to %s", experiments.analyze(exp, workdir))
   if config.mode == "train":
     try:
-      train.loop.train_and_evaluate(exp)
+      train.loop.train_and_evaluate(exp, experiments.step_hooks(exp))  # e.g. train.curvature_every
     except train.loop.Diverged as e:
       logging.error("Run diverged: %s (see %s/status.json)", e, workdir)
       sys.exit(EXIT_DIVERGED)

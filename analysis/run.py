@@ -322,7 +322,7 @@ def resolved_dtype(name: str) -> str:
   return "float32" if jax.default_backend() == "tpu" else "float64"
 
 
-def _on_mesh(batches, mesh, print_fn):
+def on_mesh(batches, mesh, print_fn):
   """The global batches as arrays split along their rows over every device of `mesh` (replicated when the rows do
   not divide evenly: correct, not data-parallel). Built from every process's identical host copy."""
   devices = mesh.devices.size
@@ -339,7 +339,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
   dtype = jnp.dtype(dtype_name)
   basis_sharding = None
   if mesh is not None:
-    batches, split = _on_mesh(batches, mesh, print_fn)
+    batches, split = on_mesh(batches, mesh, print_fn)
     basis_sharding = NamedSharding(mesh, P(tuple(mesh.axis_names)))
     provenance["sharding"] = (
         f"{mesh.devices.size} devices ({dict(mesh.shape)}): batch rows {'split' if split else 'replicated'}, "

@@ -172,6 +172,8 @@ def get_config() -> ml_collections.ConfigDict:
   t.num_decode_examples = 256  # Translation: validation sentences greedily decoded for BLEU / exact match.
   t.decode_max_length = 0  # Longest decoded output (0: data.max_target_length).
   t.grad_norms_every = 0  # Steps between per-parameter gradient-norm records (0: never; computed in-step).
+  # Steps between λ_max records of the training-loss Hessian on the analysis batches (0: never; experiments/hooks.py).
+  t.curvature_every = 0
 
   # Sweep mode (experiments/): the product of the grid's values × seeds, each run trained like mode='train'.
   w = config.sweep = ml_collections.ConfigDict()

@@ -12,9 +12,10 @@ runs recorded as outcomes); `report` writes the table and figures; `provenance` 
 
 from experiments import claims
 from experiments.grid import SweepConfig, cells, parse_grid
+from experiments.hooks import step_hooks
 from experiments.sweep import GROUPS as _SWEEP_GROUPS
 from experiments.sweep import analyze, run_sweep
 
 GROUPS = {**_SWEEP_GROUPS, "claim": claims.ClaimConfig.from_config}  # the groups main.py resolves above train/
 
-__all__ = ["GROUPS", "SweepConfig", "analyze", "cells", "claims", "parse_grid", "run_sweep"]
+__all__ = ["GROUPS", "SweepConfig", "analyze", "cells", "claims", "parse_grid", "run_sweep", "step_hooks"]

@@ -42,8 +42,8 @@ import analysis.run
 import train.config
 import train.loop
 from experiments import grid as grid_lib
+from experiments import hooks, report
 from experiments import provenance as provenance_lib
-from experiments import report
 from train import metrics as metrics_lib
 
 RESULTS_FILE = "results.jsonl"
@@ -116,7 +116,7 @@ def run_one(
     start = exp.start_step
     if analysis_at_init and start == 0:
       analyze(exp, run_workdir)
-    train.loop.train_and_evaluate(exp)
+    train.loop.train_and_evaluate(exp, hooks.step_hooks(exp))
     analyze_checkpoints(config, run_workdir, analysis_steps)
   except train.loop.Diverged as e:
     logging.warning("Run %s diverged: %s", run_workdir, e)

@@ -175,10 +175,10 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
   real_train = train.loop.train_and_evaluate
   now, calls, lines = [0.0], [], []
 
-  def timed_train(exp):  # every run takes one fake minute on the sweep's clock
+  def timed_train(exp, hooks=()):  # every run takes one fake minute on the sweep's clock
     calls.append(exp.workdir)
     now[0] += 60.0
-    return real_train(exp)
+    return real_train(exp, hooks)
 
   monkeypatch.setattr(train.loop, "train_and_evaluate", timed_train)
   records = sweep_lib.run_sweep(tiny_config(), str(workdir), clock=lambda: now[0], emit=lines.append)
@@ -263,11 +263,11 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
     metrics_lib.write_status(run, "running", 4)
   calls.clear()
 
-  def crash_seed_0(exp):
+  def crash_seed_0(exp, hooks=()):
     calls.append(exp.workdir)
     if exp.workdir.endswith("seed_0"):
       raise RuntimeError("boom")
-    return real_train(exp)
+    return real_train(exp, hooks)
 
   monkeypatch.setattr(train.loop, "train_and_evaluate", crash_seed_0)
   again = sweep_lib.run_sweep(tiny_config(), str(workdir), emit=lines.append)

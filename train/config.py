@@ -50,11 +50,12 @@ class TrainConfig(Section):
   num_decode_examples: int
   decode_max_length: int
   grad_norms_every: int
+  curvature_every: int
 
   def __post_init__(self):
     for key in ("log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
       _int(self, key, 1)
-    for key in ("num_steps", "seed", "num_decode_examples", "decode_max_length", "grad_norms_every"):
+    for key in ("num_steps", "seed", "num_decode_examples", "decode_max_length", "grad_norms_every", "curvature_every"):
       _int(self, key, 0)
     if not 0.0 <= self.label_smoothing < 1.0:
       raise invalid("train.label_smoothing", self.label_smoothing, "a number in [0, 1)")

@@ -10,7 +10,9 @@ ConfigDict becomes a frozen `ModelConfig` here), the initial parameters (`init.i
 greedy-decoding BLEU and exact match for translation) and checkpointing every `train.checkpoint_every` steps and
 at the end. A non-finite loss or gradient stops the run: `status.json` says `diverged` with the step and the
 parameters whose gradients were non-finite, the last good checkpoint stays, and `Diverged` is raised for main.py
-to turn into a non-zero exit code. A preemption (SIGTERM, or orbax's preemption sync point with jax.distributed;
+to turn into a non-zero exit code. Step hooks (`StepHook`: a measurement every k steps that the layers above build,
+e.g. the curvature record of `train.curvature_every`, experiments/hooks.py) run on the state after the step and their
+scalars go into that step's train record. A preemption (SIGTERM, or orbax's preemption sync point with jax.distributed;
 `train.checkpoint.PreemptionNotice`) finishes the current step, checkpoints it (forced), writes `status.json` =
 `preempted` with the step and raises `Preempted`; rerunning the workdir resumes from that step bit for bit.
 """
@@ -18,6 +20,7 @@ to turn into a non-zero exit code. A preemption (SIGTERM, or orbax's preemption 
 import dataclasses
 import json
 import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import jax
@@ -49,6 +52,24 @@ class Preempted(RuntimeError):
   def __init__(self, step: int):
     super().__init__(f"preempted at step {step}; checkpoint {step} saved, rerun the workdir to resume")
     self.step = step
+
+
+@dataclasses.dataclass(frozen=True)
+class StepHook:
+  """A measurement taken inside `train_and_evaluate` every `every` steps (the layers above `train/` build it).
+
+  `fn(step, state, batch) -> {name: scalar}` runs after update `step` on the finite state it produced (`batch` is
+  the global batch of that update); its scalars join the step's train record in metrics.jsonl and TensorBoard, so a
+  step has one record whatever the hooks, and a resumed run drops and recomputes the records after its checkpoint
+  like every other. It must not change the state (training is the same with or without it).
+  """
+
+  every: int
+  fn: Callable[[int, TrainState, dict], Mapping[str, Any]]
+
+  def __post_init__(self):
+    if not isinstance(self.every, int) or isinstance(self.every, bool) or self.every < 1:
+      raise ValueError(f"StepHook.every={self.every!r} is invalid; valid: an integer >= 1")
 
 
 @dataclasses.dataclass
@@ -220,14 +241,25 @@ def _nonfinite_paths(grad_finite, names) -> list[str]:
   return [n for n, ok in zip(names, jax.tree.leaves(grad_finite)) if not bool(ok)]
 
 
-def train_and_evaluate(exp: Experiment) -> TrainState:
+def train_and_evaluate(exp: Experiment, hooks: Sequence[StepHook] = ()) -> TrainState:
   """Trains from `exp.start_step` to `train.num_steps`; returns the final state (raises Diverged on NaN/Inf,
-  Preempted after checkpointing on a preemption notice). SIGTERM's previous handler is back when it returns."""
+  Preempted after checkpointing on a preemption notice). SIGTERM's previous handler is back when it returns.
+
+  Args:
+    exp: from `setup`.
+    hooks: measurements every k steps (`StepHook`), logged with the step's train metrics.
+  """
+  hooks = tuple(hooks)
+  for hook in hooks:
+    if not isinstance(hook, StepHook):
+      raise TypeError(f"hooks must be train.loop.StepHook instances, got {type(hook).__name__}")
   with checkpoint_lib.PreemptionNotice(exp.checkpointer) as preemption:
-    return _train_and_evaluate(exp, preemption)
+    return _train_and_evaluate(exp, preemption, hooks)
 
 
-def _train_and_evaluate(exp: Experiment, preemption: checkpoint_lib.PreemptionNotice) -> TrainState:
+def _train_and_evaluate(
+    exp: Experiment, preemption: checkpoint_lib.PreemptionNotice, hooks: tuple[StepHook, ...]
+) -> TrainState:
   cfg = exp.config.train
   workdir = exp.workdir
   if jax.process_index() == 0:  # one writer; every process logs
@@ -273,7 +305,7 @@ def _train_and_evaluate(exp: Experiment, preemption: checkpoint_lib.PreemptionNo
           f"{exp.checkpointer.latest_step()}"
       )
 
-  def log(done_step, m):
+  def log(done_step, m, extra):
     scalars = {
         "loss": m["loss"],
         "accuracy": m["accuracy"],
@@ -283,6 +315,7 @@ def _train_and_evaluate(exp: Experiment, preemption: checkpoint_lib.PreemptionNo
     scalars = {k: float(v) for k, v in scalars.items()}
     if cfg.grad_norms_every and done_step % cfg.grad_norms_every == 0:
       scalars.update({f"grad_norm/{n}": float(v) for n, v in zip(names, jax.tree.leaves(m["grad_norms"]))})
+    scalars.update(extra)
     writer.write_scalars(done_step, scalars)
     progress.update(done_step, loss=scalars["loss"])  # logs the progress line itself
     rate, eta = progress.steps_per_sec(), progress.eta_seconds()
@@ -307,11 +340,21 @@ def _train_and_evaluate(exp: Experiment, preemption: checkpoint_lib.PreemptionNo
     at_end = step == cfg.num_steps
     preempted = preemption.reached(step)  # every step, on every process (orbax's sync point needs each step)
     force_save = at_end or preempted
-    if step % cfg.log_every == 0 or force_save or step % cfg.eval_every == 0 or exp.checkpointer.should_save(step):
-      check(pending)  # never log, evaluate or checkpoint a state whose step was not finite
+    due = [h for h in hooks if step % h.every == 0]
+    if (
+        step % cfg.log_every == 0
+        or force_save
+        or step % cfg.eval_every == 0
+        or exp.checkpointer.should_save(step)
+        or due
+    ):
+      check(pending)  # never log, evaluate, measure or checkpoint a state whose step was not finite
       pending = None
-      if step % cfg.log_every == 0 or at_end:
-        log(step, metrics)
+      extra = {}
+      for hook in due:
+        extra.update({k: float(v) for k, v in hook.fn(step, state, batch).items()})
+      if step % cfg.log_every == 0 or at_end or due:
+        log(step, metrics, extra)
     if step % cfg.eval_every == 0 or at_end:
       result = evaluate(exp, eval_step, decode_fn, state.model_variables())
       writer.write_scalars(step, result, split="eval")

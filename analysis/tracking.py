@@ -1,0 +1,134 @@
+"""λ_max of the training loss's Hessian recorded during training (`train.curvature_every`), as a step hook's scalars.
+
+Contract: `curvature_hook(analysis_config, model=..., batches=..., schedule=..., num_params=...)` returns
+`fn(step, state, batch) -> {name: float}` for a `train.loop.StepHook` (experiments/hooks.py wraps it), giving at the
+parameters θ_t after update t:
+
+  curvature/lambda_max            the largest Ritz value θ_1 of the Hessian of the token-mean cross-entropy
+  curvature/lambda_max_bound      its residual bound |β_m s_{m,1}|: an eigenvalue of H lies in [θ_1 ± bound]
+                                  (Parlett 1998, Thm 13.1.1; `analysis.spectrum.top_eigenvalues`)
+  curvature/learning_rate         η(t) = schedule(t), the base learning rate of the NEXT update (the one taken from
+                                  θ_t, whose stability λ_max(θ_t) governs); µP's per-layer multipliers are not in it
+  curvature/lr_times_lambda_max   η(t)·λ_max(t): plain gradient descent on the local quadratic diverges along the top
+                                  eigenvector when it exceeds 2 (Cohen et al. 2021, "Gradient descent on neural networks
+                                  typically occurs at the edge of stability", §2); Adam's preconditioned threshold is
+                                  not this number
+
+The Hessian is the one `analysis.run` analyzes (the same operator, batches, dtype, Lanczos steps, reorthogonalization
+and start vector `split(key(analysis.seed), 5)[0]`), so a record at step t equals `eigenvalues.json`'s top value of
+`analysis/step_<t>/` for the same checkpoint: dropout off, no label smoothing, an encoder's batches MLM-masked once
+with keys from `analysis.seed`. The batches are FIXED for the whole run: the first `analysis.num_batches` global
+batches of `analysis.batch_size` rows of a fresh pass over the train split (`Experiment.batches`), so the curve
+λ_max(t) follows the parameters, not the sampling of batches (and a resumed run measures what an uninterrupted one
+does).
+
+Compiled once: the operator is data (`analysis.hessian.hvp_fn`: the loss and the linearization residuals are pytree
+leaves) and `top_eigenvalues` is a jitted program taking it, so the records after the first compile nothing
+(tests/test_curvature_every.py counts). Each record costs the linearization (about one forward + backward pass per
+batch) plus `analysis.lanczos_steps` Hessian-vector products (each about two passes) and the Lanczos
+reorthogonalization; docs/science.md §9 has the measured cost.
+
+Several processes: every process computes (the arrays are global; the batches are put on the run's mesh as
+`analysis.run` does), no Lanczos progress callback runs (a host callback in a program spanning processes hangs the
+run; `analysis.run._progress`), and only process 0 writes (the train loop's `MetricWriter`).
+"""
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from analysis import hessian
+from analysis.lanczos import check_basis_memory
+from analysis.run import AnalysisConfig, on_mesh, resolved_dtype
+from analysis.spectrum import top_eigenvalues
+from train.loss import make_loss_fn
+from train.step import mlm_masked
+
+NAMES = (
+    "curvature/lambda_max",
+    "curvature/lambda_max_bound",
+    "curvature/learning_rate",
+    "curvature/lr_times_lambda_max",
+)
+
+
+def curvature_hook(
+    analysis_config: Any,
+    *,
+    model: Any,
+    batches: Sequence[dict],
+    schedule: Callable[[int], Any],
+    num_params: int,
+    mesh: Optional[jax.sharding.Mesh] = None,
+    mlm_mask_rate: float = 0.15,
+) -> Callable[[int, Any, dict], dict]:
+  """The step hook's function recording λ_max of the training loss's Hessian (see the module docstring).
+
+  Everything that can fail is checked here, before training: the batches' rows and count, the Lanczos basis's
+  memory (`analysis.max_basis_bytes`).
+
+  Args:
+    analysis_config: the `config.analysis` subtree (operator settings: dtype, num_batches, batch_size, lanczos_steps,
+      reorthogonalize, linearize, seed, max_basis_bytes).
+    model: the run's Flax model (`Experiment.model`).
+    batches: at least `analysis.num_batches` global batches of `analysis.batch_size` rows, the same on every process.
+    schedule: the run's learning-rate schedule, `schedule(t)` the base lr of update t + 1.
+    num_params: the number of parameters n (Lanczos takes min(analysis.lanczos_steps, n) steps).
+    mesh: the run's device mesh (batches split over its devices, Lanczos vectors along n), or None (one device).
+    mlm_mask_rate: an encoder's masking rate, `train.mlm_mask_rate`.
+
+  Returns:
+    `fn(step, state, batch) -> {NAMES[i]: float}`; `state` is a `train.state.TrainState`, `batch` is unused.
+  """
+  cfg = AnalysisConfig.from_config(analysis_config)
+  dtype = jnp.dtype(resolved_dtype(cfg.dtype))
+  batches = list(batches)[: cfg.num_batches]
+  if len(batches) < cfg.num_batches:
+    raise ValueError(f"analysis.num_batches={cfg.num_batches} but only {len(batches)} batches were given")
+  for i, b in enumerate(batches):
+    if b["targets"].shape[0] != cfg.batch_size:
+      raise ValueError(f"analysis.batch_size={cfg.batch_size} but batch {i} has {b['targets'].shape[0]} rows")
+  steps = min(cfg.lanczos_steps, num_params)
+  basis_sharding = None if mesh is None else NamedSharding(mesh, P(tuple(mesh.axis_names)))
+  if cfg.reorthogonalize != "none":
+    check_basis_memory(steps, num_params, dtype, cfg.max_basis_bytes, 1, basis_sharding=basis_sharding)
+  if model.config.arch == "encoder":  # the masking of analysis.run: one fixed masking per batch
+    keys = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), 1), len(batches))
+    batches = [mlm_masked(model.config, b, k, mlm_mask_rate) for b, k in zip(batches, keys)]
+  if mesh is not None:
+    batches, _ = on_mesh(batches, mesh, lambda _: None)
+  # One model object for every record: Linen modules are static parts of the loss pytree, so a new clone per record
+  # would be equal but the cast is done once anyway.
+  model = model.clone(config=dataclasses.replace(model.config, dtype=dtype, param_dtype=dtype))
+  key = jax.random.split(jax.random.key(cfg.seed), 5)[0]  # analysis.run's start vector of the top eigenvalues
+
+  def fn(step: int, state: Any, batch: dict) -> dict:
+    del batch  # the curvature batches are fixed (module docstring)
+    with jax.enable_x64(dtype == jnp.float64):
+      variables = jax.tree.map(
+          lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, state.model_variables()
+      )
+      params = variables["params"]
+      operator = hessian.hvp_fn(make_loss_fn(model, variables=variables), params, batches, linearize=cfg.linearize)
+      top = top_eigenvalues(
+          operator,
+          params,
+          1,
+          num_steps=steps,
+          key=key,
+          max_basis_bytes=cfg.max_basis_bytes,
+          reorthogonalize=cfg.reorthogonalize,
+          callback=None,  # no progress lines inside training (and none may run across processes)
+          basis_sharding=basis_sharding,
+      )
+      lam, bound = float(top.values[0]), float(top.bounds[0])
+    lr = float(np.asarray(schedule(step)))
+    return dict(zip(NAMES, (lam, bound, lr, lr * lam)))
+
+  return fn

@@ -1,0 +1,31 @@
+"""The step hooks a run's config asks for, built from `analysis/` for `train.loop.train_and_evaluate` (which cannot
+import `analysis/`): main.py's train mode and every run of a sweep or claim use `step_hooks(exp)`.
+
+  * `train.curvature_every = k > 0`: λ_max of the training loss's Hessian, its residual bound, the learning rate
+    and their product at steps k, 2k, ... on the `analysis` group's operator settings and batches
+    (analysis/tracking.py; metric names `analysis.tracking.NAMES`).
+"""
+
+import jax
+
+import analysis.tracking
+import train.loop
+
+
+def step_hooks(exp: train.loop.Experiment) -> list[train.loop.StepHook]:
+  """The `StepHook`s of `exp.config` (none by default); built, and their settings checked, before training."""
+  config = exp.config
+  hooks = []
+  if config.train.curvature_every:
+    n, size = config.analysis.num_batches, config.analysis.batch_size
+    fn = analysis.tracking.curvature_hook(
+        config.analysis,
+        model=exp.model,
+        batches=exp.batches(n, size),
+        schedule=exp.schedule,
+        num_params=sum(x.size for x in jax.tree.leaves(exp.state.params)),
+        mesh=exp.mesh,
+        mlm_mask_rate=config.train.mlm_mask_rate,
+    )
+    hooks.append(train.loop.StepHook(config.train.curvature_every, fn))
+  return hooks

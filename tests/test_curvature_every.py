@@ -1,0 +1,143 @@
+"""`train.curvature_every`: λ_max of the training loss's Hessian recorded every k steps (analysis/tracking.py through
+experiments/hooks.py): the records equal an independent Lanczos run on the saved checkpoints within their bounds,
+compile nothing after the first, appear once per step across a resume, and bad values fail before compute."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import experiments
+from analysis import hessian
+from analysis.spectrum import top_eigenvalues
+from tests.test_compile_once import count_compiles
+from tests.test_train import tiny_config
+from train import loop
+from train.loss import make_loss_fn
+from train.metrics import read_metrics
+
+NAMES = (
+    "curvature/lambda_max",
+    "curvature/lambda_max_bound",
+    "curvature/learning_rate",
+    "curvature/lr_times_lambda_max",
+)
+
+
+def _config(**overrides):
+  base = {
+      "model.preset": "tiny",
+      "model.num_encoder_layers": 1,
+      "model.num_decoder_layers": 1,
+      "model.d_model": 16,
+      "model.num_heads": 2,
+      "model.d_ff": 32,
+      "data.batch_size": 8,
+      "data.eval_batch_size": 8,
+      "data.embedded.num_train": 400,
+      "data.embedded.num_eval": 16,
+      "data.max_eval_loss_examples": 16,
+      "data.max_source_length": 12,
+      "data.max_target_length": 12,
+      "optim.warmup_steps": 3,
+      "train.num_decode_examples": 0,
+      "train.log_every": 3,
+      "train.eval_every": 1000,
+      "train.checkpoint_every": 2,
+      "train.keep_checkpoints": 10,
+      "train.curvature_every": 2,
+      "analysis.batch_size": 4,
+      "analysis.lanczos_steps": 40,
+      "analysis.dtype": "float64",
+  }
+  return tiny_config(**{**base, **overrides})
+
+
+def _train(config, workdir):
+  exp = loop.setup(config, str(workdir))
+  return loop.train_and_evaluate(exp, experiments.step_hooks(exp))
+
+
+def _curvature_steps(workdir):
+  records = read_metrics(str(workdir), split="train")
+  steps = [r["step"] for r in records]
+  assert len(steps) == len(set(steps)), steps  # one train record per step
+  return {r["step"]: r for r in records if NAMES[0] in r}
+
+
+def test_records_equal_an_independent_lanczos_on_the_checkpoints(tmp_path):
+  """Steps 2, 4, 6 carry λ_max (and steps 3 only the train metrics); each equals a 60-step Lanczos from another
+  start vector on the checkpoint of that step and the analysis batch, within the sum of both residual bounds."""
+  config = _config(**{"train.num_steps": 6})
+  _train(config, tmp_path)
+  records = _curvature_steps(tmp_path)
+  assert sorted(records) == [2, 4, 6]
+  assert sorted(r["step"] for r in read_metrics(str(tmp_path), split="train")) == [2, 3, 4, 6]
+  for step, record in records.items():
+    exp = loop.setup(config, str(tmp_path), restore_step=step)
+    batch = exp.batches(1, 4)[0]  # the analysis batch: first 4 rows of a fresh pass over the train split
+    with jax.enable_x64(True):
+      model = exp.model.clone(config=dataclasses.replace(exp.model.config, dtype=jnp.float64, param_dtype=jnp.float64))
+      variables = jax.tree.map(lambda x: x.astype(jnp.float64), exp.state.model_variables())
+      op = hessian.hvp_fn(make_loss_fn(model, variables=variables), variables["params"], batch)
+      ref = top_eigenvalues(op, variables["params"], 1, num_steps=60, key=jax.random.key(123))
+      lam, bound = float(ref.values[0]), float(ref.bounds[0])
+    assert bound < 1e-6 * abs(lam) and record["curvature/lambda_max_bound"] < 1e-3 * abs(lam), (step, record, bound)
+    assert abs(record["curvature/lambda_max"] - lam) <= record["curvature/lambda_max_bound"] + bound + 1e-9, step
+    lr = float(exp.schedule(step))
+    assert record["curvature/learning_rate"] == pytest.approx(lr, rel=1e-6)
+    assert record["curvature/lr_times_lambda_max"] == pytest.approx(lr * record["curvature/lambda_max"], rel=1e-6)
+  assert len({r["curvature/lambda_max"] for r in records.values()}) == 3  # the parameters moved
+
+
+def test_records_after_the_first_compile_nothing(tmp_path):
+  """The first record compiles (a width no other test here uses, so no program is cached yet), the next three
+  compile nothing: the operator is data and the Lanczos program is cached by its structure."""
+  overrides = {"train.num_steps": 4, "train.curvature_every": 1, "train.checkpoint_every": 100, "model.d_ff": 24}
+  config = _config(**overrides)
+  exp = loop.setup(config, str(tmp_path))
+  compiles = []
+
+  def counted(hook):
+    def fn(step, state, batch):
+      with count_compiles() as seen:
+        out = hook.fn(step, state, batch)
+      compiles.append(len(seen))
+      return out
+
+    return loop.StepHook(hook.every, fn)
+
+  loop.train_and_evaluate(exp, [counted(h) for h in experiments.step_hooks(exp)])
+  assert len(compiles) == 4 and compiles[0] > 0 and compiles[1:] == [0, 0, 0], compiles
+  assert sorted(_curvature_steps(tmp_path)) == [1, 2, 3, 4]
+
+
+def test_a_resumed_run_has_one_record_per_curvature_step(tmp_path):
+  """Stopped at step 3 (checkpoint 2 and the final 3), resumed to 6: records at 2, 4, 6, once each, and the values
+  of an uninterrupted run (the curvature batch is fixed, the resume is bitwise)."""
+  _train(_config(**{"train.num_steps": 6}), tmp_path / "straight")
+  _train(_config(**{"train.num_steps": 3}), tmp_path / "resumed")
+  _train(_config(**{"train.num_steps": 6}), tmp_path / "resumed")
+  straight, resumed = _curvature_steps(tmp_path / "straight"), _curvature_steps(tmp_path / "resumed")
+  assert sorted(resumed) == sorted(straight) == [2, 4, 6]
+  for step in straight:
+    np.testing.assert_allclose(resumed[step]["curvature/lambda_max"], straight[step]["curvature/lambda_max"], 1e-9)
+
+
+@pytest.mark.parametrize(
+    "overrides,match",
+    [
+        ({"train.curvature_every": -1}, r"config.train.curvature_every=-1 is invalid; valid: an integer >= 0"),
+        ({"train.curvature_every": 2.5}, r"curvature_every"),  # the ConfigDict refuses it, as on the command line
+        ({"analysis.max_basis_bytes": 1}, r"max_basis_bytes"),  # the Lanczos basis cannot fit: before training
+    ],
+)
+def test_bad_values_fail_before_compute(tmp_path, overrides, match, monkeypatch):
+  def no_training(*args, **kwargs):
+    raise AssertionError("a train step was built")
+
+  monkeypatch.setattr(loop.step_lib, "jit_train_step", no_training)
+  with pytest.raises((ValueError, TypeError), match=match):
+    _train(_config(**overrides), tmp_path)
