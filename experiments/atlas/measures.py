@@ -13,11 +13,11 @@ rules, stated before the sweep ran (issue 15) and not to be changed after seeing
     largest η of the grid is stable (the true value is ≥ it: 'above') or no η is (< the smallest: 'below'); censored
     values are reported, and counted at the grid's edge, never dropped.
   * Wortsman et al. 2023's lr sensitivity ("Small-scale proxies for large-scale Transformer training
-    instabilities", §2, "LR sensitivity"): E_η[min(ℓ(η), ℓ₀) − min_η ℓ(η)], the expectation over the log-spaced
-    grid of η, ℓ(η) the final validation loss, ℓ₀ the loss at initialization (a diverged run's loss is ∞, so it
-    counts as ℓ₀). Per seed, then the mean over seeds. ℓ₀ here: the training loss of the initial parameters on the
-    first training batch (the at-init run's step-1 `train/loss`, computed before its update), per method, the mean
-    over seeds.
+    instabilities", §2.2, "LR vs. loss curves and learning rate sensitivity"): E_η[min(ℓ(η), ℓ₀) − min_η ℓ(η)], the
+    expectation over the log-spaced grid of η, ℓ(η) the final validation loss, ℓ₀ the loss at initialization (a
+    diverged run's loss is ∞, so it counts as ℓ₀). Per seed, then the mean over seeds. ℓ₀ here: the training loss
+    of the initial parameters on the first training batch (the at-init run's step-1 `train/loss`, computed before
+    its update), per method, the mean over seeds.
   * Warmup gain of a method: best mean loss without warmup − best with warmup (nats; > 0: warmup helps), and
     log₁₀ of (largest stable η with warmup / without).
   * Predictors (step 0, `analysis.stability`; the curvature depends on neither η nor T_w): 'gd' 2/λ_max(H) (Cohen et
@@ -122,7 +122,7 @@ def max_stable_lr(stable_by_lr: dict[float, Optional[bool]]) -> Optional[MaxLR]:
 
 
 def lr_sensitivity(loss_by_lr: dict[float, Optional[float]], loss0: float) -> Optional[float]:
-  """Wortsman et al. 2023, §2: mean over the grid of min(ℓ(η), ℓ₀) − min_η ℓ(η), a non-finite ℓ(η) counted as ℓ₀.
+  """Wortsman et al. 2023, §2.2: mean over the grid of min(ℓ(η), ℓ₀) − min_η ℓ(η), a non-finite ℓ(η) counted as ℓ₀.
 
   Args:
     loss_by_lr: final loss per lr of one seed (None or non-finite: diverged).

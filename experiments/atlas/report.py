@@ -143,7 +143,7 @@ Status: **{status}**. Scale `{scale}`: {settings}; warmup steps
 * A run fails if it diverges or its final validation loss is more than {M.LOSS_MARGIN} nat above the atlas's best
   ({_fmt(m['best_loss'])}); a cell (method, warmup, lr) is stable if all its runs are. Largest stable lr: the largest
   stable grid lr ("≥": the grid's largest lr was stable; "<": none was).
-* LR sensitivity (Wortsman et al. 2023, §2): E_η[min(ℓ(η), ℓ₀) − min_η ℓ(η)] over the grid, per seed, then the mean;
+* LR sensitivity (Wortsman et al. 2023, §2.2): E_η[min(ℓ(η), ℓ₀) − min_η ℓ(η)] over the grid, per seed, then the mean;
   ℓ₀ the loss at init (the at-init run's step-1 training loss).
 * Warmup gain: best loss without warmup − best with (nats).
 * Predictors (step 0, one per method × seed, geometric mean over seeds): {', '.join(M.PREDICTORS.values())}.
