@@ -120,14 +120,30 @@ def test_single_cell_grid_keeps_the_cell_name():
     assert only.name == c.name and only.overrides == c.overrides
 
 
-def test_atlas_tiny_end_to_end(tmp_path):
+def test_atlas_tiny_end_to_end(tmp_path, monkeypatch):
   config = atlas_config.get_config("tiny")
   workdir, out = str(tmp_path / "atlas"), str(tmp_path / "reports")
   partial = report_lib.write(config, workdir, out)  # nothing run yet: every cell missing, no crash
   assert partial["best_loss"] is None
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
     assert "PARTIAL: 0 of 12 runs" in f.read()
-  m = run_lib.run_atlas(config, workdir, out, emit=lambda s: None)
+  writes, lines, write = [], [], report_lib.write
+
+  def counted_write(*args, **kwargs):
+    writes.append(len([line for line in lines if line.startswith("atlas ")]))
+    return write(*args, **kwargs)
+
+  monkeypatch.setattr(run_lib.report_lib, "write", counted_write)
+  m = run_lib.run_atlas(config, workdir, out, emit=lines.append)
+  # the report is rewritten after every at-init cell (one per method) and every training cell: results land as they
+  # come, also during the at-init sweep
+  assert [line for line in lines if line.startswith("atlas at-init")] == [
+      "atlas at-init cell 1: Post-LN + Xavier",
+      "atlas at-init cell 2: Pre-LN",
+  ]
+  assert writes == list(range(1, 15)), writes  # 2 at-init cells + 12 training cells, each followed by its report
+  with open(os.path.join(workdir, "init", "results.jsonl"), encoding="utf-8") as f:
+    assert len(f.readlines()) == 2  # the final full at-init pass wrote both methods' records
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
     text = f.read()
   assert "Status: **complete**" in text and "Missing cells\n\nnone" in text
