@@ -162,6 +162,44 @@ def adam_preconditioner_scale(grads: Any, eps: float, dtype=None) -> jax.Array:
   return _inverse_sqrt_preconditioner(ravel_leaves(grads, dtype), jnp.asarray(eps, dtype))
 
 
+def check_beta2_eps(beta2, eps) -> None:
+  """ValueError unless 0 ≤ β₂ < 1 and ε ≥ 0 (Adam's `optim.b2`, `optim.eps`)."""
+  _check_eps(eps)
+  if isinstance(beta2, bool) or not isinstance(beta2, (int, float, np.floating)) or not 0 <= beta2 < 1:
+    raise ValueError(f"beta2={beta2!r} must be a number in [0, 1) (Adam's β₂, optim.b2)")
+
+
+@jax.jit
+def _adam_state_scale(nu, count, beta2, eps):
+  correction = 1 - beta2.astype(nu.dtype) ** count.astype(nu.dtype)
+  return jax.lax.rsqrt(jnp.sqrt(nu / correction) + eps.astype(nu.dtype))
+
+
+def adam_state_preconditioner_scale(nu: Any, count, beta2: float, eps: float, dtype=None) -> jax.Array:
+  """The flat vector (√v̂_t + ε)^{-1/2} = diag(P_t)^{-1/2} of Adam's preconditioner at any step t ≥ 1.
+
+  P_t = diag(√v̂_t + ε) with v̂_t = ν_t/(1 − β₂ᵗ), ν_t the second-moment EMA after t updates (optax
+  `ScaleByAdamState.nu`, `count` = t): the denominator of Adam's t-th update (Kingma & Ba 2015, Alg. 1; ε outside
+  the root, optax `scale_by_adam` with eps_root = 0). At t = 1 it is `adam_preconditioner_scale`'s |g| + ε.
+
+  Args:
+    nu: ν_t, a pytree like the parameters.
+    count: t, the number of updates applied (≥ 1; at t = 0 there is no second moment yet).
+    beta2, eps: Adam's β₂ and ε (the run's `optim.b2`, `optim.eps`).
+    dtype: the vector's dtype (default: ν's).
+
+  Returns:
+    [n] in `jax.flatten_util.ravel_pytree` order.
+  """
+  check_beta2_eps(beta2, eps)
+  if int(count) < 1:
+    raise ValueError(f"count={int(count)}: Adam's preconditioner exists after its first update (count >= 1)")
+  dtype = FlatSpec.of(nu).dtype if dtype is None else jnp.dtype(dtype)
+  return _adam_state_scale(
+      ravel_leaves(nu, dtype), jnp.asarray(count, jnp.int32), jnp.asarray(beta2, dtype), jnp.asarray(eps, dtype)
+  )
+
+
 def adam_preconditioned_operator(operator: LinearOperator, grads: Any, eps: float) -> PreconditionedOperator:
   """P^{-1/2} H P^{-1/2} for Adam's step-1 preconditioner P = diag(√v̂₁ + ε) = diag(|g| + ε).
 

@@ -13,6 +13,17 @@ parameters θ_t after update t:
                                   eigenvector when it exceeds 2 (Cohen et al. 2021, "Gradient descent on neural networks
                                   typically occurs at the edge of stability", §2); Adam's preconditioned threshold is
                                   not this number
+  with `analysis.preconditioned_top_k > 0` (Adam: `optim.name` adam or adamw), also
+  curvature/preconditioned_lambda_max        λ_max(P_t⁻¹H) = λ_max(P_t^{-1/2} H P_t^{-1/2}), P_t = diag(√v̂_t + ε) the
+                                             preconditioner of update t (v̂_t = ν_t/(1 − β₂ᵗ), Adam's bias-corrected
+                                             second moment read from the optimizer state; `analysis.stability`)
+  curvature/preconditioned_lambda_max_bound  its residual bound
+  curvature/lr_times_preconditioned_lambda_max  η(t)·λ_max(P_t⁻¹H): Adam with a frozen preconditioner is stable iff it
+                                             is below (2 + 2β₁)/(1 − β₁), 38 at β₁ = 0.9 (Cohen et al. 2022, "Adaptive
+                                             gradient methods at the edge of stability", the preconditioned sharpness's
+                                             equilibrium; derivation in analysis/stability.py). The step-0 analysis
+                                             (stability.json) is this quantity at t = 1. As there, µP's per-layer lr
+                                             multipliers are not in P.
 
 The Hessian is the one `analysis.run` analyzes (the same operator, batches, dtype, Lanczos steps, reorthogonalization
 and start vector `split(key(analysis.seed), 5)[0]`), so a record at step t equals `eigenvalues.json`'s top value of
@@ -40,6 +51,7 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -47,6 +59,12 @@ from analysis import hessian
 from analysis.lanczos import check_basis_memory
 from analysis.run import AnalysisConfig, on_mesh, resolved_dtype
 from analysis.spectrum import top_eigenvalues
+from analysis.stability import (
+    PreconditionedOperator,
+    adam_state_preconditioner_scale,
+    check_beta2_eps,
+    momentum_stability_threshold,
+)
 from train.loss import make_loss_fn
 from train.step import mlm_masked
 
@@ -56,6 +74,27 @@ NAMES = (
     "curvature/learning_rate",
     "curvature/lr_times_lambda_max",
 )
+PRECONDITIONED_NAMES = (
+    "curvature/preconditioned_lambda_max",
+    "curvature/preconditioned_lambda_max_bound",
+    "curvature/lr_times_preconditioned_lambda_max",
+)
+ADAM_OPTIMIZERS = ("adam", "adamw")  # optax scale_by_adam: the preconditioner P_t = diag(√v̂_t + ε)
+
+
+def adam_state(opt_state: Any) -> optax.ScaleByAdamState:
+  """The one `optax.ScaleByAdamState` (count, mu, nu) in an optimizer state (ValueError if there is none or several)."""
+  found = [
+      s
+      for s in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))
+      if isinstance(s, optax.ScaleByAdamState)
+  ]
+  if len(found) != 1:
+    raise ValueError(
+        f"the optimizer state has {len(found)} Adam states (optax.ScaleByAdamState); the preconditioned λ_max "
+        f"needs exactly one (optim.name in {list(ADAM_OPTIMIZERS)})"
+    )
+  return found[0]
 
 
 def curvature_hook(
@@ -67,6 +106,7 @@ def curvature_hook(
     num_params: int,
     mesh: Optional[jax.sharding.Mesh] = None,
     mlm_mask_rate: float = 0.15,
+    adam: Optional[dict] = None,
 ) -> Callable[[int, Any, dict], dict]:
   """The step hook's function recording λ_max of the training loss's Hessian (see the module docstring).
 
@@ -82,9 +122,12 @@ def curvature_hook(
     num_params: the number of parameters n (Lanczos takes min(analysis.lanczos_steps, n) steps).
     mesh: the run's device mesh (batches split over its devices, Lanczos vectors along n), or None (one device).
     mlm_mask_rate: an encoder's masking rate, `train.mlm_mask_rate`.
+    adam: Adam's constants {"beta1", "beta2", "eps"} (`adam_constants`) when `analysis.preconditioned_top_k > 0`:
+      the records add λ_max(P_t⁻¹H) (`PRECONDITIONED_NAMES`); None otherwise.
 
   Returns:
-    `fn(step, state, batch) -> {NAMES[i]: float}`; `state` is a `train.state.TrainState`, `batch` is unused.
+    `fn(step, state, batch) -> {name: float}` over `NAMES` (and `PRECONDITIONED_NAMES`); `state` is a
+    `train.state.TrainState`, `batch` is unused.
   """
   cfg = AnalysisConfig.from_config(analysis_config)
   dtype = jnp.dtype(resolved_dtype(cfg.dtype))
@@ -107,6 +150,24 @@ def curvature_hook(
   # would be equal but the cast is done once anyway.
   model = model.clone(config=dataclasses.replace(model.config, dtype=dtype, param_dtype=dtype))
   key = jax.random.split(jax.random.key(cfg.seed), 5)[0]  # analysis.run's start vector of the top eigenvalues
+  pre_key = jax.random.fold_in(key, 1)
+  preconditioned = cfg.preconditioned_top_k > 0
+  if preconditioned:
+    if not adam:
+      raise ValueError(
+          f"analysis.preconditioned_top_k={cfg.preconditioned_top_k} with train.curvature_every records λ_max of "
+          "Adam's preconditioned Hessian: pass adam= (beta1, beta2, eps; experiments/hooks.py does) or set "
+          "analysis.preconditioned_top_k=0"
+      )
+    momentum_stability_threshold(adam["beta1"])  # checks β₁ before training
+    check_beta2_eps(adam["beta2"], adam["eps"])
+  lanczos = dict(
+      num_steps=steps,
+      max_basis_bytes=cfg.max_basis_bytes,
+      reorthogonalize=cfg.reorthogonalize,
+      callback=None,  # no progress lines inside training (and none may run across processes)
+      basis_sharding=basis_sharding,
+  )
 
   def fn(step: int, state: Any, batch: dict) -> dict:
     del batch  # the curvature batches are fixed (module docstring)
@@ -116,19 +177,21 @@ def curvature_hook(
       )
       params = variables["params"]
       operator = hessian.hvp_fn(make_loss_fn(model, variables=variables), params, batches, linearize=cfg.linearize)
-      top = top_eigenvalues(
-          operator,
-          params,
-          1,
-          num_steps=steps,
-          key=key,
-          max_basis_bytes=cfg.max_basis_bytes,
-          reorthogonalize=cfg.reorthogonalize,
-          callback=None,  # no progress lines inside training (and none may run across processes)
-          basis_sharding=basis_sharding,
-      )
+      if preconditioned:  # H as D·H·D with D = 1: one compiled Lanczos program serves H and P⁻¹H
+        operator = PreconditionedOperator(operator, jnp.ones((operator.size,), dtype), operator.spec)
+      top = top_eigenvalues(operator, params, 1, key=key, **lanczos)
       lam, bound = float(top.values[0]), float(top.bounds[0])
+      if preconditioned:
+        opt = adam_state(state.opt_state)
+        scale = adam_state_preconditioner_scale(opt.nu, opt.count, adam["beta2"], adam["eps"], dtype)
+        pre = top_eigenvalues(
+            PreconditionedOperator(operator.inner, scale, operator.spec), params, 1, key=pre_key, **lanczos
+        )
+        lam_p, bound_p = float(pre.values[0]), float(pre.bounds[0])
     lr = float(np.asarray(schedule(step)))
-    return dict(zip(NAMES, (lam, bound, lr, lr * lam)))
+    out = dict(zip(NAMES, (lam, bound, lr, lr * lam)))
+    if preconditioned:
+      out.update(zip(PRECONDITIONED_NAMES, (lam_p, bound_p, lr * lam_p)))
+    return out
 
   return fn

@@ -3,6 +3,7 @@ analysis/tracking.py) against one train step, on a config file's model and analy
 
     python bench/curvature_every.py --config=configs/t5_init.py            # the quick start (mini preset)
     python bench/curvature_every.py --config=configs/t5_init.py --preset=tiny
+    python bench/curvature_every.py --config=configs/t5_init.py --preset=tiny --preconditioned   # + λ_max(P_t⁻¹H)
 
 Prints one JSON line: the parameter count, the analysis dtype and Lanczos steps, the median wall time of a train
 step and of a record (after the first of each, which compiles), the first record's time, and their ratio.
@@ -40,12 +41,18 @@ def main():
   parser.add_argument("--config", default="configs/t5_init.py")
   parser.add_argument("--preset", default="")
   parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument(
+      "--preconditioned",
+      action="store_true",
+      help="also λ_max of Adam's preconditioned Hessian (preconditioned_top_k=1)",
+  )
   args = parser.parse_args()
   module = importlib.import_module(args.config.removesuffix(".py").replace("/", "."))
   config = module.get_config()
   if args.preset:
     config.model.preset = args.preset
   config.train.curvature_every = 1
+  config.analysis.preconditioned_top_k = int(args.preconditioned)
   config.train.num_steps = 10
   with tempfile.TemporaryDirectory() as workdir:
     exp = loop.setup(config, workdir)
@@ -72,6 +79,7 @@ def main():
               num_params=int(n),
               analysis_dtype=config.analysis.dtype,
               lanczos_steps=config.analysis.lanczos_steps,
+              preconditioned=args.preconditioned,
               analysis_batch_size=config.analysis.batch_size,
               train_batch_size=config.data.batch_size,
               backend=jax.default_backend(),

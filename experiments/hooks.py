@@ -3,13 +3,29 @@ import `analysis/`): main.py's train mode and every run of a sweep or claim use 
 
   * `train.curvature_every = k > 0`: λ_max of the training loss's Hessian, its residual bound, the learning rate
     and their product at steps k, 2k, ... on the `analysis` group's operator settings and batches
-    (analysis/tracking.py; metric names `analysis.tracking.NAMES`).
+    (analysis/tracking.py; metric names `analysis.tracking.NAMES`); with `analysis.preconditioned_top_k > 0` also
+    λ_max of Adam's preconditioned Hessian P_t⁻¹H and η·λ_max(P_t⁻¹H) (`analysis.tracking.PRECONDITIONED_NAMES`).
 """
 
 import jax
 
 import analysis.tracking
 import train.loop
+from models.config import contradiction
+
+
+def _adam(config) -> dict:
+  """Adam's constants for the preconditioned λ_max (checked before training: the optimizer must be Adam's)."""
+  if config.optim.name not in analysis.tracking.ADAM_OPTIMIZERS:
+    raise contradiction(
+        "analysis.preconditioned_top_k",
+        config.analysis.preconditioned_top_k,
+        "optim.name",
+        config.optim.name,
+        f"train.curvature_every records λ_max of Adam's preconditioned Hessian, which needs optim.name in "
+        f"{list(analysis.tracking.ADAM_OPTIMIZERS)}; set analysis.preconditioned_top_k=0 for another optimizer",
+    )
+  return dict(beta1=float(config.optim.b1), beta2=float(config.optim.b2), eps=float(config.optim.eps))
 
 
 def step_hooks(exp: train.loop.Experiment) -> list[train.loop.StepHook]:
@@ -26,6 +42,7 @@ def step_hooks(exp: train.loop.Experiment) -> list[train.loop.StepHook]:
         num_params=sum(x.size for x in jax.tree.leaves(exp.state.params)),
         mesh=exp.mesh,
         mlm_mask_rate=config.train.mlm_mask_rate,
+        adam=_adam(config) if config.analysis.preconditioned_top_k else None,
     )
     hooks.append(train.loop.StepHook(config.train.curvature_every, fn))
   return hooks

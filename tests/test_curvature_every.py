@@ -5,6 +5,7 @@ compile nothing after the first, appear once per step across a resume, and bad v
 import dataclasses
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -92,10 +93,18 @@ def test_records_equal_an_independent_lanczos_on_the_checkpoints(tmp_path):
   assert len({r["curvature/lambda_max"] for r in records.values()}) == 3  # the parameters moved
 
 
-def test_records_after_the_first_compile_nothing(tmp_path):
+@pytest.mark.parametrize("preconditioned", [0, 1])
+def test_records_after_the_first_compile_nothing(tmp_path, preconditioned):
   """The first record compiles (a width no other test here uses, so no program is cached yet), the next three
-  compile nothing: the operator is data and the Lanczos program is cached by its structure."""
-  overrides = {"train.num_steps": 4, "train.curvature_every": 1, "train.checkpoint_every": 100, "model.d_ff": 24}
+  compile nothing: the operator is data and the Lanczos program is cached by its structure (with the preconditioned
+  λ_max too: H and P_t⁻¹H run one program, and P_t is data)."""
+  overrides = {
+      "train.num_steps": 4,
+      "train.curvature_every": 1,
+      "train.checkpoint_every": 100,
+      "model.d_ff": 24 + 4 * preconditioned,
+      "analysis.preconditioned_top_k": preconditioned,
+  }
   config = _config(**overrides)
   exp = loop.setup(config, str(tmp_path))
   compiles = []
@@ -141,3 +150,54 @@ def test_bad_values_fail_before_compute(tmp_path, overrides, match, monkeypatch)
   monkeypatch.setattr(loop.step_lib, "jit_train_step", no_training)
   with pytest.raises((ValueError, TypeError), match=match):
     _train(_config(**overrides), tmp_path)
+
+
+def test_preconditioned_records_equal_a_hand_built_operator_on_the_checkpoints(tmp_path):
+  """With analysis.preconditioned_top_k = 1 the records add λ_max(P_t⁻¹H), P_t = diag(√(ν_t/(1 − β₂ᵗ)) + ε) read
+  from the checkpoint's Adam state: each equals a 60-step Lanczos on v ↦ D·H(D·v), D = P_t^{-1/2} built here in
+  numpy from the restored ν and count, within the sum of both bounds; η·λ_P is the product; λ_max is unchanged."""
+  config = _config(**{"train.num_steps": 2, "analysis.preconditioned_top_k": 1, "optim.eps": 1e-6})
+  _train(config, tmp_path)
+  records = _curvature_steps(tmp_path)
+  assert sorted(records) == [2]  # t = 2: the bias correction 1 − β₂² is not step 1's
+  for step, record in records.items():
+    exp = loop.setup(config, str(tmp_path), restore_step=step)
+    batch = exp.batches(1, 4)[0]
+    adam = [s for s in jax.tree.leaves(exp.state.opt_state, is_leaf=lambda x: hasattr(x, "nu")) if hasattr(s, "nu")]
+    assert len(adam) == 1 and int(adam[0].count) == step
+    nu = np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in jax.tree.leaves(adam[0].nu)])
+    b2 = config.optim.b2
+    d = 1.0 / np.sqrt(np.sqrt(nu / (1.0 - b2**step)) + 1e-6)
+    with jax.enable_x64(True):
+      model = exp.model.clone(config=dataclasses.replace(exp.model.config, dtype=jnp.float64, param_dtype=jnp.float64))
+      variables = jax.tree.map(lambda x: x.astype(jnp.float64), exp.state.model_variables())
+      params = variables["params"]
+      flat, unravel = jax.flatten_util.ravel_pytree(params)
+      hvp = hessian.hvp_fn(make_loss_fn(model, variables=variables), params, batch)
+      scale = jnp.asarray(d)
+
+      def preconditioned(v):
+        return unravel(
+            scale * jax.flatten_util.ravel_pytree(hvp(unravel(scale * jax.flatten_util.ravel_pytree(v)[0])))[0]
+        )
+
+      ref = top_eigenvalues(preconditioned, params, 1, num_steps=60, key=jax.random.key(7))
+      lam, bound = float(ref.values[0]), float(ref.bounds[0])
+    assert flat.size == nu.size
+    got, got_bound = record["curvature/preconditioned_lambda_max"], record["curvature/preconditioned_lambda_max_bound"]
+    assert bound < 1e-6 * abs(lam) and got_bound < 1e-3 * abs(lam), (step, record, bound)
+    assert abs(got - lam) <= got_bound + bound + 1e-9 * abs(lam), (step, got, lam)
+    assert lam > 10 * record["curvature/lambda_max"]  # P⁻¹ with |√v̂| ≪ 1 magnifies H: the two are not the same number
+    assert record["curvature/lr_times_preconditioned_lambda_max"] == pytest.approx(
+        record["curvature/learning_rate"] * got, rel=1e-6
+    )
+
+
+def test_preconditioned_records_need_adam_before_training(tmp_path, monkeypatch):
+  def no_training(*args, **kwargs):
+    raise AssertionError("a train step was built")
+
+  monkeypatch.setattr(loop.step_lib, "jit_train_step", no_training)
+  config = _config(**{"analysis.preconditioned_top_k": 1, "optim.name": "sgd"})
+  with pytest.raises(ValueError, match=r"config.analysis.preconditioned_top_k=1 contradicts config.optim.name='sgd'"):
+    _train(config, tmp_path)

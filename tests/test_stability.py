@@ -139,6 +139,31 @@ def test_adam_first_update_is_optax_adams_and_update_sharpness_is_the_rayleigh_q
     assert float(stability.update_sharpness(hvp_fn(loss_fn, params, batch), v)) == pytest.approx(lam[-1], rel=1e-10)
 
 
+def test_adam_state_preconditioner_is_the_denominator_of_optax_adams_later_updates():
+  """After t = 1, 2, 3 updates of optax.adam on random gradients, D² = 1/(√(ν_t/(1 − β₂ᵗ)) + ε) from the state makes
+  the t-th update exactly −η·m̂_t·D² (m̂_t = μ_t/(1 − β₁ᵗ)); at t = 1 it is the step-0 scale (|g| + ε)^{-1/2}."""
+  rng = np.random.default_rng(3)
+  lr, b1, b2, eps = 0.01, 0.9, 0.98, 1e-3
+  with jax.enable_x64(True):
+    params = {"a": jnp.zeros((3, 4)), "b": jnp.zeros((5,))}
+    opt = optax.adam(lr, b1=b1, b2=b2, eps=eps)
+    state = opt.init(params)
+    for t in (1, 2, 3):
+      g = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape)), params)
+      update, state = opt.update(g, state, params)
+      adam = state[0]
+      d2 = np.asarray(stability.adam_state_preconditioner_scale(adam.nu, adam.count, b2, eps)) ** 2
+      m_hat = np.asarray(jax.flatten_util.ravel_pytree(adam.mu)[0]) / (1 - b1**t)
+      want = np.asarray(jax.flatten_util.ravel_pytree(update)[0])
+      np.testing.assert_allclose(-lr * m_hat * d2, want, rtol=1e-12)
+      if t == 1:
+        np.testing.assert_allclose(d2, np.asarray(stability.adam_preconditioner_scale(g, eps)) ** 2, rtol=1e-12)
+    with pytest.raises(ValueError, match="count=0"):
+      stability.adam_state_preconditioner_scale(adam.nu, 0, b2, eps)
+    with pytest.raises(ValueError, match="beta2=1.0 must be a number in"):
+      stability.adam_state_preconditioner_scale(adam.nu, 1, 1.0, eps)
+
+
 VOCAB = 7
 
 
