@@ -10,12 +10,15 @@ those checkpoints of a finished run restored and analyzed on the same batches in
 runs an earlier invocation finished; every such step must be a checkpoint the run keeps, checked before any compute):
   * resumable: a run whose status.json says `finished` or `diverged` is skipped (its record kept); any other run
     resumes from its latest checkpoint (the loop's own resume); a run whose config.json differs from its cell's
-    config in anything but the `sweep`, `analysis` and `distributed` groups is an error, before any compute;
+    config in what it trains (`mode` and `TRAINED`: the model, init, optim, data, train and mesh groups,
+    `data.tokenizer_dir` excepted) is an error, before any compute; the other groups (sweep, analysis, distributed, and those of the
+    layers above: claim, atlas) may change;
   * outcomes: `finished`; `diverged` (`train.loop.Diverged`: a result, the sweep goes on); `crashed` (any other
     exception: its type and message recorded, the traceback logged, the sweep goes on); `Preempted` and
     KeyboardInterrupt stop the sweep (rerun it to resume);
   * one record per run, written to the run's `sweep_record.json` and gathered (grid order) into
-    `<workdir>/results.jsonl` after every run: `cell`, the cell's key values (`params`), `seed`, `outcome`,
+    `<workdir>/results.jsonl` after every run: `cell`, the cell's key values in this grid (`params`; a skipped
+    run's record, written by whichever grid ran it, gets this grid's), `seed`, `outcome`,
     `error`, `final` (the last value of each `<split>/<name>` in the run's metrics.jsonl), `status`,
     `wall_time_s` (of the invocation that ended the run), `resumed_from_step`, `workdir` and `provenance`
     (experiments/provenance.py); then `results.md` and the figures (experiments/report.py) and each run's
@@ -49,6 +52,7 @@ from train import metrics as metrics_lib
 RESULTS_FILE = "results.jsonl"
 RECORD_FILE = "sweep_record.json"
 DONE = ("finished", "diverged")  # statuses a rerun skips
+TRAINED = ("model.", "init.", "optim.", "data.", "train.", "mesh.")  # the groups (and `mode`) a rerun may not change
 GROUPS = {"analysis": analysis.run.AnalysisConfig.from_config, "sweep": grid_lib.SweepConfig.from_config}
 
 
@@ -215,6 +219,9 @@ def run_sweep(
       if os.path.exists(record_path):
         with open(record_path, encoding="utf-8") as f:
           record = json.load(f)
+        # The run may have been recorded by another grid holding the cell (a one-cell sweep, a smaller union): its
+        # params are this grid's, which records every key the union sweeps (results.md's columns).
+        record["params"] = dict(cell.params)
       else:
         record = _record(cell, seed, rdir, _record_from_status(rdir), None)
     records.append(record)
@@ -240,17 +247,18 @@ def _leaves(tree: dict, prefix: str = "") -> dict[str, Any]:
 
 
 def _check_unchanged(run_workdir: str, config: train.config.Config, where: str) -> None:
-  """Raises if the run's config.json (an earlier invocation's) differs from `config` in what it trains: a rerun
-  would otherwise skip or resume runs of another config. The `sweep`, `analysis` and `distributed` groups may
-  change (more seeds, another analysis, another machine)."""
+  """Raises if the run's config.json (an earlier invocation's) differs from `config` in what it trains (`TRAINED`): a
+  rerun would otherwise skip or resume runs of another config. The other groups may change (more seeds, another
+  analysis, another machine, a claim's or the atlas's settings of other sweeps, which no run reads)."""
   path = os.path.join(run_workdir, "config.json")
   if not os.path.exists(path):
     return
   with open(path, encoding="utf-8") as f:
     old = _leaves(json.load(f))
   new = _leaves(json.loads(json.dumps(config.to_dict())))
-  free = ("sweep.", "analysis.", "distributed.", "data.tokenizer_dir")  # a moved sweep folder moves its tokenizer
-  changed = sorted(k for k in set(old) | set(new) if not k.startswith(free) and old.get(k) != new.get(k))
+  # data.tokenizer_dir may change: a moved sweep folder moves its tokenizer
+  trained = lambda k: (k == "mode" or k.startswith(TRAINED)) and k != "data.tokenizer_dir"
+  changed = sorted(k for k in set(old) | set(new) if trained(k) and old.get(k) != new.get(k))
   if changed:
     diffs = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])
     raise ValueError(

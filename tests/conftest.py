@@ -133,3 +133,22 @@ def jax_processes(tmp_path):
       for i, proc in enumerate(job.procs):
         job.kill(i)
         proc.wait()
+
+
+# ------------------------------------------------------------------------------------------- the atlas's driver
+
+
+@pytest.fixture
+def atlas_writes(monkeypatch):
+  """Counts the atlas's report writes against its progress lines: returns (lines, writes); pass `lines.append` as
+  `run_atlas(emit=...)`; `writes[i]` is the number of 'atlas ...' cell lines emitted before the i-th report write."""
+  from experiments.atlas import run as run_lib  # pylint: disable=g-import-not-at-top (jax only where used)
+
+  lines, writes, write = [], [], run_lib.report_lib.write
+
+  def counted_write(*args, **kwargs):
+    writes.append(len([line for line in lines if line.startswith("atlas ")]))
+    return write(*args, **kwargs)
+
+  monkeypatch.setattr(run_lib.report_lib, "write", counted_write)
+  return lines, writes

@@ -120,21 +120,17 @@ def test_single_cell_grid_keeps_the_cell_name():
     assert only.name == c.name and only.overrides == c.overrides
 
 
-def test_atlas_tiny_end_to_end(tmp_path, monkeypatch):
+def test_atlas_tiny_end_to_end(tmp_path, atlas_writes):
+  """The init and train parts (the axis parts: tests/test_atlas_axes.py's end-to-end test)."""
   config = atlas_config.get_config("tiny")
   workdir, out = str(tmp_path / "atlas"), str(tmp_path / "reports")
   partial = report_lib.write(config, workdir, out)  # nothing run yet: every cell missing, no crash
   assert partial["best_loss"] is None
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
     assert "PARTIAL: 0 of 12 runs" in f.read()
-  writes, lines, write = [], [], report_lib.write
-
-  def counted_write(*args, **kwargs):
-    writes.append(len([line for line in lines if line.startswith("atlas ")]))
-    return write(*args, **kwargs)
-
-  monkeypatch.setattr(run_lib.report_lib, "write", counted_write)
-  m = run_lib.run_atlas(config, workdir, out, emit=lines.append)
+  lines, writes = atlas_writes
+  writes.clear()  # the partial report above was counted too
+  m = run_lib.run_atlas(config, workdir, out, parts=("init", "train"), emit=lines.append)
   # the report is rewritten after every at-init cell (one per method) and every training cell: results land as they
   # come, also during the at-init sweep
   assert [line for line in lines if line.startswith("atlas at-init")] == [

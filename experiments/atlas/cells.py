@@ -5,7 +5,9 @@ and sweeps `optim.warmup_steps` and `optim.learning_rate` (configs/atlas.py). `a
 those two keys (the at-init sweep's grid: one cell per method); `method_of(params)` names a cell's method from its
 norm position, residual rule and init scheme (every swept key's value is in a cell's `params`); `init_config` is the
 at-init sweep's config: the arms, one training step (whose `train/loss`, computed before the update, is the loss at
-init ℓ₀) and `sweep.analysis_at_init`; `train_config` the training sweep's: the full grid, no analysis.
+init ℓ₀) and `sweep.analysis_at_init`; `train_config` the training sweep's: the full grid, no analysis. Both start
+from `base_config`, the config without its `atlas` group (the axis parts' settings, experiments/atlas/axes.py), so
+their cells' configs are what they were before the axis parts existed.
 """
 
 import copy
@@ -44,17 +46,30 @@ class AtlasCell:
   cell: grid_lib.Cell
 
 
-def _get(config: ml_collections.ConfigDict, key: str) -> Any:
+def config_value(params: dict, config: ml_collections.ConfigDict, key: str) -> Any:
+  """A cell's value of `key`: its `params`' (every swept key's) or else the base config's."""
+  if key in params:
+    return params[key]
   node = config
   for part in key.split("."):
     node = node[part]
   return node
 
 
+def base_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """A copy of the atlas config without its `atlas` group (the axis parts' settings, experiments/atlas/axes.py),
+  which no run reads: every sweep of the atlas starts from it, so its runs' config.json hold what they train."""
+  out = copy.deepcopy(config)
+  if "atlas" in out:
+    with out.unlocked():
+      del out["atlas"]
+  return out
+
+
 def method_of(params: dict, config: ml_collections.ConfigDict) -> str:
   """The method of a cell: its name in NAMES, else 'norm/residual/scheme' (the base config's value of a key the
   grid does not sweep)."""
-  key = tuple(str(params.get(k, _get(config, k))) for k in METHOD_KEYS)
+  key = tuple(str(config_value(params, config, k)) for k in METHOD_KEYS)
   return NAMES.get(key, "/".join(key))
 
 
@@ -80,7 +95,7 @@ def arms(config: ml_collections.ConfigDict) -> list[dict[str, list[Any]]]:
 
 def init_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """The at-init sweep: one cell per method (each arm's single values), one step, analysis at step 0."""
-  out = copy.deepcopy(config)
+  out = base_config(config)
   parts = []
   for arm in arms(config):
     if any(len(v) != 1 for v in arm.values()):
@@ -95,7 +110,7 @@ def init_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
 
 def train_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """The training sweep: the config's grid, no analysis."""
-  out = copy.deepcopy(config)
+  out = base_config(config)
   out.sweep.analysis_at_init = False
   out.sweep.analysis_steps = ()
   return out

@@ -4,8 +4,9 @@ Contract: `write(config, workdir, out, command=...)` collects and measures (expe
 figures into `<out>/atlas/`, writes `<out>/atlas/atlas.json` (every number) and `<out>/ATLAS.md`: status (runs done
 of expected; the missing cells named), the scale beside the papers', the rules and the predictions as stated before
 the runs (experiments.atlas.measures), the verdict per predictor, the per-method table, the Post-LN-with-warmup vs
-Pre-LN training-length check, the figures, provenance and the commands to resume and to rerun at paper scale.
-Returns the measured dict.
+Pre-LN training-length check, the figures, the axis parts' sections (trace, width, depth, transfer:
+experiments.atlas.axis_report), provenance and the commands to resume and to rerun at paper scale. Returns the
+measured dict (its `axes`: the axis parts', also in atlas.json).
 """
 
 import json
@@ -16,9 +17,9 @@ import ml_collections
 
 from experiments import provenance as provenance_lib
 from experiments import report as sweep_report
+from experiments.atlas import axis_report, figures
 from experiments.atlas import cells as cells_lib
 from experiments.atlas import collect as collect_lib
-from experiments.atlas import figures
 from experiments.atlas import measures as M
 from experiments.atlas.cells import LR_KEY, WARMUP_KEY
 
@@ -125,10 +126,11 @@ def write(config: ml_collections.ConfigDict, workdir: str, out: str, *, command:
   fig_dir = os.path.join(out, "atlas")
   settings = _settings(config)
   paths = figures.draw(m, fig_dir, settings) if collected["points"] else []
+  axis_text, m["axes"] = axis_report.sections(config, workdir, _mkdir(fig_dir))
   done, expected = len(collected["points"]), collected["expected_runs"]
   missing = sorted({cell for cell, _ in collected["missing"]})
   prov = provenance_lib.provenance()
-  with open(os.path.join(fig_dir if paths else _mkdir(fig_dir), "atlas.json"), "w", encoding="utf-8") as f:
+  with open(os.path.join(fig_dir, "atlas.json"), "w", encoding="utf-8") as f:
     json.dump(dict(measured=m, missing=collected["missing"], provenance=prov, settings=settings), f, indent=1)
   scale = config.claim.scale
   grid = cells_lib.training_cells(cells_lib.train_config(config))
@@ -136,7 +138,8 @@ def write(config: ml_collections.ConfigDict, workdir: str, out: str, *, command:
   text = f"""# Does curvature at step 0 predict the need for warmup? The atlas (issue 15)
 
 Status: **{status}**. Scale `{scale}`: {settings}; warmup steps
-{sorted({c.warmup for c in grid})}; peak lrs {sorted({c.lr for c in grid})}.
+{sorted({c.warmup for c in grid})}; peak lrs {sorted({c.lr for c in grid})}. Axis parts (runs done of expected):
+{', '.join(f"{p} {a['done']}/{a['expected']}" for p, a in m['axes'].items()) or 'none'}.
 
 ## Rules and predictions (stated before the runs; experiments/atlas/measures.py)
 
@@ -168,6 +171,7 @@ Training-length check: {_check_length(m)}
 
 {chr(10).join(f'![{os.path.basename(p)}](atlas/{os.path.basename(p)})' for p in paths) or '(no finished run yet)'}
 
+{axis_text}
 ## Scale, next to the papers'
 
 This atlas: {settings}. The papers it tests:
@@ -188,7 +192,7 @@ Commit {prov.get('git_commit')} (dirty: {prov.get('git_dirty')}); every number i
 `atlas/atlas.json`; each run's config.json, metrics.jsonl and sweep_record.json under the workdir.
 
     {command or f'python -m experiments.atlas --config=configs/atlas.py:{scale} --workdir=<workdir>'}
-        # runs or resumes the atlas (rerunning skips every finished run)
+        # runs or resumes the atlas (rerunning skips every finished run; --parts=width,depth: those parts only)
     python -m experiments.atlas --config=configs/atlas.py:paper --config.data.dir=<Multi30k folder> \\
         --workdir=runs/atlas_paper --out=reports/paper   # the papers' sizes, on an accelerator
 """
