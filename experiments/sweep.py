@@ -215,6 +215,9 @@ def run_sweep(
       if os.path.exists(record_path):
         with open(record_path, encoding="utf-8") as f:
           record = json.load(f)
+        # A run made by a sweep of another grid (e.g. one cell of this union) records only that grid's keys; this
+        # sweep's cell of the same name has every swept key (the base value where its product sets none).
+        record["params"] = dict(cell.params)
       else:
         record = _record(cell, seed, rdir, _record_from_status(rdir), None)
     records.append(record)
