@@ -3,7 +3,11 @@
 Contract:
   * `make_optimizer(optim_config, lr_multipliers=..., total_steps=...)` returns
     `(optax.GradientTransformation, schedule)`. The transformation is
-    `clip (optional) -> optimizer (schedule, weight decay) -> per-leaf lr multipliers`.
+    `clip (optional) -> optimizer (unit-peak schedule, weight decay) -> × peak lr -> per-leaf lr multipliers`.
+    The optimizer runs the schedule's shape with peak 1 and the peak `optim.learning_rate` multiplies its update
+    afterwards from the optimizer state (`scale_by_peak_lr`): every schedule is linear in its peak, so the update
+    is the same, and the peak is data, not a constant of the compiled train step, so the runs of an lr sweep share
+    one program (and the persistent compilation cache's entry) instead of compiling one each.
   * Schedules are optax schedules: `schedule(count) -> lr`, where `count` is the number of
     updates already applied (optax's own counter, 0 for the first update). Every formula
     below is written in the 1-based update index **t = count + 1**, so the first update
@@ -23,7 +27,7 @@ against hand-computed values of the docs/science.md §8 formula and exact ratios
 
 import dataclasses
 import math
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -220,6 +224,30 @@ def get_optimizer(name: str) -> Callable[..., optax.GradientTransformation]:
   return OPTIMIZERS[name]
 
 
+class PeakLRState(NamedTuple):
+  """The peak learning rate, a float32 scalar of the optimizer state."""
+
+  peak: jax.Array
+
+
+def scale_by_peak_lr(peak: float) -> optax.GradientTransformation:
+  """Multiplies every update by the peak lr held in the optimizer state (module docstring: one compiled program for
+  every peak of an lr sweep). Written here rather than `optax.inject_hyperparams(optax.scale)` because that
+  multiplies by a float32 array, which turns bfloat16 updates into float32 ones; this casts the peak to each
+  update's dtype, as the Python-float lr of `optax.scale_by_learning_rate` does, and stores it as a strongly typed
+  float32 (a restored checkpoint compiles the same program)."""
+
+  def init_fn(params):
+    del params
+    return PeakLRState(jnp.asarray(peak, jnp.float32))
+
+  def update_fn(updates, state, params=None):
+    del params
+    return jax.tree.map(lambda u: u * state.peak.astype(u.dtype), updates), state
+
+  return optax.GradientTransformation(init_fn, update_fn)
+
+
 def scale_by_lr_multipliers(lr_multipliers) -> optax.GradientTransformation:
   """Multiplies each leaf's update by its multiplier (µP per-parameter lr, Yang & Hu 2021,
   "Tensor Programs V", Table 3). Chained last, so it scales weight decay too, exactly as a
@@ -397,6 +425,8 @@ def make_optimizer(
   """
   optim_config = validate_optim_config(optim_config, total_steps=total_steps)
   schedule = make_schedule(optim_config, total_steps=total_steps)
+  peak = float(optim_config.learning_rate)
+  unit = make_schedule(dataclasses.replace(optim_config, learning_rate=1.0), total_steps=total_steps)
   if lr_multipliers is not None:
     for path, m in jax.tree_util.tree_leaves_with_path(lr_multipliers):
       if not (float(m) >= 0.0 and float(m) < float("inf")):
@@ -406,7 +436,8 @@ def make_optimizer(
   parts = []
   if optim_config.grad_clip_norm:
     parts.append(optax.clip_by_global_norm(optim_config.grad_clip_norm))
-  parts.append(get_optimizer(optim_config.name)(schedule, optim_config, weight_decay_mask))
+  parts.append(get_optimizer(optim_config.name)(unit, optim_config, weight_decay_mask))
+  parts.append(scale_by_peak_lr(peak))  # the peak lr as data (module docstring)
   if lr_multipliers is not None:
     parts.append(scale_by_lr_multipliers(lr_multipliers))
   return optax.chain(*parts), schedule
