@@ -1,5 +1,5 @@
-"""Schedules against hand-computed docs/science.md §8 values; optimizers on a quadratic; multipliers,
-clipping, weight-decay mask and config validation."""
+"""train/schedules.py and train/optim.py: schedules against hand-computed docs/science.md §8 values; optimizers on
+a quadratic; multipliers, clipping, weight-decay mask and config validation."""
 
 import math
 
@@ -10,7 +10,7 @@ import optax
 import pytest
 
 from configs import default
-from train import optim
+from train import optim, schedules
 
 
 def _cfg(**overrides):
@@ -85,7 +85,7 @@ def test_warmup_linear_decay_hand_values():
   np.testing.assert_allclose(got, [0.5, 1.0, 0.55, 0.1, 0.1], rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", sorted(optim.SCHEDULES))
+@pytest.mark.parametrize("name", sorted(schedules.SCHEDULES))
 def test_zero_warmup_first_step_is_finite_and_positive(name):
   cfg = _cfg(schedule=name, learning_rate=0.5, warmup_steps=0, decay_steps=20)
   got = np.array(_lrs(cfg, [0, 1, 10, 19, 100]))
@@ -106,10 +106,10 @@ def test_zero_warmup_decay_values():
 
 
 def test_schedule_registry_and_getter():
-  for name in optim.SCHEDULES:
-    assert optim.get_schedule(name) is optim.SCHEDULES[name]
+  for name in schedules.SCHEDULES:
+    assert schedules.get_schedule(name) is schedules.SCHEDULES[name]
   with pytest.raises(ValueError, match=r"config.optim.schedule='noam' is invalid; valid: .*rsqrt"):
-    optim.get_schedule("noam")
+    schedules.get_schedule("noam")
 
 
 # ------------------------------------------------------------------------------ optimizers
