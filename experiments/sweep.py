@@ -38,6 +38,7 @@ import ml_collections
 import tensorboardX
 from absl import logging
 
+import analysis.config
 import analysis.run
 import train.config
 import train.loop
@@ -49,7 +50,7 @@ from train import metrics as metrics_lib
 RESULTS_FILE = "results.jsonl"
 RECORD_FILE = "sweep_record.json"
 DONE = ("finished", "diverged")  # statuses a rerun skips
-GROUPS = {"analysis": analysis.run.AnalysisConfig.from_config, "sweep": grid_lib.SweepConfig.from_config}
+GROUPS = {"analysis": analysis.config.AnalysisConfig.from_config, "sweep": grid_lib.SweepConfig.from_config}
 
 
 def run_dir(workdir: str, cell: grid_lib.Cell, seed: int) -> str:
