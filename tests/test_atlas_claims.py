@@ -136,3 +136,10 @@ def test_with_atlas_replaces_the_verdict_and_claim_9_keeps_its_identity_half(tmp
   assert "| 4 | [identity_path](#identity-path) | **reproduced** |" in text
   assert "superseded by the atlas (issue 15): verdict reproduced. one lr" in text
   assert f"- {claims.RULES['bert_vs_xavier'][1]}" in text
+
+
+def test_markdown_lists_every_claim_with_its_verdict():
+  text = claims.markdown(claims.decide({"methods": {}}, seeds=2))
+  rows = [l for l in text.splitlines() if l.startswith("| ") and l[2].isdigit()]
+  assert [r.split(" | ")[0] for r in rows] == ["| 6", "| 8", "| 9", "| 10"]
+  assert all("**inconclusive**" in r and "atlas incomplete" in r for r in rows)

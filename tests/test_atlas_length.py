@@ -26,3 +26,24 @@ def test_probe_config_is_the_two_arms_at_the_probe_lr():
   ]
   assert config.optim.learning_rate == 1e-3 and config.sweep.seeds == 1 and not config.sweep.analysis_at_init
   assert (config.train.num_steps, config.train.eval_every, config.train.checkpoint_every) == (2000, 100, 500)
+
+
+def test_markdown_and_figure_state_the_probe(tmp_path):
+  m = {
+      "curve": [(100, 1.0), (200, 0.3), (300, 0.1)],
+      "steps_needed": 300,
+      "post": [(100, 5.0), (200, 4.1), (300, 3.9)],
+      "pre": [(100, 4.0), (200, 3.8), (300, 3.8)],
+      "steps": 400,
+      "lr": 1e-3,
+      "warmup": 20,
+      "close": 0.2,
+  }
+  text = length.markdown(m, grid_steps=200)
+  assert "300 of 400 steps evaluated (running)" in text and "within 0.2 nats from step 300" in text
+  assert "at the grid's 200 steps it is +0.300 nats" in text
+  assert "never stayed" in length.markdown({**m, "steps_needed": None}, grid_steps=200)
+  assert length.markdown(None, 200).startswith("Training-length probe: not run yet")
+  assert (tmp_path / "length_probe.png").exists() is False
+  path = length.figure(m, str(tmp_path))
+  assert path.endswith("length_probe.png") and (tmp_path / "length_probe.png").stat().st_size > 10_000

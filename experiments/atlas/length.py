@@ -23,6 +23,7 @@ import ml_collections
 
 from experiments import grid as grid_lib
 from experiments import sweep as sweep_lib
+from experiments.report import plt, save_figure
 from train import metrics as metrics_lib
 
 CLOSE_NATS = 0.2  # the issue's "within 0.2 nats"
@@ -98,4 +99,38 @@ def measure(config: ml_collections.ConfigDict, workdir: str) -> Optional[dict]:
       lr=PROBE_LR,
       warmup=max(int(v) for v in _warmups(config)),
       close=CLOSE_NATS,
+  )
+
+
+def figure(m: dict, out_dir: str) -> str:
+  """length_probe.png: both runs' validation loss against the step (left) and the gap with the 0.2-nat line (right)."""
+  fig, (ax, gx) = plt.subplots(1, 2, figsize=(10, 4))
+  ax.plot(*zip(*m["post"]), "o-", ms=3, label=f"Post-LN + Xavier, warmup {m['warmup']}")
+  ax.plot(*zip(*m["pre"]), "o-", ms=3, label="Pre-LN, no warmup")
+  ax.set(xlabel="step", ylabel="validation loss", title=f"lr {m['lr']:g}, one seed")
+  ax.legend(fontsize=8)
+  gx.plot(*zip(*m["curve"]), "o-", ms=3, color="k")
+  gx.axhline(m["close"], ls="--", color="tab:green", label=f"{m['close']} nats")
+  if m["steps_needed"] is not None:
+    gx.axvline(m["steps_needed"], ls=":", color="tab:green", label=f"within from step {m['steps_needed']}")
+  gx.set(xlabel="step", ylabel="gap (nats): Post-LN + warmup − Pre-LN", title="training-length probe")
+  gx.legend(fontsize=8)
+  return save_figure(fig, os.path.join(out_dir, "length_probe.png"))
+
+
+def markdown(m: Optional[dict], grid_steps: int) -> str:
+  """The report's paragraph on the training length (module docstring)."""
+  if m is None:
+    return "Training-length probe: not run yet (`--parts=length`)."
+  last_t, last_gap = m["curve"][-1]
+  done = f"{last_t} of {m['steps']} steps evaluated" + ("" if last_t >= m["steps"] else " (running)")
+  at_grid = [g for t, g in m["curve"] if t == grid_steps]
+  if m["steps_needed"] is None:
+    verdict = f"the gap never stayed within {m['close']} nats (last: {last_gap:+.3f} at step {last_t})"
+  else:
+    verdict = f"the gap stays within {m['close']} nats from step {m['steps_needed']} (last: {last_gap:+.3f})"
+  grid = f"; at the grid's {grid_steps} steps it is {at_grid[0]:+.3f} nats" if at_grid else ""
+  return (
+      f"Training-length probe (experiments/atlas/length.py; Post-LN + Xavier with warmup {m['warmup']} vs Pre-LN "
+      f"without, lr {m['lr']:g}, one seed; {done}): {verdict}{grid}."
   )
