@@ -1,11 +1,11 @@
-"""Curvature operators of a loss as data: Hessian, Gauss–Newton and per-block Hessians on the parameter pytree.
+"""Curvature operators of a loss as data: Hessian and Gauss–Newton on the parameter pytree.
 
 Contract: every operator is built from `(loss_fn, params, batch)` with `loss_fn(params, batch) -> scalar` (e.g.
 `train.make_loss_fn(model)`, dropout off) and returned as a `analysis.operators.LinearOperator`: a pytree whose
-leaves are what its products need (linearization residuals, batch weights, block offsets) and whose static part
-is only structure. Call it on pytrees shaped like `params` (or like the block for blocks), or pass it to
-`analysis.lanczos` / `analysis.spectrum` / `analysis.trace`, whose programs compile once per operator structure: a
-second checkpoint, batch or seed (same shapes), or a second block of the same leaf sizes, compiles nothing. The
+leaves are what its products need (linearization residuals, batch weights) and whose static part is only
+structure. Call it on pytrees shaped like `params`, or pass it to `analysis.lanczos` / `analysis.spectrum` /
+`analysis.density` / `analysis.trace`, whose programs compile once per operator structure: a second checkpoint,
+batch or seed (same shapes), or a second block of the same leaf sizes (`analysis.blocks`), compiles nothing. The
 loss enters the linearization as a pytree argument (`train.loss.LossFn`), so `make_loss_fn` called again for a new
 checkpoint shares the compiled linearization too. Nothing here materializes an n×n matrix except `dense_hessian`
 (tiny models, tests).
@@ -22,10 +22,8 @@ checkpoint shares the compiled linearization too. Nothing here materializes an n
     2002; Martens 2020 "New insights and perspectives on the natural gradient method", §8), J the Jacobian of the
     logits, H_out = (diag(p) − p pᵀ)/N per non-padding token (N tokens, mean loss): G is PSD by construction. The
     logits are linearized once; a product is one tangent pass and its transpose over the stored residuals.
-  * `block_operator` / `block_hvp_fn` / `model_blocks`: an operator restricted to one block of parameters chosen by
-    `ParamRole` (`models.param_roles`), i.e. the diagonal block ∂²L/∂θ_B² with the other parameters held fixed.
-    All blocks share the full model's linearization; a block product is one full product with the block's
-    vector placed at its offsets (offsets are data, so blocks of equal leaf sizes share one compiled program).
+
+An operator restricted to one block of parameters (the diagonal block ∂²L/∂θ_B²) is `analysis.blocks`.
 """
 
 from typing import Any, Callable, Optional, Sequence, Union
@@ -36,7 +34,6 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from analysis.operators import FlatSpec, LinearOperator, as_pytree_fn
-from models import ParamRole, param_roles
 from train.loss import num_tokens
 
 Batch = dict
@@ -247,161 +244,3 @@ def dense_hessian(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch
   """The full [n, n] Hessian in `ravel_pytree(params)` order (`jax.hessian`); for tiny models and tests only."""
   flat, unravel = ravel_pytree(params)
   return jax.jit(jax.hessian(lambda x: loss_fn(unravel(x), batch)))(flat)
-
-
-def _selected_leaves(params: Any, select, model: Any) -> tuple:
-  """(leaves, treedef, selected leaf indices, their paths) for a ParamRole predicate or a block name."""
-  roles = param_roles(model, params)
-  if isinstance(select, str):
-    blocks = model_blocks(model)
-    if select not in blocks:
-      raise ValueError(f"select={select!r} is not a block of this model; valid blocks: {sorted(blocks)}")
-    select = blocks[select]
-  if not callable(select):
-    raise ValueError(f"select must be a ParamRole predicate or a block name, got {type(select).__name__}")
-  leaves, treedef = jax.tree.flatten(params)
-  role_leaves = jax.tree.leaves(roles, is_leaf=lambda r: isinstance(r, ParamRole))
-  idx = [i for i, r in enumerate(role_leaves) if select(r)]
-  if not idx:
-    raise ValueError("select matches no parameter; see model_blocks(model) for the available blocks")
-  return leaves, treedef, idx, [role_leaves[i].path for i in idx]
-
-
-def block_params(params: Any, select, *, model: Any) -> dict:
-  """The selected sub-pytree {path: leaf} (the example pytree of the block operator); `model` (the Transformer or
-  its ModelConfig) declares the roles `select` reads."""
-  leaves, _, idx, paths = _selected_leaves(params, select, model)
-  return {p: leaves[i] for p, i in zip(paths, idx)}
-
-
-def block_indices(params: Any, select, *, model: Any) -> np.ndarray:
-  """Flat indices (in `ravel_pytree(params)` order) of the block, in the ravel order of `block_params`."""
-  leaves, _, idx, paths = _selected_leaves(params, select, model)
-  offsets = np.cumsum([0] + [int(np.size(x)) for x in leaves])
-  by_path = {p: np.arange(offsets[i], offsets[i + 1]) for p, i in zip(paths, idx)}
-  return np.concatenate([by_path[p] for p in sorted(by_path)])  # dict pytrees ravel in sorted-key order
-
-
-@jax.tree_util.register_pytree_node_class
-class BlockOperator(LinearOperator):
-  """The diagonal block P_B A P_Bᵀ of a full operator A: v_B is placed at its leaves' offsets (data) in a zero
-  vector, A is applied, and the block is read back. Its flat form (`flat_operator`) carries only the leaf sizes,
-  so every block with the same leaf sizes (Q of each layer, say) runs the same compiled program."""
-
-  def __init__(self, full, offsets, sizes, spec):
-    self.full, self.offsets, self.sizes, self.spec = full, offsets, tuple(sizes), spec
-
-  def flat_matvec(self, x):
-    full_spec = self.full.spec
-    z = jnp.zeros((full_spec.size,), full_spec.dtype)
-    start = 0
-    for j, size in enumerate(self.sizes):
-      z = jax.lax.dynamic_update_slice(z, x[start : start + size].astype(z.dtype), (self.offsets[j],))
-      start += size
-    y = self.full.flat_matvec(z)
-    parts = [jax.lax.dynamic_slice(y, (self.offsets[j],), (size,)) for j, size in enumerate(self.sizes)]
-    return jnp.concatenate(parts).astype(self.spec.dtype)
-
-  def flat_operator(self):
-    flat = FlatSpec(jax.tree.structure(0), ((self.spec.size,),), (jnp.dtype(self.spec.dtype).name,))
-    return BlockOperator(self.full.flat_operator(), self.offsets, self.sizes, flat)
-
-  def tree_flatten(self):
-    return (self.full, self.offsets), (self.sizes, self.spec)
-
-  @classmethod
-  def tree_unflatten(cls, aux, children):
-    return cls(children[0], children[1], *aux)
-
-
-def block_operator(
-    operator: LinearOperator, params: Any, select: Union[str, Callable[[ParamRole], bool]], *, model: Any
-) -> tuple:
-  """The diagonal block of a full-model operator (e.g. `hvp_fn`'s) on a block of parameters.
-
-  One linearization serves every block: a block product costs one full product (plus O(n) copies), and blocks of
-  equal leaf sizes share one compiled Lanczos program.
-
-  Args:
-    operator: a `LinearOperator` on pytrees shaped like `params`.
-    params: the full parameter pytree (for the block's leaves and offsets).
-    select: a predicate on `models.ParamRole` or a name from `model_blocks(model)`.
-    model: the Transformer (or its ModelConfig) whose declared roles (`models.param_roles`) `select` reads.
-
-  Returns:
-    (block operator on {path: leaf} dicts, that example dict).
-  """
-  leaves, _, idx, paths = _selected_leaves(params, select, model)
-  example = {p: leaves[i] for p, i in zip(paths, idx)}
-  offsets = np.cumsum([0] + [int(np.size(x)) for x in leaves])
-  order = sorted(range(len(paths)), key=lambda j: paths[j])  # the ravel order of the dict
-  starts = jnp.asarray([offsets[idx[j]] for j in order], jnp.int32)
-  sizes = [int(np.size(leaves[idx[j]])) for j in order]
-  return BlockOperator(operator, starts, sizes, FlatSpec.of(example)), example
-
-
-def block_hvp_fn(
-    loss_fn: Callable[[Any, Batch], jax.Array],
-    params: Any,
-    batch: Union[Batch, Sequence[Batch]],
-    select: Union[str, Callable[[ParamRole], bool]],
-    *,
-    model: Any,
-    **hvp_kwargs,
-) -> tuple:
-  """Hessian of `loss_fn` restricted to a block of parameters (the others held fixed at `params`).
-
-  Builds `hvp_fn(loss_fn, params, batch)` and takes its block (`block_operator`); to analyze several blocks,
-  build the full operator once and call `block_operator` per block.
-
-  Args:
-    loss_fn, params, batch: as in `hvp_fn`.
-    select: a predicate on `models.ParamRole` or a name from `model_blocks(model)`.
-    model: the Transformer (or its ModelConfig) declaring the roles.
-    **hvp_kwargs: forwarded to `hvp_fn` (weights, linearize).
-
-  Returns:
-    (matvec, example): the block Hessian's operator on {path: leaf} dicts and that example dict.
-  """
-  return block_operator(hvp_fn(loss_fn, params, batch, **hvp_kwargs), params, select, model=model)
-
-
-# Per-layer blocks (kernels only: a projection's bias is a separate, far smaller direction).
-_LAYER_BLOCKS = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
-
-
-def _role_is(role, stack, layer, sublayer):
-  return lambda r: r.role == role and r.stack == stack and r.layer == layer and r.sublayer == sublayer
-
-
-def _layer_norms(stack, layer):
-  return lambda r: r.role in ("norm_scale", "norm_bias") and r.stack == stack and r.layer == layer
-
-
-def model_blocks(model: Any) -> dict:
-  """Named parameter blocks of a model (the Transformer or its ModelConfig): name -> ParamRole predicate (only blocks
-  that select a parameter), from the roles its parameters declare (`models.param_roles`).
-
-  Per stack and layer: "<stack>/layer_<l>/attn_q|attn_k|attn_v|attn_out" (self-attention),
-  "<stack>/layer_<l>/cross_attn_q|..." (cross-attention), "<stack>/layer_<l>/mlp_in|mlp_out" (kernels) and
-  "<stack>/layer_<l>/norms" (the layer's norm gains and biases); "<stack>/final_norm", "<stack>/embedding_norm"
-  (`model.embedding_norm`), "<stack>/position",
-  "embedding" (token embedding) and "head" (untied readout kernel) when present.
-  """
-  roles = jax.tree.leaves(param_roles(model), is_leaf=lambda r: isinstance(r, ParamRole))
-  blocks = {}
-  for r in roles:
-    if r.layer is not None and r.role in _LAYER_BLOCKS:
-      prefix = "cross_" if r.sublayer == "cross_attn" else ""
-      blocks[f"{r.stack}/layer_{r.layer}/{prefix}{r.role}"] = _role_is(r.role, r.stack, r.layer, r.sublayer)
-    elif r.layer is not None and r.role in ("norm_scale", "norm_bias"):
-      blocks[f"{r.stack}/layer_{r.layer}/norms"] = _layer_norms(r.stack, r.layer)
-    elif r.sublayer in ("final_norm", "embedding_norm"):
-      blocks[f"{r.stack}/{r.sublayer}"] = (lambda s, n: lambda q: q.sublayer == n and q.stack == s)(r.stack, r.sublayer)
-    elif r.role == "position":
-      blocks[f"{r.stack}/position"] = (lambda s: lambda q: q.role == "position" and q.stack == s)(r.stack)
-    elif r.role == "embedding":
-      blocks["embedding"] = lambda q: q.role == "embedding"
-    elif r.role == "head":
-      blocks["head"] = lambda q: q.role == "head"
-  return blocks

@@ -14,17 +14,8 @@ seed, or block of the same leaf sizes) reuses it. Compile time does not grow wit
 `lax.while_loop` body over a preallocated `[num_steps + 1, n]` basis of the flattened vector (`jax.tree.leaves`
 order, as `jax.flatten_util.ravel_pytree`); the HLO is the same for any `num_steps` up to shape constants.
 `stop=(largest, count, rel_tol[, bound])` ends the loop as soon as the extreme Ritz values are converged by their
-residual bounds (one small tridiagonal eigenproblem per step).
-
-Two error bounds per Ritz value θ_i with residual r_i = |β_k s_{k,i}|:
-  * `ritz_bounds` = r_i: some eigenvalue of A lies in [θ_i − r_i, θ_i + r_i] (Parlett 1998, Thm 13.1.1). Rigorous.
-  * `gap_bounds` = min(r_i, r_i²/gap_i), the gap theorem (Parlett 1998, Thm 11.7.1: if λ is the only eigenvalue
-    near θ and every other eigenvalue is at least `gap` away from θ, then |λ − θ| ≤ r²/gap), with gap_i estimated
-    from the other Ritz values as min_{j≠i} (|θ_i − θ_j| − r_j), and used only where gap_i > r_i (otherwise r_i).
-    This is the refinement PROPACK applies to its Lanczos bounds (Larsen 1998, `refinebounds`). It is an
-    estimate, not a proof: the gap is measured on Ritz values, and an eigenvalue the Krylov space has not yet seen
-    could sit inside it. Once a Ritz value has converged its residual decays like r² / gap, so this bound reaches
-    a given tolerance in fewer steps than the residual bound (measured by `bench/hessian.py`).
+residual bounds (one small tridiagonal eigenproblem per step). `T_k`'s eigen-decomposition, the two error bounds of
+its Ritz values and the Ritz vectors: `analysis.ritz`; the checks of the options, before any compute: `lanczos_options`.
 
 Reorthogonalization (`reorthogonalize=`):
   * "full": every new vector is orthogonalized against all previous ones by classical Gram-Schmidt (CGS: all
@@ -33,7 +24,7 @@ Reorthogonalization (`reorthogonalize=`):
     Langou & Rozložník 2005), `reorth_passes=2` always (CGS2); see `analysis.orthogonality`. The update sweep reads
     only the rows that hold q_0..q_i, so its cost grows with the step. This removes the spurious duplicated
     ("ghost") Ritz values of finite-precision Lanczos (Paige 1976; Strakoš 1991). Memory: (num_steps + 1)·n entries,
-    checked against `max_basis_bytes` before any compute.
+    checked against `max_basis_bytes` before any compute (`analysis.lanczos_options.check_basis_memory`).
   * "partial": Simon's (1984) partial reorthogonalization (PRO; as in Larsen's PROPACK, 1998). Its ω-recurrence
     (`analysis.orthogonality.omega_update`) estimates q_{i+1}ᵀq_j for every j ≤ i at O(m) cost per step; only when
     an estimate exceeds √ε is the new vector orthogonalized against all previous ones (the same CGS pass as "full"),
@@ -62,19 +53,24 @@ test_lanczos.py cross-checks our tridiagonal against matfree's on a well-conditi
 """
 
 import dataclasses
-import time
 from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from analysis.lanczos_options import (
+    DEFAULT_MAX_BASIS_BYTES,
+    check_basis_memory,
+    check_basis_sharding,
+    check_stop,
+    sharding_constraints,
+    validate_options,
+)
 from analysis.operators import FlatSpec, as_operator, ravel_leaves, report, run_program, with_callback
 from analysis.orthogonality import cgs_reorthogonalize, measured_orthogonality_loss, omega_update
+from analysis.ritz import gap_refined_bounds, ritz_converged, tridiagonal_eigh
 
-REORTHOGONALIZATIONS = ("full", "partial", "none")
-REORTH_PASSES = ("auto", 2)
-DEFAULT_MAX_BASIS_BYTES = 4 * 2**30  # 4 GiB: a 100-step basis of a ~10M-parameter float32 model.
 BREAKDOWN_POLICY = (
     "stop early: the k steps before breakdown are kept, later entries are zero and masked; "
     "Ritz values are those of the leading k x k block T_k"
@@ -92,7 +88,7 @@ class LanczosResult:
     num_steps_taken: int32 scalar k.
     ritz_values: [m] eigenvalues of T_k ascending in the first k entries; zero beyond.
     ritz_bounds: [m] |β_k s_{k,i}|: an eigenvalue of A lies within this distance of θ_i (Parlett 1998, Thm 13.1.1).
-    gap_bounds: [m] gap-theorem refinement min(r, r²/gap) of `ritz_bounds` (module docstring; an estimate).
+    gap_bounds: [m] gap-theorem refinement min(r, r²/gap) of `ritz_bounds` (`analysis.ritz`; an estimate).
     first_components: [m] s_{1,i}, first components of T_k's unit eigenvectors; Σ_i s_{1,i}² = 1 (quadrature weights).
     ritz_mask: [m] True for the k valid entries.
     eigenvectors: [m, m] eigenvectors S of T (column i ↔ ritz_values[i]); rows/columns beyond k are padding.
@@ -156,147 +152,6 @@ jax.tree_util.register_dataclass(
 )
 
 
-def basis_bytes(num_steps: int, n: int, dtype) -> int:
-  """Bytes of the [num_steps + 1, n] Lanczos basis buffer in `dtype`."""
-  return (num_steps + 1) * n * np.dtype(dtype).itemsize
-
-
-def check_basis_memory(
-    num_steps: int, n: int, dtype, max_basis_bytes: int, batch: int = 1, basis_sharding: Optional[Any] = None
-) -> None:
-  """Raise ValueError if `batch` bases of `num_steps` Lanczos vectors of size `n` exceed `max_basis_bytes` on one
-  device (batch > 1: probes run in lockstep, one basis each; a `basis_sharding` over D devices holds ⌈n/D⌉ columns
-  per device)."""
-  shards = basis_shards(basis_sharding)
-  per_device = -(-n // shards)
-  needed = basis_bytes(num_steps, per_device, dtype) * batch
-  if needed > max_basis_bytes:
-    lockstep = f", {batch} probe(s) in lockstep" if batch > 1 else ""
-    sharded = f" per device (basis sharded over {shards} devices: n/D = {per_device})" if shards > 1 else ""
-    raise ValueError(
-        f"Lanczos basis too large: num_steps={num_steps}, n={n}, dtype={np.dtype(dtype).name}{lockstep} needs "
-        f"{batch} * (num_steps + 1) * {per_device} * {np.dtype(dtype).itemsize} = {needed} bytes"
-        f" ({needed / 2**30:.2f} GiB){sharded} > max_basis_bytes={max_basis_bytes} ({max_basis_bytes / 2**30:.2f}"
-        " GiB). Use fewer steps (or probes in lockstep), shard the basis over more devices, raise max_basis_bytes,"
-        " or reorthogonalize='none' (O(n) memory, no full reorthogonalization)."
-    )
-
-
-def check_basis_sharding(basis_sharding: Optional[Any]) -> None:
-  """`basis_sharding` must be None or a `jax.sharding.NamedSharding` of a flat n-vector (a one-entry spec)."""
-  if basis_sharding is None:
-    return
-  if not isinstance(basis_sharding, jax.sharding.NamedSharding) or len(basis_sharding.spec) != 1:
-    raise ValueError(
-        f"basis_sharding={basis_sharding!r} is invalid; valid: None or a jax.sharding.NamedSharding of the flat "
-        "n-vector with a one-entry PartitionSpec, e.g. NamedSharding(mesh, PartitionSpec(('data',)))"
-    )
-
-
-def basis_shards(basis_sharding: Optional[Any]) -> int:
-  """The number of devices a flat vector (and the basis' columns) is split over by `basis_sharding`."""
-  if basis_sharding is None:
-    return 1
-  axes = basis_sharding.spec[0]
-  axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
-  return int(np.prod([basis_sharding.mesh.shape[a] for a in axes])) if axes else 1
-
-
-def _sharding_constraints(basis_sharding):
-  """(constrain a flat vector, constrain a [rows, n] basis) to `basis_sharding`'s split of n; identities if None."""
-  if basis_sharding is None:
-    return (lambda x: x), (lambda b: b)
-  rows = jax.sharding.NamedSharding(basis_sharding.mesh, jax.sharding.PartitionSpec(None, *basis_sharding.spec))
-  return (
-      lambda x: jax.lax.with_sharding_constraint(x, basis_sharding),
-      lambda b: jax.lax.with_sharding_constraint(b, rows),
-  )
-
-
-def progress_printer(label: str = "lanczos", print_fn: Callable[[str], None] = print):
-  """Return a `callback(step, num_steps)` for `lanczos(..., callback=...)` printing progress and ETA.
-
-  The clock starts at the first report, so the ETA excludes compile time.
-  """
-  state = {}
-
-  def callback(step, num_steps):
-    now = time.perf_counter()
-    t0, s0 = state.setdefault("start", (now, step))
-    rate = (now - t0) / max(step - s0, 1)
-    print_fn(f"{label}: step {step}/{num_steps}, {now - t0:.1f} s elapsed, ETA {rate * (num_steps - step):.1f} s")
-
-  return callback
-
-
-def ritz_vectors(result: LanczosResult) -> jax.Array:
-  """Ritz vectors y_i = V_k s_i as rows of a flat [m, n] array (zero rows beyond k; unravel to get pytrees).
-
-  Needs `return_basis=True`. With full reorthogonalization A y_i = θ_i y_i + β_k s_{k,i} q_k, so
-  ‖A y_i − θ_i y_i‖ = ritz_bounds[i].
-  """
-  if result.basis is None:
-    raise ValueError("ritz_vectors needs the basis: call lanczos(..., return_basis=True)")
-  m = result.eigenvectors.shape[-1]
-  return jnp.einsum("...jn,...ji->...in", result.basis[..., :m, :], result.eigenvectors)
-
-
-def check_reorthogonalize(name: str) -> None:
-  """Raise ValueError naming `name` and the valid choices unless it is in REORTHOGONALIZATIONS."""
-  if name not in REORTHOGONALIZATIONS:
-    raise ValueError(f"reorthogonalize={name!r} is not valid; valid choices: {list(REORTHOGONALIZATIONS)}")
-
-
-def validate_options(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every):
-  check_reorthogonalize(reorthogonalize)
-  if isinstance(reorth_passes, bool) or reorth_passes not in REORTH_PASSES:
-    raise ValueError(f"reorth_passes={reorth_passes!r} is not valid; valid choices: {list(REORTH_PASSES)}")
-  if not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
-    raise ValueError(f"num_steps={num_steps!r} must be a positive int")
-  if num_steps > n:
-    raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator (Krylov dimension ≤ n)")
-  if not (jnp.issubdtype(dtype, jnp.floating)):
-    raise ValueError(f"v0 must have a real floating dtype, got dtype={dtype}")
-  if breakdown_tol is not None and not (0 < breakdown_tol < 1):
-    raise ValueError(f"breakdown_tol={breakdown_tol!r} must be None or in (0, 1)")
-  if not isinstance(callback_every, (int, np.integer)) or callback_every < 1:
-    raise ValueError(f"callback_every={callback_every!r} must be a positive int")
-
-
-def _tridiagonal_eigh(alphas, betas, k):
-  """Eigen-decomposition of the leading k×k block of T with fixed [m] shapes (k traced).
-
-  The trailing diagonal is set to c = 2·G + 1 (G a Gershgorin bound of T_k) and decoupled, so the k smallest
-  eigenvalues of the padded matrix are exactly those of T_k and their eigenvectors live on the first k rows.
-  """
-  m = alphas.shape[0]
-  idx = jnp.arange(m)
-  valid = idx < k
-  a = jnp.where(valid, alphas, 0.0)
-  off = jnp.where(idx[:-1] < k - 1, betas[:-1], 0.0)
-  off_abs = jnp.abs(off)
-  gersh = jnp.max(jnp.abs(a) + jnp.pad(off_abs, (1, 0)) + jnp.pad(off_abs, (0, 1)))
-  diag = jnp.where(valid, a, 2.0 * gersh + 1.0)
-  t_mxm = jnp.diag(diag) + jnp.diag(off, 1) + jnp.diag(off, -1)
-  theta, s_mxm = jnp.linalg.eigh(t_mxm)
-  s_mxm = jnp.where(valid[:, None] & valid[None, :], s_mxm, 0.0)
-  beta_k = betas[k - 1]
-  bounds = jnp.abs(beta_k * s_mxm[k - 1, :])
-  return (jnp.where(valid, theta, 0.0), jnp.where(valid, bounds, 0.0), s_mxm[0, :], valid, s_mxm)
-
-
-def gap_refined_bounds(theta, bounds, valid):
-  """min(r_i, r_i²/gap_i) with gap_i = min_{j≠i valid} (|θ_i − θ_j| − r_j), where gap_i > r_i; else r_i (Parlett
-  1998, Thm 11.7.1, with the gap estimated from the Ritz values as in Larsen's PROPACK). Invalid entries: 0."""
-  m = theta.shape[0]
-  others = valid[None, :] & valid[:, None] & ~jnp.eye(m, dtype=bool)
-  dist = jnp.abs(theta[:, None] - theta[None, :]) - bounds[None, :]
-  gap = jnp.min(jnp.where(others, dist, jnp.inf), axis=1)
-  refine = jnp.isfinite(gap) & (gap > bounds)
-  refined = jnp.where(refine, jnp.minimum(bounds, bounds**2 / jnp.where(refine, gap, 1.0)), bounds)
-  return jnp.where(valid, refined, 0.0)
-
-
 def _initial_state(v0_flat, m, store, on_vec, on_basis):
   norm0 = jnp.linalg.norm(v0_flat)
   q0 = on_vec(v0_flat / jnp.where(norm0 > 0, norm0, 1.0))  # a zero v0 breaks down at step 0 instead of giving NaN
@@ -324,7 +179,7 @@ def _initial_state(v0_flat, m, store, on_vec, on_basis):
 
 
 def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth):
-  ritz_values, ritz_bounds, first, mask, s_mxm = _tridiagonal_eigh(alphas, betas, k)
+  ritz_values, ritz_bounds, first, mask, s_mxm = tridiagonal_eigh(alphas, betas, k)
   m = alphas.shape[0]
   valid = jnp.arange(m) < k
   loss = om_max if basis is None else measured_orthogonality_loss(basis, k)
@@ -343,20 +198,6 @@ def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth):
       breakdown_step=breakdown_step,
       num_reorthogonalizations=num_reorth,
   )
-
-
-def _converged(alphas, betas, k, stop):
-  """True when the `stop = (largest, count, rel_tol, bound)` most extreme Ritz values of T_k have their bound
-  ("residual": |β_k s_{k,i}|, "gap": its gap-theorem refinement) ≤ rel_tol·|θ_i| (an m×m tridiagonal
-  eigenproblem per step: microseconds next to a matvec)."""
-  largest, count, rel_tol, kind = stop
-  theta, bounds, _, valid, _ = _tridiagonal_eigh(alphas, betas, k)
-  if kind == "gap":
-    bounds = gap_refined_bounds(theta, bounds, valid)
-  order = jnp.arange(count)
-  idx = jnp.clip(k - 1 - order if largest else order, 0, alphas.shape[0] - 1)
-  ok = bounds[idx] <= rel_tol * jnp.abs(theta[idx])
-  return (k >= count) & jnp.all(ok)
 
 
 def lanczos_core(
@@ -379,8 +220,7 @@ def lanczos_core(
 
   `stop = (largest, count, rel_tol, bound)` ends the iteration once the `count` largest (or smallest) Ritz values
   are converged to `rel_tol` relative bound of kind `bound` ("residual" or "gap"). Progress goes to the host
-  callback registered under
-  `callback_id` as (progress_offset + step, progress_total) every `callback_every` steps.
+  callback registered under `callback_id` as (progress_offset + step, progress_total) every `callback_every` steps.
   """
   n, dtype = v0_flat.shape[0], v0_flat.dtype
   store = reorthogonalize != "none" or return_basis
@@ -390,7 +230,7 @@ def lanczos_core(
   tol = sqrt_eps if breakdown_tol is None else float(breakdown_tol)
   total = m if progress_total is None else progress_total
 
-  on_vec, on_basis = _sharding_constraints(basis_sharding)
+  on_vec, on_basis = sharding_constraints(basis_sharding)
 
   def matvec_flat(x):
     return on_vec(op.flat_matvec(x).astype(dtype))
@@ -423,7 +263,7 @@ def lanczos_core(
     broke = beta <= tol * anorm
     q_next = jnp.where(broke, 0.0, w / jnp.where(broke, 1.0, beta))
     alphas, betas = s["alphas"].at[i].set(alpha), s["betas"].at[i].set(beta)
-    converged = _converged(alphas, betas, i + 1, stop) if stop is not None else jnp.bool_(False)
+    converged = ritz_converged(alphas, betas, i + 1, stop) if stop is not None else jnp.bool_(False)
     out = dict(
         s,
         i=i + 1,
@@ -486,33 +326,6 @@ def _lanczos_program(op, v0_flat, callback_id, **static):
   return lanczos_core(op, v0_flat, callback_id=callback_id, **static)
 
 
-STOP_BOUNDS = ("residual", "gap")
-
-
-def check_stop(stop, num_steps):
-  """Validate `stop = (largest: bool, count: int, rel_tol: float[, bound: "residual" | "gap"])` or None; returns
-  it as a 4-tuple (bound "residual" when omitted) or None."""
-  if stop is None:
-    return None
-  ok = (
-      isinstance(stop, tuple)
-      and len(stop) in (3, 4)
-      and isinstance(stop[0], bool)
-      and isinstance(stop[1], (int, np.integer))
-      and not isinstance(stop[1], bool)
-      and 1 <= stop[1] <= num_steps
-      and isinstance(stop[2], (int, float))
-      and stop[2] > 0
-      and (len(stop) == 3 or stop[3] in STOP_BOUNDS)
-  )
-  if not ok:
-    raise ValueError(
-        f"stop={stop!r} must be None or (largest: bool, count in [1, num_steps={num_steps}], "
-        f"rel_tol > 0[, bound in {list(STOP_BOUNDS)}])"
-    )
-  return (stop[0], int(stop[1]), float(stop[2]), stop[3] if len(stop) == 4 else "residual")
-
-
 def lanczos(
     matvec: Callable[[Any], Any],
     v0: Any,
@@ -544,14 +357,14 @@ def lanczos(
       (always two passes, CGS2). Ignored with "none".
     breakdown_tol: stop when β_i ≤ breakdown_tol · max_j ‖A q_j‖. Default √ε of the dtype (1.5e-8 in float64,
       3.5e-4 in float32): Ritz values of T_k then have residual ≤ √ε‖A‖, i.e. they are converged.
-    return_basis: also return the [m + 1, n] flat basis (for Ritz vectors V S); with "none" this makes the
-      memory O(m·n) again and the orthogonality loss measured rather than estimated.
+    return_basis: also return the [m + 1, n] flat basis (for Ritz vectors V S: `analysis.ritz.ritz_vectors`); with
+      "none" this makes the memory O(m·n) again and the orthogonality loss measured rather than estimated.
     max_basis_bytes: raise ValueError before any compute if the basis needs more bytes than this.
     stop: None, or (largest, count, rel_tol[, bound]): stop as soon as the `count` largest (largest=True) or
       smallest Ritz values have a bound ≤ rel_tol·|θ| (`converged` is then True and k < m steps are kept);
       bound "residual" (default, `ritz_bounds`, rigorous) or "gap" (`gap_bounds`, the gap-theorem estimate).
     callback: optional host function `callback(step, num_steps)` called through `jax.debug.callback` every
-      `callback_every` steps (e.g. `progress_printer()`); it is a runtime operand, not part of the program.
+      `callback_every` steps (e.g. `analysis.progress.progress_printer()`); a runtime operand, not part of the program.
     callback_every: reporting period in steps.
     basis_sharding: None (the vectors live where XLA puts them) or a `NamedSharding` of the flat n-vector, e.g.
       `NamedSharding(mesh, PartitionSpec(("data",)))`: every Lanczos vector and the basis' n columns are split

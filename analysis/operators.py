@@ -3,10 +3,10 @@
 Contract: a `LinearOperator` is a symmetric linear map on pytrees shaped like its `spec` (a `FlatSpec`: tree
 structure, leaf shapes and dtypes), registered as a JAX pytree whose leaves are the arrays it needs (linearization
 residuals, parameters, batches, weights, block offsets) and whose static part is only structure. A public routine
-(`analysis.lanczos.lanczos`, `analysis.spectrum.*`, `analysis.trace.trace`) is a `jax.jit` program taking the
-operator as an argument, so it is compiled once per (operator structure, shapes, dtypes, static options): a new
-operator of the same structure (another checkpoint, batch, seed, or another block of the same shape) reuses the
-compiled program instead of tracing one with the residuals embedded as constants.
+(`analysis.lanczos.lanczos`, `analysis.spectrum.*`, `analysis.density.spectral_density`, `analysis.trace.trace`) is
+a `jax.jit` program taking the operator as an argument, so it is compiled once per (operator structure, shapes,
+dtypes, static options): a new operator of the same structure (another checkpoint, batch, seed, or another block of
+the same shape) reuses the compiled program instead of tracing one with the residuals embedded as constants.
 
 Programs work on flat vectors: `op.flat_operator()` gives the pytree a program takes and `flat_matvec(x)` maps
 [n] -> [n] (ravel order of `jax.tree.leaves`, the order of `jax.flatten_util.ravel_pytree`). The flat operator

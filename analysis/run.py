@@ -10,7 +10,8 @@ recorded), dropout off, and writes into `out_dir/<label>/`:
                     (absent when top_k = bottom_k = 0)
   spectrum.json     SLQ density, its band and σ, and the raw nodes and weights of every probe
   trace.json        Hutchinson / Hutch++ estimate and standard error
-  blocks.json       per-block top eigenvalues with bounds and each block's Lanczos run (`analysis.blocks`)
+  blocks.json       per-block top eigenvalues with bounds and each block's Lanczos run (`analysis.blocks`;
+                    analysis/block_spectra.py)
   grad_norms.json   per-parameter gradient norms per (seed, batch) pair and aggregated
   signal.json       signal-propagation records per batch
   params.json       realized mean / std / max |x| / kurtosis of every parameter with its role and fans
@@ -23,6 +24,8 @@ recorded), dropout off, and writes into `out_dir/<label>/`:
 and the PNGs spectrum.png, eigenvalues.png, blocks.png (top eigenvalue per block), block_spectra.png (each block's
 Ritz values with their quadrature weights and bounds), grad_norms.png, signal.png. Each is skipped when its keys turn
 it off (`top_k = bottom_k = 0`: no eigenvalues); the curvature operator is built only when an analysis uses it.
+The subtree is typed and checked by `analysis.config.AnalysisConfig`; the files hold the records of
+`analysis.records`, written by process 0 only.
 
 With `analysis.dtype = "float64"` the whole analysis runs under `jax.enable_x64(True)` (x64 on for the analysis only)
 with the model's compute and parameter dtypes and the variables cast to float64.
@@ -35,199 +38,35 @@ every operator and profile sees the same masked batches.
 """
 
 import dataclasses
-import json
-import math
 import os
-import re
 import time
 from typing import Any, Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from analysis import gradients, hessian, init_stats, plots, signal, stability
-from analysis.lanczos import REORTHOGONALIZATIONS, check_basis_memory, progress_printer
-from analysis.spectrum import bottom_eigenvalues, spectral_density, top_eigenvalues
-from analysis.trace import TRACE_METHODS, trace
-from models import ParamRole, param_roles
-from models.config import Section, contradiction, invalid
+from analysis.block_spectra import block_spectra
+from analysis.config import AnalysisConfig, resolved_dtype
+from analysis.density import spectral_density
+from analysis.lanczos_options import check_basis_memory
+from analysis.progress import progress_callback
+from analysis.records import (
+    density_record,
+    extreme_record,
+    is_primary,
+    jsonable,
+    model_config_record,
+    save_plot,
+    write_json,
+)
+from analysis.spectrum import bottom_eigenvalues, top_eigenvalues
+from analysis.trace import trace
 from train.loss import make_logits_fn, make_loss_fn, num_tokens
 from train.step import mlm_masked
-
-DTYPES = ("auto", "float64", "float32")
-OPERATORS = ("hessian", "gauss_newton")
-_INT_KEYS = dict(
-    checkpoint_step=-1,
-    probe_batch=0,
-    num_batches=1,
-    batch_size=1,
-    lanczos_steps=1,
-    num_probes=2,
-    top_k=0,
-    bottom_k=0,
-    preconditioned_top_k=0,
-    block_lanczos_steps=1,
-    grad_norm_seeds=1,
-    trace_probes=0,
-    seed=0,
-    max_basis_bytes=1,
-    mlp_depth=0,
-    mlp_width=1,
-    mlp_rows=1,
-    mlp_draws=1,
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class AnalysisConfig(Section):
-  """The `config.analysis` subtree, typed and checked (each key's meaning: configs/default.py)."""
-
-  KEY = "analysis"
-  at_init: bool
-  checkpoint_step: int
-  dtype: str
-  operator: str
-  num_batches: int
-  batch_size: int
-  linearize: bool
-  lanczos_steps: int
-  reorthogonalize: str
-  top_k: int
-  bottom_k: int
-  spectrum: bool
-  num_probes: int
-  probe_batch: int
-  sigma: float
-  log_density: bool
-  trace_probes: int
-  trace_method: str
-  blocks: bool
-  block_lanczos_steps: int
-  block_filter: str
-  grad_norms: bool
-  grad_norm_seeds: int
-  signal: bool
-  param_stats: bool
-  mlp_depth: int
-  mlp_width: int
-  mlp_rows: int
-  mlp_draws: int
-  preconditioned_top_k: int
-  update_sharpness: bool
-  seed: int
-  max_basis_bytes: int
-
-  def __post_init__(self):
-    _check_values(self)
-
-
-# Every key of `config.analysis` (declared with its default and comment in configs/default.py).
-ANALYSIS_KEYS = tuple(f.name for f in dataclasses.fields(AnalysisConfig))
-
-
-def _check_values(cfg: AnalysisConfig) -> None:
-  for key, choices in (
-      ("dtype", DTYPES),
-      ("operator", OPERATORS),
-      ("trace_method", tuple(TRACE_METHODS)),
-      ("reorthogonalize", REORTHOGONALIZATIONS),
-  ):
-    if cfg[key] not in choices:
-      raise invalid(f"analysis.{key}", cfg[key], list(choices))
-  for key, minimum in _INT_KEYS.items():
-    value = cfg[key]
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-      raise invalid(f"analysis.{key}", value, f"an integer >= {minimum}")
-  for key in ("top_k", "bottom_k", "preconditioned_top_k"):
-    if cfg[key] > cfg.lanczos_steps:
-      raise contradiction(
-          f"analysis.{key}",
-          cfg[key],
-          "analysis.lanczos_steps",
-          cfg.lanczos_steps,
-          "Lanczos gives at most num_steps Ritz values",
-      )
-  minimum = 4 if cfg.trace_method == "hutch++" else 2
-  if cfg.trace_probes and cfg.trace_probes < minimum:
-    raise contradiction(
-        "analysis.trace_probes",
-        cfg.trace_probes,
-        "analysis.trace_method",
-        cfg.trace_method,
-        f"valid: 0 (skip) or >= {minimum} probes",
-    )
-  try:
-    re.compile(cfg.block_filter)
-  except (re.error, TypeError) as e:
-    raise invalid("analysis.block_filter", cfg.block_filter, "a regular expression", str(e)) from e
-  if isinstance(cfg.sigma, bool) or not (isinstance(cfg.sigma, (int, float)) and cfg.sigma >= 0):
-    raise invalid("analysis.sigma", cfg.sigma, "a number >= 0 (0: 1% of the node range)")
-
-
-def _jsonable(x):
-  """Arrays -> nested lists; non-finite floats -> None (strict JSON)."""
-  if isinstance(x, dict):
-    return {str(k): _jsonable(v) for k, v in x.items()}
-  if isinstance(x, (list, tuple)):
-    return [_jsonable(v) for v in x]
-  if isinstance(x, (jax.Array, np.ndarray, np.generic)):
-    return _jsonable(np.asarray(x).tolist())
-  if isinstance(x, float):
-    return x if math.isfinite(x) else None
-  return x
-
-
-def _primary() -> bool:
-  """One writer: in a run of several processes (every one computes, the arrays are global) process 0 writes."""
-  return jax.process_index() == 0
-
-
-def _progress(label: str, print_fn):
-  """Lanczos progress lines (a `jax.debug.callback` inside the program) in a single-process run; none across several
-  processes, where a host callback in a program spanning processes runs on one host only and the run hangs (measured:
-  2 processes × 2 CPU devices, FSDP over 4, jax 0.10.2)."""
-  return progress_printer(label, print_fn) if jax.process_count() == 1 else None
-
-
-def _plot(fn, *args, **kwargs):
-  if _primary():
-    fn(*args, **kwargs)
-
-
-def _write(directory, name, obj):
-  if not _primary():
-    return
-  with open(os.path.join(directory, name), "w") as f:
-    json.dump(_jsonable(obj), f, indent=1)
-
-
-def _lanczos_dict(res):
-  k = int(res.num_steps_taken)
-  return dict(
-      alphas=res.alphas[:k],
-      betas=res.betas[:k],
-      num_steps_taken=k,
-      ritz_values=res.ritz_values[:k],
-      ritz_bounds=res.ritz_bounds[:k],
-      first_components=res.first_components[:k],
-      orthogonality_loss=float(res.orthogonality_loss),
-      orthogonality=res.orthogonality,
-      breakdown=bool(res.breakdown),
-      breakdown_step=int(res.breakdown_step),
-      breakdown_policy=res.breakdown_policy,
-      reorthogonalize=res.reorthogonalize,
-      num_reorthogonalizations=int(res.num_reorthogonalizations),
-  )
-
-
-def _extreme_dict(e):
-  return dict(
-      values=e.values, bounds=e.bounds, valid=e.valid, separated=bool(e.separated), lanczos=_lanczos_dict(e.lanczos)
-  )
 
 
 def _probe_batch(cfg, num_probes):
@@ -237,10 +76,6 @@ def _probe_batch(cfg, num_probes):
 
 def _cast(tree, dtype):
   return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
-
-
-def _model_config_dict(config):
-  return {k: (jnp.dtype(v).name if k in ("dtype", "param_dtype") else v) for k, v in dataclasses.asdict(config).items()}
 
 
 def run_analysis(
@@ -308,18 +143,10 @@ def run_analysis(
         f"{mlm_mask_rate}, one fixed masking per batch drawn from analysis.seed={cfg.seed}"
     )
   directory = os.path.join(out_dir, label) if label else out_dir
-  if _primary():
+  if is_primary():
     os.makedirs(directory, exist_ok=True)
   with jax.enable_x64(dtype == "float64"):
     return _run(cfg, dtype, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh, adam)
-
-
-def resolved_dtype(name: str) -> str:
-  """`analysis.dtype`: 'auto' is float64 where the backend computes it natively (CPU, GPU) and float32 on TPU,
-  which has no native float64 (XLA emulates it there, slowly)."""
-  if name != "auto":
-    return name
-  return "float32" if jax.default_backend() == "tpu" else "float64"
 
 
 def on_mesh(batches, mesh, print_fn):
@@ -391,7 +218,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
       blocks_operator="hessian (diagonal blocks, other parameters fixed)",
       seed=cfg.seed,
       analysis_config=cfg.to_dict(),
-      model_config=_model_config_dict(model.config),
+      model_config=model_config_record(model.config),
   )
 
   eigen = {}
@@ -405,10 +232,10 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         key=k_top,
         max_basis_bytes=cfg.max_basis_bytes,
         reorthogonalize=cfg.reorthogonalize,
-        callback=_progress(f"{label} top eigenvalues", print_fn),
+        callback=progress_callback(f"{label} top eigenvalues", print_fn),
         basis_sharding=basis_sharding,
     )
-    eigen["top"] = _extreme_dict(top)
+    eigen["top"] = extreme_record(top)
     timings["top_eigenvalues_s"] = time.perf_counter() - t
   if cfg.bottom_k:
     t = time.perf_counter()
@@ -420,15 +247,15 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         key=k_bottom,
         max_basis_bytes=cfg.max_basis_bytes,
         reorthogonalize=cfg.reorthogonalize,
-        callback=_progress(f"{label} bottom eigenvalues", print_fn),
+        callback=progress_callback(f"{label} bottom eigenvalues", print_fn),
         basis_sharding=basis_sharding,
     )
-    eigen["bottom"] = _extreme_dict(bottom)
+    eigen["bottom"] = extreme_record(bottom)
     timings["bottom_eigenvalues_s"] = time.perf_counter() - t
   if eigen:
-    _write(directory, "eigenvalues.json", eigen)
-    _plot(
-        plots.plot_eigenvalues, _jsonable(eigen), os.path.join(directory, "eigenvalues.png"), title=f"{label}: extremes"
+    write_json(directory, "eigenvalues.json", eigen)
+    save_plot(
+        plots.plot_eigenvalues, jsonable(eigen), os.path.join(directory, "eigenvalues.png"), title=f"{label}: extremes"
     )
     out["eigenvalues"] = eigen
 
@@ -443,7 +270,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
     )
     out["stability"] = dict(operator=cfg.operator, **predictors)
     timings["stability_s"] = time.perf_counter() - t
-    _write(directory, "stability.json", out["stability"])
+    write_json(directory, "stability.json", out["stability"])
 
   if cfg.spectrum:
     t = time.perf_counter()
@@ -456,32 +283,17 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         sigma=cfg.sigma or None,
         max_basis_bytes=cfg.max_basis_bytes,
         reorthogonalize=cfg.reorthogonalize,
-        callback=_progress(f"{label} SLQ matvecs", print_fn),
+        callback=progress_callback(f"{label} SLQ matvecs", print_fn),
         callback_every=max(steps // 2, 1),
         probe_batch=_probe_batch(cfg, cfg.num_probes),
         basis_sharding=basis_sharding,
     )
-    spec = dict(
-        grid=d.grid,
-        density=d.density,
-        band_low=d.band_low,
-        band_high=d.band_high,
-        sigma=float(d.sigma),
-        band_percentiles=list(d.band_percentiles),
-        num_bootstrap=d.num_bootstrap,
-        nodes=d.nodes,
-        weights=d.weights,
-        node_mask=d.node_mask,
-        breakdown=d.breakdown,
-        orthogonality_loss=d.orthogonality_loss,
-        num_probes=cfg.num_probes,
-        num_steps=steps,
-    )
+    spec = density_record(d, cfg.num_probes, steps)
     timings["spectrum_s"] = time.perf_counter() - t
-    _write(directory, "spectrum.json", spec)
-    _plot(
+    write_json(directory, "spectrum.json", spec)
+    save_plot(
         plots.plot_spectral_density,
-        _jsonable(spec),
+        jsonable(spec),
         os.path.join(directory, "spectrum.png"),
         log_y=cfg.log_density,
         title=f"{label}: spectral density",
@@ -503,18 +315,20 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         estimate=float(tr.estimate), std_error=float(tr.std_error), num_matvecs=tr.num_matvecs, method=tr.method
     )
     timings["trace_s"] = time.perf_counter() - t
-    _write(directory, "trace.json", out["trace"])
+    write_json(directory, "trace.json", out["trace"])
 
   if cfg.blocks:
     t = time.perf_counter()
     block_full = matvec if cfg.operator == "hessian" else build_hvp(loss_fn, params)
-    records = _block_spectra(cfg, block_full, params, model, k_blocks, print_fn)
+    records = block_spectra(cfg, block_full, params, model, k_blocks, print_fn)
     timings["blocks_s"] = time.perf_counter() - t
-    _write(directory, "blocks.json", records)
-    _plot(plots.plot_block_spectra, _jsonable(records), os.path.join(directory, "blocks.png"), title=f"{label}: blocks")
-    _plot(
+    write_json(directory, "blocks.json", records)
+    save_plot(
+        plots.plot_block_spectra, jsonable(records), os.path.join(directory, "blocks.png"), title=f"{label}: blocks"
+    )
+    save_plot(
         plots.plot_block_ritz_spectra,
-        _jsonable(records),
+        jsonable(records),
         os.path.join(directory, "block_spectra.png"),
         title=f"{label}: per-block Ritz spectra",
     )
@@ -526,10 +340,10 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
     ]
     prof = gradients.grad_norm_profile(loss_fn, params_list, batches, model=model)
     timings["grad_norms_s"] = time.perf_counter() - t
-    _write(directory, "grad_norms.json", prof)
-    _plot(
+    write_json(directory, "grad_norms.json", prof)
+    save_plot(
         plots.plot_grad_norms,
-        _jsonable(prof["aggregate"]),
+        jsonable(prof["aggregate"]),
         os.path.join(directory, "grad_norms.png"),
         title=f"{label}: grad norm",
     )
@@ -538,10 +352,10 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
     t = time.perf_counter()
     per_batch = [dict(batch_index=i, records=signal.signal_profile(model, variables, b)) for i, b in enumerate(batches)]
     timings["signal_s"] = time.perf_counter() - t
-    _write(directory, "signal.json", per_batch)
-    _plot(
+    write_json(directory, "signal.json", per_batch)
+    save_plot(
         plots.plot_signal,
-        _jsonable(per_batch[0]["records"]),
+        jsonable(per_batch[0]["records"]),
         os.path.join(directory, "signal.png"),
         title=f"{label}: signal (batch 0)",
     )
@@ -550,7 +364,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
     t = time.perf_counter()
     out["params"] = init_stats.param_statistics(params, model)
     timings["param_stats_s"] = time.perf_counter() - t
-    _write(directory, "params.json", out["params"])
+    write_json(directory, "params.json", out["params"])
 
   if cfg.mlp_depth:
     t = time.perf_counter()
@@ -563,63 +377,9 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         seed=cfg.seed,
     )
     timings["mlp_s"] = time.perf_counter() - t
-    _write(directory, "mlp_moments.json", out["mlp"])
+    write_json(directory, "mlp_moments.json", out["mlp"])
 
   meta["timings"] = timings
-  _write(directory, "metadata.json", meta)
+  write_json(directory, "metadata.json", meta)
   out["metadata"] = meta
-  return _jsonable(out)
-
-
-def _block_spectra(cfg, operator, params, model, key, print_fn):
-  """Top eigenvalues of every selected diagonal block of `operator` (one full-model linearization for all blocks;
-  blocks with equal leaf sizes share one compiled program)."""
-  records = []
-  roles = {}
-  for r in jax.tree.leaves(param_roles(model, params), is_leaf=lambda r: isinstance(r, ParamRole)):
-    roles.setdefault(r.path, r)
-  blocks = {k: v for k, v in hessian.model_blocks(model).items() if re.search(cfg.block_filter, k)}
-  if not blocks:
-    raise ValueError(
-        f"analysis.block_filter={cfg.block_filter!r} matches no block; blocks: "
-        f"{sorted(hessian.model_blocks(model))}"
-    )
-  start = time.perf_counter()
-  for i, (name, select) in enumerate(sorted(blocks.items())):
-    matvec, example = hessian.block_operator(operator, params, select, model=model)
-    size = int(ravel_pytree(example)[0].size)
-    steps = min(cfg.block_lanczos_steps, size)
-    e = top_eigenvalues(
-        matvec,
-        example,
-        min(2, steps),
-        num_steps=steps,
-        key=jax.random.fold_in(key, i),
-        max_basis_bytes=cfg.max_basis_bytes,
-        reorthogonalize=cfg.reorthogonalize,
-    )
-    first = roles[next(iter(example))]
-    kind = name.rsplit("/", 1)[-1]
-    records.append(
-        dict(
-            name=name,
-            stack=first.stack if first.layer is not None else None,
-            layer=first.layer,
-            kind=kind,
-            size=size,
-            num_steps=steps,
-            top_value=float(e.values[0]),
-            top_bound=float(e.bounds[0]),
-            values=e.values,
-            bounds=e.bounds,
-            separated=bool(e.separated),
-            lanczos=_lanczos_dict(e.lanczos),
-        )
-    )
-    elapsed = time.perf_counter() - start
-    print_fn(
-        f"block {i + 1}/{len(blocks)} {name}: top eigenvalue {float(e.values[0]):.4g} "
-        f"± {float(e.bounds[0]):.2g}, {elapsed:.1f} s elapsed, "
-        f"ETA {elapsed / (i + 1) * (len(blocks) - i - 1):.1f} s"
-    )
-  return records
+  return jsonable(out)

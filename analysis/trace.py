@@ -1,8 +1,8 @@
 """Stochastic trace estimates of a symmetric operator given as a matvec on a pytree.
 
 Contract: `trace(matvec, example, num_probes, key, method)` spends exactly `num_probes` matvecs and returns the
-estimate with a standard error; like `analysis.spectrum` it imports nothing of the project but that module's probes,
-so it runs on plain matrices as well as on Hessian-vector products.
+estimate with a standard error; like `analysis.spectrum` it imports nothing of the project but its probes
+(`analysis.probes`), so it runs on plain matrices as well as on Hessian-vector products.
 
   * "hutchinson": Hutchinson (1989), mean of z_pᵀ A z_p over Rademacher probes z_p.
   * "hutch++": Hutch++ (Meyer, Musco, Musco & Woodruff 2021, Alg. 1): a low-rank sketch's trace exactly, Hutchinson
@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from analysis.operators import as_operator, run_program
-from analysis.spectrum import PROBES, check_positive_int, check_probe_batch, flat_info, map_probes
+from analysis.probes import PROBES, check_positive_int, check_probe_batch, flat_info, map_probes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +119,7 @@ def trace(
     key: PRNG key.
     method: "hutchinson" (Rademacher probes) or "hutch++" (low-rank sketch plus Hutchinson on the rest).
     probe_batch: probes in lockstep through one vmapped matvec (memory × probe_batch); None: the backend's
-      default (`analysis.spectrum.PROBE_BATCH_DEFAULTS`). The estimate does not depend on it (to rounding).
+      default (`analysis.probes.PROBE_BATCH_DEFAULTS`). The estimate does not depend on it (to rounding).
 
   Returns:
     A `TraceEstimate` (estimate, standard error as documented on each method).

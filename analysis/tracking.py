@@ -41,7 +41,7 @@ reorthogonalization; docs/science.md §9 has the measured cost.
 
 Several processes: every process computes (the arrays are global; the batches are put on the run's mesh as
 `analysis.run` does), no Lanczos progress callback runs (a host callback in a program spanning processes hangs the
-run; `analysis.run._progress`), and only process 0 writes (the train loop's `MetricWriter`).
+run; `analysis.progress.progress_callback`), and only process 0 writes (the train loop's `MetricWriter`).
 """
 
 import dataclasses
@@ -56,8 +56,9 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from analysis import hessian
-from analysis.lanczos import check_basis_memory
-from analysis.run import AnalysisConfig, on_mesh, resolved_dtype
+from analysis.config import AnalysisConfig, resolved_dtype
+from analysis.lanczos_options import check_basis_memory
+from analysis.run import on_mesh
 from analysis.spectrum import top_eigenvalues
 from analysis.stability import (
     PreconditionedOperator,

@@ -40,10 +40,11 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from analysis import hessian  # noqa: E402
+from analysis import blocks, hessian  # noqa: E402
+from analysis.density import spectral_density  # noqa: E402
 from analysis.lanczos import _lanczos_program, lanczos  # noqa: E402
 from analysis.operators import FlatSpec  # noqa: E402
-from analysis.spectrum import spectral_density, top_eigenvalues  # noqa: E402
+from analysis.spectrum import top_eigenvalues  # noqa: E402
 from analysis.trace import trace  # noqa: E402
 from models import ModelConfig, get_model  # noqa: E402
 from train.loss import make_logits_fn, make_loss_fn  # noqa: E402
@@ -230,13 +231,13 @@ def print_public(r, batch_size, args, n):
 def section_blocks(model, params, batches, args):
   loss_fn = make_loss_fn(model)
   ops = [hessian.hvp_fn(loss_fn, params, b) for b in batches]
-  names = sorted(hessian.model_blocks(model))
+  names = sorted(blocks.model_blocks(model))
   signatures = {}
   for name in names:
-    sizes = tuple(int(np.size(x)) for _, x in sorted(hessian.block_params(params, name, model=model).items()))
+    sizes = tuple(int(np.size(x)) for _, x in sorted(blocks.block_params(params, name, model=model).items()))
     signatures.setdefault(sizes, []).append(name)
   steps = args.block_steps
-  block0, example0 = hessian.block_operator(ops[1], params, names[0], model=model)
+  block0, example0 = blocks.block_operator(ops[1], params, names[0], model=model)
   v0 = jax.tree.map(jnp.ones_like, example0)
   timed(lambda: block0(v0))
   t_block = best(lambda: block0(v0), args.repeats)
@@ -246,7 +247,7 @@ def section_blocks(model, params, batches, args):
     t = time.perf_counter()
     matvecs = 0
     for j, name in enumerate(names):
-      op, example = hessian.block_operator(ops[i], params, name, model=model)
+      op, example = blocks.block_operator(ops[i], params, name, model=model)
       size = FlatSpec.of(example).size
       e = top_eigenvalues(op, example, 1, num_steps=min(steps, size), key=jax.random.key(j))
       matvecs += int(jax.block_until_ready(e).lanczos.num_steps_taken)

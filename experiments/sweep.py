@@ -41,6 +41,7 @@ import ml_collections
 import tensorboardX
 from absl import logging
 
+import analysis.config
 import analysis.run
 import train.config
 import train.loop
@@ -53,7 +54,7 @@ RESULTS_FILE = "results.jsonl"
 RECORD_FILE = "sweep_record.json"
 DONE = ("finished", "diverged")  # statuses a rerun skips
 TRAINED = ("model.", "init.", "optim.", "data.", "train.", "mesh.")  # the groups (and `mode`) a rerun may not change
-GROUPS = {"analysis": analysis.run.AnalysisConfig.from_config, "sweep": grid_lib.SweepConfig.from_config}
+GROUPS = {"analysis": analysis.config.AnalysisConfig.from_config, "sweep": grid_lib.SweepConfig.from_config}
 
 
 def run_dir(workdir: str, cell: grid_lib.Cell, seed: int) -> str:
@@ -219,8 +220,8 @@ def run_sweep(
       if os.path.exists(record_path):
         with open(record_path, encoding="utf-8") as f:
           record = json.load(f)
-        # The run may have been recorded by another grid holding the cell (a one-cell sweep, a smaller union): its
-        # params are this grid's, which records every key the union sweeps (results.md's columns).
+        # A run made by a sweep of another grid (e.g. one cell of this union) records only that grid's keys; this
+        # sweep's cell of the same name has every swept key (the base value where its product sets none).
         record["params"] = dict(cell.params)
       else:
         record = _record(cell, seed, rdir, _record_from_status(rdir), None)

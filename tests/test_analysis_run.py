@@ -12,8 +12,9 @@ import numpy as np
 import optax
 import pytest
 
+from analysis.config import AnalysisConfig
 from analysis.hessian import dense_hessian, ggn_vp_fn
-from analysis.run import AnalysisConfig, run_analysis
+from analysis.run import run_analysis
 from configs import default
 from models import ModelConfig, get_model
 from train.loss import make_loss_fn, num_tokens

@@ -112,3 +112,34 @@ def test_decide_returns_the_four_claims_in_order():
   out = claims.decide({"methods": {}}, seeds=2)
   assert [r["number"] for r in out] == [6, 8, 9, 10]
   assert all(r["verdict"] == "inconclusive" and r["rules"] for r in out)
+
+
+def test_with_atlas_replaces_the_verdict_and_claim_9_keeps_its_identity_half(tmp_path):
+  from experiments.claims import report
+
+  xavier = _arm([4.0, 5.5, None], [True, False, False])
+  bert = _arm([3.5, 5.0, None], [True, True, False])
+  m = {"methods": {claims.POST: {"runs": {0: xavier}}, claims.BERT: {"runs": {0: bert}}}}
+  decisions = claims.decide(m, seeds=2)
+  results = [
+      {"claim": "bert_vs_xavier", "number": 9, "verdict": "reproduced", "reason": "one lr", "measured": {}},
+      {"claim": "identity_path", "number": 4, "verdict": "reproduced", "reason": "at init"},
+  ]
+  out = report.with_atlas(results, decisions)
+  assert out[0]["verdict"] == "reproduced" and out[0]["single_lr"]["verdict"] == "reproduced"
+  assert out[0]["reason"].startswith("decided from the atlas's lr × warmup grid") and out[1] == results[1]
+  results[0]["measured"]["identity_holds"] = False
+  assert report.with_atlas(results, decisions)[0]["verdict"] == "not reproduced"
+  path = report.write_reproduction(out, str(tmp_path / "R.md"), figure_dir="f", command="c")
+  text = open(path, encoding="utf-8").read()
+  assert "| 9 | [bert_vs_xavier](#bert-vs-xavier) | **reproduced** (atlas) |" in text
+  assert "| 4 | [identity_path](#identity-path) | **reproduced** |" in text
+  assert "superseded by the atlas (issue 15): verdict reproduced. one lr" in text
+  assert f"- {claims.RULES['bert_vs_xavier'][1]}" in text
+
+
+def test_markdown_lists_every_claim_with_its_verdict():
+  text = claims.markdown(claims.decide({"methods": {}}, seeds=2))
+  rows = [l for l in text.splitlines() if l.startswith("| ") and l[2].isdigit()]
+  assert [r.split(" | ")[0] for r in rows] == ["| 6", "| 8", "| 9", "| 10"]
+  assert all("**inconclusive**" in r and "atlas incomplete" in r for r in rows)

@@ -1,8 +1,8 @@
-"""The claims layer (experiments/claims/) and the init statistics it reads (analysis/init_stats.py): every claim config
-loads at every scale and `--config.data.dir` reaches every cell of every claim and sweep; claims 1, 2 and 4 end to
-end at `tiny` (claim.json with provenance, figures, a rerun that trains nothing, a crashed run → inconclusive and exit
-status 4 through main.py), their verdicts on synthetic numbers for every branch, and the statistics against numpy and
-closed forms."""
+"""The claims layer (experiments/claims/): every claim config loads at every scale and `--config.data.dir` reaches
+every cell of every claim and sweep; claims 1, 2 and 4 end to end at `tiny` (claim.json with provenance, figures, a
+rerun that trains nothing, a crashed run → inconclusive and exit status 4 through main.py) and their verdicts on
+synthetic numbers for every branch. The init statistics the claims read: tests/test_init_stats.py; the reproduction
+report: tests/test_reproduce.py."""
 
 import copy
 import glob
@@ -15,14 +15,9 @@ import subprocess
 import sys
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
 
-import init as init_lib
-import models
 import train.config
-from analysis import init_stats
 from experiments import claims
 from experiments import grid as grid_lib
 from experiments.claims import activation_moments, base, identity_path, truncated_normal
@@ -124,52 +119,6 @@ def test_a_claim_runs_on_multi30k_from_a_read_only_folder_of_the_users_choosing(
     config = json.loads((run / "config.json").read_text())
     assert config["data"]["dir"] == str(data_dir) and config["data"]["tokenizer_dir"] == str(workdir / "tokenizer")
     assert not (run / "tokenizer").exists()
-
-
-# ------------------------------------------------------------------------------------------ the init statistics
-
-
-def test_param_statistics_match_numpy_and_the_truncation_closed_form():
-  mc = models.ModelConfig.from_config(
-      {"preset": "tiny", "arch": "encoder", "num_encoder_layers": 1, "d_model": 64, "num_heads": 4, "d_ff": 256},
-      vocab_size=300,
-  )
-  model = models.get_model(mc)
-  batch = {"targets": jnp.ones((2, 8), jnp.int32)}
-  params = init_lib.init_params({"scheme": "bert", "std": 0.02}, model, jax.random.key(0), batch)["params"]
-  with jax.enable_x64(True):
-    stats = init_stats.param_statistics(jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), params), model)
-  leaves = jax.tree.leaves(params)
-  assert len(stats) == len(leaves)
-  for s, leaf in zip(stats, leaves):
-    x = np.asarray(leaf, np.float64).ravel()
-    assert s["n"] == x.size and s["shape"] == list(np.shape(leaf))
-    assert s["mean"] == pytest.approx(x.mean(), abs=1e-12) and s["std"] == pytest.approx(x.std(), rel=1e-9)
-    assert s["max_abs"] == pytest.approx(np.abs(x).max(), rel=1e-12)
-    if s["std"] > 0:
-      c = x - x.mean()
-      kurt = np.mean(c**4) / np.mean(c**2) ** 2
-      assert s["kurtosis"] == pytest.approx(kurt, rel=1e-9)
-      assert s["std_error"] == pytest.approx(x.std() * math.sqrt((kurt - 1) / (4 * x.size)), rel=1e-9)
-  kernels = [s for s in stats if s["role"] == "mlp_in"]
-  (k,) = kernels
-  assert (k["fan_in"], k["fan_out"]) == (64, 256)
-  # A ±2σ truncated normal: std 0.8796σ, kurtosis 2.36 (closed forms), every |x| ≤ 2σ.
-  assert k["std"] == pytest.approx(0.02 * truncated_normal_std_factor(), rel=0.02) and k["max_abs"] <= 0.04
-  assert k["kurtosis"] == pytest.approx(2.36, abs=0.1)
-
-
-def test_mlp_second_moments_follow_the_mean_field_closed_forms():
-  # ReLU with LeCun init halves E[x²] per layer: q_l = 2^{-l} exactly in mean field; SELU keeps q = 1.
-  assert init_stats.mean_field("relu", 5) == pytest.approx([2.0**-l for l in range(1, 6)], rel=1e-12)
-  assert init_stats.mean_field("selu", 3) == pytest.approx([1.0] * 3, abs=1e-4)
-  assert init_stats.fixed_point_slope("relu") == pytest.approx(1.0, abs=1e-9)  # homogeneous: neutral
-  out = init_stats.mlp_second_moments("relu", width=512, depth=4, rows=128, draws=16, seed=0)
-  per_draw = np.asarray(out["second_moment_per_draw"])
-  assert per_draw.shape == (16, 4) and len(set(per_draw[:, 0])) == 16  # independent draws
-  # A draw's ln E[x_l²] random-walks with variance ~5l/width; 16 draws: std of the mean ≈ 0.05 at l = 4,
-  # so 0.2 = 4σ.
-  np.testing.assert_allclose(per_draw.mean(0), [2.0**-l for l in range(1, 5)], rtol=0.2)
 
 
 # --------------------------------------------------------------------------------------- claims 1, 2, 4 at tiny
@@ -360,48 +309,3 @@ def test_identity_path_verdict_branches(measured, expected, failing):
 def test_a_crashed_run_is_inconclusive_for_every_claim(claim):
   v = claim.verdict({"crashed": ["cell seed 1: RuntimeError: boom"]})
   assert v.verdict == claims.INCONCLUSIVE and "cell seed 1: RuntimeError: boom" in v.reason
-
-
-# ----------------------------------------------------------------------------------------- the report and README
-
-
-def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
-  runs, out = tmp_path / "runs", tmp_path / "out"
-  cmd = [sys.executable, "-m", "experiments.claims.reproduce", f"--runs={runs}", f"--out={out}"]
-  done = subprocess.run(
-      [*cmd, "--scale=tiny", "--claims=truncated_normal"], cwd=REPO, capture_output=True, text=True, timeout=300
-  )
-  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-  assert "cell 2/2, seed 0: init.scheme=xavier" in done.stdout  # the child's progress lines are shown
-  # A claim whose process fails (cpu scale without a data folder) is reported as inconclusive; the earlier claim is
-  # kept (merged from its claim.json) and the driver exits 1.
-  failed = subprocess.run(
-      [*cmd, "--scale=cpu", "--claims=identity_path"], cwd=REPO, capture_output=True, text=True, timeout=300
-  )
-  assert failed.returncode == 1
-  text = (out / "REPRODUCTION.md").read_text()
-  assert "| 1 | [truncated_normal](#truncated-normal) | **reproduced** | tiny | synthetic (no data read) |" in text
-  assert "| 4 | [identity_path](#identity-path) | **inconclusive** | cpu |" in text
-  assert "config.data.dir='' is invalid" in text  # the end of the failed claim's log
-  assert "![truncated_normal](reproduction/truncated_normal/truncated_normal.png)" in text
-  assert (out / "reproduction" / "truncated_normal" / "truncated_normal.png").stat().st_size > 10_000
-  assert "Provenance: commit" in text and f"jax {jax.__version__}" in text
-  # The README's table is rebuilt between its markers from the same results.
-  readme = tmp_path / "README.md"
-  readme.write_text("intro\n<!-- claims:begin -->\nold table\n<!-- claims:end -->\nrest\n")
-  from experiments.claims import report, reproduce
-
-  report.update_readme(str(readme), reproduce.collect(str(out)))
-  new = readme.read_text()
-  assert new.startswith("intro\n<!-- claims:begin -->\n| # | claim |") and new.endswith("<!-- claims:end -->\nrest\n")
-  assert "old table" not in new and "[identity_path](reports/REPRODUCTION.md#identity-path) | **inconclusive**" in new
-  # --report_only trains nothing and rewrites the same report from the results on disk.
-  (out / "REPRODUCTION.md").unlink()
-  again = subprocess.run([*cmd, "--report_only"], cwd=REPO, capture_output=True, text=True, timeout=120)
-  assert again.returncode == 0 and (out / "REPRODUCTION.md").read_text() == text
-  assert "cell " not in again.stdout
-  # A '|' in a headline number's name is escaped, so the table keeps its columns.
-  row = report.readme_table([{"claim": "x", "number": 1, "verdict": "reproduced", "summary": {"max|c−1|": 0.5}}])
-  assert row.splitlines()[-1].count(" | ") == 4 and "max\\|c−1\\|" in row
-  with pytest.raises(ValueError, match="has no <!-- claims:begin -->"):
-    report.update_readme(str(tmp_path / "runs" / "truncated_normal" / "results.md"), [])

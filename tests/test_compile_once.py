@@ -17,13 +17,15 @@ import numpy as np
 import pytest
 
 from analysis import hessian
+from analysis.blocks import block_operator, block_params, model_blocks
+from analysis.density import spectral_density
 from analysis.lanczos import lanczos
 from analysis.operators import FlatSpec, as_operator
 from analysis.run import run_analysis
-from analysis.spectrum import bottom_eigenvalues, spectral_density, top_eigenvalues
+from analysis.spectrum import bottom_eigenvalues, top_eigenvalues
 from analysis.trace import trace
 from configs import default
-from models import ModelConfig, get_model
+from models import ModelConfig, get_model, param_roles
 from train.loss import make_logits_fn, make_loss_fn
 
 VOCAB = 11
@@ -151,7 +153,7 @@ def test_blocks_of_the_same_shape_share_one_program(model):
   counts, values = [], []
   for i, name in enumerate(names):
     with count_compiles() as compiles:
-      op, example = hessian.block_operator(full, params, name, model=model)
+      op, example = block_operator(full, params, name, model=model)
       e = jax.block_until_ready(top_eigenvalues(op, example, 1, num_steps=5, key=jax.random.key(i)))
     counts.append(len(compiles))
     values.append(float(e.values[0]))
@@ -166,13 +168,11 @@ def test_block_operator_matches_the_per_block_linearization(model):
   params = variables["params"]
   loss_fn = make_loss_fn(model)
   name = "decoder/layer_0/mlp_in"
-  op, example = hessian.block_operator(hessian.hvp_fn(loss_fn, params, batch), params, name, model=model)
+  op, example = block_operator(hessian.hvp_fn(loss_fn, params, batch), params, name, model=model)
   leaves, treedef = jax.tree.flatten(params)
-  paths = hessian.block_params(params, name, model=model)
+  paths = block_params(params, name, model=model)
   index = {p: i for i, p in enumerate(sorted(paths))}
-  flat_paths = [
-      r.path for r in jax.tree.leaves(hessian.param_roles(model, params), is_leaf=lambda r: hasattr(r, "path"))
-  ]
+  flat_paths = [r.path for r in jax.tree.leaves(param_roles(model, params), is_leaf=lambda r: hasattr(r, "path"))]
 
   def sub_loss(sub):
     return loss_fn(
@@ -220,10 +220,9 @@ def test_run_analysis_compiles_each_program_once_and_nothing_the_second_time(mod
     jax.monitoring.unregister_event_duration_listener(listener)
   assert counts[1] == 0, counts
   params = variables["params"]
-  blocks = hessian.model_blocks(model)
+  blocks = model_blocks(model)
   signatures = {
-      tuple(sorted(np.size(x) for x in jax.tree.leaves(hessian.block_params(params, name, model=model))))
-      for name in blocks
+      tuple(sorted(np.size(x) for x in jax.tree.leaves(block_params(params, name, model=model)))) for name in blocks
   }
   assert len(blocks) > 2 * len(signatures)  # the test has blocks to share
   assert names.count("jit(_extreme_program)") == 2 + len(signatures), (names, signatures)

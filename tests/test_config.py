@@ -18,7 +18,7 @@ import pytest
 
 import init
 import models
-from analysis.run import ANALYSIS_KEYS, AnalysisConfig
+from analysis.config import ANALYSIS_KEYS, AnalysisConfig
 from configs import default
 from models.config import DTYPES
 from train import config as config_lib

@@ -330,3 +330,19 @@ def test_analysis_steps_analyze_kept_checkpoints_also_of_finished_runs(tmp_path)
   stats = {k: json.loads((run / "analysis" / f"step_{k}" / "params.json").read_text()) for k in (2, 4)}
   assert [p["path"] for p in stats[2]] == [p["path"] for p in stats[4]]
   assert any(a["std"] != b["std"] for a, b in zip(stats[2], stats[4]))
+
+
+def test_a_union_sweep_over_runs_of_one_cell_grids_reports_every_swept_key(tmp_path):
+  """Runs made cell by cell (each by a one-product grid, as the atlas driver does) are skipped by the union's sweep,
+  whose records and results.md carry every swept key: the base value where a product does not set it."""
+  grid = "model.norm_position=post;optim.warmup_steps=0 | model.norm_position=pre;init.scheme=bert"
+  config = tiny_config(**{"sweep.grid": grid, "sweep.seeds": 1})
+  for product in grid.split(" | "):
+    sweep_lib.run_sweep(tiny_config(**{"sweep.grid": product, "sweep.seeds": 1}), str(tmp_path), emit=lambda _: None)
+  records = sweep_lib.run_sweep(config, str(tmp_path), emit=lambda _: None)
+  assert [r["params"] for r in records] == [
+      {"model.norm_position": "post", "optim.warmup_steps": 0, "init.scheme": "xavier"},
+      {"model.norm_position": "pre", "optim.warmup_steps": 0, "init.scheme": "bert"},
+  ]
+  table = (tmp_path / "results.md").read_text()
+  assert "| post | 0 | xavier |" in table and "| pre | 0 | bert |" in table

@@ -1,4 +1,4 @@
-"""Tests for analysis/hessian.py against dense references on a tiny encoder-decoder in float64.
+"""Tests for analysis/hessian.py and analysis/blocks.py against dense references on a tiny encoder-decoder in float64.
 
 One dense Hessian (of the concatenated batch) is shared by all tests through module-scoped fixtures, since compiling
 `jax.hessian` dominates the cost. Tolerance: 1e-10 relative; the model computes end to end in float64 (softmax and
@@ -11,16 +11,8 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from analysis.hessian import (
-    block_hvp_fn,
-    block_indices,
-    block_params,
-    dense_hessian,
-    ggn_vp_fn,
-    hvp_fn,
-    model_blocks,
-    token_ce_output_hessian_vp,
-)
+from analysis.blocks import block_hvp_fn, block_indices, block_params, model_blocks
+from analysis.hessian import dense_hessian, ggn_vp_fn, hvp_fn, token_ce_output_hessian_vp
 from models import ModelConfig, ParamRole, get_model, param_roles
 from train.loss import make_loss_fn
 

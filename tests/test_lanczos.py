@@ -1,4 +1,6 @@
-"""Tests for analysis/lanczos.py against numpy.linalg.eigh, matfree, closed-form spectra and the Strakoš matrix."""
+"""Tests for analysis/lanczos.py (with its Ritz pairs, options and progress lines: analysis/ritz.py,
+analysis/lanczos_options.py, analysis/progress.py) against numpy.linalg.eigh, matfree, closed-form spectra and the
+Strakoš matrix."""
 
 import itertools
 import re
@@ -11,8 +13,11 @@ from jax.flatten_util import ravel_pytree
 from matfree import decomp
 
 from analysis import orthogonality
-from analysis.lanczos import REORTH_PASSES, REORTHOGONALIZATIONS, basis_bytes, lanczos, progress_printer, ritz_vectors
+from analysis.lanczos import lanczos
+from analysis.lanczos_options import REORTH_PASSES, REORTHOGONALIZATIONS, basis_bytes
 from analysis.orthogonality import REORTH_CHUNK, cgs_reorthogonalize, measured_orthogonality_loss, project_out
+from analysis.progress import progress_printer
+from analysis.ritz import ritz_vectors
 
 
 @pytest.fixture(autouse=True)

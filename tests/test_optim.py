@@ -1,5 +1,5 @@
-"""Schedules against hand-computed docs/science.md §8 values; optimizers on a quadratic; multipliers,
-clipping, weight-decay mask and config validation."""
+"""train/schedules.py and train/optim.py: schedules against hand-computed docs/science.md §8 values; optimizers on
+a quadratic; multipliers, clipping, weight-decay mask and config validation."""
 
 import math
 
@@ -10,7 +10,7 @@ import optax
 import pytest
 
 from configs import default
-from train import optim
+from train import optim, schedules
 
 
 def _cfg(**overrides):
@@ -85,7 +85,7 @@ def test_warmup_linear_decay_hand_values():
   np.testing.assert_allclose(got, [0.5, 1.0, 0.55, 0.1, 0.1], rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", sorted(optim.SCHEDULES))
+@pytest.mark.parametrize("name", sorted(schedules.SCHEDULES))
 def test_zero_warmup_first_step_is_finite_and_positive(name):
   cfg = _cfg(schedule=name, learning_rate=0.5, warmup_steps=0, decay_steps=20)
   got = np.array(_lrs(cfg, [0, 1, 10, 19, 100]))
@@ -106,10 +106,10 @@ def test_zero_warmup_decay_values():
 
 
 def test_schedule_registry_and_getter():
-  for name in optim.SCHEDULES:
-    assert optim.get_schedule(name) is optim.SCHEDULES[name]
+  for name in schedules.SCHEDULES:
+    assert schedules.get_schedule(name) is schedules.SCHEDULES[name]
   with pytest.raises(ValueError, match=r"config.optim.schedule='noam' is invalid; valid: .*rsqrt"):
-    optim.get_schedule("noam")
+    schedules.get_schedule("noam")
 
 
 # ------------------------------------------------------------------------------ optimizers
@@ -270,3 +270,45 @@ def test_unknown_key_and_total_steps_horizon():
 
 def test_default_config_is_valid():
   optim.validate_optim_config(default.get_config().optim)
+
+
+@pytest.mark.parametrize(
+    "schedule,extra",
+    [
+        ("linear_warmup", {"warmup_steps": 3}),
+        ("rsqrt", {"warmup_steps": 3, "rsqrt_d_model": 64}),
+        ("warmup_cosine", {"warmup_steps": 2, "decay_steps": 6, "min_lr_ratio": 0.1}),
+    ],
+)
+@pytest.mark.parametrize("name", ["adam", "adamw", "sgd", "adafactor"])
+def test_the_peak_lr_is_optimizer_state_and_the_updates_are_the_schedules(name, schedule, extra):
+  """The peak lr is a float32 of the optimizer state, not a constant of the compiled update: the two peaks' updates
+  lower to the same program text (so they share a compilation and its persistent-cache entry), and over 5 steps the
+  updates equal those of the optimizer built directly on the peak's schedule (the formulation before the peak became
+  state), to float32 rounding, weight decay included."""
+  decay = 0.0 if name == "adam" else 0.01
+  cfgs = [
+      _cfg(name=name, schedule=schedule, learning_rate=lr, weight_decay=decay, adafactor_min_dim_size_to_factor=2)
+      for lr in (0.1, 0.003)
+  ]
+  for cfg in cfgs:
+    for key, value in extra.items():
+      setattr(cfg, key, value)
+  programs = []
+  for cfg in cfgs:
+    tx, sched = optim.make_optimizer(cfg, total_steps=6)
+    reference = optim.get_optimizer(name)(optim.make_schedule(cfg, total_steps=6), optim.validate_optim_config(cfg))
+    state, ref_state = tx.init(_params()), reference.init(_params())
+    (peak,) = [s for s in state if isinstance(s, optim.PeakLRState)]
+    assert peak.peak.dtype == jnp.float32 and float(peak.peak) == np.float32(cfg.learning_rate)
+    params = ref_params = _params()
+    update = jax.jit(tx.update)
+    programs.append(update.lower(jax.grad(_quadratic)(params), state, params).as_text())
+    for _ in range(5):
+      u, state = update(jax.grad(_quadratic)(params), state, params)
+      ref_u, ref_state = reference.update(jax.grad(_quadratic)(ref_params), ref_state, ref_params)
+      for k in u:
+        np.testing.assert_allclose(u[k], ref_u[k], rtol=2e-5, atol=1e-9 * cfg.learning_rate)
+      params, ref_params = optax.apply_updates(params, u), optax.apply_updates(ref_params, ref_u)
+    assert float(sched(2)) == pytest.approx(float(optim.make_schedule(cfg, total_steps=6)(2)), rel=1e-7)
+  assert programs[0] == programs[1]  # before the peak became state, the peak was a constant of each program

@@ -1,5 +1,7 @@
 """init.schemes + init.init_params: every scheme × architecture realizes its paper's per-role stds (written out
-here independently of init/), depth factors show in the realized stds, determinism per key, errors."""
+here independently of init/), determinism per key, the residual scalars and embedding norm every scheme starts from,
+and `init.scheme='auto'`. The helpers (`make_model`, `make_batch`, `SIZES`, `TRUNC`) are shared with
+tests/test_scheme_factors.py (depth factors, hyper-parameters) and tests/test_init_inputs.py (errors, batches)."""
 
 import itertools
 import math
@@ -217,89 +219,6 @@ def test_768_constants(scheme, expected):
   assert kernel.std() == pytest.approx(expected, rel=0.01)
 
 
-def kernel_std(params, stack, layer, sublayer, name):
-  return float(np.asarray(params[stack][f"layer_{layer}"][sublayer][name]["kernel"]).std())
-
-
-@pytest.fixture(scope="module")
-def deep_params():
-  """Encoder-decoder with N=3 encoder and M=5 decoder layers, so a swapped depth shows."""
-  out = {}
-  for scheme in ("dsinit", "tfixup", "deepnet", "gpt2"):
-    model = make_model(scheme, "encoder_decoder", num_encoder_layers=3, num_decoder_layers=5, d_ff=128)
-    out[scheme] = init.init_params({"scheme": scheme}, model, jax.random.key(2), make_batch("encoder_decoder"))
-  return out
-
-
-def test_dsinit_depth_factor(deep_params):
-  """DS-Init: std of layer l = std of layer 1 / √l (Zhang, Titov & Sennrich 2019)."""
-  p = deep_params["dsinit"]["params"]
-  for stack, depth in (("encoder", 3), ("decoder", 5)):
-    first = kernel_std(p, stack, 0, "mlp", "wi")
-    for layer in range(1, depth):
-      assert kernel_std(p, stack, layer, "mlp", "wi") / first == pytest.approx(1 / math.sqrt(layer + 1), rel=0.03)
-
-
-def test_tfixup_depth_factors(deep_params):
-  """T-Fixup: encoder 0.67·3^{-1/4} = 0.5091, decoder and embeddings (9·5)^{-1/4} = 0.3861 times Xavier/d^{-1/2}."""
-  p = deep_params["tfixup"]["params"]
-  xavier_mlp = math.sqrt(2 / (128 + 128))
-  assert kernel_std(p, "encoder", 1, "mlp", "wi") / xavier_mlp == pytest.approx(0.50908, rel=0.03)
-  assert kernel_std(p, "decoder", 3, "mlp", "wo") / xavier_mlp == pytest.approx(0.38610, rel=0.03)
-  xavier_v = math.sqrt(2 / (128 + 64))
-  assert kernel_std(p, "decoder", 4, "cross_attn", "value") / xavier_v == pytest.approx(0.38610, rel=0.03)
-  assert kernel_std(p, "decoder", 0, "self_attn", "query") / xavier_v == pytest.approx(1.0, rel=0.03)
-  emb = float(np.asarray(p["token_embedding"]["embedding"]).std())
-  assert emb / 128**-0.5 == pytest.approx(0.38610, rel=0.03)
-
-
-def test_deepnet_gains(deep_params):
-  """DeepNet enc-dec, N=3, M=5: encoder β = 0.87·(3⁴·5)^{-1/16} = 0.5978, decoder β = (12·5)^{-1/4} = 0.3593."""
-  p = deep_params["deepnet"]["params"]
-  xavier_mlp = math.sqrt(2 / (128 + 128))
-  xavier_qkv = math.sqrt(2 / (128 + 64))
-  assert kernel_std(p, "encoder", 2, "mlp", "wi") / xavier_mlp == pytest.approx(0.59779, rel=0.03)
-  assert kernel_std(p, "decoder", 2, "self_attn", "out") / xavier_qkv == pytest.approx(0.35930, rel=0.03)
-  assert kernel_std(p, "decoder", 2, "self_attn", "key") / xavier_qkv == pytest.approx(1.0, rel=0.03)
-
-
-def test_gpt2_residual_projection_factor(deep_params):
-  """GPT-2: residual outputs × 1/√R, R residual layers: 2·3 = 6 (encoder), 3·5 = 15 (decoder with cross-attn)."""
-  p = deep_params["gpt2"]["params"]
-  assert kernel_std(p, "encoder", 0, "self_attn", "out") / 0.02 == pytest.approx(6**-0.5, rel=0.03)
-  assert kernel_std(p, "decoder", 0, "mlp", "wo") / 0.02 == pytest.approx(15**-0.5, rel=0.03)
-  assert kernel_std(p, "decoder", 0, "cross_attn", "query") / 0.02 == pytest.approx(1.0, rel=0.03)
-
-
-@pytest.mark.parametrize(
-    "cfg,path,expected",
-    [
-        ({"scheme": "bert", "std": 0.05}, ("decoder", "layer_0", "mlp", "wi"), 0.05 * TRUNC),
-        ({"scheme": "gpt2", "std": 0.05}, ("decoder", "layer_0", "mlp", "wi"), 0.05),
-        (
-            {"scheme": "dsinit", "dsinit_alpha": 0.5},
-            ("decoder", "layer_1", "mlp", "wi"),
-            0.5 * math.sqrt(2 / 384) / math.sqrt(2),
-        ),
-    ],
-)
-def test_hyper_parameters_reach_the_rule(cfg, path, expected):
-  model = make_model(cfg["scheme"], "decoder")
-  params = init.init_params(cfg, model, jax.random.key(0))["params"]
-  x = np.asarray(params[path[0]][path[1]][path[2]][path[3]]["kernel"])
-  assert x.std() == pytest.approx(expected, rel=0.03)
-
-
-def test_mup_nonzero_readout_and_query():
-  model = make_model("mup", "decoder")
-  cfg = {"scheme": "mup", "mup_readout_zero": False, "mup_query_zero": False}
-  params = init.init_params(cfg, model, jax.random.key(0))["params"]
-  assert np.asarray(params["head"]["kernel"]).std() == pytest.approx(128**-0.5, rel=0.03)
-  assert np.asarray(params["decoder"]["layer_0"]["self_attn"]["query"]["kernel"]).std() == pytest.approx(
-      128**-0.5, rel=0.03
-  )
-
-
 @pytest.mark.parametrize(
     "residual,kw",
     [("rezero", {}), ("skipinit", {"skipinit_alpha": 0.25}), ("scheduled", {"alpha_init": 0.1}), ("admin", {})],
@@ -335,52 +254,6 @@ def test_residual_scalars_match_the_models_own_init(residual, kw):
   assert n == 2 * 2  # 2 layers × (self_attn, mlp)
 
 
-def test_unknown_scheme_lists_valid_names():
-  with pytest.raises(ValueError, match=r"init.scheme='nope'.*'admin'.*'xavier'"):
-    init.get_scheme("nope")
-
-
-@pytest.mark.parametrize(
-    "cfg,model_kw,match",
-    [
-        ({"scheme": "nope"}, {}, r"config.init.scheme='nope' is invalid; valid: \['admin', .*'auto'\]"),
-        ({"scheme": "admin"}, {}, r"model.residual in \['admin'\]"),
-        ({"scheme": "deepnet"}, {}, r"model.residual in \['deepnorm'\]"),
-        ({"scheme": "rezero"}, {}, r"model.residual in \['rezero'\]"),
-        ({"scheme": "ntk"}, {}, r"model.parameterization in \['ntk'\]"),
-        (
-            {"scheme": "xavier"},
-            {"parameterization": "ntk"},
-            r"config.init.scheme='xavier' contradicts config.model.parameterization='ntk'.*init.scheme='ntk' or 'auto'",
-        ),
-        (
-            {"scheme": "bert"},
-            {"parameterization": "mup", "attention_logit_scale": "dk"},
-            r"config.init.scheme='bert' contradicts config.model.parameterization='mup'",
-        ),
-        ({"scheme": "bert", "sdt": 0.02}, {}, r"config.init.sdt=0.02 is invalid \(unknown key\)"),
-        ({"scheme": "bert", "std": -1.0}, {}, r"init.std=-1.0"),
-        ({"scheme": "dsinit", "dsinit_alpha": 2.0}, {}, r"init.dsinit_alpha=2.0"),
-        (
-            {"scheme": "mup", "mup_readout_zero": 1},
-            {"parameterization": "mup", "attention_logit_scale": "dk"},
-            r"init.mup_readout_zero=1",
-        ),
-        ({"scheme": None}, {}, r"config.init.scheme=None is invalid; valid: a string"),
-        ({"scheme": "bert", "std": "0.02"}, {}, r"config.init.std='0.02' is invalid; valid: a number"),
-    ],
-)
-def test_bad_config_or_model_raises_before_compute(cfg, model_kw, match, monkeypatch):
-  model = get_model(ModelConfig(**{**SIZES, "arch": "decoder", **model_kw}))
-
-  def no_compute(*a, **k):
-    raise AssertionError("computed before validating")
-
-  monkeypatch.setattr(jax, "eval_shape", no_compute)
-  with pytest.raises(ValueError, match=match):
-    init.init_params(cfg, model, jax.random.key(0), make_batch("decoder"))
-
-
 @pytest.mark.parametrize("scheme", sorted(schemes.SCHEMES))
 def test_embedding_norm_starts_as_identity_gain_under_every_scheme(scheme):
   """model.embedding_norm's gain and bias have norm roles, so every scheme starts them at 1 and 0 (BERT's
@@ -396,38 +269,6 @@ def test_embedding_norm_starts_as_identity_gain_under_every_scheme(scheme):
         param_roles(model, params)[stack]["embedding_norm"]["scale"], model.config, {}
     )
     assert rule.initializer == "ones"
-
-
-@pytest.mark.parametrize("scheme", ["bert", "xavier", "admin"])
-def test_encoder_inits_from_lm_batches_and_reads_the_text_in_targets(scheme):
-  """An encoder is fed LM batches ({"targets"} only) or translation batches whose `inputs` are not its text: init
-  accepts both, reads `targets` (the same variables either way, Admin's profiling pass included), and the MLM loss
-  of the train step's masked batch is finite. A batch without `targets` is refused, naming the key."""
-  from train.loss import make_loss_fn
-  from train.step import mlm_masked
-
-  model = make_model(scheme, "encoder")
-  translation = make_batch("encoder")
-  lm = {"targets": translation["targets"]}
-  variables = init.init_params({"scheme": scheme}, model, jax.random.key(0), lm)
-  same = init.init_params({"scheme": scheme}, model, jax.random.key(0), translation)
-  for a, b in zip(jax.tree.leaves(variables), jax.tree.leaves(same)):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-  masked = mlm_masked(model.config, lm, jax.random.key(1))
-  loss = float(make_loss_fn(model, variables=variables)(variables["params"], masked))
-  # At init the MLM head is near uniform over the vocabulary: loss ≈ log V.
-  assert math.isfinite(loss) and loss == pytest.approx(math.log(SIZES["vocab_size"]), rel=0.2)
-  with pytest.raises(ValueError, match=r"model.arch='encoder' needs key 'targets'"):
-    init.init_params({"scheme": scheme}, model, jax.random.key(0), {"inputs": translation["inputs"]})
-
-
-def test_admin_needs_a_batch_with_the_right_keys(monkeypatch):
-  model = make_model("admin", "encoder_decoder")
-  monkeypatch.setattr(jax, "eval_shape", lambda *a, **k: (_ for _ in ()).throw(AssertionError("computed")))
-  with pytest.raises(ValueError, match="needs a batch"):
-    init.init_params({"scheme": "admin"}, model, jax.random.key(0), None)
-  with pytest.raises(ValueError, match=r"needs key 'inputs'"):
-    init.init_params({"scheme": "admin"}, model, jax.random.key(0), {"targets": jnp.ones((2, 3), jnp.int32)})
 
 
 def test_auto_scheme_follows_the_model_config():

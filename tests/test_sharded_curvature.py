@@ -26,7 +26,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import init, models
 from analysis.hessian import hvp_fn
-from analysis.lanczos import check_basis_memory
+from analysis.lanczos_options import check_basis_memory
 from analysis.spectrum import top_eigenvalues
 from analysis.trace import trace
 from train.loss import make_loss_fn
@@ -145,7 +145,7 @@ def test_run_analysis_on_the_mesh_matches_one_device(sharded):
 def test_analysis_dtype_auto_is_float32_on_tpu_only(monkeypatch):
   import jax
 
-  from analysis.run import resolved_dtype
+  from analysis.config import resolved_dtype
 
   assert resolved_dtype("auto") == "float64"  # this CPU
   monkeypatch.setattr(jax, "default_backend", lambda: "tpu")

@@ -1,4 +1,5 @@
-"""Tests for analysis/spectrum.py: extreme eigenvalues, SLQ density (quadrature exactness, matfree)."""
+"""Tests for analysis/spectrum.py, analysis/density.py and analysis/probes.py: extreme eigenvalues, SLQ density
+(quadrature exactness, matfree), probes."""
 
 import jax
 import jax.numpy as jnp
@@ -6,15 +7,10 @@ import numpy as np
 import pytest
 from matfree import decomp, funm
 
-from analysis.lanczos import gap_refined_bounds
-from analysis.spectrum import (
-    PROBES,
-    bottom_eigenvalues,
-    gaussian_kernel,
-    sample_probes,
-    spectral_density,
-    top_eigenvalues,
-)
+from analysis.density import gaussian_kernel, spectral_density
+from analysis.probes import PROBES, sample_probes
+from analysis.ritz import gap_refined_bounds
+from analysis.spectrum import bottom_eigenvalues, top_eigenvalues
 
 
 @pytest.fixture(autouse=True)

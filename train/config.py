@@ -10,7 +10,7 @@ command line overrode) and returns a frozen `Config`, before any data is read or
     (`models.ModelConfig`), `init` (`init.InitConfig`, plus the scheme's model requirements), `optim`
     (`train.optim.OptimConfig`), `data` (`train.data.config.DataConfig`), `train` (`TrainConfig`) and
     `distributed` (`train.distributed.DistributedConfig`) and `mesh` (`train.step.MeshConfig`); the layers
-    above pass builders for their own groups (main.py: `analysis.run.AnalysisConfig`);
+    above pass builders for their own groups (main.py: `analysis.config.AnalysisConfig`);
   * keys of different subtrees that must agree checked together: µP learning-rate multipliers exist only for the
     optimizers of `train.optim.MUP_OPTIMIZERS`.
 Every error names the key (two keys for a contradiction), the bad value and the valid choices

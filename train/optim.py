@@ -1,132 +1,34 @@
-"""Learning-rate schedules and optimizers, built from `config.optim` at one boundary.
+"""Optimizers and the `config.optim` subtree, built at one boundary.
 
 Contract:
   * `make_optimizer(optim_config, lr_multipliers=..., total_steps=...)` returns
     `(optax.GradientTransformation, schedule)`. The transformation is
-    `clip (optional) -> optimizer (schedule, weight decay) -> per-leaf lr multipliers`.
-  * Schedules are optax schedules: `schedule(count) -> lr`, where `count` is the number of
-    updates already applied (optax's own counter, 0 for the first update). Every formula
-    below is written in the 1-based update index **t = count + 1**, so the first update
-    already has a non-zero learning rate (a 0-lr first step wastes a batch and makes
-    `t^{-1/2}` undefined) and the last of `decay_steps` updates uses the end value.
-    A training loop that logs `schedule(state.step)` before the update logs the lr used.
+    `clip (optional) -> optimizer (unit-peak schedule, weight decay) -> × peak lr -> per-leaf lr multipliers`.
+    The optimizer runs the schedule's shape with peak 1 and the peak `optim.learning_rate` multiplies its update
+    afterwards from the optimizer state (`scale_by_peak_lr`): every schedule is linear in its peak, so the update
+    is the same, and the peak is data, not a constant of the compiled train step, so the runs of an lr sweep share
+    one program (and the persistent compilation cache's entry) instead of compiling one each.
+  * The schedule comes from the registry of `train.schedules` (`make_schedule`), evaluated at the 1-based update
+    index t = count + 1.
   * Weight decay is decoupled everywhere (Loshchilov & Hutter 2019, "Decoupled Weight
     Decay Regularization", AdamW/SGDW): update = -η_t·(direction + λ·θ), masked by the
     optional `weight_decay_mask` (True = decay) so biases and norm scales can be exempt.
   * Bad config values raise ValueError naming `optim.<key>`, the value and the valid
     choices, from `validate_optim_config`, before any compute.
 
-The inverse-square-root (Noam) schedule and the per-leaf multiplier transform are written
-here because optax 0.2.8 has neither; both are a few `jnp` lines, and tests check them
-against hand-computed values of the docs/science.md §8 formula and exact ratios.
+The per-leaf multiplier transform is written here because optax 0.2.8 has none; it is a few `jnp` lines, and tests
+check it against exact ratios.
 """
 
 import dataclasses
-import math
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from models.config import Section, invalid
-
-# ----------------------------------------------------------------------------- schedules
-# Every builder takes the same keyword arguments (unused ones are ignored) and returns an
-# optax schedule `count -> lr` evaluated at t = count + 1 (see module docstring).
-
-
-def _at_one_based(schedule: optax.Schedule) -> optax.Schedule:
-  """Evaluates `schedule` at t = count + 1 (the 1-based index of the update)."""
-  return lambda count: schedule(count + 1)
-
-
-def constant(*, learning_rate: float, **_: Any) -> optax.Schedule:
-  """η_t = η: no warmup, no decay."""
-  return optax.constant_schedule(learning_rate)
-
-
-def linear_warmup(*, learning_rate: float, warmup_steps: int, **_: Any) -> optax.Schedule:
-  """η_t = η·min(1, t/T_w) (docs/science.md §8, linear warmup; Goyal et al. 2017), then constant.
-
-  T_w = 0 is the constant schedule (the limit of the formula).
-  """
-  if warmup_steps == 0:
-    return optax.constant_schedule(learning_rate)
-  # linear_schedule clamps at end_value for t >= T_w, which is the min(1, .) of the formula.
-  return _at_one_based(optax.linear_schedule(0.0, learning_rate, warmup_steps))
-
-
-def rsqrt(*, learning_rate: float, warmup_steps: int, rsqrt_d_model: Optional[int], **_: Any) -> optax.Schedule:
-  """Noam / inverse square root (Vaswani et al. 2017, Eq. 3; docs/science.md §8).
-
-  With `rsqrt_d_model = d > 0` this is exactly the paper's rule
-    η_t = η_0 · d^{-1/2} · min(t^{-1/2}, t·T_w^{-3/2}),
-  so η_0 is the paper's dimensionless factor (1.0 in the paper; peak lr η_0/√(d·T_w)).
-  With `rsqrt_d_model` 0 or None the d^{-1/2} factor is replaced by the constant that makes the
-  peak equal η_0 at t = T_w:  η_t = η_0 · min(√(T_w/t), t/T_w).
-  T_w = 0 is treated as T_w = 1, which for t >= 1 equals the T_w -> 0 limit (pure t^{-1/2}).
-  """
-  t_w = float(max(warmup_steps, 1))
-  if rsqrt_d_model:
-    scale = learning_rate / math.sqrt(rsqrt_d_model)
-  else:
-    scale = learning_rate * math.sqrt(t_w)
-
-  def schedule(count):
-    t = jnp.asarray(count, jnp.float32) + 1.0
-    return scale * jnp.minimum(jax.lax.rsqrt(t), t * t_w**-1.5)
-
-  return schedule
-
-
-def warmup_cosine(
-    *, learning_rate: float, warmup_steps: int, decay_steps: int, min_lr_ratio: float, **_: Any
-) -> optax.Schedule:
-  """Linear warmup to η over T_w, then cosine decay (Loshchilov & Hutter 2017, SGDR) to
-  η·min_lr_ratio at t = decay_steps (decay_steps counts the warmup, as in optax)."""
-  return _at_one_based(
-      optax.warmup_cosine_decay_schedule(
-          init_value=0.0,
-          peak_value=learning_rate,
-          warmup_steps=warmup_steps,
-          decay_steps=decay_steps,
-          end_value=learning_rate * min_lr_ratio,
-      )
-  )
-
-
-def warmup_linear_decay(
-    *, learning_rate: float, warmup_steps: int, decay_steps: int, min_lr_ratio: float, **_: Any
-) -> optax.Schedule:
-  """Linear warmup to η over T_w, then linear decay to η·min_lr_ratio at t = decay_steps
-  (BERT, Devlin et al. 2019 §A.2: warmup 10^4 steps then linear decay)."""
-  warmup = optax.linear_schedule(0.0, learning_rate, warmup_steps)
-  decay = optax.linear_schedule(learning_rate, learning_rate * min_lr_ratio, decay_steps - warmup_steps)
-  return _at_one_based(optax.join_schedules([warmup, decay], [warmup_steps]))
-
-
-SCHEDULES: dict[str, Callable[..., optax.Schedule]] = {
-    "constant": constant,
-    "linear_warmup": linear_warmup,
-    "rsqrt": rsqrt,
-    "warmup_cosine": warmup_cosine,
-    "warmup_linear_decay": warmup_linear_decay,
-}
-# Schedules that need a finite horizon (optim.decay_steps or the run's total steps).
-DECAYING_SCHEDULES = ("warmup_cosine", "warmup_linear_decay")
-
-
-def get_schedule(name: str) -> Callable[..., optax.Schedule]:
-  """Returns the schedule builder registered under `name`.
-
-  Builders take keyword arguments `learning_rate, warmup_steps, decay_steps, min_lr_ratio,
-  rsqrt_d_model` (each ignores those it does not use) and return `count -> lr`.
-  """
-  if name not in SCHEDULES:
-    raise invalid("optim.schedule", name, sorted(SCHEDULES))
-  return SCHEDULES[name]
-
+from train.schedules import DECAYING_SCHEDULES, SCHEDULES, get_schedule
 
 # ---------------------------------------------------------------------------- optimizers
 # Builders: (schedule, optim_config, weight_decay_mask) -> GradientTransformation.
@@ -218,6 +120,30 @@ def get_optimizer(name: str) -> Callable[..., optax.GradientTransformation]:
   if name not in OPTIMIZERS:
     raise invalid("optim.name", name, sorted(OPTIMIZERS))
   return OPTIMIZERS[name]
+
+
+class PeakLRState(NamedTuple):
+  """The peak learning rate, a float32 scalar of the optimizer state."""
+
+  peak: jax.Array
+
+
+def scale_by_peak_lr(peak: float) -> optax.GradientTransformation:
+  """Multiplies every update by the peak lr held in the optimizer state (module docstring: one compiled program for
+  every peak of an lr sweep). Written here rather than `optax.inject_hyperparams(optax.scale)` because that
+  multiplies by a float32 array, which turns bfloat16 updates into float32 ones; this casts the peak to each
+  update's dtype, as the Python-float lr of `optax.scale_by_learning_rate` does, and stores it as a strongly typed
+  float32 (a restored checkpoint compiles the same program)."""
+
+  def init_fn(params):
+    del params
+    return PeakLRState(jnp.asarray(peak, jnp.float32))
+
+  def update_fn(updates, state, params=None):
+    del params
+    return jax.tree.map(lambda u: u * state.peak.astype(u.dtype), updates), state
+
+  return optax.GradientTransformation(init_fn, update_fn)
 
 
 def scale_by_lr_multipliers(lr_multipliers) -> optax.GradientTransformation:
@@ -397,6 +323,8 @@ def make_optimizer(
   """
   optim_config = validate_optim_config(optim_config, total_steps=total_steps)
   schedule = make_schedule(optim_config, total_steps=total_steps)
+  peak = float(optim_config.learning_rate)
+  unit = make_schedule(dataclasses.replace(optim_config, learning_rate=1.0), total_steps=total_steps)
   if lr_multipliers is not None:
     for path, m in jax.tree_util.tree_leaves_with_path(lr_multipliers):
       if not (float(m) >= 0.0 and float(m) < float("inf")):
@@ -406,7 +334,8 @@ def make_optimizer(
   parts = []
   if optim_config.grad_clip_norm:
     parts.append(optax.clip_by_global_norm(optim_config.grad_clip_norm))
-  parts.append(get_optimizer(optim_config.name)(schedule, optim_config, weight_decay_mask))
+  parts.append(get_optimizer(optim_config.name)(unit, optim_config, weight_decay_mask))
+  parts.append(scale_by_peak_lr(peak))  # the peak lr as data (module docstring)
   if lr_multipliers is not None:
     parts.append(scale_by_lr_multipliers(lr_multipliers))
   return optax.chain(*parts), schedule

@@ -213,3 +213,17 @@ def deep_no_warmup(measured: dict, seeds: int) -> dict:
 def decide(measured: dict, seeds: int) -> list[dict[str, Any]]:
   """The four claims' records from the atlas's measured dict, in claim order."""
   return [fn(measured, seeds) for fn in (warmup, tfixup, bert_vs_xavier, deep_no_warmup)]
+
+
+def markdown(decisions: list[dict]) -> str:
+  """ATLAS.md's section body: per claim its verdict, reason and rules (the REPRODUCTION.md link reads it)."""
+  lines = [
+      "Claims 6, 8, 9 and 10 of reports/REPRODUCTION.md are decided here, from the lr × warmup grid, by",
+      "experiments/atlas/claims.py (rules stated before the training sweep ran; δ and margins in its docstring).",
+      "",
+      "| # | claim | verdict | reason |",
+      "|---|---|---|---|",
+  ]
+  for d in decisions:
+    lines.append(f"| {d['number']} | {d['claim']} | **{d['verdict']}** | {d['reason'].replace('|', '/')} |")
+  return "\n".join(lines)

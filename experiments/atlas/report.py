@@ -19,7 +19,9 @@ from experiments import provenance as provenance_lib
 from experiments import report as sweep_report
 from experiments.atlas import axis_report, figures
 from experiments.atlas import cells as cells_lib
+from experiments.atlas import claims as claims_lib
 from experiments.atlas import collect as collect_lib
+from experiments.atlas import length as length_lib
 from experiments.atlas import measures as M
 from experiments.atlas.cells import LR_KEY, WARMUP_KEY
 
@@ -126,12 +128,17 @@ def write(config: ml_collections.ConfigDict, workdir: str, out: str, *, command:
   fig_dir = os.path.join(out, "atlas")
   settings = _settings(config)
   paths = figures.draw(m, fig_dir, settings) if collected["points"] else []
+  decisions = claims_lib.decide(m, config.sweep.seeds)
+  probe = length_lib.measure(config, workdir)
+  if probe is not None:
+    paths.append(length_lib.figure(probe, _mkdir(fig_dir)))
   axis_text, m["axes"] = axis_report.sections(config, workdir, _mkdir(fig_dir))
   done, expected = len(collected["points"]), collected["expected_runs"]
   missing = sorted({cell for cell, _ in collected["missing"]})
   prov = provenance_lib.provenance()
   with open(os.path.join(fig_dir, "atlas.json"), "w", encoding="utf-8") as f:
-    json.dump(dict(measured=m, missing=collected["missing"], provenance=prov, settings=settings), f, indent=1)
+    record = dict(measured=m, claims=decisions, length=probe, missing=collected["missing"], provenance=prov)
+    json.dump(dict(record, settings=settings), f, indent=1)
   scale = config.claim.scale
   grid = cells_lib.training_cells(cells_lib.train_config(config))
   status = "complete" if not missing else f"PARTIAL: {done} of {expected} runs; {len(missing)} cell(s) missing"
@@ -157,7 +164,11 @@ Status: **{status}**. Scale `{scale}`: {settings}; warmup steps
 
 {_verdict_table(m)}
 
-Training-length check: {_check_length(m)}
+Training-length check: {_check_length(m)} {length_lib.markdown(probe, config.train.num_steps)}
+
+## Claims decided from the atlas
+
+{claims_lib.markdown(decisions)}
 
 ## Per method
 

@@ -9,6 +9,10 @@ Contract:
       with the error.
   readme_table(results)   the Markdown table the README shows between `<!-- claims:begin -->` and `<!-- claims:end -->`
   update_readme(readme_path, results)   rewrites that block in place (ValueError if the markers are missing).
+  with_atlas(results, decisions)   claims 6, 8, 9 and 10 decided from the atlas's lr × warmup grid (issue 15;
+      experiments/atlas/claims.py, read from reports/atlas/atlas.json's `claims`): the atlas's verdict replaces the
+      single-lr run's, which the claim's section keeps as earlier evidence; claim 9's identity half stays the claim
+      run's at-init measurement (it fails the claim whatever the atlas says).
 """
 
 import os
@@ -51,6 +55,34 @@ def _runs(r: dict) -> str:
   return ", ".join(f"{n} {o}" for o, n in (r.get("runs") or {}).items()) or "—"
 
 
+ATLAS_LINK = "ATLAS.md#claims-decided-from-the-atlas"
+
+
+def with_atlas(results: list[dict], decisions: list[dict]) -> list[dict]:
+  """`results` with the atlas's decisions applied (module docstring); claims the atlas does not decide unchanged."""
+  by_claim = {d["claim"]: d for d in decisions}
+  out = []
+  for r in results:
+    d = by_claim.get(r["claim"])
+    if d is None:
+      out.append(r)
+      continue
+    verdict, reason = d["verdict"], d["reason"]
+    identity = (r.get("measured") or {}).get("identity_holds")
+    if r["claim"] == "bert_vs_xavier" and identity is False:
+      verdict, reason = "not reproduced", reason + "; the identity half failed in the claim's at-init measurement"
+    out.append(
+        {
+            **r,
+            "verdict": verdict,
+            "reason": f"decided from the atlas's lr × warmup grid ([ATLAS.md]({ATLAS_LINK})): {reason}.",
+            "atlas": d,
+            "single_lr": {"verdict": r["verdict"], "reason": r.get("reason", "")},
+        }
+    )
+  return out
+
+
 def write_reproduction(results: list[dict], path: str, *, figure_dir: str, command: str) -> str:
   """Writes the report (module docstring) and returns its path; figures are at `<figure_dir>/<claim>/<png>`."""
   lines = [
@@ -69,7 +101,8 @@ def write_reproduction(results: list[dict], path: str, *, figure_dir: str, comma
   ]
   for r in results:
     lines.append(
-        f"| {r.get('number', '?')} | [{r['claim']}](#{_anchor(r['claim'])}) | **{r['verdict']}** | "
+        f"| {r.get('number', '?')} | [{r['claim']}](#{_anchor(r['claim'])}) | **{r['verdict']}**"
+        f"{' (atlas)' if r.get('atlas') else ''} | "
         f"{r.get('scale', '?')} | {_data(r)} | {_runs(r)} | {_fmt(r.get('seconds'))} | {_commit(r)} |"
     )
   for r in results:
@@ -95,6 +128,16 @@ def write_reproduction(results: list[dict], path: str, *, figure_dir: str, comma
     if r.get("summary"):
       lines += ["", "| quantity | value |", "|---|---|"]
       lines += [f"| {_cell(k)} | {_fmt(v)} |" for k, v in r["summary"].items()]
+    if r.get("atlas"):
+      single = r["single_lr"]
+      lines += [
+          "",
+          f"Single-lr run above, superseded by the atlas (issue 15): verdict {single['verdict']}. {single['reason']}",
+          "",
+          "The atlas's rules (experiments/atlas/claims.py, stated before its training sweep ran):",
+          "",
+      ]
+      lines += [f"- {rule}" for rule in r["atlas"].get("rules", [])]
     lines += ["", f"**Verdict: {r['verdict']}.** {r.get('reason', '')}", ""]
     for fig in r.get("figures", []):
       lines.append(f"![{r['claim']}]({figure_dir}/{r['claim']}/{fig})")
@@ -118,7 +161,8 @@ def readme_table(results: list[dict], report_link: str = "reports/REPRODUCTION.m
     numbers = "; ".join(f"{_cell(k)} {_fmt(v)}" for k, v in (r.get("summary") or {}).items()) or "—"
     lines.append(
         f"| {r.get('number', '?')} | [{r['claim']}]({report_link}#{_anchor(r['claim'])}) | "
-        f"{'**' + r['verdict'] + '**' if r['verdict'] != 'reproduced' else r['verdict']} | {numbers} | "
+        f"{'**' + r['verdict'] + '**' if r['verdict'] != 'reproduced' else r['verdict']}"
+        f"{' (atlas)' if r.get('atlas') else ''} | {numbers} | "
         f"{r.get('scale', '?')} |"
     )
   return "\n".join(lines)

@@ -33,6 +33,12 @@ flags.DEFINE_string("out", "reports", "Report folder: REPRODUCTION.md and reprod
 flags.DEFINE_bool("readme", False, "Also rebuild the README's results table from the report's results.")
 flags.DEFINE_integer("timeout", 4 * 3600, "Seconds before a claim's process is stopped (recorded as inconclusive).")
 flags.DEFINE_bool("report_only", False, "Run nothing: rewrite the report (and with --readme the table) from <out>.")
+flags.DEFINE_string(
+    "atlas",
+    "auto",
+    "atlas.json whose `claims` decide claims 6, 8, 9 and 10 (experiments/atlas/claims.py); 'auto': "
+    "<out>/atlas/atlas.json if it exists; '': the claims' single-lr runs decide.",
+)
 FLAGS = flags.FLAGS
 
 
@@ -112,6 +118,12 @@ def main(argv):
       json.dump(result, f, indent=1)
     print(f"[reproduce] {name}: {result['verdict']} (exit {code})", flush=True)
   results = collect(FLAGS.out)
+  atlas = os.path.join(FLAGS.out, "atlas", "atlas.json") if FLAGS.atlas == "auto" else FLAGS.atlas
+  if atlas and (os.path.exists(atlas) or FLAGS.atlas != "auto"):
+    with open(atlas, encoding="utf-8") as f:
+      decisions = json.load(f).get("claims", [])
+    results = report.with_atlas(results, decisions)
+    print(f"[reproduce] claims {[d['number'] for d in decisions]} decided from {atlas}", flush=True)
   command = f"python -m experiments.claims.reproduce --scale={FLAGS.scale} --data_dir=<Multi30k folder>"
   path = report.write_reproduction(
       results, os.path.join(FLAGS.out, "REPRODUCTION.md"), figure_dir="reproduction", command=command

@@ -1,0 +1,137 @@
+"""The `config.analysis` subtree, typed and checked at one boundary (each key's meaning: configs/default.py).
+
+Contract: `AnalysisConfig.from_config(config.analysis)` (an `AnalysisConfig`, its ConfigDict or a mapping) returns a
+frozen dataclass whose values were all checked before any compute: the choices of `dtype` (`DTYPES`), `operator`
+(`OPERATORS`), `trace_method` and `reorthogonalize`, the integer ranges, `top_k` / `bottom_k` /
+`preconditioned_top_k` ≤ `lanczos_steps`, enough trace probes for the method, `block_filter` a regular expression
+and `sigma` ≥ 0; a bad value raises ValueError naming `analysis.<key>`, the value and the valid choices.
+`ANALYSIS_KEYS` lists every key; `resolved_dtype` turns `analysis.dtype = "auto"` into the backend's dtype.
+`analysis.run.run_analysis` and `analysis.tracking` type their subtree with it, and main.py passes its builder to
+`train.config.resolve` (through `experiments.GROUPS`).
+"""
+
+import dataclasses
+import re
+
+import jax
+
+from analysis.lanczos_options import REORTHOGONALIZATIONS
+from analysis.trace import TRACE_METHODS
+from models.config import Section, contradiction, invalid
+
+DTYPES = ("auto", "float64", "float32")
+OPERATORS = ("hessian", "gauss_newton")
+_INT_KEYS = dict(
+    checkpoint_step=-1,
+    probe_batch=0,
+    num_batches=1,
+    batch_size=1,
+    lanczos_steps=1,
+    num_probes=2,
+    top_k=0,
+    bottom_k=0,
+    preconditioned_top_k=0,
+    block_lanczos_steps=1,
+    grad_norm_seeds=1,
+    trace_probes=0,
+    seed=0,
+    max_basis_bytes=1,
+    mlp_depth=0,
+    mlp_width=1,
+    mlp_rows=1,
+    mlp_draws=1,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalysisConfig(Section):
+  """The `config.analysis` subtree, typed and checked (each key's meaning: configs/default.py)."""
+
+  KEY = "analysis"
+  at_init: bool
+  checkpoint_step: int
+  dtype: str
+  operator: str
+  num_batches: int
+  batch_size: int
+  linearize: bool
+  lanczos_steps: int
+  reorthogonalize: str
+  top_k: int
+  bottom_k: int
+  spectrum: bool
+  num_probes: int
+  probe_batch: int
+  sigma: float
+  log_density: bool
+  trace_probes: int
+  trace_method: str
+  blocks: bool
+  block_lanczos_steps: int
+  block_filter: str
+  grad_norms: bool
+  grad_norm_seeds: int
+  signal: bool
+  param_stats: bool
+  mlp_depth: int
+  mlp_width: int
+  mlp_rows: int
+  mlp_draws: int
+  preconditioned_top_k: int
+  update_sharpness: bool
+  seed: int
+  max_basis_bytes: int
+
+  def __post_init__(self):
+    _check_values(self)
+
+
+# Every key of `config.analysis` (declared with its default and comment in configs/default.py).
+ANALYSIS_KEYS = tuple(f.name for f in dataclasses.fields(AnalysisConfig))
+
+
+def _check_values(cfg: AnalysisConfig) -> None:
+  for key, choices in (
+      ("dtype", DTYPES),
+      ("operator", OPERATORS),
+      ("trace_method", tuple(TRACE_METHODS)),
+      ("reorthogonalize", REORTHOGONALIZATIONS),
+  ):
+    if cfg[key] not in choices:
+      raise invalid(f"analysis.{key}", cfg[key], list(choices))
+  for key, minimum in _INT_KEYS.items():
+    value = cfg[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+      raise invalid(f"analysis.{key}", value, f"an integer >= {minimum}")
+  for key in ("top_k", "bottom_k", "preconditioned_top_k"):
+    if cfg[key] > cfg.lanczos_steps:
+      raise contradiction(
+          f"analysis.{key}",
+          cfg[key],
+          "analysis.lanczos_steps",
+          cfg.lanczos_steps,
+          "Lanczos gives at most num_steps Ritz values",
+      )
+  minimum = 4 if cfg.trace_method == "hutch++" else 2
+  if cfg.trace_probes and cfg.trace_probes < minimum:
+    raise contradiction(
+        "analysis.trace_probes",
+        cfg.trace_probes,
+        "analysis.trace_method",
+        cfg.trace_method,
+        f"valid: 0 (skip) or >= {minimum} probes",
+    )
+  try:
+    re.compile(cfg.block_filter)
+  except (re.error, TypeError) as e:
+    raise invalid("analysis.block_filter", cfg.block_filter, "a regular expression", str(e)) from e
+  if isinstance(cfg.sigma, bool) or not (isinstance(cfg.sigma, (int, float)) and cfg.sigma >= 0):
+    raise invalid("analysis.sigma", cfg.sigma, "a number >= 0 (0: 1% of the node range)")
+
+
+def resolved_dtype(name: str) -> str:
+  """`analysis.dtype`: 'auto' is float64 where the backend computes it natively (CPU, GPU) and float32 on TPU,
+  which has no native float64 (XLA emulates it there, slowly)."""
+  if name != "auto":
+    return name
+  return "float32" if jax.default_backend() == "tpu" else "float64"

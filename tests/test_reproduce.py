@@ -1,0 +1,63 @@
+"""The reproduction driver (experiments/claims/reproduce.py) and its report: claims run through main.py, a failed
+claim reported as inconclusive, REPRODUCTION.md and the README's table rebuilt from the results on disk, and an
+atlas.json deciding the claims it names."""
+
+import json
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from tests.conftest import REPO
+
+
+def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
+  runs, out = tmp_path / "runs", tmp_path / "out"
+  cmd = [sys.executable, "-m", "experiments.claims.reproduce", f"--runs={runs}", f"--out={out}"]
+  done = subprocess.run(
+      [*cmd, "--scale=tiny", "--claims=truncated_normal"], cwd=REPO, capture_output=True, text=True, timeout=300
+  )
+  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+  assert "cell 2/2, seed 0: init.scheme=xavier" in done.stdout  # the child's progress lines are shown
+  # A claim whose process fails (cpu scale without a data folder) is reported as inconclusive; the earlier claim is
+  # kept (merged from its claim.json) and the driver exits 1.
+  failed = subprocess.run(
+      [*cmd, "--scale=cpu", "--claims=identity_path"], cwd=REPO, capture_output=True, text=True, timeout=300
+  )
+  assert failed.returncode == 1
+  text = (out / "REPRODUCTION.md").read_text()
+  assert "| 1 | [truncated_normal](#truncated-normal) | **reproduced** | tiny | synthetic (no data read) |" in text
+  assert "| 4 | [identity_path](#identity-path) | **inconclusive** | cpu |" in text
+  assert "config.data.dir='' is invalid" in text  # the end of the failed claim's log
+  assert "![truncated_normal](reproduction/truncated_normal/truncated_normal.png)" in text
+  assert (out / "reproduction" / "truncated_normal" / "truncated_normal.png").stat().st_size > 10_000
+  assert "Provenance: commit" in text and f"jax {jax.__version__}" in text
+  # The README's table is rebuilt between its markers from the same results.
+  readme = tmp_path / "README.md"
+  readme.write_text("intro\n<!-- claims:begin -->\nold table\n<!-- claims:end -->\nrest\n")
+  from experiments.claims import report, reproduce
+
+  report.update_readme(str(readme), reproduce.collect(str(out)))
+  new = readme.read_text()
+  assert new.startswith("intro\n<!-- claims:begin -->\n| # | claim |") and new.endswith("<!-- claims:end -->\nrest\n")
+  assert "old table" not in new and "[identity_path](reports/REPRODUCTION.md#identity-path) | **inconclusive**" in new
+  # --report_only trains nothing and rewrites the same report from the results on disk.
+  (out / "REPRODUCTION.md").unlink()
+  again = subprocess.run([*cmd, "--report_only"], cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert again.returncode == 0 and (out / "REPRODUCTION.md").read_text() == text
+  assert "cell " not in again.stdout
+  # An atlas.json beside the report decides the claims it names (issue 15); the single-lr verdict stays as evidence.
+  (out / "atlas").mkdir()
+  decision = {"claim": "truncated_normal", "number": 1, "verdict": "not reproduced", "reason": "r", "rules": ["x"]}
+  (out / "atlas" / "atlas.json").write_text(json.dumps({"claims": [decision]}))
+  atlas = subprocess.run([*cmd, "--report_only"], cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert atlas.returncode == 0, atlas.stderr[-2000:]
+  text = (out / "REPRODUCTION.md").read_text()
+  assert "| 1 | [truncated_normal](#truncated-normal) | **not reproduced** (atlas) | tiny |" in text
+  assert "superseded by the atlas (issue 15): verdict reproduced." in text and "\n- x\n" in text
+  # A '|' in a headline number's name is escaped, so the table keeps its columns.
+  row = report.readme_table([{"claim": "x", "number": 1, "verdict": "reproduced", "summary": {"max|c−1|": 0.5}}])
+  assert row.splitlines()[-1].count(" | ") == 4 and "max\\|c−1\\|" in row
+  with pytest.raises(ValueError, match="has no <!-- claims:begin -->"):
+    report.update_readme(str(tmp_path / "runs" / "truncated_normal" / "results.md"), [])

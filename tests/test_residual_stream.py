@@ -1,0 +1,115 @@
+"""The residual stream at init: x_0 under model.embedding_norm, the identity path of Post-LN (decays like 2^{-l/2})
+and Pre-LN (kept), and the scheduled α (state, updated by its rule)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import models
+from models import get_model, param_roles
+from models.config import ARCHS
+from tests.test_models import VOCAB, batch, tiny
+
+
+def _stream_coefficients(norm_position, num_layers=6, d=512):
+  """cos-like coefficient <x_l, x_0>/<x_0, x_0> after each layer, with attention branches zeroed and unit-variance
+  MLP branches (normalized ReLU, LeCun init) — the σ = 1 setting of Su 2021a §6 / Su 2021b (docs/science.md §6)."""
+  c = tiny(
+      arch="encoder",
+      num_encoder_layers=num_layers,
+      d_model=d,
+      num_heads=4,
+      d_ff=d,
+      use_bias=False,
+      norm_position=norm_position,
+      activation="normalized_relu",
+      max_len=64,
+  )
+  model = get_model(c)
+  tokens = jax.random.randint(jax.random.key(0), (4, 64), 3, VOCAB)
+  params = model.init(jax.random.key(1), {"inputs": tokens})["params"]
+  for i in range(num_layers):
+    attn = params["encoder"][f"layer_{i}"]["self_attn"]
+    params["encoder"][f"layer_{i}"]["self_attn"] = {**attn, "out": {"kernel": jnp.zeros_like(attn["out"]["kernel"])}}
+  _, state = model.apply({"params": params}, {"inputs": tokens}, mutable=["intermediates"])
+  inter = state["intermediates"]["encoder"]
+  # The derivation's x_0 is the normalized input: in Post-LN the first norm (after the zeroed attention branch)
+  # rescales the embeddings, so measure against the first MLP sublayer's input.
+  x0 = inter["layer_0"]["mlp_residual_in"][0].reshape(-1, d)
+  coeffs, branch_var = [], []
+  for i in range(num_layers):
+    layer = inter[f"layer_{i}"]
+    x = layer["mlp_residual_out"][0].reshape(-1, d)
+    coeffs.append(float(jnp.sum(x * x0) / jnp.sum(x0 * x0)))
+    h = layer["mlp_branch"][0].reshape(-1, d)
+    xin = layer["mlp_residual_in"][0].reshape(-1, d)
+    branch_var.append(float(jnp.mean(h * h) / jnp.mean(xin * xin)))
+  return np.array(coeffs), np.array(branch_var)
+
+
+def test_post_ln_identity_path_decays_like_two_to_minus_half_l():
+  coeffs, branch_var = _stream_coefficients("post")
+  np.testing.assert_allclose(branch_var, 1.0, atol=0.1)  # σ² ≈ 1: the setting of the derivation
+  predicted = 2.0 ** (-np.arange(1, 7) / 2)
+  np.testing.assert_allclose(coeffs, predicted, rtol=0.15, atol=0.02)
+  # The general form with the measured σ_k²: Π_k (1 + σ_k²)^{-1/2}.
+  np.testing.assert_allclose(coeffs, np.cumprod(1 / np.sqrt(1 + branch_var)), rtol=0.15, atol=0.02)
+
+
+def test_pre_ln_keeps_the_identity_path():
+  coeffs, _ = _stream_coefficients("pre")
+  np.testing.assert_allclose(coeffs, 1.0, atol=0.1)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_embedding_norm_gives_unit_variance_tokens_with_norm_roles(arch):
+  """model.embedding_norm (BERT, Devlin et al. 2019 §3): x_0 = LayerNorm(token + position embeddings) in every
+  stack: a [D] gain and bias per stack with norm roles, and at init (gain 1, bias 0) each token of x_0 has mean 0
+  and variance v/(v + ε), v the variance of its token + position sum computed here from the tables."""
+  c = tiny(arch=arch, position="learned", embedding_norm=True, d_model=16, num_heads=2, d_ff=8)
+  model = get_model(c)
+  b = batch()
+  variables = model.init(jax.random.key(0), b)
+  params = variables["params"]
+  logits, state = model.apply(variables, b, mutable=["intermediates"])
+  length = b["inputs"].shape[1] if arch == "encoder" else b["targets"].shape[1]
+  assert logits.shape == (2, length, VOCAB)
+  roles = param_roles(model, params)
+  for stack in c.stacks:
+    norm = params[stack]["embedding_norm"]
+    assert norm["scale"].shape == norm["bias"].shape == (16,)
+    r_scale, r_bias = roles[stack]["embedding_norm"]["scale"], roles[stack]["embedding_norm"]["bias"]
+    assert (r_scale.role, r_scale.stack, r_scale.layer, r_scale.sublayer) == (
+        "norm_scale",
+        stack,
+        None,
+        "embedding_norm",
+    )
+    assert (r_bias.role, r_bias.sublayer) == ("norm_bias", "embedding_norm")
+    tokens = b["inputs"] if stack == "encoder" else models.transformer.shift_right(b["targets"])
+    s = np.asarray(params["token_embedding"]["embedding"], np.float64)[np.asarray(tokens)]
+    s = s + np.asarray(params[stack]["pos_embedding"]["embedding"], np.float64)[: tokens.shape[1]]
+    v = s.var(-1)
+    x0 = np.asarray(state["intermediates"][stack]["stream_0"][0], np.float64)
+    np.testing.assert_allclose(x0.mean(-1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(x0.var(-1), v / (v + c.norm_epsilon), rtol=1e-4)
+    np.testing.assert_allclose(x0.var(-1), 1.0, rtol=1e-3)  # v ≈ 2 here, ε = 1e-6
+  without = get_model(tiny(arch=arch, position="learned", d_model=16, num_heads=2, d_ff=8))
+  p_without = without.init(jax.random.key(0), b)["params"]
+  assert all("embedding_norm" not in p_without[stack] for stack in c.stacks)
+
+
+def test_scheduled_alpha_is_state_and_updates():
+  c = tiny(arch="decoder", residual="scheduled", norm_position="none", norm_type="none", alpha_init=0.0)
+  model = get_model(c)
+  variables = model.init(jax.random.key(0), batch())
+  alphas = variables[models.ALPHA_COLLECTION]
+  assert len(jax.tree.leaves(alphas)) == 2 and all(float(a) == 0.0 for a in jax.tree.leaves(alphas))
+  for _ in range(3):
+    alphas = models.scheduled_alpha_update(alphas, 0.4, 1.0)
+  np.testing.assert_allclose(jax.tree.leaves(alphas), 1.0)
+  # With α = 0 every branch is off: the decoder is embedding + positions straight to the readout.
+  out0 = model.apply(variables, batch())
+  out1 = model.apply({**variables, models.ALPHA_COLLECTION: alphas}, batch())
+  assert not np.allclose(out0, out1)
