@@ -8,7 +8,7 @@ axis parts: η·λ_max through warmup, λ_max at init against width and depth, l
     python main.py --config=configs/atlas.py:cpu --config.data.dir=<folder> --workdir=runs/atlas/train  # training only
 
 The driver (experiments/atlas/run.py) runs six sweeps of the sweep layer, its parts, in the order given by `--parts`
-(default init, train, trace, width, depth, transfer), each in `<workdir>/<part>/`, and rewrites reports/ATLAS.md after
+(default init, train, length, trace, width, depth, transfer), each in `<workdir>/<part>/`, and rewrites reports/ATLAS.md after
 every run; rerunning the same command resumes them. The step-0 curvature depends on neither the lr nor the warmup, so
 it is computed once per method × seed, in a sweep of its own (`init`: the method arms, sweep.analysis_at_init, one
 training step whose pre-update loss is ℓ₀, the loss at init), not in every training cell; the training sweep (`train`,

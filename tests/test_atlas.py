@@ -121,7 +121,7 @@ def test_single_cell_grid_keeps_the_cell_name():
 
 
 def test_atlas_tiny_end_to_end(tmp_path, atlas_writes):
-  """The init and train parts (the axis parts: tests/test_atlas_axes.py's end-to-end test)."""
+  """The init, train and length parts (the axis parts: tests/test_atlas_axes.py's end-to-end test)."""
   config = atlas_config.get_config("tiny")
   workdir, out = str(tmp_path / "atlas"), str(tmp_path / "reports")
   partial = report_lib.write(config, workdir, out)  # nothing run yet: every cell missing, no crash
@@ -130,20 +130,22 @@ def test_atlas_tiny_end_to_end(tmp_path, atlas_writes):
     assert "PARTIAL: 0 of 12 runs" in f.read()
   lines, writes = atlas_writes
   writes.clear()  # the partial report above was counted too
-  m = run_lib.run_atlas(config, workdir, out, parts=("init", "train"), emit=lines.append)
+  m = run_lib.run_atlas(config, workdir, out, parts=("init", "train", "length"), emit=lines.append)
   # the report is rewritten after every at-init cell (one per method) and every training cell: results land as they
   # come, also during the at-init sweep
   assert [line for line in lines if line.startswith("atlas at-init")] == [
       "atlas at-init cell 1: Post-LN + Xavier",
       "atlas at-init cell 2: Pre-LN",
   ]
-  assert writes == list(range(1, 15)), writes  # 2 at-init cells + 12 training cells, each followed by its report
+  assert writes == list(range(1, 17)), writes  # 2 at-init + 12 training + 2 length cells, each then its report
   with open(os.path.join(workdir, "init", "results.jsonl"), encoding="utf-8") as f:
     assert len(f.readlines()) == 2  # the final full at-init pass wrote both methods' records
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
     text = f.read()
   assert "Status: **complete**" in text and "Missing cells\n\nnone" in text
-  for name in ("loss_vs_lr.png", "predicted_vs_measured.png", "warmup_gain.png", "atlas.json"):
+  assert "Training-length probe (experiments/atlas/length.py;" in text and "6 of 6 steps evaluated" in text
+  assert "## Claims decided from the atlas" in text and "| 6 | warmup | **" in text
+  for name in ("loss_vs_lr.png", "predicted_vs_measured.png", "warmup_gain.png", "length_probe.png", "atlas.json"):
     assert os.path.getsize(os.path.join(out, "atlas", name)) > 0, name
   assert set(m["methods"]) == {"Post-LN + Xavier", "Pre-LN"}
   for row in m["methods"].values():

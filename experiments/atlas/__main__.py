@@ -1,7 +1,7 @@
 """The atlas's command line: `python -m experiments.atlas --config=configs/atlas.py:<scale> --workdir=<folder>`.
 
 Runs or resumes the atlas's parts (experiments.atlas.run: `--parts`, comma-separated, default every part in the
-order init, train, trace, width, depth, transfer) and rewrites `<--out>/ATLAS.md` after every cell; `--report_only`
+order init, train, length, trace, width, depth, transfer) and rewrites `<--out>/ATLAS.md` after every cell; `--report_only`
 runs nothing and rewrites the report from what the workdir holds. A bad `--parts` is a usage error (exit 1) before
 any compute. Exit status 143 on preemption (rerun to resume), 4 if a run crashed (the others all ran; the report
 names it).

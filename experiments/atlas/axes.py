@@ -24,7 +24,7 @@ from experiments import grid as grid_lib
 from experiments.atlas import cells as cells_lib
 from models.config import Section, invalid
 
-PARTS = ("init", "train", "trace", "width", "depth", "transfer")
+PARTS = ("init", "train", "length", "trace", "width", "depth", "transfer")
 AXIS_PARTS = ("trace", "width", "depth", "transfer")
 AT_INIT = {  # one step whose pre-update loss is ℓ₀, the analysis at step 0, nothing but what the part reads
     "sweep.analysis_at_init": True,

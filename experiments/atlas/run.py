@@ -5,6 +5,8 @@ Contract: `run_atlas(config, workdir, out, parts=PARTS)` runs (or resumes) each 
   init      experiments.atlas.cells.init_config: one cell per method × seed, one step, the step-0 curvature in
             `analysis/step_0/`;
   train     the config's grid (method × warmup × lr), no analysis;
+  length    experiments.atlas.length.probe_config: Post-LN + warmup vs Pre-LN, long, at one lr (the training-length
+            probe);
   trace, width, depth, transfer  experiments.atlas.axes.part_config (`config.atlas.<part>`).
 Every part's grid and every cell's config are checked before any compute (`train.config.resolve`, as the sweep
 does). Each cell runs as a one-cell sweep (a one-cell grid has the cell's own directory name, so the runs are the full
@@ -25,6 +27,7 @@ from experiments import grid as grid_lib
 from experiments import sweep as sweep_lib
 from experiments.atlas import axes as axes_lib
 from experiments.atlas import cells as cells_lib
+from experiments.atlas import length as length_lib
 from experiments.atlas import report as report_lib
 
 
@@ -40,6 +43,9 @@ def plan(config: ml_collections.ConfigDict, part: str) -> tuple[ml_collections.C
     return cfg, [
         (f"cell {k + 1}/{len(todo)}: {c.method}, warmup {c.warmup}, lr {c.lr:g}", c.cell) for k, c in enumerate(todo)
     ]
+  if part == "length":
+    cfg = length_lib.probe_config(config)
+    return cfg, [(f"length cell {k + 1}/2: {c.name}", c) for k, c in enumerate(grid_lib.cells(cfg))]
   cells = axes_lib.part_cells(config, part)
   what = {"trace": "", "width": ", d={:g}", "depth": ", N={:g}", "transfer": ", d={:g}"}[part]
   return axes_lib.part_config(config, part), [
