@@ -276,7 +276,7 @@ def test_a_rerun_may_change_groups_no_run_reads(tmp_path):
 def test_parse_parts():
   assert axes_lib.parse_parts("width, depth") == ("width", "depth")
   assert axes_lib.parse_parts(",".join(axes_lib.PARTS)) == axes_lib.PARTS
-  valid = r"valid: comma-separated parts of \['init', 'train', 'trace', 'width', 'depth', 'transfer'\]"
+  valid = r"valid: comma-separated parts of \['init', 'train', 'length', 'trace', 'width', 'depth', 'transfer'\]"
   with pytest.raises(ValueError, match=r"--parts='width,widht' is invalid \('widht' is not a part\); " + valid):
     axes_lib.parse_parts("width,widht")
   with pytest.raises(ValueError, match=r"--parts='' is invalid \(no part named\)"):
