@@ -136,6 +136,8 @@ def test_with_atlas_replaces_the_verdict_and_claim_9_keeps_its_identity_half(tmp
   assert "| 4 | [identity_path](#identity-path) | **reproduced** |" in text
   assert "superseded by the atlas (issue 15): verdict reproduced. one lr" in text
   assert f"- {claims.RULES['bert_vs_xavier'][1]}" in text
+  row = report.readme_table(out).splitlines()[2]  # the README row shows the numbers the atlas's verdict read
+  assert row.startswith("| 9 | [bert_vs_xavier]") and "BERT best 3.5; Xavier best 4" in row, row
 
 
 def test_markdown_lists_every_claim_with_its_verdict():

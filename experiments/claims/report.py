@@ -158,7 +158,8 @@ def readme_table(results: list[dict], report_link: str = "reports/REPRODUCTION.m
   """The README's results table: one row per claim with its verdict and headline numbers, linking the report."""
   lines = ["| # | claim | verdict | headline numbers | scale |", "|---|---|---|---|---|"]
   for r in results:
-    numbers = "; ".join(f"{_cell(k)} {_fmt(v)}" for k, v in (r.get("summary") or {}).items()) or "—"
+    summary = r["atlas"].get("numbers") if r.get("atlas") else r.get("summary")  # the numbers the verdict read
+    numbers = "; ".join(f"{_cell(k)} {_fmt(v)}" for k, v in (summary or {}).items()) or "—"
     lines.append(
         f"| {r.get('number', '?')} | [{r['claim']}]({report_link}#{_anchor(r['claim'])}) | "
         f"{'**' + r['verdict'] + '**' if r['verdict'] != 'reproduced' else r['verdict']}"
