@@ -110,6 +110,12 @@ def _incomplete(name: str, problems: list[Optional[str]]) -> Optional[dict]:
   return _record(name, "inconclusive", "atlas incomplete: " + "; ".join(bad), {}) if bad else None
 
 
+def _no_warmup_arms(name: str, measured: dict, seeds: int, *methods: str) -> tuple[list, Optional[dict]]:
+  """The methods' no-warmup arms and the claim's inconclusive record if one of them is incomplete (else None)."""
+  arms = [_arm(measured, m, False) for m in methods]
+  return arms, _incomplete(name, [_problem(f"{m}, no warmup", a, seeds) for m, a in zip(methods, arms)])
+
+
 def warmup(measured: dict, seeds: int) -> dict:
   """Claim 6 (module docstring)."""
   post0, postw, pre0 = _arm(measured, POST, False), _arm(measured, POST, True), _arm(measured, PRE, False)
@@ -148,10 +154,7 @@ def warmup(measured: dict, seeds: int) -> dict:
 
 def tfixup(measured: dict, seeds: int) -> dict:
   """Claim 8 (module docstring)."""
-  tf0, post0 = _arm(measured, TFIXUP, False), _arm(measured, POST, False)
-  early = _incomplete(
-      "tfixup", [_problem(f"{TFIXUP}, no warmup", tf0, seeds), _problem(f"{POST}, no warmup", post0, seeds)]
-  )
+  (tf0, post0), early = _no_warmup_arms("tfixup", measured, seeds, TFIXUP, POST)
   if early:
     return early
   st, sp = _stable(tf0), _stable(post0)
@@ -167,10 +170,7 @@ def tfixup(measured: dict, seeds: int) -> dict:
 
 def bert_vs_xavier(measured: dict, seeds: int) -> dict:
   """Claim 9's training half (module docstring)."""
-  bert0, post0 = _arm(measured, BERT, False), _arm(measured, POST, False)
-  early = _incomplete(
-      "bert_vs_xavier", [_problem(f"{BERT}, no warmup", bert0, seeds), _problem(f"{POST}, no warmup", post0, seeds)]
-  )
+  (bert0, post0), early = _no_warmup_arms("bert_vs_xavier", measured, seeds, BERT, POST)
   if early:
     return early
   b, x = _best(bert0), _best(post0)
@@ -191,10 +191,10 @@ def bert_vs_xavier(measured: dict, seeds: int) -> dict:
 
 def deep_no_warmup(measured: dict, seeds: int) -> dict:
   """Claim 10 (module docstring)."""
-  arms = {m: _arm(measured, m, False) for m in (*DEEP, PRE)}
-  early = _incomplete("deep_no_warmup", [_problem(f"{m}, no warmup", a, seeds) for m, a in arms.items()])
+  found, early = _no_warmup_arms("deep_no_warmup", measured, seeds, *DEEP, PRE)
   if early:
     return early
+  arms = dict(zip((*DEEP, PRE), found))
   pre = _best(arms[PRE])
   if not math.isfinite(pre):
     return _record("deep_no_warmup", "inconclusive", "Pre-LN without warmup has no finished run", {})
