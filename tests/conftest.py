@@ -1,8 +1,15 @@
 """Test-wide setup. Tests run on the CPU; XLA's backend optimizations are turned down because the suite compiles
 many tiny programs whose run time is negligible next to their compile time (benchmarks do not use this).
-`jax_processes` starts the processes of a multi-process JAX run on this machine, bounded in time and cleaned up."""
+`jax_processes` starts the processes of a multi-process JAX run on this machine, bounded in time and cleaned up.
+
+Compiled programs are dropped (`jax.clear_caches()`) after every test module, and after any test that leaves the
+process with more than `MAX_MAPPINGS` memory mappings: every XLA:CPU executable holds ~9 mappings for its code, JAX
+keeps every executable it compiled, and the suite compiles thousands in one process, so without this it passed Linux's
+default `vm.max_map_count` (65530) two thirds of the way through and XLA's next compile died of a segmentation fault
+(measured: 17k mappings four minutes in)."""
 
 import dataclasses
+import gc
 import os
 import pathlib
 import shutil
@@ -18,6 +25,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+MAX_MAPPINGS = 20_000  # well under vm.max_map_count's default of 65530; one test adds at most a few thousand
 # The project's shared, read-only data folder (next to the repository); tests read it and never write into it.
 SHARED_MULTI30K = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 
@@ -34,6 +42,39 @@ def multi30k_copy(tmp_path):
   for path in copy.iterdir():
     os.chmod(path, 0o644)
   return copy
+
+
+# ------------------------------------------------------------------------------------------- compiled programs
+
+
+def num_mappings() -> int:
+  """The number of this process's memory mappings (lines of /proc/self/maps); 0 where there is no /proc."""
+  try:
+    with open("/proc/self/maps", "rb") as f:
+      return sum(1 for _ in f)
+  except OSError:
+    return 0
+
+
+def drop_compiled_programs() -> None:
+  """Drops JAX's compiled programs and traces (tests recompile what they use next) and frees what held them."""
+  import jax  # pylint: disable=g-import-not-at-top (only once a test has run; conftest itself must not set up jax)
+
+  jax.clear_caches()
+  gc.collect()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _drop_compiled_programs_after_the_module():
+  yield
+  drop_compiled_programs()
+
+
+@pytest.fixture(autouse=True)
+def _drop_compiled_programs_when_mappings_pile_up():
+  yield
+  if num_mappings() > MAX_MAPPINGS:
+    drop_compiled_programs()
 
 
 # ------------------------------------------------------------------------------------------- multi-process runs

@@ -105,7 +105,7 @@ print("RESULT " + json.dumps(out))
 def sharded():
   env = {
       **os.environ,
-      "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+      "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4",  # + the suite's
       "JAX_PLATFORMS": "cpu",
       "PYTHONPATH": REPO,
   }

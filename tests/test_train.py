@@ -163,7 +163,8 @@ def test_divergence_is_clean(tmp_path):
 def test_eight_devices_match_one(tmp_path):
   """On 8 simulated CPU devices the loss and gradients of one step match 1 device within 1e-5."""
   script = REPO / "tests" / "scripts" / "data_parallel_step.py"
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+  flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"  # keeps the suite's flags
+  env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
   proc = subprocess.run(
       [sys.executable, str(script), str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
   )
