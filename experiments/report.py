@@ -10,12 +10,24 @@ Contract: `write_report(records, workdir, swept=..., metric=..., config=...)` wr
                      at the bottom of the panel with their outcomes.
 Every figure's title names the settings the sweep holds fixed (size, data, optimizer, learning rate, warmup, steps,
 seeds), so a figure read alone says what was compared.
+
+`redrawn_on_change` (a decorator of figure functions) skips a figure whose inputs did not change since its PNG was
+written: a report rewritten after every run (the atlas's, experiments/atlas/report.py) spent half its time in
+matplotlib redrawing figures whose data had not moved. The PNG carries the key (a tEXt chunk, `FIGURE_KEY`): a
+SHA-256 of the inputs, the function's name, the source of its module and of this one, and matplotlib's version.
 """
 
 import collections
+import contextvars
+import functools
+import hashlib
+import inspect
+import json
 import math
 import os
-from typing import Any, Optional
+import pickle
+import sys
+from typing import Any, Callable, Optional
 
 import matplotlib
 import matplotlib.ticker
@@ -23,6 +35,7 @@ import matplotlib.ticker
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after selecting the backend)
 import numpy as np  # noqa: E402
+import PIL.Image  # noqa: E402  (matplotlib's own dependency, pinned in requirements.txt)
 
 from models.config import PRESETS  # noqa: E402
 from train import metrics as metrics_lib  # noqa: E402
@@ -32,6 +45,68 @@ OUTCOMES = ("finished", "diverged", "crashed")
 
 def finite(v: Any) -> bool:
   return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+FIGURE_KEY = "inputs-sha256"  # the PNG text chunk holding a figure's key (module docstring)
+_pending_key: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("figure key", default=None)
+
+
+def save_figure(fig, path: str) -> str:
+  """Lays out, writes (with the key of the `redrawn_on_change` call drawing it, if any) and closes `fig`."""
+  fig.tight_layout()
+  key = _pending_key.get()
+  fig.savefig(path, dpi=110, metadata={FIGURE_KEY: key} if key else None)
+  plt.close(fig)
+  return path
+
+
+def saved_figure_key(path: str) -> Optional[str]:
+  """The key a PNG was written with (None: no such file, not a PNG, or written without one)."""
+  try:
+    with PIL.Image.open(path) as image:
+      return image.text.get(FIGURE_KEY)
+  except (OSError, AttributeError, SyntaxError):  # missing, unreadable or truncated; not a PNG (no .text)
+    return None
+
+
+def figure_key(draw: Callable, args: tuple) -> str:
+  """SHA-256 of `draw`'s inputs, name and module source, this module's source and matplotlib's version."""
+  try:
+    data = json.dumps(args, default=repr).encode()
+  except (TypeError, ValueError):  # dict keys JSON cannot hold (tuples): the pickle is as deterministic here
+    data = pickle.dumps(args)
+  h = hashlib.sha256(data)
+  for part in (draw.__qualname__, _source(draw.__module__), _source(__name__), matplotlib.__version__):
+    h.update(b"\0" + part.encode())
+  return h.hexdigest()
+
+
+@functools.cache
+def _source(module: str) -> str:
+  return inspect.getsource(sys.modules[module])
+
+
+def redrawn_on_change(name: Optional[str] = None) -> Callable[[Callable[..., str]], Callable[..., str]]:
+  """Decorates a figure function `draw(*args) -> path` that writes one PNG with `save_figure`: the PNG is
+  `os.path.join(args[1], name)` (`draw(inputs, out_dir, ...)`), or `args[-1]` when `name` is None; a call whose key
+  (`figure_key`) is the one the PNG was written with returns the path without drawing."""
+
+  def decorate(draw: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(draw)
+    def wrapped(*args):
+      path = os.path.join(args[1], name) if name else args[-1]
+      key = figure_key(draw, args)
+      if saved_figure_key(path) == key:
+        return path
+      token = _pending_key.set(key)
+      try:
+        return draw(*args)
+      finally:
+        _pending_key.reset(token)
+
+    return wrapped
+
+  return decorate
 
 
 def summarize(records: list[dict], metric: str) -> list[dict]:
@@ -146,6 +221,7 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
   return save_figure(fig, path)
 
 
+@redrawn_on_change()
 def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: str, path: str) -> str:
   """final_metric.png: the final metric against each swept key, one panel per key (module docstring)."""
   keys = swept or [None]
@@ -201,13 +277,6 @@ def _wrap(text: str, width: int) -> str:
         line = f"{line} {word}" if line else word
     out.append(line)
   return "\n".join(out)
-
-
-def save_figure(fig, path: str) -> str:
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path
 
 
 def write_report(

@@ -163,8 +163,11 @@ def run_sweep(
     *,
     clock: Callable[[], float] = time.monotonic,
     emit: Callable[[str], Any] = logging.info,
+    write_report: bool = True,
 ) -> list[dict]:
-  """Runs (or resumes) the sweep of `config` in `workdir` (module docstring); returns the records, grid order."""
+  """Runs (or resumes) the sweep of `config` in `workdir` (module docstring); returns the records, grid order.
+  `write_report=False` leaves out results.md and the figures (a driver running a grid one cell at a time writes them
+  once, from its full-grid pass: experiments/atlas/run.py)."""
   sweep = grid_lib.SweepConfig.from_config(config.sweep)
   cells = grid_lib.cells(config)
   runs = []
@@ -228,14 +231,15 @@ def run_sweep(
     records.append(record)
     if primary:
       _write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
-  if primary:
+  if primary and write_report:
     report.write_report(records, workdir, swept=swept, metric=sweep.metric, config=config, seeds=sweep.seeds)
   counts = {o: sum(r["outcome"] == o for r in records) for o in ("finished", "diverged", "crashed")}
   emit(
       f"Sweep done in {metrics_lib.format_duration(clock() - t0)}: "
       + ", ".join(f"{n} {o}" for o, n in counts.items())
-      + f"; {workdir}/results.jsonl, results.md"
-      + (", curves.png, final_metric.png" if config.train.num_steps else "")
+      + f"; {workdir}/results.jsonl"
+      + (", results.md" if write_report else "")
+      + (", curves.png, final_metric.png" if config.train.num_steps and write_report else "")
   )
   return records
 

@@ -120,8 +120,15 @@ def test_single_cell_grid_keeps_the_cell_name():
     assert only.name == c.name and only.overrides == c.overrides
 
 
-def test_atlas_tiny_end_to_end(tmp_path, atlas_writes):
+def test_atlas_tiny_end_to_end(tmp_path, atlas_writes, monkeypatch):
   """The init, train and length parts (the axis parts: tests/test_atlas_axes.py's end-to-end test)."""
+  sweep_reports = []  # the sweep layer's results.md + figures: once per part (its full-grid pass), not per cell
+  write_report = sweep_lib.report.write_report
+  monkeypatch.setattr(
+      sweep_lib.report,
+      "write_report",
+      lambda records, workdir, **kw: sweep_reports.append(workdir) or write_report(records, workdir, **kw),
+  )
   config = atlas_config.get_config("tiny")
   workdir, out = str(tmp_path / "atlas"), str(tmp_path / "reports")
   partial = report_lib.write(config, workdir, out)  # nothing run yet: every cell missing, no crash
@@ -156,6 +163,13 @@ def test_atlas_tiny_end_to_end(tmp_path, atlas_writes):
     assert len(row["runs"][0]["lrs"]) == 3 and row["runs"][0]["sensitivity"] >= 0
   with open(os.path.join(workdir, "train", "results.jsonl"), encoding="utf-8") as f:
     assert len([json.loads(line) for line in f]) == 12  # the final full-grid pass wrote every record
+  assert sweep_reports == [os.path.join(workdir, p) for p in ("init", "train", "length")]
+  assert os.path.exists(os.path.join(workdir, "train", "final_metric.png"))
+  # nothing changed: the report is rewritten, its figures are not redrawn
+  pngs = sorted(os.path.join(out, "atlas", f) for f in os.listdir(os.path.join(out, "atlas")) if f.endswith(".png"))
+  written = [os.stat(p).st_mtime_ns for p in pngs]
+  report_lib.write(config, workdir, out)
+  assert [os.stat(p).st_mtime_ns for p in pngs] == written and len(pngs) == 4
   # a removed run is reported missing, by its cell
   victim = grid_lib.cells(config)[0].name
   os.remove(os.path.join(workdir, "train", "cells", victim, "seed_0", "sweep_record.json"))

@@ -39,6 +39,7 @@ def _reference(ax, xs, ys, slope: float, color: str) -> None:
   ax.plot(t, y0 * (t / x0) ** slope, "--", color=color, lw=0.8, alpha=0.7)
 
 
+@report.redrawn_on_change("width.png")
 def width(m: dict, out_dir: str, settings: str) -> str:
   fig, axes = plt.subplots(1, 2, figsize=(10, 4))
   for ax, key, name in ((axes[0], "lambda_max", "λ_max(H)"), (axes[1], "p_lambda", "λ_max(P⁻¹H)")):
@@ -59,6 +60,7 @@ def width(m: dict, out_dir: str, settings: str) -> str:
   return report.save_figure(fig, os.path.join(out_dir, "width.png"))
 
 
+@report.redrawn_on_change("depth.png")
 def depth(m: dict, out_dir: str, settings: str) -> str:
   fig, axes = plt.subplots(1, 3, figsize=(14, 4))
   panels = (
@@ -84,6 +86,7 @@ def depth(m: dict, out_dir: str, settings: str) -> str:
   return report.save_figure(fig, os.path.join(out_dir, "depth.png"))
 
 
+@report.redrawn_on_change("transfer.png")
 def transfer(m: dict, out_dir: str, settings: str) -> str:
   arms = list(m["rows"])
   fig, axes = plt.subplots(1, max(1, len(arms)), figsize=(4.2 * max(1, len(arms)), 3.8), squeeze=False, sharey=True)
@@ -121,6 +124,7 @@ def shift_text(row: dict) -> str:
   return f"[{'−∞' if lo is None else f'{lo:+g}'}, {'+∞' if hi is None else f'{hi:+g}'}] steps"
 
 
+@report.redrawn_on_change("trace.png")
 def trace(m: dict, out_dir: str, settings: str) -> str:
   runs = [(arm, r) for arm, rs in m["rows"].items() for r in rs]
   adam = any(v is not None for _, r in runs for v in r["curves"]["lr_p_lambda"])

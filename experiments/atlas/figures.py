@@ -31,6 +31,7 @@ def _no_minor_labels(ax) -> None:
     axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
+@report.redrawn_on_change("loss_vs_lr.png")
 def loss_vs_lr(m: dict, out_dir: str, settings: str) -> str:
   methods = list(m["methods"])
   cols = min(5, max(1, len(methods)))
@@ -72,6 +73,7 @@ def loss_vs_lr(m: dict, out_dir: str, settings: str) -> str:
   return report.save_figure(fig, os.path.join(out_dir, "loss_vs_lr.png"))
 
 
+@report.redrawn_on_change("predicted_vs_measured.png")
 def predicted_vs_measured(m: dict, out_dir: str, settings: str) -> str:
   names = list(M.PREDICTORS)
   fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.6), squeeze=False)
@@ -105,6 +107,7 @@ def predicted_vs_measured(m: dict, out_dir: str, settings: str) -> str:
   return report.save_figure(fig, os.path.join(out_dir, "predicted_vs_measured.png"))
 
 
+@report.redrawn_on_change("warmup_gain.png")
 def warmup_gain(m: dict, out_dir: str, settings: str) -> str:
   names = list(M.PREDICTORS)
   fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.4), squeeze=False)

@@ -23,7 +23,7 @@ import ml_collections
 from experiments import grid as grid_lib
 from experiments import sweep as sweep_lib
 from experiments.atlas import cells as cells_lib
-from experiments.report import plt, save_figure
+from experiments.report import plt, redrawn_on_change, save_figure
 from train import metrics as metrics_lib
 
 CLOSE_NATS = 0.2  # the issue's "within 0.2 nats"
@@ -102,6 +102,7 @@ def measure(config: ml_collections.ConfigDict, workdir: str) -> Optional[dict]:
   )
 
 
+@redrawn_on_change("length_probe.png")
 def figure(m: dict, out_dir: str) -> str:
   """length_probe.png: both runs' validation loss against the step (left) and the gap with the 0.2-nat line (right)."""
   fig, (ax, gx) = plt.subplots(1, 2, figsize=(10, 4))

@@ -10,10 +10,11 @@ Contract: `run_atlas(config, workdir, out, parts=PARTS)` runs (or resumes) each 
   trace, width, depth, transfer  experiments.atlas.axes.part_config (`config.atlas.<part>`).
 Every part's grid and every cell's config are checked before any compute (`train.config.resolve`, as the sweep
 does). Each cell runs as a one-cell sweep (a one-cell grid has the cell's own directory name, so the runs are the full
-sweep's), and after each cell `<out>/ATLAS.md` and its figures are rewritten from whatever is finished
-(experiments.atlas.report; missing cells listed); a final `run_sweep` over a part's full grid (every run skipped)
-writes its results.jsonl and results.md. Diverged and crashed runs are outcomes (the sweep layer's rule); Preempted /
-KeyboardInterrupt stop it, and rerunning resumes.
+sweep's; it writes no sweep report), and after each cell `<out>/ATLAS.md` and its figures are rewritten from whatever
+is finished (experiments.atlas.report; missing cells listed; a figure whose data did not change is not redrawn); a
+final `run_sweep` over a part's full grid (every run skipped) writes its results.jsonl, results.md and figures.
+Diverged and crashed runs are outcomes (the sweep layer's rule); Preempted / KeyboardInterrupt stop it, and rerunning
+resumes.
 """
 
 import os
@@ -87,7 +88,7 @@ def run_atlas(
     part_dir = os.path.join(workdir, part)
     for name, cell in cells:
       emit(f"atlas {name}")
-      sweep_lib.run_sweep(cells_lib.single_cell_config(cfg, cell), part_dir, emit=emit)
+      sweep_lib.run_sweep(cells_lib.single_cell_config(cfg, cell), part_dir, emit=emit, write_report=False)
       summary = report_lib.write(config, workdir, out, command=command)
     sweep_lib.run_sweep(cfg, part_dir, emit=emit)  # every run done: the part's full results.jsonl / results.md
   return summary if summary is not None else report_lib.write(config, workdir, out, command=command)
