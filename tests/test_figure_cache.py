@@ -64,7 +64,13 @@ def test_the_key_covers_inputs_json_cannot_hold(tmp_path):
 def test_the_sweep_report_final_metric_takes_its_path_last(tmp_path):
   rows = report.summarize(
       [
-          {"cell": "c", "seed": 0, "params": {"optim.learning_rate": 0.1}, "outcome": "finished", "final": {"loss": 2.0}},
+          {
+              "cell": "c",
+              "seed": 0,
+              "params": {"optim.learning_rate": 0.1},
+              "outcome": "finished",
+              "final": {"loss": 2.0},
+          },
       ],
       "loss",
   )
