@@ -16,7 +16,7 @@ from configs import atlas as atlas_config
 from experiments import grid as grid_lib
 from experiments import sweep as sweep_lib
 from experiments.atlas import axes as axes_lib
-from experiments.atlas import axis_collect, axis_figures
+from experiments.atlas import axis_collect, axis_figures, axis_report
 from experiments.atlas import axis_measures as A
 from experiments.atlas import cells as cells_lib
 from experiments.atlas import report as report_lib
@@ -118,7 +118,9 @@ def _trace_collected(preconditioned: bool) -> dict:
       dict(arm="Post-LN, warmup 20", x=20.0, lr=1e-2, seed=0, outcome="finished", loss=4.0)
       | curves([100.0, 300.0, 500.0], [5e-3, 1e-2, 1e-2], [1900.0, 3800.0, 7600.0]),
   ]
-  return dict(runs=runs, missing=[], expected=2, arms=[r["arm"] for r in runs], xs=[0.0, 20.0], lrs=[1e-2])
+  return dict(
+      runs=runs, missing=[], missing_labels=[], expected=2, arms=[r["arm"] for r in runs], xs=[0.0, 20.0], lrs=[1e-2]
+  )
 
 
 @pytest.mark.parametrize("preconditioned", [True, False])
@@ -155,7 +157,7 @@ def test_transfer_measure_on_hand_made_runs():
       for (arm, x), vs in losses.items()
       for lr, v in zip(lrs, vs)
   ]
-  c = dict(runs=runs, missing=[], expected=12, arms=["standard", "mup"], xs=[32.0, 128.0], lrs=lrs)
+  c = dict(runs=runs, missing=[], missing_labels=[], expected=12, arms=["standard", "mup"], xs=[32.0, 128.0], lrs=lrs)
   m = axis_collect.measure(c, "transfer", 0.9)
   assert m["rows"]["mup"]["shift"] == [0.0, 0.0] and m["verdicts"] == {"mup_transfer": "held"}
   sp = m["rows"]["standard"]
@@ -273,6 +275,16 @@ def test_a_rerun_may_change_groups_no_run_reads(tmp_path):
 # ------------------------------------------------------------------------------------------------ --parts
 
 
+def test_a_partial_part_names_its_first_missing_cells_by_arm_and_x():
+  labels = [f"µP, d={d}" for d in (32, 64, 128, 256)] + [f"SP, d={d}" for d in (32, 64, 128, 256)]
+  m = dict(done=4, expected=12, missing=[f"dir{i}" for i in range(8)], missing_labels=labels)
+  status = axis_report._status(m)
+  assert status.startswith("**PARTIAL: 4 of 12 runs**; 8 cell(s) missing: µP, d=32; µP, d=64; ")
+  assert "SP, d=64; and 2 more (atlas.json's `missing` names them)" in status and "SP, d=128" not in status
+  assert "dir0" not in status
+  assert axis_report._status(dict(done=3, expected=3, missing=[], missing_labels=[])) == "**complete** (3 runs)"
+
+
 def test_parse_parts():
   assert axes_lib.parse_parts("width, depth") == ("width", "depth")
   assert axes_lib.parse_parts(",".join(axes_lib.PARTS)) == axes_lib.PARTS
@@ -345,8 +357,9 @@ def test_axes_tiny_end_to_end(tmp_path, atlas_writes):
   assert [r["window"] for r in runs] == [A.EARLY_STEPS, 2, A.EARLY_STEPS]
   assert all(r["max_gd"] > 0 and r["max_adam"] > 0 and r["curves"]["steps"] == [2, 4, 6] for r in runs)
   # a removed run is reported missing, by its cell
-  victim = axes_lib.part_cells(config, "width")[0].cell.name
-  os.remove(os.path.join(workdir, "width", "cells", victim, "seed_0", sweep_lib.RECORD_FILE))
-  report_lib.write(copy.deepcopy(config), workdir, out)
+  victim = axes_lib.part_cells(config, "width")[0]
+  os.remove(os.path.join(workdir, "width", "cells", victim.cell.name, "seed_0", sweep_lib.RECORD_FILE))
+  m = report_lib.write(copy.deepcopy(config), workdir, out)
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
-    assert f"**PARTIAL: 3 of 4 runs**; missing: `{victim}`" in f.read()
+    assert f"**PARTIAL: 3 of 4 runs**; 1 cell(s) missing: {victim.arm}, d={victim.x:g}." in f.read()
+  assert m["axes"]["width"]["missing"] == [victim.cell.name]  # atlas.json keeps the directory name

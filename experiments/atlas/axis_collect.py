@@ -67,17 +67,22 @@ def _trace(run_dir: str) -> dict:
 
 
 def collect(config: ml_collections.ConfigDict, workdir: str, part: str) -> dict:
-  """{runs: [{arm, x, lr, seed, outcome, loss, ...}], missing: [(cell, seed)], expected, xs, lrs} of one part."""
+  """{runs: [{arm, x, lr, seed, outcome, loss, ...}], missing: [(cell, seed)], missing_labels: [the report's name of
+  each missing cell: arm, x (and lr)], expected, xs, lrs} of one part."""
   seeds = axes_lib.axis(config, part).seeds
   part_dir = os.path.join(workdir, part)
   cells = axes_lib.part_cells(config, part)
-  runs, missing = [], []
+  runs, missing, labels = [], [], []
+  x_name = {"width": "d", "depth": "N", "transfer": "d"}.get(part)
   for c in cells:
     for s in range(seeds):
       rdir = sweep_lib.run_dir(part_dir, c.cell, s)
       record = _json(os.path.join(rdir, sweep_lib.RECORD_FILE))
       if record is None:
         missing.append((c.cell.name, s))
+        labels.append(
+            c.arm + (f", {x_name}={c.x:g}" if x_name else "") + (f", lr {c.lr:g}" if part == "transfer" else "")
+        )
         continue
       loss = record["final"].get("eval/loss")
       run = dict(arm=c.arm, x=c.x, lr=c.lr, seed=s, outcome=record["outcome"], loss=loss if A._finite(loss) else None)
@@ -86,6 +91,7 @@ def collect(config: ml_collections.ConfigDict, workdir: str, part: str) -> dict:
   return dict(
       runs=runs,
       missing=missing,
+      missing_labels=list(dict.fromkeys(labels)),
       expected=len(cells) * seeds,
       arms=list(dict.fromkeys(c.arm for c in cells)),
       xs=sorted({c.x for c in cells}),
@@ -229,7 +235,8 @@ def measure(collected: dict, part: str, beta1: float) -> dict:
   out.update(
       done=done,
       expected=collected["expected"],
-      missing=sorted({cell for cell, _ in collected["missing"]}),
+      missing=sorted({cell for cell, _ in collected["missing"]}),  # the cells' directory names (atlas.json)
+      missing_labels=collected["missing_labels"],
       outcomes={o: sum(r["outcome"] == o for r in collected["runs"]) for o in ("finished", "diverged", "crashed")},
   )
   return plain(out)

@@ -51,10 +51,20 @@ def settings(cfg: ml_collections.ConfigDict, part: str) -> str:
   return shape + sweep_report.fixed_settings(view, drop, cfg.sweep.seeds) + (analysis if part != "transfer" else "")
 
 
+MAX_MISSING_NAMED = 6  # a part's status names at most this many missing cells (atlas.json lists every one)
+
+
 def _status(m: dict) -> str:
   if not m["missing"]:
     return f"**complete** ({m['done']} runs)"
-  return f"**PARTIAL: {m['done']} of {m['expected']} runs**; missing: " + ", ".join(f"`{c}`" for c in m["missing"])
+  labels = m["missing_labels"]
+  named = "; ".join(labels[:MAX_MISSING_NAMED])
+  more = (
+      f"; and {len(labels) - MAX_MISSING_NAMED} more (atlas.json's `missing` names them)"
+      if len(labels) > MAX_MISSING_NAMED
+      else ""
+  )
+  return f"**PARTIAL: {m['done']} of {m['expected']} runs**; {len(labels)} cell(s) missing: {named}{more}"
 
 
 def _width_table(m: dict) -> str:
