@@ -87,9 +87,11 @@ def _source(module: str) -> str:
 
 
 def redrawn_on_change(name: Optional[str] = None) -> Callable[[Callable[..., str]], Callable[..., str]]:
-  """Decorates a figure function `draw(*args) -> path` that writes one PNG with `save_figure`: the PNG is
-  `os.path.join(args[1], name)` (`draw(inputs, out_dir, ...)`), or `args[-1]` when `name` is None; a call whose key
-  (`figure_key`) is the one the PNG was written with returns the path without drawing."""
+  """Decorates a figure function that writes one PNG with `save_figure`. With a `name`, the function is
+  `draw(inputs, out_dir, ..., *, path)`, its PNG `os.path.join(out_dir, name)`, and the decorator passes that `path`
+  (the file is named once, here); with none, it is `draw(..., path)` and writes `path`, its last argument. A call whose
+  key (`figure_key`, of the positional arguments) is the one the PNG was written with returns the path without
+  drawing."""
 
   def decorate(draw: Callable[..., str]) -> Callable[..., str]:
     @functools.wraps(draw)
@@ -100,7 +102,7 @@ def redrawn_on_change(name: Optional[str] = None) -> Callable[[Callable[..., str
         return path
       token = _pending_key.set(key)
       try:
-        return draw(*args)
+        return draw(*args, path=path) if name else draw(*args)
       finally:
         _pending_key.reset(token)
 

@@ -10,12 +10,13 @@ from experiments.report import plt
 
 def _counting_figure(calls: list):
   @report.redrawn_on_change("line.png")
-  def line(points: dict, out_dir: str, title: str) -> str:
+  def line(points: dict, out_dir: str, title: str, *, path: str) -> str:
+    assert path == os.path.join(out_dir, "line.png")  # the decorator names the file
     calls.append(title)
     fig, ax = plt.subplots(figsize=(2, 2))
     ax.plot(points["x"], points["y"])
     ax.set_title(title)
-    return report.save_figure(fig, os.path.join(out_dir, "line.png"))
+    return report.save_figure(fig, path)
 
   return line
 

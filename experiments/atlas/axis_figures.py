@@ -11,7 +11,6 @@ trace.png     η(t)·λ_max(H)(t) against the step, one line per run, the thresh
               second panel η(t)·λ_max(P⁻¹H)(t) against (2 + 2β₁)/(1 − β₁) when the records hold it.
 """
 
-import os
 from typing import Optional
 
 import numpy as np
@@ -40,7 +39,7 @@ def _reference(ax, xs, ys, slope: float, color: str) -> None:
 
 
 @report.redrawn_on_change("width.png")
-def width(m: dict, out_dir: str, settings: str) -> str:
+def width(m: dict, out_dir: str, settings: str, *, path: str) -> str:
   fig, axes = plt.subplots(1, 2, figsize=(10, 4))
   for ax, key, name in ((axes[0], "lambda_max", "λ_max(H)"), (axes[1], "p_lambda", "λ_max(P⁻¹H)")):
     for arm, row in m["rows"].items():
@@ -57,11 +56,11 @@ def width(m: dict, out_dir: str, settings: str) -> str:
     ax.legend(fontsize=6)
   fig.suptitle(f"Curvature at init against width — µP: {m['verdicts']['mup_flat']}\n{settings}", fontsize=8)
   fig.tight_layout()
-  return report.save_figure(fig, os.path.join(out_dir, "width.png"))
+  return report.save_figure(fig, path)
 
 
 @report.redrawn_on_change("depth.png")
-def depth(m: dict, out_dir: str, settings: str) -> str:
+def depth(m: dict, out_dir: str, settings: str, *, path: str) -> str:
   fig, axes = plt.subplots(1, 3, figsize=(14, 4))
   panels = (
       ("lambda_max", "λ_max(H) at init", A.LAMBDA_SLOPES),
@@ -83,11 +82,11 @@ def depth(m: dict, out_dir: str, settings: str) -> str:
   verdicts = "; ".join(f"{a}: grad {v['grad']}, λ {v['lambda']}" for a, v in m["verdicts"].items())
   fig.suptitle(f"Depth at init — {verdicts}\n{settings}", fontsize=8)
   fig.tight_layout()
-  return report.save_figure(fig, os.path.join(out_dir, "depth.png"))
+  return report.save_figure(fig, path)
 
 
 @report.redrawn_on_change("transfer.png")
-def transfer(m: dict, out_dir: str, settings: str) -> str:
+def transfer(m: dict, out_dir: str, settings: str, *, path: str) -> str:
   arms = list(m["rows"])
   fig, axes = plt.subplots(1, max(1, len(arms)), figsize=(4.2 * max(1, len(arms)), 3.8), squeeze=False, sharey=True)
   finite = [v for r in m["rows"].values() for w in r["widths"] for v in w["losses"] if v is not None]
@@ -111,7 +110,7 @@ def transfer(m: dict, out_dir: str, settings: str) -> str:
   axes[0, 0].set_ylabel("final val loss (× diverged; ★ optimum)")
   fig.suptitle(f"Learning-rate transfer across widths (Yang et al. 2022, Fig. 1)\n{settings}", fontsize=8)
   fig.tight_layout()
-  return report.save_figure(fig, os.path.join(out_dir, "transfer.png"))
+  return report.save_figure(fig, path)
 
 
 def shift_text(row: dict) -> str:
@@ -125,7 +124,7 @@ def shift_text(row: dict) -> str:
 
 
 @report.redrawn_on_change("trace.png")
-def trace(m: dict, out_dir: str, settings: str) -> str:
+def trace(m: dict, out_dir: str, settings: str, *, path: str) -> str:
   runs = [(arm, r) for arm, rs in m["rows"].items() for r in rs]
   adam = any(v is not None for _, r in runs for v in r["curves"]["lr_p_lambda"])
   fig, axes = plt.subplots(1, 2 if adam else 1, figsize=(11 if adam else 6, 4), squeeze=False)
@@ -144,7 +143,7 @@ def trace(m: dict, out_dir: str, settings: str) -> str:
     ax.legend(fontsize=6)
   fig.suptitle(f"Curvature × learning rate through warmup (× in the legend: diverged)\n{settings}", fontsize=8)
   fig.tight_layout()
-  return report.save_figure(fig, os.path.join(out_dir, "trace.png"))
+  return report.save_figure(fig, path)
 
 
 DRAW = {"trace": trace, "width": width, "depth": depth, "transfer": transfer}

@@ -32,7 +32,7 @@ def _no_minor_labels(ax) -> None:
 
 
 @report.redrawn_on_change("loss_vs_lr.png")
-def loss_vs_lr(m: dict, out_dir: str, settings: str) -> str:
+def loss_vs_lr(m: dict, out_dir: str, settings: str, *, path: str) -> str:
   methods = list(m["methods"])
   cols = min(5, max(1, len(methods)))
   rows = math.ceil(len(methods) / cols)
@@ -70,11 +70,11 @@ def loss_vs_lr(m: dict, out_dir: str, settings: str) -> str:
       f"Final validation loss vs peak lr (× diverged; dashed: best + {m['margin']:g} nat)\n{settings}", fontsize=8
   )
   fig.tight_layout()
-  return report.save_figure(fig, os.path.join(out_dir, "loss_vs_lr.png"))
+  return report.save_figure(fig, path)
 
 
 @report.redrawn_on_change("predicted_vs_measured.png")
-def predicted_vs_measured(m: dict, out_dir: str, settings: str) -> str:
+def predicted_vs_measured(m: dict, out_dir: str, settings: str, *, path: str) -> str:
   names = list(M.PREDICTORS)
   fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.6), squeeze=False)
   for ax, name in zip(axes.flat, names):
@@ -104,11 +104,11 @@ def predicted_vs_measured(m: dict, out_dir: str, settings: str) -> str:
   axes[0, 0].set_ylabel("measured max stable lr, no warmup\n(▲ ≥, ▼ <: censored)")
   fig.suptitle(f"Step-0 predictions vs measured largest stable lr (band: {M.WITHIN:g}×)\n{settings}", fontsize=8)
   fig.tight_layout()
-  return report.save_figure(fig, os.path.join(out_dir, "predicted_vs_measured.png"))
+  return report.save_figure(fig, path)
 
 
 @report.redrawn_on_change("warmup_gain.png")
-def warmup_gain(m: dict, out_dir: str, settings: str) -> str:
+def warmup_gain(m: dict, out_dir: str, settings: str, *, path: str) -> str:
   names = list(M.PREDICTORS)
   fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.4), squeeze=False)
   for ax, name in zip(axes.flat, names):
@@ -126,7 +126,7 @@ def warmup_gain(m: dict, out_dir: str, settings: str) -> str:
   axes[0, 0].set_ylabel("warmup gain (nats)")
   fig.suptitle(f"Warmup gain (best loss without − with) vs step-0 prediction\n{settings}", fontsize=8)
   fig.tight_layout()
-  return report.save_figure(fig, os.path.join(out_dir, "warmup_gain.png"))
+  return report.save_figure(fig, path)
 
 
 def draw(m: dict, out_dir: str, settings: str) -> list[str]:

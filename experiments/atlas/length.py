@@ -103,7 +103,7 @@ def measure(config: ml_collections.ConfigDict, workdir: str) -> Optional[dict]:
 
 
 @redrawn_on_change("length_probe.png")
-def figure(m: dict, out_dir: str) -> str:
+def figure(m: dict, out_dir: str, *, path: str) -> str:
   """length_probe.png: both runs' validation loss against the step (left) and the gap with the 0.2-nat line (right)."""
   fig, (ax, gx) = plt.subplots(1, 2, figsize=(10, 4))
   ax.plot(*zip(*m["post"]), "o-", ms=3, label=f"Post-LN + Xavier, warmup {m['warmup']}")
@@ -116,7 +116,7 @@ def figure(m: dict, out_dir: str) -> str:
     gx.axvline(m["steps_needed"], ls=":", color="tab:green", label=f"within from step {m['steps_needed']}")
   gx.set(xlabel="step", ylabel="gap (nats): Post-LN + warmup − Pre-LN", title="training-length probe")
   gx.legend(fontsize=8)
-  return save_figure(fig, os.path.join(out_dir, "length_probe.png"))
+  return save_figure(fig, path)
 
 
 def markdown(m: Optional[dict], grid_steps: int) -> str:
