@@ -12,6 +12,7 @@ from configs import atlas as atlas_config
 from experiments import grid as grid_lib
 from experiments import sweep as sweep_lib
 from experiments.atlas import cells as cells_lib
+from experiments.atlas import collect as collect_lib
 from experiments.atlas import measures as M
 from experiments.atlas import report as report_lib
 from experiments.atlas import run as run_lib
@@ -90,6 +91,18 @@ def test_decide_verdicts():
   assert wrong["verdicts"] == {"accurate": "failed", "ranks": "failed", "warmup": "failed"}
   few = M.decide({m: measured[m].value for m in "abcd"}, measured, gain)
   assert set(few["verdicts"].values()) == {"inconclusive"}
+
+
+def test_stiffest_block_is_the_majority_and_a_tie_goes_to_the_larger_value():
+  a, b = {"block_max_name": "encoder/layer_5/mlp_out", "block_max": 4.2}, {
+      "block_max_name": "embedding",
+      "block_max": 4.4,
+  }
+  assert collect_lib.stiffest_block([a, b]) == "embedding (1 of 2 seeds)"
+  assert collect_lib.stiffest_block([b, a]) == "embedding (1 of 2 seeds)"  # not the order, not set order
+  assert collect_lib.stiffest_block([a, b, dict(a, block_max=3.0)]) == "encoder/layer_5/mlp_out (2 of 3 seeds)"
+  assert collect_lib.stiffest_block([a, dict(a, block_max=5.0)]) == "encoder/layer_5/mlp_out"
+  assert collect_lib.stiffest_block([{"block_max_name": None}]) is None and collect_lib.stiffest_block([]) is None
 
 
 def test_cpu_grid_is_the_issue_grid():

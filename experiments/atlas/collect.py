@@ -99,6 +99,21 @@ def _predicted(init_runs: list[dict], beta1: float) -> dict[str, Optional[float]
   return {k: M.geometric_mean(v) for k, v in per.items()}
 
 
+def stiffest_block(runs: list[dict]) -> Optional[str]:
+  """The block the seeds' at-init analyses name stiffest most often; a tie goes to the name of the run with the largest
+  block λ_max (not to set order, which changes between processes); "(k of n seeds)" is added where they disagree."""
+  named = [r for r in runs if r.get("block_max_name")]
+  if not named:
+    return None
+  names = [r["block_max_name"] for r in named]
+  value = {n: -math.inf for n in names}
+  for r in named:
+    if M._finite(r.get("block_max")):
+      value[r["block_max_name"]] = max(value[r["block_max_name"]], r["block_max"])
+  name = max(value, key=lambda n: (names.count(n), value[n]))
+  return name if names.count(name) == len(names) else f"{name} ({names.count(name)} of {len(names)} seeds)"
+
+
 def measure(collected: dict, beta1: float) -> dict:
   """Per-method measures and, per predictor, the verdicts (experiments.atlas.measures)."""
   points = collected["points"]
@@ -112,8 +127,7 @@ def measure(collected: dict, beta1: float) -> dict:
     for key in ("lambda_max", "lambda_min", "preconditioned_lambda_max", "update_sharpness", "block_max"):
       row[key] = _mean(r.get(key) for r in runs)
       row[key + "_bound"] = _mean(r.get(key + "_bound") for r in runs)
-    names = [r.get("block_max_name") for r in runs if r.get("block_max_name")]
-    row["block_max_name"] = max(set(names), key=names.count) if names else None
+    row["block_max_name"] = stiffest_block(runs)
     mine = [p for p in points if p.method == m]
     for warmup in sorted({p.warmup for p in mine}):
       w = [p for p in mine if p.warmup == warmup]
