@@ -32,6 +32,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from models import roles
+
 LOGICAL_AXES = ("vocab", "position", "embed", "heads", "kv", "mlp", "hidden")
 
 
@@ -46,6 +48,10 @@ def logical_axes(model: nn.Module, batch: Optional[dict] = None) -> Any:
     A pytree like `params` whose leaves are `jax.sharding.PartitionSpec`s of names from `LOGICAL_AXES`, one entry
     per axis of the parameter (P() for a scalar).
   """
+  from models.transformer import Transformer  # pylint: disable=g-import-not-at-top (it imports this module)
+
+  if batch is None and type(model) is Transformer:  # pylint: disable=unidiomatic-typecheck (not a subclass)
+    return nn.get_partition_spec(roles.boxed_param_shapes(model.config))  # traced once per config
   if batch is None:
     batch = {k: jnp.ones((1, 1), jnp.int32) for k in ("inputs", "targets")}
   # nn.Module.init, not model.init: the Transformer's init strips the metadata this reads.

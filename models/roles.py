@@ -131,12 +131,21 @@ def declared_roles(boxed_params: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=64)
-def _declared_roles(config: Any) -> Any:
+def boxed_param_shapes(config: Any) -> Any:
+  """`nn.Module.init` of `Transformer(config)` traced abstractly (`jax.eval_shape`, on a one-token batch: no shape
+  depends on the length) with its declarations' boxes kept: ShapeDtypeStructs in `Declared` boxes, the params only.
+  Cached per config: the roles and the logical axes (`models.axes`) read it, and a run's setup asked for both (three
+  traces of the whole model with init's own, each as long as the model is deep); a sweep's seeds share it."""
   # Imported here: models.transformer imports models.parameterization, which reads roles.
   from models.transformer import Transformer  # pylint: disable=g-import-not-at-top
 
   batch = {k: jnp.ones((1, 1), jnp.int32) for k in ("inputs", "targets")}
-  boxed = jax.eval_shape(functools.partial(nn.Module.init, Transformer(config)), jax.random.key(0), batch)["params"]
+  return jax.eval_shape(functools.partial(nn.Module.init, Transformer(config)), jax.random.key(0), batch)["params"]
+
+
+@functools.lru_cache(maxsize=64)
+def _declared_roles(config: Any) -> Any:
+  boxed = boxed_param_shapes(config)
   shapes = tuple(tuple(box.value.shape) for box in jax.tree.leaves(boxed, is_leaf=lambda x: isinstance(x, Declared)))
   return declared_roles(boxed), shapes
 

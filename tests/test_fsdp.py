@@ -88,6 +88,20 @@ def test_logical_axes_cover_every_parameter(arch, residual, norm_type, tied):
   assert all(isinstance(x, jax.Array) for x in jax.tree.leaves(variables))
 
 
+def test_logical_axes_are_traced_once_per_config_and_equal_a_fresh_trace(monkeypatch):
+  """`logical_axes(model)` reads the boxes `models.roles` traced for the config's roles (one abstract init per config,
+  not one per call): the same specs as a trace on a batch of another shape, and no trace on the second call."""
+  mc = ModelConfig(vocab_size=23, num_encoder_layers=2, num_decoder_layers=1, d_model=8, num_heads=2, d_ff=16)
+  model = models.get_model(mc)
+  models.roles.boxed_param_shapes.cache_clear()
+  cached = models.logical_axes(model)
+  tokens = jnp.ones((3, 5), jnp.int32)
+  assert cached == models.logical_axes(model, {"inputs": tokens, "targets": tokens})  # an explicit batch: traced
+  traces = []
+  monkeypatch.setattr(jax, "eval_shape", lambda *a, **k: traces.append(a) or pytest.fail("traced again"))
+  assert models.logical_axes(models.get_model(mc)) == cached and models.param_roles(mc) is not None and not traces
+
+
 def test_mesh_spec_follows_the_rules_and_replicates_what_does_not_divide():
   """Rules in priority order, each mesh axis once per array; a dimension the mesh axis does not divide (an odd
   vocabulary) is skipped, so the next rule can use the axis; size-1 axes (fsdp = 1) shard nothing."""
