@@ -25,35 +25,24 @@ computing anything (`jax.eval_shape`), as a pytree of `PartitionSpec`s of logica
 `train.step` maps them to mesh axes with the rules of `config.mesh`.
 """
 
-import functools
-from typing import Any, Optional
+from typing import Any
 
 import flax.linen as nn
-import jax
-import jax.numpy as jnp
 
 from models import roles
 
 LOGICAL_AXES = ("vocab", "position", "embed", "heads", "kv", "mlp", "hidden")
 
 
-def logical_axes(model: nn.Module, batch: Optional[dict] = None) -> Any:
+def logical_axes(model: Any) -> Any:
   """The logical `PartitionSpec` of every parameter of `model`, as a pytree shaped like its `params`.
 
   Args:
-    model: a module whose parameters declare logical axes (`models.get_model`'s Transformer).
-    batch: a batch for the shapes; default a one-token {"inputs", "targets"} batch (shapes do not depend on length).
+    model: a `models.Transformer` or its `ModelConfig` (with `vocab_size` set).
 
   Returns:
     A pytree like `params` whose leaves are `jax.sharding.PartitionSpec`s of names from `LOGICAL_AXES`, one entry
-    per axis of the parameter (P() for a scalar).
+    per axis of the parameter (P() for a scalar). Read from the boxes of the abstract init `models.roles` traces
+    once per config for the roles (`roles.boxed_param_shapes`), so it computes and traces nothing more.
   """
-  from models.transformer import Transformer  # pylint: disable=g-import-not-at-top (it imports this module)
-
-  if batch is None and type(model) is Transformer:  # pylint: disable=unidiomatic-typecheck (not a subclass)
-    return nn.get_partition_spec(roles.boxed_param_shapes(model.config))  # traced once per config
-  if batch is None:
-    batch = {k: jnp.ones((1, 1), jnp.int32) for k in ("inputs", "targets")}
-  # nn.Module.init, not model.init: the Transformer's init strips the metadata this reads.
-  boxed = jax.eval_shape(functools.partial(nn.Module.init, model), jax.random.key(0), batch)
-  return nn.get_partition_spec(boxed["params"])
+  return nn.get_partition_spec(roles.boxed_param_shapes(getattr(model, "config", model)))

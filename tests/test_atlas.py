@@ -94,10 +94,8 @@ def test_decide_verdicts():
 
 
 def test_stiffest_block_is_the_majority_and_a_tie_goes_to_the_larger_value():
-  a, b = {"block_max_name": "encoder/layer_5/mlp_out", "block_max": 4.2}, {
-      "block_max_name": "embedding",
-      "block_max": 4.4,
-  }
+  a = {"block_max_name": "encoder/layer_5/mlp_out", "block_max": 4.2}
+  b = {"block_max_name": "embedding", "block_max": 4.4}
   assert collect_lib.stiffest_block([a, b]) == "embedding (1 of 2 seeds)"
   assert collect_lib.stiffest_block([b, a]) == "embedding (1 of 2 seeds)"  # not the order, not set order
   assert collect_lib.stiffest_block([a, b, dict(a, block_max=3.0)]) == "encoder/layer_5/mlp_out (2 of 3 seeds)"

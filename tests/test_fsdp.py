@@ -4,6 +4,7 @@ The multi-device tests run `tests/scripts/fsdp_train.py` in a subprocess on 4 si
 has one), bounded in time, through the public path `train.loop.setup` + `train_and_evaluate`.
 """
 
+import functools
 import itertools
 import json
 import os
@@ -11,6 +12,7 @@ import pathlib
 import subprocess
 import sys
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -90,13 +92,18 @@ def test_logical_axes_cover_every_parameter(arch, residual, norm_type, tied):
 
 def test_logical_axes_are_traced_once_per_config_and_equal_a_fresh_trace(monkeypatch):
   """`logical_axes(model)` reads the boxes `models.roles` traced for the config's roles (one abstract init per config,
-  not one per call): the same specs as a trace on a batch of another shape, and no trace on the second call."""
+  not one per call): the same specs as an independent trace on a batch of another shape, and no trace on the second
+  call."""
   mc = ModelConfig(vocab_size=23, num_encoder_layers=2, num_decoder_layers=1, d_model=8, num_heads=2, d_ff=16)
   model = models.get_model(mc)
   models.roles.boxed_param_shapes.cache_clear()
   cached = models.logical_axes(model)
   tokens = jnp.ones((3, 5), jnp.int32)
-  assert cached == models.logical_axes(model, {"inputs": tokens, "targets": tokens})  # an explicit batch: traced
+  # nn.Module.init, not model.init: the Transformer's init strips the boxes
+  boxed = jax.eval_shape(
+      functools.partial(nn.Module.init, model), jax.random.key(1), {"inputs": tokens, "targets": tokens}
+  )
+  assert cached == nn.get_partition_spec(boxed["params"]) and models.logical_axes(mc) == cached
   traces = []
   monkeypatch.setattr(jax, "eval_shape", lambda *a, **k: traces.append(a) or pytest.fail("traced again"))
   assert models.logical_axes(models.get_model(mc)) == cached and models.param_roles(mc) is not None and not traces
