@@ -174,6 +174,9 @@ def get_config() -> ml_collections.ConfigDict:
   t.grad_norms_every = 0  # Steps between per-parameter gradient-norm records (0: never; computed in-step).
   # Steps between λ_max records of the training-loss Hessian on the analysis batches (0: never; experiments/hooks.py).
   t.curvature_every = 0
+  # Evaluate once before the first update (eval record at step 0: the loss at init) and write data_stats.json (the
+  # eval targets' unigram entropy): what analysis/outcomes.py classifies a run against (diverged/collapsed/trained).
+  t.eval_at_init = False
 
   # Sweep mode (experiments/): the product of the grid's values × seeds, each run trained like mode='train'.
   w = config.sweep = ml_collections.ConfigDict()

@@ -19,7 +19,8 @@ runs an earlier invocation finished; every such step must be a checkpoint the ru
   * one record per run, written to the run's `sweep_record.json` and gathered (grid order) into
     `<workdir>/results.jsonl` after every run: `cell`, the cell's key values in this grid (`params`; a skipped
     run's record, written by whichever grid ran it, gets this grid's), `seed`, `outcome`,
-    `error`, `final` (the last value of each `<split>/<name>` in the run's metrics.jsonl), `status`,
+    `error`, `final` (the last value of each `<split>/<name>` in the run's metrics.jsonl), `class` and
+    `class_reason` (diverged / collapsed / trained, analysis/outcomes.py; None without `train.eval_at_init`), `status`,
     `wall_time_s` (of the invocation that ended the run), `resumed_from_step`, `workdir` and `provenance`
     (experiments/provenance.py); then `results.md` and the figures (experiments/report.py) and each run's
     hparams and final metrics in `<workdir>/tensorboard_hparams/` (TensorBoard's HParams tab);
@@ -45,6 +46,7 @@ import analysis.config
 import analysis.run
 import train.config
 import train.loop
+from analysis import outcomes
 from experiments import grid as grid_lib
 from experiments import hooks, report
 from experiments import provenance as provenance_lib
@@ -145,6 +147,18 @@ def _write_jsonl(path: str, records: list[dict]) -> None:
   with open(tmp, "w", encoding="utf-8") as f:
     f.writelines(json.dumps(r) + "\n" for r in records)
   os.replace(tmp, path)
+
+
+def run_class(run_workdir: str) -> dict:
+  """{'class', 'class_reason'} of a run by analysis/outcomes.py's rule (None where it does not apply: no training
+  step, or no step-0 evaluation to compare with because `train.eval_at_init` is off)."""
+  path = os.path.join(run_workdir, train.loop.DATA_STATS_FILE)
+  stats = None
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      stats = json.load(f)
+  outcome = outcomes.classify_run(metrics_lib.read_metrics(run_workdir), metrics_lib.read_status(run_workdir), stats)
+  return {"class": outcome and outcome.cls, "class_reason": outcome and outcome.reason}
 
 
 def _hparams(writer_dir: str, record: dict) -> None:
@@ -285,6 +299,7 @@ def _record(cell: grid_lib.Cell, seed: int, rdir: str, base: dict, prov: Optiona
       "seed": seed,
       **base,
       "final": final_metrics(rdir),
+      **run_class(rdir),
       "status": metrics_lib.read_status(rdir),
       "workdir": os.path.join("cells", cell.name, f"seed_{seed}"),  # relative to the sweep's workdir
       "provenance": prov,

@@ -51,12 +51,15 @@ class TrainConfig(Section):
   decode_max_length: int
   grad_norms_every: int
   curvature_every: int
+  eval_at_init: bool
 
   def __post_init__(self):
     for key in ("log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
       _int(self, key, 1)
     for key in ("num_steps", "seed", "num_decode_examples", "decode_max_length", "grad_norms_every", "curvature_every"):
       _int(self, key, 0)
+    if not isinstance(self.eval_at_init, bool):
+      raise invalid("train.eval_at_init", self.eval_at_init, "True or False")
     if not 0.0 <= self.label_smoothing < 1.0:
       raise invalid("train.label_smoothing", self.label_smoothing, "a number in [0, 1)")
     if not 0.0 < self.mlm_mask_rate < 1.0:

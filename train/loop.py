@@ -15,6 +15,9 @@ e.g. the curvature record of `train.curvature_every`, experiments/hooks.py) run 
 scalars go into that step's train record. A preemption (SIGTERM, or orbax's preemption sync point with jax.distributed;
 `train.checkpoint.PreemptionNotice`) finishes the current step, checkpoints it (forced), writes `status.json` =
 `preempted` with the step and raises `Preempted`; rerunning the workdir resumes from that step bit for bit.
+With `train.eval_at_init`, a run that starts at step 0 is evaluated before its first update (an eval record at
+step 0: the loss at init) and writes `data_stats.json` (the eval targets' unigram entropy): the two references
+analysis/outcomes.py classifies a run against (diverged / collapsed / trained).
 """
 
 import dataclasses
@@ -40,6 +43,8 @@ from train import metrics as metrics_lib
 from train import optim
 from train import step as step_lib
 from train.state import TrainState
+
+DATA_STATS_FILE = "data_stats.json"
 
 
 class Diverged(RuntimeError):
@@ -283,6 +288,14 @@ def _train_and_evaluate(
   state, step = exp.state, exp.start_step
   last_eval = None
   metrics_lib.write_status(workdir, "running", step, total_steps=cfg.num_steps)
+  if cfg.eval_at_init and step == 0 and cfg.num_steps > 0:
+    # The loss at init and the targets' unigram entropy: what analysis/outcomes.py classifies a run against.
+    result = evaluate(exp, eval_step, decode_fn, state.model_variables())
+    writer.write_scalars(0, result, split="eval")
+    if jax.process_index() == 0:
+      stats = {"split": exp.config.data.eval_split, **exp.data.target_unigram_entropy()}
+      (epath.Path(workdir) / DATA_STATS_FILE).write_text(json.dumps(stats, indent=1))
+    logging.info("eval at step 0: %s", json.dumps({k: round(v, 4) for k, v in result.items()}))
   pending = None  # (step, metrics) of the previous step, checked one step late so the host never stalls the device
 
   def check(step_metrics):

@@ -68,6 +68,27 @@ class Data:
         process_count=self.process_count,
     )
 
+  def target_unigram_entropy(self) -> dict:
+    """The entropy H = −Σ_t p(t) ln p(t), nats per token, of the target token frequencies of the whole eval split
+    (every process the same): padding excluded, EOS included, the tokens the validation loss averages over. A model
+    that ignores its input scores no better than H on that split (analysis/outcomes.py's `collapsed`).
+
+    Returns {"target_unigram_entropy": H, "tokens": count, "vocab_size": the tokenizer's}.
+    """
+    counts = np.zeros(self.tokenizer.vocab_size, np.int64)
+    for example in self._tokenized_eval():
+      ids = np.asarray(example["targets"]).ravel()
+      counts += np.bincount(ids[ids != PAD_ID], minlength=len(counts))[: len(counts)]
+    total = int(counts.sum())
+    if not total:
+      raise ValueError("the eval split has no target tokens: its unigram entropy is undefined")
+    p = counts[counts > 0] / total
+    return {
+        "target_unigram_entropy": float(-(p * np.log(p)).sum()),
+        "tokens": total,
+        "vocab_size": int(self.tokenizer.vocab_size),
+    }
+
   def eval_examples(self) -> list[tuple[str, str]]:
     """The first `num_eval_examples` (source, reference) text pairs of the eval split, for BLEU / exact match.
 

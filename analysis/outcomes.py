@@ -1,0 +1,103 @@
+"""A training run's outcome, classified once by a rule stated before any run: diverged, collapsed or trained.
+
+A reviewer reads a study's runs by class, never off a raw final loss (a run that ended at 9,000 nats did not reach
+"a loss of 9,000": it diverged). The rule, fixed here before the runs it classifies:
+
+  diverged   a non-finite loss or gradient (the loop stopped the run: status `diverged`), a non-finite validation
+             loss, or a validation loss above the validation loss at init (`init_loss`, the step-0 evaluation:
+             `train.eval_at_init`) at any evaluation after step 0;
+  collapsed  not diverged, and the final validation loss is no better than the unigram model's: above
+             H(targets) − δ, where H(targets) = −Σ_t p(t) ln p(t) is the entropy (nats per token) of the target
+             tokens' frequencies in the evaluated split (padding excluded, EOS included: the tokens the validation
+             loss averages over; `train.data.Data.target_unigram_entropy`, written by the loop to the run's
+             data_stats.json). Such a run predicts the marginal token distribution and ignores its input: the
+             plateau Post-LN reaches without warmup (Liu et al. 2020 §3.1, Fig. 1);
+  trained    otherwise.
+
+δ = COLLAPSE_MARGIN = 0.1 nats, fixed before any classified run. Measured (2026-11-25, `Data.target_unigram_entropy`
+on Multi30k De→En's validation split, SentencePiece vocabulary 2000 as in configs/atlas.py:cpu): H = 5.34 nats over
+16,032 target tokens. The atlas's Post-LN runs without warmup plateaued at 5.40 (within δ: collapsed), while Pre-LN
+reached 3.40 in 200 steps (validation loss on 256 of the pairs), 1.9 nats below H: a tenth of a nat is a small fraction of what the source buys.
+
+The entropy of the split's own frequencies is a lower bound of what any unigram model scores on it (a model fit on
+the training split scores its cross-entropy, which is larger), so a run at the level of a unigram model is never
+called `trained`: the rule errs towards `collapsed`.
+"""
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Optional
+
+DIVERGED, COLLAPSED, TRAINED = "diverged", "collapsed", "trained"
+CLASSES = (DIVERGED, COLLAPSED, TRAINED)
+COLLAPSE_MARGIN = 0.1  # δ in nats (module docstring)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+  """A run's class and the numbers that decided it, in words."""
+
+  cls: str
+  reason: str
+
+  def __post_init__(self):
+    if self.cls not in CLASSES:
+      raise ValueError(f"outcome class {self.cls!r} is not one of {list(CLASSES)}")
+
+
+def classify(
+    evals: Sequence[tuple[int, float]],
+    *,
+    init_loss: float,
+    unigram_entropy: float,
+    stopped_nonfinite: bool = False,
+    margin: float = COLLAPSE_MARGIN,
+) -> Outcome:
+  """The class of one run (module docstring) from its validation losses `evals` = [(step, loss), ...].
+
+  `init_loss` is the validation loss at step 0 (it may be in `evals` too); `stopped_nonfinite` says the loop stopped
+  the run on a non-finite loss or gradient. ValueError if the run has no evaluation after step 0 to read.
+  """
+  if not math.isfinite(init_loss):
+    raise ValueError(f"init_loss={init_loss}: the loss at init must be finite to classify against it")
+  if stopped_nonfinite:
+    return Outcome(DIVERGED, "a non-finite loss or gradient stopped the run")
+  later = sorted((int(s), float(v)) for s, v in evals if s > 0)
+  if not later:
+    raise ValueError("no validation loss after step 0: nothing to classify (evaluate at least at the end)")
+  for step, loss in later:
+    if not math.isfinite(loss):
+      return Outcome(DIVERGED, f"validation loss {loss} at step {step}")
+    if loss > init_loss:
+      return Outcome(DIVERGED, f"validation loss {loss:.4g} at step {step} above the loss at init {init_loss:.4g}")
+  step, final = later[-1]
+  if final > unigram_entropy - margin:
+    return Outcome(
+        COLLAPSED,
+        f"final validation loss {final:.4g} (step {step}) no better than the targets' unigram entropy "
+        f"{unigram_entropy:.4g} − δ {margin:g}",
+    )
+  return Outcome(
+      TRAINED, f"final validation loss {final:.4g} (step {step}) below unigram entropy {unigram_entropy:.4g} − δ"
+  )
+
+
+def classify_run(metrics: Sequence[dict], status: Optional[dict], data_stats: Optional[dict]) -> Optional[Outcome]:
+  """The class of a run from its files (metrics.jsonl records, status.json, data_stats.json); None for a run that
+  trains no step (an at-init analysis) or that has no step-0 evaluation (`train.eval_at_init` off) to compare with.
+  """
+  evals = [(r["step"], r["loss"]) for r in metrics if r.get("split") == "eval" and "loss" in r]
+  init = [loss for step, loss in evals if step == 0]
+  if not init or data_stats is None or not any(step > 0 for step, _ in evals) and not _nonfinite(status):
+    return None
+  return classify(
+      evals,
+      init_loss=init[0],
+      unigram_entropy=data_stats["target_unigram_entropy"],
+      stopped_nonfinite=_nonfinite(status),
+  )
+
+
+def _nonfinite(status: Optional[dict]) -> bool:
+  return bool(status) and status.get("status") == "diverged"

@@ -1,0 +1,118 @@
+"""Run outcomes (analysis/outcomes.py): the classification rule on hand-made curves, and its inputs from the data."""
+
+import math
+
+import numpy as np
+import pytest
+
+from analysis import outcomes
+from analysis.outcomes import COLLAPSED, DIVERGED, TRAINED
+
+H = 5.4  # a unigram entropy (nats per token) for the hand-made curves
+INIT = 7.7  # the validation loss at init
+
+
+def _classify(losses, **kw):
+  evals = [(0, INIT)] + [(100 * (i + 1), v) for i, v in enumerate(losses)]
+  return outcomes.classify(evals, init_loss=INIT, unigram_entropy=H, **kw).cls
+
+
+@pytest.mark.parametrize(
+    "losses, expected",
+    [
+        ([6.0, float("nan")], DIVERGED),  # NaN at the last evaluation
+        ([6.0, float("inf"), 5.0], DIVERGED),
+        ([6.0, 5.0, 4.2, 3.9, 9000.0], DIVERGED),  # late blow-up far above the loss at init
+        ([6.0, 4.0, INIT + 0.01, 4.0], DIVERGED),  # above init once, then back: still diverged (at any evaluation)
+        ([6.2, 5.6, 5.42, 5.41], COLLAPSED),  # plateau at the unigram entropy
+        ([6.2, 5.7, 5.6, 5.55], COLLAPSED),  # no better than the unigram model, though below init
+        ([6.2, 5.6, H - outcomes.COLLAPSE_MARGIN + 1e-6], COLLAPSED),  # just inside δ
+        ([7.6, 7.0, 6.1, 5.5, 5.25], TRAINED),  # slow but training: 0.15 nats below H at the end
+        ([6.0, 4.5, 3.6, 3.4], TRAINED),
+        ([6.2, 5.6, H - outcomes.COLLAPSE_MARGIN - 1e-6], TRAINED),  # just outside δ
+    ],
+)
+def test_classify_hand_made_curves(losses, expected):
+  assert _classify(losses) == expected
+
+
+def test_stopped_nonfinite_is_diverged_whatever_the_curve():
+  assert _classify([3.0], stopped_nonfinite=True) == DIVERGED
+
+
+def test_reason_names_the_deciding_numbers():
+  out = outcomes.classify([(0, INIT), (200, 9000.0)], init_loss=INIT, unigram_entropy=H)
+  assert "9000" in out.reason and "step 200" in out.reason and "7.7" in out.reason
+
+
+def test_classify_refuses_what_it_cannot_read():
+  with pytest.raises(ValueError, match="no validation loss after step 0"):
+    outcomes.classify([(0, INIT)], init_loss=INIT, unigram_entropy=H)
+  with pytest.raises(ValueError, match="init_loss"):
+    outcomes.classify([(100, 3.0)], init_loss=float("nan"), unigram_entropy=H)
+  with pytest.raises(ValueError, match="not one of"):
+    outcomes.Outcome("exploded", "")
+
+
+def test_classify_run_reads_the_files_records():
+  metrics = [
+      {"step": 0, "split": "eval", "loss": INIT},
+      {"step": 100, "split": "train", "loss": 2.0},  # train records are not read
+      {"step": 200, "split": "eval", "loss": 5.41},
+  ]
+  stats = {"target_unigram_entropy": H}
+  assert outcomes.classify_run(metrics, {"status": "finished"}, stats).cls == COLLAPSED
+  assert outcomes.classify_run(metrics, {"status": "diverged"}, stats).cls == DIVERGED
+  # No step-0 evaluation (train.eval_at_init off), or no data statistics: no class, rather than a guess.
+  assert outcomes.classify_run(metrics[1:], {"status": "finished"}, stats) is None
+  assert outcomes.classify_run(metrics, {"status": "finished"}, None) is None
+  # An at-init run (evaluated at step 0 only) trained nothing: no class.
+  assert outcomes.classify_run(metrics[:1], {"status": "finished"}, stats) is None
+
+
+class _Tokenizer:
+  vocab_size = 6
+
+
+def test_target_unigram_entropy_closed_form():
+  """Targets with token frequencies 1/2, 1/4, 1/4 (padding 0 ignored): H = 1.5 ln 2."""
+  from train.data.build import Data
+
+  examples = [{"targets": np.array([2, 3, 1, 0, 0])}, {"targets": np.array([2, 2, 4, 1, 0])}]
+  # ids 2: 3, 3: 1, 1: 2, 4: 1 of 7 tokens
+  p = np.array([3, 1, 2, 1]) / 7
+  data = Data.__new__(Data)
+  object.__setattr__(data, "tokenizer", _Tokenizer())
+  object.__setattr__(data, "_tokenized_eval", lambda: examples)
+  stats = data.target_unigram_entropy()
+  assert stats["tokens"] == 7 and stats["vocab_size"] == 6
+  assert stats["target_unigram_entropy"] == pytest.approx(float(-(p * np.log(p)).sum()), rel=1e-12)
+  uniform = [{"targets": np.array([1, 2, 3, 4])}]
+  object.__setattr__(data, "_tokenized_eval", lambda: uniform)
+  assert data.target_unigram_entropy()["target_unigram_entropy"] == pytest.approx(math.log(4), rel=1e-12)
+
+
+def test_a_sweep_records_each_runs_class(tmp_path):
+  """Through the sweep layer with train.eval_at_init: an eval record at step 0, data_stats.json, and the class."""
+  import json
+
+  from experiments import sweep as sweep_lib
+  from tests.test_experiments import tiny_config
+  from train import metrics as metrics_lib
+
+  config = tiny_config(**{"sweep.grid": "optim.learning_rate=0.001,1e30", "sweep.seeds": 1, "train.eval_at_init": True})
+  finished, diverged = sweep_lib.run_sweep(config, str(tmp_path), emit=lambda _: None)
+  assert diverged["outcome"] == "diverged" and diverged["class"] == DIVERGED
+  assert "non-finite" in diverged["class_reason"]
+  run = tmp_path / finished["workdir"]
+  evals = metrics_lib.read_metrics(str(run), split="eval")
+  assert [r["step"] for r in evals] == [0, 4]
+  stats = json.loads((run / "data_stats.json").read_text())
+  assert stats["split"] == "validation" and stats["tokens"] > 0 and 0 < stats["target_unigram_entropy"]
+  assert stats["target_unigram_entropy"] <= math.log(stats["vocab_size"])
+  expected = outcomes.classify(
+      [(r["step"], r["loss"]) for r in evals],
+      init_loss=evals[0]["loss"],
+      unigram_entropy=stats["target_unigram_entropy"],
+  )
+  assert (finished["class"], finished["class_reason"]) == (expected.cls, expected.reason)
