@@ -8,7 +8,6 @@ import copy
 import glob
 import importlib
 import json
-import math
 import os
 import pathlib
 import subprocess
@@ -225,18 +224,20 @@ def test_truncated_normal_verdict_branches(bert, xavier, expected, failing):
   assert v.verdict == expected and (failing is None or failing in v.reason), v.reason
 
 
-def _activations(log_se=None, **finals):
+def _activations(slopes=None, q1=None, q20=None):
   acts = {}
   for name in ("normalized_relu", "normalized_gelu", "selu", "relu", "gelu"):
-    final = finals.get(name, 1.0 if name in activation_moments.STABLE else 1e-6)
+    stable = name in activation_moments.STABLE
+    first = (q1 or {}).get(name, 1.0 if stable else 0.5)
+    last = (q20 or {}).get(name, 1.0 if stable else 1e-6)
     acts[name] = dict(
-        second_moment=[1.0, final],
-        log_se=log_se,
-        final=final,
-        max_log_deviation=abs(math.log(final)),
+        second_moment=[1.0, 1.3],  # finite width: reported, never decisive
+        log_se=[0.0, 0.3],
+        final=1.3,
+        mean_field=[first, last],
         per_draw_log_std_final=0.1,
         random_walk_log_std=0.3,
-        fixed_point_slope=1.0,
+        fixed_point_slope=(slopes or {}).get(name, {"selu": 0.78}.get(name, 1.0)),
         depth=20,
     )
   return acts
@@ -246,27 +247,22 @@ SELU_OK = dict(solved_lambda=1.0507, solved_alpha=1.6733, paper_lambda=1.0507, p
 
 
 @pytest.mark.parametrize(
-    "selu_error, finals, expected, failing",
+    "selu_error, acts, expected, failing",
     [
         (0.0, {}, claims.REPRODUCED, None),
         (1e-3, {}, claims.NOT_REPRODUCED, "SELU constants"),
-        (0.0, {"normalized_gelu": 3.2}, claims.NOT_REPRODUCED, "'normalized_gelu'"),
-        (0.0, {"relu": 0.5}, claims.NOT_REPRODUCED, "'relu'"),
-        # ln 1.4 = 0.34 < ln 1.5 = 0.41 < 0.34 + 2·0.1: undetermined at 2 standard errors.
-        (
-            0.0,
-            {"normalized_gelu": 1.4, "log_se": [0.0, 0.1]},
-            claims.INCONCLUSIVE,
-            "more draws needed): ['normalized_gelu']",
-        ),
-        (0.0, {"normalized_gelu": 1.4, "log_se": [0.0, 0.01]}, claims.REPRODUCED, None),
-        (0.0, {"normalized_gelu": 1.9, "log_se": [0.0, 0.1]}, claims.NOT_REPRODUCED, "'normalized_gelu'"),
-        (0.0, {"relu": 0.2, "log_se": [0.0, 0.2]}, claims.INCONCLUSIVE, "['relu']"),  # ln 5 − 0.4 < ln 4
+        # The committed cpu measurement: normalized GELU's fixed point repels (slope 1.144), whatever its draws say.
+        (0.0, {"slopes": {"normalized_gelu": 1.144}}, claims.NOT_REPRODUCED, "normalized_gelu: repelling"),
+        (0.0, {"slopes": {"normalized_relu": 1.0 + 1e-9}}, claims.REPRODUCED, None),  # exactly 1, up to quadrature
+        (0.0, {"slopes": {"normalized_relu": 1.0 + 1e-5}}, claims.NOT_REPRODUCED, "normalized_relu: repelling"),
+        (0.0, {"q1": {"selu": 1.01}}, claims.NOT_REPRODUCED, "selu: no fixed point"),
+        (0.0, {"q20": {"relu": 0.5}}, claims.NOT_REPRODUCED, "relu: no drift"),
+        (0.0, {"q20": {"gelu": 4.5}}, claims.REPRODUCED, None),  # drift upwards counts too
     ],
 )
-def test_activation_moments_verdict_branches(selu_error, finals, expected, failing):
+def test_activation_moments_verdict_branches(selu_error, acts, expected, failing):
   selu = {**SELU_OK, "rel_error_lambda": selu_error, "rel_error_alpha": 0.0}
-  v = activation_moments.verdict({"crashed": [], "selu": selu, "activations": _activations(**finals)})
+  v = activation_moments.verdict({"crashed": [], "selu": selu, "activations": _activations(**acts)})
   assert v.verdict == expected and (failing is None or failing in v.reason), v.reason
   acts = _activations()
   del acts["gelu"]

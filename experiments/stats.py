@@ -1,0 +1,88 @@
+"""Intervals for the numbers a verdict reads, and the three-way reading of an interval against a threshold.
+
+Every verdict of a claim or an atlas part reads an interval, never a point: a rule holds when the whole interval
+satisfies it, fails when none of it does, and is undetermined (the verdict `inconclusive`) when the interval
+straddles the threshold; the report then names the design change that would decide it (more seeds, more points).
+
+  slope_interval(x, y, level)        least-squares slope of y on x with its Student-t interval (every (x, y) point
+                                     counted: several seeds at one x are several points), as scipy.stats.linregress's
+                                     standard error gives it;
+  mean_interval(values, level)       the mean with its Student-t interval;
+  bootstrap_interval(groups, stat)   percentile bootstrap of a statistic over resampled groups (e.g. methods);
+  fisher_z_interval(r, n, level)     a correlation's interval by Fisher's z = atanh(r), standard error 1/√(n−3);
+  reading(interval, low=, high=)     True (inside [low, high]) / False (disjoint) / None (straddles).
+
+Written here (not taken from a library) because scipy.stats gives the pieces but not the three-way reading the
+verdicts share; tests/test_stats.py checks each interval against scipy's own or a closed form.
+"""
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Optional
+
+import numpy as np
+import scipy.stats
+
+LEVEL = 0.95
+
+
+def slope_interval(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
+  """(slope, low, high) of the least-squares line of y on x; the interval is slope ± t_{n−2}·SE (n points)."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  if len(x) != len(y) or len(x) < 3 or np.ptp(x) == 0:
+    raise ValueError(f"a slope interval needs ≥ 3 points at ≥ 2 distinct x; got {len(x)} points, x = {x.tolist()}")
+  fit = scipy.stats.linregress(x, y)
+  half = scipy.stats.t.ppf(0.5 + level / 2, len(x) - 2) * fit.stderr
+  return float(fit.slope), float(fit.slope - half), float(fit.slope + half)
+
+
+def mean_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
+  """(mean, low, high): mean ± t_{n−1}·s/√n. ValueError for fewer than 2 values (no spread, no interval)."""
+  v = np.asarray(values, np.float64)
+  if len(v) < 2:
+    raise ValueError(f"a mean interval needs ≥ 2 values; got {len(v)}")
+  half = scipy.stats.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
+  return float(v.mean()), float(v.mean() - half), float(v.mean() + half)
+
+
+def bootstrap_interval(
+    groups: Sequence, statistic: Callable[[list], float], *, n: int = 2000, level: float = LEVEL, seed: int = 0
+) -> tuple[float, float, float]:
+  """(statistic of `groups`, low, high): percentile interval of `statistic` over `n` resamples of the groups with
+  replacement (resample what is independent: methods, seeds). Resamples whose statistic is not finite are dropped."""
+  if len(groups) < 2:
+    raise ValueError(f"a bootstrap needs ≥ 2 groups; got {len(groups)}")
+  rng = np.random.default_rng(seed)
+  draws = []
+  for _ in range(n):
+    value = statistic([groups[i] for i in rng.integers(0, len(groups), len(groups))])
+    if value is not None and math.isfinite(value):
+      draws.append(value)
+  if not draws:
+    raise ValueError("no resample gave a finite statistic")
+  lo, hi = np.quantile(draws, [0.5 - level / 2, 0.5 + level / 2])
+  return float(statistic(list(groups))), float(lo), float(hi)
+
+
+def fisher_z_interval(r: float, n: int, level: float = LEVEL) -> tuple[float, float, float]:
+  """(r, low, high) for a correlation of n pairs: tanh(atanh(r) ± z_{level}/√(n−3))."""
+  if n < 4:
+    raise ValueError(f"Fisher's z interval needs n ≥ 4 pairs; got {n}")
+  z, half = math.atanh(max(min(r, 1 - 1e-15), -1 + 1e-15)), scipy.stats.norm.ppf(0.5 + level / 2) / math.sqrt(n - 3)
+  return float(r), math.tanh(z - half), math.tanh(z + half)
+
+
+def reading(interval: tuple[float, float, float], *, low: float = -math.inf, high: float = math.inf) -> Optional[bool]:
+  """True if the interval (value, lo, hi) lies inside [low, high], False if it lies outside, None if it straddles."""
+  _, lo, hi = interval
+  if low <= lo and hi <= high:
+    return True
+  if hi < low or lo > high:
+    return False
+  return None
+
+
+def fmt(interval: tuple[float, float, float], digits: int = 3) -> str:
+  """'v [lo, hi]' with `digits` significant digits."""
+  v, lo, hi = interval
+  return f"{v:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"

@@ -1,0 +1,67 @@
+"""experiments/stats.py: each interval against a closed form or an independent computation, and the three-way reading."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from experiments import stats
+
+
+def test_slope_interval_matches_the_closed_form():
+  x = np.array([1.0, 2, 3, 4, 1, 2, 3, 4])
+  y = np.array([0.1, 0.35, 0.52, 0.8, 0.05, 0.3, 0.6, 0.74])
+  slope, lo, hi = stats.slope_interval(x, y)
+  # Closed form: SE = sqrt(Σr²/(n−2) / Σ(x−x̄)²), t quantile at 0.975 with 6 degrees of freedom.
+  b = np.sum((x - x.mean()) * (y - y.mean())) / np.sum((x - x.mean()) ** 2)
+  resid = y - (y.mean() + b * (x - x.mean()))
+  se = math.sqrt(np.sum(resid**2) / 6 / np.sum((x - x.mean()) ** 2))
+  assert slope == pytest.approx(b, rel=1e-12)
+  assert (hi - lo) / 2 == pytest.approx(2.446911851144969 * se, rel=1e-9)
+  with pytest.raises(ValueError, match="3 points"):
+    stats.slope_interval([1, 2], [1, 2])
+  with pytest.raises(ValueError, match="distinct x"):
+    stats.slope_interval([1, 1, 1], [1, 2, 3])
+
+
+def test_mean_interval_and_fisher_z():
+  m, lo, hi = stats.mean_interval([1.0, 2.0, 3.0])
+  assert m == 2.0 and hi - m == pytest.approx(4.302652729911275 * 1 / math.sqrt(3), rel=1e-9)
+  r, lo, hi = stats.fisher_z_interval(0.24, 10)
+  half = 1.959963984540054 / math.sqrt(7)
+  assert (lo, hi) == pytest.approx((math.tanh(math.atanh(0.24) - half), math.tanh(math.atanh(0.24) + half)))
+  assert lo < 0 < hi  # the atlas's best Spearman ρ over 10 methods decides nothing
+  with pytest.raises(ValueError, match="n ≥ 4"):
+    stats.fisher_z_interval(0.5, 3)
+
+
+def test_bootstrap_interval_of_a_mean_is_close_to_the_t_interval():
+  rng = np.random.default_rng(1)
+  values = list(rng.normal(3.0, 1.0, 200))
+  v, lo, hi = stats.bootstrap_interval(values, lambda g: float(np.mean(g)), n=4000)
+  _, tlo, thi = stats.mean_interval(values)
+  assert (
+      v == pytest.approx(np.mean(values)) and lo == pytest.approx(tlo, abs=0.03) and hi == pytest.approx(thi, abs=0.03)
+  )
+  # Resampling groups: a Spearman correlation over (x, y) pairs resampled as pairs.
+  pairs = [(i, i + rng.normal(0, 3)) for i in range(12)]
+  rho = lambda g: scipy.stats.spearmanr([a for a, _ in g], [b for _, b in g]).statistic
+  v, lo, hi = stats.bootstrap_interval(pairs, rho, n=500)
+  assert lo <= v <= hi
+
+
+@pytest.mark.parametrize(
+    "interval, bounds, expected",
+    [
+        ((2.0, 1.6, 2.4), dict(low=1.5), True),
+        ((2.0, 1.4, 2.4), dict(low=1.5), None),
+        ((1.0, 0.8, 1.2), dict(low=1.5), False),
+        ((0.0, -0.1, 0.1), dict(low=-0.2, high=0.2), True),
+        ((0.15, 0.1, 0.3), dict(low=-0.2, high=0.2), None),
+        ((0.5, 0.3, 0.7), dict(low=-0.2, high=0.2), False),
+        ((0.7, 0.5, 0.9), dict(high=1.5), True),
+    ],
+)
+def test_reading_is_three_way(interval, bounds, expected):
+  assert stats.reading(interval, **bounds) is expected
