@@ -1,4 +1,5 @@
-"""A training run's outcome, classified once by a rule stated before any run: diverged, collapsed or trained.
+"""A training run's outcome, classified once by a rule stated before any run: diverged, collapsed, undertrained or
+trained.
 
 A reviewer reads a study's runs by class, never off a raw final loss (a run that ended at 9,000 nats did not reach
 "a loss of 9,000": it diverged). The rule, fixed here before the runs it classifies:
@@ -6,22 +7,28 @@ A reviewer reads a study's runs by class, never off a raw final loss (a run that
   diverged   a non-finite loss or gradient (the loop stopped the run: status `diverged`), a non-finite validation
              loss, or a validation loss above the validation loss at init (`init_loss`, the step-0 evaluation:
              `train.eval_at_init`) at any evaluation after step 0;
-  collapsed  not diverged, and the final validation loss is no better than the unigram model's: above
-             H(targets) − δ, where H(targets) = −Σ_t p(t) ln p(t) is the entropy (nats per token) of the target
-             tokens' frequencies in the evaluated split (padding excluded, EOS included: the tokens the validation
+  collapsed  not diverged, and the final validation loss sits at the unigram model's: within δ of H(targets),
+             where H(targets) = −Σ_t p(t) ln p(t) is the entropy (nats per token) of the target tokens' frequencies in the evaluated split (padding excluded, EOS included: the tokens the validation
              loss averages over; `train.data.Data.target_unigram_entropy`, written by the loop to the run's
              data_stats.json). Such a run predicts the marginal token distribution and ignores its input: the
              plateau Post-LN reaches without warmup (Liu et al. 2020 §3.1, Fig. 1);
-  trained    otherwise.
+  undertrained  not diverged, and the final validation loss is still above H(targets) + δ: the run has not yet
+             reached even the unigram model's loss at its horizon (too small a learning rate or too few steps). Not
+             a failure of stability, and not a success: a verdict that needs a run to train or to fail reads it as
+             neither (a fourth class beside the three of the issue, which names under-training as what the old
+             "largest stable lr" mixed up with divergence and collapse);
+  trained    the final validation loss is below H(targets) − δ.
 
 δ = COLLAPSE_MARGIN = 0.1 nats, fixed before any classified run. Measured (2026-11-25, `Data.target_unigram_entropy`
 on Multi30k De→En's validation split, SentencePiece vocabulary 2000 as in configs/atlas.py:cpu): H = 5.34 nats over
 16,032 target tokens. The atlas's Post-LN runs without warmup plateaued at 5.40 (within δ: collapsed), while Pre-LN
-reached 3.40 in 200 steps (validation loss on 256 of the pairs), 1.9 nats below H: a tenth of a nat is a small fraction of what the source buys.
+reached 3.40 in 200 steps (validation loss on 256 of the pairs), 1.9 nats below H: a tenth of a nat is a small
+fraction of what the source buys.
 
 The entropy of the split's own frequencies is a lower bound of what any unigram model scores on it (a model fit on
 the training split scores its cross-entropy, which is larger), so a run at the level of a unigram model is never
-called `trained`: the rule errs towards `collapsed`.
+called `trained`: the rule errs towards `collapsed`. Where a record kept only the final loss (the atlas's cpu
+records), `classify_final` applies the same rule at that one evaluation.
 """
 
 import dataclasses
@@ -29,8 +36,8 @@ import math
 from collections.abc import Sequence
 from typing import Optional
 
-DIVERGED, COLLAPSED, TRAINED = "diverged", "collapsed", "trained"
-CLASSES = (DIVERGED, COLLAPSED, TRAINED)
+DIVERGED, COLLAPSED, UNDERTRAINED, TRAINED = "diverged", "collapsed", "undertrained", "trained"
+CLASSES = (DIVERGED, COLLAPSED, UNDERTRAINED, TRAINED)
 COLLAPSE_MARGIN = 0.1  # δ in nats (module docstring)
 
 
@@ -72,15 +79,29 @@ def classify(
     if loss > init_loss:
       return Outcome(DIVERGED, f"validation loss {loss:.4g} at step {step} above the loss at init {init_loss:.4g}")
   step, final = later[-1]
-  if final > unigram_entropy - margin:
-    return Outcome(
-        COLLAPSED,
-        f"final validation loss {final:.4g} (step {step}) no better than the targets' unigram entropy "
-        f"{unigram_entropy:.4g} − δ {margin:g}",
-    )
-  return Outcome(
-      TRAINED, f"final validation loss {final:.4g} (step {step}) below unigram entropy {unigram_entropy:.4g} − δ"
-  )
+  return classify_final(final, init_loss=init_loss, unigram_entropy=unigram_entropy, margin=margin, step=step)
+
+
+def classify_final(
+    final: float,
+    *,
+    init_loss: float,
+    unigram_entropy: float,
+    margin: float = COLLAPSE_MARGIN,
+    step: Optional[int] = None,
+) -> Outcome:
+  """The class from the final validation loss alone (a record that kept no curve): the rule above at one evaluation."""
+  at = f" (step {step})" if step is not None else ""
+  if not math.isfinite(final):
+    return Outcome(DIVERGED, f"final validation loss {final}{at}")
+  if final > init_loss:
+    return Outcome(DIVERGED, f"final validation loss {final:.4g}{at} above the loss at init {init_loss:.4g}")
+  h = f"the targets' unigram entropy {unigram_entropy:.4g}"
+  if final > unigram_entropy + margin:
+    return Outcome(UNDERTRAINED, f"final validation loss {final:.4g}{at} still above {h} + δ {margin:g}")
+  if final >= unigram_entropy - margin:
+    return Outcome(COLLAPSED, f"final validation loss {final:.4g}{at} within δ {margin:g} of {h}")
+  return Outcome(TRAINED, f"final validation loss {final:.4g}{at} below {h} − δ {margin:g}")
 
 
 def classify_run(metrics: Sequence[dict], status: Optional[dict], data_stats: Optional[dict]) -> Optional[Outcome]:

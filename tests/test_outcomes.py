@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from analysis import outcomes
-from analysis.outcomes import COLLAPSED, DIVERGED, TRAINED
+from analysis.outcomes import COLLAPSED, DIVERGED, TRAINED, UNDERTRAINED
 
 H = 5.4  # a unigram entropy (nats per token) for the hand-made curves
 INIT = 7.7  # the validation loss at init
@@ -25,8 +25,12 @@ def _classify(losses, **kw):
         ([6.0, 5.0, 4.2, 3.9, 9000.0], DIVERGED),  # late blow-up far above the loss at init
         ([6.0, 4.0, INIT + 0.01, 4.0], DIVERGED),  # above init once, then back: still diverged (at any evaluation)
         ([6.2, 5.6, 5.42, 5.41], COLLAPSED),  # plateau at the unigram entropy
-        ([6.2, 5.7, 5.6, 5.55], COLLAPSED),  # no better than the unigram model, though below init
+        ([6.2, 5.3, 5.35, 5.39], COLLAPSED),  # plateau just below H
+        ([6.2, 5.7, 5.6, 5.55], UNDERTRAINED),  # still above the unigram model's loss at the horizon
+        ([7.5, 7.0, 6.6], UNDERTRAINED),  # a small lr: slowly down from init
         ([6.2, 5.6, H - outcomes.COLLAPSE_MARGIN + 1e-6], COLLAPSED),  # just inside δ
+        ([6.2, 5.6, H + outcomes.COLLAPSE_MARGIN - 1e-6], COLLAPSED),  # just inside δ, above
+        ([6.2, 5.6, H + outcomes.COLLAPSE_MARGIN + 1e-6], UNDERTRAINED),  # just outside δ, above
         ([7.6, 7.0, 6.1, 5.5, 5.25], TRAINED),  # slow but training: 0.15 nats below H at the end
         ([6.0, 4.5, 3.6, 3.4], TRAINED),
         ([6.2, 5.6, H - outcomes.COLLAPSE_MARGIN - 1e-6], TRAINED),  # just outside δ
@@ -62,6 +66,8 @@ def test_classify_run_reads_the_files_records():
   ]
   stats = {"target_unigram_entropy": H}
   assert outcomes.classify_run(metrics, {"status": "finished"}, stats).cls == COLLAPSED
+  assert outcomes.classify_final(5.41, init_loss=INIT, unigram_entropy=H).cls == COLLAPSED
+  assert outcomes.classify_final(9000.0, init_loss=INIT, unigram_entropy=H).cls == DIVERGED
   assert outcomes.classify_run(metrics, {"status": "diverged"}, stats).cls == DIVERGED
   # No step-0 evaluation (train.eval_at_init off), or no data statistics: no class, rather than a guess.
   assert outcomes.classify_run(metrics[1:], {"status": "finished"}, stats) is None
