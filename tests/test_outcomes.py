@@ -81,21 +81,22 @@ class _Tokenizer:
 
 
 def test_target_unigram_entropy_closed_form():
-  """Targets with token frequencies 1/2, 1/4, 1/4 (padding 0 ignored): H = 1.5 ln 2."""
+  """Cross-entropy of the training targets' add-one-smoothed unigram on the eval targets (padding 0 ignored)."""
   from train.data.build import Data
 
-  examples = [{"targets": np.array([2, 3, 1, 0, 0])}, {"targets": np.array([2, 2, 4, 1, 0])}]
-  # ids 2: 3, 3: 1, 1: 2, 4: 1 of 7 tokens
-  p = np.array([3, 1, 2, 1]) / 7
+  train = [{"targets": np.array([2, 2, 3, 1, 0])}, {"targets": np.array([2, 4, 1, 0, 0])}]  # 2:3, 3:1, 1:2, 4:1
+  evals = [{"targets": np.array([2, 3, 1, 0])}, {"targets": np.array([5, 1, 0, 0])}]  # 2:1, 3:1, 1:2, 5:1 (unseen)
   data = Data.__new__(Data)
   object.__setattr__(data, "tokenizer", _Tokenizer())
-  object.__setattr__(data, "_tokenized_eval", lambda: examples)
+  object.__setattr__(data, "_tokenized_eval", lambda: evals)
+  object.__setattr__(data, "_tokenized_train", lambda: train)
   stats = data.target_unigram_entropy()
-  assert stats["tokens"] == 7 and stats["vocab_size"] == 6
-  assert stats["target_unigram_entropy"] == pytest.approx(float(-(p * np.log(p)).sum()), rel=1e-12)
-  uniform = [{"targets": np.array([1, 2, 3, 4])}]
-  object.__setattr__(data, "_tokenized_eval", lambda: uniform)
-  assert data.target_unigram_entropy()["target_unigram_entropy"] == pytest.approx(math.log(4), rel=1e-12)
+  q = {i: (c + 1) / (7 + 6) for i, c in {0: 0, 1: 2, 2: 3, 3: 1, 4: 1, 5: 0}.items()}  # add-one over vocab 6
+  p = {1: 2 / 5, 2: 1 / 5, 3: 1 / 5, 5: 1 / 5}
+  assert stats["tokens"] == 5 and stats["train_tokens"] == 7 and stats["vocab_size"] == 6
+  assert stats["target_unigram_entropy"] == pytest.approx(-sum(p[i] * math.log(q[i]) for i in p), rel=1e-12)
+  assert stats["eval_self_entropy"] == pytest.approx(-sum(v * math.log(v) for v in p.values()), rel=1e-12)
+  assert stats["eval_self_entropy"] < stats["target_unigram_entropy"]  # Gibbs' inequality
 
 
 def test_a_sweep_records_each_runs_class(tmp_path):

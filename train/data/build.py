@@ -39,6 +39,7 @@ class Data:
   process_count: int
   _train: grain.IterDataset = dataclasses.field(repr=False)
   _tokenized_eval: Callable[[], list[dict[str, np.ndarray]]] = dataclasses.field(repr=False)
+  _tokenized_train: Callable[[], list[dict[str, np.ndarray]]] = dataclasses.field(repr=False)
   _eval_text: grain.MapDataset = dataclasses.field(repr=False)
   _config: ml_collections.ConfigDict = dataclasses.field(repr=False)
 
@@ -69,24 +70,36 @@ class Data:
     )
 
   def target_unigram_entropy(self) -> dict:
-    """The entropy H = −Σ_t p(t) ln p(t), nats per token, of the target token frequencies of the whole eval split
-    (every process the same): padding excluded, EOS included, the tokens the validation loss averages over. A model
-    that ignores its input scores no better than H on that split (analysis/outcomes.py's `collapsed`).
+    """The validation loss of the best input-free model: the cross-entropy, nats per token, of the unigram
+    distribution of the training split's target tokens (add-one smoothed over the vocabulary, so a token unseen in
+    training costs a finite ln) on the eval split's target tokens, padding excluded, EOS included (the tokens the
+    validation loss averages over). A model that ignores its input and has learned the marginal token distribution
+    scores this; analysis/outcomes.py calls a run that ends there `collapsed`. Every process computes the same.
 
-    Returns {"target_unigram_entropy": H, "tokens": count, "vocab_size": the tokenizer's}.
+    Returns {"target_unigram_entropy": that cross-entropy, "eval_self_entropy": the entropy of the eval targets' own
+    frequencies (a lower bound of it), "tokens", "train_tokens", "vocab_size"}.
     """
-    counts = np.zeros(self.tokenizer.vocab_size, np.int64)
-    for example in self._tokenized_eval():
-      ids = np.asarray(example["targets"]).ravel()
-      counts += np.bincount(ids[ids != PAD_ID], minlength=len(counts))[: len(counts)]
-    total = int(counts.sum())
-    if not total:
-      raise ValueError("the eval split has no target tokens: its unigram entropy is undefined")
-    p = counts[counts > 0] / total
+    v = self.tokenizer.vocab_size
+
+    def counts(examples) -> np.ndarray:
+      c = np.zeros(v, np.int64)
+      for example in examples:
+        ids = np.asarray(example["targets"]).ravel()
+        c += np.bincount(ids[ids != PAD_ID], minlength=v)[:v]
+      return c
+
+    ev, tr = counts(self._tokenized_eval()), counts(self._tokenized_train())
+    if not ev.sum() or not tr.sum():
+      raise ValueError("a split has no target tokens: the unigram reference is undefined")
+    p = ev / ev.sum()
+    q = (tr + 1) / (tr.sum() + v)
+    seen = p > 0
     return {
-        "target_unigram_entropy": float(-(p * np.log(p)).sum()),
-        "tokens": total,
-        "vocab_size": int(self.tokenizer.vocab_size),
+        "target_unigram_entropy": float(-(p[seen] * np.log(q[seen])).sum()),
+        "eval_self_entropy": float(-(p[seen] * np.log(p[seen])).sum()),
+        "tokens": int(ev.sum()),
+        "train_tokens": int(tr.sum()),
+        "vocab_size": int(v),
     }
 
   def eval_examples(self) -> list[tuple[str, str]]:
@@ -168,6 +181,15 @@ def build(
           read_threads=data_config.read_threads,
       )
   )
+  tokenized_train = functools.partial(  # not cached: read once, by target_unigram_entropy
+      pipeline.tokenized_eval_examples,
+      corpus.train,
+      tokenize,
+      lengths=lengths,
+      policy=data_config.length_policy,
+      max_examples=0,  # all
+      read_threads=data_config.read_threads,
+  )
   return Data(
       tokenizer=corpus.tokenizer,
       task=corpus.task,
@@ -179,6 +201,7 @@ def build(
       process_count=process_count,
       _train=train,
       _tokenized_eval=tokenized_eval,
+      _tokenized_train=tokenized_train,
       _eval_text=corpus.eval,
       _config=data_config,
   )
