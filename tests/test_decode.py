@@ -93,7 +93,38 @@ def test_bleu_on_a_random_corpus_equals_independent_counts_and_sacrebleu():
 def test_translation_metrics_errors_and_empty():
   with pytest.raises(ValueError, match="2 hypotheses for 1 references"):
     translation_metrics(["a", "b"], ["a"])
-  assert translation_metrics([], []) == {"bleu": 0.0, "exact_match": 0.0}
+  assert translation_metrics([], []) == {"bleu": 0.0, "bleu_lc": 0.0, "exact_match": 0.0}
+
+
+# "A Dog runs in the park" vs "a dog runs in the park": case-sensitive, 4/6 unigrams, 3/5 bigrams, 2/4 trigrams, 1/3
+# 4-grams match and c = r = 6 (BP = 1), so BLEU = 100·(1/15)^(1/4) ≈ 50.81; lowercased, every n-gram matches: 100.
+CASE_HYPS = ["A Dog runs in the park", "The man wears a red Hat .", "two women sit on a bench"]
+CASE_REFS = ["a dog runs in the park", "A man wears a red hat .", "Two women sit on a wooden bench"]
+
+
+def test_lowercased_bleu_forgives_case_only():
+  one = translation_metrics(CASE_HYPS[:1], CASE_REFS[:1])
+  assert one["bleu"] == pytest.approx(100.0 * (1 / 15) ** 0.25, rel=1e-9)
+  assert one["bleu_lc"] == pytest.approx(100.0, rel=1e-12)
+  assert one["bleu"] == pytest.approx(papineni_bleu(CASE_HYPS[:1], CASE_REFS[:1]), rel=1e-9)
+  assert one["bleu_lc"] == pytest.approx(
+      papineni_bleu([h.lower() for h in CASE_HYPS[:1]], [r.lower() for r in CASE_REFS[:1]]), rel=1e-9
+  )
+
+
+def test_lowercased_bleu_equals_sacrebleu_called_independently():
+  """The corpus where case matters in every sentence, against sacreBLEU's BLEU object with lowercase=True (the
+  metric class, not the corpus_bleu shortcut translation_metrics calls) and against lowercasing by hand."""
+  out = translation_metrics(CASE_HYPS, CASE_REFS)
+  lowercased = sacrebleu.metrics.BLEU(lowercase=True, tokenize="13a").corpus_score(CASE_HYPS, [CASE_REFS]).score
+  by_hand = sacrebleu.metrics.BLEU(tokenize="13a").corpus_score(
+      [h.lower() for h in CASE_HYPS], [[r.lower() for r in CASE_REFS]]
+  )
+  cased = sacrebleu.metrics.BLEU(tokenize="13a").corpus_score(CASE_HYPS, [CASE_REFS]).score
+  assert out["bleu_lc"] == pytest.approx(lowercased, rel=1e-12)
+  assert out["bleu_lc"] == pytest.approx(by_hand.score, rel=1e-12)
+  assert out["bleu"] == pytest.approx(cased, rel=1e-12)
+  assert out["bleu_lc"] > out["bleu"] + 10.0  # case matters here: the two metrics are not the same number
 
 
 # ------------------------------------------------------------------------------------------------- greedy decoding

@@ -240,8 +240,8 @@ def test_two_processes_train_like_one_process_with_four_devices(tmp_path, jax_pr
   evals_two, evals_one = read_metrics(str(two), split="eval"), read_metrics(str(one), split="eval")
   assert [r["step"] for r in evals_two] == [r["step"] for r in evals_one] == [10, 20]
   for a, b in zip(evals_two, evals_one):
-    assert set(a) == set(b) == {"step", "split", "loss", "accuracy", "perplexity", "bleu", "exact_match"}
-    for key in ("loss", "accuracy", "perplexity", "bleu", "exact_match"):
+    assert set(a) == set(b) == {"step", "split", "loss", "accuracy", "perplexity", "bleu", "bleu_lc", "exact_match"}
+    for key in ("loss", "accuracy", "perplexity", "bleu", "bleu_lc", "exact_match"):
       assert a[key] == pytest.approx(b[key], rel=1e-6, abs=0), key
   for split in ("train", "eval"):
     assert len(list((two / "tensorboard" / split).iterdir())) == 1, split  # one event file: process 0's
