@@ -26,8 +26,11 @@ config, seeds; experiments/atlas/axes.py adds what each measures), a group no ru
 Methods (`ARMS`, one product of the union grid each; the keys they do not set keep the shared setup below):
   postln_xavier  Post-LN, Xavier (Vaswani et al. 2017)      postln_bert  Post-LN, BERT's N(0, 0.02) (claim 9's arm)
   preln          Pre-LN + final LN (Xiong et al. 2020)      tfixup       no norm, T-Fixup init (Huang et al. 2020)
-  rezero         no norm, x + αF, α = 0 learned             skipinit     no norm, x + αF, α = 0 learned, Xavier init
-                 (Bachlechner et al. 2020)                               (De & Smith 2020)
+  rezero         no norm, x + αF, α = 0 learned (Bachlechner et al. 2020); SkipInit (De & Smith 2020) at its α = 0
+                 is the same model (a learnable scalar on each residual branch, 0 at init, no norm; the weights'
+                 init is Xavier in both), so it is counted once, as this arm (tests/test_atlas.py checks the two
+                 configs train bit-identically); `model.residual=skipinit` with `model.skipinit_alpha` > 0 is its
+                 distinct variant, not an atlas arm
   scheduled      no norm, α 0 → 1 over a third of the run   deepnorm     LN(αx + F), DeepNet init (Wang et al. 2022)
                  (Su 2021a §6)
   admin          LN(ω ⊙ x + F), ω profiled (Liu et al. 2020)  dsinit    Post-LN, U(±γ/√l) (Zhang, Titov & Sennrich 2019)
@@ -38,8 +41,9 @@ data order for every run (configs/claims/_training.py's setup), in every part. S
          axes: trace 3 runs of 6 steps (λ every 2); width SP, µP × d {16, 32}; depth Post-LN, Pre-LN × N {1, 2};
          transfer µP × d {16, 32} × lr {1e-2, 1e-1}, 4 steps;
   cpu    the committed report: 6+6 layers, d = 32, 2 heads, d_ff 128, SentencePiece vocabulary 2000, 200 steps of
-         batch 32 (T_w = 20), Multi30k De→En (validation loss on 256 pairs, no decoding), 10 methods × 2 warmups × 6
-         lrs × 2 seeds = 240 runs + 20 at-init analyses; axes: trace 3 runs of 200 steps (λ every 10: analysis batch
+         batch 32 (T_w = 20), Multi30k De→En (validation loss on 256 pairs, no decoding), 9 methods × 2 warmups × 6
+         lrs × 2 seeds = 216 runs + 18 at-init analyses (the committed report, run before SkipInit was counted
+         once, has 10 and 240); axes: trace 3 runs of 200 steps (λ every 10: analysis batch
          16, 20 Lanczos steps); width 2+2 layers, 3 parameterizations × d {32, 64, 128, 256} × 2 seeds; depth 5
          methods × N {2, 6, 12, 24} × 2 seeds; transfer 2+2 layers, 3 parameterizations × d {32, 64, 128} × 6 lrs,
          100 steps of batch 32, T_w = 10 (54 runs);
@@ -82,7 +86,6 @@ ARMS = {  # method -> the keys of its product (the union grid's parts); '{alpha_
     "preln": "model.norm_position=pre;init.scheme=xavier",
     "tfixup": f"{NO_NORM};init.scheme=tfixup",
     "rezero": f"{NO_NORM};model.residual=rezero;init.scheme=rezero",
-    "skipinit": f"{NO_NORM};model.residual=skipinit;init.scheme=xavier",
     "scheduled": f"{NO_NORM};model.residual=scheduled;model.alpha_step={{alpha_step}};init.scheme=xavier",
     "deepnorm": "model.norm_position=post;model.residual=deepnorm;init.scheme=deepnet",
     "admin": "model.norm_position=post;model.residual=admin;init.scheme=admin",

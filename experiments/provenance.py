@@ -25,14 +25,20 @@ def _git(repo: str, *args: str) -> str:
   return out.stdout
 
 
+OUTPUTS = ("reports",)  # what the studies write into the repository: results, not the code that made them
+
+
 def git_state(repo: str = REPO) -> dict[str, Any]:
-  """{'git_commit', 'git_dirty'} of `repo` (None with 'git_error' when git or the repository is missing)."""
+  """{'git_commit', 'git_dirty', 'git_dirty_paths'} of `repo` (None with 'git_error' when git or the repository is
+  missing). Dirty means the code differs from the commit: changes under `OUTPUTS` (the reports a study rewrites while
+  it runs, e.g. the atlas's ATLAS.md after every cell) are not counted; the changed paths are listed (at most 20)."""
   try:
     commit = _git(repo, "rev-parse", "HEAD").strip()
-    dirty = bool(_git(repo, "status", "--porcelain").strip())
+    status = _git(repo, "status", "--porcelain", "--", ".", *(f":(exclude){p}" for p in OUTPUTS))
   except (OSError, RuntimeError, subprocess.SubprocessError) as e:
     return {"git_commit": None, "git_dirty": None, "git_error": f"{type(e).__name__}: {e}"}
-  return {"git_commit": commit, "git_dirty": dirty}
+  paths = [line[3:] for line in status.splitlines() if line.strip()]
+  return {"git_commit": commit, "git_dirty": bool(paths), "git_dirty_paths": paths[:20]}
 
 
 def _version(package: str) -> Optional[str]:

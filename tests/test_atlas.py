@@ -16,6 +16,7 @@ from experiments.atlas import collect as collect_lib
 from experiments.atlas import measures as M
 from experiments.atlas import report as report_lib
 from experiments.atlas import run as run_lib
+from train import metrics as metrics_lib
 
 
 def test_rank_averages_ties():
@@ -108,15 +109,16 @@ def test_cpu_grid_is_the_issue_grid():
   config.data.dir = "/nonexistent"  # resolving reads no data
   cells = cells_lib.training_cells(config)
   methods = sorted({c.method for c in cells})
-  assert len(methods) == 10 and all("/" not in m for m in methods), methods  # every method named in NAMES
+  assert len(methods) == 9 and all("/" not in m for m in methods), methods  # every method named in NAMES
+  assert "ReZero" in methods and "SkipInit" not in methods  # SkipInit at α = 0 is ReZero: counted once
   lrs = sorted({c.lr for c in cells})
   assert len(lrs) >= 6 and np.allclose(np.diff(np.log10(lrs)), np.diff(np.log10(lrs))[0], atol=0.01)
   assert {c.warmup for c in cells} == {0, atlas_config.WARMUP["cpu"]}
-  assert len(cells) == 10 * 2 * len(lrs) and config.sweep.seeds >= 2
+  assert len(cells) == 9 * 2 * len(lrs) and config.sweep.seeds >= 2
   assert config.model.num_encoder_layers >= 6 and config.model.num_decoder_layers >= 6
   assert not config.sweep.analysis_at_init  # the curvature is the at-init sweep's, once per method × seed
   init = cells_lib.init_config(config)
-  assert len(grid_lib.cells(init)) == 10 and init.train.num_steps == 1 and init.sweep.analysis_at_init
+  assert len(grid_lib.cells(init)) == 9 and init.train.num_steps == 1 and init.sweep.analysis_at_init
   assert {m for m, _ in cells_lib.init_cells(config)} == set(methods)
   for c in grid_lib.cells(config) + grid_lib.cells(init):  # every cell passes the config boundary, as the sweep checks
     base = init if c.overrides.get(cells_lib.LR_KEY) is None else config
@@ -188,3 +190,23 @@ def test_atlas_tiny_end_to_end(tmp_path, atlas_writes, monkeypatch):
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
     text = f.read()
   assert "PARTIAL: 11 of 12 runs" in text and f"* `{victim}`" in text
+
+
+def test_skipinit_at_alpha_0_is_rezero_bit_for_bit(tmp_path):
+  """Why the atlas counts SkipInit once (configs/atlas.py): its arm (x + αF, α = 0 learned, no norm, Xavier weights)
+  and ReZero's train to the same losses, bit for bit."""
+  from tests.test_experiments import tiny_config
+
+  no_norm = "model.norm_type=none;model.norm_position=none"
+  grid = (
+      f"{no_norm};model.residual=rezero;init.scheme=rezero|{no_norm};model.residual=skipinit;model.skipinit_alpha=0.0;"
+      "init.scheme=xavier"
+  )
+  records = sweep_lib.run_sweep(
+      tiny_config(**{"sweep.grid": grid, "sweep.seeds": 1, "optim.learning_rate": 1e-2}), str(tmp_path), emit=print
+  )
+  losses = [
+      [r["loss"] for r in metrics_lib.read_metrics(str(tmp_path / rec["workdir"]), split="train")] for rec in records
+  ]
+  assert len(losses) == 2 and len(losses[0]) == 4 and losses[0] == losses[1], losses
+  assert losses[0][0] != losses[0][-1]  # it trained: α moved off 0

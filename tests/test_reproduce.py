@@ -1,8 +1,6 @@
 """The reproduction driver (experiments/claims/reproduce.py) and its report: claims run through main.py, a failed
-claim reported as inconclusive, REPRODUCTION.md and the README's table rebuilt from the results on disk, and an
-atlas.json deciding the claims it names."""
+claim reported as inconclusive, REPRODUCTION.md and the README's table rebuilt from the results on disk."""
 
-import json
 import subprocess
 import sys
 
@@ -47,15 +45,7 @@ def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
   again = subprocess.run([*cmd, "--report_only"], cwd=REPO, capture_output=True, text=True, timeout=120)
   assert again.returncode == 0 and (out / "REPRODUCTION.md").read_text() == text
   assert "cell " not in again.stdout
-  # An atlas.json beside the report decides the claims it names (issue 15); the single-lr verdict stays as evidence.
-  (out / "atlas").mkdir()
-  decision = {"claim": "truncated_normal", "number": 1, "verdict": "not reproduced", "reason": "r", "rules": ["x"]}
-  (out / "atlas" / "atlas.json").write_text(json.dumps({"claims": [decision]}))
-  atlas = subprocess.run([*cmd, "--report_only"], cwd=REPO, capture_output=True, text=True, timeout=120)
-  assert atlas.returncode == 0, atlas.stderr[-2000:]
-  text = (out / "REPRODUCTION.md").read_text()
-  assert "| 1 | [truncated_normal](#truncated-normal) | **not reproduced** (atlas) | tiny |" in text
-  assert "superseded by the atlas (issue 15): verdict reproduced." in text and "\n- x\n" in text
+  # Claims decided from an atlas.json: tests/test_reports_agree.py (decide_from_atlas).
   # A '|' in a headline number's name is escaped, so the table keeps its columns.
   row = report.readme_table([{"claim": "x", "number": 1, "verdict": "reproduced", "summary": {"max|c−1|": 0.5}}])
   assert row.splitlines()[-1].count(" | ") == 4 and "max\\|c−1\\|" in row

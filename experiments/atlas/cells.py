@@ -28,7 +28,6 @@ NAMES = {  # (norm position, residual, init scheme) -> the report's name of the 
     ("pre", "plain", "xavier"): "Pre-LN",
     ("none", "plain", "tfixup"): "T-Fixup",
     ("none", "rezero", "rezero"): "ReZero",
-    ("none", "skipinit", "xavier"): "SkipInit",
     ("none", "scheduled", "xavier"): "scheduled α",
     ("post", "deepnorm", "deepnet"): "DeepNorm",
     ("post", "admin", "admin"): "Admin",

@@ -2,7 +2,8 @@
 
 Contract: `collect(config, workdir)` reads `<workdir>/train/cells/<cell>/seed_<s>/sweep_record.json` of every
 training cell × seed of `config` (a run without one is missing) and, per method × seed, the at-init run of
-`<workdir>/init/`: its step-1 `train/loss` (ℓ₀) and `analysis/step_0/{eigenvalues,stability,blocks}.json`. `measure`
+`<workdir>/init/`: its step-1 `train/loss` (ℓ₀) and `analysis/step_0/{eigenvalues,stability,blocks}.json`, and the
+unigram reference the runs' classes are read against (`reference`: a training run's data_stats.json). `measure`
 turns that into per-method numbers and the predictions' verdicts; every number is plain JSON.
 """
 
@@ -17,6 +18,7 @@ import numpy as np
 from experiments import sweep as sweep_lib
 from experiments.atlas import cells as cells_lib
 from experiments.atlas import measures as M
+from train import loop as train_loop
 from train import metrics as metrics_lib
 
 
@@ -70,7 +72,19 @@ def collect(config: ml_collections.ConfigDict, workdir: str) -> dict:
       loss0 = next((r["loss"] for r in train if r["step"] == 1), None)
       init.setdefault(method, []).append(dict(seed=s, loss0=loss0, **_curvature(rdir)))
   n = len(cells_lib.training_cells(cells_lib.train_config(config))) * seeds
-  return dict(points=points, missing=missing, init=init, expected_runs=n)
+  return dict(points=points, missing=missing, init=init, expected_runs=n, reference=reference(train_dir))
+
+
+def reference(train_dir: str) -> Optional[dict]:
+  """The unigram reference of the training runs (their data_stats.json, `train.eval_at_init`; every run of the
+  atlas reads the same data, so the first one found): {"unigram_entropy": H, ...}, or None when no run wrote one."""
+  cells_dir = os.path.join(train_dir, "cells")
+  for cell in sorted(os.listdir(cells_dir)) if os.path.isdir(cells_dir) else []:
+    for seed in sorted(os.listdir(os.path.join(cells_dir, cell))):
+      stats = _json(os.path.join(cells_dir, cell, seed, train_loop.DATA_STATS_FILE))
+      if stats is not None:
+        return {"unigram_entropy": stats["target_unigram_entropy"], "source": f"{cell}/{seed}", **stats}
+  return None
 
 
 def _mean(values) -> Optional[float]:

@@ -128,7 +128,7 @@ def write(config: ml_collections.ConfigDict, workdir: str, out: str, *, command:
   fig_dir = os.path.join(out, "atlas")
   settings = _settings(config)
   paths = figures.draw(m, fig_dir, settings) if collected["points"] else []
-  decisions = claims_lib.decide(m, config.sweep.seeds)
+  decisions = claims_lib.decide(m, config.sweep.seeds, collected["reference"])
   probe = length_lib.measure(config, workdir)
   if probe is not None:
     paths.append(length_lib.figure(probe, _mkdir(fig_dir)))
@@ -137,7 +137,14 @@ def write(config: ml_collections.ConfigDict, workdir: str, out: str, *, command:
   missing = sorted({cell for cell, _ in collected["missing"]})
   prov = provenance_lib.provenance()
   with open(os.path.join(fig_dir, "atlas.json"), "w", encoding="utf-8") as f:
-    record = dict(measured=m, claims=decisions, length=probe, missing=collected["missing"], provenance=prov)
+    record = dict(
+        measured=m,
+        claims=decisions,
+        reference=collected["reference"],
+        length=probe,
+        missing=collected["missing"],
+        provenance=prov,
+    )
     json.dump(dict(record, settings=settings), f, indent=1)
   scale = config.claim.scale
   grid = cells_lib.training_cells(cells_lib.train_config(config))

@@ -9,10 +9,10 @@ Contract:
       with the error.
   readme_table(results)   the Markdown table the README shows between `<!-- claims:begin -->` and `<!-- claims:end -->`
   update_readme(readme_path, results)   rewrites that block in place (ValueError if the markers are missing).
-  with_atlas(results, decisions)   claims 6, 8, 9 and 10 decided from the atlas's lr × warmup grid (issue 15;
-      experiments/atlas/claims.py, read from reports/atlas/atlas.json's `claims`): the atlas's verdict replaces the
-      single-lr run's, which the claim's section keeps as earlier evidence; claim 9's identity half stays the claim
-      run's at-init measurement (it fails the claim whatever the atlas says).
+One record per claim: `reports/reproduction/<claim>/claim.json` (for claims 6, 8, 9 and 10 built from the atlas's
+runs by experiments/claims/reproduce.py: their settings, run counts and figure are the atlas's). The report, the
+README's table and ATLAS.md's claims section are all written from those records, so they state the same verdicts
+and numbers (tests/test_reports_agree.py regenerates them from the records and compares).
 """
 
 import os
@@ -45,42 +45,14 @@ def _data(r: dict) -> str:
   return {"embedded": "synthetic (no data read)"}.get(d.get("name"), str(d.get("name", "?")))
 
 
-def _commit(r: dict) -> str:
-  p = r.get("provenance") or {}
+def _commit(r: dict, key: str = "provenance") -> str:
+  p = r.get(key) or {}
   c = p.get("git_commit")
   return (c[:10] + ("+dirty" if p.get("git_dirty") else "")) if c else "?"
 
 
 def _runs(r: dict) -> str:
   return ", ".join(f"{n} {o}" for o, n in (r.get("runs") or {}).items()) or "—"
-
-
-ATLAS_LINK = "ATLAS.md#claims-decided-from-the-atlas"
-
-
-def with_atlas(results: list[dict], decisions: list[dict]) -> list[dict]:
-  """`results` with the atlas's decisions applied (module docstring); claims the atlas does not decide unchanged."""
-  by_claim = {d["claim"]: d for d in decisions}
-  out = []
-  for r in results:
-    d = by_claim.get(r["claim"])
-    if d is None:
-      out.append(r)
-      continue
-    verdict, reason = d["verdict"], d["reason"]
-    identity = (r.get("measured") or {}).get("identity_holds")
-    if r["claim"] == "bert_vs_xavier" and identity is False:
-      verdict, reason = "not reproduced", reason + "; the identity half failed in the claim's at-init measurement"
-    out.append(
-        {
-            **r,
-            "verdict": verdict,
-            "reason": f"decided from the atlas's lr × warmup grid ([ATLAS.md]({ATLAS_LINK})): {reason}.",
-            "atlas": d,
-            "single_lr": {"verdict": r["verdict"], "reason": r.get("reason", "")},
-        }
-    )
-  return out
 
 
 def write_reproduction(results: list[dict], path: str, *, figure_dir: str, command: str) -> str:
@@ -102,7 +74,7 @@ def write_reproduction(results: list[dict], path: str, *, figure_dir: str, comma
   for r in results:
     lines.append(
         f"| {r.get('number', '?')} | [{r['claim']}](#{_anchor(r['claim'])}) | **{r['verdict']}**"
-        f"{' (atlas)' if r.get('atlas') else ''} | "
+        f"{' (atlas)' if r.get('decided_from') else ''} | "
         f"{r.get('scale', '?')} | {_data(r)} | {_runs(r)} | {_fmt(r.get('seconds'))} | {_commit(r)} |"
     )
   for r in results:
@@ -128,19 +100,18 @@ def write_reproduction(results: list[dict], path: str, *, figure_dir: str, comma
     if r.get("summary"):
       lines += ["", "| quantity | value |", "|---|---|"]
       lines += [f"| {_cell(k)} | {_fmt(v)} |" for k, v in r["summary"].items()]
-    if r.get("atlas"):
-      single = r["single_lr"]
-      lines += [
-          "",
-          f"Single-lr run above, superseded by the atlas (issue 15): verdict {single['verdict']}. {single['reason']}",
-          "",
-          "The atlas's rules (experiments/atlas/claims.py, stated before its training sweep ran):",
-          "",
-      ]
-      lines += [f"- {rule}" for rule in r["atlas"].get("rules", [])]
+    if r.get("identity"):
+      i = r["identity"]
+      lines += ["", f"Identity half (the claim's at-init run, commit {i.get('commit', '?')}): {i.get('reason', '')}"]
     lines += ["", f"**Verdict: {r['verdict']}.** {r.get('reason', '')}", ""]
     for fig in r.get("figures", []):
       lines.append(f"![{r['claim']}]({figure_dir}/{r['claim']}/{fig})")
+    if r.get("decided_from"):
+      lines += [
+          "",
+          f"Decided from `{r['decided_from']}` by the rules above, at commit {_commit(r, 'decided_by')}; the runs "
+          f"were measured at commit {_commit(r)}.",
+      ]
     if p:
       lines += [
           "",
@@ -158,12 +129,12 @@ def readme_table(results: list[dict], report_link: str = "reports/REPRODUCTION.m
   """The README's results table: one row per claim with its verdict and headline numbers, linking the report."""
   lines = ["| # | claim | verdict | headline numbers | scale |", "|---|---|---|---|---|"]
   for r in results:
-    summary = r["atlas"].get("numbers") if r.get("atlas") else r.get("summary")  # the numbers the verdict read
+    summary = r.get("summary")  # the numbers the verdict read
     numbers = "; ".join(f"{_cell(k)} {_fmt(v)}" for k, v in (summary or {}).items()) or "—"
     lines.append(
         f"| {r.get('number', '?')} | [{r['claim']}]({report_link}#{_anchor(r['claim'])}) | "
         f"{'**' + r['verdict'] + '**' if r['verdict'] != 'reproduced' else r['verdict']}"
-        f"{' (atlas)' if r.get('atlas') else ''} | {numbers} | "
+        f"{' (atlas)' if r.get('decided_from') else ''} | {numbers} | "
         f"{r.get('scale', '?')} |"
     )
   return "\n".join(lines)

@@ -10,6 +10,13 @@ this console and to `<runs>/<claim>/main.log`. Then claim.json and the figures a
 not run by this invocation keep their earlier results; a claim whose process left no claim.json is listed as
 inconclusive with its exit status and the end of its log). With --readme, the README's results table is rebuilt
 from the same results; --report_only runs nothing and only rewrites them. Exits 1 if a claim's process failed.
+
+Claims 6, 8, 9 and 10 are decided from the atlas's lr × warmup grid (`--atlas`, default <out>/atlas/atlas.json;
+experiments/atlas/claims.py): their rules are applied to atlas.json's measured runs (with its unigram reference,
+computed from the data with --data_dir when atlas.json has none), and each claim's record, claim.json, is written
+from the atlas: its settings, run counts, figure and provenance are the atlas runs' (`decided_from`, `decided_by`:
+the commit that applied the rules). atlas.json's `claims` and ATLAS.md's claims section are rewritten from the same
+decisions. Claim 9's identity half, an at-init measurement of the claim's own run, is kept from its earlier record.
 """
 
 import json
@@ -21,6 +28,8 @@ import threading
 
 from absl import app, flags
 
+from experiments import provenance as provenance_lib
+from experiments.atlas import claims as atlas_claims
 from experiments.claims import report
 from experiments.claims.registry import CLAIM_NAMES, SCALES, get_claim
 
@@ -36,8 +45,8 @@ flags.DEFINE_bool("report_only", False, "Run nothing: rewrite the report (and wi
 flags.DEFINE_string(
     "atlas",
     "auto",
-    "atlas.json whose `claims` decide claims 6, 8, 9 and 10 (experiments/atlas/claims.py); 'auto': "
-    "<out>/atlas/atlas.json if it exists; '': the claims' single-lr runs decide.",
+    "atlas.json whose runs decide claims 6, 8, 9 and 10 (experiments/atlas/claims.py); 'auto': "
+    "<out>/atlas/atlas.json if it exists; '': the claims' own records stand.",
 )
 FLAGS = flags.FLAGS
 
@@ -93,6 +102,116 @@ def collect(out: str) -> list[dict]:
   return results
 
 
+ATLAS_FIGURE = "loss_vs_lr.png"
+
+
+def atlas_reference(data_dir: str) -> dict:
+  """The unigram reference of configs/atlas.py:cpu's evaluation (train.data.Data.target_unigram_entropy)."""
+  from configs import atlas as atlas_config  # noqa: PLC0415 (configs are read only here)
+  from train import data as data_lib  # noqa: PLC0415
+
+  config = atlas_config.get_config("cpu")
+  config.data.dir = os.path.abspath(data_dir)
+  data = data_lib.build(config.data, workdir=os.path.join(REPO, "runs", "atlas_reference"))
+  stats = data.target_unigram_entropy()
+  return {"unigram_entropy": stats["target_unigram_entropy"], "source": "configs/atlas.py:cpu's data", **stats}
+
+
+def _atlas_runs(measured: dict, arms: list[str]) -> dict[str, int]:
+  counts: dict[str, int] = {}
+  for method in arms:
+    for row in measured["methods"].get(method, {}).get("runs", {}).values():
+      for outs in row["outcomes"]:
+        for o in outs:
+          counts[o] = counts.get(o, 0) + 1
+  return counts
+
+
+ARMS = {
+    "warmup": [atlas_claims.POST, atlas_claims.PRE],
+    "tfixup": [atlas_claims.TFIXUP, atlas_claims.POST],
+    "bert_vs_xavier": [atlas_claims.BERT, atlas_claims.POST],
+    "deep_no_warmup": [*atlas_claims.DEEP, atlas_claims.PRE],
+}
+
+
+def atlas_record(decision: dict, atlas: dict, atlas_path: str, earlier: dict | None, decided_by: dict) -> dict:
+  """The claim.json of a claim decided from the atlas (module docstring)."""
+  claim = get_claim(decision["claim"])
+  measured = atlas["measured"]
+  lrs = sorted({lr for r in measured["methods"].values() for row in r["runs"].values() for lr in row["lrs"]})
+  warmups = sorted({int(w) for r in measured["methods"].values() for w in r["runs"]})
+  record = dict(
+      claim=claim.name,
+      number=claim.number,
+      statement=claim.statement,
+      source=claim.source,
+      paper_scale=claim.paper_scale,
+      scale="cpu",
+      settings=f"{atlas['settings']}; peak lrs {lrs}, warmup steps {warmups} (the atlas's training grid)",
+      swept=["method", "optim.learning_rate", "optim.warmup_steps"],
+      data={"name": "multi30k", "source_lang": "de", "target_lang": "en"},
+      thresholds={f"rule {i + 1}": rule for i, rule in enumerate(decision["rules"])},
+      summary=decision["numbers"],
+      measured={"reference": atlas.get("reference"), "arms": ARMS[claim.name]},
+      verdict=decision["verdict"],
+      reason=decision["reason"],
+      figures=[ATLAS_FIGURE],
+      runs=_atlas_runs(measured, ARMS[claim.name]),
+      provenance=atlas["provenance"],
+      decided_from=os.path.relpath(atlas_path, REPO) if os.path.isabs(atlas_path) else atlas_path,
+      decided_by=decided_by,
+      seconds=None,
+      finished=atlas["provenance"].get("time"),
+  )
+  identity = ((earlier or {}).get("measured") or {}).get("identity_holds")
+  if claim.name == "bert_vs_xavier" and identity is not None:
+    commit = ((earlier.get("identity") or {}).get("commit")) or (earlier.get("provenance") or {}).get("git_commit", "?")
+    reason = (earlier.get("identity") or {}).get("reason") or earlier["reason"].split("; final validation")[0]
+    record["identity"] = {"holds": identity, "commit": commit[:10], "reason": reason}
+    record["measured"]["identity_holds"] = identity
+    if identity is False:
+      record["verdict"] = "not reproduced"
+      record["reason"] += "; the identity half failed in the claim's at-init measurement"
+  return record
+
+
+def decide_from_atlas(atlas_path: str, out: str, data_dir: str) -> list[dict]:
+  """Applies experiments/atlas/claims.py to atlas.json; rewrites its `claims`, ATLAS.md's section and the four claims'
+  records in `<out>/reproduction/`; returns the decisions."""
+  with open(atlas_path, encoding="utf-8") as f:
+    atlas = json.load(f)
+  if not atlas.get("reference") and data_dir:
+    atlas["reference"] = atlas_reference(data_dir)
+  seeds = max(
+      len(o) for r in atlas["measured"]["methods"].values() for row in r["runs"].values() for o in row["outcomes"]
+  )
+  decisions = atlas_claims.decide(atlas["measured"], seeds, atlas.get("reference"))
+  decided_by = provenance_lib.provenance()
+  atlas.update(claims=decisions, claims_decided_by=decided_by)
+  with open(atlas_path, "w", encoding="utf-8") as f:
+    json.dump(atlas, f, indent=1)
+  atlas_md = os.path.join(os.path.dirname(os.path.dirname(atlas_path)), "ATLAS.md")
+  if os.path.exists(atlas_md):
+    atlas_claims.patch_report(atlas_md, decisions)
+  for d in decisions:
+    dest = os.path.join(out, "reproduction", d["claim"])
+    earlier_path = os.path.join(dest, "claim.json")
+    earlier = None
+    if os.path.exists(earlier_path):
+      with open(earlier_path, encoding="utf-8") as f:
+        earlier = json.load(f)
+    record = atlas_record(d, atlas, atlas_path, earlier, decided_by)
+    if os.path.exists(dest):
+      shutil.rmtree(dest)
+    os.makedirs(dest)
+    shutil.copy(os.path.join(os.path.dirname(atlas_path), ATLAS_FIGURE), os.path.join(dest, ATLAS_FIGURE))
+    with open(os.path.join(dest, "claim.json"), "w", encoding="utf-8") as f:
+      json.dump(record, f, indent=1)
+    print(f"[reproduce] {d['claim']}: {record['verdict']} (from {atlas_path})", flush=True)
+  return decisions
+
+
 def main(argv):
   del argv
   for name in FLAGS.claims:
@@ -117,13 +236,10 @@ def main(argv):
     with open(os.path.join(dest, "claim.json"), "w", encoding="utf-8") as f:
       json.dump(result, f, indent=1)
     print(f"[reproduce] {name}: {result['verdict']} (exit {code})", flush=True)
-  results = collect(FLAGS.out)
   atlas = os.path.join(FLAGS.out, "atlas", "atlas.json") if FLAGS.atlas == "auto" else FLAGS.atlas
   if atlas and (os.path.exists(atlas) or FLAGS.atlas != "auto"):
-    with open(atlas, encoding="utf-8") as f:
-      decisions = json.load(f).get("claims", [])
-    results = report.with_atlas(results, decisions)
-    print(f"[reproduce] claims {[d['number'] for d in decisions]} decided from {atlas}", flush=True)
+    decide_from_atlas(atlas, FLAGS.out, FLAGS.data_dir)
+  results = collect(FLAGS.out)
   command = f"python -m experiments.claims.reproduce --scale={FLAGS.scale} --data_dir=<Multi30k folder>"
   path = report.write_reproduction(
       results, os.path.join(FLAGS.out, "REPRODUCTION.md"), figure_dir="reproduction", command=command
