@@ -1,7 +1,8 @@
 """PNG plots of the analysis records (matplotlib, Agg backend: no display needed).
 
 Contract: each function takes the JSON-able records written by `analysis.run` (plain dicts and lists, so a plot can
-be redrawn from the JSON files alone) and an output path, writes one PNG and returns the path.
+be redrawn from the JSON files alone) and an output path, writes one PNG and returns the path. A series drawn in
+several panels has one colour in all of them (`series_colors`), so one legend reads for every panel.
 """
 
 import os
@@ -11,9 +12,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.colors as mcolors  # noqa: E402  (after selecting the backend)
+import matplotlib.layout_engine  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 LOG_SPAN = 2.0  # a y axis is logarithmic only where its positive values span more than this factor
 
@@ -32,6 +34,10 @@ def scale_y(ax, values, *, log_ok: bool = True) -> str:
     return ax.get_yscale()
   if log_ok and v.min() > 0 and v.max() / v.min() > LOG_SPAN:
     ax.set_yscale("log")
+    if v.max() / v.min() < 100:  # under two decades the default labels say 2×10⁰ or, within one, nothing
+      ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+      ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+      ax.yaxis.set_minor_formatter(NullFormatter())
     return "log"
   ax.set_yscale("linear")
   center, half = (v.max() + v.min()) / 2, (v.max() - v.min()) / 2
@@ -56,9 +62,18 @@ def color_norm(values) -> mcolors.Normalize:
   return mcolors.SymLogNorm(linthresh, vmin=v.min(), vmax=v.max(), base=10)
 
 
+def series_colors(names) -> dict:
+  """One colour per series name, fixed for the whole figure (the colour cycle restarts in every axes: drawn panel by
+  panel, one name would take a different colour in each); names in sorted order, tab10 then tab20."""
+  names = sorted(set(names))
+  cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+  return {name: mcolors.to_hex(cmap(i % cmap.N)) for i, name in enumerate(names)}
+
+
 def _save(fig, path):
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  fig.tight_layout()
+  if not isinstance(fig.get_layout_engine(), matplotlib.layout_engine.ConstrainedLayoutEngine):
+    fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
   return path
@@ -211,15 +226,17 @@ def plot_grad_norms(
   whose gradient is 0 up to rounding, next to a value bias) never zigzag along one line; `roles` picks them."""
   stacks = sorted({r["stack"] for r in records if r["layer"] is not None})
   fig, axes = plt.subplots(1, max(len(stacks), 1), figsize=(5 * max(len(stacks), 1), 4), squeeze=False)
+  name = lambda r: "/".join(p for p in r["path"].split("/")[1:] if not p.startswith("layer_"))
+  layered = [r for r in records if r["layer"] is not None and r["role"] in roles]
+  colors = series_colors(name(r) for r in layered)
   for ax, stack in zip(axes[0], stacks):
-    rows = [r for r in records if r["stack"] == stack and r["layer"] is not None and r["role"] in roles]
-    name = lambda r: "/".join(p for p in r["path"].split("/")[1:] if not p.startswith("layer_"))
+    rows = [r for r in layered if r["stack"] == stack]
     for key in sorted({name(r) for r in rows}):
       sel = sorted((r for r in rows if name(r) == key), key=lambda r: r["layer"])
       x = [r["layer"] for r in sel]
       y = [r[value_key] for r in sel]
       err = [r[spread_key] for r in sel] if spread_key and spread_key in sel[0] else None
-      ax.errorbar(x, y, yerr=err, marker="o", ms=3, capsize=2, label=key)
+      ax.errorbar(x, y, yerr=err, marker="o", ms=3, capsize=2, color=colors[key], label=key)
     scale_y(ax, [r[value_key] for r in rows])
     integer_ticks(ax.xaxis)
     ax.set_xlabel("layer")
@@ -230,29 +247,39 @@ def plot_grad_norms(
 
 
 def plot_signal(records: list, path: str, *, title: str = "") -> str:
-  """Per-layer residual-stream moments, branch ratio, cosine with x_0 and attention entropy (signal.py records)."""
+  """Per-layer residual-stream moments, branch ratio, cosine with x_0 and attention entropy (signal.py records): one
+  line per stack/sublayer, its colour the same in every panel, one legend under the panels."""
   panels = (
       ("second_moment_out", r"$E[x^2]$ leaving the sublayer", True),
       ("branch_ratio", r"$E[F^2]/E[x^2]$", True),
       ("x0_cosine", r"$\cos(x_l, x_0)$", False),
-      ("attn_entropy", "attention entropy (mean over heads)", False),
+      ("attn_entropy", "attention entropy (nats, mean over heads)", False),
   )
-  fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6))
+  sublayers = ("self_attn", "cross_attn", "mlp")
+  series = {  # name -> its records, stacks then sublayers in the model's order
+      f"{stack}/{sub}": sel
+      for stack in sorted({r["stack"] for r in records})
+      for sub in sublayers
+      if (sel := sorted((r for r in records if r["stack"] == stack and r["sublayer"] == sub), key=lambda r: r["layer"]))
+  }
+  colors = series_colors(series)
+  fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.9), layout="constrained")
   for ax, (key, label, log) in zip(axes, panels):
     shown = []
-    for stack in sorted({r["stack"] for r in records}):
-      for sub in ("self_attn", "cross_attn", "mlp"):
-        sel = [r for r in records if r["stack"] == stack and r["sublayer"] == sub and key in r]
-        if not sel:
-          continue
-        y = [float(np.mean(r[key])) for r in sel]
-        shown += y
-        ax.plot([r["layer"] for r in sel], y, marker="o", ms=3, label=f"{stack}/{sub}")
+    for name, rows in series.items():
+      sel = [r for r in rows if key in r]
+      if not sel:
+        continue
+      y = [float(np.mean(r[key])) for r in sel]
+      shown += y
+      ax.plot([r["layer"] for r in sel], y, marker="o", ms=3, color=colors[name], label=name)
     # Post-LN holds E[x²] at 1 to ~1e-6: a log axis over that range only magnifies float noise.
     scale_y(ax, shown, log_ok=log)
     integer_ticks(ax.xaxis)
     ax.set_xlabel("layer")
     ax.set_title(label, fontsize=9)
-  axes[0].legend(fontsize=6)
+  handles = [plt.Line2D([], [], color=colors[n], marker="o", ms=3, label=n) for n in series]
+  if handles:
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6), fontsize=7)
   fig.suptitle(title or "forward signal propagation", fontsize=10)
   return _save(fig, path)

@@ -3,13 +3,13 @@
 Contract: `write_report(records, workdir, swept=..., metric=..., config=...)` writes into `workdir`:
   results.md         one row per cell: the swept keys' values, the final `metric` as mean ± std (sample std, over
                      the cell's finished seeds with a finite value; n says how many) and the outcomes' counts;
-  curves.png         the training loss against the step, one line per cell (the mean over seeds) with the min–max
-                     band over seeds; a run that did not finish ends at its last finite loss, marked ×;
+  curves.png         the training loss (log axis) against the step, one line per cell (the mean over seeds) with the
+                     min–max band over seeds; a run that did not finish ends at its last finite loss, marked ×;
   final_metric.png   the final `metric` against each swept key (one panel per key; the other keys' values are the
-                     series): mean ± std over seeds and every seed's value; cells with no finite value are named
-                     at the bottom of the panel with their outcomes.
+                     series): mean ± std over seeds and every seed's value (a loss on a log axis); cells with no
+                     finite value are named at the bottom of the panel with their outcomes.
 Every figure's title names the settings the sweep holds fixed (size, data, optimizer, learning rate, warmup, steps,
-seeds), so a figure read alone says what was compared.
+seeds), so a figure read alone says what was compared; it is wrapped to the figure's width (`fit_text`).
 
 `redrawn_on_change` (a decorator of figure functions) skips a figure whose inputs did not change since its PNG was
 written: a report rewritten after every run (the atlas's, experiments/atlas/report.py) spent half its time in
@@ -27,9 +27,11 @@ import math
 import os
 import pickle
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import matplotlib
+import matplotlib.font_manager
+import matplotlib.layout_engine
 import matplotlib.ticker
 
 matplotlib.use("Agg")
@@ -52,8 +54,10 @@ _pending_key: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("fi
 
 
 def save_figure(fig, path: str) -> str:
-  """Lays out, writes (with the key of the `redrawn_on_change` call drawing it, if any) and closes `fig`."""
-  fig.tight_layout()
+  """Lays out (tight, unless the figure was made with layout="constrained"), writes (with the key of the
+  `redrawn_on_change` call drawing it, if any) and closes `fig`."""
+  if not isinstance(fig.get_layout_engine(), matplotlib.layout_engine.ConstrainedLayoutEngine):
+    fig.tight_layout()
   key = _pending_key.get()
   fig.savefig(path, dpi=110, metadata={FIGURE_KEY: key} if key else None)
   plt.close(fig)
@@ -178,16 +182,97 @@ def fixed_settings(config: Any, swept: list[str], seeds: int) -> str:
   return ", ".join(kept) + (f"; seeds 0–{seeds - 1}" if seeds > 1 else "; seed 0")
 
 
+def fit_text(fig, text: str, fontsize: float, fraction: float = 0.95) -> str:
+  """`text` broken at spaces so that each line, rendered at `fontsize`, is at most `fraction` of `fig`'s width: a
+  title that stays inside its figure whatever the figure's size (a character count cannot say how wide a line is)."""
+  renderer = fig.canvas.get_renderer()
+  font = matplotlib.font_manager.FontProperties(size=fontsize)
+  limit = fraction * fig.bbox.width
+
+  def wide(line: str) -> bool:
+    return renderer.get_text_width_height_descent(line, font, ismath=False)[0] > limit
+
+  out = []
+  for para in text.split("\n"):
+    line = ""
+    for word in para.split(" "):
+      if line and wide(f"{line} {word}"):
+        out.append(line)
+        line = word
+      else:
+        line = f"{line} {word}" if line else word
+    out.append(line)
+  return "\n".join(out)
+
+
+def suptitle(fig, text: str, fontsize: float = 8) -> None:
+  """`fig`'s title, wrapped to its width (`fit_text`)."""
+  fig.suptitle(fit_text(fig, text, fontsize), fontsize=fontsize)
+
+
+def figure_legend(fig, handles=None, labels=None, *, max_cols: int = 3, fontsize: float = 8, **kw):
+  """One legend for every panel of `fig` (a series keeps its colour across panels), under the panels of a figure
+  made with layout="constrained": as many columns (at most `max_cols`) as fit the figure's width."""
+  if handles is None:
+    handles, labels = _unique_handles(fig)
+  renderer = fig.canvas.get_renderer()
+  for ncol in range(max(1, min(max_cols, len(handles))), 0, -1):
+    legend = fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=fontsize, **kw)
+    if ncol == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+      return legend
+    legend.remove()
+  return legend
+
+
+def _unique_handles(fig) -> tuple[list, list]:
+  """Every axes' labelled artists, the first of each label."""
+  seen: dict[str, Any] = {}
+  for ax in fig.axes:
+    for handle, label in zip(*ax.get_legend_handles_labels()):
+      seen.setdefault(label, handle)
+  return list(seen.values()), list(seen)
+
+
+def log_loss_axis(ax, values: Iterable[float], top: Optional[float] = None) -> tuple[float, float]:
+  """A log y axis for losses (nats), from a little below the smallest positive finite value to `top` (default: a
+  little above the largest), labelled by `plain_log_ticks`; returns the limits."""
+  v = [float(x) for x in values if finite(x) and x > 0]
+  low = min(v) / 1.12 if v else 1.0
+  high = top if top is not None else (max(v) * 1.12 if v else 10.0)
+  low = min(low, high / 1.5)
+  ax.set_yscale("log")
+  ax.set_ylim(low, high)
+  plain_log_ticks(ax.yaxis, low, high)
+  return low, high
+
+
+def plain_log_ticks(axis, low: float, high: float) -> None:
+  """Ticks of a log `axis` spanning [low, high] labelled as plain numbers, denser the shorter the span: over less
+  than a decade or two the default ticks label nothing, or 4×10⁰ beside 10⁰; over more, the decades."""
+  decades = math.log10(high / low)
+  if decades >= 2.5:
+    return
+  subs = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0) if decades < 0.7 else (1.0, 2.0, 5.0)
+  axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=subs))
+  # below 0.01, 5e-5 and 1e-3 rather than 0.00005 and 0.001 (long labels crowd a narrow panel)
+  short = (lambda v: f"{v:.0e}".replace("e-0", "e-")) if low < 0.01 else (lambda v: f"{v:g}")
+  axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: short(v)))
+  axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
 def _cell_label(row: dict, swept: list[str]) -> str:
   return ", ".join(f"{k.split('.')[-1]}={row['params'][k]}" for k in swept) or row["cell"]
 
 
 def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str, path: str) -> str:
-  """curves.png: the training loss per cell, mean over seeds with the min–max band (module docstring)."""
+  """curves.png: the training loss per cell, mean over seeds with the min–max band (module docstring), on a log axis;
+  the legend under the axes, the title wrapped to the figure's width."""
   by_cell: dict[str, list[dict]] = collections.defaultdict(list)
   for r in records:
     by_cell[r["cell"]].append(r)
-  fig, ax = plt.subplots(figsize=(7.5, 4.8))
+  legend_rows = math.ceil(len(by_cell) / 3)
+  fig, ax = plt.subplots(figsize=(7.5, 4.4 + 0.2 * legend_rows), layout="constrained")
+  shown = []
   for runs in by_cell.values():
     per_step: dict[int, list[float]] = collections.defaultdict(list)
     ends = []  # (step, loss) where a run that did not finish last had a finite loss
@@ -205,6 +290,7 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
       continue
     steps = np.asarray(sorted(per_step))
     lo, mean, hi = (np.asarray([f(per_step[s]) for s in steps]) for f in (np.min, np.mean, np.max))
+    shown += [*lo, *hi]
     bad = {o: n for o, n in collections.Counter(r["outcome"] for r in runs).items() if o != "finished"}
     label = _cell_label(runs[0], swept) + "".join(f" ({n}/{len(runs)} {o})" for o, n in bad.items())
     (line,) = ax.plot(steps, mean, marker="o" if len(steps) < 12 else None, ms=3, lw=1.4, label=label)
@@ -213,13 +299,13 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
     if ends:
       ax.plot(*zip(*ends), "x", color=line.get_color(), ms=8, mew=2)
   ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, steps=[1, 2, 2.5, 5, 10]))
+  log_loss_axis(ax, shown)
   ax.set_xlabel("training step")
-  ax.set_ylabel("training loss (cross-entropy per token)")
-  ax.set_title(
-      _wrap(f"Training loss, mean over seeds (band: min–max; ×: a run's last finite loss)\n{title}", 110), fontsize=9
-  )
+  ax.set_ylabel("training loss (nats per token, log scale)")
+  ax.set_title("Training loss, mean over seeds (band: min–max; ×: a run's last finite loss)", fontsize=9)
+  suptitle(fig, title, fontsize=9)
   if ax.lines:
-    ax.legend(fontsize=8)
+    figure_legend(fig)
   return save_figure(fig, path)
 
 
@@ -227,7 +313,7 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
 def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: str, path: str) -> str:
   """final_metric.png: the final metric against each swept key, one panel per key (module docstring)."""
   keys = swept or [None]
-  fig, axes = plt.subplots(1, len(keys), figsize=(5.0 * len(keys), 4.2), squeeze=False)
+  fig, axes = plt.subplots(1, len(keys), figsize=(5.0 * len(keys), 4.2), squeeze=False, layout="constrained")
   for ax, key in zip(axes[0], keys):
     xs = list(dict.fromkeys(row["params"][key] for row in rows)) if key else [None]
     others = [k for k in swept if k != key]
@@ -258,27 +344,17 @@ def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: st
     ax.set_xticks(range(len(xs)), [str(x) for x in xs] if key else ["base"])
     ax.set_xlim(-0.5, len(xs) - 0.5)
     ax.set_xlabel(key or "cell")
-    ax.set_ylabel(f"final {metric}")
+    values = [v for cells in series.values() for c in cells for v in c["values"]]
+    if "loss" in metric and all(v > 0 for v in values):  # a loss: log axis (nats)
+      log_loss_axis(ax, values)
+      ax.set_ylabel(f"final {metric} (nats, log scale)")
+    else:
+      ax.set_ylabel(f"final {metric}")
     ax.set_title(f"final {metric} vs {key or 'cell'}\n(mean ± std over seeds; dots: seeds)", fontsize=9)
     if len(series) > 1:
       ax.legend(fontsize=7)
-  fig.suptitle(_wrap(title, 15 * 5 * len(keys)), fontsize=9)
+  suptitle(fig, title, fontsize=9)
   return save_figure(fig, path)
-
-
-def _wrap(text: str, width: int) -> str:
-  """`text` broken at spaces into lines of at most `width` characters (a title that fits its figure)."""
-  out = []
-  for para in text.split("\n"):
-    line = ""
-    for word in para.split(" "):
-      if line and len(line) + len(word) + 1 > width:
-        out.append(line)
-        line = word
-      else:
-        line = f"{line} {word}" if line else word
-    out.append(line)
-  return "\n".join(out)
 
 
 def write_report(
