@@ -36,7 +36,9 @@ Methods (`ARMS`, one product of the union grid each; the keys they do not set ke
   admin          LN(ω ⊙ x + F), ω profiled (Liu et al. 2020)  dsinit    Post-LN, U(±γ/√l) (Zhang, Titov & Sennrich 2019)
 Each arm × `optim.warmup_steps` ∈ {0, T_w} × `optim.learning_rate` ∈ LRS[scale] (log-spaced), × sweep.seeds. Adam
 (β1 0.9, β2 0.98, ε 1e-9), schedule `linear_warmup` (warmup 0: a constant lr), no dropout, no label smoothing, the same
-data order for every run (configs/claims/_training.py's setup), in every part. Scales (config string):
+data order for every run (configs/claims/_training.py's setup), in every part; at paper the training claims' paper
+recipe instead (configs/claims/_training.py RECIPE: dropout 0.3, label smoothing 0.1, inverse-square-root decay from
+step 4000 with or without the warmup, 4096-token batches). Scales (config string):
   tiny   tests: 1+1 layers of the tiny preset, 6 steps of batch 8 on the synthetic task, 2 methods, 3 lrs, 1 seed;
          axes: trace 3 runs of 6 steps (λ every 2); width SP, µP × d {16, 32}; depth Post-LN, Pre-LN × N {1, 2};
          transfer µP × d {16, 32} × lr {1e-2, 1e-1}, 4 steps;
@@ -47,8 +49,9 @@ data order for every run (configs/claims/_training.py's setup), in every part. S
          16, 20 Lanczos steps); width 2+2 layers, 3 parameterizations × d {32, 64, 128, 256} × 2 seeds; depth 5
          methods × N {2, 6, 12, 24} × 2 seeds; transfer 2+2 layers, 3 parameterizations × d {32, 64, 128} × 6 lrs,
          100 steps of batch 32, T_w = 10 (54 runs);
-  paper  an accelerator: the Transformer base (6+6, d 512, 8 heads, d_ff 2048) as claim 6's paper scale, 20k steps of
-         batch 128, T_w = 4000 (Vaswani et al. 2017; Xiong et al. 2020), 7 lrs, 3 seeds; axes: trace at that model
+  paper  an accelerator: claim 6's paper model and recipe (6+6, d 512, 4 heads, d_ff 1024: fairseq's
+         transformer_iwslt_de_en, the IWSLT14 model of Liu et al. 2020's recipe; 32 packed rows of 128 tokens), T_w = 4000 (Vaswani et al. 2017; Xiong et al. 2020), 7 lrs, 3 seeds, 20k steps where the claims run
+         the papers' 100k (a fifth: the grid is 378 runs); axes: trace at that model
          (λ every 100 steps, batch 64, 80 Lanczos steps); width 6+6 layers, 8 heads, d {256, …, 2048} (µP base 256);
          depth N {6, 12, 24, 48} at d 512 (Liu et al. 2020 and Wang et al. 2022 train far deeper); transfer d {256,
          512, 1024} × 7 lrs, 2000 steps, T_w = 200.
@@ -76,7 +79,7 @@ Imports only ml_collections and configs/claims' helpers.
 import ml_collections
 
 from configs.claims._base import check_scale, claim_config, set_keys
-from configs.claims._training import _TRAIN
+from configs.claims._training import _TRAIN, RECIPE
 
 NO_NORM = "model.norm_type=none;model.norm_position=none"
 BERT = "model.norm_position=post;model.scale_embeddings=false;model.position=learned;model.embedding_norm=true"
@@ -110,7 +113,15 @@ SIZES = {
         "model.d_ff": 128,
         "data.vocab_size": 2000,
     },
-    "paper": {"model.preset": "base", "model.num_encoder_layers": 6, "model.num_decoder_layers": 6},
+    "paper": {  # claim 6's paper model (configs/claims/_training.py SIZES['paper']: fairseq's transformer_iwslt_de_en)
+        "model.preset": "base",
+        "model.num_encoder_layers": 6,
+        "model.num_decoder_layers": 6,
+        "model.num_heads": 4,
+        "model.d_ff": 1024,
+        "data.max_source_length": 128,
+        "data.max_target_length": 128,
+    },
 }
 RUN = {
     "tiny": {
@@ -120,7 +131,12 @@ RUN = {
         "train.eval_every": 6,
     },
     "cpu": {"data.batch_size": 32, "data.max_eval_loss_examples": 256, "train.eval_every": 200},
-    "paper": {"data.batch_size": 128, "data.max_eval_loss_examples": -1, "train.eval_every": 5000},
+    "paper": {  # 4096-token batches as the claims' paper scale (fairseq's --max-tokens 4096)
+        "data.pack": True,
+        "data.batch_size": 32,
+        "data.max_eval_loss_examples": -1,
+        "train.eval_every": 5000,
+    },
 }
 # The step-0 curvature (analysis/): λ_max, λ_min with residual bounds, Adam's preconditioned λ_max, the sharpness
 # along the first update, per-block λ_max; nothing else (no density, trace, gradient or signal profile).
@@ -260,6 +276,7 @@ def get_config(scale: str = "tiny") -> ml_collections.ConfigDict:
   config.mode = "sweep"
   config.claim.name = ""  # not a claim: the claim group stays at its default
   set_keys(config, _TRAIN)
+  set_keys(config, RECIPE[scale])  # the papers' regularization and schedule at paper; nothing at tiny and cpu
   set_keys(config, {**RUN[scale], **ANALYSIS, **ANALYSIS_SIZES[scale]})
   set_keys(
       config,

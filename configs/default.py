@@ -75,9 +75,10 @@ def get_config() -> ml_collections.ConfigDict:
   o = config.optim = ml_collections.ConfigDict()
   o.name = "adam"  # Optimizer: adam | adamw | sgd | adafactor | radam (train/optim.py OPTIMIZERS).
   o.learning_rate = 1e-3  # Peak lr η (Noam's factor η_0 when schedule='rsqrt' and rsqrt_d_model > 0).
-  o.schedule = "linear_warmup"  # constant | linear_warmup | rsqrt | warmup_cosine | warmup_linear_decay.
+  o.schedule = "linear_warmup"  # constant | linear_warmup | rsqrt | warmup_rsqrt | warmup_cosine | warmup_linear_decay.
   o.warmup_steps = 1000  # T_w; 0 = no warmup.
   o.rsqrt_d_model = 0  # d in Noam's d^{-1/2}; 0 = normalise so the peak lr is η at t = T_w.
+  o.decay_start = 0  # warmup_rsqrt: step T_d after which lr = η·√(T_d/t); 0 = optim.warmup_steps.
   o.decay_steps = 0  # Horizon of warmup_cosine / warmup_linear_decay, warmup included; 0 = train.num_steps.
   o.min_lr_ratio = 0.0  # End lr of cosine / linear decay, as a fraction of the peak lr.
   o.b1 = 0.9  # Adam/RAdam β1 (Vaswani et al. 2017 §5.3).

@@ -47,6 +47,8 @@ def test_config_initializes_its_model(path, tmp_path):
   module = load(path)
   assert "python main.py --config=configs/" in module.__doc__, "the docstring must give the launch command"
   config = module.get_config()
+  if config.data.name == "multi30k" and not config.data.dir:  # the user's folder (--config.data.dir): synthetic here
+    config.data.name = "embedded"
   config.data.embedded.num_train, config.data.embedded.num_eval = 200, 16
   config.data.batch_size = config.data.eval_batch_size = 8
   exp = loop.setup(config, str(tmp_path))

@@ -70,6 +70,40 @@ def test_rsqrt_zero_warmup_is_pure_inverse_sqrt():
   np.testing.assert_allclose(_lrs(cfg, [0, 3, 99]), [0.5, 0.25, 0.05], rtol=1e-6)
 
 
+def test_warmup_rsqrt_equals_its_closed_form():
+  """η·min(t/T_w, √(T_w/t)) (Vaswani et al. 2017, Eq. 3, normalised to peak η; Xiong et al. 2020 §3.2) with T_d = T_w:
+  hand values at η = 5e-4, T_w = 4000 (t = 1, 2000, 4000, 16000: η/4000, η/2, η, η/2), the formula on a grid of
+  steps, and the `rsqrt` schedule without d_model, which is the same rule."""
+  cfg = _cfg(schedule="warmup_rsqrt", learning_rate=5e-4, warmup_steps=4000, decay_start=0)
+  np.testing.assert_allclose(_lrs(cfg, [0, 1999, 3999, 15999]), [5e-4 / 4000, 2.5e-4, 5e-4, 2.5e-4], rtol=1e-5)
+  counts = [0, 1, 10, 500, 3998, 3999, 4000, 4001, 9000, 99_999]
+  t = np.asarray(counts, np.float64) + 1.0
+  closed = 5e-4 * np.minimum(t / 4000, np.sqrt(4000 / t))
+  np.testing.assert_allclose(_lrs(cfg, counts), closed, rtol=1e-5)
+  np.testing.assert_allclose(
+      _lrs(_cfg(schedule="rsqrt", learning_rate=5e-4, warmup_steps=4000), counts), closed, rtol=1e-5
+  )
+  cfg.decay_start = 4000  # T_d = T_w spelled out: the same schedule
+  np.testing.assert_allclose(_lrs(cfg, counts), closed, rtol=1e-5)
+
+
+def test_warmup_rsqrt_without_warmup_decays_like_its_warmup_twin():
+  """T_w = 0, T_d = 4000: η until step T_d, then η·√(T_d/t), equal to the T_w = T_d = 4000 schedule from T_d on; and
+  T_w = T_d = 0 is η/√t (as `rsqrt` with T_w = 0)."""
+  no_warmup = _cfg(schedule="warmup_rsqrt", learning_rate=1.0, warmup_steps=0, decay_start=4000)
+  twin = _cfg(schedule="warmup_rsqrt", learning_rate=1.0, warmup_steps=4000, decay_start=4000)
+  np.testing.assert_allclose(_lrs(no_warmup, [0, 1, 2000, 3999]), [1.0] * 4, rtol=1e-7)
+  later = [3999, 4000, 8999, 15999, 99_999]
+  np.testing.assert_allclose(_lrs(no_warmup, later), _lrs(twin, later), rtol=1e-6)
+  np.testing.assert_allclose(_lrs(no_warmup, [15999]), [0.5], rtol=1e-5)  # √(4000/16000)
+  pure = _cfg(schedule="warmup_rsqrt", learning_rate=1.0, warmup_steps=0, decay_start=0)
+  np.testing.assert_allclose(_lrs(pure, [0, 3, 99]), [1.0, 0.5, 0.1], rtol=1e-6)
+  with pytest.raises(ValueError, match=r"config.optim.decay_start=100 is invalid.*>= optim.warmup_steps=4000"):
+    optim.validate_optim_config(_cfg(schedule="warmup_rsqrt", warmup_steps=4000, decay_start=100))
+  with pytest.raises(ValueError, match=r"config.optim.decay_start=-1 is invalid"):
+    optim.validate_optim_config(_cfg(decay_start=-1))
+
+
 def test_warmup_cosine_hand_values():
   # η=1, T_w=2, horizon 10, end 0.1: t=1 → 0.5, t=2 → 1, t=6 (half-way through the 8 decay
   # steps) → 0.1 + 0.9·0.5·(1+cos(π/2)) = 0.55, t=10 → 0.1, afterwards 0.1.

@@ -213,6 +213,7 @@ class OptimConfig(Section):
   warmup_steps: int
   rsqrt_d_model: Optional[int]
   decay_steps: Optional[int]
+  decay_start: int
   min_lr_ratio: float
   b1: float
   b2: float
@@ -265,6 +266,9 @@ def _check_optim_values(cfg: OptimConfig) -> None:
   _check_int(cfg, "warmup_steps", 0)
   _check_int(cfg, "rsqrt_d_model", 0, allow_none=True)
   _check_int(cfg, "decay_steps", 0, allow_none=True)
+  _check_int(cfg, "decay_start", 0)
+  if cfg.schedule == "warmup_rsqrt" and 0 < cfg.decay_start < cfg.warmup_steps:
+    _fail("decay_start", cfg.decay_start, f"0 or an integer >= optim.warmup_steps={cfg.warmup_steps}")
   _check_number(cfg, "min_lr_ratio", 0, 1)
   _check_number(cfg, "b1", 0, 1, hi_open=True)
   _check_number(cfg, "b2", 0, 1, hi_open=True)
@@ -297,6 +301,7 @@ def make_schedule(optim_config, *, total_steps: Optional[int] = None) -> optax.S
       decay_steps=cfg.decay_steps or total_steps,
       min_lr_ratio=float(cfg.min_lr_ratio),
       rsqrt_d_model=cfg.rsqrt_d_model,
+      decay_start=cfg.decay_start,
   )
 
 

@@ -71,6 +71,26 @@ def rsqrt(*, learning_rate: float, warmup_steps: int, rsqrt_d_model: Optional[in
   return schedule
 
 
+def warmup_rsqrt(*, learning_rate: float, warmup_steps: int, decay_start: int = 0, **_: Any) -> optax.Schedule:
+  """Linear warmup, then inverse-square-root decay from a step T_d that need not be the warmup's end:
+    η_t = η · min(1, t/T_w) · min(1, √(T_d/t)),   T_d = optim.decay_start, or T_w when it is 0.
+  With T_d = T_w this is the normalised Noam rule η·min(t/T_w, √(T_w/t)) (Vaswani et al. 2017, Eq. 3; fairseq's
+  `inverse_sqrt`, the schedule of Xiong et al. 2020 §3.2 after their warmup), as `rsqrt` with rsqrt_d_model = 0. With
+  T_w = 0 and T_d > 0 the warmup alone is removed: η until T_d, then the same decay as the arm that warms up over
+  T_d steps, so a warmup / no-warmup comparison differs in the first T_d steps only (`rsqrt` with T_w = 0 decays as
+  η/√t from the first step: at t = 4000 that arm's lr is 63× below its twin's). T_w = T_d = 0 is η/√t.
+  """
+  t_w = float(warmup_steps)
+  t_d = float(max(decay_start or warmup_steps, 1))
+
+  def schedule(count):
+    t = jnp.asarray(count, jnp.float32) + 1.0
+    ramp = jnp.minimum(1.0, t / t_w) if t_w > 0 else 1.0
+    return learning_rate * ramp * jnp.minimum(1.0, jnp.sqrt(t_d / t))
+
+  return schedule
+
+
 def warmup_cosine(
     *, learning_rate: float, warmup_steps: int, decay_steps: int, min_lr_ratio: float, **_: Any
 ) -> optax.Schedule:
@@ -101,6 +121,7 @@ SCHEDULES: dict[str, Callable[..., optax.Schedule]] = {
     "constant": constant,
     "linear_warmup": linear_warmup,
     "rsqrt": rsqrt,
+    "warmup_rsqrt": warmup_rsqrt,
     "warmup_cosine": warmup_cosine,
     "warmup_linear_decay": warmup_linear_decay,
 }
@@ -112,7 +133,7 @@ def get_schedule(name: str) -> Callable[..., optax.Schedule]:
   """Returns the schedule builder registered under `name`.
 
   Builders take keyword arguments `learning_rate, warmup_steps, decay_steps, min_lr_ratio,
-  rsqrt_d_model` (each ignores those it does not use) and return `count -> lr`.
+  rsqrt_d_model, decay_start` (each ignores those it does not use) and return `count -> lr`.
   """
   if name not in SCHEDULES:
     raise invalid("optim.schedule", name, sorted(SCHEDULES))
