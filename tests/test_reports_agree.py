@@ -149,7 +149,11 @@ def test_decide_from_atlas_writes_one_record_per_claim(tmp_path):
     assert r["settings"].startswith("d=32, 6+6 layers; seeds 0–2") and r["provenance"]["git_commit"] == "a" * 40
     assert sorted(os.listdir(tmp_path / "reproduction" / r["claim"])) == ["claim.json", "loss_vs_lr.png"]
   warmup = records[0]
-  assert warmup["runs"] == {"finished": 18} and warmup["thresholds"]["rule 1"] == atlas_claims.RULES["warmup"][0]
+  assert (
+      warmup["runs"] == {"finished": 18}
+      and "2/(1−β₂)" in warmup["caveat"]
+      and warmup["thresholds"]["rule 1"] == atlas_claims.RULES["warmup"][0]
+  )
   bert = records[2]
   assert bert["identity"] == {"holds": True, "commit": "b" * 10, "reason": "cos at init"}
   # Deciding again from the written records keeps claim 9's identity half.
@@ -159,6 +163,7 @@ def test_decide_from_atlas_writes_one_record_per_claim(tmp_path):
       report.write_reproduction(records, str(tmp_path / "R.md"), figure_dir="f", command="c")
   ).read_text()
   assert "| 6 | [warmup](#warmup) | **reproduced** (atlas) |" in text
+  assert "Scale caveat: the atlas's warmup is 10% of a 200-step run" in text
   assert "Decided from `" in text and "Identity half (the claim's at-init run, commit bbbbbbbbbb): cos at init" in text
 
 

@@ -104,6 +104,8 @@ def write_reproduction(results: list[dict], path: str, *, figure_dir: str, comma
       i = r["identity"]
       lines += ["", f"Identity half (the claim's at-init run, commit {i.get('commit', '?')}): {i.get('reason', '')}"]
     lines += ["", f"**Verdict: {r['verdict']}.** {r.get('reason', '')}", ""]
+    if r.get("caveat"):
+      lines += [f"Scale caveat: {r['caveat']}.", ""]
     for fig in r.get("figures", []):
       lines.append(f"![{r['claim']}]({figure_dir}/{r['claim']}/{fig})")
     if r.get("decided_from"):
