@@ -40,6 +40,7 @@ import math
 
 import numpy as np
 
+from experiments import report
 from experiments.claims import base, figures
 from models.activations import SELU_ALPHA, SELU_LAMBDA
 
@@ -137,7 +138,7 @@ def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[
     return []
   acts = m["activations"]
   names = [n for n in (*STABLE, *DRIFTING) if n in acts]
-  fig, axes = figures.plt.subplots(1, len(names), figsize=(3.0 * len(names), 3.6), squeeze=False)
+  fig, axes = figures.plt.subplots(1, len(names), figsize=(3.0 * len(names), 4.0), squeeze=False, layout="constrained")
   for ax, name, color in zip(axes[0], names, [f"C{i}" for i in range(len(names))]):
     a = acts[name]
     layers = np.arange(1, a["depth"] + 1)
@@ -188,8 +189,13 @@ def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[
     ax.set_xlabel("layer l")
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel(r"$E[x_l^2]$")
-  axes[0][0].legend(fontsize=6)
-  axes[0][-1].legend(fontsize=6)
+  handles, labels = [], []  # one legend under the panels: the bands and lines of a stable and a drifting panel
+  for ax in (axes[0][0], axes[0][-1]):
+    for h, label in zip(*ax.get_legend_handles_labels()):
+      if label not in labels:
+        handles.append(h)
+        labels.append(label)
+  report.figure_legend(fig, handles, labels, max_cols=6, fontsize=7)
   a = acts[names[0]]
   figures.suptitle(
       fig,
