@@ -185,7 +185,7 @@ def main(argv):
   del argv
   f = flags.FLAGS
   config = f.config
-  test = evaluate_test(config, f.workdir)
+  test = evaluate_test(config, f.workdir, pairs=f.test_pairs or None)
   summary = training_summary(f.workdir)
   pairs = pairs_trained(config, summary["steps"], f.workdir)
   evaluate = " ".join(["python -m experiments.baseline", *sys.argv[1:]])
@@ -211,4 +211,5 @@ if __name__ == "__main__":
   flags.DEFINE_string("workdir", "runs/multi30k_baseline", "The trained run (its latest checkpoint is evaluated).")
   flags.DEFINE_string("out", "reports/baseline/result.json", "Where the record is written.")
   flags.DEFINE_string("train_provenance", "", "JSON of experiments.provenance taken when training started.")
+  flags.DEFINE_integer("test_pairs", 0, "Evaluate the first this many test pairs only (0: all; a smoke check).")
   app.run(main)
