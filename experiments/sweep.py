@@ -56,6 +56,7 @@ RESULTS_FILE = "results.jsonl"
 RECORD_FILE = "sweep_record.json"
 DONE = ("finished", "diverged")  # statuses a rerun skips
 TRAINED = ("model.", "init.", "optim.", "data.", "train.", "mesh.")  # the groups (and `mode`) a rerun may not change
+UNTRAINED = ("data.tokenizer_dir", "train.eval_at_init")  # keys of those groups that change nothing trained
 GROUPS = {"analysis": analysis.config.AnalysisConfig.from_config, "sweep": grid_lib.SweepConfig.from_config}
 
 
@@ -275,9 +276,14 @@ def _check_unchanged(run_workdir: str, config: train.config.Config, where: str) 
   with open(path, encoding="utf-8") as f:
     old = _leaves(json.load(f))
   new = _leaves(json.loads(json.dumps(config.to_dict())))
-  # data.tokenizer_dir may change: a moved sweep folder moves its tokenizer
-  trained = lambda k: (k == "mode" or k.startswith(TRAINED)) and k != "data.tokenizer_dir"
-  changed = sorted(k for k in set(old) | set(new) if trained(k) and old.get(k) != new.get(k))
+  from configs import default  # noqa: PLC0415 (the defaults, for keys added after the run was trained)
+
+  defaults = _leaves(json.loads(json.dumps(default.get_config().to_dict())))
+  # data.tokenizer_dir may change: a moved sweep folder moves its tokenizer; an evaluation at step 0 trains nothing
+  trained = lambda k: (k == "mode" or k.startswith(TRAINED)) and k not in UNTRAINED
+  # A key the run's config.json lacks was added to the code after the run: unchanged if it holds its default.
+  same = lambda k: old.get(k, defaults.get(k)) == new.get(k, defaults.get(k))
+  changed = sorted(k for k in set(old) | set(new) if trained(k) and not same(k))
   if changed:
     diffs = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])
     raise ValueError(

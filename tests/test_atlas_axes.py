@@ -363,3 +363,22 @@ def test_axes_tiny_end_to_end(tmp_path, atlas_writes):
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
     assert f"**PARTIAL: 3 of 4 runs**; 1 cell(s) missing: {victim.arm}, d={victim.x:g}." in f.read()
   assert m["axes"]["width"]["missing"] == [victim.cell.name]  # atlas.json keeps the directory name
+
+
+def test_a_rerun_of_a_run_older_than_a_key_resumes_while_the_key_holds_its_default(tmp_path):
+  """A key added to the code after a run was trained (absent from its config.json) is unchanged at its default;
+  train.eval_at_init changes nothing trained, whatever its value."""
+  config = atlas_config.get_config("tiny")
+  (cell,) = grid_lib.cells(cells_lib.single_cell_config(config, grid_lib.cells(config)[0]))
+  resolved = train.config.resolve(grid_lib.cell_config(config, cell, 0), groups=sweep_lib.GROUPS)
+  recorded = json.loads(json.dumps(resolved.to_dict()))
+  for key in ("decay_start", "schedule"):
+    recorded["optim"].pop(key)  # keys the old run did not know (schedule: the default is linear_warmup, as set)
+  recorded["train"].pop("eval_at_init")
+  (tmp_path / "config.json").write_text(json.dumps(recorded))
+  assert resolved.optim.schedule == "linear_warmup" and resolved.train.eval_at_init is True
+  sweep_lib._check_unchanged(str(tmp_path), resolved, "here")
+  recorded["optim"]["schedule"] = "constant"  # present and different: a change
+  (tmp_path / "config.json").write_text(json.dumps(recorded))
+  with pytest.raises(ValueError, match=r"optim.schedule: 'constant' -> 'linear_warmup'"):
+    sweep_lib._check_unchanged(str(tmp_path), resolved, "here")

@@ -226,7 +226,11 @@ def test_warmup_end_to_end_at_tiny(tmp_path):
     (record,) = [r for r in records if warmup_claim.VARIANTS[key].matches(r["params"])]
     assert a["mean_final_loss"] == pytest.approx(record["final"]["eval/loss"]) and a["failed_seeds"] == []
     (seed,) = a["seeds"]
-    assert [p[0] for p in seed["train"]] == list(range(1, 11)) and [p[0] for p in seed["eval"]] == [5, 10]
+    assert [p[0] for p in seed["train"]] == list(range(1, 11)) and [p[0] for p in seed["eval"]] == [
+        0,
+        5,
+        10,
+    ]  # eval_at_init
   worse = max(m["variants"][k]["mean_final_loss"] for k in ("postln_warmup", "preln_nowarmup"))
   assert m["gap"] == pytest.approx(m["variants"]["postln_nowarmup"]["mean_final_loss"] - worse)
   assert result["verdict"] == (base.REPRODUCED if m["gap"] >= DELTA else base.NOT_REPRODUCED)

@@ -39,6 +39,9 @@ _TRAIN = {
     "model.attention_dropout_rate": 0.0,
     "train.label_smoothing": 0.0,
     "train.keep_checkpoints": 1,
+    # An eval record at step 0 (the loss at init) and data_stats.json (the unigram reference): what each run's outcome
+    # class is read against (analysis/outcomes.py; the sweep records it, the atlas's claims read it).
+    "train.eval_at_init": True,
 }
 SIZES = {
     "tiny": {
