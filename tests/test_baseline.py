@@ -108,3 +108,27 @@ def test_the_baseline_config_is_the_tutorials_recipe():
   assert (d.name, d.dir, d.pack, d.max_source_length, d.max_target_length) == ("multi30k", "", True, 64, 64)
   assert t.label_smoothing == 0.0 and t.eval_every == multi30k_baseline.STEPS_PER_EPOCH
   assert t.num_steps * 129.2 / baseline.TRAIN_PAIRS == pytest.approx(10.0, abs=0.05)  # 129.2 pairs a batch
+
+
+def test_the_baseline_heads_the_report_and_the_readme(tmp_path):
+  from experiments.claims import report
+
+  claim = {"claim": "truncated_normal", "number": 1, "verdict": "reproduced", "summary": {}}
+  text = open(
+      report.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c", baseline=RECORD),
+      encoding="utf-8",
+  ).read()
+  assert text.index("## Known-good baseline") < text.index("## The claims") < text.index("| 1 | [truncated_normal]")
+  assert "\n".join(baseline.section(RECORD)) in text
+  readme = tmp_path / "README.md"
+  readme.write_text(
+      "a\n<!-- baseline:begin -->\nold\n<!-- baseline:end -->\nb\n<!-- claims:begin -->\nx\n<!-- claims:end -->\n"
+  )
+  report.update_readme(str(readme), [claim], RECORD)
+  new = readme.read_text()
+  line = report.baseline_readme(RECORD)
+  assert f"<!-- baseline:begin -->\n{line}\n<!-- baseline:end -->" in new and "old" not in new
+  assert f"sacreBLEU **{RECORD['test']['bleu']:.1f}**" in line and RECORD["commands"][0] in line
+  readme.write_text("<!-- claims:begin -->\nx\n<!-- claims:end -->\n")
+  with pytest.raises(ValueError, match="baseline:begin"):
+    report.update_readme(str(readme), [claim], RECORD)

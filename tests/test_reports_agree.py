@@ -46,11 +46,17 @@ def test_the_report_and_the_readme_are_written_from_the_records(tmp_path):
   committed = (REPORTS / "REPRODUCTION.md").read_text(encoding="utf-8")
   first = committed.splitlines()[2]  # "Produced by `<command>`. ..."
   command = re.match(r"Produced by `([^`]*)`", first).group(1)
-  fresh = report.write_reproduction(records, str(tmp_path / "R.md"), figure_dir="reproduction", command=command)
+  baseline = reproduce.load_baseline(str(REPORTS))
+  fresh = report.write_reproduction(
+      records, str(tmp_path / "R.md"), figure_dir="reproduction", command=command, baseline=baseline
+  )
   assert pathlib.Path(fresh).read_text(encoding="utf-8") == committed
   readme = (REPO / "README.md").read_text(encoding="utf-8")
   block = readme[readme.index(report.README_BEGIN) + len(report.README_BEGIN) : readme.index(report.README_END)]
   assert block.strip() == report.readme_table(records)
+  if baseline:  # the README's baseline lines are the record's too
+    block = readme[readme.index(report.BASELINE_BEGIN) + len(report.BASELINE_BEGIN) : readme.index(report.BASELINE_END)]
+    assert block.strip() == report.baseline_readme(baseline)
 
 
 def test_verdicts_agree_across_the_four_files():

@@ -17,8 +17,12 @@ and numbers (tests/test_reports_agree.py regenerates them from the records and c
 
 import os
 import re
+from typing import Optional
+
+from experiments import baseline as baseline_lib
 
 README_BEGIN, README_END = "<!-- claims:begin -->", "<!-- claims:end -->"
+BASELINE_BEGIN, BASELINE_END = "<!-- baseline:begin -->", "<!-- baseline:end -->"
 
 
 def _fmt(v) -> str:
@@ -55,8 +59,11 @@ def _runs(r: dict) -> str:
   return ", ".join(f"{n} {o}" for o, n in (r.get("runs") or {}).items()) or "—"
 
 
-def write_reproduction(results: list[dict], path: str, *, figure_dir: str, command: str) -> str:
-  """Writes the report (module docstring) and returns its path; figures are at `<figure_dir>/<claim>/<png>`."""
+def write_reproduction(
+    results: list[dict], path: str, *, figure_dir: str, command: str, baseline: Optional[dict] = None
+) -> str:
+  """Writes the report (module docstring) and returns its path; figures are at `<figure_dir>/<claim>/<png>`. With
+  `baseline` (reports/baseline/result.json), its section (experiments/baseline.py) heads the results."""
   lines = [
       "# Reproduction of the papers' claims",
       "",
@@ -68,6 +75,7 @@ def write_reproduction(results: list[dict], path: str, *, figure_dir: str, comma
       "(experiments/claims/) from thresholds stated in the module docstring before the runs. Results that contradict "
       "a claim are reported as such.",
       "",
+      *([*baseline_lib.section(baseline), "", "## The claims", ""] if baseline else []),
       "| # | claim | verdict | scale | data | runs | time (s) | commit |",
       "|---|---|---|---|---|---|---|---|",
   ]
@@ -142,12 +150,31 @@ def readme_table(results: list[dict], report_link: str = "reports/REPRODUCTION.m
   return "\n".join(lines)
 
 
-def update_readme(readme_path: str, results: list[dict]) -> None:
+def baseline_readme(record: dict) -> str:
+  """The README's baseline lines: its test BLEU beside the tutorials', the command and the time."""
+  test = record["test"]
+  published = "; ".join(f"{p['source']}: {p['test_bleu']}" for p in record["published"] if p["test_bleu"])
+  return (
+      f"Known-good baseline ([reports/REPRODUCTION.md](reports/REPRODUCTION.md#known-good-baseline)): "
+      f"`{record['commands'][0]}` trains {record['recipe']} for {record['epochs']:.1f} epochs "
+      f"({record['wall_time_s'] / 60:.0f} min on {record['machine']}); test_2016_flickr sacreBLEU "
+      f"**{test['bleu']:.1f}**, lowercased {test['bleu_lc']:.1f} (published for the recipe: {published})."
+  )
+
+
+def _replace_block(text: str, begin: str, end: str, body: str, path: str) -> str:
+  pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+  if not pattern.search(text):
+    raise ValueError(f"{path} has no {begin} ... {end} block to update")
+  return pattern.sub(lambda _: f"{begin}\n{body}\n{end}", text)
+
+
+def update_readme(readme_path: str, results: list[dict], baseline: Optional[dict] = None) -> None:
+  """Rewrites the README's claims table (and, given the baseline's record, its baseline lines) in place."""
   with open(readme_path, encoding="utf-8") as f:
     text = f.read()
-  pattern = re.compile(re.escape(README_BEGIN) + ".*?" + re.escape(README_END), re.S)
-  if not pattern.search(text):
-    raise ValueError(f"{readme_path} has no {README_BEGIN} ... {README_END} block to update")
-  block = f"{README_BEGIN}\n{readme_table(results)}\n{README_END}"
+  text = _replace_block(text, README_BEGIN, README_END, readme_table(results), readme_path)
+  if baseline:
+    text = _replace_block(text, BASELINE_BEGIN, BASELINE_END, baseline_readme(baseline), readme_path)
   with open(readme_path, "w", encoding="utf-8") as f:
-    f.write(pattern.sub(lambda _: block, text))
+    f.write(text)

@@ -91,6 +91,15 @@ def _failed(name: str, scale: str, code: int, log_path: str) -> dict:
   )
 
 
+def load_baseline(out: str) -> dict | None:
+  """`<out>/baseline/result.json` (experiments/baseline.py), or None before the baseline has run."""
+  path = os.path.join(out, "baseline", "result.json")
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
 def collect(out: str) -> list[dict]:
   """Every claim's claim.json under `<out>/reproduction/`, in claim order."""
   results = []
@@ -252,13 +261,14 @@ def main(argv):
   if atlas and (os.path.exists(atlas) or FLAGS.atlas != "auto"):
     decide_from_atlas(atlas, FLAGS.out, FLAGS.data_dir)
   results = collect(FLAGS.out)
+  baseline = load_baseline(FLAGS.out)
   command = f"python -m experiments.claims.reproduce --scale={FLAGS.scale} --data_dir=<Multi30k folder>"
   path = report.write_reproduction(
-      results, os.path.join(FLAGS.out, "REPRODUCTION.md"), figure_dir="reproduction", command=command
+      results, os.path.join(FLAGS.out, "REPRODUCTION.md"), figure_dir="reproduction", command=command, baseline=baseline
   )
   print(f"[reproduce] report: {path}", flush=True)
   if FLAGS.readme:
-    report.update_readme(os.path.join(REPO, "README.md"), results)
+    report.update_readme(os.path.join(REPO, "README.md"), results, baseline)
   if failed:
     print(f"[reproduce] no claim.json from: {failed}", flush=True)
     sys.exit(1)
