@@ -23,7 +23,7 @@ import ml_collections
 from experiments import grid as grid_lib
 from experiments import sweep as sweep_lib
 from experiments.atlas import cells as cells_lib
-from experiments.report import plt, redrawn_on_change, save_figure
+from experiments.report import log_loss_axis, plt, redrawn_on_change, save_figure, suptitle
 from train import metrics as metrics_lib
 
 CLOSE_NATS = 0.2  # the "within 0.2 nats"
@@ -108,13 +108,15 @@ def figure(m: dict, out_dir: str, *, path: str) -> str:
   fig, (ax, gx) = plt.subplots(1, 2, figsize=(10, 4))
   ax.plot(*zip(*m["post"]), "o-", ms=3, label=f"Post-LN + Xavier, warmup {m['warmup']}")
   ax.plot(*zip(*m["pre"]), "o-", ms=3, label="Pre-LN, no warmup")
-  ax.set(xlabel="step", ylabel="validation loss", title=f"lr {m['lr']:g}, one seed")
+  ax.set(xlabel="step", ylabel="validation loss (nats)", title=f"lr {m['lr']:g}, one seed")
+  log_loss_axis(ax, [v for _, v in m["post"]] + [v for _, v in m["pre"]])
   ax.legend(fontsize=8)
   gx.plot(*zip(*m["curve"]), "o-", ms=3, color="k")
   gx.axhline(m["close"], ls="--", color="tab:green", label=f"{m['close']} nats")
   if m["steps_needed"] is not None:
     gx.axvline(m["steps_needed"], ls=":", color="tab:green", label=f"within from step {m['steps_needed']}")
   gx.set(xlabel="step", ylabel="gap (nats): Post-LN + warmup − Pre-LN", title="training-length probe")
+  suptitle(fig, f"{m['steps']} steps at the atlas's cpu model: Post-LN + Xavier with warmup vs Pre-LN without")
   gx.legend(fontsize=8)
   return save_figure(fig, path)
 
