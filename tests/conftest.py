@@ -62,7 +62,9 @@ def multi30k_copy(tmp_path):
   if not (SHARED_MULTI30K / "train.de.gz").exists():
     pytest.skip(f"Multi30k not found at {SHARED_MULTI30K} (the project's shared data folder)")
   copy = tmp_path / "multi30k_copy"
-  shutil.copytree(SHARED_MULTI30K, copy)
+  # The data files only: a SentencePiece model cached in the shared folder (it holds one) is not the data, and a
+  # test of where models are cached must start from a folder without one.
+  shutil.copytree(SHARED_MULTI30K, copy, ignore=lambda _, names: [n for n in names if not n.endswith((".gz", ".md"))])
   os.chmod(copy, 0o755)  # copytree keeps the shared folder's r-x modes
   for path in copy.iterdir():
     os.chmod(path, 0o644)

@@ -44,7 +44,7 @@ def test_claim6_reproduced_when_warmup_rescues_at_one_lr_only():
     [
         (dict(pre0=_arm(T, C, T)), "not reproduced", "Pre-LN fails at every rescued η"),
         (dict(postw=_arm(T, C, C)), "not reproduced", "rescues Post-LN at η none"),  # warmup does not help
-        (dict(postw=_arm(U, U, C)), "inconclusive", "a longer horizon"),  # the good arm never trains
+        (dict(postw=_arm(U, U, C)), "inconclusive", "more steps"),  # the good arm never trains
         (dict(post0=_arm(T, T, U)), "inconclusive", "extend the lr grid"),  # Post-LN never fails on the grid
         (dict(post0=_arm(T, [C, C, T], C), postw=_arm(T, C, C)), "inconclusive", "mixed seeds"),
         (dict(post0=_arm(T, 9000.0, 1e4)), "reproduced", None),  # a blow-up above ℓ₀ fails as diverged

@@ -23,9 +23,8 @@ from experiments.claims import base, run, training
 from experiments.claims import bert_vs_xavier as bert_claim
 from experiments.claims import deep_no_warmup as deep_claim
 from experiments.claims import tfixup as tfixup_claim
-from experiments.claims import warmup as warmup_claim
 
-CLAIMS = ("warmup", "tfixup", "bert_vs_xavier", "deep_no_warmup")
+CLAIMS = ("tfixup", "bert_vs_xavier", "deep_no_warmup")  # claim 6 reads classes per lr: tests/test_claim_warmup.py
 DELTA = training.DELTA
 TRUNC = 0.87962566  # std of N(0, 1) truncated to ±2 (docs/science.md §1): BERT's 0.02 realizes 0.0176
 CRASH = ["postln seed 1: RuntimeError: out of memory"]
@@ -62,29 +61,6 @@ def measured(crashed=(), **arms):
 
 
 # ------------------------------------------------------------------------------------ verdicts, every branch
-
-
-@pytest.mark.parametrize(
-    "no_warm, warm, pre, expected",
-    [
-        (arm(3.0), arm(2.5), arm(2.6), base.REPRODUCED),  # ≥ δ above the worse reference
-        (arm(2.71), arm(2.5), arm(2.6), base.REPRODUCED),
-        (arm(diverged_at=7), arm(2.5), arm(2.6), base.REPRODUCED),  # a diverged seed fails the arm
-        (arm(2.0, diverged_at=7), arm(2.5), arm(2.6), base.REPRODUCED),  # even if the other seed trained well
-        (arm(2.69), arm(2.5), arm(2.6), base.NOT_REPRODUCED),  # < δ above the worse reference
-        (arm(2.0), arm(2.5), arm(2.6), base.NOT_REPRODUCED),
-        (arm(3.0), arm(diverged_at=3), arm(2.6), base.INCONCLUSIVE),  # a reference failed: no baseline
-        (arm(3.0), arm(2.5), arm(diverged_at=3), base.INCONCLUSIVE),
-    ],
-)
-def test_warmup_verdict(no_warm, warm, pre, expected):
-  warm["params"] = {"optim.warmup_steps": 30}
-  m = measured(postln_nowarmup=no_warm, postln_warmup=warm, preln_nowarmup=pre)
-  v = warmup_claim.verdict(m)
-  assert v.verdict == expected, v.reason
-  assert "warmup (30 steps)" in v.reason
-  if no_warm["diverged_steps"]:
-    assert "seed 1 diverged at step 7" in v.reason
 
 
 @pytest.mark.parametrize(
@@ -145,7 +121,6 @@ def test_deep_no_warmup_verdict():
 def test_a_crashed_run_makes_every_claim_inconclusive(name):
   """Arms that would reproduce each claim, plus one crashed run: no measurement, INCONCLUSIVE naming it."""
   arms = {
-      "warmup": dict(postln_nowarmup=arm(3.0), postln_warmup=arm(2.5), preln_nowarmup=arm(2.6)),
       "tfixup": dict(tfixup_nowarmup=arm(2.5), postln_nowarmup=arm(diverged_at=4)),
       "bert_vs_xavier": dict(postln_bert=arm(2.5), postln_xavier=arm(2.7)),
       "deep_no_warmup": {k: arm(2.0) for k in deep_claim.VARIANTS},
@@ -212,31 +187,6 @@ def _check_claim_json(result, workdir, name, number, figures):
     records = [json.loads(line) for line in f]
   assert sum(on_disk["runs"].values()) == len(records) == len(grid_lib.cells(config_module(name).get_config("tiny")))
   return on_disk, records
-
-
-def test_warmup_end_to_end_at_tiny(tmp_path):
-  config = config_module("warmup").get_config("tiny")
-  result = run.run_claim(config, str(tmp_path))
-  on_disk, records = _check_claim_json(result, str(tmp_path), "warmup", 6, ["warmup_curves.png", "warmup_final.png"])
-  assert on_disk["runs"] == {"finished": 3}
-  assert "10 steps" in on_disk["settings"] and "lr 0.001" in on_disk["settings"] and "d=32" in on_disk["settings"]
-  m = on_disk["measured"]
-  assert m["warmup_steps"] == 2 and m["crashed"] == []
-  for key, a in m["variants"].items():
-    (record,) = [r for r in records if warmup_claim.VARIANTS[key].matches(r["params"])]
-    assert a["mean_final_loss"] == pytest.approx(record["final"]["eval/loss"]) and a["failed_seeds"] == []
-    (seed,) = a["seeds"]
-    assert [p[0] for p in seed["train"]] == list(range(1, 11)) and [p[0] for p in seed["eval"]] == [
-        0,
-        5,
-        10,
-    ]  # eval_at_init
-  worse = max(m["variants"][k]["mean_final_loss"] for k in ("postln_warmup", "preln_nowarmup"))
-  assert m["gap"] == pytest.approx(m["variants"]["postln_nowarmup"]["mean_final_loss"] - worse)
-  assert result["verdict"] == (base.REPRODUCED if m["gap"] >= DELTA else base.NOT_REPRODUCED)
-  # Deciding again from the records trains nothing and says the same.
-  again = run.decide(config, str(tmp_path), records)
-  assert (again["verdict"], again["measured"]) == (result["verdict"], on_disk["measured"])
 
 
 def test_diverged_runs_are_failures_of_their_arm(tmp_path):

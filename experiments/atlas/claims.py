@@ -44,6 +44,7 @@ reads classes is inconclusive), and returns one record per claim: claim, number,
 from typing import Any, Optional
 
 from analysis import outcomes
+from experiments.claims import warmup as warmup_claim
 
 MIN_SEEDS = 3  # seeds a deciding cell needs
 POST, PRE, BERT, TFIXUP = "Post-LN + Xavier", "Pre-LN", "Post-LN + BERT 0.02", "T-Fixup"
@@ -139,50 +140,16 @@ def _few_seeds(c: dict, lrs) -> list[str]:
 
 
 def warmup(measured: dict, seeds: int, reference: Optional[dict] = None) -> dict:
-  """Claim 6 (module docstring)."""
+  """Claim 6 (module docstring): experiments/claims/warmup.py's per-lr rule on the atlas's cells."""
   early = _early("warmup", measured, seeds, reference, [(POST, False), (POST, True), (PRE, False)])
   if early:
     return early
   h = reference["unigram_entropy"]
-  c0, cw, cp = cells(measured, POST, False, h), cells(measured, POST, True, h), cells(measured, PRE, False, h)
-  fails = [lr for lr, (cls, _) in c0.items() if cls in FAILED]
-  trains_w = [lr for lr, (cls, _) in cw.items() if cls == outcomes.TRAINED]
-  rescued = [lr for lr in fails if cw.get(lr, ("", 0))[0] == outcomes.TRAINED]
-  pre_fails = [lr for lr in rescued if cp.get(lr, ("", 0))[0] != outcomes.TRAINED]
-  numbers = {
-      "rescued lrs": sorted(rescued),
-      "Post-LN fails without warmup at": sorted(fails),
-      "Post-LN trains with warmup at": sorted(trains_w),
-      "Pre-LN fails (no warmup) at a rescued lr": sorted(pre_fails),
-  }
-  reason = (
-      f"cells by class (H = {h:.3f} nats): Post-LN without warmup [{_show(c0)}]; with warmup [{_show(cw)}]; Pre-LN "
-      f"without warmup [{_show(cp)}]; warmup rescues Post-LN at η {_lrs(rescued) if rescued else 'none'}"
+  warm = max(int(k) for k in measured["methods"][POST]["runs"])
+  verdict, reason, numbers = warmup_claim.rescue(
+      cells(measured, POST, False, h), {warm: cells(measured, POST, True, h)}, cells(measured, PRE, False, h)
   )
-  if not trains_w:
-    return _record("warmup", "inconclusive", reason + "; Post-LN with warmup trains at no η: a longer horizon", numbers)
-  if not fails:
-    return _record(
-        "warmup", "inconclusive", reason + "; Post-LN without warmup never fails: extend the lr grid", numbers
-    )
-  if not rescued:
-    mixed = [lr for lr in fails if cw[lr][0] == MIXED] + [lr for lr, (cls, _) in c0.items() if cls == MIXED]
-    if mixed:
-      return _record("warmup", "inconclusive", reason + f"; mixed seeds at η {_lrs(mixed)}: more seeds", numbers)
-    return _record("warmup", "not reproduced", reason, numbers)
-  few = sorted(set(_few_seeds(c0, rescued) + _few_seeds(cw, rescued) + _few_seeds(cp, rescued)), key=float)
-  if len(pre_fails) == len(rescued) and not few:
-    return _record("warmup", "not reproduced", reason + "; Pre-LN fails at every rescued η", numbers)
-  if few:
-    return _record(
-        "warmup",
-        "inconclusive",
-        reason + f"; the deciding cells at η {{{', '.join(few)}}} have fewer than {MIN_SEEDS} seeds: run more",
-        numbers,
-    )
-  if pre_fails:
-    return _record("warmup", "not reproduced", reason + f"; Pre-LN fails at η {_lrs(pre_fails)}", numbers)
-  return _record("warmup", "reproduced", reason, numbers)
+  return _record("warmup", verdict, f"(H = {h:.3f} nats) " + reason, numbers)
 
 
 def tfixup(measured: dict, seeds: int, reference: Optional[dict] = None) -> dict:
