@@ -46,11 +46,16 @@ from typing import Any, Optional
 from analysis import outcomes
 from experiments.claims import warmup as warmup_claim
 
-MIN_SEEDS = 3  # seeds a deciding cell needs
+# The cell reading is claim 6's study's (experiments/claims/warmup.py): one definition of a cell's class, its failure
+# classes and the seeds a deciding cell needs.
+MIN_SEEDS, FAILED, MIXED, cell_class = (
+    warmup_claim.MIN_SEEDS,
+    warmup_claim.FAILED,
+    warmup_claim.MIXED,
+    warmup_claim.cell_class,
+)
 POST, PRE, BERT, TFIXUP = "Post-LN + Xavier", "Pre-LN", "Post-LN + BERT 0.02", "T-Fixup"
 DEEP = ("ReZero", "scheduled α", "DeepNorm", "Admin")
-FAILED = (outcomes.COLLAPSED, outcomes.DIVERGED)
-MIXED = "mixed"
 RULES = {
     "warmup": [
         "a cell fails: all its seeds collapsed or diverged; trains: all trained (analysis/outcomes.py); a deciding "
@@ -107,8 +112,7 @@ def cells(measured: dict, method: str, warm: bool, h: float) -> dict[float, tupl
   arm = _arm(measured, method, warm)
   out = {}
   for lr, losses, outs in zip(arm["lrs"], arm["losses"], arm["outcomes"]):
-    classes = {run_class(l, o, row["loss0"], h) for l, o in zip(losses, outs)}
-    out[lr] = (classes.pop() if len(classes) == 1 else MIXED, len(outs))
+    out[lr] = (cell_class([run_class(l, o, row["loss0"], h) for l, o in zip(losses, outs)]), len(outs))
   return out
 
 
