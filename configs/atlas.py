@@ -23,7 +23,8 @@ config, seeds; experiments/atlas/axes.py adds what each measures), a group no ru
   depth     at init, this config's width: λ_max(H) and the per-layer gradient norms per method (`DEPTH_METHODS`) × N
             (N+N layers);
   transfer  the width part's model trained briefly per parameterization × width × peak lr (`LRS`), one seed.
-Methods (`ARMS`, one product of the union grid each; the keys they do not set keep the shared setup below):
+Methods (`ARMS`, one product of the union grid each, named by its label `NAMES[method]`, the name every report uses;
+the keys they do not set keep the shared setup below):
   postln_xavier  Post-LN, Xavier (Vaswani et al. 2017)      postln_bert  Post-LN, BERT's N(0, 0.02) (claim 9's arm)
   preln          Pre-LN + final LN (Xiong et al. 2020)      tfixup       no norm, T-Fixup init (Huang et al. 2020)
   rezero         no norm, x + αF, α = 0 learned (Bachlechner et al. 2020); SkipInit (De & Smith 2020) at its α = 0
@@ -93,6 +94,17 @@ ARMS = {  # method -> the keys of its product (the union grid's parts); '{alpha_
     "deepnorm": "model.norm_position=post;model.residual=deepnorm;init.scheme=deepnet",
     "admin": "model.norm_position=post;model.residual=admin;init.scheme=admin",
     "dsinit": "model.norm_position=post;init.scheme=dsinit",
+}
+NAMES = {  # method -> its name in the reports: the label of its grid products (experiments/grid.py), recorded per run
+    "postln_xavier": "Post-LN + Xavier",
+    "postln_bert": "Post-LN + BERT 0.02",
+    "preln": "Pre-LN",
+    "tfixup": "T-Fixup",
+    "rezero": "ReZero",
+    "scheduled": "scheduled α",
+    "deepnorm": "DeepNorm",
+    "admin": "Admin",
+    "dsinit": "DS-Init",
 }
 METHODS = {"tiny": ("postln_xavier", "preln"), "cpu": tuple(ARMS), "paper": tuple(ARMS)}
 LRS = {  # peak learning rates, log-spaced (factor √10 at cpu, 2.5 decades bracketing every method's failure)
@@ -211,7 +223,8 @@ def grid(scale: str) -> str:
   lrs = ",".join(repr(lr) for lr in LRS[scale])
   alpha_step = repr(3.0 / STEPS[scale])  # scheduled α reaches 1 after a third of the run (as claim 10)
   return " | ".join(
-      f"{ARMS[m].format(alpha_step=alpha_step)};optim.warmup_steps=0,{WARMUP[scale]};optim.learning_rate={lrs}"
+      f"{NAMES[m]}: {ARMS[m].format(alpha_step=alpha_step)};optim.warmup_steps=0,{WARMUP[scale]};"
+      f"optim.learning_rate={lrs}"
       for m in METHODS[scale]
   )
 
@@ -239,18 +252,23 @@ def axes(scale: str) -> dict[str, dict]:
   trace = {"optim.learning_rate": r["lr"], "train.curvature_every": r["curvature_every"]}
   return {
       "trace": dict(
-          grid=f"{ARMS['postln_xavier']};optim.warmup_steps=0,{WARMUP[scale]} | {ARMS['preln']};optim.warmup_steps=0",
+          grid=" | ".join(
+              f"{NAMES[m]} (warmup {w}): {ARMS[m]};optim.warmup_steps={w}"
+              for m, w in (("postln_xavier", 0), ("postln_xavier", WARMUP[scale]), ("preln", 0))
+          ),
           overrides=_keys(trace),
           seeds=r["seeds"],
       ),
       "width": dict(
-          grid=" | ".join(f"{PARAMETERIZATIONS[p]};{sizes(n)}" for n in w["widths"] for p in w["parameterizations"]),
+          grid=" | ".join(
+              f"{p}: {PARAMETERIZATIONS[p]};{sizes(n)}" for n in w["widths"] for p in w["parameterizations"]
+          ),
           overrides=_keys(wide),
           seeds=w["seeds"],
       ),
       "depth": dict(
           grid=" | ".join(
-              f"{ARMS[m]};model.num_encoder_layers={n};model.num_decoder_layers={n}"
+              f"{NAMES[m]}: {ARMS[m]};model.num_encoder_layers={n};model.num_decoder_layers={n}"
               for n in d["depths"]
               for m in d["methods"]
           ),
@@ -259,7 +277,7 @@ def axes(scale: str) -> dict[str, dict]:
       ),
       "transfer": dict(
           grid=" | ".join(
-              f"{PARAMETERIZATIONS[p]};{sizes(n)};optim.learning_rate={lrs}"
+              f"{p}: {PARAMETERIZATIONS[p]};{sizes(n)};optim.learning_rate={lrs}"
               for n in t["widths"]
               for p in t["parameterizations"]
           ),

@@ -5,7 +5,10 @@ Contract: `sweep.grid` is a string the command line can set, `'<key>=<v1>,<v2>;<
 (the last key varies fastest); '' is one cell, the base config. Several such products joined by '|' are a union
 (their cells in the order written), for comparisons that are not a product, e.g. two arms that each set several keys:
 `'model.norm_position=post;optim.warmup_steps=0,30 | model.norm_position=pre;optim.warmup_steps=0'` (3 cells). A
-cell records the value of every swept key (the union's keys), the base config's where its part does not set it. Every
+product may be named by a label before a ':', `'Post-LN: model.norm_position=post | Pre-LN: model.norm_position=pre'`:
+its cells' `arm` (a study's name for the product, e.g. a method; '' for an unnamed product), recorded with each run
+and not part of the directory name, so two grids that name the same cells differently share their runs. A cell
+records the value of every swept key (the union's keys), the base config's where its part does not set it. Every
 key must be a leaf of the config (not `mode`, `train.seed`, which `sweep.seeds` sets, or a `sweep.*` key); each value is
 read as the type of the key's default (an integer, a number, `true`/`false`, a string; 'none' for a key whose default is
 None). A bad grid raises before any compute, in the config boundary's format (`models.config.invalid`):
@@ -17,7 +20,7 @@ import copy
 import dataclasses
 import itertools
 import re
-from typing import Any
+from typing import Any, Optional
 
 import ml_collections
 
@@ -25,8 +28,8 @@ from models.config import Section, invalid
 
 GRID_SYNTAX = (
     "'<key>=<v1>,<v2>,...' parts joined by ';' over leaf keys of the config (not mode, train.seed or sweep.*), "
-    "e.g. 'optim.warmup_steps=0,400;init.scheme=xavier,bert'; products joined by '|' are a union; "
-    "'' = the base config alone"
+    "e.g. 'optim.warmup_steps=0,400;init.scheme=xavier,bert'; products joined by '|' are a union, each optionally "
+    "named by '<label>: ' before it; '' = the base config alone"
 )
 RESERVED_KEYS = ("mode", "train.seed")  # the sweep sets these itself (train.seed from sweep.seeds)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]")
@@ -86,6 +89,7 @@ class Cell:
   name: str
   overrides: dict[str, Any]
   params: dict[str, Any] = dataclasses.field(default_factory=dict)
+  arm: str = ""  # the label of the cell's product ('' when unnamed)
 
 
 def _grid_error(grid: str, reason: str) -> ValueError:
@@ -129,12 +133,36 @@ def _typed_value(grid: str, key: str, text: str, kind: type, default: Any) -> An
 def parse_products(grid: str, config: ml_collections.ConfigDict) -> list[list[tuple[str, list[Any]]]]:
   """One [(key, [values typed as the key's default])] per '|'-separated product of `grid` (module docstring), each
   checked against `config`; [[]] for ''."""
+  return [product for _, product in labeled_products(grid, config)]
+
+
+def labeled_products(grid: str, config: ml_collections.ConfigDict) -> list[tuple[str, list[tuple[str, list[Any]]]]]:
+  """(label, product) per '|'-separated product of `grid`: `parse_products` with each product's label ('' when
+  unnamed)."""
   if not grid.strip():
-    return [[]]
+    return [("", [])]
   products = grid.split("|")
   if len(products) > 1 and any(not p.strip() for p in products):
     raise _grid_error(grid, "an empty product (two '|' in a row, or one at an end)")
-  return [_parse_product(grid, p, config) for p in products]
+  out = []
+  for text in products:
+    label, body = split_label(text)
+    if label is not None and (not label or ";" in label or "," in label):
+      raise _grid_error(grid, f"product {text.strip()!r}: its label before ':' is empty or has ';' or ','")
+    if label is not None and not body.strip():
+      raise _grid_error(grid, f"product {text.strip()!r} names no key after its label")
+    out.append((label or "", _parse_product(grid, body, config)))
+  return out
+
+
+def split_label(text: str) -> tuple[Optional[str], str]:
+  """(label, the product without it) of one product's text; (None, text) when it has no label (no ':' before the
+  first '=')."""
+  head, eq, _ = text.partition("=")
+  if ":" not in head:
+    return None, text
+  label, _, rest = text.partition(":")
+  return label.strip(), rest
 
 
 def parse_grid(grid: str, config: ml_collections.ConfigDict) -> list[tuple[str, list[Any]]]:
@@ -194,10 +222,10 @@ def cells(config: ml_collections.ConfigDict) -> list[Cell]:
     node, leaf = _lookup(config, key)
     base[key] = node[leaf]
   out = []
-  for axes in parse_products(grid, config):
+  for label, axes in labeled_products(grid, config):
     for values in itertools.product(*[v for _, v in axes]):
       overrides = dict(zip([k for k, _ in axes], values))
-      out.append(Cell(cell_name(overrides), overrides, {k: overrides.get(k, base[k]) for k in swept}))
+      out.append(Cell(cell_name(overrides), overrides, {k: overrides.get(k, base[k]) for k in swept}, label))
   names = [c.name for c in out]
   if len(set(names)) < len(names):
     raise _grid_error(grid, "two cells get the same directory name; use values that differ in [A-Za-z0-9._=+-]")

@@ -17,8 +17,9 @@ runs an earlier invocation finished; every such step must be a checkpoint the ru
     exception: its type and message recorded, the traceback logged, the sweep goes on); `Preempted` and
     KeyboardInterrupt stop the sweep (rerun it to resume);
   * one record per run, written to the run's `sweep_record.json` and gathered (grid order) into
-    `<workdir>/results.jsonl` after every run: `cell`, the cell's key values in this grid (`params`; a skipped
-    run's record, written by whichever grid ran it, gets this grid's), `seed`, `outcome`,
+    `<workdir>/results.jsonl` after every run: `cell`, the cell's key values in this grid (`params`) and the label
+    of its product (`arm`, experiments/grid.py; a skipped run's record, written by whichever grid ran it, gets this
+    grid's), `seed`, `outcome`,
     `error`, `final` (the last value of each `<split>/<name>` in the run's metrics.jsonl), `class` and
     `class_reason` (diverged / collapsed / trained, analysis/outcomes.py; None without `train.eval_at_init`), `status`,
     `wall_time_s` (of the invocation that ended the run), `resumed_from_step`, `workdir` and `provenance`
@@ -240,7 +241,7 @@ def run_sweep(
           record = json.load(f)
         # A run made by a sweep of another grid (e.g. one cell of this union) records only that grid's keys; this
         # sweep's cell of the same name has every swept key (the base value where its product sets none).
-        record["params"] = dict(cell.params)
+        record["params"], record["arm"] = dict(cell.params), cell.arm
       else:
         record = _record(cell, seed, rdir, _record_from_status(rdir), None)
     records.append(record)
@@ -302,6 +303,7 @@ def _record(cell: grid_lib.Cell, seed: int, rdir: str, base: dict, prov: Optiona
   return {
       "cell": cell.name,
       "params": dict(cell.params),
+      "arm": cell.arm,
       "seed": seed,
       **base,
       "final": final_metrics(rdir),

@@ -109,7 +109,7 @@ def test_cpu_grid_is_the_issue_grid():
   config.data.dir = "/nonexistent"  # resolving reads no data
   cells = cells_lib.training_cells(config)
   methods = sorted({c.method for c in cells})
-  assert len(methods) == 9 and all("/" not in m for m in methods), methods  # every method named in NAMES
+  assert methods == sorted(atlas_config.NAMES.values()), methods  # each method's name: its grid product's label
   assert "ReZero" in methods and "SkipInit" not in methods  # SkipInit at α = 0 is ReZero: counted once
   lrs = sorted({c.lr for c in cells})
   assert len(lrs) >= 6 and np.allclose(np.diff(np.log10(lrs)), np.diff(np.log10(lrs))[0], atol=0.01)
@@ -130,7 +130,14 @@ def test_single_cell_grid_keeps_the_cell_name():
   config = atlas_config.get_config("cpu")
   for c in grid_lib.cells(config)[::17]:
     (only,) = grid_lib.cells(cells_lib.single_cell_config(config, c))
-    assert only.name == c.name and only.overrides == c.overrides
+    assert only.name == c.name and only.overrides == c.overrides and only.arm == c.arm != ""
+
+
+def test_unnamed_method_is_a_config_error():
+  config = atlas_config.get_config("tiny")
+  config.sweep.grid = config.sweep.grid.split(": ", 1)[1]  # the first method's label removed
+  with pytest.raises(ValueError, match=r"sweep.grid.*named by its label|named product per method"):
+    cells_lib.training_cells(config)
 
 
 def test_atlas_tiny_end_to_end(tmp_path, atlas_writes, monkeypatch):

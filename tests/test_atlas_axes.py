@@ -203,9 +203,9 @@ def test_cpu_width_grid():
 
 def test_cpu_depth_grid():
   cfg, cells = _resolved("depth")
-  methods = [cells_lib.method_of(c.params, cfg) for c, _ in cells]
+  methods = [c.arm for c, _ in cells]  # the labels configs/atlas.py gives the depth grid's products
   assert sorted(set(methods)) == sorted(["Post-LN + Xavier", "Pre-LN", "DeepNorm", "T-Fixup", "Admin"])
-  got = sorted((cells_lib.method_of(c.params, cfg), r.model.num_decoder_layers) for c, r in cells)
+  got = sorted((c.arm, r.model.num_decoder_layers) for c, r in cells)
   assert got == sorted((m, n) for m in set(methods) for n in (2, 6, 12, 24))
   for _, r in cells:
     m, a = r.model, r.groups["analysis"]
@@ -230,8 +230,12 @@ def test_cpu_transfer_grid():
 
 def test_cpu_trace_grid():
   cfg, cells = _resolved("trace")
-  got = [(cells_lib.method_of(c.params, cfg), r.optim.warmup_steps) for c, r in cells]
-  assert got == [("Post-LN + Xavier", 0), ("Post-LN + Xavier", 20), ("Pre-LN", 0)]
+  got = [(c.arm, r.model.norm_position, r.optim.warmup_steps) for c, r in cells]
+  assert got == [
+      ("Post-LN + Xavier (warmup 0)", "post", 0),
+      ("Post-LN + Xavier (warmup 20)", "post", 20),
+      ("Pre-LN (warmup 0)", "pre", 0),
+  ]
   for _, r in cells:
     a = r.groups["analysis"]
     assert (r.optim.learning_rate, r.train.num_steps, r.train.curvature_every) == (1e-3, 200, 10)

@@ -114,6 +114,21 @@ def test_a_union_of_products_records_every_swept_key():
     grid_lib.cells(tiny_config(**{"sweep.grid": "optim.warmup_steps=0 | optim.warmup_steps=0,1"}))
 
 
+def test_a_product_named_by_a_label_names_its_cells_but_not_their_directories():
+  named = "Post-LN + Xavier (warmup 0..30): model.norm_position=post;optim.warmup_steps=0,30 | Pre-LN: init.scheme=bert"
+  cells = grid_lib.cells(tiny_config(**{"sweep.grid": named}))
+  assert [c.arm for c in cells] == ["Post-LN + Xavier (warmup 0..30)"] * 2 + ["Pre-LN"]
+  unnamed = grid_lib.cells(
+      tiny_config(**{"sweep.grid": "model.norm_position=post;optim.warmup_steps=0,30 | init.scheme=bert"})
+  )
+  assert [(c.name, c.overrides, c.params) for c in cells] == [(c.name, c.overrides, c.params) for c in unnamed]
+  assert {c.arm for c in unnamed} == {""}
+  assert grid_lib.split_label(" a: b=1") == ("a", " b=1") and grid_lib.split_label("data.dir=/x:y") == (
+      None,
+      "data.dir=/x:y",
+  )  # a ':' after the first '=' is a value's
+
+
 def test_analysis_steps_must_be_kept_checkpoints():
   assert grid_lib.saved_steps(10, 4, 3) == [4, 8, 10] and grid_lib.saved_steps(10, 4, 2) == [8, 10]
   for steps in ((0,), (8, 4), (4, 4), [True]):
@@ -144,6 +159,12 @@ def test_analysis_steps_must_be_kept_checkpoints():
         ("optim.warmup_steps=0;optim.warmup_steps=1", "key 'optim.warmup_steps' appears twice"),
         ("train.seed=0,1", "key 'train.seed' is set by the sweep itself (seeds: sweep.seeds)"),
         ("sweep.seeds=1,2", "key 'sweep.seeds' is set by the sweep itself (seeds: sweep.seeds)"),
+        (": optim.warmup_steps=0", "product ': optim.warmup_steps=0': its label before ':' is empty or has ';' or ','"),
+        (
+            "a,b: optim.warmup_steps=0",
+            "product 'a,b: optim.warmup_steps=0': its label before ':' is empty or has ';' or ','",
+        ),
+        ("Pre-LN: ", "product 'Pre-LN:' names no key after its label"),
     ],
 )
 def test_a_bad_grid_names_the_part_and_the_syntax(grid, reason):
@@ -336,7 +357,7 @@ def test_a_union_sweep_over_runs_of_one_cell_grids_reports_every_swept_key(tmp_p
   """Runs made cell by cell (each by a one-product grid, as the atlas driver does) are skipped by the union's sweep,
   whose records and results.md carry every swept key: the base value where a product does not set it."""
   grid = "model.norm_position=post;optim.warmup_steps=0 | model.norm_position=pre;init.scheme=bert"
-  config = tiny_config(**{"sweep.grid": grid, "sweep.seeds": 1})
+  config = tiny_config(**{"sweep.grid": "Post: " + grid.replace("| ", "| Pre: "), "sweep.seeds": 1})
   for product in grid.split(" | "):
     sweep_lib.run_sweep(tiny_config(**{"sweep.grid": product, "sweep.seeds": 1}), str(tmp_path), emit=lambda _: None)
   records = sweep_lib.run_sweep(config, str(tmp_path), emit=lambda _: None)
@@ -344,5 +365,6 @@ def test_a_union_sweep_over_runs_of_one_cell_grids_reports_every_swept_key(tmp_p
       {"model.norm_position": "post", "optim.warmup_steps": 0, "init.scheme": "xavier"},
       {"model.norm_position": "pre", "optim.warmup_steps": 0, "init.scheme": "bert"},
   ]
+  assert [r["arm"] for r in records] == ["Post", "Pre"]  # this grid's labels, though other grids ran the runs
   table = (tmp_path / "results.md").read_text()
   assert "| post | 0 | xavier |" in table and "| pre | 0 | bert |" in table

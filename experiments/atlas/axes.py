@@ -10,8 +10,8 @@ here, not per scale):
   width     at init (as `cells.init_config`: one step, `sweep.analysis_at_init`): λ_max(H) and λ_max(P⁻¹H), top 1;
   depth     at init: λ_max(H), top 1, and the per-parameter gradient norms (`analysis.grad_norms`);
   transfer  training runs, the final validation loss; no analysis.
-`part_cells(config, part)` names each cell for the report: its arm (a parameterization, or a method as
-`cells.method_of` names it, with the warmup for the trace), its x (d_model, layers per stack, warmup steps) and its
+`part_cells(config, part)` names each cell for the report: its arm (the label of its grid product: a
+parameterization, a method, or for the trace a method with its warmup), its x (d_model, layers per stack, warmup steps) and its
 peak lr. `parse_parts` reads the command line's `--parts`; `PARTS` are the driver's parts in their default order.
 """
 
@@ -118,15 +118,6 @@ def _set(config: ml_collections.ConfigDict, key: str, value: Any) -> None:
   node[leaf] = value
 
 
-def _arm(part: str, params: dict, config: ml_collections.ConfigDict) -> str:
-  if part in ("width", "transfer"):
-    return str(cells_lib.config_value(params, config, "model.parameterization"))
-  method = cells_lib.method_of(params, config)
-  if part == "trace":
-    return f"{method}, warmup {cells_lib.config_value(params, config, cells_lib.WARMUP_KEY)}"
-  return method
-
-
 X_KEYS = {  # the x of each part's cells
     "trace": cells_lib.WARMUP_KEY,
     "width": "model.d_model",
@@ -144,5 +135,5 @@ def part_cells(config: ml_collections.ConfigDict, part: str) -> list[AxisCell]:
     if x is None:  # a size placeholder: the preset's
       raise invalid(X_KEYS[part], None, f"set by the {part} part's grid or overrides (configs/atlas.py)")
     lr = float(cells_lib.config_value(c.params, cfg, cells_lib.LR_KEY))
-    out.append(AxisCell(part, _arm(part, c.params, cfg), float(x), lr, c))
+    out.append(AxisCell(part, cells_lib.method_of(c, cfg.sweep.grid), float(x), lr, c))
   return out

@@ -1,9 +1,10 @@
 """The atlas's two sweeps read from one config: the training grid's cells by method, warmup and lr, the at-init arms.
 
-Contract: the atlas config's `sweep.grid` is a union with one product per method; each product sets the method's keys
-and sweeps `optim.warmup_steps` and `optim.learning_rate` (configs/atlas.py). `arms(config)` are the products without
-those two keys (the at-init sweep's grid: one cell per method); `method_of(params)` names a cell's method from its
-norm position, residual rule and init scheme (every swept key's value is in a cell's `params`); `init_config` is the
+Contract: the atlas config's `sweep.grid` is a union with one product per method, named by the method's label
+(experiments/grid.py: 'Pre-LN: <keys>'); each product sets the method's keys and sweeps `optim.warmup_steps` and
+`optim.learning_rate` (configs/atlas.py). `arms(config)` are the products without those two keys (the at-init
+sweep's grid: one cell per method, with the same label); `method_of(cell, grid)` is a cell's label, the config's own
+name of its method (an unnamed product is an error); `init_config` is the
 at-init sweep's config: the arms, one training step (whose `train/loss`, computed before the update, is the loss at
 init ℓ₀) and `sweep.analysis_at_init`; `train_config` the training sweep's: the full grid, no analysis. Both start
 from `base_config`, the config without its `atlas` group (the axis parts' settings, experiments/atlas/axes.py), so
@@ -21,18 +22,6 @@ from models.config import invalid
 
 LR_KEY = "optim.learning_rate"
 WARMUP_KEY = "optim.warmup_steps"
-METHOD_KEYS = ("model.norm_position", "model.residual", "init.scheme")
-NAMES = {  # (norm position, residual, init scheme) -> the report's name of the method
-    ("post", "plain", "xavier"): "Post-LN + Xavier",
-    ("post", "plain", "bert"): "Post-LN + BERT 0.02",
-    ("pre", "plain", "xavier"): "Pre-LN",
-    ("none", "plain", "tfixup"): "T-Fixup",
-    ("none", "rezero", "rezero"): "ReZero",
-    ("none", "scheduled", "xavier"): "scheduled α",
-    ("post", "deepnorm", "deepnet"): "DeepNorm",
-    ("post", "admin", "admin"): "Admin",
-    ("post", "plain", "dsinit"): "DS-Init",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,11 +54,11 @@ def base_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   return out
 
 
-def method_of(params: dict, config: ml_collections.ConfigDict) -> str:
-  """The method of a cell: its name in NAMES, else 'norm/residual/scheme' (the base config's value of a key the
-  grid does not sweep)."""
-  key = tuple(str(config_value(params, config, k)) for k in METHOD_KEYS)
-  return NAMES.get(key, "/".join(key))
+def method_of(cell: grid_lib.Cell, grid: str) -> str:
+  """The method of a cell: the label of its grid product (configs/atlas.py names each; ValueError if unnamed)."""
+  if not cell.arm:
+    raise invalid("sweep.grid", grid, "one product per method, each named by its label ('Pre-LN: <keys>')")
+  return cell.arm
 
 
 def _format(value: Any) -> str:
@@ -81,14 +70,19 @@ def product_grid(overrides: dict[str, Any]) -> str:
   return ";".join(f"{k}={_format(v)}" for k, v in overrides.items())
 
 
-def arms(config: ml_collections.ConfigDict) -> list[dict[str, list[Any]]]:
-  """The method products of the grid without the lr and warmup keys (raises if a product lacks either key)."""
+def arms(config: ml_collections.ConfigDict) -> list[tuple[str, dict[str, list[Any]]]]:
+  """(method, its product without the lr and warmup keys) per product of the grid (raises if a product is unnamed or
+  lacks either key)."""
   out = []
-  for product in grid_lib.parse_products(config.sweep.grid, config):
+  for label, product in grid_lib.labeled_products(config.sweep.grid, config):
     keys = [k for k, _ in product]
-    if LR_KEY not in keys or WARMUP_KEY not in keys:
-      raise invalid("sweep.grid", config.sweep.grid, f"one product per method, each sweeping {LR_KEY} and {WARMUP_KEY}")
-    out.append({k: v for k, v in product if k not in (LR_KEY, WARMUP_KEY)})
+    if LR_KEY not in keys or WARMUP_KEY not in keys or not label:
+      raise invalid(
+          "sweep.grid",
+          config.sweep.grid,
+          f"one named product per method ('Pre-LN: ...'), each sweeping {LR_KEY} and {WARMUP_KEY}",
+      )
+    out.append((label, {k: v for k, v in product if k not in (LR_KEY, WARMUP_KEY)}))
   return out
 
 
@@ -96,10 +90,10 @@ def init_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """The at-init sweep: one cell per method (each arm's single values), one step, analysis at step 0."""
   out = base_config(config)
   parts = []
-  for arm in arms(config):
+  for label, arm in arms(config):
     if any(len(v) != 1 for v in arm.values()):
       raise invalid("sweep.grid", config.sweep.grid, "one value per method key (only lr and warmup swept)")
-    parts.append(product_grid({k: v[0] for k, v in arm.items()}))
+    parts.append(f"{label}: " + product_grid({k: v[0] for k, v in arm.items()}))
   out.sweep.grid = " | ".join(parts)
   out.sweep.analysis_at_init = True
   out.sweep.analysis_steps = ()
@@ -118,18 +112,19 @@ def train_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict
 def training_cells(config: ml_collections.ConfigDict) -> list[AtlasCell]:
   """Every training cell with its method, warmup and lr, in grid order."""
   return [
-      AtlasCell(method_of(c.params, config), int(c.params[WARMUP_KEY]), float(c.params[LR_KEY]), c)
+      AtlasCell(method_of(c, config.sweep.grid), int(c.params[WARMUP_KEY]), float(c.params[LR_KEY]), c)
       for c in grid_lib.cells(config)
   ]
 
 
 def init_cells(config: ml_collections.ConfigDict) -> list[tuple[str, grid_lib.Cell]]:
   """(method, cell) of every at-init cell, in grid order."""
-  return [(method_of(c.params, config), c) for c in grid_lib.cells(init_config(config))]
+  init = init_config(config)
+  return [(method_of(c, init.sweep.grid), c) for c in grid_lib.cells(init)]
 
 
 def single_cell_config(config: ml_collections.ConfigDict, cell: grid_lib.Cell) -> ml_collections.ConfigDict:
   """`config` whose grid is this one cell (same directory name): the driver runs and reports cell by cell."""
   out = copy.deepcopy(config)
-  out.sweep.grid = product_grid(cell.overrides)
+  out.sweep.grid = (f"{cell.arm}: " if cell.arm else "") + product_grid(cell.overrides)
   return out

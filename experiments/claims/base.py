@@ -72,6 +72,11 @@ class Run:
     return self.record["params"]
 
   @property
+  def arm(self) -> str:
+    """The label of the run's grid product (experiments/grid.py; '' when unnamed)."""
+    return self.record.get("arm", "")
+
+  @property
   def seed(self) -> int:
     return self.record["seed"]
 
