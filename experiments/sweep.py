@@ -173,21 +173,13 @@ def _hparams(writer_dir: str, record: dict) -> None:
     writer.add_hparams(hparams, metrics, name=f"{record['cell']}/seed_{record['seed']}")
 
 
-def run_sweep(
-    config: ml_collections.ConfigDict,
-    workdir: str,
-    *,
-    clock: Callable[[], float] = time.monotonic,
-    emit: Callable[[str], Any] = logging.info,
-    write_report: bool = True,
-) -> list[dict]:
-  """Runs (or resumes) the sweep of `config` in `workdir` (module docstring); returns the records, grid order.
-  `write_report=False` leaves out results.md and the figures (a driver running a grid one cell at a time writes them
-  once, from its full-grid pass: experiments/atlas/run.py)."""
+def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib.Cell, int, train.config.Config]]:
+  """(cell, seed, resolved config) of every run of the sweep, in grid order, each checked before any compute: the
+  config boundary (an error names the cell), the run's config.json of an earlier invocation (`_check_unchanged`) and
+  `sweep.analysis_steps`. A driver running several sweeps checks them all with this first."""
   sweep = grid_lib.SweepConfig.from_config(config.sweep)
-  cells = grid_lib.cells(config)
   runs = []
-  for cell in cells:
+  for cell in grid_lib.cells(config):
     for seed in range(sweep.seeds):
       try:
         resolved = train.config.resolve(
@@ -198,6 +190,23 @@ def run_sweep(
       _check_unchanged(run_dir(workdir, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
       grid_lib.check_analysis_steps(sweep.analysis_steps, resolved.train, f"sweep cell {cell.name}, seed {seed}")
       runs.append((cell, seed, resolved))
+  return runs
+
+
+def run_sweep(
+    config: ml_collections.ConfigDict,
+    workdir: str,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    emit: Callable[[str], Any] = logging.info,
+    on_run: Optional[Callable[[list[dict]], Any]] = None,
+) -> list[dict]:
+  """Runs (or resumes) the sweep of `config` in `workdir` (module docstring); returns the records, grid order.
+  `on_run(records)`, if given, is called after each run this invocation ends, with the records so far (grid order, up
+  to that run; results.jsonl holds the same): a study rewrites its report from them as the runs land."""
+  sweep = grid_lib.SweepConfig.from_config(config.sweep)
+  cells = grid_lib.cells(config)
+  runs = plan(config, workdir)
   primary = jax.process_index() == 0
   os.makedirs(workdir, exist_ok=True)
   prov = provenance_lib.provenance()
@@ -217,7 +226,7 @@ def run_sweep(
       measured = finished_times or times  # a diverged run stops early: finished runs say what a run costs
       eta = sum(measured) / len(measured) * left if measured else None
       emit(
-          f"cell {k}/{len(cells)}, seed {seed}: {cell.name} | elapsed {metrics_lib.format_duration(clock() - t0)} | "
+          f"cell {k}/{len(cells)}, seed {seed}: {cell.arm + ' | ' if cell.arm else ''}{cell.name} | elapsed {metrics_lib.format_duration(clock() - t0)} | "
           f"ETA {metrics_lib.format_duration(eta) if eta is not None else '?'} | {rdir}"
       )
       start = clock()
@@ -247,15 +256,16 @@ def run_sweep(
     records.append(record)
     if primary:
       _write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
-  if primary and write_report:
+    if on_run is not None and i in todo:
+      on_run(records)
+  if primary:
     report.write_report(records, workdir, swept=swept, metric=sweep.metric, config=config, seeds=sweep.seeds)
   counts = {o: sum(r["outcome"] == o for r in records) for o in ("finished", "diverged", "crashed")}
   emit(
       f"Sweep done in {metrics_lib.format_duration(clock() - t0)}: "
       + ", ".join(f"{n} {o}" for o, n in counts.items())
-      + f"; {workdir}/results.jsonl"
-      + (", results.md" if write_report else "")
-      + (", curves.png, final_metric.png" if config.train.num_steps and write_report else "")
+      + f"; {workdir}/results.jsonl, results.md"
+      + (", curves.png, final_metric.png" if config.train.num_steps else "")
   )
   return records
 

@@ -16,6 +16,7 @@ from experiments.atlas import collect as collect_lib
 from experiments.atlas import measures as M
 from experiments.atlas import report as report_lib
 from experiments.atlas import run as run_lib
+from tests.conftest import drop_record
 from train import metrics as metrics_lib
 
 
@@ -126,13 +127,6 @@ def test_cpu_grid_is_the_issue_grid():
     assert resolved.model.num_encoder_layers == 6
 
 
-def test_single_cell_grid_keeps_the_cell_name():
-  config = atlas_config.get_config("cpu")
-  for c in grid_lib.cells(config)[::17]:
-    (only,) = grid_lib.cells(cells_lib.single_cell_config(config, c))
-    assert only.name == c.name and only.overrides == c.overrides and only.arm == c.arm != ""
-
-
 def test_unnamed_method_is_a_config_error():
   config = atlas_config.get_config("tiny")
   config.sweep.grid = config.sweep.grid.split(": ", 1)[1]  # the first method's label removed
@@ -158,15 +152,15 @@ def test_atlas_tiny_end_to_end(tmp_path, atlas_writes, monkeypatch):
   lines, writes = atlas_writes
   writes.clear()  # the partial report above was counted too
   m = run_lib.run_atlas(config, workdir, out, parts=("init", "train", "length"), emit=lines.append)
-  # the report is rewritten after every at-init cell (one per method) and every training cell: results land as they
-  # come, also during the at-init sweep
-  assert [line for line in lines if line.startswith("atlas at-init")] == [
-      "atlas at-init cell 1: Post-LN + Xavier",
-      "atlas at-init cell 2: Pre-LN",
+  # the report is rewritten after every at-init run (one per method) and every training run: results land as they
+  # come, also during the at-init sweep; each progress line names the run's method by its label
+  assert [line.split(" | ")[0] for line in lines if line.startswith("cell ")][:2] == [
+      "cell 1/2, seed 0: Post-LN + Xavier",
+      "cell 2/2, seed 0: Pre-LN",
   ]
-  assert writes == list(range(1, 17)), writes  # 2 at-init + 12 training + 2 length cells, each then its report
+  assert writes == list(range(1, 17)), writes  # 2 at-init + 12 training + 2 length runs, each then its report
   with open(os.path.join(workdir, "init", "results.jsonl"), encoding="utf-8") as f:
-    assert len(f.readlines()) == 2  # the final full at-init pass wrote both methods' records
+    assert [json.loads(line)["arm"] for line in f] == ["Post-LN + Xavier", "Pre-LN"]
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
     text = f.read()
   assert "Status: **complete**" in text and "Missing cells\n\nnone" in text
@@ -183,7 +177,7 @@ def test_atlas_tiny_end_to_end(tmp_path, atlas_writes, monkeypatch):
     assert len(row["runs"][0]["lrs"]) == 3 and row["runs"][0]["sensitivity"] >= 0
   with open(os.path.join(workdir, "train", "results.jsonl"), encoding="utf-8") as f:
     assert len([json.loads(line) for line in f]) == 12  # the final full-grid pass wrote every record
-  assert sweep_reports == [os.path.join(workdir, p) for p in ("init", "train", "length")]
+  assert sweep_reports == [os.path.join(workdir, p) for p in ("init", "train", "length")]  # once per part
   assert os.path.exists(os.path.join(workdir, "train", "final_metric.png"))
   # nothing changed: the report is rewritten, its figures are not redrawn
   pngs = sorted(os.path.join(out, "atlas", f) for f in os.listdir(os.path.join(out, "atlas")) if f.endswith(".png"))
@@ -192,7 +186,7 @@ def test_atlas_tiny_end_to_end(tmp_path, atlas_writes, monkeypatch):
   assert [os.stat(p).st_mtime_ns for p in pngs] == written and len(pngs) == 4
   # a removed run is reported missing, by its cell
   victim = grid_lib.cells(config)[0].name
-  os.remove(os.path.join(workdir, "train", "cells", victim, "seed_0", "sweep_record.json"))
+  drop_record(os.path.join(workdir, "train"), victim, 0)
   report_lib.write(config, workdir, out)
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
     text = f.read()

@@ -21,6 +21,7 @@ from experiments.atlas import axis_measures as A
 from experiments.atlas import cells as cells_lib
 from experiments.atlas import report as report_lib
 from experiments.atlas import run as run_lib
+from tests.conftest import drop_record
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -176,8 +177,10 @@ def _cpu() -> "atlas_config.ml_collections.ConfigDict":
 
 
 def _resolved(part: str):
-  cfg, cells = run_lib.plan(_cpu(), part)
-  return cfg, [(c, train.config.resolve(grid_lib.cell_config(cfg, c, 0), groups=sweep_lib.GROUPS)) for _, c in cells]
+  cfg = run_lib.plan(_cpu(), part)
+  return cfg, [
+      (c, train.config.resolve(grid_lib.cell_config(cfg, c, 0), groups=sweep_lib.GROUPS)) for c in grid_lib.cells(cfg)
+  ]
 
 
 def test_cpu_width_grid():
@@ -264,7 +267,7 @@ def test_the_atlas_group_changes_no_existing_cell():
 
 def test_a_rerun_may_change_groups_no_run_reads(tmp_path):
   config = atlas_config.get_config("tiny")
-  (cell,) = grid_lib.cells(cells_lib.single_cell_config(config, grid_lib.cells(config)[0]))
+  cell = grid_lib.cells(config)[0]
   resolved = train.config.resolve(grid_lib.cell_config(config, cell, 0), groups=sweep_lib.GROUPS)
   recorded = json.loads(json.dumps(resolved.to_dict()))
   recorded.pop("atlas")  # written before the axis parts existed
@@ -321,19 +324,19 @@ def test_bad_parts_fail_before_any_compute(tmp_path):
 
 
 def test_axes_tiny_end_to_end(tmp_path, atlas_writes):
-  """trace, width, depth and transfer at `tiny`: the report after every cell, each part's section, figure and numbers;
-  each part's final full-grid pass over runs recorded by one-cell sweeps (union keys the one-cell grids lack)."""
+  """trace, width, depth and transfer at `tiny`: the report after every run, each part's section, figure and
+  numbers, each part's records with every swept key and its arm's label."""
   config = atlas_config.get_config("tiny")
   workdir, out = str(tmp_path / "atlas"), str(tmp_path / "reports")
   lines, writes = atlas_writes
   m = run_lib.run_atlas(config, workdir, out, parts=axes_lib.AXIS_PARTS, emit=lines.append)
   counts = {p: len(axes_lib.part_cells(config, p)) for p in axes_lib.AXIS_PARTS}
   assert counts == {"trace": 3, "width": 4, "depth": 4, "transfer": 4}
-  assert writes == list(range(1, sum(counts.values()) + 1)), writes  # a report after every cell
-  assert [line for line in lines if line.startswith("atlas trace")] == [
-      "atlas trace cell 1/3: Post-LN + Xavier, warmup 0",
-      "atlas trace cell 2/3: Post-LN + Xavier, warmup 2",
-      "atlas trace cell 3/3: Pre-LN, warmup 0",
+  assert writes == list(range(1, sum(counts.values()) + 1)), writes  # a report after every run
+  assert [line.split(" | ")[0] for line in lines if line.startswith("cell ")][:3] == [
+      "cell 1/3, seed 0: Post-LN + Xavier (warmup 0)",
+      "cell 2/3, seed 0: Post-LN + Xavier (warmup 2)",
+      "cell 3/3, seed 0: Pre-LN (warmup 0)",
   ]
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
     text = f.read()
@@ -345,6 +348,7 @@ def test_axes_tiny_end_to_end(tmp_path, atlas_writes):
       records = [json.loads(line) for line in f]
     swept = {k for k, _ in grid_lib.parse_grid(axes_lib.part_config(config, part).sweep.grid, config)}
     assert len(records) == counts[part] and all(set(r["params"]) == swept for r in records), part
+    assert [r["arm"] for r in records] == [c.arm for c in axes_lib.part_cells(config, part)], part
   with open(os.path.join(out, "atlas", "atlas.json"), encoding="utf-8") as f:
     axes = json.load(f)["measured"]["axes"]
   for arm, row in axes["width"]["rows"].items():
@@ -362,7 +366,7 @@ def test_axes_tiny_end_to_end(tmp_path, atlas_writes):
   assert all(r["max_gd"] > 0 and r["max_adam"] > 0 and r["curves"]["steps"] == [2, 4, 6] for r in runs)
   # a removed run is reported missing, by its cell
   victim = axes_lib.part_cells(config, "width")[0]
-  os.remove(os.path.join(workdir, "width", "cells", victim.cell.name, "seed_0", sweep_lib.RECORD_FILE))
+  drop_record(os.path.join(workdir, "width"), victim.cell.name, 0)
   m = report_lib.write(copy.deepcopy(config), workdir, out)
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
     assert f"**PARTIAL: 3 of 4 runs**; 1 cell(s) missing: {victim.arm}, d={victim.x:g}." in f.read()
@@ -373,7 +377,7 @@ def test_a_rerun_of_a_run_older_than_a_key_resumes_while_the_key_holds_its_defau
   """A key added to the code after a run was trained (absent from its config.json) is unchanged at its default;
   train.eval_at_init changes nothing trained, whatever its value."""
   config = atlas_config.get_config("tiny")
-  (cell,) = grid_lib.cells(cells_lib.single_cell_config(config, grid_lib.cells(config)[0]))
+  cell = grid_lib.cells(config)[0]
   resolved = train.config.resolve(grid_lib.cell_config(config, cell, 0), groups=sweep_lib.GROUPS)
   recorded = json.loads(json.dumps(resolved.to_dict()))
   for key in ("decay_start", "schedule"):

@@ -1,14 +1,14 @@
 """The axis parts' runs read back from `<workdir>/<part>/`, and what is measured from them (axis_measures).
 
 Contract: `collect(config, workdir, part)` reads every cell × seed of the part (experiments.atlas.axes.part_cells)
-from its `sweep_record.json` (a run without one is missing) and what the part measures: at init (width, depth)
+from the part's results.jsonl, as the study contract reads a sweep (experiments.claims.base's `Results`; a run
+without a record is missing) and what the part measures: at init (width, depth)
 `analysis/step_0/eigenvalues.json` (λ_max with its residual bound), `stability.json` (λ_max(P⁻¹H)) and
 `grad_norms.json` (the last layer's mlp_out kernel of each stack); for training parts the record's final
 `eval/loss` (transfer) and the `curvature/*` records of metrics.jsonl (trace). `measure(collected, part, beta1)`
 turns one part's runs into its table, exponents and verdicts; every number is plain JSON (∞ and NaN as None).
 """
 
-import json
 import math
 import os
 from typing import Any, Optional
@@ -16,10 +16,9 @@ from typing import Any, Optional
 import ml_collections
 import numpy as np
 
-from experiments import sweep as sweep_lib
 from experiments.atlas import axes as axes_lib
 from experiments.atlas import axis_measures as A
-from train import metrics as metrics_lib
+from experiments.claims import base
 
 CURVATURE = {  # analysis/tracking.py's metric -> the trace's name
     "curvature/lambda_max": "lambda_max",
@@ -32,24 +31,16 @@ CURVATURE = {  # analysis/tracking.py's metric -> the trace's name
 }
 
 
-def _json(path: str) -> Optional[Any]:
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
-
-
 def _last_layer_grad(profile: Optional[dict], stack: str) -> Optional[float]:
   """‖∂ℓ/∂W^{2,L}‖_F of `stack`: the mlp_out kernel of its last layer (mean over the profile's pairs)."""
   rows = [r for r in (profile or {}).get("aggregate", []) if r["role"] == "mlp_out" and r["stack"] == stack]
   return max(rows, key=lambda r: r["layer"])["norm_mean"] if rows else None
 
 
-def _at_init(run_dir: str) -> dict:
-  step0 = os.path.join(run_dir, "analysis", "step_0")
-  eigen = _json(os.path.join(step0, "eigenvalues.json")) or {}
-  stab = _json(os.path.join(step0, "stability.json")) or {}
-  grads = _json(os.path.join(step0, "grad_norms.json"))
+def _at_init(run: base.Run) -> dict:
+  eigen = run.analysis("eigenvalues", required=False) or {}
+  stab = run.analysis("stability", required=False) or {}
+  grads = run.analysis("grad_norms", required=False)
   top = eigen.get("top", {})
   return dict(
       lambda_max=top["values"][0] if top else None,
@@ -61,8 +52,8 @@ def _at_init(run_dir: str) -> dict:
   )
 
 
-def _trace(run_dir: str) -> dict:
-  records = [r for r in metrics_lib.read_metrics(run_dir, split="train") if "curvature/lambda_max" in r]
+def _trace(run: base.Run) -> dict:
+  records = [r for r in run.metrics(split="train") if "curvature/lambda_max" in r]
   return dict(steps=[r["step"] for r in records], **{n: [r.get(k) for r in records] for k, n in CURVATURE.items()})
 
 
@@ -70,24 +61,23 @@ def collect(config: ml_collections.ConfigDict, workdir: str, part: str) -> dict:
   """{runs: [{arm, x, lr, seed, outcome, loss, ...}], missing: [(cell, seed)], missing_labels: [the report's name of
   each missing cell: arm, x (and lr)], expected, xs, lrs} of one part."""
   seeds = axes_lib.axis(config, part).seeds
-  part_dir = os.path.join(workdir, part)
+  found = base.Results.load(os.path.join(workdir, part)).by_run()
   cells = axes_lib.part_cells(config, part)
   runs, missing, labels = [], [], []
   x_name = {"width": "d", "depth": "N", "transfer": "d"}.get(part)
   for c in cells:
     for s in range(seeds):
-      rdir = sweep_lib.run_dir(part_dir, c.cell, s)
-      record = _json(os.path.join(rdir, sweep_lib.RECORD_FILE))
-      if record is None:
+      run = found.get((c.cell.name, s))
+      if run is None:
         missing.append((c.cell.name, s))
         labels.append(
             c.arm + (f", {x_name}={c.x:g}" if x_name else "") + (f", lr {c.lr:g}" if part == "transfer" else "")
         )
         continue
-      loss = record["final"].get("eval/loss")
-      run = dict(arm=c.arm, x=c.x, lr=c.lr, seed=s, outcome=record["outcome"], loss=loss if A._finite(loss) else None)
-      run.update(_at_init(rdir) if part in ("width", "depth") else _trace(rdir) if part == "trace" else {})
-      runs.append(run)
+      loss = run.final.get("eval/loss")
+      row = dict(arm=c.arm, x=c.x, lr=c.lr, seed=s, outcome=run.outcome, loss=loss if A._finite(loss) else None)
+      row.update(_at_init(run) if part in ("width", "depth") else _trace(run) if part == "trace" else {})
+      runs.append(row)
   return dict(
       runs=runs,
       missing=missing,

@@ -121,10 +121,3 @@ def init_cells(config: ml_collections.ConfigDict) -> list[tuple[str, grid_lib.Ce
   """(method, cell) of every at-init cell, in grid order."""
   init = init_config(config)
   return [(method_of(c, init.sweep.grid), c) for c in grid_lib.cells(init)]
-
-
-def single_cell_config(config: ml_collections.ConfigDict, cell: grid_lib.Cell) -> ml_collections.ConfigDict:
-  """`config` whose grid is this one cell (same directory name): the driver runs and reports cell by cell."""
-  out = copy.deepcopy(config)
-  out.sweep.grid = (f"{cell.arm}: " if cell.arm else "") + product_grid(cell.overrides)
-  return out

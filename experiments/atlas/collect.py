@@ -1,13 +1,13 @@
 """The atlas's runs read back from its two sweep folders, and what is measured from them (experiments.atlas.measures).
 
-Contract: `collect(config, workdir)` reads `<workdir>/train/cells/<cell>/seed_<s>/sweep_record.json` of every
-training cell × seed of `config` (a run without one is missing) and, per method × seed, the at-init run of
-`<workdir>/init/`: its step-1 `train/loss` (ℓ₀) and `analysis/step_0/{eigenvalues,stability,blocks}.json`, and the
-unigram reference the runs' classes are read against (`reference`: a training run's data_stats.json). `measure`
+Contract: `collect(config, workdir)` reads the two sweeps as the study contract does (experiments.claims.base's
+`Results` of `<workdir>/train/` and `<workdir>/init/`, from their results.jsonl): every training cell × seed of
+`config` (a run without a record is missing) and, per method × seed, the at-init run: its step-1 `train/loss` (ℓ₀)
+and `analysis/step_0/{eigenvalues,stability,blocks}.json`, and the unigram reference the runs' classes are read
+against (`reference`: a training run's data_stats.json). `measure`
 turns that into per-method numbers and the predictions' verdicts; every number is plain JSON.
 """
 
-import json
 import math
 import os
 from typing import Any, Optional
@@ -15,36 +15,27 @@ from typing import Any, Optional
 import ml_collections
 import numpy as np
 
-from experiments import sweep as sweep_lib
 from experiments.atlas import cells as cells_lib
 from experiments.atlas import measures as M
+from experiments.claims import base
 from train import loop as train_loop
-from train import metrics as metrics_lib
 
 
-def _json(path: str) -> Optional[Any]:
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
-
-
-def _curvature(run_dir: str) -> dict:
+def _curvature(run: base.Run) -> dict:
   """The step-0 curvature of one at-init run (empty where a file is missing)."""
-  step0 = os.path.join(run_dir, "analysis", "step_0")
   out: dict[str, Any] = {}
-  eigen = _json(os.path.join(step0, "eigenvalues.json")) or {}
+  eigen = run.analysis("eigenvalues", required=False) or {}
   if "top" in eigen:
     out.update(lambda_max=eigen["top"]["values"][0], lambda_max_bound=eigen["top"]["bounds"][0])
   if "bottom" in eigen:
     out.update(lambda_min=eigen["bottom"]["values"][0], lambda_min_bound=eigen["bottom"]["bounds"][0])
-  stab = _json(os.path.join(step0, "stability.json")) or {}
+  stab = run.analysis("stability", required=False) or {}
   for key in ("preconditioned_lambda_max", "update_sharpness", "max_stable_lr_gd", "max_stable_lr_adam"):
     if key in stab:
       out[key] = stab[key]
   if "first_step_critical_lr" in stab:
     out["first_step_critical_lr"] = stab["first_step_critical_lr"]
-  blocks = _json(os.path.join(step0, "blocks.json"))
+  blocks = run.analysis("blocks", required=False)
   if blocks:
     top = max(blocks, key=lambda b: b["top_value"])
     out.update(block_max=top["top_value"], block_max_bound=top["top_bound"], block_max_name=top["name"])
@@ -54,36 +45,34 @@ def _curvature(run_dir: str) -> dict:
 def collect(config: ml_collections.ConfigDict, workdir: str) -> dict:
   """{points: [Point], missing: [(cell, seed)], init: {method: [{seed, loss0, curvature...}]}, expected runs}."""
   seeds = config.sweep.seeds
-  train_dir, init_dir = os.path.join(workdir, "train"), os.path.join(workdir, "init")
+  train = base.Results.load(os.path.join(workdir, "train")).by_run()
+  init_runs = base.Results.load(os.path.join(workdir, "init")).by_run()
   points, missing = [], []
-  for c in cells_lib.training_cells(cells_lib.train_config(config)):
+  cells = cells_lib.training_cells(cells_lib.train_config(config))
+  for c in cells:
     for s in range(seeds):
-      record = _json(os.path.join(sweep_lib.run_dir(train_dir, c.cell, s), sweep_lib.RECORD_FILE))
-      if record is None:
+      run = train.get((c.cell.name, s))
+      if run is None:
         missing.append((c.cell.name, s))
         continue
-      loss = record["final"].get("eval/loss")
-      points.append(M.Point(c.method, c.warmup, c.lr, s, record["outcome"], loss if M._finite(loss) else None))
+      loss = run.final.get("eval/loss")
+      points.append(M.Point(c.method, c.warmup, c.lr, s, run.outcome, loss if M._finite(loss) else None))
   init: dict[str, list[dict]] = {}
   for method, cell in cells_lib.init_cells(config):
     for s in range(seeds):
-      rdir = sweep_lib.run_dir(init_dir, cell, s)
-      train = metrics_lib.read_metrics(rdir, split="train") if os.path.exists(rdir) else []
-      loss0 = next((r["loss"] for r in train if r["step"] == 1), None)
-      init.setdefault(method, []).append(dict(seed=s, loss0=loss0, **_curvature(rdir)))
-  n = len(cells_lib.training_cells(cells_lib.train_config(config))) * seeds
-  return dict(points=points, missing=missing, init=init, expected_runs=n, reference=reference(train_dir))
+      run = init_runs.get((cell.name, s))
+      loss0 = next((r["loss"] for r in run.metrics(split="train") if r["step"] == 1), None) if run else None
+      init.setdefault(method, []).append(dict(seed=s, loss0=loss0, **(_curvature(run) if run else {})))
+  return dict(points=points, missing=missing, init=init, expected_runs=len(cells) * seeds, reference=reference(train))
 
 
-def reference(train_dir: str) -> Optional[dict]:
+def reference(runs: dict[tuple[str, int], base.Run]) -> Optional[dict]:
   """The unigram reference of the training runs (their data_stats.json, `train.eval_at_init`; every run of the
   atlas reads the same data, so the first one found): {"unigram_entropy": H, ...}, or None when no run wrote one."""
-  cells_dir = os.path.join(train_dir, "cells")
-  for cell in sorted(os.listdir(cells_dir)) if os.path.isdir(cells_dir) else []:
-    for seed in sorted(os.listdir(os.path.join(cells_dir, cell))):
-      stats = _json(os.path.join(cells_dir, cell, seed, train_loop.DATA_STATS_FILE))
-      if stats is not None:
-        return {"unigram_entropy": stats["target_unigram_entropy"], "source": f"{cell}/{seed}", **stats}
+  for (cell, seed), run in sorted(runs.items()):
+    stats = run.json(train_loop.DATA_STATS_FILE)
+    if stats is not None:
+      return {"unigram_entropy": stats["target_unigram_entropy"], "source": f"{cell}/seed_{seed}", **stats}
   return None
 
 

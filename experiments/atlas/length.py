@@ -11,8 +11,8 @@ probe's end (None: never within the probe). One seed: the probe measures a horiz
 
 Contract: `probe_config(config)` is the probe's sweep config (the atlas config with a two-product grid, PROBE_STEPS
 steps, no analysis); `gap_curve(post, pre)` and `steps_needed(curve)` are pure; `measure(workdir)` reads the probe's
-runs (`<workdir>/length/`) and returns {curve, steps_needed, post_final, pre_final, steps, lr} or None before both
-runs have an evaluation.
+runs (`<workdir>/length/`, its results.jsonl as experiments.claims.base's `Results`) and returns {curve,
+steps_needed, post_final, pre_final, steps, lr} or None before both runs have an evaluation.
 """
 
 import os
@@ -21,10 +21,9 @@ from typing import Optional
 import ml_collections
 
 from experiments import grid as grid_lib
-from experiments import sweep as sweep_lib
 from experiments.atlas import cells as cells_lib
+from experiments.claims import base
 from experiments.report import log_loss_axis, plt, redrawn_on_change, save_figure, suptitle
-from train import metrics as metrics_lib
 
 CLOSE_NATS = 0.2  # the issue's "within 0.2 nats"
 PROBE_LR = 1e-3
@@ -74,19 +73,16 @@ def steps_needed(curve: list[tuple[int, float]], close: float = CLOSE_NATS) -> O
   return needed
 
 
-def _eval_losses(run_dir: str) -> dict[int, float]:
-  if not os.path.exists(run_dir):
-    return {}
-  return {r["step"]: r["loss"] for r in metrics_lib.read_metrics(run_dir, split="eval") if "loss" in r}
+def _eval_losses(run: Optional[base.Run]) -> dict[int, float]:
+  return {r["step"]: r["loss"] for r in run.metrics(split="eval") if "loss" in r} if run else {}
 
 
 def measure(config: ml_collections.ConfigDict, workdir: str) -> Optional[dict]:
   """The probe's curve and step count (module docstring); None before both runs have evaluated."""
   probe = probe_config(config)
-  folder = os.path.join(workdir, FOLDER)
+  runs = base.Results.load(os.path.join(workdir, FOLDER)).by_run()
   post_cell, pre_cell = grid_lib.cells(probe)
-  post = _eval_losses(sweep_lib.run_dir(folder, post_cell, 0))
-  pre = _eval_losses(sweep_lib.run_dir(folder, pre_cell, 0))
+  post, pre = _eval_losses(runs.get((post_cell.name, 0))), _eval_losses(runs.get((pre_cell.name, 0)))
   curve = gap_curve(post, pre)
   if not curve:
     return None

@@ -91,11 +91,19 @@ class Run:
   def metrics(self, split: Optional[str] = None) -> list[dict]:
     return metrics_lib.read_metrics(self.path, split=split)
 
-  def analysis(self, name: str, step: int = 0) -> dict:
-    """`analysis/step_<step>/<name>.json` of this run (e.g. 'signal', 'eigenvalues', 'grad_norms')."""
-    path = os.path.join(self.path, "analysis", f"step_{step}", f"{name}.json")
+  def analysis(self, name: str, step: int = 0, *, required: bool = True) -> Optional[Any]:
+    """`analysis/step_<step>/<name>.json` of this run (e.g. 'signal', 'eigenvalues', 'grad_norms'); a missing file
+    raises, or is None with `required=False`."""
+    found = self.json(os.path.join("analysis", f"step_{step}", f"{name}.json"))
+    if found is None and required:
+      raise FileNotFoundError(f"{self.path}: run {self.cell}, seed {self.seed} has no {name} analysis at step {step}")
+    return found
+
+  def json(self, name: str) -> Optional[Any]:
+    """The JSON file `name` (relative to the run's folder), None if the run has none."""
+    path = os.path.join(self.path, name)
     if not os.path.exists(path):
-      raise FileNotFoundError(f"{path}: run {self.cell}, seed {self.seed} has no {name} analysis at step {step}")
+      return None
     with open(path, encoding="utf-8") as f:
       return json.load(f)
 
@@ -115,8 +123,16 @@ class Results:
 
   @classmethod
   def load(cls, workdir: str, config: Any = None) -> "Results":
-    with open(os.path.join(workdir, "results.jsonl"), encoding="utf-8") as f:
+    """The sweep in `workdir` as its results.jsonl records it (no run yet, or no such folder: no runs)."""
+    path = os.path.join(workdir, "results.jsonl")
+    if not os.path.exists(path):
+      return cls(workdir, [], config)
+    with open(path, encoding="utf-8") as f:
       return cls(workdir, [json.loads(line) for line in f if line.strip()], config)
+
+  def by_run(self) -> dict[tuple[str, int], "Run"]:
+    """{(cell name, seed): run}."""
+    return {(r.cell, r.seed): r for r in self.runs}
 
   def cells(self) -> dict[str, list[Run]]:
     out: dict[str, list[Run]] = {}
