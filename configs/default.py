@@ -188,6 +188,10 @@ def get_config() -> ml_collections.ConfigDict:
   # (a multiple of train.checkpoint_every, or train.num_steps) and among the train.keep_checkpoints latest.
   w.analysis_steps = ()
   w.metric = "eval/loss"  # '<split>/<name>' of metrics.jsonl whose final value results.md and the figures show.
+  # Where the runs' folders live (cells/<cell>/seed_<s>/, tokenizer/); '' = the sweep's workdir. A study that reads
+  # another study's runs (a claim decided on the atlas's cells) sets that sweep's folder: the runs are shared (a
+  # finished one is skipped, a missing one trained there) while its results.jsonl, report and claim.json stay its own.
+  w.cells_dir = ""
 
   # Claim mode (experiments/claims/): set by the configs in configs/claims/, scale by the config string
   # (`--config=configs/claims/<name>.py:tiny`).

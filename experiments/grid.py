@@ -45,6 +45,7 @@ class SweepConfig(Section):
   analysis_at_init: bool
   analysis_steps: Any
   metric: str
+  cells_dir: str
 
   def __post_init__(self):
     if self.seeds < 1:

@@ -3,7 +3,8 @@
 Contract: `run_sweep(config, workdir)` takes the experiment ConfigDict (base config + `config.sweep`), validates
 every cell's config before any compute (`train.config.resolve`; an error names the cell), then for each cell and
 seed s in 0..sweep.seeds-1 (train.seed = s) runs `train.loop.setup` + `train_and_evaluate` in
-`<workdir>/cells/<cell>/seed_<s>/` (the runs share one SentencePiece model in `<workdir>/tokenizer/` unless
+`<root>/cells/<cell>/seed_<s>/` (`<root>`: `sweep.cells_dir`, else the workdir; the runs share one SentencePiece
+model in `<root>/tokenizer/` unless
 `data.tokenizer_dir` says otherwise; with `sweep.analysis_at_init`, `analysis.run.run_analysis` first, on the same
 batches and into the same `analysis/step_0/` as main.py's `analysis.at_init`; with `sweep.analysis_steps`, each of
 those checkpoints of a finished run restored and analyzed on the same batches into `analysis/step_<k>/`, also for
@@ -22,8 +23,8 @@ runs an earlier invocation finished; every such step must be a checkpoint the ru
     grid's), `seed`, `outcome`,
     `error`, `final` (the last value of each `<split>/<name>` in the run's metrics.jsonl), `class` and
     `class_reason` (diverged / collapsed / trained, analysis/outcomes.py; None without `train.eval_at_init`), `status`,
-    `wall_time_s` (of the invocation that ended the run), `resumed_from_step`, `workdir` and `provenance`
-    (experiments/provenance.py); then `results.md` and the figures (experiments/report.py) and each run's
+    `wall_time_s` (of the invocation that ended the run), `resumed_from_step`, `workdir` (the run's folder,
+    relative to the sweep's workdir) and `provenance` (experiments/provenance.py); then `results.md` and the figures (experiments/report.py) and each run's
     hparams and final metrics in `<workdir>/tensorboard_hparams/` (TensorBoard's HParams tab);
   * progress: `cell k/K, seed s: <cell> | elapsed H:MM:SS | ETA H:MM:SS | <run dir>` before each run, the ETA:
     the mean time of the runs this invocation finished (of every run it ended, while none finished) times the runs
@@ -173,21 +174,27 @@ def _hparams(writer_dir: str, record: dict) -> None:
     writer.add_hparams(hparams, metrics, name=f"{record['cell']}/seed_{record['seed']}")
 
 
+def runs_root(config: ml_collections.ConfigDict, workdir: str) -> str:
+  """The folder holding the sweep's run folders and shared tokenizer: `sweep.cells_dir`, else the workdir."""
+  return config.sweep.cells_dir or workdir
+
+
 def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib.Cell, int, train.config.Config]]:
   """(cell, seed, resolved config) of every run of the sweep, in grid order, each checked before any compute: the
   config boundary (an error names the cell), the run's config.json of an earlier invocation (`_check_unchanged`) and
   `sweep.analysis_steps`. A driver running several sweeps checks them all with this first."""
   sweep = grid_lib.SweepConfig.from_config(config.sweep)
+  root = runs_root(config, workdir)
   runs = []
   for cell in grid_lib.cells(config):
     for seed in range(sweep.seeds):
       try:
         resolved = train.config.resolve(
-            grid_lib.cell_config(config, cell, seed, tokenizer_dir=os.path.join(workdir, "tokenizer")), groups=GROUPS
+            grid_lib.cell_config(config, cell, seed, tokenizer_dir=os.path.join(root, "tokenizer")), groups=GROUPS
         )
       except ValueError as e:
         raise ValueError(f"sweep cell {cell.name}, seed {seed}: {e}") from None
-      _check_unchanged(run_dir(workdir, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
+      _check_unchanged(run_dir(root, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
       grid_lib.check_analysis_steps(sweep.analysis_steps, resolved.train, f"sweep cell {cell.name}, seed {seed}")
       runs.append((cell, seed, resolved))
   return runs
@@ -211,14 +218,15 @@ def run_sweep(
   os.makedirs(workdir, exist_ok=True)
   prov = provenance_lib.provenance()
   swept = [k for k, _ in grid_lib.parse_grid(sweep.grid, config)]
-  todo = [i for i, (c, s, _) in enumerate(runs) if _status(run_dir(workdir, c, s)) not in DONE]
+  root = runs_root(config, workdir)
+  todo = [i for i, (c, s, _) in enumerate(runs) if _status(run_dir(root, c, s)) not in DONE]
   emit(
       f"Sweep in {workdir}: {len(cells)} cell(s) × {sweep.seeds} seed(s) = {len(runs)} run(s); "
       f"{len(runs) - len(todo)} already done, {len(todo)} to run"
   )
   t0, times, finished_times, records = clock(), [], [], []
   for i, (cell, seed, resolved) in enumerate(runs):
-    rdir = run_dir(workdir, cell, seed)
+    rdir = run_dir(root, cell, seed)
     k = cells.index(cell) + 1
     record_path = os.path.join(rdir, RECORD_FILE)
     if i in todo:
@@ -235,7 +243,7 @@ def run_sweep(
       if outcome == "finished":
         finished_times.append(times[-1])
       base = {"outcome": outcome, "error": error, "wall_time_s": times[-1], "resumed_from_step": resumed}
-      record = _record(cell, seed, rdir, base, prov)
+      record = _record(cell, seed, rdir, base, prov, workdir)
       if primary:
         os.makedirs(rdir, exist_ok=True)  # a run that crashed in setup may not have made it
         with open(record_path, "w", encoding="utf-8") as f:
@@ -251,8 +259,9 @@ def run_sweep(
         # A run made by a sweep of another grid (e.g. one cell of this union) records only that grid's keys; this
         # sweep's cell of the same name has every swept key (the base value where its product sets none).
         record["params"], record["arm"] = dict(cell.params), cell.arm
+        record["workdir"] = os.path.relpath(rdir, workdir)  # this sweep's path to it (another's may have run it)
       else:
-        record = _record(cell, seed, rdir, _record_from_status(rdir), None)
+        record = _record(cell, seed, rdir, _record_from_status(rdir), None, workdir)
     records.append(record)
     if primary:
       _write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
@@ -308,7 +317,7 @@ def _status(run_workdir: str) -> Optional[str]:
   return status and status.get("status")
 
 
-def _record(cell: grid_lib.Cell, seed: int, rdir: str, base: dict, prov: Optional[dict]) -> dict:
+def _record(cell: grid_lib.Cell, seed: int, rdir: str, base: dict, prov: Optional[dict], workdir: str) -> dict:
   """The results.jsonl record of one run (module docstring)."""
   return {
       "cell": cell.name,
@@ -319,6 +328,6 @@ def _record(cell: grid_lib.Cell, seed: int, rdir: str, base: dict, prov: Optiona
       "final": final_metrics(rdir),
       **run_class(rdir),
       "status": metrics_lib.read_status(rdir),
-      "workdir": os.path.join("cells", cell.name, f"seed_{seed}"),  # relative to the sweep's workdir
+      "workdir": os.path.relpath(rdir, workdir),  # relative to the sweep's workdir
       "provenance": prov,
   }

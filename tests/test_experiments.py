@@ -4,6 +4,7 @@ finish, a rerun through main.py that trains nothing, and unfinished runs resumed
 
 import json
 import math
+import os
 import pathlib
 import re
 import subprocess
@@ -17,6 +18,7 @@ import train.loop
 from configs.sweeps import warmup
 from experiments import grid as grid_lib
 from experiments import sweep as sweep_lib
+from experiments.claims import base as claims_base
 from train import metrics as metrics_lib
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -351,6 +353,30 @@ def test_analysis_steps_analyze_kept_checkpoints_also_of_finished_runs(tmp_path)
   stats = {k: json.loads((run / "analysis" / f"step_{k}" / "params.json").read_text()) for k in (2, 4)}
   assert [p["path"] for p in stats[2]] == [p["path"] for p in stats[4]]
   assert any(a["std"] != b["std"] for a, b in zip(stats[2], stats[4]))
+
+
+def test_a_sweep_reading_another_sweeps_runs_shares_them_and_keeps_its_own_records(tmp_path):
+  """`sweep.cells_dir`: a study over a subset of another sweep's cells (a claim on the atlas's runs) trains nothing
+  already there, trains what is missing there, and writes its results.jsonl (paths that resolve) in its own folder."""
+  quiet = lambda _: None
+  first = str(tmp_path / "atlas")
+  sweep_lib.run_sweep(tiny_config(**{"sweep.grid": "optim.warmup_steps=0,1", "sweep.seeds": 1}), first, emit=quiet)
+  with open(os.path.join(first, "results.jsonl"), encoding="utf-8") as f:
+    before = f.read()
+  lines, mine = [], str(tmp_path / "claim")
+  config = tiny_config(**{"sweep.grid": "W: optim.warmup_steps=1,2", "sweep.seeds": 1, "sweep.cells_dir": first})
+  sweep_lib.run_sweep(config, mine, emit=lines.append)
+  assert [line.endswith("skipped") for line in lines if line.startswith("cell ")] == [True, False]  # 2 is new
+  assert os.path.isdir(os.path.join(first, "cells", "optim.warmup_steps=2", "seed_0"))  # trained where the runs live
+  assert not os.path.exists(os.path.join(mine, "cells"))
+  with open(os.path.join(first, "results.jsonl"), encoding="utf-8") as f:
+    assert f.read() == before  # the other sweep's records untouched
+  results = claims_base.Results.load(mine)
+  assert [(r.arm, r.params["optim.warmup_steps"]) for r in results.runs] == [("W", 1), ("W", 2)]
+  assert [r.record["workdir"] for r in results.runs] == [
+      os.path.join("..", "atlas", "cells", f"optim.warmup_steps={w}", "seed_0") for w in (1, 2)
+  ]
+  assert all(r.metrics("train") for r in results.runs)  # each path resolves to the run's folder
 
 
 def test_a_union_sweep_over_runs_of_one_cell_grids_reports_every_swept_key(tmp_path):
