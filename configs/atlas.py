@@ -1,19 +1,18 @@
 """The learning-rate × warmup × curvature atlas (issue 15): every method × warmup {0, T_w} × peak lr × seeds, and its
 axis parts: η·λ_max through warmup, λ_max at init against width and depth, learning-rate transfer across widths.
 
-    python -m experiments.atlas --config=configs/atlas.py:cpu --config.data.dir=<Multi30k folder> --workdir=runs/atlas
-    python -m experiments.atlas --config=configs/atlas.py:cpu --config.data.dir=<folder> --workdir=runs/atlas \
-        --parts=width,depth                                                              # those parts only
-    python -m experiments.atlas --config=configs/atlas.py:tiny --workdir=/tmp/atlas     # minutes, synthetic task
-    python main.py --config=configs/atlas.py:cpu --config.data.dir=<folder> --workdir=runs/atlas/train  # training only
+    python main.py --config=configs/atlas.py:cpu --config.data.dir=<Multi30k folder> --workdir=runs/atlas
+    python main.py --config=configs/atlas.py:cpu --config.data.dir=<folder> --workdir=runs/atlas \
+        --config.atlas.parts=width,depth                                                 # those parts only
+    python main.py --config=configs/atlas.py:tiny --workdir=/tmp/atlas                  # minutes, synthetic task
 
-The driver (experiments/atlas/run.py) runs six sweeps of the sweep layer, its parts, in the order given by `--parts`
-(default init, train, length, trace, width, depth, transfer), each in `<workdir>/<part>/`, and rewrites reports/ATLAS.md after
-every run; rerunning the same command resumes them. The step-0 curvature depends on neither the lr nor the warmup, so
+main.py's atlas mode (experiments/atlas/run.py) runs the sweeps of the sweep layer, its parts, in the order given by
+`atlas.parts` (default '': init, train, length, trace, width, depth, transfer), each in `<workdir>/<part>/`, and
+rewrites `<atlas.out>/ATLAS.md` after every run; rerunning the same command resumes them. The step-0 curvature depends on neither the lr nor the warmup, so
 it is computed once per method × seed, in a sweep of its own (`init`: the method arms, sweep.analysis_at_init, one
 training step whose pre-update loss is ℓ₀, the loss at init), not in every training cell; the training sweep (`train`,
-this config's grid) runs no analysis. main.py's sweep mode runs the training sweep alone (same cells, so the driver
-resumes it). The axis parts' sweeps are `config.atlas.<part>` (`axes(scale)`: a grid, the keys it sets over this
+this config's grid) runs no analysis. `--config.mode=sweep` runs the training sweep alone (same cells, so the
+atlas resumes it). The axis parts' sweeps are `config.atlas.<part>` (`axes(scale)`: a grid, the keys it sets over this
 config, seeds; experiments/atlas/axes.py adds what each measures), a group no run reads:
   trace     Post-LN + Xavier with warmup 0 and T_w, Pre-LN with warmup 0, at this config's model, peak lr 1e-3 (fixed a
             priori), `train.curvature_every`: η(t)·λ_max(H)(t) and Adam's η(t)·λ_max(P⁻¹H)(t) (analysis/tracking.py);
@@ -291,7 +290,7 @@ def get_config(scale: str = "tiny") -> ml_collections.ConfigDict:
   """The atlas at `scale` (module docstring); the default `tiny` needs no data folder."""
   check_scale(scale)
   config = claim_config("atlas", scale, SIZES)
-  config.mode = "sweep"
+  config.mode = "atlas"  # main.py runs every part (experiments/atlas/run.py); 'sweep': the training grid alone
   config.claim.name = ""  # not a claim: the claim group stays at its default
   set_keys(config, _TRAIN)
   set_keys(config, RECIPE[scale])  # the papers' regularization and schedule at paper; nothing at tiny and cpu
@@ -311,4 +310,8 @@ def get_config(scale: str = "tiny") -> ml_collections.ConfigDict:
   config.sweep.seeds = SEEDS[scale]
   config.sweep.metric = "eval/loss"
   config.atlas = ml_collections.ConfigDict(axes(scale))  # the axis parts (experiments/atlas/axes.py); no run reads it
+  config.atlas.parts = ""  # the parts main.py runs, comma-separated, in that order; '' = every part
+  config.atlas.out = "reports"  # where ATLAS.md and atlas/ (figures, atlas.json) are written
+  config.atlas.report_only = False  # run nothing: rewrite the report from the workdir
+  config.atlas.compilation_cache = "auto"  # JAX's persistent cache: 'auto' <workdir>/jax_cache, '' off
   return config

@@ -295,12 +295,13 @@ def test_a_partial_part_names_its_first_missing_cells_by_arm_and_x():
 def test_parse_parts():
   assert axes_lib.parse_parts("width, depth") == ("width", "depth")
   assert axes_lib.parse_parts(",".join(axes_lib.PARTS)) == axes_lib.PARTS
+  assert axes_lib.parse_parts("") == axes_lib.PARTS  # '' = every part, in order
   valid = r"valid: comma-separated parts of \['init', 'train', 'length', 'trace', 'width', 'depth', 'transfer'\]"
-  with pytest.raises(ValueError, match=r"--parts='width,widht' is invalid \('widht' is not a part\); " + valid):
+  with pytest.raises(
+      ValueError, match=r"config.atlas.parts='width,widht' is invalid \('widht' is not a part\); " + valid
+  ):
     axes_lib.parse_parts("width,widht")
-  with pytest.raises(ValueError, match=r"--parts='' is invalid \(no part named\)"):
-    axes_lib.parse_parts("")
-  with pytest.raises(ValueError, match=r"--parts='init,init' is invalid \(a part is named twice\)"):
+  with pytest.raises(ValueError, match=r"config.atlas.parts='init,init' is invalid \(a part is named twice\)"):
     axes_lib.parse_parts("init,init")
 
 
@@ -309,15 +310,39 @@ def test_bad_parts_fail_before_any_compute(tmp_path):
     run_lib.run_atlas(atlas_config.get_config("tiny"), str(tmp_path / "w"), str(tmp_path / "o"), parts=("trainn",))
   workdir = tmp_path / "cli"
   proc = subprocess.run(
-      [sys.executable, "-m", "experiments.atlas", "--parts=width,bogus", f"--workdir={workdir}", f"--out={tmp_path}"],
+      [
+          sys.executable,
+          "main.py",
+          "--config=configs/atlas.py:tiny",
+          "--config.atlas.parts=width,bogus",
+          f"--workdir={workdir}",
+          f"--config.atlas.out={tmp_path}",
+      ],
       cwd=REPO,
       capture_output=True,
       text=True,
       timeout=300,
   )
   assert proc.returncode == 1, proc.stderr[-2000:]
-  assert "--parts='width,bogus' is invalid ('bogus' is not a part)" in proc.stderr
+  assert "config.atlas.parts='width,bogus' is invalid ('bogus' is not a part)" in proc.stderr
   assert not workdir.exists() and not (tmp_path / "w").exists()
+
+
+def test_main_py_atlas_mode_report_only(tmp_path):
+  """main.py's atlas mode (configs/atlas.py sets it) with atlas.report_only: the report of an empty workdir, no run."""
+  out, workdir = tmp_path / "out", tmp_path / "w"
+  cmd = [sys.executable, "main.py", "--config=configs/atlas.py:tiny", f"--workdir={workdir}"]
+  proc = subprocess.run(
+      cmd + ["--config.atlas.report_only=true", f"--config.atlas.out={out}"],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  text = (out / "ATLAS.md").read_text()
+  assert "PARTIAL: 0 of 12 runs" in text and "python main.py --config=configs/atlas.py:tiny" in text
+  assert not (workdir / "train" / "cells").exists()
 
 
 # ------------------------------------------------------------------------------------------------ end to end

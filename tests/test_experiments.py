@@ -380,7 +380,7 @@ def test_a_sweep_reading_another_sweeps_runs_shares_them_and_keeps_its_own_recor
 
 
 def test_a_union_sweep_over_runs_of_one_cell_grids_reports_every_swept_key(tmp_path):
-  """Runs made cell by cell (each by a one-product grid, as the atlas driver does) are skipped by the union's sweep,
+  """Runs made cell by cell (each by a one-product grid) are skipped by the union's sweep,
   whose records and results.md carry every swept key: the base value where a product does not set it."""
   grid = "model.norm_position=post;optim.warmup_steps=0 | model.norm_position=pre;init.scheme=bert"
   config = tiny_config(**{"sweep.grid": "Post: " + grid.replace("| ", "| Pre: "), "sweep.seeds": 1})

@@ -12,7 +12,7 @@ here, not per scale):
   transfer  training runs, the final validation loss; no analysis.
 `part_cells(config, part)` names each cell for the report: its arm (the label of its grid product: a
 parameterization, a method, or for the trace a method with its warmup), its x (d_model, layers per stack, warmup steps) and its
-peak lr. `parse_parts` reads the command line's `--parts`; `PARTS` are the driver's parts in their default order.
+peak lr. `parse_parts` reads `atlas.parts`; `PARTS` are the driver's parts in their default order.
 """
 
 import dataclasses
@@ -74,13 +74,15 @@ class AxisCell:
 
 
 def parse_parts(text: str) -> tuple[str, ...]:
-  """The parts of the command line's comma-separated `--parts` (ValueError naming the flag, the bad value and the
-  valid parts), checked before any compute."""
+  """The parts of the comma-separated `atlas.parts` ('' = every part, in `PARTS`' order; ValueError naming the key,
+  the bad value and the valid parts), checked before any compute."""
+  if not text.strip():
+    return PARTS
   parts = tuple(p.strip() for p in text.split(","))
   bad = [p for p in parts if p not in PARTS]
-  if not text.strip() or bad or len(set(parts)) < len(parts):
-    why = "no part named" if not text.strip() else f"{bad[0]!r} is not a part" if bad else "a part is named twice"
-    raise ValueError(f"--parts={text!r} is invalid ({why}); valid: comma-separated parts of {list(PARTS)}")
+  if bad or len(set(parts)) < len(parts):
+    why = f"{bad[0]!r} is not a part" if bad else "a part is named twice"
+    raise invalid("atlas.parts", text, f"comma-separated parts of {list(PARTS)} ('': all, in that order)", why)
   return parts
 
 

@@ -120,7 +120,7 @@ def figure(m: dict, out_dir: str, *, path: str) -> str:
 def markdown(m: Optional[dict], grid_steps: int) -> str:
   """The report's paragraph on the training length (module docstring)."""
   if m is None:
-    return "Training-length probe: not run yet (`--parts=length`)."
+    return "Training-length probe: not run yet (`--config.atlas.parts=length`)."
   last_t, last_gap = m["curve"][-1]
   done = f"{last_t} of {m['steps']} steps evaluated" + ("" if last_t >= m["steps"] else " (running)")
   at_grid = [g for t, g in m["curve"] if t == grid_steps]

@@ -207,12 +207,13 @@ The step-0 curvature is of one batch of `analysis.batch_size` sequences ({config
 ## Provenance and commands
 
 Commit {prov.get('git_commit')} (dirty: {prov.get('git_dirty')}); every number in
-`atlas/atlas.json`; each run's config.json, metrics.jsonl and sweep_record.json under the workdir.
+`atlas/atlas.json`; each part's results.jsonl and each run's config.json, metrics.jsonl and sweep_record.json
+under the workdir.
 
-    {command or f'python -m experiments.atlas --config=configs/atlas.py:{scale} --workdir=<workdir>'}
-        # runs or resumes the atlas (rerunning skips every finished run; --parts=width,depth: those parts only)
-    python -m experiments.atlas --config=configs/atlas.py:paper --config.data.dir=<Multi30k folder> \\
-        --workdir=runs/atlas_paper --out=reports/paper   # the papers' sizes, on an accelerator
+    {command or f'python main.py --config=configs/atlas.py:{scale} --workdir=<workdir>'}
+        # runs or resumes the atlas (rerunning skips every finished run; --config.atlas.parts=width,depth: those only)
+    python main.py --config=configs/atlas.py:paper --config.data.dir=<Multi30k folder> \\
+        --workdir=runs/atlas_paper --config.atlas.out=reports/paper   # the papers' sizes, on an accelerator
 """
   os.makedirs(out, exist_ok=True)
   with open(os.path.join(out, "ATLAS.md"), "w", encoding="utf-8") as f:

@@ -8,6 +8,12 @@ Contract: `run_atlas(config, workdir, out, parts=PARTS)` runs (or resumes) each 
   length    experiments.atlas.length.probe_config: Post-LN + warmup vs Pre-LN, long, at one lr (the training-length
             probe);
   trace, width, depth, transfer  experiments.atlas.axes.part_config (`config.atlas.<part>`).
+`run_config` is main.py's atlas mode (`config.atlas.{parts, out, report_only, compilation_cache}`):
+
+    python main.py --config=configs/atlas.py:cpu --config.data.dir=<Multi30k folder> --workdir=runs/atlas
+    python main.py --config=configs/atlas.py:cpu ... --config.atlas.parts=width,depth   # those parts only
+    python main.py --config=configs/atlas.py:cpu ... --config.atlas.report_only=true    # only rewrite ATLAS.md
+
 Every run of every part is checked before any compute (`experiments.sweep.plan`). After each run `<out>/ATLAS.md`
 and its figures are rewritten from whatever is finished (experiments.atlas.report, which reads each part's
 results.jsonl; missing cells listed; a figure whose data did not change is not redrawn), so results land as they
@@ -18,6 +24,7 @@ rerunning resumes.
 import os
 from typing import Any, Callable, Sequence
 
+import jax
 import ml_collections
 from absl import logging
 
@@ -62,3 +69,22 @@ def run_atlas(
     emit(f"atlas part {part}")
     sweep_lib.run_sweep(cfg, os.path.join(workdir, part), emit=emit, on_run=write)
   return summaries[-1] if summaries else report_lib.write(config, workdir, out, command=command)
+
+
+def run_config(config: ml_collections.ConfigDict, workdir: str, *, command: str = "") -> int:
+  """main.py's atlas mode: runs or resumes the parts `config.atlas.parts` ('' = all) in `workdir` and writes the report
+  into `config.atlas.out`; with `config.atlas.report_only`, runs nothing and rewrites the report from the workdir.
+  `config.atlas.compilation_cache` ('auto': `<workdir>/jax_cache`; '' off) is JAX's persistent compilation cache:
+  the at-init analyses of a method's seeds and the eval steps of its cells compile the same programs, which dominate
+  a small model's time on a CPU. Returns the number of runs that crashed (the report names them)."""
+  a = config.atlas
+  parts = axes_lib.parse_parts(a.parts)  # a bad part fails here, before any compute
+  if a.report_only:
+    report_lib.write(config, workdir, a.out, command=command)
+    return 0
+  cache = os.path.join(workdir, "jax_cache") if a.compilation_cache == "auto" else a.compilation_cache
+  if cache:
+    jax.config.update("jax_compilation_cache_dir", cache)
+  m = run_atlas(config, workdir, a.out, parts=parts, command=command)
+  outcomes = [o for r in m["methods"].values() for w in r["runs"].values() for os_ in w["outcomes"] for o in os_]
+  return outcomes.count("crashed") + sum(part["outcomes"]["crashed"] for part in m["axes"].values())
