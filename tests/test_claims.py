@@ -8,13 +8,16 @@ import copy
 import glob
 import importlib
 import json
+import math
 import os
 import pathlib
 import subprocess
 import sys
 
 import jax
+import numpy as np
 import pytest
+import scipy.stats
 
 import train.config
 from experiments import claims
@@ -133,7 +136,7 @@ def test_truncated_normal_claim_end_to_end(tmp_path):
   assert on_disk["verdict"] == r["verdict"] and on_disk["number"] == 1 and on_disk["scale"] == "tiny"
   assert on_disk["provenance"]["packages"]["jax"] == jax.__version__ and on_disk["runs"] == {"finished": 2}
   assert on_disk["data"]["name"] == "embedded" and "at init" in on_disk["settings"]
-  assert set(on_disk["thresholds"]) == {"bert", "truncated", "power", "xavier"}
+  assert set(on_disk["thresholds"]) == {"bert", "truncated", "xavier", "reading"}
   data = (tmp_path / "truncated_normal.png").read_bytes()
   assert data[:8] == PNG and len(data) > 10_000
   assert not (tmp_path / "curves.png").exists()  # nothing trained: no training curves
@@ -190,31 +193,43 @@ def test_a_crashed_run_makes_the_claim_inconclusive_and_main_exit_4(tmp_path):
 # ------------------------------------------------------------------------------- verdicts on synthetic numbers
 
 
-def _bert(rel_error=0.0, tol=0.01, max_abs=0.039):
+def _bert(rel_error=0.0, se_rel=1e-4, max_abs=0.039):
   return dict(
-      pooled_std=0.0176,
+      pooled_std=0.0176 * (1 + rel_error),
       predicted=0.0176,
-      ratio=0.88,
+      ratio=0.88 * (1 + rel_error),
       rel_error=rel_error,
-      tol=tol,
+      se_rel=se_rel,
+      kurtosis=2.36,
       n=10**6,
       max_abs=max_abs,
   )
 
 
-def _xavier(worst=-0.005):
-  return dict(worst_excess=worst, square_d=768, square_std=0.0361, square_target=0.03608)
+def _xavier(rel_error=0.0, se_rel=2e-4, square_d=768):
+  kernels = [dict(fan_in=768, fan_out=3072, rel_error=0.004, se_rel=0.001)]
+  square = dict(square_std=0.0361, square_target=0.03608, square_rel_error=rel_error, square_se_rel=se_rel)
+  return dict(kernels=kernels, square_d=square_d, square_n=10**6, square_kurtosis=1.8, **(square if square_d else {}))
 
 
 @pytest.mark.parametrize(
     "bert, xavier, expected, failing",
     [
         (_bert(), _xavier(), claims.REPRODUCED, None),
+        (_bert(rel_error=0.0095, se_rel=1e-4), _xavier(), claims.REPRODUCED, None),  # 1.0095 + 0.0002 < 1.01
         (_bert(rel_error=0.03), _xavier(), claims.NOT_REPRODUCED, "['bert']"),
+        (_bert(rel_error=-0.03), _xavier(), claims.NOT_REPRODUCED, "['bert']"),
+        # the alternative the statement denies: the realized std is the nominal 0.02 (13.7% above 0.8796·0.02)
+        (_bert(rel_error=1 / truncated_normal_std_factor() - 1), _xavier(), claims.NOT_REPRODUCED, "['bert']"),
+        # 1.009 ± 1.96e-3 straddles 1.01: more draws decide
+        (_bert(rel_error=0.009, se_rel=1e-3), _xavier(), claims.INCONCLUSIVE, "bert: N = 1,000,000 draws"),
+        # so does a point error of 0 measured on too few draws (the earlier rule's "power")
+        (_bert(rel_error=0.0, se_rel=0.006), _xavier(), claims.INCONCLUSIVE, "more draws"),
         (_bert(max_abs=0.05), _xavier(), claims.NOT_REPRODUCED, "['truncated']"),
-        (_bert(), _xavier(worst=0.01), claims.NOT_REPRODUCED, "['xavier']"),
-        (_bert(tol=0.08), _xavier(), claims.INCONCLUSIVE, "cannot separate"),
-        (_bert(tol=0.08, max_abs=0.05), _xavier(), claims.NOT_REPRODUCED, "['truncated']"),  # decided without power
+        (_bert(rel_error=0.009, se_rel=1e-3, max_abs=0.05), _xavier(), claims.NOT_REPRODUCED, "['truncated']"),
+        (_bert(), _xavier(rel_error=0.02), claims.NOT_REPRODUCED, "['xavier']"),
+        (_bert(), _xavier(rel_error=-0.0095, se_rel=2e-3), claims.INCONCLUSIVE, "xavier: N = 1,000,000 draws"),
+        (_bert(), _xavier(square_d=None), claims.INCONCLUSIVE, "no d×d kernel"),
     ],
 )
 def test_truncated_normal_verdict_branches(bert, xavier, expected, failing):
@@ -222,6 +237,41 @@ def test_truncated_normal_verdict_branches(bert, xavier, expected, failing):
       {"crashed": [], "bert": bert, "xavier": xavier, "truncation_factor": truncated_normal_std_factor()}
   )
   assert v.verdict == expected and (failing is None or failing in v.reason), v.reason
+
+
+def test_truncated_normal_draws_to_decide_puts_the_interval_on_the_band_edge():
+  """At N = draws_to_decide(error, κ) the interval's half-width z·√((κ−1)/(4N)) closes the gap between the point and
+  the band's edge: from inside (|error| + half ≤ tol) or from outside (|error| − half ≥ tol)."""
+  tol = truncated_normal.REL_TOL
+  for error, kurt in ((0.009, 2.36), (-0.004, 1.8), (0.012, 2.36), (-0.02, 1.8)):
+    n = truncated_normal.draws_to_decide(error, kurt)
+    _, lo, hi = truncated_normal.std_interval(error, math.sqrt((kurt - 1) / (4 * n)))
+    assert truncated_normal.stats.reading((1 + error, lo, hi), low=1 - tol, high=1 + tol) is (abs(error) < tol)
+    inner_or_outer = max(abs(lo - 1), abs(hi - 1)) if abs(error) < tol else min(abs(lo - 1), abs(hi - 1))
+    assert inner_or_outer == pytest.approx(tol, rel=1e-3)
+  assert truncated_normal.draws_to_decide(0.01, 2.36) is None
+
+
+def test_truncated_normal_std_interval_covers_at_its_level():
+  """The pooled std's interval (SE = σ√((κ−1)/(4N)), κ realized) covers the truncated normal's 0.8796σ in ~95% of
+  repeated draws, and the interval of a uniform's std covers its σ: the standard error the verdict reads is right."""
+  rng = np.random.default_rng(0)
+  factor = truncated_normal_std_factor()
+  for draw, truth in (
+      (lambda n: scipy.stats.truncnorm.rvs(-2, 2, scale=0.02, size=n, random_state=rng), factor * 0.02),
+      (lambda n: rng.uniform(-math.sqrt(3) * 0.05, math.sqrt(3) * 0.05, n), 0.05),
+  ):
+    covered = 0
+    for _ in range(400):
+      tensors = []
+      for n in (1000, 3000):  # two tensors pooled, as the claim pools a model's
+        x = draw(n)
+        c = x - x.mean()
+        tensors.append(dict(n=n, mean=x.mean(), std=x.std(), kurtosis=np.mean(c**4) / x.var() ** 2))
+      p = truncated_normal._pooled(tensors)
+      _, lo, hi = truncated_normal.std_interval(p["pooled_std"] / truth - 1, p["se_rel"])
+      covered += lo <= 1 <= hi
+    assert 0.92 <= covered / 400 <= 0.98, covered
 
 
 def _activations(slopes=None, q1=None, q20=None):
@@ -270,35 +320,92 @@ def test_activation_moments_verdict_branches(selu_error, acts, expected, failing
   assert v.verdict == claims.INCONCLUSIVE and "['gelu']" in v.reason
 
 
-def _identity(post_excess=-0.01, factor=0.70, pre_error=0.02, count=3):
-  arm = dict(c=[0.5, 0.25], predicted=[0.5, 0.25])
+def _identity_arm(factors, q_f, noise, seeds=3, first=1.0):
+  """Per seed, c through sublayers whose steps multiply c by `factors` (times `first` at the first sublayer), plus
+  deterministic noise of sd `noise`; q_in = 1 and q_F from `q_f` (attention, MLP alternating)."""
+  rng = np.random.default_rng(0)
+  c = np.empty((seeds, len(factors)))
+  for s in range(seeds):
+    prev = 1.0
+    for k, f in enumerate(factors):
+      prev = prev * f * (first if k == 0 else 1.0) + noise * rng.standard_normal()
+      c[s, k] = prev
+  kinds = ["self_attn", "mlp"] * (len(factors) // 2)
+  return dict(
+      kinds=kinds,
+      c=c.mean(0).tolist(),
+      c_per_seed=c.tolist(),
+      q_in_per_seed=np.ones_like(c).tolist(),
+      q_f_per_seed=np.broadcast_to(q_f, c.shape).tolist(),
+      predicted=np.cumprod(factors).tolist(),
+      seeds=list(range(seeds)),
+  )
+
+
+def _identity(law=1.0, sigma2_mlp=1.0, pre=1.0, noise=0.003, pre_noise=0.003, first=1.0, sublayers=8):
+  """A measured dict: Post-LN steps follow c_out = law · c_in/√(1 + σ²) (σ² = 0.5 attention, `sigma2_mlp` MLP),
+  Pre-LN steps c_out = pre · c_in."""
+  q_f = np.asarray([0.5, sigma2_mlp] * (sublayers // 2))
   return dict(
       crashed=[],
-      post=arm,
-      pre=dict(c=[1.0, 1.0]),
-      post_max_excess=post_excess,
-      post_mlp_factor=factor,
-      post_mlp_factor_count=count,
-      post_mlp_sigma2=1.0,
-      pre_max_abs_error=pre_error,
-      sublayers=2,
+      post=_identity_arm(law / np.sqrt(1 + q_f), q_f, noise, first=first),
+      pre=_identity_arm(np.full(sublayers, pre), np.ones(sublayers), pre_noise),
+      post_mlp_sigma2=sigma2_mlp,
+      sublayers=sublayers,
   )
+
+
+EDGE_PRE = 0.9 ** (1 / 8)  # the Pre-LN band's lower edge for 8 sublayers
+EDGE_DECAY = 1.1 * 2**-0.5  # the decay band's upper edge
 
 
 @pytest.mark.parametrize(
     "measured, expected, failing",
     [
         (_identity(), claims.REPRODUCED, None),
-        (_identity(post_excess=0.02), claims.NOT_REPRODUCED, "['post']"),
-        (_identity(factor=0.9), claims.NOT_REPRODUCED, "['decay']"),
-        (_identity(pre_error=0.3), claims.NOT_REPRODUCED, "['pre']"),
-        (_identity(factor=float("nan"), count=0), claims.INCONCLUSIVE, "the branch factor is not measured"),
+        (_identity(law=0.95), claims.REPRODUCED, None),  # 5% off the law, inside its 15%
+        (_identity(law=1.3), claims.NOT_REPRODUCED, "'post'"),
+        # the law off by 15% at its edge (MLP σ² = 2·1.15² − 1, so their factor stays 2^(-1/2)): straddles
+        (_identity(law=1.15, sigma2_mlp=2 * 1.15**2 - 1, noise=0.03), claims.INCONCLUSIVE, "['post']"),
+        (_identity(sigma2_mlp=0.5), claims.NOT_REPRODUCED, "['decay']"),  # the law holds; the branch is not σ² = 1
+        (_identity(sigma2_mlp=1 / EDGE_DECAY**2 - 1, noise=0.01), claims.INCONCLUSIVE, "['decay']"),
+        (_identity(pre=0.98), claims.NOT_REPRODUCED, "['pre']"),  # 0.98^8 = 0.85: the path decays
+        (_identity(pre=1.0, pre_noise=0.01), claims.REPRODUCED, None),
+        (_identity(pre=EDGE_PRE, pre_noise=0.01), claims.INCONCLUSIVE, "N = 24 steps give t_23 = 2.07"),
+        (_identity(first=0.01), claims.INCONCLUSIVE, "fewer than 2 steps"),  # c falls below the cut at once
         ({"crashed": ["model.norm_position=pre seed 0: RuntimeError: x"]}, claims.INCONCLUSIVE, "1 run(s) crashed"),
     ],
 )
 def test_identity_path_verdict_branches(measured, expected, failing):
   v = identity_path.verdict(copy.deepcopy(measured))
   assert v.verdict == expected and (failing is None or failing in v.reason), v.reason
+
+
+def test_identity_path_origin_slope_interval():
+  """Exact on a line through 0; a Student-t interval on t_{N−1} that covers the true slope ~95% of the time."""
+  assert identity_path.origin_slope_interval([0.5, 1.0, 2.0], [0.35, 0.7, 1.4]) == pytest.approx((0.7, 0.7, 0.7))
+  assert identity_path.origin_slope_interval([1.0], [0.7]) is None
+  rng = np.random.default_rng(1)
+  x = rng.uniform(0.05, 1.0, 12)
+  covered = 0
+  for _ in range(1000):
+    _, lo, hi = identity_path.origin_slope_interval(x, 0.7 * x + 0.03 * rng.standard_normal(12))
+    covered += lo <= 0.7 <= hi
+  assert 0.93 <= covered / 1000 <= 0.97, covered
+
+
+def test_identity_path_steps_chain_each_seed():
+  """A step's c_in is the previous sublayer's c of the same seed (1 for the first), its law c_in/√(q_in + q_F)."""
+  arm = dict(
+      kinds=["self_attn", "mlp"],
+      c_per_seed=[[0.6, 0.4], [0.5, 0.3]],
+      q_in_per_seed=[[1.0, 1.0], [2.0, 1.0]],
+      q_f_per_seed=[[0.44, 1.0], [0.25, 1.0]],
+  )
+  s = identity_path.steps(arm)
+  np.testing.assert_allclose(s["c_in"], [1.0, 0.6, 1.0, 0.5])
+  np.testing.assert_allclose(s["law"], [1 / 1.2, 0.6 / 2**0.5, 1 / 1.5, 0.5 / 2**0.5])
+  assert s["mlp"].tolist() == [False, True, False, True]
 
 
 @pytest.mark.parametrize("claim", [truncated_normal, activation_moments, identity_path])

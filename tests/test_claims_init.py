@@ -1,8 +1,8 @@
 """Claims 3 (attention_scale), 5 (grad_norms) and 7 (hessian_spectrum) on the claims framework (experiments/claims):
-each verdict on synthetic measurements, every branch; each claim end to end at the 'tiny' scale, its numbers against
-closed forms (logit std √d_k, entropy ≤ uniform, quadrature weights summing to 1, exact growth and slope of power
-laws); the uniform-attention entropy the model records; and the analysis command's plots (signal.png's axes,
-blocks.png's colour scale)."""
+each verdict on synthetic measurements, every branch (both sides of every threshold and the interval straddling
+it); each claim end to end at the 'tiny' scale, its numbers against closed forms (logit std √d_k, entropy ≤ uniform,
+quadrature weights summing to 1, exact growth and slope of power laws); the uniform-attention entropy the model
+records; and the analysis command's plots (signal.png's axes, blocks.png's colour scale)."""
 
 import importlib
 import json
@@ -12,9 +12,11 @@ import os
 import matplotlib.colors as mcolors
 import numpy as np
 import pytest
+import scipy.stats
 
 from analysis import plots
-from experiments.claims import base, figures, get_claim, run_claim
+from experiments import stats
+from experiments.claims import attention_scale, base, figures, get_claim, run_claim
 from experiments.claims import grad_norms as gn
 from experiments.claims import hessian_spectrum as hs
 
@@ -63,13 +65,26 @@ def _integer_ticks(ax) -> bool:
 # ---------------------------------------------------------------------------------------- claim 3: attention_scale
 
 
-def _m3(std=(0.86, 7.6, 0.78), ratio=(0.93, 0.2, 0.94), crashed=()):
+def _m3(std=(0.86, 7.6, 0.78), ratio=(0.93, 0.2, 0.94), spread=0.005, seeds=(0, 1, 2), crashed=()):
+  """A measured dict whose variants' per-seed values are the given means × (1 + spread·u), u evenly in [−1, 1]
+  (reversed for unscaled, so its ratio to scaled varies over the seeds too)."""
   names = ("scaled", "unscaled", "t5")
+  u = np.linspace(-1, 1, len(seeds)) if len(seeds) > 1 else np.zeros(1)
+  per_seed = lambda x, n: (x * (1 + spread * (u[::-1] if n == "unscaled" else u))).tolist()
   return {
       "crashed": list(crashed),
       "d_k": 64,
       "predicted": {"scaled": 1.0, "unscaled": 8.0, "t5": 1.0},
-      "variants": {n: {"mean_logit_std": s, "mean_entropy_ratio": r} for n, s, r in zip(names, std, ratio)},
+      "variants": {
+          n: {
+              "seeds": list(seeds),
+              "seed_logit_std": per_seed(s, n),
+              "seed_entropy_ratio": per_seed(r, n),
+              "mean_logit_std": s,
+              "mean_entropy_ratio": r,
+          }
+          for n, s, r in zip(names, std, ratio)
+      },
   }
 
 
@@ -79,9 +94,14 @@ def _m3(std=(0.86, 7.6, 0.78), ratio=(0.93, 0.2, 0.94), crashed=()):
         (_m3(), base.REPRODUCED, None),  # the committed cpu numbers (reports/REPRODUCTION.md)
         (_m3(std=(0.86, 4.0, 0.78)), base.NOT_REPRODUCED, "'unscaled logit std"),  # 8/4 = 2 > 1.5
         (_m3(std=(1.6, 7.6, 0.78)), base.NOT_REPRODUCED, "'scaled logit std"),
+        (_m3(std=(0.86, 5.5, 0.78), spread=0.001), base.REPRODUCED, None),  # 5.5/8 = 0.6875 ≥ 1/1.5, tight
+        (_m3(std=(0.86, 5.4, 0.78), spread=0.05), base.INCONCLUSIVE, "n = 3 gives t_2 = 4.3"),  # straddles 1/1.5
         (_m3(ratio=(0.93, 0.6, 0.94)), base.NOT_REPRODUCED, "unscaled collapses"),  # 0.6 > 0.5 × 0.93
+        (_m3(ratio=(0.93, 0.465, 0.94), spread=0.02), base.INCONCLUSIVE, "'unscaled collapses'"),  # 0.465/0.93 = 1/2
         (_m3(ratio=(0.93, 0.2, 0.6)), base.NOT_REPRODUCED, "t5 does not collapse"),
         (_m3(ratio=(0.65, 0.2, 0.94)), base.NOT_REPRODUCED, "scaled does not collapse"),
+        (_m3(ratio=(0.71, 0.2, 0.94), spread=0.05), base.INCONCLUSIVE, "'scaled does not collapse'"),  # 0.71 ± 0.09
+        (_m3(seeds=(0,)), base.INCONCLUSIVE, "no interval over the seeds"),
         (_m3(crashed=CRASHED), base.INCONCLUSIVE, "crashed"),
     ],
 )
@@ -90,6 +110,24 @@ def test_attention_scale_verdict(m, expected, failing):
   assert v.verdict == expected, v.reason
   if failing:
     assert failing in v.reason
+
+
+def test_attention_scale_intervals_are_over_the_seeds():
+  """The logit std's interval is the Student-t interval of the per-seed log ratio, exponentiated; the collapse
+  ratio pairs unscaled with scaled by seed; variants that ran different seeds have no interval."""
+  m = _m3()
+  m["variants"]["unscaled"]["seed_logit_std"] = [7.5, 7.6, 7.8]
+  m["variants"]["unscaled"]["seed_entropy_ratio"] = [0.2, 0.3, 0.1]
+  m["variants"]["scaled"]["seed_entropy_ratio"] = [0.8, 0.9, 0.7]
+  iv = attention_scale.intervals(m)
+  logs = np.log(np.asarray([7.5, 7.6, 7.8]) / 8)
+  half = scipy.stats.t.ppf(0.975, 2) * logs.std(ddof=1) / math.sqrt(3)
+  expected = np.exp([logs.mean(), logs.mean() - half, logs.mean() + half])
+  assert iv["logit_std"]["unscaled"] == pytest.approx(tuple(expected))
+  paired = np.log(np.asarray([0.2, 0.3, 0.1]) / np.asarray([0.8, 0.9, 0.7]))
+  assert iv["collapse"][0] == pytest.approx(math.exp(paired.mean()))
+  m["variants"]["t5"]["seeds"] = [0, 1, 3]
+  assert attention_scale.intervals(m) is None
 
 
 def test_attention_scale_tiny_end_to_end(tmp_path, captured):
@@ -233,33 +271,65 @@ def _m7(post, pre, crashed=()):
   return {"crashed": list(crashed), "post": post, "pre": pre}
 
 
+def _arms(post, pre, b=1e-4):
+  """Post-LN and Pre-LN seeds 0.. from (λ_max, width) pairs, every Ritz bound `b`."""
+  return _m7(
+      [_seed(lam, b, w, b, seed=s) for s, (lam, w) in enumerate(post)],
+      [_seed(lam, b, w, b, seed=s) for s, (lam, w) in enumerate(pre)],
+  )
+
+
+PRE_3 = [(19.5, 37.8), (20.0, 40.0), (18.5, 36.0)]
+# The committed cpu record (2 seeds): λ_max 86.09, 53.73 vs 19.22, 24.16; width 138.1, 112.1 vs 45.76, 44.62.
+RECORD = _arms([(86.09, 138.1), (53.73, 112.1)], [(19.22, 45.76), (24.16, 44.62)])
+
+
 @pytest.mark.parametrize(
-    "m, expected",
+    "m, expected, in_reason",
     [
-        (_m7([_seed(51.7, 1e-4, 106.7, 1e-4)], [_seed(19.5, 1e-4, 37.8, 1e-4)]), base.REPRODUCED),
-        (_m7([_seed(10.0, 1e-4, 20.0, 1e-4)], [_seed(19.5, 1e-4, 37.8, 1e-4)]), base.NOT_REPRODUCED),
-        # above but within the bounds: not decided
-        (_m7([_seed(20.5, 1.0, 60.0, 1.0)], [_seed(20.0, 1.0, 37.8, 1.0)]), base.INCONCLUSIVE),
-        # larger but not wider beyond the bounds
-        (_m7([_seed(51.7, 1e-4, 38.0, 1.0)], [_seed(19.5, 1e-4, 37.8, 1.0)]), base.INCONCLUSIVE),
-        # larger, but Pre-LN wider beyond the bounds in every seed: the claimed order is reversed
-        (_m7([_seed(51.7, 1e-4, 38.0, 1e-4)], [_seed(19.5, 1e-4, 106.7, 1e-4)]), base.NOT_REPRODUCED),
-        # the arms ran different seeds
-        (_m7([_seed(51.7, 1e-4, 106.7, 1e-4)], [_seed(19.5, 1e-4, 37.8, 1e-4, seed=1)]), base.INCONCLUSIVE),
-        # the seeds disagree
+        (_arms([(51.7, 106.7), (60.0, 110.0), (45.0, 100.0)], PRE_3), base.REPRODUCED, None),
+        (_arms([(10.0, 20.0), (11.0, 21.0), (9.0, 19.0)], PRE_3), base.NOT_REPRODUCED, "['larger', 'wider']"),
+        # larger, but Pre-LN wider in every seed: the claimed order of the widths is reversed
+        (_arms([(51.7, 20.0), (60.0, 21.0), (45.0, 19.0)], PRE_3), base.NOT_REPRODUCED, "['wider']"),
+        # the committed 2 seeds: both ratios above 1 in each seed, but t_1 = 12.7 leaves the intervals across 1
+        (RECORD, base.INCONCLUSIVE, "n = 2 gives t_1 = 12.7; were the seeds' spread to hold, larger ≈ 4 seeds"),
+        # seeds that disagree: ratios 2.65 and 0.5
+        (_arms([(51.7, 106.7), (10.0, 20.0)], PRE_3[:2]), base.INCONCLUSIVE, "straddles 1"),
+        # a 2.5% excess in every seed, decided on tight bounds, undecided once the Ritz bounds (±1) widen it
+        (_arms([(20.4, 41.0), (20.5, 41.0), (20.6, 41.0)], [(20.0, 40.0)] * 3), base.REPRODUCED, None),
+        (_arms([(20.4, 41.0), (20.5, 41.0), (20.6, 41.0)], [(20.0, 40.0)] * 3, b=1.0), base.INCONCLUSIVE, "straddles"),
+        (_arms([(51.7, 106.7)], PRE_3[:1]), base.INCONCLUSIVE, "no interval over 1 seed(s)"),
+        (_arms([(51.7, 106.7), (-1.0, 100.0)], PRE_3[:2]), base.INCONCLUSIVE, "no interval"),  # no log of λ ≤ 0
         (
-            _m7(
-                [_seed(51.7, 1e-4, 106.7, 1e-4), _seed(10.0, 1e-4, 20.0, 1e-4, seed=1)],
-                [_seed(19.5, 1e-4, 37.8, 1e-4), _seed(19.5, 1e-4, 37.8, 1e-4, seed=1)],
-            ),
+            _m7([_seed(51.7, 1e-4, 106.7, 1e-4)], [_seed(19.5, 1e-4, 37.8, 1e-4, seed=1)]),
             base.INCONCLUSIVE,
+            "different",
         ),
-        (_m7([], [], crashed=CRASHED), base.INCONCLUSIVE),
+        (_m7([], [], crashed=CRASHED), base.INCONCLUSIVE, "crashed"),
     ],
 )
-def test_hessian_spectrum_verdict(m, expected):
+def test_hessian_spectrum_verdict(m, expected, in_reason):
   v = get_claim("hessian_spectrum").verdict(m)
   assert v.verdict == expected, v.reason
+  if in_reason:
+    assert in_reason in v.reason, v.reason
+
+
+def test_hessian_spectrum_ratio_interval_and_seeds_to_decide():
+  """The interval is exp of the Student-t interval of the mean log ratio, widened by the Ritz bounds' largest shift
+  of a seed's log ratio; seeds_to_decide is the first n whose t_{n−1}·s/√n clears |mean|."""
+  iv = hs.intervals(RECORD)["lambda_max"]
+  r = np.log([86.09 / 19.22, 53.73 / 24.16])
+  half = scipy.stats.t.ppf(0.975, 1) * r.std(ddof=1) / math.sqrt(2)
+  assert iv["interval"] == pytest.approx(tuple(np.exp([r.mean(), r.mean() - half, r.mean() + half])), rel=1e-4)
+  wide = hs.intervals(_arms([(20.4, 41.0), (20.5, 41.0), (20.6, 41.0)], [(20.0, 40.0)] * 3, b=1.0))["lambda_max"]
+  shift = math.log(20.4 / 20.0) - math.log(19.4 / 21.0)  # seed 0's log ratio with Post at -b and Pre at +b
+  r = np.log([20.4 / 20.0, 20.5 / 20.0, 20.6 / 20.0])
+  assert math.log(wide["interval"][1]) == pytest.approx(stats.mean_interval(r)[1] - shift)
+  n = hs.seeds_to_decide([1.5, 0.8])
+  assert n == 4
+  t = lambda k: scipy.stats.t.ppf(0.975, k - 1) * np.std([1.5, 0.8], ddof=1) / math.sqrt(k)
+  assert t(n) < 1.15 <= t(n - 1)
 
 
 def test_slq_density_integrates_to_the_quadrature_weights():
@@ -283,7 +353,12 @@ def test_hessian_spectrum_tiny_end_to_end(tmp_path, captured):
     assert len(r["slq_weights"]) == 2
     for w in r["slq_weights"]:  # Gauss quadrature of a unit probe: the weights sum to 1
       assert sum(w) == pytest.approx(1.0, abs=1e-8)
-  assert result["verdict"] == base.REPRODUCED, result["reason"]
+  # One seed: no interval over the seeds, so inconclusive; the seed itself has Post-LN larger and wider beyond the
+  # Ritz bounds (its log ratios' bound intervals above 0).
+  assert result["verdict"] == base.INCONCLUSIVE and "no interval over 1 seed(s)" in result["reason"], result["reason"]
+  for key in ("lambda_max", "width"):
+    ((_, low, _),) = hs.seed_log_ratios(m, key)
+    assert low > 0, key
   (fig,) = captured
   density, extremes = fig.axes[0], fig.axes[1]
   floor = next(line for line in density.get_lines() if line.get_linestyle() == ":").get_ydata()[0]

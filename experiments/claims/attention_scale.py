@@ -1,36 +1,61 @@
-"""Claim 3 (Vaswani et al. 2017 §3.2.1; Raffel et al. 2020; docs/science.md §4): without 1/√d_k attention logits
-have std √d_k and the attention entropy collapses at init; with the scale, or with T5's query-init compensation, it
-does not.
+"""Claim 3 (Vaswani et al. 2017 §3.2.1, eq. 1 and footnote 4; Raffel et al. 2020 with Mesh TensorFlow's init; Su
+2021a; docs/science.md §4): without 1/√d_k attention logits have std √d_k and the softmax saturates (its entropy
+collapses) at init; with the scale, or with T5's query-init compensation, it does not.
 
-The derivation: for a query q and key k with iid zero-mean, unit-variance entries, E[(q·k)²] = d_k, so the logits
-q·k have std √d_k and the softmax over them is nearly one-hot; multiplying by d_k^{-1/2} (Vaswani eq. 1) brings the
-std to 1, and so does T5's init, which draws W_q with std (d·d_k)^{-1/2} (q entries of variance 1/d_k) and no scale.
+The statements tested, quoted:
+  Vaswani et al. 2017 §3.2.1: "We suspect that for large values of d_k, the dot products grow large in magnitude,
+    pushing the softmax function into regions where it has extremely small gradients. To counteract this effect, we
+    scale the dot products by 1/√d_k." Footnote 4: "assume that the components of q and k are independent random
+    variables with mean 0 and variance 1. Then their dot product, q · k = Σ_i q_i k_i, has mean 0 and variance d_k."
+    Eq. 1: Attention(Q, K, V) = softmax(QKᵀ/√d_k)V.
+  T5 (Raffel et al. 2020) divides by nothing; Su 2021a (translated): "Google's T5 indeed does not divide by √d, yet it
+    still converges normally, because it adjusted its initialization strategy": W_q drawn with std (d·d_k)^{-1/2}
+    ("Mesh TensorFlow attention initialization to avoid scaling before softmax", the comment on that line of Hugging
+    Face's T5 port), which gives q entries of variance 1/d_k and so logits of variance 1.
+The derivation: for a query q and key k with iid zero-mean, unit-variance entries E[(q·k)²] = d_k, so the logits have
+std √d_k and the softmax over them is nearly one-hot ("regions where it has extremely small gradients"); d_k^{-1/2}
+brings the std to 1, and so does T5's init. Saturation is measured as the attention entropy H against the entropy
+H_uniform of uniform attention under the same mask (1 = uniform, 0 = one-hot).
 
 Measured (configs/claims/attention_scale.py; analysis.signal at init): three Pre-norm models (every attention input
 has unit second moment per token), identical but for the attention rule: `scaled`, `unscaled`, `t5`. Per attention
 kind (encoder self, decoder self, decoder cross) and layer: the logit std over valid (query, key) pairs and the
-attention entropy, each the mean over heads, and the entropy ratio H / H_uniform, where H_uniform is the entropy of
-uniform attention under the same mask (mean over valid queries of log #valid keys): 1 = uniform, 0 = one-hot.
-`measure` averages over the analysis batches and seeds; a variant's mean is over every kind and layer.
+attention entropy, each the mean over heads, and the entropy ratio H / H_uniform (H_uniform: mean over valid queries
+of log #valid keys). Per seed, each variant's mean over every kind, layer and analysis batch: its logit std and its
+entropy ratio. A seed is one draw of the weights and of the analysis batches, so the seeds are the replicates; the
+variants run the same seeds, so unscaled's entropy ratio pairs with scaled's by seed.
 
-Thresholds (stated before any run; those of analysis/reproduce/attention.py (retired; git commit 35e9f30)):
-  logit std     each variant's mean logit std within ×/÷ 1.5 of its prediction: √d_k (unscaled), 1 (scaled, t5);
-  no collapse   scaled and t5: mean entropy ratio ≥ 0.7;
-  collapse      unscaled: mean entropy ratio ≤ 0.5 × scaled's.
-REPRODUCED if all hold; NOT_REPRODUCED if any fails; INCONCLUSIVE if a run crashed (no measurement).
+Rules (thresholds stated before any run, those of analysis/reproduce/attention.py (retired; git commit 35e9f30)),
+each read on the 95% Student-t interval over the seeds (experiments/stats.py: it holds when the whole interval
+satisfies it, fails when none of it does, is undetermined otherwise):
+  logit std     each variant's logit std / its prediction, √d_k (unscaled) or 1 (scaled, t5), in [1/1.5, 1.5]: the
+                interval of the per-seed log ratio, exponentiated (a geometric mean);
+  no collapse   scaled and t5: entropy ratio ≥ 0.7;
+  collapse      unscaled: entropy ratio ≤ 0.5 × scaled's: the interval of the per-seed log of unscaled's over
+                scaled's ratio (paired by seed), exponentiated.
+REPRODUCED if all hold; NOT_REPRODUCED if any fails; INCONCLUSIVE if one is undetermined (more seeds: the reason
+gives n and t_{n−1}), a variant has fewer than 2 seeds (no interval), the variants ran different seeds, or a run
+crashed. Changed on 2026-11-25 (issue 24: verdicts read intervals), before rerunning: the earlier rule read the
+seed means as points; the `cpu` scale runs 3 seeds (was 2) and `tiny` 3 (was 1), so every scale's verdict has an
+interval.
 """
 
 import math
+from typing import Optional
 
 import numpy as np
+import scipy.stats
 
+from experiments import stats
 from experiments.claims import at_init, base, figures
 
 STD_FACTOR, MIN_ENTROPY_RATIO, COLLAPSE_FRACTION = 1.5, 0.7, 0.5
 THRESHOLDS = {
-    "logit std": f"mean over layers and kinds within ×/÷{STD_FACTOR} of √d_k (unscaled) or 1 (scaled, t5)",
-    "no collapse": f"scaled and t5: mean entropy / uniform entropy ≥ {MIN_ENTROPY_RATIO}",
-    "collapse": f"unscaled: mean entropy / uniform entropy ≤ {COLLAPSE_FRACTION} × scaled's",
+    "logit std": f"mean over layers and kinds / √d_k (unscaled) or / 1 (scaled, t5), 95% interval over the seeds "
+    f"(geometric), in [1/{STD_FACTOR}, {STD_FACTOR}]",
+    "no collapse": f"scaled and t5: mean entropy / uniform entropy, 95% interval over the seeds, ≥ {MIN_ENTROPY_RATIO}",
+    "collapse": f"unscaled's entropy ratio / scaled's, paired by seed, 95% interval (geometric) ≤ {COLLAPSE_FRACTION}",
+    "reading": "an interval straddling its threshold is inconclusive (more seeds decide); < 2 seeds: no interval",
 }
 # The grid's cells (configs/claims/attention_scale.py), by the swept values that tell them apart.
 VARIANTS = {
@@ -111,28 +136,67 @@ def measure(results: base.Results) -> dict:
   return out
 
 
+def _log_interval(values) -> tuple[float, float, float]:
+  """The 95% interval of the mean of log(values) over seeds, exponentiated: (geometric mean, low, high)."""
+  return tuple(math.exp(v) for v in stats.mean_interval(np.log(values)))
+
+
+def intervals(m: dict) -> Optional[dict]:
+  """The intervals the verdict reads over the seeds: 'logit_std' (per variant, / its prediction), 'entropy_ratio'
+  (per variant) and 'collapse' (unscaled's entropy ratio / scaled's, paired by seed); None with fewer than 2 seeds
+  or with variants that ran different seeds."""
+  v, pred = m["variants"], m["predicted"]
+  seeds = {name: v[name]["seeds"] for name in VARIANTS}
+  if len(seeds["scaled"]) < 2 or any(s != seeds["scaled"] for s in seeds.values()):
+    return None
+  return {
+      "logit_std": {n: _log_interval(np.asarray(v[n]["seed_logit_std"]) / pred[n]) for n in VARIANTS},
+      "entropy_ratio": {n: stats.mean_interval(v[n]["seed_entropy_ratio"]) for n in VARIANTS},
+      "collapse": _log_interval(
+          np.asarray(v["unscaled"]["seed_entropy_ratio"]) / np.asarray(v["scaled"]["seed_entropy_ratio"])
+      ),
+  }
+
+
 def verdict(m: dict) -> base.Verdict:
   bad = base.crashed_verdict(m)
   if bad:
     return bad
   v, pred = m["variants"], m["predicted"]
-  std = {name: v[name]["mean_logit_std"] for name in VARIANTS}
-  ratio = {name: v[name]["mean_entropy_ratio"] for name in VARIANTS}
-  ok = {
-      f"{name} logit std ≈ {pred[name]:.3g}": (1 / STD_FACTOR <= std[name] / pred[name] <= STD_FACTOR) for name in std
+  iv = intervals(m)
+  if iv is None:
+    seeds = {name: v[name]["seeds"] for name in VARIANTS}
+    return base.Verdict(
+        base.INCONCLUSIVE,
+        f"no interval over the seeds: the variants ran seeds {seeds} (≥ 2 shared seeds needed; more seeds decide)",
+    )
+  std, ratio = iv["logit_std"], iv["entropy_ratio"]
+  rules = {
+      f"{name} logit std ≈ {pred[name]:.3g}": stats.reading(std[name], low=1 / STD_FACTOR, high=STD_FACTOR)
+      for name in VARIANTS
   }
-  ok["scaled does not collapse"] = ratio["scaled"] >= MIN_ENTROPY_RATIO
-  ok["t5 does not collapse"] = ratio["t5"] >= MIN_ENTROPY_RATIO
-  ok["unscaled collapses"] = ratio["unscaled"] <= COLLAPSE_FRACTION * ratio["scaled"]
+  rules["scaled does not collapse"] = stats.reading(ratio["scaled"], low=MIN_ENTROPY_RATIO)
+  rules["t5 does not collapse"] = stats.reading(ratio["t5"], low=MIN_ENTROPY_RATIO)
+  rules["unscaled collapses"] = stats.reading(iv["collapse"], high=COLLAPSE_FRACTION)
+  n = len(v["scaled"]["seeds"])
   reason = (
-      f"mean logit std: unscaled {std['unscaled']:.3g} (√d_k = {pred['unscaled']:.3g}), scaled {std['scaled']:.3g}, "
-      f"t5 {std['t5']:.3g} (predicted 1); mean entropy / uniform: unscaled {ratio['unscaled']:.3f}, scaled "
-      f"{ratio['scaled']:.3f}, t5 {ratio['t5']:.3f}"
+      f"95% intervals over {n} seeds: logit std / prediction: unscaled {stats.fmt(std['unscaled'])} (√d_k = "
+      f"{pred['unscaled']:.3g}), scaled {stats.fmt(std['scaled'])}, t5 {stats.fmt(std['t5'])} (predicted 1); entropy "
+      f"/ uniform entropy: unscaled {stats.fmt(ratio['unscaled'])}, scaled {stats.fmt(ratio['scaled'])}, t5 "
+      f"{stats.fmt(ratio['t5'])}; unscaled's / scaled's {stats.fmt(iv['collapse'])}"
   )
-  failed = [k for k, good in ok.items() if not good]
-  if not failed:
-    return base.Verdict(base.REPRODUCED, reason)
-  return base.Verdict(base.NOT_REPRODUCED, reason + f"; failing: {failed}")
+  failed = [k for k, good in rules.items() if good is False]
+  undetermined = [k for k, good in rules.items() if good is None]
+  if failed:
+    return base.Verdict(base.NOT_REPRODUCED, reason + f"; failing: {failed}")
+  if undetermined:
+    t = scipy.stats.t.ppf(0.5 + stats.LEVEL / 2, n - 1)
+    return base.Verdict(
+        base.INCONCLUSIVE,
+        reason + f"; the interval straddles the threshold (more seeds: n = {n} gives t_{n - 1} = {t:.3g}): "
+        f"{undetermined}",
+    )
+  return base.Verdict(base.REPRODUCED, reason)
 
 
 def _kind_label(kind: str) -> str:
@@ -163,11 +227,16 @@ def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[
   # The verdict's numbers: each variant's mean over kinds and layers, with its per-seed values and the thresholds.
   names = list(VARIANTS)
   summary_top, summary_bottom = axes[0, -1], axes[1, -1]
+  iv = intervals(m)
   for i, name in enumerate(names):
     arm = m["variants"][name]
     for ax, key in ((summary_top, "logit_std"), (summary_bottom, "entropy_ratio")):
       ax.plot([i] * len(arm[f"seed_{key}"]), arm[f"seed_{key}"], "_", color=COLORS[name], ms=12)
       ax.plot(i, arm[f"mean_{key}"], "o", color=COLORS[name], ms=7)
+      if iv is not None:  # the 95% interval the verdict reads (logit std: / its prediction, drawn ×)
+        scale = m["predicted"][name] if key == "logit_std" else 1.0
+        _, lo, hi = iv[key][name]
+        ax.plot([i + 0.12] * 2, [lo * scale, hi * scale], "-", color=COLORS[name], lw=2.5)
     pred = m["predicted"][name]
     summary_top.fill_between(
         [i - 0.3, i + 0.3], pred / STD_FACTOR, pred * STD_FACTOR, color=COLORS[name], alpha=0.15, lw=0
@@ -181,7 +250,7 @@ def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[
   for ax in (summary_top, summary_bottom):
     ax.set_xticks(range(len(names)), names)
     ax.set_xlim(-0.6, len(names) - 0.4)
-  summary_top.set_title("mean over kinds and layers\n(dots; dashes: seeds)", fontsize=9)
+  summary_top.set_title("mean over kinds and layers\n(dots; dashes: seeds; bar: 95% interval)", fontsize=9)
   summary_bottom.legend(fontsize=7, loc="center right")
   for ax in axes[0]:
     ax.axhline(root, color="C3", ls="--", lw=0.8)
@@ -210,10 +279,17 @@ def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[
 def summary(m: dict) -> dict:
   if m.get("crashed"):
     return {}
-  out = {}
+  iv, out = intervals(m), {}
   for name in VARIANTS:
-    out[f"{name}: logit std"] = m["variants"][name]["mean_logit_std"]
-    out[f"{name}: entropy ratio"] = m["variants"][name]["mean_entropy_ratio"]
+    arm, pred = m["variants"][name], m["predicted"][name]
+    if iv is None:  # one seed: the values, no interval
+      out[f"{name}: logit std"] = arm["mean_logit_std"]
+      out[f"{name}: entropy ratio"] = arm["mean_entropy_ratio"]
+    else:
+      out[f"{name}: logit std"] = stats.fmt(tuple(pred * x for x in iv["logit_std"][name]))
+      out[f"{name}: entropy ratio"] = stats.fmt(iv["entropy_ratio"][name])
+  if iv is not None:
+    out["unscaled's / scaled's entropy ratio"] = stats.fmt(iv["collapse"])
   return out
 
 
@@ -224,7 +300,8 @@ CLAIM = base.Claim(
         "Without 1/√d_k attention logits have std √d_k and the attention entropy collapses at init; "
         "with the scale, or with T5's query-init compensation, it does not."
     ),
-    source="docs/science.md §4; Vaswani et al. 2017 §3.2.1; Raffel et al. 2020 (Mesh TF init)",
+    source="Vaswani et al. 2017 §3.2.1, eq. 1 and footnote 4; Raffel et al. 2020 (Mesh TF init); Su 2021a; "
+    "docs/science.md §4",
     paper_scale="d_k = 64, 6+6 layers (Transformer base)",
     thresholds=THRESHOLDS,
     measure=measure,
