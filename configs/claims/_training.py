@@ -1,18 +1,17 @@
-"""Shared part of the training claims' configs (6 warmup, 8 tfixup, 9 bert_vs_xavier, 10 deep_no_warmup); not a
-launchable config itself.
+"""Shared training setup of claim 6's config (warmup) and of the atlas (configs/atlas.py: `_TRAIN`, `RECIPE`), whose
+cells claims 8, 9 and 10 read (configs/claims/_atlas_cells.py); not a launchable config itself.
 
-Every arm of these claims trains the same way, so that one claim's arm is another's (claim 6's Post-LN without warmup
-is claim 8's): Adam (β1 0.9, β2 0.98, ε 1e-9; Vaswani et al. 2017 §5.3) at lr 1e-3, Xavier init unless an arm sets
-another scheme, the same data order (data.shuffle_seed) for every run; the seed (0 .. sweep.seeds-1) changes the init.
-At tiny and cpu: schedule `linear_warmup` with `optim.warmup_steps = 0` (a constant lr: "no warmup") unless an arm
-sets a warmup, no dropout, no label smoothing. At paper, the recipe of the papers these claims reproduce on IWSLT14
-De→En, Xiong et al. 2020 (Fig. 2, claim 6) and Liu et al. 2020 (Admin, claim 10), as Liu et al.'s released recipe
-and fairseq's IWSLT14 example set it (`RECIPE`; the values and their sources next to each key): the
-`transformer_iwslt_de_en` model, dropout 0.3, label smoothing 0.1, batches of 4096 tokens, and after the warmup an
-inverse-square-root decay (`warmup_rsqrt`). An arm
-without warmup keeps the same decay from step T_d = 4000 on (`optim.decay_start`): it differs from its warmup twin in
-the first 4000 steps only, not by an lr 63× lower at step 4000 as with fairseq's `inverse_sqrt` and 1 warmup update.
-Sizes (claim 10 deepens `paper` itself):
+Every arm trains the same way, so that one study's arm is another's: Adam (β1 0.9, β2 0.98, ε 1e-9; Vaswani et al.
+2017 §5.3) at lr 1e-3, Xavier init unless an arm sets another scheme, the same data order (data.shuffle_seed) for
+every run; the seed (0 .. sweep.seeds-1) changes the init. At tiny and cpu: schedule `linear_warmup` with
+`optim.warmup_steps = 0` (a constant lr: "no warmup") unless an arm sets a warmup, no dropout, no label smoothing. At
+paper, the recipe of the papers these claims reproduce on IWSLT14 De→En, Xiong et al. 2020 (Fig. 2, claim 6) and Liu
+et al. 2020 (Admin, claim 10), as Liu et al.'s released recipe and fairseq's IWSLT14 example set it (`RECIPE`; the
+values and their sources next to each key): the `transformer_iwslt_de_en` model, dropout 0.3, label smoothing 0.1,
+batches of 4096 tokens, and after the warmup an inverse-square-root decay (`warmup_rsqrt`). An arm without warmup
+keeps the same decay from step T_d = 4000 on (`optim.decay_start`): it differs from its warmup twin in the first 4000
+steps only, not by an lr 63× lower at step 4000 as with fairseq's `inverse_sqrt` and 1 warmup update.
+Sizes (claim 6 sets its cpu model over these: configs/claims/warmup.py):
   tiny   the tests: 1+1 layers of the tiny preset, 10 steps of batch 8 on the synthetic `embedded` task, 1 seed;
   cpu    the committed report, as the earlier reproduction (analysis/reproduce/training.py (retired; git commit
          35e9f30)'s SCALES['cpu']): 6+6 layers, d = 128, 4 heads, d_ff 512, 300 steps of batch 32, Multi30k De→En

@@ -1,34 +1,51 @@
-"""Claim 9 (Su 2021b; docs/science.md §6): in a Post-LN model BERT's 0.02 init keeps the identity path stronger at init
-than Xavier and trains better without long warmup.
+"""Claim 9 (Su 2021b): in a Post-LN model BERT's 0.02 init trains without warmup where Xavier's does not; decided per
+learning rate on the atlas's cells plus two ablation arms that separate the 0.02 scale from BERT's embedding setup.
 
     python main.py --config=configs/claims/bert_vs_xavier.py:cpu --config.data.dir=<Multi30k folder> \\
-        --workdir=runs/claims/bert_vs_xavier
+        --config.sweep.cells_dir=runs/atlas/train --workdir=runs/claims/bert_vs_xavier   # shares the atlas's runs
     python main.py --config=configs/claims/bert_vs_xavier.py:tiny   # seconds, on the synthetic task (the tests)
 
-Two Post-LN arms trained alike without warmup (configs/claims/_training.py: Adam at a constant lr 1e-3, same seeds
-and data order), each with its own input pipeline:
-  BERT    Devlin et al. 2019 §3: learned positions, LayerNorm(token + position), no √d scaling; every table and
-          kernel N(0, 0.02²) truncated at 2σ (init.scheme 'bert');
-  Xavier  Vaswani et al. 2017 §3.4–3.5: √d-scaled tokens + sinusoids, no embedding norm; Xavier kernels.
-Grid, a union because each arm sets four keys: 'model.scale_embeddings=false;model.position=learned;
-model.embedding_norm=true;init.scheme=bert | model.scale_embeddings=true;model.position=sinusoidal;
-model.embedding_norm=false;init.scheme=xavier'. Every run is also analyzed at init (`sweep.analysis_at_init`, the
-signal profile only: cos(x_k, x_0) after every sublayer, and what x_0 is made of) before it trains.
-measure/verdict/figure: experiments/claims/bert_vs_xavier.py.
+The atlas's BERT arm is BERT's recipe: the 0.02 init (init.scheme 'bert': every table and kernel N(0, 0.02²)
+truncated at 2σ, Devlin et al. 2019) together with BERT's embedding setup (learned positions, LayerNorm(token +
+position), no √d scaling). Against Post-LN + Xavier (√d-scaled tokens + sinusoids, no embedding norm) it changes
+two things at once. The arms, a 2 × 2 of {this project's embeddings, BERT's} × {Xavier, 0.02}, all Post-LN, all
+without warmup:
+  'Post-LN + Xavier'                 the atlas's arm: this project's embeddings, Xavier;
+  'Post-LN + BERT 0.02'              the atlas's arm: BERT's recipe (BERT's embeddings, 0.02);
+  'Post-LN + Xavier (BERT's          ablation: BERT's embeddings, Xavier. Against 'Post-LN + BERT 0.02' it tests Su
+   embeddings)'                      2021b's statement itself, the 0.02 scale with everything else BERT's: the
+                                     embedding LayerNorm removes the tables' scale from x_0 (LN(c·(t + p)) =
+                                     LN(t + p) up to LayerNorm's ε; the tables differ otherwise only by BERT's 2σ
+                                     truncation), so what differs is the scale of the kernels and of the tables
+                                     as parameters (the tied readout's, Adam's relative step). This pair decides;
+  'Post-LN + 0.02 (this project's    ablation: init.scheme 'bert' alone. Against 'Post-LN + Xavier' it tests whether
+   embeddings)'                      the 0.02 scale does it in this project's input pipeline, where it also shrinks
+                                     the √d-scaled tokens (0.0176·√d ≈ 0.1 at d = 32) against the sinusoids (mean
+                                     square 1/2 per entry): reported, not deciding.
+'Post-LN + Xavier (BERT's embeddings)' against 'Post-LN + Xavier' is the embedding setup's own effect (reported).
+The old study's at-init half (cos(x_L, x_0) through `sweep.analysis_at_init`, analysis.signal) is dropped: it would
+compile the signal analysis in every run, and the identity-path statement at init is claim 4's (identity_path).
+lrs, model, seeds: the atlas's (configs/claims/_atlas_cells.py; at cpu 6+6 layers, d = 32, 200 steps, lrs 1e-4 …
+3.16e-2), 3 seeds at cpu and paper. Runs at cpu: 4 arms × 6 lrs × 3 seeds = 72. Estimated cpu time (the atlas's
+calibration, configs/atlas.py: ~11 steps/s alone on 2 cores, ~20 s of overhead per run, ~38 s per 200-step run):
+~46 min from nothing; with `--config.sweep.cells_dir=<atlas workdir>/train` the atlas's arms' 2 seeds are read
+(24 runs) and the 48 others take ~30 min. measure/verdict/figure: experiments/claims/bert_vs_xavier.py.
 """
 
-from configs.claims._training import training_config
+from configs import atlas
+from configs.claims._atlas_cells import atlas_claim_config, method_keys
+from configs.claims._base import check_scale
 
-BERT = "model.scale_embeddings=false;model.position=learned;model.embedding_norm=true;init.scheme=bert"
-XAVIER = "model.scale_embeddings=true;model.position=sinusoidal;model.embedding_norm=false;init.scheme=xavier"
+XAVIER_BERT_EMBEDDINGS = f"{atlas.BERT};init.scheme=xavier"
+BERT_PROJECT_EMBEDDINGS = "model.norm_position=post;init.scheme=bert"
 
 
 def get_config(scale: str = "cpu"):
-  config = training_config("bert_vs_xavier", scale, f"{BERT} | {XAVIER}")
-  config.model.norm_position = "post"
-  a = config.analysis  # the signal profile only: no curvature, no gradient profile
-  a.spectrum, a.blocks, a.grad_norms, a.signal = False, False, False, True
-  a.top_k, a.bottom_k, a.trace_probes = 0, 0, 0  # no curvature: the operator is not even built
-  a.num_batches, a.batch_size = 1, {"tiny": 8, "cpu": 16, "paper": 64}[scale]
-  config.sweep.analysis_at_init = True
-  return config
+  check_scale(scale)  # before the atlas's tables are read at it
+  products = [
+      (atlas.NAMES["postln_xavier"], method_keys("postln_xavier", scale)),
+      (atlas.NAMES["postln_bert"], method_keys("postln_bert", scale)),
+      ("Post-LN + Xavier (BERT's embeddings)", XAVIER_BERT_EMBEDDINGS),
+      ("Post-LN + 0.02 (this project's embeddings)", BERT_PROJECT_EMBEDDINGS),
+  ]
+  return atlas_claim_config("bert_vs_xavier", scale, products)

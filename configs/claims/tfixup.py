@@ -1,20 +1,32 @@
-"""Claim 8 (Huang et al. 2020): T-Fixup — no LayerNorm, no warmup — trains where Post-LN without warmup fails.
+"""Claim 8 (Huang et al. 2020): T-Fixup, without LayerNorm and without warmup, trains where Post-LN without warmup
+fails; decided per learning rate on the atlas's cells.
 
     python main.py --config=configs/claims/tfixup.py:cpu --config.data.dir=<Multi30k folder> \\
-        --workdir=runs/claims/tfixup
+        --config.sweep.cells_dir=runs/atlas/train --workdir=runs/claims/tfixup   # shares the atlas's runs
     python main.py --config=configs/claims/tfixup.py:tiny   # seconds, on the synthetic task (the tests)
 
-Two arms trained alike without warmup (configs/claims/_training.py: Adam at a constant lr 1e-3, same seeds and data
-order): T-Fixup (init.scheme 'tfixup': its depth-scaled Xavier init, every norm removed) and Post-LN (Xavier init).
-Grid, a union because the arms differ in several keys:
-'model.norm_type=none;model.norm_position=none;init.scheme=tfixup | model.norm_position=post'.
-measure/verdict/figure: experiments/claims/tfixup.py.
+The design (configs/claims/_atlas_cells.py; measure and verdict: experiments/claims/tfixup.py):
+  arms    the atlas's 'Post-LN + Xavier' (Post-LN, Xavier init) and 'T-Fixup' (no norm, T-Fixup's depth-scaled
+          init, init/schemes.py), both without warmup;
+  lrs     the atlas's peak lrs (configs/atlas.py LRS: 1e-4 … 3.16e-2 at cpu, factor √10), a constant lr (warmup 0);
+  model   the atlas's at each scale (cpu: 6+6 layers, d = 32, 2 heads, d_ff 128, SentencePiece vocabulary 2000, batch
+          32, 200 steps, validation loss on 256 pairs at steps 0 and 200; paper: the papers' IWSLT14 recipe, 20k
+          steps);
+  seeds   3 at cpu and paper, 1 at tiny; every run evaluated at step 0 (`train.eval_at_init`) so that it has its
+          outcome class (analysis/outcomes.py).
+Runs at cpu: 2 arms × 6 lrs × 3 seeds = 36. Estimated cpu time (the atlas's calibration, configs/atlas.py: the
+d = 32 6+6 model trains ~11 steps/s alone on 2 cores with ~20 s of overhead per run, so ~38 s per 200-step run; a
+diverged run stops early): ~23 min from nothing; with `--config.sweep.cells_dir=<atlas workdir>/train` the atlas's 2
+seeds are read, and the 12 third-seed runs take ~8 min.
 """
 
-from configs.claims._training import training_config
+from configs.atlas import NAMES
+from configs.claims._atlas_cells import atlas_claim_config, method_keys
+from configs.claims._base import check_scale
 
-GRID = "model.norm_type=none;model.norm_position=none;init.scheme=tfixup | model.norm_position=post"
+METHODS = ("postln_xavier", "tfixup")  # configs/atlas.py ARMS keys
 
 
 def get_config(scale: str = "cpu"):
-  return training_config("tfixup", scale, GRID)
+  check_scale(scale)  # before the atlas's tables are read at it
+  return atlas_claim_config("tfixup", scale, [(NAMES[m], method_keys(m, scale)) for m in METHODS])

@@ -1,99 +1,97 @@
-"""Claim 8 (Huang et al. 2020): T-Fixup — without LayerNorm and without warmup — trains where Post-LN without warmup
-fails.
+"""Claim 8 (Huang et al. 2020, T-Fixup): without LayerNorm and without warmup, T-Fixup trains where Post-LN without
+warmup fails; decided per learning rate by outcome class.
 
-The argument (Huang et al. 2020 §3; docs/science.md §7): Post-LN needs warmup because Adam's early updates are large
-while the norms' gradients are unstable; scaling the init with depth (T-Fixup, init/schemes.py: Xavier, then the
-value/output/MLP kernels ×0.67·N^{-1/4} in the encoder, ×(9M)^{-1/4} in the decoder and the embeddings) bounds the
-update of the whole stack, so neither the norms nor the warmup are needed.
+The statement tested, quoted (Huang et al. 2020, abstract): "we propose a new weight initialization scheme with
+theoretical justification, that enables training without warmup or layer normalization". Their argument (§3;
+docs/science.md §7): Post-LN needs warmup because Adam's early updates are large while the norms' gradients are
+unstable; scaling the init with depth (init/schemes.py 'tfixup': Xavier, then the value/output/MLP kernels
+×0.67·N^{-1/4} in the encoder, ×(9M)^{-1/4} in the decoder and the embeddings) bounds the update of the whole stack,
+so neither the norms nor the warmup are needed. The test here: at a learning rate where Post-LN + Xavier without
+warmup fails, T-Fixup (no norm, no warmup) trains.
 
-Measured (configs/claims/tfixup.py; experiments/claims/training.py): T-Fixup (no norm, no warmup) and Post-LN (Xavier,
-no warmup), trained alike with the same seeds and data order, each summarized by its mean final validation loss over
-seeds; an arm *fails* when any seed diverges (non-finite loss or gradient).
+Measured (configs/claims/tfixup.py: the atlas's 'Post-LN + Xavier' and 'T-Fixup' cells without warmup, the atlas's
+lrs, ≥ 3 seeds; experiments/claims/training.py): each run's outcome class, each cell's class (all seeds alike, else
+mixed; it fails when collapsed or diverged, trains when trained).
 
-Thresholds (stated before any run; the earlier reproduction's, analysis/reproduce/training_claims.py
-(retired; git commit 35e9f30)):
-  δ = 0.1 nats, the smallest gap of mean final validation losses read as a difference.
-  REPRODUCED      T-Fixup trains (no seed fails) and Post-LN fails or ends ≥ δ above it;
-  NOT_REPRODUCED  T-Fixup fails, or Post-LN trains and T-Fixup ends ≥ δ above it;
-  INCONCLUSIVE    both train within δ of each other (Post-LN without warmup did not fail at this depth and length),
-                  or a run crashed (no measurement).
+Rules (the atlas's reading of claim 8 since 2026-11-25, experiments/atlas/claims.py, moved here; a not-reproduced
+verdict now also needs its deciding cells at ≥ 3 seeds):
+  reproduced      at some η Post-LN fails and T-Fixup trains, both cells with ≥ `MIN_SEEDS` = 3 seeds;
+  not reproduced  Post-LN fails at some η and T-Fixup fails at every η where Post-LN fails, those cells with ≥ 3
+                  seeds;
+  inconclusive    otherwise, naming the change that decides: Post-LN never fails (extend the lr grid upwards), a
+                  deciding cell with fewer than 3 seeds (run more), T-Fixup mixed or undertrained where Post-LN fails
+                  (more seeds or more steps), a crashed run, or runs without a class (`train.eval_at_init` off).
 """
 
 from experiments.claims import base, training
-from experiments.claims.training import DELTA, Variant, fails, loss_text
+from experiments.claims.training import FAILED, MIN_SEEDS, fails, few_seeds, lrs_text, show, trains
 
-VARIANTS = {
-    "tfixup_nowarmup": Variant("T-Fixup, no norm, no warmup", {"init.scheme": "tfixup"}),
-    "postln_nowarmup": Variant(
-        "Post-LN (Xavier), no warmup", {"model.norm_position": "post", "init.scheme": lambda s: s != "tfixup"}
-    ),
-}
+POST, TFIXUP = "Post-LN + Xavier", "T-Fixup"  # the arms' labels (configs/atlas.py NAMES)
+ARMS = (POST, TFIXUP)
 THRESHOLDS = {
-    "δ": f"{DELTA} nats: the smallest gap of mean final validation losses read as a difference",
-    "reproduced": "T-Fixup trains (no seed diverges) and Post-LN without warmup diverges (any seed) or ends ≥ δ "
-    "above T-Fixup",
-    "not reproduced": "T-Fixup diverges (any seed), or Post-LN trains and T-Fixup ends ≥ δ above it",
-    "inconclusive": "both train within δ of each other, or a run crashed",
+    "cells": "a cell (arm, lr) fails when all its seeds collapsed, or all diverged, and trains when all trained "
+    f"(analysis/outcomes.py); a deciding cell needs ≥ {MIN_SEEDS} seeds",
+    "reproduced": "at some η, without warmup, Post-LN + Xavier fails and T-Fixup trains",
+    "not reproduced": "Post-LN fails at some η and T-Fixup fails wherever Post-LN does",
+    "inconclusive": "Post-LN never fails; a deciding cell mixed, undertrained or with fewer than 3 seeds; a crash; "
+    "runs without a class",
 }
-
-
-def numbers(arms: dict) -> dict:
-  """The verdict's number from the arms' summaries: Post-LN's mean final loss minus T-Fixup's (None if one failed)."""
-  tf, post = arms["tfixup_nowarmup"], arms["postln_nowarmup"]
-  return dict(gap=None if fails(tf) or fails(post) else post["mean_final_loss"] - tf["mean_final_loss"])
 
 
 def measure(results: base.Results) -> dict:
-  out = training.measure_variants(results, VARIANTS)
-  return {**out, **numbers(out["variants"])}
+  return training.measure_arms(results, ARMS)
+
+
+def decide(m: dict) -> tuple[str, str, dict]:
+  """(verdict, reason, numbers) of the rule (module docstring) on readable cells."""
+  ct, cp = training.cells(m, TFIXUP), training.cells(m, POST)
+  failing = sorted(lr for lr in cp if fails(cp, lr))
+  where = [lr for lr in failing if trains(ct, lr)]
+  numbers = {"lrs T-Fixup trains where Post-LN fails": where, "Post-LN fails at": failing}
+  reason = (
+      f"without warmup, cells by class{training.reference_text(m)}: T-Fixup [{show(ct)}]; Post-LN + Xavier "
+      f"[{show(cp)}]; T-Fixup trains where Post-LN fails at η {lrs_text(where)}"
+  )
+  if not failing:
+    return base.INCONCLUSIVE, reason + "; Post-LN never fails: extend the lr grid upwards", numbers
+  deciding = where or (failing if all(ct.get(lr, ("", 0))[0] in FAILED for lr in failing) else [])
+  if not deciding:
+    return base.INCONCLUSIVE, reason + "; T-Fixup's cells there are mixed or undertrained: more seeds or steps", numbers
+  few = few_seeds([ct, cp], deciding)
+  if few:
+    return (
+        base.INCONCLUSIVE,
+        reason + f"; the deciding cells at η {lrs_text(few)} have fewer than {MIN_SEEDS} seeds: run more",
+        numbers,
+    )
+  if where:
+    return base.REPRODUCED, reason, numbers
+  return base.NOT_REPRODUCED, reason + "; T-Fixup fails wherever Post-LN does", numbers
 
 
 def verdict(m: dict) -> base.Verdict:
-  crashed = base.crashed_verdict(m)
-  if crashed:
-    return crashed
-  tf, post = m["variants"]["tfixup_nowarmup"], m["variants"]["postln_nowarmup"]
-  reason = f"final validation loss without warmup: T-Fixup {loss_text(tf)}, Post-LN {loss_text(post)}"
-  if fails(tf):
-    return base.Verdict(base.NOT_REPRODUCED, reason + "; T-Fixup itself failed to train")
-  if fails(post):
-    return base.Verdict(base.REPRODUCED, reason + "; Post-LN without warmup diverged, T-Fixup did not")
-  d = numbers(m["variants"])["gap"]
-  gap = f"Post-LN − T-Fixup = {d:+.3f} nats (δ = {DELTA})"
-  if d >= DELTA:
-    return base.Verdict(base.REPRODUCED, reason + f"; {gap}")
-  if d <= -DELTA:
-    return base.Verdict(base.NOT_REPRODUCED, reason + f"; {gap}: T-Fixup trained worse")
-  return base.Verdict(
-      base.INCONCLUSIVE,
-      reason + f"; {gap}: both trained within δ — Post-LN without warmup did not fail at this depth and length",
-  )
+  bad = training.unusable(m)
+  return bad or base.Verdict(*decide(m)[:2])
 
 
 def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
-  headline = "Claim 8 (Huang et al. 2020): T-Fixup (no LayerNorm) vs Post-LN, both without warmup (constant lr)"
-  post = m["variants"]["postln_nowarmup"]
-  y = None if fails(post) else post["mean_final_loss"]
-  lines = [
-      (None if y is None else y - DELTA, r"Post-LN $-\,\delta$: reproduced if T-Fixup ends below"),
-      (None if y is None else y + DELTA, r"Post-LN $+\,\delta$: not reproduced if T-Fixup ends above"),
-  ]
-  return [
-      training.plot_curves(m, VARIANTS, out_dir, "tfixup_curves.png", headline, settings),
-      training.plot_finals(m, VARIANTS, out_dir, "tfixup_final.png", headline, settings, lines),
-  ]
+  if not any(m["arms"].values()):
+    return []
+  headline = "Claim 8 (Huang et al. 2020): does T-Fixup (no LayerNorm) train where Post-LN fails, both without warmup?"
+  return [training.plot_loss_vs_lr(m, [("without warmup", ARMS)], out_dir, "tfixup.png", headline, settings)]
 
 
 def summary(m: dict) -> dict:
-  return {**training.summary(m, VARIANTS), "Post-LN − T-Fixup": m["gap"]}
+  return {} if training.unusable(m) else decide(m)[2]
 
 
 CLAIM = base.Claim(
     name="tfixup",
     number=8,
-    statement="T-Fixup: without LayerNorm and without warmup a deep model trains where Post-LN without warmup fails.",
-    source="Huang et al. 2020; docs/science.md §7",
-    paper_scale="6+6 to 200+200 layers, d = 512, IWSLT/WMT",
+    statement="Huang et al. 2020: T-Fixup, without LayerNorm and without warmup, trains where Post-LN without warmup "
+    "fails: at a learning rate where Post-LN + Xavier without warmup collapses or diverges, T-Fixup trains.",
+    source="Huang et al. 2020, abstract and §3; docs/science.md §7",
+    paper_scale="6+6 to 200+200 layers, d = 512, IWSLT14 / WMT, to convergence",
     thresholds=THRESHOLDS,
     measure=measure,
     verdict=verdict,

@@ -1,257 +1,200 @@
-"""What the training claims share (6 warmup, 8 tfixup, 9 bert_vs_xavier, 10 deep_no_warmup): their arms read from a
-finished sweep, each arm's summary over seeds, and the two figures every one of them draws.
+"""What claims 8 (tfixup), 9 (bert_vs_xavier) and 10 (deep_no_warmup) share: their runs read by arm and learning rate,
+each run by its outcome class, and the loss-vs-lr figure. Their configs are sets of the atlas's training cells
+(configs/claims/_atlas_cells.py), every arm without warmup; claim 6 (experiments/claims/warmup.py) defines how a cell
+is read and this module reads cells the same way.
+
+A run's *class* is the sweep record's `class` (analysis/outcomes.py: diverged, collapsed, undertrained, trained; it
+needs `train.eval_at_init`, the loss at init). A cell (arm, lr) has a class when all its seeds share it, else it is
+`mixed` (warmup.cell_class: a cell of collapsed and diverged seeds is mixed); it *fails* when its class is collapsed
+or diverged and *trains* when it is trained. A cell a rule decides on needs `MIN_SEEDS` = 3 seeds (the decisions sit
+at boundaries, issue 24).
 
 Contract:
-  Variant(label, params)       an arm: the swept values that select its cells in the claim's grid
-                               (configs/claims/<name>.py; key -> value, or -> a predicate on the value) and its name
-                               in words (legends, reasons).
-  measure_variants(results, variants) -> {"crashed": [...], "variants": {name: summarize(runs)}}; every run of the
-                               sweep belongs to exactly one arm and every arm has a run, else ValueError (the grid and
-                               the claim disagree: a bug, not a measurement).
-  summarize(runs)              one arm, from its runs' records and metrics.jsonl alone: per seed its outcome, final
-                               eval loss and BLEU (the sweep's `final`; finished seeds only), the step a diverged seed
-                               stopped at, its curves (train loss per logged step, eval loss and BLEU per evaluation);
-                               mean and sample std of the final loss and BLEU over the finished seeds; `failed_seeds`:
-                               the seeds that diverged (non-finite loss or gradient: the method failed to train, a
-                               measurement) or finished without a finite eval loss; `crashed_seeds` apart (no
-                               measurement: the claim is INCONCLUSIVE through base.crashed_verdict).
-  fails(arm), loss_text(arm)   the verdicts' reading of an arm (it fails when any seed failed) and its text.
-  plot_curves, plot_finals     the figures: loss curves against the step (mean over seeds, min–max band over seeds,
-                               a diverged run marked × where it stopped), and each arm's final eval loss and BLEU
-                               (mean ± std, every seed's point, diverged and crashed seeds named) with the verdict's
-                               threshold lines.
-DELTA = 0.1 nats is the smallest gap between two arms' mean final validation losses read as a difference.
+  measure_arms(results, arms) -> {"crashed", "unclassed", "missing", "reference", "arms": {label: {lr: [run]}}}
+      Runs are selected by their arm (the label of their grid product, `run.arm`) and their
+      `optim.learning_rate` (lr keys as `format(lr, 'g')`, ascending); a run: seed, outcome, cls (the record's
+      class), final_loss (the finite final validation loss, else None), loss0 (the step-0 validation loss, None
+      without one). `reference`: the unigram reference of the first run that wrote data_stats.json
+      ({"unigram_entropy": H, "source"}; None without one; for the reasons and the figure, the classes are the
+      records'). A run of an arm not in `arms`, or with a warmup, is a ValueError (the claim's grid and its module
+      disagree: a bug, not a measurement).
+  unusable(measured) -> Verdict | None   INCONCLUSIVE for a crashed run, an arm without runs, or a run without a
+      class (`train.eval_at_init` off); None when the cells can be read.
+  cells(measured, arm) -> {lr: (class or 'mixed', seeds)}; few_seeds(cells, lrs): the lrs where one of the cells has
+      fewer than MIN_SEEDS seeds; show(cells), lrs_text(lrs): the reasons' text.
+  plot_loss_vs_lr(measured, panels, ...) -> file name   each seed's final validation loss against the peak lr, one
+      panel per group of arms (a log lr axis, a log loss axis in nats), a marker per outcome class, a line through
+      each cell's mean where no seed diverged; a diverged run is a × on a dotted clip line at the top, never a loss;
+      one colour per arm (or per `names[arm]`) across panels, one legend under the panels; the unigram reference H
+      as a dashed line.
 """
 
-import dataclasses
-import textwrap
-from typing import Any, Callable, Optional, Union
+import math
+from collections.abc import Sequence
+from typing import Optional
 
 import numpy as np
 
+from analysis import outcomes
 from experiments import report
-from experiments.claims import base, figures
+from experiments.claims import base, figures, warmup
+from train import loop as train_loop
 
-DELTA = 0.1
-FAILED_COLOR = "red"
-
-
-@dataclasses.dataclass(frozen=True)
-class Variant:
-  """One arm of a claim: `params` select its cells (swept key -> value or predicate), `label` names it."""
-
-  label: str
-  params: dict[str, Union[Any, Callable[[Any], bool]]]
-
-  def matches(self, run_params: dict) -> bool:
-    return all(
-        (want(run_params.get(key)) if callable(want) else run_params.get(key) == want)
-        for key, want in self.params.items()
-    )
+MIN_SEEDS, FAILED, MIXED, cell_class = warmup.MIN_SEEDS, warmup.FAILED, warmup.MIXED, warmup.cell_class
+MARKERS = warmup.MARKERS  # outcome class -> marker (trained o, collapsed s, undertrained ^, diverged x)
+Cells = dict[float, tuple[str, int]]  # lr -> (the cell's class or 'mixed', its seeds)
 
 
-def _seed(run: base.Run) -> dict:
-  """One run of an arm: outcome, final numbers (finished runs), where a diverged run stopped, curves."""
-  train = [(m["step"], m["loss"]) for m in run.metrics("train") if report.finite(m.get("loss"))]
-  evals = [(m["step"], m["loss"], m.get("bleu")) for m in run.metrics("eval") if report.finite(m.get("loss"))]
-  finished = run.outcome == "finished"
-  loss, bleu = run.final.get("eval/loss"), run.final.get("eval/bleu")
-  stopped = None
-  if run.outcome == "diverged":  # status.json's step is the step whose loss or gradient was not finite
-    stopped = (run.record.get("status") or {}).get("step")
-    if stopped is None:  # no status step recorded: one past the last logged step
-      stopped = train[-1][0] + 1 if train else None
+def _run(run: base.Run) -> dict:
+  loss = run.final.get("eval/loss")
+  loss0 = next((m["loss"] for m in run.metrics("eval") if m["step"] == 0 and "loss" in m), None)
   return dict(
       seed=run.seed,
       outcome=run.outcome,
-      final_loss=float(loss) if finished and report.finite(loss) else None,
-      final_bleu=float(bleu) if finished and report.finite(bleu) else None,
-      stopped_step=stopped,
-      error=run.record.get("error"),
-      train=[list(p) for p in train],
-      eval=[[s, l, b if report.finite(b) else None] for s, l, b in evals],
+      cls=run.record.get("class"),
+      final_loss=float(loss) if report.finite(loss) else None,
+      loss0=float(loss0) if report.finite(loss0) else None,
   )
 
 
-def summarize(runs: list[base.Run]) -> dict:
-  """The summary of one arm over its seeds (module docstring)."""
-  seeds = [_seed(r) for r in sorted(runs, key=lambda r: r.seed)]
-  mean_loss, std_loss = base.mean_std(s["final_loss"] for s in seeds)
-  mean_bleu, std_bleu = base.mean_std(s["final_bleu"] for s in seeds)
-  return dict(
-      params=dict(runs[0].params) if runs else {},
-      seeds=seeds,
-      failed_seeds=[
-          s["seed"]
-          for s in seeds
-          if s["outcome"] == "diverged" or (s["outcome"] == "finished" and s["final_loss"] is None)
-      ],
-      diverged_steps={str(s["seed"]): s["stopped_step"] for s in seeds if s["outcome"] == "diverged"},
-      crashed_seeds=[s["seed"] for s in seeds if s["outcome"] == "crashed"],
-      mean_final_loss=mean_loss,
-      std_final_loss=std_loss,
-      mean_final_bleu=mean_bleu,
-      std_final_bleu=std_bleu,
-  )
-
-
-def measure_variants(results: base.Results, variants: dict[str, Variant]) -> dict:
-  """{"crashed": base.crashed(runs), "variants": {name: summarize(that arm's runs)}} (module docstring)."""
-  arms: dict[str, list[base.Run]] = {name: [] for name in variants}
+def reference(results: base.Results) -> Optional[dict]:
+  """The unigram reference H (`train.data.Data.target_unigram_entropy`) of the first run with a data_stats.json."""
   for run in results.runs:
-    names = [name for name, v in variants.items() if v.matches(run.params)]
-    if len(names) != 1:
-      raise ValueError(f"run {run.cell} seed {run.seed} matches the arms {names} of {list(variants)}, not one")
-    arms[names[0]].append(run)
-  empty = [name for name, runs in arms.items() if not runs]
-  if empty:
-    raise ValueError(f"no run of the sweep belongs to the arm(s) {empty}: the claim's grid lacks them")
-  return {"crashed": base.crashed(results.runs), "variants": {name: summarize(runs) for name, runs in arms.items()}}
+    stats = run.json(train_loop.DATA_STATS_FILE)
+    if stats is not None and stats.get("target_unigram_entropy") is not None:
+      return {"unigram_entropy": float(stats["target_unigram_entropy"]), "source": f"{run.cell}/seed_{run.seed}"}
+  return None
 
 
-def fails(arm: dict) -> bool:
-  """An arm fails when any seed failed (diverged, or no finite final loss) or none has a final loss."""
-  return bool(arm["failed_seeds"]) or arm["mean_final_loss"] is None
+def measure_arms(results: base.Results, arms: Sequence[str]) -> dict:
+  """The runs of `arms` by lr (module docstring)."""
+  by_arm: dict[str, dict[str, list[dict]]] = {a: {} for a in arms}
+  for run in results.runs:
+    if run.arm not in by_arm:
+      raise ValueError(
+          f"run {run.cell} seed {run.seed} belongs to the arm {run.arm!r}, not one of {list(arms)}: the claim's "
+          "grid and its module disagree"
+      )
+    if int(run.params.get("optim.warmup_steps", 0)):
+      raise ValueError(f"run {run.cell} seed {run.seed} has a warmup: these claims compare arms without one")
+    lr = format(float(run.params["optim.learning_rate"]), "g")
+    by_arm[run.arm].setdefault(lr, []).append(_run(run))
+  return {
+      "crashed": base.crashed(results.runs),
+      "unclassed": [
+          f"{r.arm} η {float(r.params['optim.learning_rate']):g} seed {r.seed}"
+          for r in results.runs
+          if r.outcome != "crashed" and r.record.get("class") is None
+      ],
+      "missing": [a for a, c in by_arm.items() if not c],
+      "reference": reference(results),
+      "arms": {
+          a: {lr: sorted(runs, key=lambda r: r["seed"]) for lr, runs in sorted(c.items(), key=lambda kv: float(kv[0]))}
+          for a, c in by_arm.items()
+      },
+  }
 
 
-def loss_text(arm: dict) -> str:
-  """'3.576 ± 0.005' (mean ± sample std over seeds), or 'failed (seed 0 diverged at step 12)'."""
-  if fails(arm):
-    why = [f"seed {s} diverged at step {step}" for s, step in arm["diverged_steps"].items()]
-    why += [f"seed {s} has no finite final loss" for s in arm["failed_seeds"] if str(s) not in arm["diverged_steps"]]
-    return "failed (" + ", ".join(why or ["no finished seed"]) + ")"
-  std = arm["std_final_loss"]
-  return f"{arm['mean_final_loss']:.3f}" + (f" ± {std:.3f}" if std is not None else " (1 seed)")
+def unusable(m: dict) -> Optional[base.Verdict]:
+  """INCONCLUSIVE when the runs cannot be read by class (module docstring), else None."""
+  bad = base.crashed_verdict(m)
+  if bad:
+    return bad
+  if m["missing"]:
+    return base.Verdict(base.INCONCLUSIVE, f"no run of the arm(s) {m['missing']}: the sweep's grid lacks them")
+  if m["unclassed"]:
+    return base.Verdict(
+        base.INCONCLUSIVE,
+        f"{len(m['unclassed'])} run(s) have no outcome class (train.eval_at_init was off: no loss at init to read "
+        f"them against; rerun them with it on): {', '.join(m['unclassed'][:4])}"
+        + (", ..." if len(m["unclassed"]) > 4 else ""),
+    )
+  return None
 
 
-def _band(curves: list[list], column: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-  """(steps, min, mean, max) over the seeds' curves, per step that any seed logged."""
-  per_step: dict[int, list[float]] = {}
-  for curve in curves:
-    for point in curve:
-      if point[column] is not None:
-        per_step.setdefault(point[0], []).append(point[column])
-  steps = np.asarray(sorted(per_step))
-  lo, mean, hi = (np.asarray([f(per_step[s]) for s in steps]) for f in (np.min, np.mean, np.max))
-  return steps, lo, mean, hi
+def cells(m: dict, arm: str) -> Cells:
+  """lr -> (the cell's class or 'mixed', its seeds) of one arm."""
+  return {float(lr): (cell_class([r["cls"] for r in runs]), len(runs)) for lr, runs in m["arms"][arm].items()}
 
 
-def _label(variant: Variant, arm: dict) -> str:
-  n = len(arm["seeds"])
-  bad = [f"{len(arm['diverged_steps'])}/{n} diverged"] if arm["diverged_steps"] else []
-  bad += [f"{len(arm['crashed_seeds'])}/{n} crashed"] if arm["crashed_seeds"] else []
-  return variant.label + (f" ({', '.join(bad)})" if bad else "")
+def trains(c: Cells, lr: float) -> bool:
+  return c.get(lr, ("", 0))[0] == outcomes.TRAINED
 
 
-def plot_curves(
-    measured: dict, variants: dict[str, Variant], out_dir: str, name: str, headline: str, settings: str
-) -> str:
-  """Train loss (left) and validation loss (right) against the step, per arm: the mean over seeds with the min–max
-  band; × where a diverged run stopped (at its last finite loss). A y axis that a diverging run would stretch is cut
-  at 1.5× the largest first loss (the cut is said on the axis)."""
-  fig, axes = figures.plt.subplots(1, 2, figsize=(12, 4.8))
-  arms = measured["variants"]
-  for column, ax in zip(("train", "eval"), axes):
-    first = []
-    for i, (key, variant) in enumerate(variants.items()):
-      arm, color = arms[key], f"C{i}"
-      curves = [s[column] for s in arm["seeds"] if s[column]]
-      if not curves:
-        continue
-      steps, lo, mean, hi = _band(curves)
-      first.append(mean[0])
-      marker = "o" if column == "eval" or len(steps) < 15 else None
-      ax.plot(steps, mean, marker=marker, ms=3, lw=1.4, color=color, label=_label(variant, arm))
-      if len(curves) > 1:
-        ax.fill_between(steps, lo, hi, color=color, alpha=0.2, lw=0)
-      for s in arm["seeds"]:
-        if s["outcome"] == "diverged" and s["train"] and column == "train":
-          ax.plot(s["stopped_step"], s["train"][-1][1], "x", color=color, ms=10, mew=2.5)
-          ax.annotate(
-              f"seed {s['seed']} diverged\nat step {s['stopped_step']}",
-              (s["stopped_step"], s["train"][-1][1]),
-              textcoords="offset points",
-              xytext=(-6, 6),
-              ha="right",
-              fontsize=7,
-              color=color,
-          )
-    ax.margins(x=0.06, y=0.15)  # room for the notes of diverged runs
-    top = 1.5 * max(first) if first else None
-    if top is not None and any(max(line.get_ydata(), default=0) > top for line in ax.lines):
-      ax.set_ylim(top=top)
-      ax.text(0.99, 0.99, f"y cut at {top:.3g}", transform=ax.transAxes, ha="right", va="top", fontsize=7)
-    ax.set_xlabel("training step")
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    if ax.lines:
-      ax.legend(fontsize=7, loc="best")
-    else:
-      ax.text(0.5, 0.5, "no run logged a finite loss here", transform=ax.transAxes, ha="center", color=FAILED_COLOR)
-  axes[0].set_ylabel("training loss (cross-entropy per token)")
-  axes[0].set_title("training loss: mean over seeds, band min–max; ×: a diverged run's last finite loss", fontsize=8)
-  axes[1].set_ylabel("validation loss (cross-entropy per token)")
-  axes[1].set_title("validation loss: mean over seeds, band min–max", fontsize=8)
-  figures.suptitle(fig, headline, settings)
-  return figures.save(fig, out_dir, name)
+def fails(c: Cells, lr: float) -> bool:
+  return c.get(lr, ("", 0))[0] in FAILED
 
 
-def _arm_points(ax, x: float, arm: dict, key: str, color: str, fmt: str) -> None:
-  """Mean ± std of `key` over the arm's finished seeds at x, every seed's value beside it; failed seeds named."""
-  values = [(s["seed"], s[key]) for s in arm["seeds"] if s[key] is not None]
-  if values:
-    v = np.asarray([y for _, y in values])
-    offsets = np.linspace(-0.12, 0.12, len(v)) if len(v) > 1 else np.zeros(1)
-    ax.plot(x + 0.18 + offsets, v, "o", color=color, ms=4, alpha=0.6, mfc="none")
-    mean, std = base.mean_std(v)
-    ax.errorbar([x], [mean], yerr=[std or 0.0], fmt="s", color=color, ms=7, capsize=5)
-    ax.annotate(format(mean, fmt), (x, mean), textcoords="offset points", xytext=(-8, 0), ha="right", fontsize=7)
-  notes = [f"seed {s}: diverged at step {step}" for s, step in arm["diverged_steps"].items()]
-  notes += [f"seed {s}: crashed" for s in arm["crashed_seeds"]]
-  if notes:
-    ax.plot([x], [0.93], "x", color=FAILED_COLOR, ms=11, mew=2.5, transform=ax.get_xaxis_transform())
-    ax.text(x, 0.86, "\n".join(notes), transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=6.5)
+def few_seeds(cs: Sequence[Cells], lrs) -> list[float]:
+  """The lrs among `lrs` where a cell of `cs` has fewer than MIN_SEEDS seeds (or none)."""
+  return sorted({lr for lr in lrs for c in cs if c.get(lr, ("", 0))[1] < MIN_SEEDS})
 
 
-def plot_finals(
-    measured: dict,
-    variants: dict[str, Variant],
+def show(c: Cells) -> str:
+  return ", ".join(f"{lr:g} {cls}" for lr, (cls, _) in sorted(c.items()))
+
+
+def lrs_text(lrs) -> str:
+  return "{" + ", ".join(format(lr, "g") for lr in sorted(lrs)) + "}" if lrs else "none"
+
+
+def reference_text(m: dict) -> str:
+  h = (m.get("reference") or {}).get("unigram_entropy")
+  return f" (unigram reference H = {h:.3f} nats)" if h is not None else ""
+
+
+def plot_loss_vs_lr(
+    m: dict,
+    panels: Sequence[tuple[str, Sequence[str]]],
     out_dir: str,
     name: str,
     headline: str,
     settings: str,
-    lines: Optional[list[tuple[float, str]]] = None,
+    names: Optional[dict[str, str]] = None,
 ) -> str:
-  """Each arm's final validation loss (left) and BLEU (right): mean ± sample std over the finished seeds (square),
-  every seed's value (circles), × and a note for a diverged or crashed seed; `lines` = [(loss or None, label)] are
-  the verdict's thresholds, drawn and labelled on the loss panel."""
-  fig, axes = figures.plt.subplots(1, 2, figsize=(12, 4.8))
-  arms = measured["variants"]
-  for ax, key, fmt in ((axes[0], "final_loss", ".3f"), (axes[1], "final_bleu", ".2f")):
-    for i, k in enumerate(variants):
-      _arm_points(ax, i, arms[k], key, f"C{i}", fmt)
-    ax.set_xticks(range(len(variants)), [textwrap.fill(v.label, 15) for v in variants.values()], fontsize=7)
-    ax.set_xlim(-0.6, len(variants) - 0.4)
-  for (y, label), style in zip(lines or [], ("--", ":", "-.")):
-    if y is not None:  # labelled on the line itself: a legend box would hide points or notes
-      axes[0].axhline(y, color="k", ls=style, lw=1)
-      axes[0].text(-0.55, y, label, fontsize=7, va="bottom", ha="left")
-  if all(fails(arm) for arm in arms.values()):
-    axes[0].text(0.5, 0.5, "no arm has a finite final loss", transform=axes[0].transAxes, ha="center")
-  lo, hi = axes[0].get_ylim()
-  axes[0].set_ylim(lo - 0.1 * (hi - lo), hi + 0.25 * (hi - lo))  # room for the legend and the failed seeds' notes
-  axes[0].set_ylabel("final validation loss (cross-entropy per token)")
-  axes[0].set_title("final validation loss: ■ mean ± std over finished seeds, ○ each seed", fontsize=8)
-  axes[1].set_ylabel("final BLEU (greedy decoding, sacreBLEU)")
-  axes[1].set_title("final BLEU: ■ mean ± std over finished seeds, ○ each seed", fontsize=8)
+  """The loss-vs-lr figure (module docstring): `panels` = [(title, [arm, ...])]; `names[arm]` the legend's name of an
+  arm (arms sharing a name share a colour: claim 10's method at two depths), default the arm itself."""
+  names = names or {}
+  key = lambda arm: names.get(arm, arm)
+  colors = {k: f"C{i}" for i, k in enumerate(dict.fromkeys(key(a) for _, arms in panels for a in arms))}
+  runs = [r for a in m["arms"].values() for rs in a.values() for r in rs]
+  finals = [r["final_loss"] for r in runs if r["final_loss"] is not None and r["cls"] != outcomes.DIVERGED]
+  top = 1.15 * max([r["loss0"] for r in runs if r["loss0"] is not None] or finals or [10.0])
+  h = (m.get("reference") or {}).get("unigram_entropy")
+  lrs = [float(lr) for a in m["arms"].values() for lr in a] or [1e-3]
+  fig, axes = figures.plt.subplots(
+      1, len(panels), figsize=(5.2 * len(panels) + 1, 4.6), squeeze=False, sharey=True, layout="constrained"
+  )
+  handles: dict[str, object] = {}  # legend label -> handle: the arms first (panel order), then the keys
+  for ax, (title, arms) in zip(axes[0], panels):
+    for i, arm in enumerate(arms):
+      shift = 10 ** (0.03 * (i - (len(arms) - 1) / 2))  # the arms side by side at each lr, not on top of each other
+      color, xs, means = colors[key(arm)], [], []
+      for lr, cell in m["arms"].get(arm, {}).items():
+        x = float(lr) * shift
+        for r in cell:
+          bad = r["cls"] == outcomes.DIVERGED or r["final_loss"] is None
+          y = top if bad else min(r["final_loss"], top)
+          ax.plot(x, y, MARKERS.get(r["cls"], "."), color=color, ms=6, alpha=0.75, mfc="none")
+        ok = [r["final_loss"] for r in cell if r["cls"] != outcomes.DIVERGED and r["final_loss"] is not None]
+        xs.append(x)
+        means.append(float(np.mean(ok)) if ok and len(ok) == len(cell) else math.nan)
+      (line,) = ax.plot(xs, means, "-", color=color, lw=1.4, label=key(arm))
+      handles.setdefault(key(arm), line)
+    ax.axhline(top, color="grey", ls=":", lw=0.8)  # the clip: a diverged run's × sits on it
+    if h is not None:
+      text = f"unigram reference H = {h:.3f} nats (collapsed: within 0.1)"
+      handles[text] = ax.axhline(h, color="grey", ls="--", lw=0.9, label=text)
+    ax.set_xscale("log")
+    ax.set_xlim(min(lrs) / 1.6, max(lrs) * 1.6)
+    report.plain_log_ticks(ax.xaxis, min(lrs) / 1.6, max(lrs) * 1.6)
+    report.log_loss_axis(ax, finals + ([h] if h is not None else []), top * 1.08)  # room above the clip's markers
+    ax.set(xlabel="peak lr (constant, no warmup)", title=title)
+  axes[0][0].set_ylabel("final validation loss (nats)")
+  (handles["line: a cell's mean over seeds (none diverged)"],) = axes[0][0].plot([], [], "-", color="grey")
+  for cls, marker in MARKERS.items():
+    text = f"{cls} (drawn at the clip, {top:.3g}: not a loss)" if cls == outcomes.DIVERGED else cls
+    (handles[text],) = axes[0][0].plot([], [], marker, color="grey", mfc="none")
+  report.figure_legend(fig, list(handles.values()), list(handles), max_cols=4, fontsize=8)
   figures.suptitle(fig, headline, settings)
   return figures.save(fig, out_dir, name)
-
-
-def summary(measured: dict, variants: dict[str, Variant]) -> dict:
-  """Headline numbers: each arm's mean final validation loss and BLEU (None where it failed)."""
-  out = {}
-  for key, v in variants.items():
-    arm = measured["variants"][key]
-    out[f"{v.label}: val loss"] = None if fails(arm) else arm["mean_final_loss"]
-    out[f"{v.label}: BLEU"] = None if fails(arm) else arm["mean_final_bleu"]
-  return out
