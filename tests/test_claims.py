@@ -412,3 +412,10 @@ def test_identity_path_steps_chain_each_seed():
 def test_a_crashed_run_is_inconclusive_for_every_claim(claim):
   v = claim.verdict({"crashed": ["cell seed 1: RuntimeError: boom"]})
   assert v.verdict == claims.INCONCLUSIVE and "cell seed 1: RuntimeError: boom" in v.reason
+
+
+def test_a_claims_time_is_its_runs_not_the_invocation_that_decided_it():
+  from experiments.claims import run as run_lib  # pylint: disable=g-import-not-at-top
+
+  assert run_lib.run_seconds([{"wall_time_s": 1.5}, {"wall_time_s": None}, {"wall_time_s": 2.0}]) == 3.5
+  assert math.isnan(run_lib.run_seconds([{"wall_time_s": None}])) and math.isnan(run_lib.run_seconds([]))

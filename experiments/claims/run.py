@@ -5,13 +5,13 @@ group), runs its sweep in `workdir` (finished runs skipped, diverged and crashed
 `measure(results)`, `verdict(measured)`, `figure(...)` into `workdir`, and writes `<workdir>/claim.json`: the
 claim's identity (number, statement, source, paper scale), `scale` and `settings` (the sizes actually run, in words),
 `data` (which data: name, languages, folder), `thresholds`, `summary`, `measured`, `verdict`, `reason`, `figures`,
-`runs` (outcome counts), `provenance` and the time. `decide` alone re-decides a finished sweep without training.
+`runs` (outcome counts), `provenance`, `seconds` (the runs' summed wall times, `run_seconds`) and the time.
+`decide` alone re-decides a finished sweep without training.
 """
 
 import datetime
 import json
 import os
-import time
 from typing import Any, Callable
 
 import jax
@@ -84,12 +84,19 @@ def decide(config: Any, workdir: str, records: list[dict], seconds: float = floa
   return result
 
 
+def run_seconds(records: list[dict]) -> float:
+  """The claim's compute: the sum of its runs' wall times (each recorded by the invocation that ended the run), so a
+  claim re-decided over finished runs states what they took, not the seconds of its skipping them; NaN if none is
+  recorded."""
+  times = [r["wall_time_s"] for r in records if r.get("wall_time_s") is not None]
+  return float(sum(times)) if times else float("nan")
+
+
 def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging.info) -> dict:
   """Runs (or resumes) the claim's sweep in `workdir`, then `decide`s; returns the claim.json dict."""
   cc = ClaimConfig.from_config(config.claim)
   get_claim(cc.name)  # an unknown claim fails before any compute
-  start = time.monotonic()
   records = sweep_lib.run_sweep(config, workdir, emit=emit)
-  result = decide(config, workdir, records, time.monotonic() - start)
+  result = decide(config, workdir, records, run_seconds(records))
   emit(f"Claim {result['number']} ({result['claim']}, scale {cc.scale}): {result['verdict']}. {result['reason']}")
   return result
