@@ -11,6 +11,8 @@ import train.config
 from configs import atlas as atlas_config
 from experiments import grid as grid_lib
 from experiments import sweep as sweep_lib
+from experiments.atlas import axes as axes_lib
+from experiments.atlas import axis_measures
 from experiments.atlas import cells as cells_lib
 from experiments.atlas import collect as collect_lib
 from experiments.atlas import measures as M
@@ -87,10 +89,10 @@ def test_decide_verdicts():
   exact = M.decide({m: measured[m].value * 1.5 for m in methods}, measured, gain)
   assert exact["fraction_within"] == 1.0 and exact["rho_lr"] == pytest.approx(1.0)
   assert exact["rho_gain"] == pytest.approx(-1.0)
-  assert exact["verdicts"] == {"accurate": "held", "ranks": "held", "warmup": "held"}
+  assert exact["verdicts"] == {"accurate": "reproduced", "ranks": "reproduced", "warmup": "reproduced"}
   assert exact["factors"]["a"] == pytest.approx(1.5)
   wrong = M.decide({m: 1e-3 * (i + 1) for i, m in enumerate(methods)}, measured, gain)  # reversed order, off scale
-  assert wrong["verdicts"] == {"accurate": "failed", "ranks": "failed", "warmup": "failed"}
+  assert wrong["verdicts"] == {"accurate": "not reproduced", "ranks": "not reproduced", "warmup": "not reproduced"}
   few = M.decide({m: measured[m].value for m in "abcd"}, measured, gain)
   assert set(few["verdicts"].values()) == {"inconclusive"}
 
@@ -134,63 +136,106 @@ def test_unnamed_method_is_a_config_error():
     cells_lib.training_cells(config)
 
 
+def _smallest(config):
+  """The tiny atlas on its smallest grid that still exercises every rule: 2 lrs in the training grid, µP alone in the
+  width part (its slope needs 2 widths), Post-LN alone in the depth part (2 depths)."""
+  config.sweep.grid = config.sweep.grid.replace("optim.learning_rate=0.001,0.01,0.1", "optim.learning_rate=0.001,0.1")
+  only = lambda grid, arm: " | ".join(p for p in grid.split(" | ") if p.strip().startswith(arm + ":"))
+  config.atlas.width.grid = only(config.atlas.width.grid, "mup")
+  config.atlas.depth.grid = only(config.atlas.depth.grid, "Post-LN + Xavier")
+  return config
+
+
 def test_atlas_tiny_end_to_end(tmp_path, atlas_writes, monkeypatch):
-  """The init, train and length parts (the axis parts: tests/test_atlas_axes.py's end-to-end test)."""
-  sweep_reports = []  # the sweep layer's results.md + figures: once per part (its full-grid pass), not per cell
+  """Every part of the atlas (init, train, length, trace, width, depth, transfer) on its smallest grid, through the
+  driver: the report rewritten after every run, each part's records (every swept key, the arm's label), sections,
+  figures and numbers; a rerun redraws nothing; a run whose record is gone is reported missing by its cell."""
+  sweep_reports = []  # the sweep layer's results.md + figures: once per part (its full-grid pass), not per run
   write_report = sweep_lib.report.write_report
   monkeypatch.setattr(
       sweep_lib.report,
       "write_report",
       lambda records, workdir, **kw: sweep_reports.append(workdir) or write_report(records, workdir, **kw),
   )
-  config = atlas_config.get_config("tiny")
+  config = _smallest(atlas_config.get_config("tiny"))
   workdir, out = str(tmp_path / "atlas"), str(tmp_path / "reports")
   partial = report_lib.write(config, workdir, out)  # nothing run yet: every cell missing, no crash
   assert partial["best_loss"] is None
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
-    assert "PARTIAL: 0 of 12 runs" in f.read()
+    assert "PARTIAL: 0 of 8 runs" in f.read()
   lines, writes = atlas_writes
   writes.clear()  # the partial report above was counted too
-  m = run_lib.run_atlas(config, workdir, out, parts=("init", "train", "length"), emit=lines.append)
-  # the report is rewritten after every at-init run (one per method) and every training run: results land as they
-  # come, also during the at-init sweep; each progress line names the run's method by its label
-  assert [line.split(" | ")[0] for line in lines if line.startswith("cell ")][:2] == [
-      "cell 1/2, seed 0: Post-LN + Xavier",
-      "cell 2/2, seed 0: Pre-LN",
+  m = run_lib.run_atlas(config, workdir, out, emit=lines.append)
+  counts = {"init": 2, "train": 8, "length": 2, "trace": 3, "width": 2, "depth": 2, "transfer": 4}
+  # the report is rewritten after every run (at init too): results land as they come; each progress line names the
+  # run's arm by its label
+  assert writes == list(range(1, sum(counts.values()) + 1)), writes
+  started = [line.split(" | ")[0] for line in lines if line.startswith("cell ")]
+  assert started[:2] == ["cell 1/2, seed 0: Post-LN + Xavier", "cell 2/2, seed 0: Pre-LN"]
+  assert started[12:15] == [
+      "cell 1/3, seed 0: Post-LN + Xavier (warmup 0)",
+      "cell 2/3, seed 0: Post-LN + Xavier (warmup 2)",
+      "cell 3/3, seed 0: Pre-LN (warmup 0)",
   ]
-  assert writes == list(range(1, 17)), writes  # 2 at-init + 12 training + 2 length runs, each then its report
-  with open(os.path.join(workdir, "init", "results.jsonl"), encoding="utf-8") as f:
-    assert [json.loads(line)["arm"] for line in f] == ["Post-LN + Xavier", "Pre-LN"]
+  assert sweep_reports == [os.path.join(workdir, p) for p in axes_lib.PARTS]  # once per part
+  assert os.path.exists(os.path.join(workdir, "train", "final_metric.png"))
+  for part, n in counts.items():
+    with open(os.path.join(workdir, part, "results.jsonl"), encoding="utf-8") as f:
+      records = [json.loads(line) for line in f]
+    cfg = run_lib.plan(config, part)
+    swept = {k for k, _ in grid_lib.parse_grid(cfg.sweep.grid, cfg)}
+    assert len(records) == n and all(set(r["params"]) == swept for r in records), part
+    assert [r["arm"] for r in records] == [c.arm for c in grid_lib.cells(cfg)] and all(r["arm"] for r in records)
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
     text = f.read()
   assert "Status: **complete**" in text and "Missing cells\n\nnone" in text
   assert "Training-length probe (experiments/atlas/length.py;" in text and "6 of 6 steps evaluated" in text
-  assert "## Claims decided from the atlas" in text and "| 6 | warmup | **" in text
-  for name in ("loss_vs_lr.png", "predicted_vs_measured.png", "warmup_gain.png", "length_probe.png", "atlas.json"):
-    assert os.path.getsize(os.path.join(out, "atlas", name)) > 0, name
+  names = ("loss_vs_lr", "predicted_vs_measured", "warmup_gain", "length_probe", "trace", "width", "depth", "transfer")
+  for name in names:
+    assert os.path.getsize(os.path.join(out, "atlas", f"{name}.png")) > 0, name
+  # the training grid and the step-0 curvature
   assert set(m["methods"]) == {"Post-LN + Xavier", "Pre-LN"}
   for row in m["methods"].values():
     assert 0 < row["loss0"] < 3 * math.log(config.data.vocab_size)  # the step-1 loss of the init
     assert row["lambda_max"] > 0 and row["lambda_max"] >= row["lambda_min"]
     assert row["predicted"]["gd"] == pytest.approx(2 / row["lambda_max"], rel=1e-6)
     assert row["predicted"]["adam"] == pytest.approx(38 / row["preconditioned_lambda_max"], rel=1e-6)
-    assert len(row["runs"][0]["lrs"]) == 3 and row["runs"][0]["sensitivity"] >= 0
-  with open(os.path.join(workdir, "train", "results.jsonl"), encoding="utf-8") as f:
-    assert len([json.loads(line) for line in f]) == 12  # the final full-grid pass wrote every record
-  assert sweep_reports == [os.path.join(workdir, p) for p in ("init", "train", "length")]  # once per part
-  assert os.path.exists(os.path.join(workdir, "train", "final_metric.png"))
+    assert row["runs"][0]["lrs"] == [1e-3, 1e-1] and row["runs"][0]["sensitivity"] >= 0
+  # the axis parts
+  for part in axes_lib.AXIS_PARTS:
+    assert m["axes"][part]["done"] == counts[part] and not m["axes"][part]["missing"], part
+    assert f"## {report_lib.axis_report.TITLES[part]}\n\nStatus: **complete** ({counts[part]} runs)" in text
+    assert f"![{part}.png](atlas/{part}.png)" in text
+  axes = m["axes"]
+  (width,) = axes["width"]["rows"].values()
+  assert len(width["lambda_max"]) == 2 and all(v > 0 for v in width["lambda_max"] + width["p_lambda"])
+  assert width["slope"] == pytest.approx(np.log(width["lambda_max"][1] / width["lambda_max"][0]) / np.log(2))
+  (depth,) = axes["depth"]["rows"].values()
+  assert all(v > 0 for v in depth["lambda_max"] + depth["grad_decoder"] + depth["grad_encoder"])
+  assert set(axes["depth"]["verdicts"]) == {"Post-LN + Xavier"}  # two depths: decided (inconclusive or not)
+  (transfer,) = axes["transfer"]["rows"].values()
+  assert [w["width"] for w in transfer["widths"]] == [16.0, 32.0] and transfer["lrs"] == [1e-2, 1e-1]
+  assert all(v > 0 for w in transfer["widths"] for v in w["losses"] if v is not None)
+  assert axes["transfer"]["verdicts"]["mup_transfer"] == transfer["verdict"]
+  runs = [r for rs in axes["trace"]["rows"].values() for r in rs]
+  assert [r["window"] for r in runs] == [axis_measures.EARLY_STEPS, 2, axis_measures.EARLY_STEPS]
+  assert all(r["max_gd"] > 0 and r["max_adam"] > 0 and r["curves"]["steps"] == [2, 4, 6] for r in runs)
   # nothing changed: the report is rewritten, its figures are not redrawn
   pngs = sorted(os.path.join(out, "atlas", f) for f in os.listdir(os.path.join(out, "atlas")) if f.endswith(".png"))
   written = [os.stat(p).st_mtime_ns for p in pngs]
   report_lib.write(config, workdir, out)
-  assert [os.stat(p).st_mtime_ns for p in pngs] == written and len(pngs) == 4
-  # a removed run is reported missing, by its cell
+  assert [os.stat(p).st_mtime_ns for p in pngs] == written and len(pngs) == len(names)
+  # a run whose record is gone is reported missing, by its cell (atlas.json keeps the directory name)
   victim = grid_lib.cells(config)[0].name
   drop_record(os.path.join(workdir, "train"), victim, 0)
-  report_lib.write(config, workdir, out)
+  wide = axes_lib.part_cells(config, "width")[0]
+  drop_record(os.path.join(workdir, "width"), wide.cell.name, 0)
+  m = report_lib.write(config, workdir, out)
   with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
     text = f.read()
-  assert "PARTIAL: 11 of 12 runs" in text and f"* `{victim}`" in text
+  assert "PARTIAL: 7 of 8 runs" in text and f"* `{victim}`" in text
+  assert f"**PARTIAL: 1 of 2 runs**; 1 cell(s) missing: {wide.arm}, d={wide.x:g}." in text
+  assert m["axes"]["width"]["missing"] == [wide.cell.name]
 
 
 def test_skipinit_at_alpha_0_is_rezero_bit_for_bit(tmp_path):

@@ -342,7 +342,7 @@ def test_width_and_depth_one_colour_per_arm(kept, tmp_path):
           )
           for arm, s in (("standard", 1.0), ("ntk", 0.3), ("mup", 2.0))
       },
-      verdicts=dict(mup_flat="failed"),
+      verdicts=dict(mup_flat="not reproduced"),
   )
   axis_figures.width(width, str(tmp_path), LONG_SETTINGS)
   depth = dict(
@@ -358,7 +358,7 @@ def test_width_and_depth_one_colour_per_arm(kept, tmp_path):
           )
           for arm, s in (("Post-LN + Xavier", 1.0), ("Pre-LN", 0.3))
       },
-      verdicts={"Post-LN + Xavier": dict(grad="held", **{"lambda": "failed"})},
+      verdicts={"Post-LN + Xavier": dict(grad="reproduced", **{"lambda": "not reproduced"})},
   )
   axis_figures.depth(depth, str(tmp_path), LONG_SETTINGS)
   for fig, arms in zip(kept, (width["rows"], depth["rows"])):
@@ -378,7 +378,7 @@ def test_transfer_log_loss_axis_and_diverged_clipped(kept, tmp_path):
               dict(width=128.0, losses=[4.8, 3.9, None], diverged=[False, False, True], optimal_lr=1e-2, censored=""),
           ],
           shift=[0.0, 0.0],
-          verdict="held",
+          verdict="reproduced",
       )
       for arm in ("standard", "mup")
   }

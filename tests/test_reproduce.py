@@ -45,9 +45,39 @@ def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
   again = subprocess.run([*cmd, "--report_only"], cwd=REPO, capture_output=True, text=True, timeout=120)
   assert again.returncode == 0 and (out / "REPRODUCTION.md").read_text() == text
   assert "cell " not in again.stdout
-  # Claims decided from an atlas.json: tests/test_reports_agree.py (decide_from_atlas).
   # A '|' in a headline number's name is escaped, so the table keeps its columns.
   row = report.readme_table([{"claim": "x", "number": 1, "verdict": "reproduced", "summary": {"max|c−1|": 0.5}}])
   assert row.splitlines()[-1].count(" | ") == 4 and "max\\|c−1\\|" in row
   with pytest.raises(ValueError, match="has no <!-- claims:begin -->"):
     report.update_readme(str(tmp_path / "runs" / "truncated_normal" / "results.md"), [])
+
+
+def test_claims_on_the_atlas_cells_read_the_atlas_runs(tmp_path, monkeypatch):
+  """--atlas_runs: claims 8, 9, 10 (ON_ATLAS_CELLS, built on configs/claims/_atlas_cells.py) get the atlas's train/
+  as their sweep.cells_dir; the other claims train in their own workdir."""
+  import importlib  # pylint: disable=g-import-not-at-top
+
+  from experiments.claims import reproduce  # pylint: disable=g-import-not-at-top
+  from experiments.claims.registry import CLAIM_NAMES  # pylint: disable=g-import-not-at-top
+
+  on_cells = {n for n in CLAIM_NAMES if hasattr(importlib.import_module(f"configs.claims.{n}"), "atlas_claim_config")}
+  assert set(reproduce.ON_ATLAS_CELLS) == on_cells == {"tfixup", "bert_vs_xavier", "deep_no_warmup"}
+  commands = []
+
+  class Done:
+
+    def __init__(self, cmd, **kw):
+      commands.append(cmd)
+      self.stdout = iter(())
+
+    def wait(self):
+      return 0
+
+    def kill(self):
+      raise AssertionError("the fake process ended at once")
+
+  monkeypatch.setattr(reproduce.subprocess, "Popen", Done)
+  reproduce.run_one("tfixup", "cpu", "", str(tmp_path), 10, cells_dir=str(tmp_path / "atlas" / "train"))
+  reproduce.run_one("warmup", "cpu", "", str(tmp_path), 10)
+  assert commands[0][-1] == f"--config.sweep.cells_dir={tmp_path / 'atlas' / 'train'}"
+  assert not any("cells_dir" in arg for arg in commands[1])

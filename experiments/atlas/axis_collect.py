@@ -133,7 +133,7 @@ def _width(c: dict) -> dict:
     )
   mup = rows.get("mup")
   complete = mup is not None and None not in mup["lambda_max"]
-  decided = A.decide_flat(mup["lambda_max"], mup["lambda_max_bound"]) if complete else "inconclusive"
+  decided = A.decide_flat(mup["lambda_max"], mup["lambda_max_bound"]) if complete else base.INCONCLUSIVE
   return dict(rows=rows, verdicts={"mup_flat": decided})
 
 
@@ -150,7 +150,7 @@ def _depth(c: dict) -> dict:
       grad = A.decide_slope(c["xs"], row["grad_decoder"], A.GRAD_SLOPES[arm], A.GRAD_TOL) if complete else None
       lam = A.LAMBDA_SLOPES[arm]
       lam = A.decide_slope(c["xs"], row["lambda_max"], lam, A.LAMBDA_TOL, row["lambda_max_bound"]) if complete else None
-      verdicts[arm] = dict(grad=grad or "inconclusive", **{"lambda": lam or "inconclusive"})
+      verdicts[arm] = dict(grad=grad or base.INCONCLUSIVE, **{"lambda": lam or base.INCONCLUSIVE})
     rows[arm] = row
   return dict(rows=rows, verdicts=verdicts)
 
@@ -191,7 +191,7 @@ def _transfer(c: dict) -> dict:
         shift_factor=None if shift is None else c["lrs"][large[0]] / c["lrs"][small[0]],
         verdict=A.decide_transfer(shift),
     )
-  return dict(rows=rows, verdicts={"mup_transfer": rows["mup"]["verdict"] if "mup" in rows else "inconclusive"})
+  return dict(rows=rows, verdicts={"mup_transfer": rows["mup"]["verdict"] if "mup" in rows else base.INCONCLUSIVE})
 
 
 def _trace_runs(c: dict, beta1: float) -> dict:

@@ -28,20 +28,22 @@ transfer (final validation loss after a short run against the peak lr η, per pa
     larger lr for the larger width) is an interval: exact between interior optima, open towards a censored side.
   T1 'mup_transfer': under µP the optimal lr moves by at most `MAX_SHIFT` = 1 grid step (a factor √10 at cpu) from
      the smallest to the largest width (Yang et al. 2022, "Tensor Programs V", Fig. 1: SP's optimum shifts with
-     width, µP's does not): held if every shift the interval allows is ≤ 1 step, failed if every one is > 1, else
+     width, µP's does not): reproduced if every shift the interval allows is ≤ 1 step, not reproduced if every one is > 1, else
      inconclusive. SP's and NTK's shifts are reported.
 trace (η(t)·λ_max(t) through warmup, `train.curvature_every`; descriptive, no prediction):
   * per run, the largest η(t)·λ_max(H)(t)/2 over the records with t ≤ T_w, or t ≤ `EARLY_STEPS` = 20 for a run
     without warmup (plain gradient descent's edge of stability ηλ = 2, Cohen et al. 2021, §2), and the largest
     η(t)·λ_max(P⁻¹H)(t)/((2 + 2β₁)/(1 − β₁)) (Adam's, 38 at β₁ = 0.9, Cohen et al. 2022; analysis/stability.py),
     where the records hold it; > 1 means past the threshold. Whether the run diverged is its sweep outcome.
-Every verdict is 'held', 'failed' or 'inconclusive'.
+Every verdict is the claims' (experiments/claims/base.py): 'reproduced', 'not reproduced' or 'inconclusive'.
 """
 
 import math
 from typing import Optional, Sequence
 
 import numpy as np
+
+from experiments.claims import base
 
 MIN_POINTS = 3  # distinct x a fitted exponent or a flatness ratio needs for a verdict
 BOUND_TOL = 0.1  # a Lanczos residual bound above this fraction of λ_max: not converged
@@ -65,7 +67,7 @@ def _finite(x) -> bool:
 
 
 def verdict(ok: Optional[bool]) -> str:
-  return "inconclusive" if ok is None else "held" if ok else "failed"
+  return base.INCONCLUSIVE if ok is None else base.REPRODUCED if ok else base.NOT_REPRODUCED
 
 
 def _positive(xs: Sequence, ys: Sequence) -> tuple[list[float], list[float]]:
@@ -102,7 +104,7 @@ def decide_flat(values: Sequence, bounds: Sequence) -> str:
   """W1 on µP's λ_max per width (module docstring)."""
   ratio = flatness(values)
   if ratio is None or len(values) < MIN_POINTS or not converged(values, bounds):
-    return "inconclusive"
+    return base.INCONCLUSIVE
   return verdict(ratio <= FLAT_RATIO)
 
 
@@ -112,9 +114,9 @@ def decide_slope(
   """Whether the fitted exponent is `expected` ± `tol` (inconclusive: no prediction, too few points, unconverged)."""
   slope = loglog_slope(xs, ys)
   if expected is None or slope is None or n_points(xs, ys) < MIN_POINTS:
-    return "inconclusive"
+    return base.INCONCLUSIVE
   if bounds is not None and not converged(ys, bounds):
-    return "inconclusive"
+    return base.INCONCLUSIVE
   return verdict(abs(slope - expected) <= tol)
 
 
@@ -149,15 +151,15 @@ def lr_shift(small: Optional[tuple[int, str]], large: Optional[tuple[int, str]])
 
 
 def decide_transfer(shift: Optional[tuple[float, float]]) -> str:
-  """T1: held if every |shift| the interval allows is ≤ MAX_SHIFT, failed if every one is above it."""
+  """T1: reproduced if every |shift| the interval allows is ≤ MAX_SHIFT, not reproduced if every one is above it."""
   if shift is None:
-    return "inconclusive"
+    return base.INCONCLUSIVE
   lo, hi = shift
   if -MAX_SHIFT <= lo and hi <= MAX_SHIFT:
-    return "held"
+    return base.REPRODUCED
   if lo > MAX_SHIFT or hi < -MAX_SHIFT:
-    return "failed"
-  return "inconclusive"
+    return base.NOT_REPRODUCED
+  return base.INCONCLUSIVE
 
 
 def max_ratio(steps: Sequence[int], values: Sequence, threshold: float, window: int) -> Optional[float]:

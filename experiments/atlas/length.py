@@ -38,8 +38,8 @@ def probe_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict
   warmup = max(int(v) for v in _warmups(config))
   out = cells_lib.base_config(config)  # without the axis parts' group, which no run reads
   out.sweep.grid = (
-      f"model.norm_position=post;init.scheme=xavier;optim.warmup_steps={warmup} | "
-      "model.norm_position=pre;init.scheme=xavier;optim.warmup_steps=0"
+      f"Post-LN + Xavier (warmup {warmup}): model.norm_position=post;init.scheme=xavier;optim.warmup_steps={warmup} | "
+      "Pre-LN (warmup 0): model.norm_position=pre;init.scheme=xavier;optim.warmup_steps=0"
   )
   out.sweep.seeds = 1
   out.sweep.analysis_at_init = False

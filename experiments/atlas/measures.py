@@ -35,7 +35,8 @@ Predictions and verdicts (`PREDICTIONS`; thresholds here, before the runs):
      0.564, the one-sided 5% critical value for n = 10 methods (Zar 1972, Table 1); fewer methods: inconclusive.
   P3 'warmup': methods whose step-0 lr bound is smaller gain more from warmup: Spearman's ρ between the predictor
      and the warmup gain (nats) ≤ −`RHO_CRIT`.
-Each is decided per predictor ('gd', 'adam', 'update', 'block'); held / failed / inconclusive (fewer than
+Each is decided per predictor ('gd', 'adam', 'update', 'block'); reproduced / not reproduced / inconclusive (the
+claims' vocabulary, experiments/claims/base.py; inconclusive: fewer than
 `MIN_METHODS` methods with both numbers), and every outcome is reported.
 """
 
@@ -44,6 +45,8 @@ import math
 from typing import Optional, Sequence
 
 import numpy as np
+
+from experiments.claims import base
 
 LOSS_MARGIN = 1.0  # nats above the atlas's best final validation loss that make a run a failure
 WITHIN = 2.0  # a predicted lr "within 2×" of the measured
@@ -194,7 +197,7 @@ def decide(
     gain: method -> warmup gain (nats).
 
   Returns:
-    {factors, within_2x, fraction_within, rho_lr, rho_gain, n_lr, n_gain, verdicts: {prediction: held|failed|
+    {factors, within_2x, fraction_within, rho_lr, rho_gain, n_lr, n_gain, verdicts: {prediction: reproduced|not reproduced|
     inconclusive}}.
   """
   both = [m for m in predicted if _finite(predicted[m]) and measured.get(m) is not None]
@@ -207,8 +210,8 @@ def decide(
 
   def verdict(ok: Optional[bool], n: int) -> str:
     if n < MIN_METHODS or ok is None:
-      return "inconclusive"
-    return "held" if ok else "failed"
+      return base.INCONCLUSIVE
+    return base.REPRODUCED if ok else base.NOT_REPRODUCED
 
   return dict(
       factors=factors,

@@ -19,7 +19,6 @@ from experiments import provenance as provenance_lib
 from experiments import report as sweep_report
 from experiments.atlas import axis_report, figures
 from experiments.atlas import cells as cells_lib
-from experiments.atlas import claims as claims_lib
 from experiments.atlas import collect as collect_lib
 from experiments.atlas import length as length_lib
 from experiments.atlas import measures as M
@@ -128,7 +127,6 @@ def write(config: ml_collections.ConfigDict, workdir: str, out: str, *, command:
   fig_dir = os.path.join(out, "atlas")
   settings = _settings(config)
   paths = figures.draw(m, fig_dir, settings) if collected["points"] else []
-  decisions = claims_lib.decide(m, config.sweep.seeds, collected["reference"])
   probe = length_lib.measure(config, workdir)
   if probe is not None:
     paths.append(length_lib.figure(probe, _mkdir(fig_dir)))
@@ -139,7 +137,6 @@ def write(config: ml_collections.ConfigDict, workdir: str, out: str, *, command:
   with open(os.path.join(fig_dir, "atlas.json"), "w", encoding="utf-8") as f:
     record = dict(
         measured=m,
-        claims=decisions,
         reference=collected["reference"],
         length=probe,
         missing=collected["missing"],
@@ -173,9 +170,11 @@ Status: **{status}**. Scale `{scale}`: {settings}; warmup steps
 
 Training-length check: {_check_length(m)} {length_lib.markdown(probe, config.train.num_steps)}
 
-## Claims decided from the atlas
+## Claims on the atlas's cells
 
-{claims_lib.markdown(decisions)}
+Claims 8, 9 and 10 of reports/REPRODUCTION.md are studies over this grid's cells (configs/claims/_atlas_cells.py:
+`--config.sweep.cells_dir=<workdir>/train` reads and completes these runs); their verdicts are in their records,
+reports/reproduction/<claim>/claim.json, not here.
 
 ## Per method
 

@@ -9,10 +9,10 @@ Contract:
       with the error.
   readme_table(results)   the Markdown table the README shows between `<!-- claims:begin -->` and `<!-- claims:end -->`
   update_readme(readme_path, results)   rewrites that block in place (ValueError if the markers are missing).
-One record per claim: `reports/reproduction/<claim>/claim.json` (for claims 6, 8, 9 and 10 built from the atlas's
-runs by experiments/claims/reproduce.py: their settings, run counts and figure are the atlas's). The report, the
-README's table and ATLAS.md's claims section are all written from those records, so they state the same verdicts
-and numbers (tests/test_reports_agree.py regenerates them from the records and compares).
+One record per claim: `reports/reproduction/<claim>/claim.json`, written by the claim's own study (a record built
+from the atlas's runs by an earlier reproduce.py, with `decided_from`/`decided_by`/`caveat`, is rendered as such
+until its claim is rerun). The report and the README's table are written from those records, so they state the
+same verdicts and numbers (tests/test_reports_agree.py regenerates them from the records and compares).
 """
 
 import os

@@ -13,7 +13,7 @@ curve. A cell (arm, lr) *fails* when all its seeds collapsed or diverged, *train
 mixed or undertrained. A run is *near convergence* at the horizon when its validation loss changed by less than
 `CONVERGED` = 2% over the last 20% of the steps (the last evaluation against the one at or before 80% of the run).
 
-Rules (stated before the cpu run; `rescue`, shared with the atlas's reading of claim 6, experiments/atlas/claims.py):
+Rules (stated before the cpu run; `rescue`, the per-lr reading claims 8 and 10 share):
   rescued η   Post-LN without warmup fails at η and Post-LN with a warmup length of the grid trains at η;
   reproduced  a rescued η whose deciding cells have ≥ `MIN_SEEDS` = 3 seeds, Pre-LN without warmup trains at every
               rescued η, and the horizon suffices;
