@@ -8,7 +8,8 @@ import pytest
 import train.config
 from configs.claims import warmup as warmup_config
 from experiments import grid as grid_lib
-from experiments.claims import base, run
+from experiments import study
+from experiments.claims import run
 from experiments.claims import warmup as claim
 
 T, C, U, D = "trained", "collapsed", "undertrained", "diverged"
@@ -50,7 +51,7 @@ def test_near_convergence_reads_the_last_fifth_of_the_run():
 
 def test_reproduced_when_warmup_rescues_at_one_lr_only_and_the_horizon_suffices():
   v = claim.verdict(_rescue_at_2e3())
-  assert v.verdict == base.REPRODUCED, v.reason
+  assert v.verdict == study.REPRODUCED, v.reason
   assert "rescues Post-LN at η {0.002}" in v.reason and "near convergence" in v.reason
   s = claim.summary(_rescue_at_2e3())
   assert s["rescued lrs"] == [0.002] and s["rescued by warmup 100"] == [0.002] and s["horizon near convergence"]
@@ -62,19 +63,19 @@ def test_reproduced_when_warmup_rescues_at_one_lr_only_and_the_horizon_suffices(
         # The horizon: the best Pre-LN cell still improving decides nothing.
         (dict(pre0=_arm("pre", 0, **{"0.001": _cell(T), "0.002": _cell(T, loss=3.3, curve=IMPROVING),
                                      "0.004": _cell(T, loss=3.2, curve=IMPROVING)})),  # fmt: skip
-         base.INCONCLUSIVE, "more steps"),
+         study.INCONCLUSIVE, "more steps"),
         (dict(pre0=_arm("pre", 0, **{"0.001": _cell(T), "0.002": _cell(C), "0.004": _cell(T)})),
-         base.NOT_REPRODUCED, "Pre-LN fails at every rescued η"),
+         study.NOT_REPRODUCED, "Pre-LN fails at every rescued η"),
         (dict(postw=_arm("post", 100, **{"0.001": _cell(T), "0.002": _cell(C), "0.004": _cell(C)})),
-         base.NOT_REPRODUCED, "rescues Post-LN at η none"),
+         study.NOT_REPRODUCED, "rescues Post-LN at η none"),
         (dict(post0=_arm("post", 0, **{"0.001": _cell(T), "0.002": _cell(T), "0.004": _cell(U)})),
-         base.INCONCLUSIVE, "extend the lr grid upwards"),
+         study.INCONCLUSIVE, "extend the lr grid upwards"),
         (dict(postw=_arm("post", 100, **{"0.001": _cell(U), "0.002": _cell(U), "0.004": _cell(C)})),
-         base.INCONCLUSIVE, "smaller lrs or more steps"),
+         study.INCONCLUSIVE, "smaller lrs or more steps"),
         (dict(post0=_arm("post", 0, **{"0.001": _cell(T), "0.002": _cell(C, seeds=2), "0.004": _cell(C)})),
-         base.INCONCLUSIVE, "fewer than 3 seeds"),
+         study.INCONCLUSIVE, "fewer than 3 seeds"),
         (dict(post0=_arm("post", 0, **{"0.001": _cell(T), "0.002": _cell(D), "0.004": _cell(D)})),
-         base.REPRODUCED, "0.002 diverged"),
+         study.REPRODUCED, "0.002 diverged"),
     ],
 )  # fmt: skip
 def test_verdict_branches(over, verdict, why):
@@ -88,7 +89,7 @@ def test_runs_without_a_class_or_a_crash_decide_nothing():
   m["arms"]["Pre-LN, warmup 0"]["cells"]["0.002"][0]["cls"] = None
   assert "without an outcome class" in claim.verdict(m).reason
   crashed = claim.verdict(_rescue_at_2e3(crashed=["x seed 0: RuntimeError"]))
-  assert crashed.verdict == base.INCONCLUSIVE and "crashed" in crashed.reason
+  assert crashed.verdict == study.INCONCLUSIVE and "crashed" in crashed.reason
 
 
 @pytest.mark.parametrize("scale", ("tiny", "cpu", "paper"))
@@ -126,6 +127,6 @@ def test_the_study_end_to_end_at_tiny(tmp_path):
     arm = claim.arm_name(r["params"]["model.norm_position"], int(r["params"]["optim.warmup_steps"]))
     (seed,) = m["arms"][arm]["cells"][format(float(r["params"]["optim.learning_rate"]), "g")]
     assert seed["cls"] == r["class"] and seed["curve"][0][0] == 0  # evaluated at init
-  assert result["verdict"] in base.VERDICTS and "Horizon 10 steps" in result["reason"]
+  assert result["verdict"] in study.VERDICTS and "Horizon 10 steps" in result["reason"]
   again = run.decide(config, str(tmp_path), records)
   assert (again["verdict"], again["reason"]) == (result["verdict"], result["reason"])

@@ -20,9 +20,9 @@ import pytest
 import scipy.stats
 
 import train.config
-from experiments import claims
+from experiments import claims, study
 from experiments import grid as grid_lib
-from experiments.claims import activation_moments, base, identity_path, truncated_normal
+from experiments.claims import activation_moments, identity_path, truncated_normal
 from init.math import truncated_normal_std_factor, xavier_std
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -115,7 +115,7 @@ def test_a_claim_runs_on_multi30k_from_a_read_only_folder_of_the_users_choosing(
   assert out.returncode == 0, out.stderr[-3000:]
   result = json.loads((workdir / "claim.json").read_text())
   assert result["data"] == {"name": "multi30k", "dir": str(data_dir), "source_lang": "de", "target_lang": "en"}
-  assert result["runs"] == {"finished": 2} and result["verdict"] in base.VERDICTS
+  assert result["runs"] == {"finished": 2} and result["verdict"] in study.VERDICTS
   assert len(list((workdir / "tokenizer").glob("spm_*.model"))) == 1 and not list(data_dir.glob("spm_*"))
   for run in (workdir / "cells").glob("*/seed_0"):
     config = json.loads((run / "config.json").read_text())
@@ -150,7 +150,7 @@ def test_activation_moments_claim_end_to_end(tmp_path):
   assert set(acts) == {"normalized_relu", "normalized_gelu", "selu", "relu", "gelu"}
   assert acts["relu"]["final"] == pytest.approx(2.0**-20, rel=0.5)  # LeCun + ReLU halves E[x²] per layer
   assert acts["selu"]["fixed_point_slope"] < 1 < acts["normalized_gelu"]["fixed_point_slope"]
-  assert r["verdict"] in base.VERDICTS and (tmp_path / "activation_moments.png").stat().st_size > 10_000
+  assert r["verdict"] in study.VERDICTS and (tmp_path / "activation_moments.png").stat().st_size > 10_000
 
 
 def test_identity_path_claim_end_to_end_and_its_rerun(tmp_path):
@@ -161,7 +161,7 @@ def test_identity_path_claim_end_to_end_and_its_rerun(tmp_path):
   # The chained prediction is exact for the first sublayer up to <F, x_0> (small), and the MLP branches are σ² ≈ 1.
   assert post["c"][-1] < 0.25 < 0.8 < min(pre["c"])
   assert r["measured"]["post_mlp_sigma2"] == pytest.approx(1.0, abs=0.3)
-  assert r["verdict"] in base.VERDICTS and (tmp_path / "identity_path.png").stat().st_size > 10_000
+  assert r["verdict"] in study.VERDICTS and (tmp_path / "identity_path.png").stat().st_size > 10_000
   # A rerun trains nothing and decides the same.
   lines = []
   again = claims.run_claim(config, str(tmp_path), emit=lines.append)

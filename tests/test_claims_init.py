@@ -15,8 +15,8 @@ import pytest
 import scipy.stats
 
 from analysis import plots
-from experiments import stats
-from experiments.claims import attention_scale, base, figures, get_claim, run_claim
+from experiments import stats, study
+from experiments.claims import attention_scale, figures, get_claim, run_claim
 from experiments.claims import grad_norms as gn
 from experiments.claims import hessian_spectrum as hs
 
@@ -30,7 +30,7 @@ def _tiny(name: str):
 def _check_claim_json(result: dict, workdir, name: str, number: int) -> None:
   with open(os.path.join(workdir, "claim.json"), encoding="utf-8") as f:
     written = json.load(f)
-  assert written["verdict"] == result["verdict"] and written["verdict"] in base.VERDICTS
+  assert written["verdict"] == result["verdict"] and written["verdict"] in study.VERDICTS
   assert (written["claim"], written["number"], written["scale"]) == (name, number, "tiny")
   claim = get_claim(name)
   assert written["statement"] == claim.statement and written["thresholds"] == claim.thresholds
@@ -91,18 +91,18 @@ def _m3(std=(0.86, 7.6, 0.78), ratio=(0.93, 0.2, 0.94), spread=0.005, seeds=(0, 
 @pytest.mark.parametrize(
     "m, expected, failing",
     [
-        (_m3(), base.REPRODUCED, None),  # the committed cpu numbers (reports/REPRODUCTION.md)
-        (_m3(std=(0.86, 4.0, 0.78)), base.NOT_REPRODUCED, "'unscaled logit std"),  # 8/4 = 2 > 1.5
-        (_m3(std=(1.6, 7.6, 0.78)), base.NOT_REPRODUCED, "'scaled logit std"),
-        (_m3(std=(0.86, 5.5, 0.78), spread=0.001), base.REPRODUCED, None),  # 5.5/8 = 0.6875 ≥ 1/1.5, tight
-        (_m3(std=(0.86, 5.4, 0.78), spread=0.05), base.INCONCLUSIVE, "n = 3 gives t_2 = 4.3"),  # straddles 1/1.5
-        (_m3(ratio=(0.93, 0.6, 0.94)), base.NOT_REPRODUCED, "unscaled collapses"),  # 0.6 > 0.5 × 0.93
-        (_m3(ratio=(0.93, 0.465, 0.94), spread=0.02), base.INCONCLUSIVE, "'unscaled collapses'"),  # 0.465/0.93 = 1/2
-        (_m3(ratio=(0.93, 0.2, 0.6)), base.NOT_REPRODUCED, "t5 does not collapse"),
-        (_m3(ratio=(0.65, 0.2, 0.94)), base.NOT_REPRODUCED, "scaled does not collapse"),
-        (_m3(ratio=(0.71, 0.2, 0.94), spread=0.05), base.INCONCLUSIVE, "'scaled does not collapse'"),  # 0.71 ± 0.09
-        (_m3(seeds=(0,)), base.INCONCLUSIVE, "no interval over the seeds"),
-        (_m3(crashed=CRASHED), base.INCONCLUSIVE, "crashed"),
+        (_m3(), study.REPRODUCED, None),  # the committed cpu numbers (reports/REPRODUCTION.md)
+        (_m3(std=(0.86, 4.0, 0.78)), study.NOT_REPRODUCED, "'unscaled logit std"),  # 8/4 = 2 > 1.5
+        (_m3(std=(1.6, 7.6, 0.78)), study.NOT_REPRODUCED, "'scaled logit std"),
+        (_m3(std=(0.86, 5.5, 0.78), spread=0.001), study.REPRODUCED, None),  # 5.5/8 = 0.6875 ≥ 1/1.5, tight
+        (_m3(std=(0.86, 5.4, 0.78), spread=0.05), study.INCONCLUSIVE, "n = 3 gives t_2 = 4.3"),  # straddles 1/1.5
+        (_m3(ratio=(0.93, 0.6, 0.94)), study.NOT_REPRODUCED, "unscaled collapses"),  # 0.6 > 0.5 × 0.93
+        (_m3(ratio=(0.93, 0.465, 0.94), spread=0.02), study.INCONCLUSIVE, "'unscaled collapses'"),  # 0.465/0.93 = 1/2
+        (_m3(ratio=(0.93, 0.2, 0.6)), study.NOT_REPRODUCED, "t5 does not collapse"),
+        (_m3(ratio=(0.65, 0.2, 0.94)), study.NOT_REPRODUCED, "scaled does not collapse"),
+        (_m3(ratio=(0.71, 0.2, 0.94), spread=0.05), study.INCONCLUSIVE, "'scaled does not collapse'"),  # 0.71 ± 0.09
+        (_m3(seeds=(0,)), study.INCONCLUSIVE, "no interval over the seeds"),
+        (_m3(crashed=CRASHED), study.INCONCLUSIVE, "crashed"),
     ],
 )
 def test_attention_scale_verdict(m, expected, failing):
@@ -145,8 +145,8 @@ def test_attention_scale_tiny_end_to_end(tmp_path, captured):
     for kind in arm["kinds"].values():
       assert len(kind["entropy_ratio"]["mean"]) == 2 and max(kind["entropy_ratio"]["mean"]) <= 1.0 + 1e-9
   assert v["unscaled"]["mean_entropy_ratio"] < 0.5 * v["scaled"]["mean_entropy_ratio"]
-  assert result["verdict"] == base.REPRODUCED, result["reason"]
-  run = base.Results.load(str(tmp_path)).runs[0]  # a profile alone: no curvature operator built, no Lanczos run
+  assert result["verdict"] == study.REPRODUCED, result["reason"]
+  run = study.Results.load(str(tmp_path)).runs[0]  # a profile alone: no curvature operator built, no Lanczos run
   assert "build_operator_s" not in run.analysis("metadata")["timings"]
   assert not os.path.exists(os.path.join(run.path, "analysis", "step_0", "eigenvalues.json"))
   (fig,) = captured  # logit std (log) and entropy ratio per layer, one panel per kind + the verdict's means
@@ -213,17 +213,17 @@ def test_growth_interval_is_the_pooled_fit():
 @pytest.mark.parametrize(
     "m, expected, in_reason",
     [
-        (_m5(), base.REPRODUCED, "Encoder (reported, not tested)"),
-        (_m5(post=7.0, post_enc=1.0), base.REPRODUCED, None),  # decoder-only growth: the encoder is not tested
-        (_m5(pre=0.6), base.REPRODUCED, None),  # Pre-LN decreasing toward the output (the committed cpu pattern)
-        (_m5(post=1.2), base.NOT_REPRODUCED, "(a) Post-LN decoder/mlp_in grows"),
-        (_m5(pre=2.0), base.NOT_REPRODUCED, "(a) Pre-LN decoder/mlp_out does not grow"),
-        (_m5(post=1.5, noise=0.1), base.INCONCLUSIVE, "straddles"),  # the interval crosses the threshold
-        (_m5(post_slope=0.4), base.NOT_REPRODUCED, "(b) Post-LN constant in L"),
-        (_m5(pre_slope=-0.1), base.NOT_REPRODUCED, "(b) Pre-LN ~ L^-1/2"),
-        (_m5(pre_slope=-0.25, noise=0.05), base.INCONCLUSIVE, "(b) Pre-LN ~ L^-1/2"),
-        (_m5(pre=None), base.INCONCLUSIVE, "zero or non-finite"),
-        (_m5(crashed=CRASHED), base.INCONCLUSIVE, "crashed"),
+        (_m5(), study.REPRODUCED, "Encoder (reported, not tested)"),
+        (_m5(post=7.0, post_enc=1.0), study.REPRODUCED, None),  # decoder-only growth: the encoder is not tested
+        (_m5(pre=0.6), study.REPRODUCED, None),  # Pre-LN decreasing toward the output (the committed cpu pattern)
+        (_m5(post=1.2), study.NOT_REPRODUCED, "(a) Post-LN decoder/mlp_in grows"),
+        (_m5(pre=2.0), study.NOT_REPRODUCED, "(a) Pre-LN decoder/mlp_out does not grow"),
+        (_m5(post=1.5, noise=0.1), study.INCONCLUSIVE, "straddles"),  # the interval crosses the threshold
+        (_m5(post_slope=0.4), study.NOT_REPRODUCED, "(b) Post-LN constant in L"),
+        (_m5(pre_slope=-0.1), study.NOT_REPRODUCED, "(b) Pre-LN ~ L^-1/2"),
+        (_m5(pre_slope=-0.25, noise=0.05), study.INCONCLUSIVE, "(b) Pre-LN ~ L^-1/2"),
+        (_m5(pre=None), study.INCONCLUSIVE, "zero or non-finite"),
+        (_m5(crashed=CRASHED), study.INCONCLUSIVE, "crashed"),
     ],
 )
 def test_grad_norms_verdict(m, expected, in_reason):
@@ -248,7 +248,7 @@ def test_grad_norms_tiny_end_to_end(tmp_path, captured):
         np.polyfit(np.log([1, 2, 4]), np.log(m["last_ffn_norm"][pos]["mean"]), 1)[0]
     )
   # The depth series' value is the decoder's last W² of that depth's run, read back from its grad_norms.json.
-  run = next(r for r in base.Results.load(str(tmp_path)).runs if r.params["model.num_decoder_layers"] == 4)
+  run = next(r for r in study.Results.load(str(tmp_path)).runs if r.params["model.num_decoder_layers"] == 4)
   last = [
       r["norm_mean"]
       for r in run.analysis("grad_norms")["aggregate"]
@@ -287,25 +287,25 @@ RECORD = _arms([(86.09, 138.1), (53.73, 112.1)], [(19.22, 45.76), (24.16, 44.62)
 @pytest.mark.parametrize(
     "m, expected, in_reason",
     [
-        (_arms([(51.7, 106.7), (60.0, 110.0), (45.0, 100.0)], PRE_3), base.REPRODUCED, None),
-        (_arms([(10.0, 20.0), (11.0, 21.0), (9.0, 19.0)], PRE_3), base.NOT_REPRODUCED, "['larger', 'wider']"),
+        (_arms([(51.7, 106.7), (60.0, 110.0), (45.0, 100.0)], PRE_3), study.REPRODUCED, None),
+        (_arms([(10.0, 20.0), (11.0, 21.0), (9.0, 19.0)], PRE_3), study.NOT_REPRODUCED, "['larger', 'wider']"),
         # larger, but Pre-LN wider in every seed: the claimed order of the widths is reversed
-        (_arms([(51.7, 20.0), (60.0, 21.0), (45.0, 19.0)], PRE_3), base.NOT_REPRODUCED, "['wider']"),
+        (_arms([(51.7, 20.0), (60.0, 21.0), (45.0, 19.0)], PRE_3), study.NOT_REPRODUCED, "['wider']"),
         # the committed 2 seeds: both ratios above 1 in each seed, but t_1 = 12.7 leaves the intervals across 1
-        (RECORD, base.INCONCLUSIVE, "n = 2 gives t_1 = 12.7; were the seeds' spread to hold, larger ≈ 4 seeds"),
+        (RECORD, study.INCONCLUSIVE, "n = 2 gives t_1 = 12.7; were the seeds' spread to hold, larger ≈ 4 seeds"),
         # seeds that disagree: ratios 2.65 and 0.5
-        (_arms([(51.7, 106.7), (10.0, 20.0)], PRE_3[:2]), base.INCONCLUSIVE, "straddles 1"),
+        (_arms([(51.7, 106.7), (10.0, 20.0)], PRE_3[:2]), study.INCONCLUSIVE, "straddles 1"),
         # a 2.5% excess in every seed, decided on tight bounds, undecided once the Ritz bounds (±1) widen it
-        (_arms([(20.4, 41.0), (20.5, 41.0), (20.6, 41.0)], [(20.0, 40.0)] * 3), base.REPRODUCED, None),
-        (_arms([(20.4, 41.0), (20.5, 41.0), (20.6, 41.0)], [(20.0, 40.0)] * 3, b=1.0), base.INCONCLUSIVE, "straddles"),
-        (_arms([(51.7, 106.7)], PRE_3[:1]), base.INCONCLUSIVE, "no interval over 1 seed(s)"),
-        (_arms([(51.7, 106.7), (-1.0, 100.0)], PRE_3[:2]), base.INCONCLUSIVE, "no interval"),  # no log of λ ≤ 0
+        (_arms([(20.4, 41.0), (20.5, 41.0), (20.6, 41.0)], [(20.0, 40.0)] * 3), study.REPRODUCED, None),
+        (_arms([(20.4, 41.0), (20.5, 41.0), (20.6, 41.0)], [(20.0, 40.0)] * 3, b=1.0), study.INCONCLUSIVE, "straddles"),
+        (_arms([(51.7, 106.7)], PRE_3[:1]), study.INCONCLUSIVE, "no interval over 1 seed(s)"),
+        (_arms([(51.7, 106.7), (-1.0, 100.0)], PRE_3[:2]), study.INCONCLUSIVE, "no interval"),  # no log of λ ≤ 0
         (
             _m7([_seed(51.7, 1e-4, 106.7, 1e-4)], [_seed(19.5, 1e-4, 37.8, 1e-4, seed=1)]),
-            base.INCONCLUSIVE,
+            study.INCONCLUSIVE,
             "different",
         ),
-        (_m7([], [], crashed=CRASHED), base.INCONCLUSIVE, "crashed"),
+        (_m7([], [], crashed=CRASHED), study.INCONCLUSIVE, "crashed"),
     ],
 )
 def test_hessian_spectrum_verdict(m, expected, in_reason):
@@ -355,7 +355,7 @@ def test_hessian_spectrum_tiny_end_to_end(tmp_path, captured):
       assert sum(w) == pytest.approx(1.0, abs=1e-8)
   # One seed: no interval over the seeds, so inconclusive; the seed itself has Post-LN larger and wider beyond the
   # Ritz bounds (its log ratios' bound intervals above 0).
-  assert result["verdict"] == base.INCONCLUSIVE and "no interval over 1 seed(s)" in result["reason"], result["reason"]
+  assert result["verdict"] == study.INCONCLUSIVE and "no interval over 1 seed(s)" in result["reason"], result["reason"]
   for key in ("lambda_max", "width"):
     ((_, low, _),) = hs.seed_log_ratios(m, key)
     assert low > 0, key

@@ -14,10 +14,11 @@ import pytest
 import train.config
 from configs import atlas as atlas_config
 from experiments import grid as grid_lib
+from experiments import study
 from experiments import sweep as sweep_lib
-from experiments.claims import base, figures, run
 from experiments.claims import bert_vs_xavier as bert_claim
 from experiments.claims import deep_no_warmup as deep_claim
+from experiments.claims import figures, run
 from experiments.claims import tfixup as tfixup_claim
 
 T, C, U, D = "trained", "collapsed", "undertrained", "diverged"
@@ -47,8 +48,8 @@ def _records(arms: dict) -> list[dict]:
   return out
 
 
-def _results(arms: dict) -> base.Results:
-  return base.Results("/nonexistent", _records(arms))
+def _results(arms: dict) -> study.Results:
+  return study.Results("/nonexistent", _records(arms))
 
 
 def _arm(*classes, seeds=3):
@@ -66,15 +67,15 @@ def _verdict(module, arms):
 @pytest.mark.parametrize(
     "post, tfixup, verdict, why",
     [
-        (_arm(T, C, C), _arm(T, T, D), base.REPRODUCED, "T-Fixup trains where Post-LN fails at η {0.00316}"),
-        (_arm(T, D, D), _arm(T, T, T), base.REPRODUCED, "at η {0.00316, 0.01}"),
-        (_arm(T, C, C, seeds=2), _arm(T, T, D, seeds=2), base.INCONCLUSIVE, "fewer than 3 seeds"),
-        (_arm(T, C, C), _arm(T, C, D), base.NOT_REPRODUCED, "T-Fixup fails wherever Post-LN does"),
-        (_arm(T, C, C, seeds=2), _arm(T, C, D, seeds=2), base.INCONCLUSIVE, "fewer than 3 seeds"),
-        (_arm(T, T, U), _arm(T, T, T), base.INCONCLUSIVE, "Post-LN never fails: extend the lr grid upwards"),
-        (_arm(T, C, C), _arm(T, U, C), base.INCONCLUSIVE, "mixed or undertrained"),
-        (_arm(T, C, C), {**_arm(T, C, C), 3.16e-3: [T, T, C]}, base.INCONCLUSIVE, "0.00316 mixed"),
-        ({**_arm(T, T, T), 1e-2: [C, C, T]}, _arm(T, T, T), base.INCONCLUSIVE, "never fails"),  # mixed: no failure
+        (_arm(T, C, C), _arm(T, T, D), study.REPRODUCED, "T-Fixup trains where Post-LN fails at η {0.00316}"),
+        (_arm(T, D, D), _arm(T, T, T), study.REPRODUCED, "at η {0.00316, 0.01}"),
+        (_arm(T, C, C, seeds=2), _arm(T, T, D, seeds=2), study.INCONCLUSIVE, "fewer than 3 seeds"),
+        (_arm(T, C, C), _arm(T, C, D), study.NOT_REPRODUCED, "T-Fixup fails wherever Post-LN does"),
+        (_arm(T, C, C, seeds=2), _arm(T, C, D, seeds=2), study.INCONCLUSIVE, "fewer than 3 seeds"),
+        (_arm(T, T, U), _arm(T, T, T), study.INCONCLUSIVE, "Post-LN never fails: extend the lr grid upwards"),
+        (_arm(T, C, C), _arm(T, U, C), study.INCONCLUSIVE, "mixed or undertrained"),
+        (_arm(T, C, C), {**_arm(T, C, C), 3.16e-3: [T, T, C]}, study.INCONCLUSIVE, "0.00316 mixed"),
+        ({**_arm(T, T, T), 1e-2: [C, C, T]}, _arm(T, T, T), study.INCONCLUSIVE, "never fails"),  # mixed: no failure
     ],
 )
 def test_claim8_verdict(post, tfixup, verdict, why):
@@ -107,16 +108,16 @@ def _bert(x=None, s=None, e=None, b=None):
     "arms, verdict, why",
     [
         # the 0.02 scale rescues Xavier with BERT's embeddings held fixed
-        (_bert(), base.REPRODUCED, "rescues Xavier at η {0.00316} with BERT's embeddings (deciding)"),
-        (_bert(e=_arm(T, C, C, seeds=2), b=_arm(T, T, C, seeds=2)), base.INCONCLUSIVE, "fewer than 3 seeds"),
-        (_bert(b=_arm(T, C, D)), base.NOT_REPRODUCED, "the 0.02 init fails wherever Xavier does"),
-        (_bert(e=_arm(T, C, C, seeds=2), b=_arm(T, C, D, seeds=2)), base.INCONCLUSIVE, "fewer than 3 seeds"),
-        (_bert(b=_arm(T, U, C)), base.INCONCLUSIVE, "mixed or undertrained"),
+        (_bert(), study.REPRODUCED, "rescues Xavier at η {0.00316} with BERT's embeddings (deciding)"),
+        (_bert(e=_arm(T, C, C, seeds=2), b=_arm(T, T, C, seeds=2)), study.INCONCLUSIVE, "fewer than 3 seeds"),
+        (_bert(b=_arm(T, C, D)), study.NOT_REPRODUCED, "the 0.02 init fails wherever Xavier does"),
+        (_bert(e=_arm(T, C, C, seeds=2), b=_arm(T, C, D, seeds=2)), study.INCONCLUSIVE, "fewer than 3 seeds"),
+        (_bert(b=_arm(T, U, C)), study.INCONCLUSIVE, "mixed or undertrained"),
         # The recipe rescues Post-LN + Xavier (the atlas's comparison), but so do BERT's embeddings with Xavier: the
         # scale has nothing to rescue, so the recipe's success does not reproduce the claim.
-        (_bert(e=_arm(T, T, T), b=_arm(T, T, T)), base.INCONCLUSIVE, "nothing to rescue"),
+        (_bert(e=_arm(T, T, T), b=_arm(T, T, T)), study.INCONCLUSIVE, "nothing to rescue"),
         # Only the project-embeddings pair shows a rescue: reported, not deciding.
-        (_bert(s=_arm(T, T, C), b=_arm(T, C, C)), base.NOT_REPRODUCED, "at {0.00316} with this project's"),
+        (_bert(s=_arm(T, T, C), b=_arm(T, C, C)), study.NOT_REPRODUCED, "at {0.00316} with this project's"),
     ],
 )
 def test_claim9_verdict(arms, verdict, why):
@@ -132,7 +133,7 @@ def test_claim9_reports_the_recipe_the_embeddings_and_the_scale_apart():
   assert n["BERT's embeddings rescue Xavier at"] == [3.16e-3]
   assert n["0.02 rescues Xavier (BERT's embeddings) at"] == [1e-2]
   assert n["0.02 rescues Xavier (this project's embeddings) at"] == []
-  assert bert_claim.verdict(bert_claim.measure(_results(arms))).verdict == base.REPRODUCED  # at 1e-2
+  assert bert_claim.verdict(bert_claim.measure(_results(arms))).verdict == study.REPRODUCED  # at 1e-2
 
 
 # ----------------------------------------------------------------------------------------------------- claim 10
@@ -147,20 +148,20 @@ def _deep(depths=(6, 12), **over):
 @pytest.mark.parametrize(
     "over, verdict, why",
     [
-        ({}, base.REPRODUCED, "at 12+12: Pre-LN trains at η {0.001, 0.00316}"),
+        ({}, study.REPRODUCED, "at 12+12: Pre-LN trains at η {0.001, 0.00316}"),
         # a method fails where Pre-LN trains: at the deep depth, or at 6+6
-        ({"Admin at 12+12": _arm(T, C, C)}, base.NOT_REPRODUCED, "Admin at 12+12 η 0.00316"),
-        ({"ReZero at 6+6": _arm(D, T, C)}, base.NOT_REPRODUCED, "ReZero at 6+6 η 0.001"),
-        ({"Admin at 12+12": _arm(T, C, C, seeds=2)}, base.INCONCLUSIVE, "fewer than 3 seeds"),
-        ({"Pre-LN at 12+12": _arm(T, T, C, seeds=2)}, base.INCONCLUSIVE, "fewer than 3 seeds"),
+        ({"Admin at 12+12": _arm(T, C, C)}, study.NOT_REPRODUCED, "Admin at 12+12 η 0.00316"),
+        ({"ReZero at 6+6": _arm(D, T, C)}, study.NOT_REPRODUCED, "ReZero at 6+6 η 0.001"),
+        ({"Admin at 12+12": _arm(T, C, C, seeds=2)}, study.INCONCLUSIVE, "fewer than 3 seeds"),
+        ({"Pre-LN at 12+12": _arm(T, T, C, seeds=2)}, study.INCONCLUSIVE, "fewer than 3 seeds"),
         # failing only where Pre-LN fails too decides nothing against the method
         (
             {"DeepNorm at 12+12": _arm(T, T, D)},
-            base.REPRODUCED,
+            study.REPRODUCED,
             "DeepNorm [0.001 trained, 0.00316 trained, 0.01 diverged]",
         ),
-        ({"scheduled α at 12+12": _arm(T, U, C)}, base.INCONCLUSIVE, "mixed or undertrained where Pre-LN trains"),
-        ({"Pre-LN at 12+12": _arm(U, C, C)}, base.INCONCLUSIVE, "Pre-LN trains at no η at 12+12"),
+        ({"scheduled α at 12+12": _arm(T, U, C)}, study.INCONCLUSIVE, "mixed or undertrained where Pre-LN trains"),
+        ({"Pre-LN at 12+12": _arm(U, C, C)}, study.INCONCLUSIVE, "Pre-LN trains at no η at 12+12"),
     ],
 )
 def test_claim10_verdict_at_two_depths(over, verdict, why):
@@ -171,12 +172,12 @@ def test_claim10_verdict_at_two_depths(over, verdict, why):
 
 def test_claim10_needs_two_depths_and_reports_what_depth_costs():
   one = _verdict(deep_claim, _deep(depths=(6,)))
-  assert one.verdict == base.INCONCLUSIVE and "one depth" in one.reason
+  assert one.verdict == study.INCONCLUSIVE and "one depth" in one.reason
   m = deep_claim.measure(_results(_deep(**{"ReZero at 12+12": _arm(T, C, C), "Pre-LN at 12+12": _arm(T, C, C)})))
   assert m["depths"] == [6, 12]
   n = deep_claim.summary(m)
   assert n["ReZero: lrs lost from 6+6 to 12+12"] == [3.16e-3] and n["Admin: lrs lost from 6+6 to 12+12"] == []
-  assert deep_claim.verdict(m).verdict == base.REPRODUCED  # ReZero keeps up with Pre-LN, which lost it too
+  assert deep_claim.verdict(m).verdict == study.REPRODUCED  # ReZero keeps up with Pre-LN, which lost it too
 
 
 # ------------------------------------------------------------------------------------- every claim: unreadable runs
@@ -193,19 +194,19 @@ def _reproducing(name):
 @pytest.mark.parametrize("name", CLAIMS)
 def test_a_crash_a_run_without_a_class_or_a_missing_arm_decides_nothing(name):
   module, arms = CLAIMS[name], _reproducing(name)
-  assert _verdict(module, arms).verdict == base.REPRODUCED
+  assert _verdict(module, arms).verdict == study.REPRODUCED
   records = _records(arms)
   crashed = [dict(r, outcome="crashed", error="RuntimeError: boom") if i == 1 else r for i, r in enumerate(records)]
-  v = module.verdict(module.measure(base.Results("/nonexistent", crashed)))
-  assert v.verdict == base.INCONCLUSIVE and "RuntimeError: boom" in v.reason
+  v = module.verdict(module.measure(study.Results("/nonexistent", crashed)))
+  assert v.verdict == study.INCONCLUSIVE and "RuntimeError: boom" in v.reason
   unclassed = [dict(r, **{"class": None}) if i == 2 else r for i, r in enumerate(records)]
-  v = module.verdict(module.measure(base.Results("/nonexistent", unclassed)))
-  assert v.verdict == base.INCONCLUSIVE and "train.eval_at_init" in v.reason
+  v = module.verdict(module.measure(study.Results("/nonexistent", unclassed)))
+  assert v.verdict == study.INCONCLUSIVE and "train.eval_at_init" in v.reason
   first = records[0]["arm"]
-  v = module.verdict(module.measure(base.Results("/nonexistent", [r for r in records if r["arm"] != first])))
-  assert v.verdict == base.INCONCLUSIVE and first in v.reason
+  v = module.verdict(module.measure(study.Results("/nonexistent", [r for r in records if r["arm"] != first])))
+  assert v.verdict == study.INCONCLUSIVE and first in v.reason
   with pytest.raises(ValueError, match="not one of"):
-    module.measure(base.Results("/nonexistent", records + [dict(records[0], arm="Sandwich-LN at 6+6")]))
+    module.measure(study.Results("/nonexistent", records + [dict(records[0], arm="Sandwich-LN at 6+6")]))
 
 
 def test_measure_reads_each_run_and_the_unigram_reference(tmp_path):
@@ -216,7 +217,7 @@ def test_measure_reads_each_run_and_the_unigram_reference(tmp_path):
     lines = [dict(step=0, split="eval", loss=7.6), dict(step=6, split="eval", loss=r["final"]["eval/loss"])]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
   (tmp_path / records[1]["workdir"] / "data_stats.json").write_text(json.dumps({"target_unigram_entropy": 5.375}))
-  m = tfixup_claim.measure(base.Results(str(tmp_path), records))
+  m = tfixup_claim.measure(study.Results(str(tmp_path), records))
   assert m["reference"] == {"unigram_entropy": 5.375, "source": f"{records[1]['cell']}/seed_0"}
   assert m["arms"]["T-Fixup"] == {"0.001": [dict(seed=0, outcome=D, cls=D, final_loss=40.0, loss0=7.6)]}
   assert "(unigram reference H = 5.375 nats)" in tfixup_claim.verdict(m).reason
@@ -288,7 +289,7 @@ def test_the_claims_cells_at_cpu_are_the_atlas_cells(name):
   assert {c.params["optim.learning_rate"] for c in cells} == set(atlas_config.LRS["cpu"])
   assert len(cells) == len({c.arm for c in cells}) * len(atlas_config.LRS["cpu"]) and config.sweep.seeds == 3
   assert config.mode == "claim" and config.claim.name == name and "atlas" not in config
-  measured = module.measure(base.Results("/nonexistent", _records({c.arm: {1e-3: [T]} for c in cells})))
+  measured = module.measure(study.Results("/nonexistent", _records({c.arm: {1e-3: [T]} for c in cells})))
   assert not measured["missing"]  # the module reads every arm the config writes
 
 
@@ -300,7 +301,7 @@ def test_claim10_runs_two_depths_at_every_scale(scale):
     resolved = train.config.resolve(grid_lib.cell_config(config, cell, 0), groups=sweep_lib.GROUPS)
     n = int(cell.arm.split(" at ")[1].split("+")[0])
     assert n in depths and (resolved.model.num_encoder_layers, resolved.model.num_decoder_layers) == (n, n)
-  m = deep_claim.measure(base.Results("/nonexistent", _records({c.arm: {1e-3: [T]} for c in grid_lib.cells(config)})))
+  m = deep_claim.measure(study.Results("/nonexistent", _records({c.arm: {1e-3: [T]} for c in grid_lib.cells(config)})))
   assert m["depths"] == list(depths) and not m["missing"]
 
 
@@ -314,7 +315,7 @@ def test_claim8_end_to_end_at_tiny_then_read_through_cells_dir(tmp_path):
   assert result["figures"] == ["tfixup.png"] and (tmp_path / "claim" / "tfixup.png").stat().st_size > 10_000
   records = [json.loads(line) for line in (tmp_path / "claim" / "results.jsonl").read_text().splitlines()]
   assert len(records) == 2 * len(atlas_config.LRS["tiny"]) == sum(result["runs"].values())
-  assert all(r["class"] in (T, C, U, D) for r in records) and result["verdict"] in base.VERDICTS
+  assert all(r["class"] in (T, C, U, D) for r in records) and result["verdict"] in study.VERDICTS
   assert os.path.isdir(tmp_path / "atlas_train" / "cells") and not os.path.exists(tmp_path / "claim" / "cells")
   m = result["measured"]
   assert m["reference"]["unigram_entropy"] > 0

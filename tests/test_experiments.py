@@ -17,8 +17,8 @@ import pytest
 import train.loop
 from configs.sweeps import warmup
 from experiments import grid as grid_lib
+from experiments import study as study_lib
 from experiments import sweep as sweep_lib
-from experiments.claims import base as claims_base
 from train import metrics as metrics_lib
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -371,7 +371,7 @@ def test_a_sweep_reading_another_sweeps_runs_shares_them_and_keeps_its_own_recor
   assert not os.path.exists(os.path.join(mine, "cells"))
   with open(os.path.join(first, "results.jsonl"), encoding="utf-8") as f:
     assert f.read() == before  # the other sweep's records untouched
-  results = claims_base.Results.load(mine)
+  results = study_lib.Results.load(mine)
   assert [(r.arm, r.params["optim.warmup_steps"]) for r in results.runs] == [("W", 1), ("W", 2)]
   assert [r.record["workdir"] for r in results.runs] == [
       os.path.join("..", "atlas", "cells", f"optim.warmup_steps={w}", "seed_0") for w in (1, 2)

@@ -1,7 +1,7 @@
 """The axis parts' runs read back from `<workdir>/<part>/`, and what is measured from them (axis_measures).
 
 Contract: `collect(config, workdir, part)` reads every cell × seed of the part (experiments.atlas.axes.part_cells)
-from the part's results.jsonl, as the study contract reads a sweep (experiments.claims.base's `Results`; a run
+from the part's results.jsonl, as the study contract reads a sweep (experiments.study's `Results`; a run
 without a record is missing) and what the part measures: at init (width, depth)
 `analysis/step_0/eigenvalues.json` (λ_max with its residual bound), `stability.json` (λ_max(P⁻¹H)) and
 `grad_norms.json` (the last layer's mlp_out kernel of each stack); for training parts the record's final
@@ -16,9 +16,9 @@ from typing import Any, Optional
 import ml_collections
 import numpy as np
 
+from experiments import study
 from experiments.atlas import axes as axes_lib
 from experiments.atlas import axis_measures as A
-from experiments.claims import base
 
 CURVATURE = {  # analysis/tracking.py's metric -> the trace's name
     "curvature/lambda_max": "lambda_max",
@@ -37,7 +37,7 @@ def _last_layer_grad(profile: Optional[dict], stack: str) -> Optional[float]:
   return max(rows, key=lambda r: r["layer"])["norm_mean"] if rows else None
 
 
-def _at_init(run: base.Run) -> dict:
+def _at_init(run: study.Run) -> dict:
   eigen = run.analysis("eigenvalues", required=False) or {}
   stab = run.analysis("stability", required=False) or {}
   grads = run.analysis("grad_norms", required=False)
@@ -52,7 +52,7 @@ def _at_init(run: base.Run) -> dict:
   )
 
 
-def _trace(run: base.Run) -> dict:
+def _trace(run: study.Run) -> dict:
   records = [r for r in run.metrics(split="train") if "curvature/lambda_max" in r]
   return dict(steps=[r["step"] for r in records], **{n: [r.get(k) for r in records] for k, n in CURVATURE.items()})
 
@@ -61,7 +61,7 @@ def collect(config: ml_collections.ConfigDict, workdir: str, part: str) -> dict:
   """{runs: [{arm, x, lr, seed, outcome, loss, ...}], missing: [(cell, seed)], missing_labels: [the report's name of
   each missing cell: arm, x (and lr)], expected, xs, lrs} of one part."""
   seeds = axes_lib.axis(config, part).seeds
-  found = base.Results.load(os.path.join(workdir, part)).by_run()
+  found = study.Results.load(os.path.join(workdir, part)).by_run()
   cells = axes_lib.part_cells(config, part)
   runs, missing, labels = [], [], []
   x_name = {"width": "d", "depth": "N", "transfer": "d"}.get(part)
@@ -133,7 +133,7 @@ def _width(c: dict) -> dict:
     )
   mup = rows.get("mup")
   complete = mup is not None and None not in mup["lambda_max"]
-  decided = A.decide_flat(mup["lambda_max"], mup["lambda_max_bound"]) if complete else base.INCONCLUSIVE
+  decided = A.decide_flat(mup["lambda_max"], mup["lambda_max_bound"]) if complete else study.INCONCLUSIVE
   return dict(rows=rows, verdicts={"mup_flat": decided})
 
 
@@ -150,7 +150,7 @@ def _depth(c: dict) -> dict:
       grad = A.decide_slope(c["xs"], row["grad_decoder"], A.GRAD_SLOPES[arm], A.GRAD_TOL) if complete else None
       lam = A.LAMBDA_SLOPES[arm]
       lam = A.decide_slope(c["xs"], row["lambda_max"], lam, A.LAMBDA_TOL, row["lambda_max_bound"]) if complete else None
-      verdicts[arm] = dict(grad=grad or base.INCONCLUSIVE, **{"lambda": lam or base.INCONCLUSIVE})
+      verdicts[arm] = dict(grad=grad or study.INCONCLUSIVE, **{"lambda": lam or study.INCONCLUSIVE})
     rows[arm] = row
   return dict(rows=rows, verdicts=verdicts)
 
@@ -191,7 +191,7 @@ def _transfer(c: dict) -> dict:
         shift_factor=None if shift is None else c["lrs"][large[0]] / c["lrs"][small[0]],
         verdict=A.decide_transfer(shift),
     )
-  return dict(rows=rows, verdicts={"mup_transfer": rows["mup"]["verdict"] if "mup" in rows else base.INCONCLUSIVE})
+  return dict(rows=rows, verdicts={"mup_transfer": rows["mup"]["verdict"] if "mup" in rows else study.INCONCLUSIVE})
 
 
 def _trace_runs(c: dict, beta1: float) -> dict:

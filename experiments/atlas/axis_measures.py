@@ -35,7 +35,7 @@ trace (η(t)·λ_max(t) through warmup, `train.curvature_every`; descriptive, no
     without warmup (plain gradient descent's edge of stability ηλ = 2, Cohen et al. 2021, §2), and the largest
     η(t)·λ_max(P⁻¹H)(t)/((2 + 2β₁)/(1 − β₁)) (Adam's, 38 at β₁ = 0.9, Cohen et al. 2022; analysis/stability.py),
     where the records hold it; > 1 means past the threshold. Whether the run diverged is its sweep outcome.
-Every verdict is the claims' (experiments/claims/base.py): 'reproduced', 'not reproduced' or 'inconclusive'.
+Every verdict is the claims' (experiments/claims/study.py): 'reproduced', 'not reproduced' or 'inconclusive'.
 """
 
 import math
@@ -43,7 +43,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from experiments.claims import base
+from experiments import study
 
 MIN_POINTS = 3  # distinct x a fitted exponent or a flatness ratio needs for a verdict
 BOUND_TOL = 0.1  # a Lanczos residual bound above this fraction of λ_max: not converged
@@ -67,7 +67,7 @@ def _finite(x) -> bool:
 
 
 def verdict(ok: Optional[bool]) -> str:
-  return base.INCONCLUSIVE if ok is None else base.REPRODUCED if ok else base.NOT_REPRODUCED
+  return study.INCONCLUSIVE if ok is None else study.REPRODUCED if ok else study.NOT_REPRODUCED
 
 
 def _positive(xs: Sequence, ys: Sequence) -> tuple[list[float], list[float]]:
@@ -104,7 +104,7 @@ def decide_flat(values: Sequence, bounds: Sequence) -> str:
   """W1 on µP's λ_max per width (module docstring)."""
   ratio = flatness(values)
   if ratio is None or len(values) < MIN_POINTS or not converged(values, bounds):
-    return base.INCONCLUSIVE
+    return study.INCONCLUSIVE
   return verdict(ratio <= FLAT_RATIO)
 
 
@@ -114,9 +114,9 @@ def decide_slope(
   """Whether the fitted exponent is `expected` ± `tol` (inconclusive: no prediction, too few points, unconverged)."""
   slope = loglog_slope(xs, ys)
   if expected is None or slope is None or n_points(xs, ys) < MIN_POINTS:
-    return base.INCONCLUSIVE
+    return study.INCONCLUSIVE
   if bounds is not None and not converged(ys, bounds):
-    return base.INCONCLUSIVE
+    return study.INCONCLUSIVE
   return verdict(abs(slope - expected) <= tol)
 
 
@@ -153,13 +153,13 @@ def lr_shift(small: Optional[tuple[int, str]], large: Optional[tuple[int, str]])
 def decide_transfer(shift: Optional[tuple[float, float]]) -> str:
   """T1: reproduced if every |shift| the interval allows is ≤ MAX_SHIFT, not reproduced if every one is above it."""
   if shift is None:
-    return base.INCONCLUSIVE
+    return study.INCONCLUSIVE
   lo, hi = shift
   if -MAX_SHIFT <= lo and hi <= MAX_SHIFT:
-    return base.REPRODUCED
+    return study.REPRODUCED
   if lo > MAX_SHIFT or hi < -MAX_SHIFT:
-    return base.NOT_REPRODUCED
-  return base.INCONCLUSIVE
+    return study.NOT_REPRODUCED
+  return study.INCONCLUSIVE
 
 
 def max_ratio(steps: Sequence[int], values: Sequence, threshold: float, window: int) -> Optional[float]:

@@ -1,6 +1,6 @@
 """The atlas's runs read back from its two sweep folders, and what is measured from them (experiments.atlas.measures).
 
-Contract: `collect(config, workdir)` reads the two sweeps as the study contract does (experiments.claims.base's
+Contract: `collect(config, workdir)` reads the two sweeps as the study contract does (experiments.study's
 `Results` of `<workdir>/train/` and `<workdir>/init/`, from their results.jsonl): every training cell × seed of
 `config` (a run without a record is missing) and, per method × seed, the at-init run: its step-1 `train/loss` (ℓ₀)
 and `analysis/step_0/{eigenvalues,stability,blocks}.json`, and the unigram reference the runs' classes are read
@@ -15,13 +15,13 @@ from typing import Any, Optional
 import ml_collections
 import numpy as np
 
+from experiments import study
 from experiments.atlas import cells as cells_lib
 from experiments.atlas import measures as M
-from experiments.claims import base
 from train import loop as train_loop
 
 
-def _curvature(run: base.Run) -> dict:
+def _curvature(run: study.Run) -> dict:
   """The step-0 curvature of one at-init run (empty where a file is missing)."""
   out: dict[str, Any] = {}
   eigen = run.analysis("eigenvalues", required=False) or {}
@@ -45,8 +45,8 @@ def _curvature(run: base.Run) -> dict:
 def collect(config: ml_collections.ConfigDict, workdir: str) -> dict:
   """{points: [Point], missing: [(cell, seed)], init: {method: [{seed, loss0, curvature...}]}, expected runs}."""
   seeds = config.sweep.seeds
-  train = base.Results.load(os.path.join(workdir, "train")).by_run()
-  init_runs = base.Results.load(os.path.join(workdir, "init")).by_run()
+  train = study.Results.load(os.path.join(workdir, "train")).by_run()
+  init_runs = study.Results.load(os.path.join(workdir, "init")).by_run()
   points, missing = [], []
   cells = cells_lib.training_cells(cells_lib.train_config(config))
   for c in cells:
@@ -66,7 +66,7 @@ def collect(config: ml_collections.ConfigDict, workdir: str) -> dict:
   return dict(points=points, missing=missing, init=init, expected_runs=len(cells) * seeds, reference=reference(train))
 
 
-def reference(runs: dict[tuple[str, int], base.Run]) -> Optional[dict]:
+def reference(runs: dict[tuple[str, int], study.Run]) -> Optional[dict]:
   """The unigram reference of the training runs (their data_stats.json, `train.eval_at_init`; every run of the
   atlas reads the same data, so the first one found): {"unigram_entropy": H, ...}, or None when no run wrote one."""
   for (cell, seed), run in sorted(runs.items()):

@@ -11,7 +11,7 @@ probe's end (None: never within the probe). One seed: the probe measures a horiz
 
 Contract: `probe_config(config)` is the probe's sweep config (the atlas config with a two-product grid, PROBE_STEPS
 steps, no analysis); `gap_curve(post, pre)` and `steps_needed(curve)` are pure; `measure(workdir)` reads the probe's
-runs (`<workdir>/length/`, its results.jsonl as experiments.claims.base's `Results`) and returns {curve,
+runs (`<workdir>/length/`, its results.jsonl as experiments.study's `Results`) and returns {curve,
 steps_needed, post_final, pre_final, steps, lr} or None before both runs have an evaluation.
 """
 
@@ -21,8 +21,8 @@ from typing import Optional
 import ml_collections
 
 from experiments import grid as grid_lib
+from experiments import study
 from experiments.atlas import cells as cells_lib
-from experiments.claims import base
 from experiments.report import log_loss_axis, plt, redrawn_on_change, save_figure, suptitle
 
 CLOSE_NATS = 0.2  # the issue's "within 0.2 nats"
@@ -73,14 +73,14 @@ def steps_needed(curve: list[tuple[int, float]], close: float = CLOSE_NATS) -> O
   return needed
 
 
-def _eval_losses(run: Optional[base.Run]) -> dict[int, float]:
+def _eval_losses(run: Optional[study.Run]) -> dict[int, float]:
   return {r["step"]: r["loss"] for r in run.metrics(split="eval") if "loss" in r} if run else {}
 
 
 def measure(config: ml_collections.ConfigDict, workdir: str) -> Optional[dict]:
   """The probe's curve and step count (module docstring); None before both runs have evaluated."""
   probe = probe_config(config)
-  runs = base.Results.load(os.path.join(workdir, FOLDER)).by_run()
+  runs = study.Results.load(os.path.join(workdir, FOLDER)).by_run()
   post_cell, pre_cell = grid_lib.cells(probe)
   post, pre = _eval_losses(runs.get((post_cell.name, 0))), _eval_losses(runs.get((pre_cell.name, 0)))
   curve = gap_curve(post, pre)

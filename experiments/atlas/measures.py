@@ -36,7 +36,7 @@ Predictions and verdicts (`PREDICTIONS`; thresholds here, before the runs):
   P3 'warmup': methods whose step-0 lr bound is smaller gain more from warmup: Spearman's ρ between the predictor
      and the warmup gain (nats) ≤ −`RHO_CRIT`.
 Each is decided per predictor ('gd', 'adam', 'update', 'block'); reproduced / not reproduced / inconclusive (the
-claims' vocabulary, experiments/claims/base.py; inconclusive: fewer than
+claims' vocabulary, experiments/claims/study.py; inconclusive: fewer than
 `MIN_METHODS` methods with both numbers), and every outcome is reported.
 """
 
@@ -46,7 +46,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from experiments.claims import base
+from experiments import study
 
 LOSS_MARGIN = 1.0  # nats above the atlas's best final validation loss that make a run a failure
 WITHIN = 2.0  # a predicted lr "within 2×" of the measured
@@ -210,8 +210,8 @@ def decide(
 
   def verdict(ok: Optional[bool], n: int) -> str:
     if n < MIN_METHODS or ok is None:
-      return base.INCONCLUSIVE
-    return base.REPRODUCED if ok else base.NOT_REPRODUCED
+      return study.INCONCLUSIVE
+    return study.REPRODUCED if ok else study.NOT_REPRODUCED
 
   return dict(
       factors=factors,

@@ -4,12 +4,12 @@
     python main.py --config=configs/claims/identity_path.py:tiny          # seconds, on the synthetic task
 
 `run_claim(config, workdir)` runs one claim (experiments/claims/run.py); `get_claim(name)` / `CLAIM_NAMES` the
-registry; `base` the contract every claim module follows.
+registry; experiments/study.py the contract every claim module follows.
 """
 
-from experiments.claims.base import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Results, Verdict
 from experiments.claims.registry import CLAIM_NAMES, SCALES, ClaimConfig, get_claim
 from experiments.claims.run import decide, run_claim
+from experiments.study import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Results, Study, Verdict
 
 __all__ = [
     "CLAIM_NAMES",
@@ -17,7 +17,7 @@ __all__ = [
     "NOT_REPRODUCED",
     "REPRODUCED",
     "SCALES",
-    "Claim",
+    "Study",
     "ClaimConfig",
     "Results",
     "Verdict",

@@ -40,8 +40,8 @@ import math
 
 import numpy as np
 
-from experiments import report
-from experiments.claims import base, figures
+from experiments import report, study
+from experiments.claims import figures
 from models.activations import SELU_ALPHA, SELU_LAMBDA
 
 STABLE = ("normalized_relu", "normalized_gelu", "selu")
@@ -56,8 +56,8 @@ THRESHOLDS = {
 }
 
 
-def measure(results: base.Results) -> dict:
-  out: dict = {"crashed": base.crashed(results.runs)}
+def measure(results: study.Results) -> dict:
+  out: dict = {"crashed": study.crashed(results.runs)}
   if out["crashed"]:
     return out
   profiles: dict[str, list[dict]] = {}  # activation -> its runs' profiles (seeds > 1: their draws are pooled)
@@ -98,14 +98,14 @@ def measure(results: base.Results) -> dict:
   return out
 
 
-def verdict(m: dict) -> base.Verdict:
-  bad = base.crashed_verdict(m)
+def verdict(m: dict) -> study.Verdict:
+  bad = study.crashed_verdict(m)
   if bad:
     return bad
   s, acts = m.get("selu"), m["activations"]
   missing = [n for n in (*STABLE, *DRIFTING) if n not in acts] + ([] if s else ["SELU's solved constants"])
   if missing:
-    return base.Verdict(base.INCONCLUSIVE, f"no measurement for {missing} (the grid must include every activation)")
+    return study.Verdict(study.INCONCLUSIVE, f"no measurement for {missing} (the grid must include every activation)")
   failed = []
   if max(abs(s["rel_error_lambda"]), abs(s["rel_error_alpha"])) > SELU_TOL:
     failed.append("SELU constants")
@@ -129,11 +129,11 @@ def verdict(m: dict) -> base.Verdict:
       + ", ".join(f"{n} {acts[n]['final']:.3g}" for n in (*STABLE, *DRIFTING))
   )
   if failed:
-    return base.Verdict(base.NOT_REPRODUCED, reason + f"; failing: {failed}")
-  return base.Verdict(base.REPRODUCED, reason)
+    return study.Verdict(study.NOT_REPRODUCED, reason + f"; failing: {failed}")
+  return study.Verdict(study.REPRODUCED, reason)
 
 
-def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
+def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed") or not m.get("activations"):
     return []
   acts = m["activations"]
@@ -215,7 +215,7 @@ def summary(m: dict) -> dict:
   }
 
 
-CLAIM = base.Claim(
+CLAIM = study.Study(
     name="activation_moments",
     number=2,
     statement=(

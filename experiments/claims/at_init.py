@@ -10,10 +10,10 @@ axis whose ticks are labelled in plain numbers even when the data span less than
 import numpy as np
 from matplotlib import ticker
 
-from experiments.claims import base
+from experiments import study
 
 
-def analysis_settings(run: base.Run) -> str:
+def analysis_settings(run: study.Run) -> str:
   """'analysis on 2 batch(es) × 32 sequences (1,563 non-padding tokens per batch), float64' of one run."""
   meta = run.analysis("metadata")
   rows = meta["batch_shapes"][0]["targets"][0]
@@ -24,7 +24,7 @@ def analysis_settings(run: base.Run) -> str:
   )
 
 
-def model_size(run: base.Run) -> str:
+def model_size(run: study.Run) -> str:
   """'6+6 layers, d=512, 8 heads (d_k=64), d_ff=2048' from the run's resolved model config."""
   m = run.config()["model"]
   d_k = m["head_dim"] or m["d_model"] // m["num_heads"]

@@ -46,8 +46,8 @@ from typing import Optional
 import numpy as np
 import scipy.stats
 
-from experiments import stats
-from experiments.claims import at_init, base, figures
+from experiments import stats, study
+from experiments.claims import at_init, figures
 
 STD_FACTOR, MIN_ENTROPY_RATIO, COLLAPSE_FRACTION = 1.5, 0.7, 0.5
 THRESHOLDS = {
@@ -68,7 +68,7 @@ KINDS = ("encoder/self_attn", "decoder/self_attn", "decoder/cross_attn")
 QUANTITIES = ("logit_std", "entropy", "entropy_ratio")
 
 
-def _run_profile(run: base.Run) -> dict[str, dict[str, list[float]]]:
+def _run_profile(run: study.Run) -> dict[str, dict[str, list[float]]]:
   """kind -> quantity -> per layer (stack order): the head mean of each batch, averaged over the analysis batches."""
   acc: dict[str, dict[int, list]] = {}
   for batch in run.analysis("signal"):
@@ -90,7 +90,7 @@ def _run_profile(run: base.Run) -> dict[str, dict[str, list[float]]]:
   return out
 
 
-def _variant(runs: list[base.Run]) -> dict:
+def _variant(runs: list[study.Run]) -> dict:
   """Per kind and quantity the seed mean and the per-seed profiles; the variant's means over kinds and layers."""
   profiles = [_run_profile(r) for r in runs]
   kinds = [k for k in KINDS if k in profiles[0]]
@@ -112,8 +112,8 @@ def _variant(runs: list[base.Run]) -> dict:
   )
 
 
-def measure(results: base.Results) -> dict:
-  out: dict = {"crashed": base.crashed(results.runs)}
+def measure(results: study.Results) -> dict:
+  out: dict = {"crashed": study.crashed(results.runs)}
   if out["crashed"]:
     return out
   variants = {}
@@ -158,16 +158,16 @@ def intervals(m: dict) -> Optional[dict]:
   }
 
 
-def verdict(m: dict) -> base.Verdict:
-  bad = base.crashed_verdict(m)
+def verdict(m: dict) -> study.Verdict:
+  bad = study.crashed_verdict(m)
   if bad:
     return bad
   v, pred = m["variants"], m["predicted"]
   iv = intervals(m)
   if iv is None:
     seeds = {name: v[name]["seeds"] for name in VARIANTS}
-    return base.Verdict(
-        base.INCONCLUSIVE,
+    return study.Verdict(
+        study.INCONCLUSIVE,
         f"no interval over the seeds: the variants ran seeds {seeds} (≥ 2 shared seeds needed; more seeds decide)",
     )
   std, ratio = iv["logit_std"], iv["entropy_ratio"]
@@ -188,15 +188,15 @@ def verdict(m: dict) -> base.Verdict:
   failed = [k for k, good in rules.items() if good is False]
   undetermined = [k for k, good in rules.items() if good is None]
   if failed:
-    return base.Verdict(base.NOT_REPRODUCED, reason + f"; failing: {failed}")
+    return study.Verdict(study.NOT_REPRODUCED, reason + f"; failing: {failed}")
   if undetermined:
     t = scipy.stats.t.ppf(0.5 + stats.LEVEL / 2, n - 1)
-    return base.Verdict(
-        base.INCONCLUSIVE,
+    return study.Verdict(
+        study.INCONCLUSIVE,
         reason + f"; the interval straddles the threshold (more seeds: n = {n} gives t_{n - 1} = {t:.3g}): "
         f"{undetermined}",
     )
-  return base.Verdict(base.REPRODUCED, reason)
+  return study.Verdict(study.REPRODUCED, reason)
 
 
 def _kind_label(kind: str) -> str:
@@ -204,7 +204,7 @@ def _kind_label(kind: str) -> str:
   return f"{stack} {sub.replace('_attn', '')}-attention"
 
 
-def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
+def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed"):
     return []
   kinds = list(m["variants"]["scaled"]["kinds"])
@@ -293,7 +293,7 @@ def summary(m: dict) -> dict:
   return out
 
 
-CLAIM = base.Claim(
+CLAIM = study.Study(
     name="attention_scale",
     number=3,
     statement=(

@@ -31,7 +31,8 @@ Rules (stated before the cpu run; cells read as claim 6's, experiments/claims/tr
                   undertrained where E fails (more seeds or steps), fewer than 3 seeds, a crash, runs without a class.
 """
 
-from experiments.claims import base, training
+from experiments import study
+from experiments.claims import training
 from experiments.claims.training import FAILED, MIN_SEEDS, fails, few_seeds, lrs_text, show, trains
 
 XAVIER = "Post-LN + Xavier"
@@ -50,7 +51,7 @@ THRESHOLDS = {
 }
 
 
-def measure(results: base.Results) -> dict:
+def measure(results: study.Results) -> dict:
   return training.measure_arms(results, ARMS)
 
 
@@ -80,32 +81,32 @@ def decide(m: dict) -> tuple[str, str, dict]:
   )
   if not failing:
     return (
-        base.INCONCLUSIVE,
+        study.INCONCLUSIVE,
         reason + "; Xavier with BERT's embeddings never fails on this grid, so the 0.02 scale has nothing to rescue: "
         "extend the lr grid upwards",
         numbers,
     )
   deciding = rescued or (failing if all(b.get(lr, ("", 0))[0] in FAILED for lr in failing) else [])
   if not deciding:
-    return base.INCONCLUSIVE, reason + "; the 0.02 cells there are mixed or undertrained: more seeds or steps", numbers
+    return study.INCONCLUSIVE, reason + "; the 0.02 cells there are mixed or undertrained: more seeds or steps", numbers
   few = few_seeds([e, b], deciding)
   if few:
     return (
-        base.INCONCLUSIVE,
+        study.INCONCLUSIVE,
         reason + f"; the deciding cells at η {lrs_text(few)} have fewer than {MIN_SEEDS} seeds: run more",
         numbers,
     )
   if rescued:
-    return base.REPRODUCED, reason, numbers
-  return base.NOT_REPRODUCED, reason + "; with BERT's embeddings the 0.02 init fails wherever Xavier does", numbers
+    return study.REPRODUCED, reason, numbers
+  return study.NOT_REPRODUCED, reason + "; with BERT's embeddings the 0.02 init fails wherever Xavier does", numbers
 
 
-def verdict(m: dict) -> base.Verdict:
+def verdict(m: dict) -> study.Verdict:
   bad = training.unusable(m)
-  return bad or base.Verdict(*decide(m)[:2])
+  return bad or study.Verdict(*decide(m)[:2])
 
 
-def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
+def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if not any(m["arms"].values()):
     return []
   panels = [
@@ -120,7 +121,7 @@ def summary(m: dict) -> dict:
   return {} if training.unusable(m) else decide(m)[2]
 
 
-CLAIM = base.Claim(
+CLAIM = study.Study(
     name="bert_vs_xavier",
     number=9,
     statement="Su 2021b: in a Post-LN model BERT's 0.02 init trains without warmup where Xavier's does not: with "

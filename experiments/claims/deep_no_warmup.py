@@ -36,7 +36,8 @@ Reported, not judged: each method's lrs lost with depth (trained at the shallowe
 
 import re
 
-from experiments.claims import base, training
+from experiments import study
+from experiments.claims import training
 from experiments.claims.training import MIN_SEEDS, fails, few_seeds, lrs_text, show, trains
 
 METHODS = ("ReZero", "scheduled α", "DeepNorm", "Admin")  # configs/atlas.py NAMES
@@ -58,7 +59,7 @@ def label(method: str, n: int) -> str:
   return f"{method} at {n}+{n}"
 
 
-def measure(results: base.Results) -> dict:
+def measure(results: study.Results) -> dict:
   """The runs by arm and lr (experiments/claims/training.py) for every method and Pre-LN at each depth the sweep ran;
   `depths`: those N, ascending."""
   found = [LABEL.match(r.arm) for r in results.runs]
@@ -94,32 +95,32 @@ def decide(m: dict) -> tuple[str, str, dict]:
   reason = f"without warmup, cells by class{training.reference_text(m)}, " + "; ".join(parts)
   name = lambda xs: ", ".join(f"{x} at {n}+{n} η {lr:g}" for x, n, lr in xs)
   if len(depths) < 2:
-    return base.INCONCLUSIVE, reason + "; one depth: the statement is about depth, run 6+6 and 12+12", numbers
+    return study.INCONCLUSIVE, reason + "; one depth: the statement is about depth, run 6+6 and 12+12", numbers
   no_ref = [n for n in depths if not numbers[f"Pre-LN at {n}+{n} trains at"]]
   if no_ref:
     where = ", ".join(f"{n}+{n}" for n in no_ref)
-    return base.INCONCLUSIVE, reason + f"; Pre-LN trains at no η at {where}: smaller lrs or more steps", numbers
+    return study.INCONCLUSIVE, reason + f"; Pre-LN trains at no η at {where}: smaller lrs or more steps", numbers
   if failures:
-    return base.NOT_REPRODUCED, reason + f"; fails where Pre-LN trains: {name(failures)}", numbers
+    return study.NOT_REPRODUCED, reason + f"; fails where Pre-LN trains: {name(failures)}", numbers
   few = sorted({lr for lr, f in deciding if f})
   if few:
     return (
-        base.INCONCLUSIVE,
+        study.INCONCLUSIVE,
         reason + f"; deciding cells at η {lrs_text(few)} have fewer than {MIN_SEEDS} seeds: run more",
         numbers,
     )
   if pending:
     why = f"; mixed or undertrained where Pre-LN trains: {name(pending)}: more seeds or steps"
-    return base.INCONCLUSIVE, reason + why, numbers
-  return base.REPRODUCED, reason, numbers
+    return study.INCONCLUSIVE, reason + why, numbers
+  return study.REPRODUCED, reason, numbers
 
 
-def verdict(m: dict) -> base.Verdict:
+def verdict(m: dict) -> study.Verdict:
   bad = training.unusable(m)
-  return bad or base.Verdict(*decide(m)[:2])
+  return bad or study.Verdict(*decide(m)[:2])
 
 
-def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
+def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if not any(m["arms"].values()):
     return []
   panels = [(f"{n}+{n} layers", [label(x, n) for x in (*METHODS, PRE)]) for n in m["depths"]]
@@ -132,7 +133,7 @@ def summary(m: dict) -> dict:
   return {} if training.unusable(m) else decide(m)[2]
 
 
-CLAIM = base.Claim(
+CLAIM = study.Study(
     name="deep_no_warmup",
     number=10,
     statement="ReZero, scheduled α, DeepNorm and Admin train without warmup at depth: at 6+6 and at 12+12 layers, "

@@ -42,8 +42,8 @@ from typing import Optional
 import numpy as np
 
 from experiments import grid as grid_lib
-from experiments import stats
-from experiments.claims import at_init, base, figures
+from experiments import stats, study
+from experiments.claims import at_init, figures
 
 GROWTH = 1.5
 POST_SLOPE = (-0.2, 0.2)
@@ -61,7 +61,7 @@ ROLES = ("mlp_in", "mlp_out")
 LAST = "decoder/mlp_out"
 
 
-def _run_profile(run: base.Run) -> dict[str, list[float]]:
+def _run_profile(run: study.Run) -> dict[str, list[float]]:
   """'<stack>/<role>' -> ‖∂L/∂W‖_F per layer (mean over the analysis batches) of the FFN matrices."""
   out: dict[str, dict[int, float]] = {}
   for r in run.analysis("grad_norms")["aggregate"]:
@@ -90,7 +90,7 @@ def loglog_slope(depths, norms) -> Optional[float]:
   return float(np.polyfit(np.log(depths), np.log(norms), 1)[0])
 
 
-def _profile(runs: list[base.Run]) -> dict:
+def _profile(runs: list[study.Run]) -> dict:
   profiles = [_run_profile(r) for r in runs]
   return {
       k: {"mean": np.mean([p[k] for p in profiles], 0).tolist(), "per_seed": [p[k] for p in profiles]}
@@ -98,8 +98,8 @@ def _profile(runs: list[base.Run]) -> dict:
   }
 
 
-def measure(results: base.Results) -> dict:
-  out: dict = {"crashed": base.crashed(results.runs)}
+def measure(results: study.Results) -> dict:
+  out: dict = {"crashed": study.crashed(results.runs)}
   if out["crashed"]:
     return out
   profile, growths, last, slopes, depths, example = {}, {}, {}, {}, {}, {}
@@ -114,7 +114,7 @@ def measure(results: base.Results) -> dict:
       )
     profile[pos] = _profile(a_runs)
     growths[pos] = {k: growth(v["mean"]) for k, v in profile[pos].items()}
-    by_depth: dict[int, list[base.Run]] = {}
+    by_depth: dict[int, list[study.Run]] = {}
     for r in b_runs:
       by_depth.setdefault(r.params["model.num_decoder_layers"], []).append(r)
     depths[pos] = sorted(by_depth)
@@ -165,8 +165,8 @@ def intervals(m: dict) -> dict:
   }
 
 
-def verdict(m: dict) -> base.Verdict:
-  bad = base.crashed_verdict(m)
+def verdict(m: dict) -> study.Verdict:
+  bad = study.crashed_verdict(m)
   if bad:
     return bad
   iv = intervals(m)
@@ -174,7 +174,7 @@ def verdict(m: dict) -> base.Verdict:
   missing = [f"{pos} {k}" for pos in POSITIONS for k in DECISIVE if g[pos].get(k) is None]
   missing += [f"{pos} slope" for pos in POSITIONS if s[pos] is None]
   if missing:
-    return base.Verdict(base.INCONCLUSIVE, f"a gradient norm is zero or non-finite, no growth or slope for {missing}")
+    return study.Verdict(study.INCONCLUSIVE, f"a gradient norm is zero or non-finite, no growth or slope for {missing}")
   rules = {
       **{f"(a) Post-LN {k} grows": stats.reading(g["post"][k], low=GROWTH) for k in DECISIVE},
       **{f"(a) Pre-LN {k} does not grow": stats.reading(g["pre"][k], high=GROWTH) for k in DECISIVE},
@@ -192,19 +192,19 @@ def verdict(m: dict) -> base.Verdict:
   failed = [k for k, v in rules.items() if v is False]
   undetermined = [k for k, v in rules.items() if v is None]
   if failed:
-    return base.Verdict(base.NOT_REPRODUCED, reason + f"; failing: {failed}")
+    return study.Verdict(study.NOT_REPRODUCED, reason + f"; failing: {failed}")
   if undetermined:
-    return base.Verdict(
-        base.INCONCLUSIVE, reason + f"; the interval straddles the threshold (more seeds would decide): {undetermined}"
+    return study.Verdict(
+        study.INCONCLUSIVE, reason + f"; the interval straddles the threshold (more seeds would decide): {undetermined}"
     )
-  return base.Verdict(base.REPRODUCED, reason)
+  return study.Verdict(study.REPRODUCED, reason)
 
 
 def _fmt(v: Optional[float]) -> str:
   return "n/a" if v is None else f"{v:.2f}"
 
 
-def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
+def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed"):
     return []
   fig, axes = figures.plt.subplots(1, 3, figsize=(14, 4.4))
@@ -278,7 +278,7 @@ def summary(m: dict) -> dict:
   }
 
 
-CLAIM = base.Claim(
+CLAIM = study.Study(
     name="grad_norms",
     number=5,
     statement=(

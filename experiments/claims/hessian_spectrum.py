@@ -47,8 +47,8 @@ import numpy as np
 import scipy.stats
 
 from analysis.plots import slq_floor
-from experiments import stats
-from experiments.claims import at_init, base, figures
+from experiments import stats, study
+from experiments.claims import at_init, figures
 
 TOP_K = 3
 THRESHOLDS = {
@@ -68,7 +68,7 @@ def _valid(part: dict) -> tuple[list[float], list[float]]:
   return [part["values"][i] for i in keep], [part["bounds"][i] for i in keep]
 
 
-def _run(run: base.Run) -> dict:
+def _run(run: study.Run) -> dict:
   """One run's extremes, width and SLQ nodes/weights."""
   eig = run.analysis("eigenvalues")
   top, top_b = _valid(eig["top"])
@@ -91,8 +91,8 @@ def _run(run: base.Run) -> dict:
   )
 
 
-def measure(results: base.Results) -> dict:
-  out: dict = {"crashed": base.crashed(results.runs)}
+def measure(results: study.Results) -> dict:
+  out: dict = {"crashed": study.crashed(results.runs)}
   if out["crashed"]:
     return out
   for pos in POSITIONS:
@@ -156,13 +156,13 @@ def intervals(m: dict) -> Optional[dict]:
   return out
 
 
-def verdict(m: dict) -> base.Verdict:
-  bad = base.crashed_verdict(m)
+def verdict(m: dict) -> study.Verdict:
+  bad = study.crashed_verdict(m)
   if bad:
     return bad
   seeds = {pos: [r["seed"] for r in m[pos]] for pos in POSITIONS}
   if seeds["post"] != seeds["pre"]:
-    return base.Verdict(base.INCONCLUSIVE, f"the arms ran different seeds ({seeds}): no paired comparison")
+    return study.Verdict(study.INCONCLUSIVE, f"the arms ran different seeds ({seeds}): no paired comparison")
   pairs = list(zip(m["post"], m["pre"]))
   per_seed = "; ".join(
       f"seed {a['seed']}: λ_max {a['lambda_max']:.4g} ± {a['top_bounds'][0]:.2g} vs {b['lambda_max']:.4g} ± "
@@ -172,8 +172,8 @@ def verdict(m: dict) -> base.Verdict:
   )
   iv = intervals(m)
   if iv is None:
-    return base.Verdict(
-        base.INCONCLUSIVE,
+    return study.Verdict(
+        study.INCONCLUSIVE,
         f"Post-LN vs Pre-LN — {per_seed}; no interval over {len(pairs)} seed(s) (≥ 2 seeds with positive λ_max and "
         "width needed): more seeds",
     )
@@ -187,18 +187,18 @@ def verdict(m: dict) -> base.Verdict:
   failed = [k for k, v in rules.items() if v is False]
   undetermined = [k for k, v in rules.items() if v is None]
   if failed:
-    return base.Verdict(base.NOT_REPRODUCED, reason + f"; failing (Pre-LN larger or wider): {failed}")
+    return study.Verdict(study.NOT_REPRODUCED, reason + f"; failing (Pre-LN larger or wider): {failed}")
   if undetermined:
     t = scipy.stats.t.ppf(0.5 + stats.LEVEL / 2, n - 1)
     key = {"larger": "lambda_max", "wider": "width"}
     need = {k: seeds_to_decide([x[0] for x in iv[key[k]]["per_seed"]]) for k in undetermined}
     need_text = ", ".join(f"{k} ≈ {v if v else 'over 100'} seeds" for k, v in need.items())
-    return base.Verdict(
-        base.INCONCLUSIVE,
+    return study.Verdict(
+        study.INCONCLUSIVE,
         reason + f"; the interval straddles 1 (more seeds: n = {n} gives t_{n - 1} = {t:.3g}; were the seeds' spread "
         f"to hold, {need_text} would decide): {undetermined}",
     )
-  return base.Verdict(base.REPRODUCED, reason)
+  return study.Verdict(study.REPRODUCED, reason)
 
 
 def _densities(runs: list[dict], grid: np.ndarray, sigma: float) -> np.ndarray:
@@ -299,7 +299,7 @@ def _verdict_panel(ax, m: dict) -> None:
   ax.legend(fontsize=7)
 
 
-def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
+def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed"):
     return []
   fig, axes = figures.plt.subplots(1, 3, figsize=(15, 4.6), gridspec_kw=dict(width_ratios=[1.4, 1, 1]))
@@ -332,7 +332,7 @@ def summary(m: dict) -> dict:
   return out
 
 
-CLAIM = base.Claim(
+CLAIM = study.Study(
     name="hessian_spectrum",
     number=7,
     statement=(

@@ -50,8 +50,8 @@ from typing import Optional
 import numpy as np
 import scipy.stats
 
-from experiments import stats
-from experiments.claims import base, figures
+from experiments import stats, study
+from experiments.claims import figures
 
 POST_REL, DECAY_REL, PRE_STACK = 0.15, 0.10, 0.10
 DECAY_MIN_C = 0.05  # c_in from which a step is read (5 × 0.01, the noise of <F, x_0>/<x_0, x_0> first assumed)
@@ -67,7 +67,7 @@ THRESHOLDS = {
 }
 
 
-def _profile(run: base.Run) -> list[dict]:
+def _profile(run: study.Run) -> list[dict]:
   """Per sublayer (in stack order): c, q_in, q_F, sublayer kind; averaged over the run's analysis batches."""
   per_batch = run.analysis("signal")
   out = None
@@ -93,7 +93,7 @@ def _profile(run: base.Run) -> list[dict]:
   return [{**r, **{k: r[k] / r["n"] for k in ("c", "q_in", "q_f")}} for r in out]
 
 
-def _arm(runs: list[base.Run]) -> dict:
+def _arm(runs: list[study.Run]) -> dict:
   """Per seed and sublayer c, q_in, q_F; their seed means, σ² and the chained Post-LN prediction (drawn)."""
   profiles = [_profile(r) for r in runs]
   per_seed = {k: np.asarray([[p[k] for p in prof] for prof in profiles]) for k in ("c", "q_in", "q_f")}
@@ -116,8 +116,8 @@ def _arm(runs: list[base.Run]) -> dict:
   )
 
 
-def measure(results: base.Results) -> dict:
-  out: dict = {"crashed": base.crashed(results.runs)}
+def measure(results: study.Results) -> dict:
+  out: dict = {"crashed": study.crashed(results.runs)}
   if out["crashed"]:
     return out
   for pos in ("post", "pre"):
@@ -173,15 +173,15 @@ def intervals(m: dict) -> dict:
   }
 
 
-def verdict(m: dict) -> base.Verdict:
-  bad = base.crashed_verdict(m)
+def verdict(m: dict) -> study.Verdict:
+  bad = study.crashed_verdict(m)
   if bad:
     return bad
   iv, band = intervals(m), bands(m)
   unread = [f"{k} ({v['steps']} step(s))" for k, v in iv.items() if v["interval"] is None]
   if unread:
-    return base.Verdict(
-        base.INCONCLUSIVE, f"fewer than 2 steps with c_in ≥ {DECAY_MIN_C} to read: {unread}; more seeds or layers"
+    return study.Verdict(
+        study.INCONCLUSIVE, f"fewer than 2 steps with c_in ≥ {DECAY_MIN_C} to read: {unread}; more seeds or layers"
     )
   rules = {k: stats.reading(v["interval"], low=band[k][0], high=band[k][1]) for k, v in iv.items()}
 
@@ -198,17 +198,17 @@ def verdict(m: dict) -> base.Verdict:
   failed = [k for k, v in rules.items() if v is False]
   undetermined = [k for k, v in rules.items() if v is None]
   if failed:
-    return base.Verdict(base.NOT_REPRODUCED, reason + f"; failing: {failed}")
+    return study.Verdict(study.NOT_REPRODUCED, reason + f"; failing: {failed}")
   if undetermined:
     t = {k: scipy.stats.t.ppf(0.5 + stats.LEVEL / 2, iv[k]["steps"] - 1) for k in undetermined}
     gives = ", ".join(f"{k}: N = {iv[k]['steps']} steps give t_{iv[k]['steps'] - 1} = {t[k]:.3g}" for k in t)
-    return base.Verdict(
-        base.INCONCLUSIVE, reason + f"; the interval straddles its band's edge (more seeds: {gives}): {undetermined}"
+    return study.Verdict(
+        study.INCONCLUSIVE, reason + f"; the interval straddles its band's edge (more seeds: {gives}): {undetermined}"
     )
-  return base.Verdict(base.REPRODUCED, reason)
+  return study.Verdict(study.REPRODUCED, reason)
 
 
-def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
+def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed"):
     return []
   fig, (ax, ax_steps) = figures.plt.subplots(1, 2, figsize=(13, 4.4), gridspec_kw=dict(width_ratios=[1.2, 1]))
@@ -275,7 +275,7 @@ def summary(m: dict) -> dict:
   }
 
 
-CLAIM = base.Claim(
+CLAIM = study.Study(
     name="identity_path",
     number=4,
     statement="At init Post-LN's identity path decays like 2^{-l/2} with depth; Pre-LN's does not.",

@@ -1,13 +1,13 @@
 """The claims: `CLAIM_NAMES` (in the report's order), `get_claim(name)` and the typed `config.claim` group.
 
-Each claim lives in `experiments/claims/<name>.py` as `CLAIM = base.Claim(...)` (measure, verdict, figure) and its
+Each claim lives in `experiments/claims/<name>.py` as `CLAIM = study.Study(...)` (measure, verdict, figure) and its
 sweep in `configs/claims/<name>.py`; modules are imported when a claim is asked for.
 """
 
 import dataclasses
 import importlib
 
-from experiments.claims.base import Claim
+from experiments.study import Study
 from models.config import Section, invalid
 
 CLAIM_NAMES = (
@@ -25,7 +25,7 @@ CLAIM_NAMES = (
 SCALES = ("tiny", "cpu", "paper")
 
 
-def get_claim(name: str) -> Claim:
+def get_claim(name: str) -> Study:
   """The claim registered as `name`; ValueError naming the key and the valid names."""
   if name not in CLAIM_NAMES:
     raise invalid("claim.name", name, f"one of {list(CLAIM_NAMES)}")

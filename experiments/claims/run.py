@@ -18,9 +18,8 @@ import jax
 from absl import logging
 
 from experiments import provenance as provenance_lib
-from experiments import report
+from experiments import report, study
 from experiments import sweep as sweep_lib
-from experiments.claims import base
 from experiments.claims.registry import ClaimConfig, get_claim
 from experiments.grid import SweepConfig, parse_grid
 
@@ -44,7 +43,7 @@ def decide(config: Any, workdir: str, records: list[dict], seconds: float = floa
   sweep = SweepConfig.from_config(config.sweep)
   swept = [k for k, _ in parse_grid(sweep.grid, config)]
   settings = report.fixed_settings(config, swept, sweep.seeds)
-  results = base.Results(workdir, records, config, settings)
+  results = study.Results(workdir, records, config, settings)
   measured = claim.measure(results)
   verdict = claim.verdict(measured)
   primary = jax.process_index() == 0  # every process measures; process 0 alone writes
@@ -52,7 +51,7 @@ def decide(config: Any, workdir: str, records: list[dict], seconds: float = floa
   outcomes = {}
   for r in records:
     outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
-  result = base.jsonable(
+  result = study.jsonable(
       dict(
           claim=claim.name,
           number=claim.number,

@@ -23,7 +23,8 @@ verdict now also needs its deciding cells at ≥ 3 seeds):
                   (more seeds or more steps), a crashed run, or runs without a class (`train.eval_at_init` off).
 """
 
-from experiments.claims import base, training
+from experiments import study
+from experiments.claims import training
 from experiments.claims.training import FAILED, MIN_SEEDS, fails, few_seeds, lrs_text, show, trains
 
 POST, TFIXUP = "Post-LN + Xavier", "T-Fixup"  # the arms' labels (configs/atlas.py NAMES)
@@ -38,7 +39,7 @@ THRESHOLDS = {
 }
 
 
-def measure(results: base.Results) -> dict:
+def measure(results: study.Results) -> dict:
   return training.measure_arms(results, ARMS)
 
 
@@ -53,28 +54,32 @@ def decide(m: dict) -> tuple[str, str, dict]:
       f"[{show(cp)}]; T-Fixup trains where Post-LN fails at η {lrs_text(where)}"
   )
   if not failing:
-    return base.INCONCLUSIVE, reason + "; Post-LN never fails: extend the lr grid upwards", numbers
+    return study.INCONCLUSIVE, reason + "; Post-LN never fails: extend the lr grid upwards", numbers
   deciding = where or (failing if all(ct.get(lr, ("", 0))[0] in FAILED for lr in failing) else [])
   if not deciding:
-    return base.INCONCLUSIVE, reason + "; T-Fixup's cells there are mixed or undertrained: more seeds or steps", numbers
+    return (
+        study.INCONCLUSIVE,
+        reason + "; T-Fixup's cells there are mixed or undertrained: more seeds or steps",
+        numbers,
+    )
   few = few_seeds([ct, cp], deciding)
   if few:
     return (
-        base.INCONCLUSIVE,
+        study.INCONCLUSIVE,
         reason + f"; the deciding cells at η {lrs_text(few)} have fewer than {MIN_SEEDS} seeds: run more",
         numbers,
     )
   if where:
-    return base.REPRODUCED, reason, numbers
-  return base.NOT_REPRODUCED, reason + "; T-Fixup fails wherever Post-LN does", numbers
+    return study.REPRODUCED, reason, numbers
+  return study.NOT_REPRODUCED, reason + "; T-Fixup fails wherever Post-LN does", numbers
 
 
-def verdict(m: dict) -> base.Verdict:
+def verdict(m: dict) -> study.Verdict:
   bad = training.unusable(m)
-  return bad or base.Verdict(*decide(m)[:2])
+  return bad or study.Verdict(*decide(m)[:2])
 
 
-def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
+def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if not any(m["arms"].values()):
     return []
   headline = "Claim 8 (Huang et al. 2020): does T-Fixup (no LayerNorm) train where Post-LN fails, both without warmup?"
@@ -85,7 +90,7 @@ def summary(m: dict) -> dict:
   return {} if training.unusable(m) else decide(m)[2]
 
 
-CLAIM = base.Claim(
+CLAIM = study.Study(
     name="tfixup",
     number=8,
     statement="Huang et al. 2020: T-Fixup, without LayerNorm and without warmup, trains where Post-LN without warmup "

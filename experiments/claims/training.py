@@ -36,8 +36,8 @@ from typing import Optional
 import numpy as np
 
 from analysis import outcomes
-from experiments import report
-from experiments.claims import base, figures, warmup
+from experiments import report, study
+from experiments.claims import figures, warmup
 from train import loop as train_loop
 
 MIN_SEEDS, FAILED, MIXED, cell_class = warmup.MIN_SEEDS, warmup.FAILED, warmup.MIXED, warmup.cell_class
@@ -45,7 +45,7 @@ MARKERS = warmup.MARKERS  # outcome class -> marker (trained o, collapsed s, und
 Cells = dict[float, tuple[str, int]]  # lr -> (the cell's class or 'mixed', its seeds)
 
 
-def _run(run: base.Run) -> dict:
+def _run(run: study.Run) -> dict:
   loss = run.final.get("eval/loss")
   loss0 = next((m["loss"] for m in run.metrics("eval") if m["step"] == 0 and "loss" in m), None)
   return dict(
@@ -57,7 +57,7 @@ def _run(run: base.Run) -> dict:
   )
 
 
-def reference(results: base.Results) -> Optional[dict]:
+def reference(results: study.Results) -> Optional[dict]:
   """The unigram reference H (`train.data.Data.target_unigram_entropy`) of the first run with a data_stats.json."""
   for run in results.runs:
     stats = run.json(train_loop.DATA_STATS_FILE)
@@ -66,7 +66,7 @@ def reference(results: base.Results) -> Optional[dict]:
   return None
 
 
-def measure_arms(results: base.Results, arms: Sequence[str]) -> dict:
+def measure_arms(results: study.Results, arms: Sequence[str]) -> dict:
   """The runs of `arms` by lr (module docstring)."""
   by_arm: dict[str, dict[str, list[dict]]] = {a: {} for a in arms}
   for run in results.runs:
@@ -80,7 +80,7 @@ def measure_arms(results: base.Results, arms: Sequence[str]) -> dict:
     lr = format(float(run.params["optim.learning_rate"]), "g")
     by_arm[run.arm].setdefault(lr, []).append(_run(run))
   return {
-      "crashed": base.crashed(results.runs),
+      "crashed": study.crashed(results.runs),
       "unclassed": [
           f"{r.arm} η {float(r.params['optim.learning_rate']):g} seed {r.seed}"
           for r in results.runs
@@ -95,16 +95,16 @@ def measure_arms(results: base.Results, arms: Sequence[str]) -> dict:
   }
 
 
-def unusable(m: dict) -> Optional[base.Verdict]:
+def unusable(m: dict) -> Optional[study.Verdict]:
   """INCONCLUSIVE when the runs cannot be read by class (module docstring), else None."""
-  bad = base.crashed_verdict(m)
+  bad = study.crashed_verdict(m)
   if bad:
     return bad
   if m["missing"]:
-    return base.Verdict(base.INCONCLUSIVE, f"no run of the arm(s) {m['missing']}: the sweep's grid lacks them")
+    return study.Verdict(study.INCONCLUSIVE, f"no run of the arm(s) {m['missing']}: the sweep's grid lacks them")
   if m["unclassed"]:
-    return base.Verdict(
-        base.INCONCLUSIVE,
+    return study.Verdict(
+        study.INCONCLUSIVE,
         f"{len(m['unclassed'])} run(s) have no outcome class (train.eval_at_init was off: no loss at init to read "
         f"them against; rerun them with it on): {', '.join(m['unclassed'][:4])}"
         + (", ..." if len(m["unclassed"]) > 4 else ""),

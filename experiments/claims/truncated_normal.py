@@ -45,8 +45,8 @@ from typing import Optional
 import numpy as np
 import scipy.stats
 
-from experiments import stats
-from experiments.claims import base, figures
+from experiments import stats, study
+from experiments.claims import figures
 from init.math import truncated_normal_std_factor, xavier_std
 
 BERT_RANGE = 0.02
@@ -79,7 +79,7 @@ def _pooled(tensors: list[dict]) -> dict:
   )
 
 
-def _bert(runs: list[base.Run]) -> dict:
+def _bert(runs: list[study.Run]) -> dict:
   tensors = [p for r in runs for p in r.analysis("params") if p["role"] not in NOT_MATRICES]
   out = _pooled(tensors)
   out.update(
@@ -92,7 +92,7 @@ def _bert(runs: list[base.Run]) -> dict:
   return out
 
 
-def _xavier(runs: list[base.Run]) -> dict:
+def _xavier(runs: list[study.Run]) -> dict:
   rows, square = [], []
   for r in runs:
     for p in r.analysis("params"):
@@ -128,8 +128,8 @@ def _xavier(runs: list[base.Run]) -> dict:
   return out
 
 
-def measure(results: base.Results) -> dict:
-  out: dict = {"crashed": base.crashed(results.runs)}
+def measure(results: study.Results) -> dict:
+  out: dict = {"crashed": study.crashed(results.runs)}
   if out["crashed"]:
     return out
   out["bert"] = _bert(results.select({"init.scheme": "bert"}))
@@ -165,13 +165,13 @@ def _error(interval: tuple[float, float, float]) -> str:
   return f"error {v:+.3%} [{lo:+.3%}, {hi:+.3%}]"
 
 
-def verdict(m: dict) -> base.Verdict:
-  bad = base.crashed_verdict(m)
+def verdict(m: dict) -> study.Verdict:
+  bad = study.crashed_verdict(m)
   if bad:
     return bad
   b, x = m["bert"], m["xavier"]
   if not x.get("square_d"):
-    return base.Verdict(base.INCONCLUSIVE, "the xavier cells have no d×d kernel: the d×d rule has nothing to read")
+    return study.Verdict(study.INCONCLUSIVE, "the xavier cells have no d×d kernel: the d×d rule has nothing to read")
   iv = intervals(m)
   band = dict(low=1 - REL_TOL, high=1 + REL_TOL)
   rules = {
@@ -195,7 +195,7 @@ def verdict(m: dict) -> base.Verdict:
     )
   failed = [k for k, v in rules.items() if v is False]
   if failed:
-    return base.Verdict(base.NOT_REPRODUCED, reason + f"; failing: {failed}")
+    return study.Verdict(study.NOT_REPRODUCED, reason + f"; failing: {failed}")
   errors = {"bert": (b["rel_error"], b["kurtosis"], b["n"])}
   errors["xavier"] = (x["square_rel_error"], x["square_kurtosis"], x["square_n"])
   undetermined = [
@@ -204,14 +204,14 @@ def verdict(m: dict) -> base.Verdict:
       if rules[k] is None
   ]
   if undetermined:
-    return base.Verdict(
-        base.INCONCLUSIVE,
+    return study.Verdict(
+        study.INCONCLUSIVE,
         reason + f"; the interval straddles the band's edge (more draws: more seeds or a wider model): {undetermined}",
     )
-  return base.Verdict(base.REPRODUCED, reason)
+  return study.Verdict(study.REPRODUCED, reason)
 
 
-def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
+def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed"):
     return []
   fig, (ax0, ax1) = figures.plt.subplots(1, 2, figsize=(10, 4.2))
@@ -276,7 +276,7 @@ def summary(m: dict) -> dict:
   return out
 
 
-CLAIM = base.Claim(
+CLAIM = study.Study(
     name="truncated_normal",
     number=1,
     statement=(

@@ -32,8 +32,8 @@ from typing import Optional
 import numpy as np
 
 from analysis import outcomes
-from experiments import report
-from experiments.claims import base, figures
+from experiments import report, study
+from experiments.claims import figures
 
 CONVERGED = 0.02  # relative change of the validation loss over the last 20% of the steps
 MIN_SEEDS = 3
@@ -89,31 +89,31 @@ def rescue(c0: Cells, cws: dict[int, Cells], cp: Cells, *, min_seeds: int = MIN_
       + f"; Pre-LN without warmup [{show(cp)}]; warmup rescues Post-LN at η {lrs(rescued)}"
   )
   if not trains_w:
-    return base.INCONCLUSIVE, reason + "; Post-LN with warmup trains at no η: smaller lrs or more steps", numbers
+    return study.INCONCLUSIVE, reason + "; Post-LN with warmup trains at no η: smaller lrs or more steps", numbers
   if not fails:
-    return base.INCONCLUSIVE, reason + "; Post-LN without warmup never fails: extend the lr grid upwards", numbers
+    return study.INCONCLUSIVE, reason + "; Post-LN without warmup never fails: extend the lr grid upwards", numbers
   if not rescued:
     mixed = sorted({lr for lr in fails for cw in cws.values() if cw.get(lr, ("", 0))[0] == MIXED})
     mixed += [lr for lr, (cls, _) in c0.items() if cls == MIXED]
     if mixed:
-      return base.INCONCLUSIVE, reason + f"; mixed seeds at η {lrs(sorted(set(mixed)))}: more seeds", numbers
-    return base.NOT_REPRODUCED, reason, numbers
+      return study.INCONCLUSIVE, reason + f"; mixed seeds at η {lrs(sorted(set(mixed)))}: more seeds", numbers
+    return study.NOT_REPRODUCED, reason, numbers
   deciding = [c0, cp, *[cws[w] for w, xs in by_w.items() if xs]]
   few = sorted({lr for lr in rescued for c in deciding if c.get(lr, ("", 0))[1] < min_seeds})
   if len(pre_fails) == len(rescued) and not few:
-    return base.NOT_REPRODUCED, reason + "; Pre-LN fails at every rescued η", numbers
+    return study.NOT_REPRODUCED, reason + "; Pre-LN fails at every rescued η", numbers
   if few:
     return (
-        base.INCONCLUSIVE,
+        study.INCONCLUSIVE,
         reason + f"; the deciding cells at η {lrs(few)} have fewer than {min_seeds} seeds: run more",
         numbers,
     )
   if pre_fails:
-    return base.NOT_REPRODUCED, reason + f"; Pre-LN fails at η {lrs(pre_fails)}", numbers
-  return base.REPRODUCED, reason, numbers
+    return study.NOT_REPRODUCED, reason + f"; Pre-LN fails at η {lrs(pre_fails)}", numbers
+  return study.REPRODUCED, reason, numbers
 
 
-def _run(run: base.Run, steps: int) -> dict:
+def _run(run: study.Run, steps: int) -> dict:
   curve = [(m["step"], m["loss"]) for m in run.metrics("eval") if "loss" in m]
   loss = run.final.get("eval/loss")
   return dict(
@@ -129,8 +129,8 @@ def arm_name(norm: str, warmup: int) -> str:
   return f"{'Post' if norm == 'post' else 'Pre'}-LN, warmup {warmup}"
 
 
-def measure(results: base.Results) -> dict:
-  out: dict = {"crashed": base.crashed(results.runs)}
+def measure(results: study.Results) -> dict:
+  out: dict = {"crashed": study.crashed(results.runs)}
   steps = results.config.train.num_steps if results.config is not None else None
   arms: dict[str, dict] = {}
   for run in results.runs:
@@ -153,25 +153,25 @@ def _best(arm: dict) -> Optional[str]:
   return min(trained, key=trained.get) if trained else None
 
 
-def verdict(m: dict) -> base.Verdict:
-  bad = base.crashed_verdict(m)
+def verdict(m: dict) -> study.Verdict:
+  bad = study.crashed_verdict(m)
   if bad:
     return bad
   arms = m["arms"]
   unclassed = [f"{a} η {lr}" for a, arm in arms.items() for lr, runs in arm["cells"].items() if any(
       r["cls"] is None for r in runs)]  # fmt: skip
   if unclassed:
-    return base.Verdict(base.INCONCLUSIVE, f"runs without an outcome class (train.eval_at_init off): {unclassed[:4]}")
+    return study.Verdict(study.INCONCLUSIVE, f"runs without an outcome class (train.eval_at_init off): {unclassed[:4]}")
   post = {a["warmup"]: a for a in arms.values() if a["norm"] == "post"}
   pre = [a for a in arms.values() if a["norm"] == "pre"]
   if 0 not in post or len(post) < 2 or not pre:
-    return base.Verdict(base.INCONCLUSIVE, f"the grid lacks an arm: has {sorted(arms)}")
+    return study.Verdict(study.INCONCLUSIVE, f"the grid lacks an arm: has {sorted(arms)}")
   verdict_, reason, _ = rescue(_cells(post[0]), {w: _cells(a) for w, a in post.items() if w}, _cells(pre[0]))
   horizon = horizon_check(m)
   reason += f". Horizon {m['steps']} steps: {horizon['text']}"
-  if verdict_ != base.INCONCLUSIVE and not horizon["ok"]:
-    return base.Verdict(base.INCONCLUSIVE, reason + f" (was {verdict_} before the horizon check): more steps")
-  return base.Verdict(verdict_, reason)
+  if verdict_ != study.INCONCLUSIVE and not horizon["ok"]:
+    return study.Verdict(study.INCONCLUSIVE, reason + f" (was {verdict_} before the horizon check): more steps")
+  return study.Verdict(verdict_, reason)
 
 
 def horizon_check(m: dict) -> dict:
@@ -206,7 +206,7 @@ def _lowest(arm: dict) -> str:
   return min(ok, key=ok.get) if ok else min(arm["cells"], key=float)
 
 
-def figure(m: dict, results: base.Results, out_dir: str, settings: str) -> list[str]:
+def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed") or not m.get("arms"):
     return []
   arms = m["arms"]
@@ -265,7 +265,7 @@ def summary(m: dict) -> dict:
   return {**numbers, "horizon near convergence": horizon_check(m)["ok"]}
 
 
-CLAIM = base.Claim(
+CLAIM = study.Study(
     name="warmup",
     number=6,
     statement="Xiong et al. 2020: Post-LN needs a learning-rate warmup, Pre-LN does not: at a learning rate where "

@@ -1,16 +1,20 @@
-"""What every claim is made of, and the results it is decided from.
+"""The study contract: what every claim is made of, and the results every study (claims and the atlas) reads.
 
-A claim is a sweep config (`configs/claims/<name>.py`: the base config, the grid, the seeds, what to analyze, and the
-sizes of each scale) plus three functions of its results, kept apart so each can be tested alone:
+A study is a sweep config (`configs/claims/<name>.py`: the base config, the grid with its named arms, the seeds,
+what to analyze, and the sizes of each scale `tiny`/`cpu`/`paper`) run by the sweep layer (experiments/sweep.py),
+plus three functions of its results, kept apart so each can be tested alone (`Study`; experiments/claims/run.py runs
+one and writes its record, claim.json; experiments/claims/report.py writes every record's section):
   measure(results) -> dict     pure: the numbers the verdict uses, from the sweep's records and each run's files
                                (metrics.jsonl, analysis/step_<k>/*.json); JSON-able.
   verdict(measured) -> Verdict pure: REPRODUCED / NOT_REPRODUCED / INCONCLUSIVE and the reason with the deciding
-                               numbers, by the thresholds in `Claim.thresholds` (stated in the claim module's docstring
+                               numbers, by the thresholds in `Study.thresholds` (stated in the claim module's docstring
                                before any run; tested on synthetic numbers for every branch).
   figure(measured, results, out_dir, title) -> [file names]   draws every quantity the verdict uses.
 
-`Results` is a finished sweep read back: its records (results.jsonl, grid order), grouped by cell, each `Run` able to
-read its own metrics and analysis files. A run that crashed is not a measurement: `crashed(runs)` lists them and the
+`Results` is a sweep read back from its results.jsonl (grid order; no file: no runs), grouped by cell, each `Run`
+with its arm (its grid product's label), params, seed, outcome, class and final metrics, able to read its own
+metrics, analysis and other files; the atlas's parts are read through the same `Results`
+(experiments/atlas/collect.py, axis_collect.py, length.py). A run that crashed is not a measurement: `crashed(runs)` lists them and the
 claims' verdicts say INCONCLUSIVE naming it (a diverged run is a measurement: it failed to train).
 """
 
@@ -41,8 +45,9 @@ class Verdict:
 
 
 @dataclasses.dataclass(frozen=True)
-class Claim:
-  """A claim: its identity, the thresholds of its verdict (name -> rule as a sentence) and its three functions."""
+class Study:
+  """A study (a claim of a paper): its identity, the thresholds of its verdict (name -> rule as a sentence) and its
+  three functions."""
 
   name: str
   number: int
