@@ -66,7 +66,8 @@ def main(argv):
   workdir = FLAGS.workdir or os.fspath(epath.Path("runs") / config_name)  # a URI (gs://...) is kept as it is
   logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())
   if config.mode in ("sweep", "claim", "atlas"):  # every cell × seed in <workdir>/cells/, diverged and crashed runs
-    try:  # recorded
+    experiments.sweep.use_compilation_cache(FLAGS.config, workdir)  # recorded; the runs share compiled programs
+    try:
       if config.mode == "claim":
         crashed = experiments.claims.run_claim(FLAGS.config, workdir)["runs"].get("crashed", 0)
       elif config.mode == "atlas":

@@ -313,5 +313,4 @@ def get_config(scale: str = "tiny") -> ml_collections.ConfigDict:
   config.atlas.parts = ""  # the parts main.py runs, comma-separated, in that order; '' = every part
   config.atlas.out = "reports"  # where ATLAS.md and atlas/ (figures, atlas.json) are written
   config.atlas.report_only = False  # run nothing: rewrite the report from the workdir
-  config.atlas.compilation_cache = "auto"  # JAX's persistent cache: 'auto' <workdir>/jax_cache, '' off
   return config

@@ -192,6 +192,10 @@ def get_config() -> ml_collections.ConfigDict:
   # another study's runs (a claim decided on the atlas's cells) sets that sweep's folder: the runs are shared (a
   # finished one is skipped, a missing one trained there) while its results.jsonl, report and claim.json stay its own.
   w.cells_dir = ""
+  # JAX's persistent compilation cache for main.py's sweep, claim and atlas modes: 'auto' = <runs folder>/jax_cache
+  # (the runs of a sweep compile the same programs: an at-init analysis's seeds, the eval steps of its cells), a
+  # folder, or '' (off). The claims and the atlas set 'auto' at cpu and paper scale.
+  w.compilation_cache = ""
 
   # Claim mode (experiments/claims/): set by the configs in configs/claims/, scale by the config string
   # (`--config=configs/claims/<name>.py:tiny`).

@@ -46,6 +46,7 @@ class SweepConfig(Section):
   analysis_steps: Any
   metric: str
   cells_dir: str
+  compilation_cache: str
 
   def __post_init__(self):
     if self.seeds < 1:

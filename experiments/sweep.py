@@ -179,6 +179,19 @@ def runs_root(config: ml_collections.ConfigDict, workdir: str) -> str:
   return config.sweep.cells_dir or workdir
 
 
+def use_compilation_cache(config: ml_collections.ConfigDict, workdir: str) -> Optional[str]:
+  """Turns on JAX's persistent compilation cache per `sweep.compilation_cache` ('auto': `<runs root>/jax_cache`; a
+  folder; '' off) for this process, before any compute; returns the folder (None: off). main.py's sweep, claim and
+  atlas modes call it once: a sweep's runs compile the same programs again (a fresh model and closures per run), so
+  with the cache the second seed of an at-init analysis reuses the first's executables instead of recompiling."""
+  cache = config.sweep.compilation_cache
+  if not cache:
+    return None
+  path = os.path.join(runs_root(config, workdir), "jax_cache") if cache == "auto" else cache
+  jax.config.update("jax_compilation_cache_dir", path)
+  return path
+
+
 def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib.Cell, int, train.config.Config]]:
   """(cell, seed, resolved config) of every run of the sweep, in grid order, each checked before any compute: the
   config boundary (an error names the cell), the run's config.json of an earlier invocation (`_check_unchanged`) and

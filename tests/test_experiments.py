@@ -379,6 +379,26 @@ def test_a_sweep_reading_another_sweeps_runs_shares_them_and_keeps_its_own_recor
   assert all(r.metrics("train") for r in results.runs)  # each path resolves to the run's folder
 
 
+def test_the_compilation_cache_is_the_sweeps_when_asked(tmp_path):
+  """sweep.compilation_cache: '' leaves JAX's persistent cache alone; 'auto' puts it in the runs' folder (the claims
+  and the atlas at cpu and paper; not at tiny, the tests); a folder is taken as given."""
+  from configs.claims import tfixup  # pylint: disable=g-import-not-at-top
+  from configs.claims import warmup as warmup_claim
+
+  before = jax.config.jax_compilation_cache_dir
+  try:
+    assert sweep_lib.use_compilation_cache(tiny_config(), str(tmp_path)) is None
+    assert jax.config.jax_compilation_cache_dir == before
+    shared = tiny_config(**{"sweep.compilation_cache": "auto", "sweep.cells_dir": str(tmp_path / "atlas")})
+    assert sweep_lib.use_compilation_cache(shared, str(tmp_path / "claim")) == str(tmp_path / "atlas" / "jax_cache")
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "atlas" / "jax_cache")
+  finally:
+    jax.config.update("jax_compilation_cache_dir", before)
+  for module in (warmup_claim, tfixup):
+    assert module.get_config("cpu").sweep.compilation_cache == "auto"
+    assert module.get_config("tiny").sweep.compilation_cache == ""
+
+
 def test_a_union_sweep_over_runs_of_one_cell_grids_reports_every_swept_key(tmp_path):
   """Runs made cell by cell (each by a one-product grid) are skipped by the union's sweep,
   whose records and results.md carry every swept key: the base value where a product does not set it."""

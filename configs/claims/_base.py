@@ -61,4 +61,5 @@ def claim_config(name: str, scale: str, sizes: Mapping[str, Mapping[str, Any]]) 
   else:
     config.data.name = "multi30k"
     config.data.dir = ""  # the user's folder: --config.data.dir
+    config.sweep.compilation_cache = "auto"  # the seeds of a cell compile the same programs (experiments/sweep.py)
   return set_keys(config, sizes[scale])

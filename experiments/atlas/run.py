@@ -8,7 +8,7 @@ Contract: `run_atlas(config, workdir, out, parts=PARTS)` runs (or resumes) each 
   length    experiments.atlas.length.probe_config: Post-LN + warmup vs Pre-LN, long, at one lr (the training-length
             probe);
   trace, width, depth, transfer  experiments.atlas.axes.part_config (`config.atlas.<part>`).
-`run_config` is main.py's atlas mode (`config.atlas.{parts, out, report_only, compilation_cache}`):
+`run_config` is main.py's atlas mode (`config.atlas.{parts, out, report_only}`):
 
     python main.py --config=configs/atlas.py:cpu --config.data.dir=<Multi30k folder> --workdir=runs/atlas
     python main.py --config=configs/atlas.py:cpu ... --config.atlas.parts=width,depth   # those parts only
@@ -24,7 +24,6 @@ rerunning resumes.
 import os
 from typing import Any, Callable, Sequence
 
-import jax
 import ml_collections
 from absl import logging
 
@@ -74,17 +73,12 @@ def run_atlas(
 def run_config(config: ml_collections.ConfigDict, workdir: str, *, command: str = "") -> int:
   """main.py's atlas mode: runs or resumes the parts `config.atlas.parts` ('' = all) in `workdir` and writes the report
   into `config.atlas.out`; with `config.atlas.report_only`, runs nothing and rewrites the report from the workdir.
-  `config.atlas.compilation_cache` ('auto': `<workdir>/jax_cache`; '' off) is JAX's persistent compilation cache:
-  the at-init analyses of a method's seeds and the eval steps of its cells compile the same programs, which dominate
-  a small model's time on a CPU. Returns the number of runs that crashed (the report names them)."""
+  Returns the number of runs that crashed (the report names them)."""
   a = config.atlas
   parts = axes_lib.parse_parts(a.parts)  # a bad part fails here, before any compute
   if a.report_only:
     report_lib.write(config, workdir, a.out, command=command)
     return 0
-  cache = os.path.join(workdir, "jax_cache") if a.compilation_cache == "auto" else a.compilation_cache
-  if cache:
-    jax.config.update("jax_compilation_cache_dir", cache)
   m = run_atlas(config, workdir, a.out, parts=parts, command=command)
   outcomes = [o for r in m["methods"].values() for w in r["runs"].values() for os_ in w["outcomes"] for o in os_]
   return outcomes.count("crashed") + sum(part["outcomes"]["crashed"] for part in m["axes"].values())
