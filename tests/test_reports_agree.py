@@ -74,12 +74,12 @@ def test_verdicts_agree_across_the_files():
 def test_no_committed_result_records_a_dirty_tree():
   dirty = []
   for r in _records():
-    for key in ("provenance", "decided_by"):
+    for key in ("provenance", "decided_by", "redecided_by"):
       p = r.get(key)
       if p and p.get("git_dirty") and p.get("git_commit") not in KNOWN_DIRTY_MEASUREMENTS:
         dirty.append(f"{r['claim']} {key} {p.get('git_commit')}")
-      if key == "decided_by" and p:
-        assert p.get("git_dirty") is False, f"{r['claim']}: decided on a dirty tree"
+      if key != "provenance" and p:
+        assert p.get("git_dirty") is False, f"{r['claim']}: {key} a dirty tree"
   atlas_json = json.loads((REPORTS / "atlas" / "atlas.json").read_text(encoding="utf-8"))
   if (
       atlas_json["provenance"].get("git_dirty")

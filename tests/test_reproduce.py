@@ -81,3 +81,31 @@ def test_claims_on_the_atlas_cells_read_the_atlas_runs(tmp_path, monkeypatch):
   reproduce.run_one("warmup", "cpu", "", str(tmp_path), 10)
   assert commands[0][-1] == f"--config.sweep.cells_dir={tmp_path / 'atlas' / 'train'}"
   assert not any("cells_dir" in arg for arg in commands[1])
+
+
+def test_redecide_applies_the_current_rule_to_a_records_measurements(tmp_path):
+  """--redecide: claim 7's committed 2-seed record (measured before its rule read intervals) re-decided by today's
+  rule, without runs: the verdict is the rule's on the stored numbers, the runs' provenance stays, and the report says
+  which commit re-decided it."""
+  import json  # pylint: disable=g-import-not-at-top
+  import shutil  # pylint: disable=g-import-not-at-top
+
+  from experiments.claims import get_claim, reproduce  # pylint: disable=g-import-not-at-top
+
+  src = REPO / "reports" / "reproduction" / "hessian_spectrum"
+  dest = tmp_path / "reproduction" / "hessian_spectrum"
+  shutil.copytree(src, dest)
+  old = json.loads((dest / "claim.json").read_text())
+  done = subprocess.run(
+      [sys.executable, "-m", "experiments.claims.reproduce", f"--out={tmp_path}", "--report_only",
+       "--redecide=hessian_spectrum"],
+      cwd=REPO, capture_output=True, text=True, timeout=300,
+  )  # fmt: skip
+  assert done.returncode == 0, done.stderr[-2000:]
+  new = json.loads((dest / "claim.json").read_text())
+  expected = get_claim("hessian_spectrum").verdict(old["measured"])
+  assert (new["verdict"], new["reason"]) == (expected.verdict, expected.reason)
+  assert new["provenance"] == old["provenance"] and new["measured"] == old["measured"]
+  assert "git_commit" in new["redecided_by"]
+  assert "Re-decided from this record's measurements" in (tmp_path / "REPRODUCTION.md").read_text()
+  assert reproduce.redecide(new)["verdict"] == new["verdict"]  # idempotent

@@ -122,6 +122,12 @@ def write_reproduction(
           f"Decided from `{r['decided_from']}` by the rules above, at commit {_commit(r, 'decided_by')}; the runs "
           f"were measured at commit {_commit(r)}.",
       ]
+    if r.get("redecided_by"):
+      lines += [
+          "",
+          f"Re-decided from this record's measurements by the rules above at commit {_commit(r, 'redecided_by')}; the "
+          f"runs were measured at commit {_commit(r)}.",
+      ]
     if p:
       lines += [
           "",

@@ -9,7 +9,8 @@ this console and to `<runs>/<claim>/main.log`. Then claim.json and the figures a
 `<out>/reproduction/<claim>/`, and `<out>/REPRODUCTION.md` is written from every claim's claim.json there (claims
 not run by this invocation keep their earlier results; a claim whose process left no claim.json is listed as
 inconclusive with its exit status and the end of its log). With --readme, the README's results table is rebuilt
-from the same results; --report_only runs nothing and only rewrites them. Exits 1 if a claim's process failed.
+from the same results; --report_only runs nothing and only rewrites them; --redecide=<claims> applies those
+claims' current rules to the measurements their records store (a rule changed, the runs are gone). Exits 1 if a claim's process failed.
 
 Claims 8, 9 and 10 are studies over the atlas's cells (configs/claims/_atlas_cells.py): with --atlas_runs=<the
 atlas's workdir> they read its train/ runs and train only what those lack (`sweep.cells_dir`); without, they train
@@ -25,6 +26,8 @@ import threading
 
 from absl import app, flags
 
+from experiments import provenance as provenance_lib
+from experiments import study
 from experiments.claims import report
 from experiments.claims.registry import CLAIM_NAMES, SCALES, get_claim
 
@@ -37,6 +40,12 @@ flags.DEFINE_string("out", "reports", "Report folder: REPRODUCTION.md and reprod
 flags.DEFINE_bool("readme", False, "Also rebuild the README's results table from the report's results.")
 flags.DEFINE_integer("timeout", 4 * 3600, "Seconds before a claim's process is stopped (recorded as inconclusive).")
 flags.DEFINE_bool("report_only", False, "Run nothing: rewrite the report (and with --readme the table) from <out>.")
+flags.DEFINE_list(
+    "redecide",
+    [],
+    "Claims whose record in <out> is re-decided by the claim's current rule from the measurements it stores (no "
+    "runs needed: a rule changed and the runs are gone); `redecided_by` records this commit.",
+)
 flags.DEFINE_string(
     "atlas_runs",
     "",
@@ -110,9 +119,24 @@ def collect(out: str) -> list[dict]:
   return results
 
 
+def redecide(record: dict) -> dict:
+  """`record` with its claim's current verdict applied to the measurements it stores: verdict, reason, thresholds and
+  summary replaced, `redecided_by` this invocation's provenance (the runs' stays in `provenance`)."""
+  claim = get_claim(record["claim"])
+  verdict = claim.verdict(record["measured"])
+  return dict(
+      record,
+      verdict=verdict.verdict,
+      reason=verdict.reason,
+      thresholds=claim.thresholds,
+      summary=study.jsonable(claim.summary(record["measured"])),
+      redecided_by=provenance_lib.provenance(),
+  )
+
+
 def main(argv):
   del argv
-  for name in FLAGS.claims:
+  for name in FLAGS.claims + FLAGS.redecide:
     get_claim(name)  # every name checked before anything runs
   failed = []
   for name in [] if FLAGS.report_only else FLAGS.claims:
@@ -135,6 +159,13 @@ def main(argv):
     with open(os.path.join(dest, "claim.json"), "w", encoding="utf-8") as f:
       json.dump(result, f, indent=1)
     print(f"[reproduce] {name}: {result['verdict']} (exit {code})", flush=True)
+  for name in FLAGS.redecide:
+    path = os.path.join(FLAGS.out, "reproduction", name, "claim.json")
+    with open(path, encoding="utf-8") as f:
+      record = redecide(json.load(f))
+    with open(path, "w", encoding="utf-8") as f:
+      json.dump(record, f, indent=1)
+    print(f"[reproduce] {name}: {record['verdict']} (re-decided from {path})", flush=True)
   results = collect(FLAGS.out)
   baseline = load_baseline(FLAGS.out)
   command = f"python -m experiments.claims.reproduce --scale={FLAGS.scale} --data_dir=<Multi30k folder>"
