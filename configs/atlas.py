@@ -313,4 +313,5 @@ def get_config(scale: str = "tiny") -> ml_collections.ConfigDict:
   config.atlas.parts = ""  # the parts main.py runs, comma-separated, in that order; '' = every part
   config.atlas.out = "reports"  # where ATLAS.md and atlas/ (figures, atlas.json) are written
   config.atlas.report_only = False  # run nothing: rewrite the report from the workdir
+  config.atlas.redecide = False  # run nothing: re-decide <atlas.out>/atlas/atlas.json's measurements by today's rules
   return config

@@ -10,6 +10,7 @@ straddles the threshold; the report then names the design change that would deci
   mean_interval(values, level)       the mean with its Student-t interval;
   bootstrap_interval(groups, stat)   percentile bootstrap of a statistic over resampled groups (e.g. methods);
   fisher_z_interval(r, n, level)     a correlation's interval by Fisher's z = atanh(r), standard error 1/√(n−3);
+  proportion_interval(k, n, level)   a fraction k/n's exact binomial interval (Clopper & Pearson 1934);
   reading(interval, low=, high=)     True (inside [low, high]) / False (disjoint) / None (straddles).
 
 Written here (not taken from a library) because scipy.stats gives the pieces but not the three-way reading the
@@ -70,6 +71,17 @@ def fisher_z_interval(r: float, n: int, level: float = LEVEL) -> tuple[float, fl
     raise ValueError(f"Fisher's z interval needs n ≥ 4 pairs; got {n}")
   z, half = math.atanh(max(min(r, 1 - 1e-15), -1 + 1e-15)), scipy.stats.norm.ppf(0.5 + level / 2) / math.sqrt(n - 3)
   return float(r), math.tanh(z - half), math.tanh(z + half)
+
+
+def proportion_interval(k: int, n: int, level: float = LEVEL) -> tuple[float, float, float]:
+  """(k/n, low, high): Clopper & Pearson 1934's exact interval, the Beta quantiles B(α/2; k, n−k+1) and
+  B(1−α/2; k+1, n−k) (0 at k = 0, 1 at k = n), as scipy.stats.binomtest's `proportion_ci(method='exact')`."""
+  if n < 1 or not 0 <= k <= n:
+    raise ValueError(f"a proportion interval needs 0 ≤ k ≤ n, n ≥ 1; got k = {k}, n = {n}")
+  alpha = 1 - level
+  low = scipy.stats.beta.ppf(alpha / 2, k, n - k + 1) if k > 0 else 0.0
+  high = scipy.stats.beta.ppf(1 - alpha / 2, k + 1, n - k) if k < n else 1.0
+  return k / n, float(low), float(high)
 
 
 def reading(interval: tuple[float, float, float], *, low: float = -math.inf, high: float = math.inf) -> Optional[bool]:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import train.config
+from analysis import outcomes
 from configs import atlas as atlas_config
 from experiments import grid as grid_lib
 from experiments import sweep as sweep_lib
@@ -39,28 +40,72 @@ def test_spearman_with_ties_matches_hand_computation():
     M.spearman([1, 2, 3], [1, 2])
 
 
-def _p(lr, loss, outcome="finished", seed=0, warmup=0, method="a"):
-  return M.Point(method, warmup, lr, seed, outcome, loss)
+def _p(lr, loss, outcome="finished", seed=0, warmup=0, method="a", cls=None):
+  return M.Point(method, warmup, lr, seed, outcome, loss, cls)
 
 
-def test_stability_rule_margin_divergence_and_crashes():
-  best = 3.0
-  assert M.run_stable(_p(1e-3, 3.0 + M.LOSS_MARGIN), best) is True  # at the threshold: stable
-  assert M.run_stable(_p(1e-3, 3.0 + M.LOSS_MARGIN + 1e-6), best) is False  # a plateau above it fails
-  assert M.run_stable(_p(1e-3, None, "diverged"), best) is False
-  assert M.run_stable(_p(1e-3, None, "crashed"), best) is None
-  assert M.cell_stable([_p(1e-3, 3.2), _p(1e-3, None, "diverged", seed=1)], best) is False  # one seed fails: fails
-  assert M.cell_stable([_p(1e-3, 3.2), _p(1e-3, None, "crashed", seed=1)], best) is True  # a crash is no result
-  assert M.cell_stable([_p(1e-3, None, "crashed")], best) is None
+def test_stability_rule_reads_outcome_classes():
+  assert M.run_stable(_p(1e-3, 3.0, cls="trained")) is True
+  assert M.run_stable(_p(1e-3, 5.4, cls="collapsed")) is False  # the unigram plateau is a failure
+  assert M.run_stable(_p(1e-3, 9000.0, cls="diverged")) is False
+  assert M.run_stable(_p(1e-3, None, "diverged")) is False  # stopped by a non-finite loss, class or not
+  assert M.run_stable(_p(1e-3, 6.5, cls="undertrained")) is None  # neither success nor failure
+  assert M.run_stable(_p(1e-3, None, "crashed")) is None and M.run_stable(_p(1e-3, 3.0)) is None  # no class
+  trained, collapsed = _p(1e-3, 3.2, cls="trained"), _p(1e-3, 5.4, seed=1, cls="collapsed")
+  assert M.cell_stable([trained, collapsed]) is False  # one seed fails: the cell fails
+  assert M.cell_stable([trained, _p(1e-3, 3.3, seed=1, cls="trained")]) is True
+  assert M.cell_stable([trained, _p(1e-3, 6.0, seed=1, cls="undertrained")]) is None
+  assert M.cell_stable([trained, _p(1e-3, None, "crashed", seed=1)]) is None
+  assert M.cell_stable([]) is None
   assert M.best_loss([_p(1e-3, 3.5), _p(1e-2, 2.9), _p(1e-1, None, "diverged")]) == 2.9
 
 
 def test_max_stable_lr_and_censoring():
   assert M.max_stable_lr({1e-4: True, 1e-3: True, 1e-2: False}) == M.MaxLR(1e-3, "")
   assert M.max_stable_lr({1e-4: True, 1e-3: False, 1e-2: True}) == M.MaxLR(1e-2, "above")  # the largest stable one
-  assert M.max_stable_lr({1e-4: False, 1e-3: False}) == M.MaxLR(1e-4, "below")
-  assert M.max_stable_lr({1e-4: True, 1e-3: None}) == M.MaxLR(1e-4, "")  # the top cell missing: not censored
-  assert M.max_stable_lr({1e-4: None}) is None
+  assert M.max_stable_lr({1e-4: None, 1e-3: False, 1e-2: False}) == M.MaxLR(1e-3, "below")  # < the smallest failure
+  assert M.max_stable_lr({1e-4: True, 1e-3: None}) == M.MaxLR(1e-4, "")  # the top cell undetermined: not censored
+  assert M.max_stable_lr({1e-4: None}) is None and M.max_stable_lr({}) is None
+
+
+def test_collect_classifies_unclassed_runs_by_their_final_loss():
+  """A record without a class (atlas.json's, or a run from before `train.eval_at_init`) is classified from its
+  final loss against ℓ₀ and H: Post-LN's no-warmup plateau collapses, a slow run is undertrained, one above ℓ₀
+  diverged; a run's own class wins."""
+  h, loss0 = 5.375, 7.9
+  points = [
+      _p(1e-4, 6.6, method="m"),  # above H + δ: undertrained (undetermined)
+      _p(1e-3, 4.8, method="m"),  # trained
+      _p(1e-2, 5.41, method="m"),  # within δ of H: collapsed
+      _p(1e-1, 9000.0, method="m"),  # above ℓ₀: diverged
+      _p(1e-1, 4.0, method="m", seed=1, cls="diverged"),  # the record's own class (a blow-up mid-run) is kept
+  ]
+  per_method = {"m": dict(loss0=loss0, predicted={k: 1e-3 for k in M.PREDICTORS})}
+  m = collect_lib.decide(per_method, points, h)
+  w = m["methods"]["m"]["runs"][0]
+  assert w["classes"] == [["undertrained"], ["trained"], ["collapsed"], ["diverged", "diverged"]]
+  assert w["stable"] == [None, True, False, False]
+  assert (w["max_lr"], w["max_lr_censored"]) == (1e-3, "")
+  assert m["unigram_entropy"] == h and m["margin"] == outcomes.COLLAPSE_MARGIN
+
+
+def test_predictions_read_intervals():
+  """P1 on the exact binomial interval of the fraction within 2×, P2/P3 on ρ's Fisher-z interval: a perfect
+  ranking of 9 methods holds, a reversed one fails, a weak one (ρ ≈ 0.2) straddles 0.564 and is inconclusive."""
+  lrs = [10.0**-k for k in range(1, 10)]
+  names = [f"m{i}" for i in range(9)]
+  measured = {n: M.MaxLR(lr, "") for n, lr in zip(names, lrs)}
+  exact = M.decide(dict(zip(names, lrs)), measured, dict(zip(names, [-x for x in range(9)])))
+  assert exact["fraction_within"] == 1.0 and exact["verdicts"]["accurate"] == "reproduced"
+  assert exact["rho_lr"] == pytest.approx(1.0) and exact["verdicts"]["ranks"] == "reproduced"
+  reversed_ = M.decide(dict(zip(names, lrs[::-1])), measured, dict(zip(names, range(9))))
+  assert reversed_["verdicts"]["ranks"] == "not reproduced" and reversed_["verdicts"]["accurate"] == "not reproduced"
+  assert reversed_["fraction_within"] == pytest.approx(1 / 9)  # the middle method is its own reverse
+  assert reversed_["fraction_within_interval"][2] < M.FRACTION  # 1 of 9: the exact interval's top is 0.48
+  weak = dict(zip(names, [lrs[i] for i in (2, 3, 0, 8, 6, 4, 7, 1, 5)]))  # ρ = 0.267
+  d = M.decide({n: 1e3 * v for n, v in weak.items()}, measured, {})
+  assert 0 < d["rho_lr"] < M.RHO_CRIT and d["rho_lr_interval"][1] < M.RHO_CRIT < d["rho_lr_interval"][2]
+  assert d["verdicts"]["ranks"] == "inconclusive" and d["verdicts"]["warmup"] == "inconclusive"  # no gains: n = 0
 
 
 def test_lr_sensitivity_caps_at_init_loss():
@@ -89,10 +134,12 @@ def test_decide_verdicts():
   exact = M.decide({m: measured[m].value * 1.5 for m in methods}, measured, gain)
   assert exact["fraction_within"] == 1.0 and exact["rho_lr"] == pytest.approx(1.0)
   assert exact["rho_gain"] == pytest.approx(-1.0)
-  assert exact["verdicts"] == {"accurate": "reproduced", "ranks": "reproduced", "warmup": "reproduced"}
+  # 5 of 5 within 2×: the exact 95% interval [0.478, 1] straddles one half, so 5 methods cannot decide P1
+  assert exact["fraction_within_interval"][1] == pytest.approx(0.025 ** (1 / 5))
+  assert exact["verdicts"] == {"accurate": "inconclusive", "ranks": "reproduced", "warmup": "reproduced"}
   assert exact["factors"]["a"] == pytest.approx(1.5)
   wrong = M.decide({m: 1e-3 * (i + 1) for i, m in enumerate(methods)}, measured, gain)  # reversed order, off scale
-  assert wrong["verdicts"] == {"accurate": "not reproduced", "ranks": "not reproduced", "warmup": "not reproduced"}
+  assert wrong["verdicts"] == {"accurate": "inconclusive", "ranks": "not reproduced", "warmup": "not reproduced"}
   few = M.decide({m: measured[m].value for m in "abcd"}, measured, gain)
   assert set(few["verdicts"].values()) == {"inconclusive"}
 
@@ -225,6 +272,25 @@ def test_atlas_tiny_end_to_end(tmp_path, atlas_writes, monkeypatch):
   written = [os.stat(p).st_mtime_ns for p in pngs]
   report_lib.write(config, workdir, out)
   assert [os.stat(p).st_mtime_ns for p in pngs] == written and len(pngs) == len(names)
+  # re-decided from atlas.json alone (the runs gone): the same classes and verdicts, the axis parts as stored, the
+  # measurement's provenance kept and the re-decision's added
+  with open(os.path.join(out, "atlas", "atlas.json"), encoding="utf-8") as f:
+    fresh = json.load(f)
+  again = report_lib.write(config, str(tmp_path / "gone"), out, redecide=True)
+  assert not os.path.exists(tmp_path / "gone")
+  for method, row in fresh["measured"]["methods"].items():
+    for warmup, w in row["runs"].items():
+      redone = again["methods"][method]["runs"][int(warmup)]
+      assert (redone["max_lr"], redone["stable"]) == (w["max_lr"], w["stable"]), (method, warmup)
+  assert {n: d["verdicts"] for n, d in again["predictors"].items()} == {
+      n: d["verdicts"] for n, d in fresh["measured"]["predictors"].items()
+  }
+  assert again["axes"] == fresh["measured"]["axes"]
+  with open(os.path.join(out, "atlas", "atlas.json"), encoding="utf-8") as f:
+    record = json.load(f)
+  assert record["provenance"] == fresh["provenance"] and "git_commit" in record["redecided_by"]
+  with open(os.path.join(out, "ATLAS.md"), encoding="utf-8") as f:
+    assert "Re-decided from atlas.json's measurements" in f.read()
   # a run whose record is gone is reported missing, by its cell (atlas.json keeps the directory name)
   victim = grid_lib.cells(config)[0].name
   drop_record(os.path.join(workdir, "train"), victim, 0)

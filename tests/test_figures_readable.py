@@ -264,7 +264,7 @@ def _atlas():
         warmup_gain=gain,
     )
   predictors = {k: dict(rho_lr=0.1, rho_gain=-0.2) for k in ("gd", "adam", "update", "block")}
-  return dict(best_loss=3.7, margin=1.0, methods=methods, predictors=predictors)
+  return dict(best_loss=3.7, margin=0.1, unigram_entropy=5.4, methods=methods, predictors=predictors)
 
 
 def test_loss_vs_lr_log_axis_and_diverged_runs_clipped_not_plotted(kept, tmp_path):
@@ -292,6 +292,7 @@ def test_loss_vs_lr_log_axis_and_diverged_runs_clipped_not_plotted(kept, tmp_pat
   assert list(crosses.get_ydata()) == [clip, clip] and crosses.get_marker() == "x"
   assert np.allclose(np.log10(crosses.get_xdata()), np.log10([1e-2, 1e-1]) - figures.DODGE_DECADES)
   assert any("diverged" in t.get_text() and "clipped" in t.get_text() for t in fig.legends[0].get_texts())
+  assert any(t.get_text() == "collapsed: unigram entropy 5.4 ± 0.1 nats" for t in fig.legends[0].get_texts())
   assert_readable(fig)
 
 

@@ -36,6 +36,18 @@ def test_mean_interval_and_fisher_z():
     stats.fisher_z_interval(0.5, 3)
 
 
+def test_proportion_interval_is_clopper_pearson():
+  # At k = 0 the upper bound has the closed form 1 − (α/2)^(1/n); at k = n the lower bound (α/2)^(1/n).
+  v, lo, hi = stats.proportion_interval(0, 9)
+  assert (v, lo) == (0.0, 0.0) and hi == pytest.approx(1 - 0.025 ** (1 / 9), rel=1e-12)
+  v, lo, hi = stats.proportion_interval(9, 9)
+  assert (v, hi) == (1.0, 1.0) and lo == pytest.approx(0.025 ** (1 / 9), rel=1e-12)
+  ci = scipy.stats.binomtest(3, 10).proportion_ci(confidence_level=0.95, method="exact")
+  assert stats.proportion_interval(3, 10) == pytest.approx((0.3, ci.low, ci.high), rel=1e-9)
+  with pytest.raises(ValueError, match="0 ≤ k ≤ n"):
+    stats.proportion_interval(4, 3)
+
+
 def test_bootstrap_interval_of_a_mean_is_close_to_the_t_interval():
   rng = np.random.default_rng(1)
   values = list(rng.normal(3.0, 1.0, 200))

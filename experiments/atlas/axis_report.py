@@ -171,19 +171,26 @@ def _verdicts(m: dict, part: str) -> str:
   return "; ".join(f"{k}: **{v}**" for k, v in m["verdicts"].items()) or "descriptive (no prediction)"
 
 
-def sections(config: ml_collections.ConfigDict, workdir: str, fig_dir: str) -> tuple[str, dict]:
-  """(ATLAS.md's axis sections, {part: measured}) (module docstring)."""
+def sections(
+    config: ml_collections.ConfigDict, workdir: str, fig_dir: str, *, stored: Optional[dict] = None
+) -> tuple[str, dict]:
+  """(ATLAS.md's axis sections, {part: measured}) (module docstring); with `stored` (atlas.json's `axes`), each
+  part's measurements as stored, nothing read from `workdir` (a re-decision of the report, its runs gone)."""
   texts, measured = [], {}
   beta1 = float(config.optim.b1)
   for part in axes_lib.AXIS_PARTS:
     if "atlas" not in config or part not in config.atlas:
       continue
-    cfg = axes_lib.part_config(config, part)
-    collected = axis_collect.collect(config, workdir, part)
-    m = axis_collect.measure(collected, part, beta1)
-    m["settings"] = settings(cfg, part)
+    if stored is not None:
+      if part not in stored:
+        continue
+      m, has_runs = stored[part], stored[part]["done"] > 0
+    else:
+      collected = axis_collect.collect(config, workdir, part)
+      m, has_runs = axis_collect.measure(collected, part, beta1), bool(collected["runs"])
+      m["settings"] = settings(axes_lib.part_config(config, part), part)
     figure: Optional[str] = None
-    if collected["runs"]:
+    if has_runs:
       figure = axis_figures.DRAW[part](m, fig_dir, m["settings"])
     measured[part] = m
     image = f"![{part}.png](atlas/{part}.png)" if figure else "(no finished run yet)"

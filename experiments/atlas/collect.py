@@ -8,6 +8,7 @@ against (`reference`: a training run's data_stats.json). `measure`
 turns that into per-method numbers and the predictions' verdicts; every number is plain JSON.
 """
 
+import dataclasses
 import math
 import os
 from typing import Any, Optional
@@ -15,6 +16,7 @@ from typing import Any, Optional
 import ml_collections
 import numpy as np
 
+from analysis import outcomes
 from experiments import study
 from experiments.atlas import cells as cells_lib
 from experiments.atlas import measures as M
@@ -56,7 +58,8 @@ def collect(config: ml_collections.ConfigDict, workdir: str) -> dict:
         missing.append((c.cell.name, s))
         continue
       loss = run.final.get("eval/loss")
-      points.append(M.Point(c.method, c.warmup, c.lr, s, run.outcome, loss if M._finite(loss) else None))
+      loss = loss if M._finite(loss) else None
+      points.append(M.Point(c.method, c.warmup, c.lr, s, run.outcome, loss, run.record.get("class")))
   init: dict[str, list[dict]] = {}
   for method, cell in cells_lib.init_cells(config):
     for s in range(seeds):
@@ -120,35 +123,59 @@ def stiffest_block(runs: list[dict]) -> Optional[str]:
 def measure(collected: dict, beta1: float) -> dict:
   """Per-method measures and, per predictor, the verdicts (experiments.atlas.measures)."""
   points = collected["points"]
-  best = M.best_loss(points)
-  methods = list(dict.fromkeys([p.method for p in points] + list(collected["init"])))
   per_method = {}
-  for m in methods:
+  for m in dict.fromkeys([p.method for p in points] + list(collected["init"])):
     runs = collected["init"].get(m, [])
-    loss0 = _mean(r.get("loss0") for r in runs)
-    row: dict[str, Any] = dict(loss0=loss0, predicted=_predicted(runs, beta1), runs={})
+    row: dict[str, Any] = dict(loss0=_mean(r.get("loss0") for r in runs), predicted=_predicted(runs, beta1))
     for key in ("lambda_max", "lambda_min", "preconditioned_lambda_max", "update_sharpness", "block_max"):
       row[key] = _mean(r.get(key) for r in runs)
       row[key + "_bound"] = _mean(r.get(key + "_bound") for r in runs)
     row["block_max_name"] = stiffest_block(runs)
+    per_method[m] = row
+  return decide(per_method, points, (collected.get("reference") or {}).get("unigram_entropy"))
+
+
+def _classified(p: M.Point, loss0: Optional[float], unigram_entropy: Optional[float]) -> M.Point:
+  """`p` with its outcome class: its record's, else (a record from before `train.eval_at_init`, or atlas.json's)
+  `outcomes.classify_final` of its final loss against ℓ₀ (the training loss of the initial parameters, standing in
+  for the validation loss at init the record did not keep) and the unigram entropy; None when neither is known."""
+  if p.cls is not None or p.outcome == "crashed":
+    return p
+  if p.outcome == "diverged":
+    return dataclasses.replace(p, cls=outcomes.DIVERGED)
+  if unigram_entropy is None or loss0 is None:
+    return p
+  final = p.loss if p.loss is not None else math.nan
+  return dataclasses.replace(
+      p, cls=outcomes.classify_final(final, init_loss=loss0, unigram_entropy=unigram_entropy).cls
+  )
+
+
+def decide(per_method: dict[str, dict], points: list[M.Point], unigram_entropy: Optional[float]) -> dict:
+  """The training grid's measures of each method (`per_method`: its step-0 row, ℓ₀ and the predicted lrs, completed
+  here with `runs` per warmup) and the predictors' verdicts; every run read by its outcome class."""
+  points = [_classified(p, per_method.get(p.method, {}).get("loss0"), unigram_entropy) for p in points]
+  for m, row in per_method.items():
+    row["runs"] = {}
     mine = [p for p in points if p.method == m]
     for warmup in sorted({p.warmup for p in mine}):
       w = [p for p in mine if p.warmup == warmup]
       lrs = sorted({p.lr for p in w})
       by_lr = {lr: [p for p in w if p.lr == lr] for lr in lrs}
-      stable = {lr: M.cell_stable(ps, best) for lr, ps in by_lr.items()}
+      stable = {lr: M.cell_stable(ps) for lr, ps in by_lr.items()}
       mean_loss = {lr: _mean(p.loss for p in ps if p.outcome == "finished") for lr, ps in by_lr.items()}
       sens = []
       for s in sorted({p.seed for p in w}):
         per_seed = {p.lr: (p.loss if p.outcome == "finished" else None) for p in w if p.seed == s}
-        if loss0 is not None:
-          sens.append(M.lr_sensitivity(per_seed, loss0))
+        if row["loss0"] is not None:
+          sens.append(M.lr_sensitivity(per_seed, row["loss0"]))
       max_lr = M.max_stable_lr(stable)
       row["runs"][warmup] = dict(
           lrs=lrs,
           mean_loss=[mean_loss[lr] for lr in lrs],
           losses=[[p.loss for p in by_lr[lr]] for lr in lrs],
           outcomes=[[p.outcome for p in by_lr[lr]] for lr in lrs],
+          classes=[[p.cls for p in by_lr[lr]] for lr in lrs],
           stable=[stable[lr] for lr in lrs],
           best=min([v for v in mean_loss.values() if v is not None], default=None),
           max_lr=None if max_lr is None else max_lr.value,
@@ -161,7 +188,6 @@ def measure(collected: dict, beta1: float) -> dict:
       row["warmup_gain"] = M.warmup_gain(w0["best"], w1["best"])
       ratio = w1["max_lr"] / w0["max_lr"] if w0["max_lr"] and w1["max_lr"] else None
       row["warmup_lr_gain_log10"] = math.log10(ratio) if ratio else None
-    per_method[m] = row
   measured = {
       m: M.MaxLR(r["runs"][0]["max_lr"], r["runs"][0]["max_lr_censored"])
       for m, r in per_method.items()
@@ -171,4 +197,27 @@ def measure(collected: dict, beta1: float) -> dict:
   decisions = {
       name: M.decide({m: r["predicted"][name] for m, r in per_method.items()}, measured, gains) for name in M.PREDICTORS
   }
-  return dict(best_loss=best, methods=per_method, predictors=decisions, margin=M.LOSS_MARGIN)
+  return dict(
+      best_loss=M.best_loss(points),
+      methods=per_method,
+      predictors=decisions,
+      unigram_entropy=unigram_entropy,
+      margin=outcomes.COLLAPSE_MARGIN,
+  )
+
+
+def remeasure(record: dict, methods: list[str]) -> dict:
+  """atlas.json's record (`record`: its `measured`, `reference`) re-decided by the current rules for the methods
+  `methods` (the config's, in its order; a stored method the config no longer has, e.g. SkipInit, which is ReZero
+  bit for bit, is dropped): the stored per-run final losses and outcomes become Points again, classified by
+  `_classified`, and the step-0 rows (ℓ₀, curvature, predicted lrs) are kept as measured."""
+  stored = record["measured"]["methods"]
+  per_method, points = {}, []
+  for m in methods:
+    if m not in stored:
+      continue
+    per_method[m] = {k: v for k, v in stored[m].items() if k not in ("runs", "warmup_gain", "warmup_lr_gain_log10")}
+    for warmup, w in stored[m]["runs"].items():
+      for lr, losses, outs in zip(w["lrs"], w["losses"], w["outcomes"]):
+        points += [M.Point(m, int(float(warmup)), lr, s, o, v) for s, (v, o) in enumerate(zip(losses, outs))]
+  return decide(per_method, points, (record.get("reference") or {}).get("unigram_entropy"))

@@ -2,7 +2,7 @@
 `measured`: the warmups' keys, strings there, are read back as numbers).
 
 loss_vs_lr.png          final validation loss (log axis) against the peak lr, one panel per method, without and with
-                        warmup (mean over seeds, every seed's point), the stability threshold (best + margin) dashed,
+                        warmup (mean over seeds, every seed's point), the collapse band (the targets' unigram entropy ± δ) shaded,
                         the Adam and GD step-0 predictions as vertical lines. A run that diverged, ended without a
                         finite loss or above its method's loss at init ℓ₀ is no loss on the curve: it is a × at the
                         axis's clip (`clip_loss`, a little above the largest ℓ₀), and a lr where any seed did so has no
@@ -89,7 +89,7 @@ def loss_vs_lr(m: dict, out_dir: str, settings: str, *, path: str) -> str:
   fig, axes = plt.subplots(
       rows, cols, figsize=(max(3.2 * cols, 8.0), 2.8 * rows + 1.4), squeeze=False, sharey=True, layout="constrained"
   )
-  threshold = m["best_loss"] + m["margin"] if _finite(m["best_loss"]) else None
+  h = m.get("unigram_entropy")
   clip = clip_loss(m)
   drawn = []  # every loss on a curve or a seed's dot
   warmups = []
@@ -110,8 +110,8 @@ def loss_vs_lr(m: dict, out_dir: str, settings: str, *, path: str) -> str:
           bad.append(lr * 10 ** (DODGE_DECADES * (2 * i - 1)))
       ax.plot(w["lrs"], mean, "-o", color=color, ms=3)
       ax.plot(bad, [clip] * len(bad), "x", color=color, ms=7, mew=1.5, gid="diverged")
-    if threshold is not None:
-      ax.axhline(threshold, color="gray", ls="--", lw=0.8)
+    if _finite(h):
+      ax.axhspan(h - m["margin"], h + m["margin"], color="gray", alpha=0.25, lw=0)
     for name, style in (("adam", ":"), ("gd", "-.")):
       p = row["predicted"].get(name)
       if _finite(p):
@@ -134,8 +134,13 @@ def loss_vs_lr(m: dict, out_dir: str, settings: str, *, path: str) -> str:
       plt.Line2D(
           [], [], color="k", marker="x", ls="none", label=f"diverged or above ℓ₀ (drawn at {clip:.3g}, clipped)"
       ),
-      plt.Line2D([], [], color="gray", ls="--", lw=0.8, label=f"best + {m['margin']:g} nat (stability threshold)"),
   ]
+  if _finite(h):
+    handles.append(
+        matplotlib.patches.Patch(
+            color="gray", alpha=0.25, label=f"collapsed: unigram entropy {h:.3g} ± {m['margin']:g} nats"
+        )
+    )
   handles += [
       plt.Line2D([], [], color="k", ls=style, lw=0.8, label=M.PREDICTORS[name])
       for name, style in (("adam", ":"), ("gd", "-."))
@@ -170,6 +175,14 @@ def _method_legend(fig, colors: dict, extra: list) -> None:
   report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=7)
 
 
+def _rho(d: dict, key: str) -> str:
+  """'ρ = r [lo, hi]' (its 95% interval where the record has one; atlas.json's before 2026-11-26 has none)."""
+  rho, interval = d.get(key), d.get(key + "_interval")
+  if rho is None:
+    return "ρ undefined"
+  return f"ρ = {rho:.2f}" + (f" [{interval[1]:.2f}, {interval[2]:.2f}]" if interval else "")
+
+
 def _log_limits(values: list[float], pad: float) -> tuple[float, float]:
   return min(values) / pad, max(values) * pad
 
@@ -198,8 +211,7 @@ def predicted_vs_measured(m: dict, out_dir: str, settings: str, *, path: str) ->
       ax.set_ylim(lo, hi)
       _method_points(ax, points, colors)
     _no_minor_labels(ax)
-    rho = m["predictors"][name]["rho_lr"]
-    ax.set_title(f"{M.PREDICTORS[name]}\nρ = {rho:.2f}" if rho is not None else M.PREDICTORS[name], fontsize=8)
+    ax.set_title(f"{M.PREDICTORS[name]}\n{_rho(m['predictors'][name], 'rho_lr')}", fontsize=8)
     ax.set_xlabel("predicted max lr (step 0)")
   axes[0, 0].set_ylabel("measured max stable lr, no warmup")
   extra = [
@@ -235,8 +247,7 @@ def warmup_gain(m: dict, out_dir: str, settings: str, *, path: str) -> str:
       ax.set_ylim(min(gains) - pad, max(gains) + pad)
       _method_points(ax, points, colors)
     _no_minor_labels(ax)
-    rho = m["predictors"][name]["rho_gain"]
-    ax.set_title(f"{M.PREDICTORS[name]}\nρ = {rho:.2f}" if rho is not None else M.PREDICTORS[name], fontsize=8)
+    ax.set_title(f"{M.PREDICTORS[name]}\n{_rho(m['predictors'][name], 'rho_gain')}", fontsize=8)
     ax.set_xlabel("predicted max lr (step 0)")
   axes[0, 0].set_ylabel("warmup gain (nats; > 0: warmup helps)")
   _method_legend(fig, colors, [])

@@ -3,15 +3,20 @@
 A training record (`Point`) is one run: method, warmup T_w, peak lr η, seed, outcome and final validation loss. The
 rules, stated before the sweep ran (issue 15) and not to be changed after seeing its data without saying so:
 
-  * Stability of a cell (method, T_w, η). A run is *unstable* if it diverged (a non-finite loss or gradient stopped
-    it: `train.loop.Diverged`) or its final validation loss is above `LOSS_MARGIN` = 1.0 nat over the best final
-    validation loss of the whole atlas (every method, warmup and η): the plateau of a Post-LN run without warmup (the
-    unigram loss, 1.8 nats above the best at claim 9's scale) counts as a failure, a slower but converging method
-    does not. A cell is stable if it has at least one run and every run is stable; crashed runs are not results
-    (missing). The mean loss of a cell is over its seeds.
+  * Stability of a cell (method, T_w, η), read by each run's outcome class (analysis/outcomes.py, stated before
+    any run of the issue that introduced it): a run is *stable* if it trained (its final validation loss below the
+    targets' unigram entropy H − δ), *unstable* if it diverged (non-finite, or above the loss at init) or collapsed
+    (within δ of H: the plateau of a Post-LN run without warmup), and *undetermined* if it is undertrained (still
+    above H + δ at the horizon: too small an lr or too few steps, neither a success nor a failure) or crashed (not a
+    result). A cell is unstable if any of its runs is, stable if every run is stable, else undetermined.
   * Largest stable lr of (method, T_w): the largest η of the grid whose cell is stable. It is *censored* when the
-    largest η of the grid is stable (the true value is ≥ it: 'above') or no η is (< the smallest: 'below'); censored
-    values are reported, and counted at the grid's edge, never dropped.
+    largest η of the grid is stable (the true value is ≥ it: 'above') or no η is (then it is < the smallest
+    unstable η: 'below'; with no unstable η either, there is no measurement); censored values are reported, and
+    counted at the grid's edge, never dropped.
+    (Until 2026-11-26 a run was unstable when its final loss was more than 1 nat above the atlas's best run: that
+    rule called Post-LN + Xavier "< 1e-4" although none of its runs diverged and it trains at 1e-3 (issue 24: runs
+    are classified, never read off a raw final loss). The committed measurements were re-decided by this rule from
+    atlas.json, `atlas.redecide`.)
   * Wortsman et al. 2023's lr sensitivity ("Small-scale proxies for large-scale Transformer training
     instabilities", §2.2, "LR vs. loss curves and learning rate sensitivity"): E_η[min(ℓ(η), ℓ₀) − min_η ℓ(η)], the
     expectation over the log-spaced grid of η, ℓ(η) the final validation loss, ℓ₀ the loss at initialization (a
@@ -36,8 +41,12 @@ Predictions and verdicts (`PREDICTIONS`; thresholds here, before the runs):
   P3 'warmup': methods whose step-0 lr bound is smaller gain more from warmup: Spearman's ρ between the predictor
      and the warmup gain (nats) ≤ −`RHO_CRIT`.
 Each is decided per predictor ('gd', 'adam', 'update', 'block'); reproduced / not reproduced / inconclusive (the
-claims' vocabulary, experiments/claims/study.py; inconclusive: fewer than
-`MIN_METHODS` methods with both numbers), and every outcome is reported.
+claims' vocabulary, experiments/study.py; inconclusive: fewer than `MIN_METHODS` methods with both numbers), and
+every outcome is reported. Each reads a 95% interval, not a point (experiments/stats.py; issue 24, added
+2026-11-26 after the first reading, which read points): the fraction within 2× its exact binomial (Clopper–Pearson)
+interval over the methods, ρ its Fisher-z interval (standard error 1/√(n − 3)); the prediction holds
+when the whole interval satisfies its threshold, fails when none of it does, and is inconclusive when the interval
+straddles it (more methods decide: the registry's rules, issue 26).
 """
 
 import dataclasses
@@ -46,9 +55,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from experiments import study
+from analysis import outcomes
+from experiments import stats, study
 
-LOSS_MARGIN = 1.0  # nats above the atlas's best final validation loss that make a run a failure
 WITHIN = 2.0  # a predicted lr "within 2×" of the measured
 FRACTION = 0.5  # P1: the fraction of methods that must be within 2×
 RHO_CRIT = 0.564  # P2, P3: one-sided 5% critical Spearman ρ for n = 10 (Zar 1972)
@@ -76,6 +85,7 @@ class Point:
   seed: int
   outcome: str  # 'finished' | 'diverged' | 'crashed'
   loss: Optional[float]  # final validation loss (None if the run has none)
+  cls: Optional[str] = None  # its outcome class (analysis/outcomes.py); None: not classified (crashed, no reference)
 
 
 def _finite(x) -> bool:
@@ -88,19 +98,22 @@ def best_loss(points: Sequence[Point]) -> Optional[float]:
   return min(losses) if losses else None
 
 
-def run_stable(p: Point, best: Optional[float], margin: float = LOSS_MARGIN) -> Optional[bool]:
-  """Whether one run is stable (module docstring); None for a crashed run (not a result)."""
+def run_stable(p: Point) -> Optional[bool]:
+  """Whether one run is stable (module docstring): True if it trained, False if it diverged or collapsed, None if it
+  is undertrained, crashed or has no class."""
   if p.outcome == "crashed":
     return None
-  if p.outcome == "diverged" or not _finite(p.loss):
+  if p.outcome == "diverged" or p.cls in (outcomes.DIVERGED, outcomes.COLLAPSED):
     return False
-  return best is not None and p.loss <= best + margin
+  return True if p.cls == outcomes.TRAINED else None
 
 
-def cell_stable(points: Sequence[Point], best: Optional[float], margin: float = LOSS_MARGIN) -> Optional[bool]:
-  """A cell's runs are all stable (None: no run that is a result)."""
-  flags = [s for s in (run_stable(p, best, margin) for p in points) if s is not None]
-  return all(flags) if flags else None
+def cell_stable(points: Sequence[Point]) -> Optional[bool]:
+  """False if any run of the cell is unstable, True if every run is stable, None otherwise (module docstring)."""
+  flags = [run_stable(p) for p in points]
+  if False in flags:
+    return False
+  return True if flags and all(flags) else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,16 +125,14 @@ class MaxLR:
 
 
 def max_stable_lr(stable_by_lr: dict[float, Optional[bool]]) -> Optional[MaxLR]:
-  """The largest lr whose cell is stable; censored at the grid's edges (module docstring). None without results."""
-  known = {lr: s for lr, s in stable_by_lr.items() if s is not None}
-  if not known:
-    return None
-  lrs = sorted(known)
-  stable = [lr for lr in lrs if known[lr]]
-  if not stable:
-    return MaxLR(lrs[0], "below")
-  top = max(stable)
-  return MaxLR(top, "above" if top == lrs[-1] and len(known) == len(stable_by_lr) else "")
+  """The largest lr whose cell is stable; censored at the grid's edges (module docstring). None without a stable or
+  an unstable cell."""
+  stable = [lr for lr, s in stable_by_lr.items() if s is True]
+  if stable:
+    top = max(stable)
+    return MaxLR(top, "above" if top == max(stable_by_lr) else "")
+  unstable = [lr for lr, s in stable_by_lr.items() if s is False]
+  return MaxLR(min(unstable), "below") if unstable else None
 
 
 def lr_sensitivity(loss_by_lr: dict[float, Optional[float]], loss0: float) -> Optional[float]:
@@ -186,6 +197,18 @@ def geometric_mean(values: Sequence[Optional[float]]) -> Optional[float]:
   return float(np.exp(np.mean(np.log(v)))) if v else None
 
 
+def _reading(interval: Optional[tuple[float, float, float]], n: int, **threshold) -> str:
+  """A prediction's verdict from its interval (module docstring); fewer than MIN_METHODS methods: inconclusive."""
+  if interval is None or n < MIN_METHODS:
+    return study.INCONCLUSIVE
+  holds = stats.reading(interval, **threshold)
+  return study.INCONCLUSIVE if holds is None else study.REPRODUCED if holds else study.NOT_REPRODUCED
+
+
+def _rho_interval(rho: Optional[float], n: int) -> Optional[tuple[float, float, float]]:
+  return None if rho is None or n < 4 else stats.fisher_z_interval(rho, n)
+
+
 def decide(
     predicted: dict[str, Optional[float]], measured: dict[str, Optional[MaxLR]], gain: dict[str, Optional[float]]
 ) -> dict:
@@ -197,33 +220,33 @@ def decide(
     gain: method -> warmup gain (nats).
 
   Returns:
-    {factors, within_2x, fraction_within, rho_lr, rho_gain, n_lr, n_gain, verdicts: {prediction: reproduced|not reproduced|
-    inconclusive}}.
+    {factors, within_2x, fraction_within, fraction_within_interval, rho_lr, rho_lr_interval, rho_gain, rho_gain_interval,
+    n_lr, n_gain, verdicts: {prediction: reproduced|not reproduced|inconclusive}}; an interval is [value, low, high]
+    or None.
   """
   both = [m for m in predicted if _finite(predicted[m]) and measured.get(m) is not None]
   factors = {m: predicted[m] / measured[m].value for m in both}
   hits = {m: within(predicted[m], measured[m]) for m in both}
   fraction = sum(hits.values()) / len(both) if both else None
+  fraction_interval = stats.proportion_interval(sum(hits.values()), len(both)) if both else None
   rho_lr = spearman([predicted[m] for m in both], [measured[m].value for m in both])
   with_gain = [m for m in predicted if _finite(predicted[m]) and _finite(gain.get(m))]
   rho_gain = spearman([predicted[m] for m in with_gain], [gain[m] for m in with_gain])
-
-  def verdict(ok: Optional[bool], n: int) -> str:
-    if n < MIN_METHODS or ok is None:
-      return study.INCONCLUSIVE
-    return study.REPRODUCED if ok else study.NOT_REPRODUCED
-
+  rho_lr_interval, rho_gain_interval = _rho_interval(rho_lr, len(both)), _rho_interval(rho_gain, len(with_gain))
   return dict(
       factors=factors,
       within_2x=hits,
       fraction_within=fraction,
+      fraction_within_interval=None if fraction_interval is None else list(fraction_interval),
       rho_lr=rho_lr,
+      rho_lr_interval=None if rho_lr_interval is None else list(rho_lr_interval),
       rho_gain=rho_gain,
+      rho_gain_interval=None if rho_gain_interval is None else list(rho_gain_interval),
       n_lr=len(both),
       n_gain=len(with_gain),
       verdicts=dict(
-          accurate=verdict(None if fraction is None else fraction >= FRACTION, len(both)),
-          ranks=verdict(None if rho_lr is None else rho_lr >= RHO_CRIT, len(both)),
-          warmup=verdict(None if rho_gain is None else rho_gain <= -RHO_CRIT, len(with_gain)),
+          accurate=_reading(fraction_interval, len(both), low=FRACTION),
+          ranks=_reading(rho_lr_interval, len(both), low=RHO_CRIT),
+          warmup=_reading(rho_gain_interval, len(with_gain), high=-RHO_CRIT),
       ),
   )

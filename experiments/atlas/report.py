@@ -102,50 +102,81 @@ def _predictor_table(m: dict) -> str:
   return "\n".join(lines)
 
 
+def _interval(d: dict, key: str, spec: str) -> str:
+  v = d.get(key + "_interval")
+  if v is None:
+    return _fmt(d.get(key), spec)
+  return f"{_fmt(v[0], spec)} [{_fmt(v[1], spec)}, {_fmt(v[2], spec)}]"
+
+
 def _verdict_table(m: dict) -> str:
   lines = [
-      "| predictor | fraction within 2× | ρ with max lr (n) | ρ with warmup gain (n) | "
+      "| predictor | fraction within 2× [95%] | ρ with max lr [95%] (n) | ρ with warmup gain [95%] (n) | "
       + " | ".join(M.PREDICTIONS)
       + " |",
       "|---|---|---|---|" + "---|" * len(M.PREDICTIONS),
   ]
   for n, d in m["predictors"].items():
-    frac = _fmt(d["fraction_within"], ".0%") if d["fraction_within"] is not None else "—"
     lines.append(
-        f"| {M.PREDICTORS[n]} | {frac} | {_fmt(d['rho_lr'], '.2f')} ({d['n_lr']}) | "
-        f"{_fmt(d['rho_gain'], '.2f')} ({d['n_gain']}) | "
+        f"| {M.PREDICTORS[n]} | {_interval(d, 'fraction_within', '.0%')} | {_interval(d, 'rho_lr', '.2f')} ({d['n_lr']}) | "
+        f"{_interval(d, 'rho_gain', '.2f')} ({d['n_gain']}) | "
         + " | ".join(f"**{d['verdicts'][p]}**" for p in M.PREDICTIONS)
         + " |"
     )
   return "\n".join(lines)
 
 
-def write(config: ml_collections.ConfigDict, workdir: str, out: str, *, command: str = "") -> dict:
-  """Writes `<out>/ATLAS.md`, `<out>/atlas/` (figures, atlas.json); returns the measured dict (module docstring)."""
-  collected = collect_lib.collect(config, workdir)
-  m = collect_lib.measure(collected, float(config.optim.b1))
-  fig_dir = os.path.join(out, "atlas")
+def write(
+    config: ml_collections.ConfigDict, workdir: str, out: str, *, command: str = "", redecide: bool = False
+) -> dict:
+  """Writes `<out>/ATLAS.md`, `<out>/atlas/` (figures, atlas.json); returns the measured dict (module docstring).
+
+  With `redecide`, nothing is read from `workdir`: `<out>/atlas/atlas.json`'s stored measurements are re-decided by
+  the current rules (experiments.atlas.collect.remeasure; the axis parts' and the length probe's as stored), for
+  when a rule changed and the runs are gone; the record keeps the measurement's provenance and adds `redecided_by`.
+  """
+  fig_dir = _mkdir(os.path.join(out, "atlas"))
   settings = _settings(config)
-  paths = figures.draw(m, fig_dir, settings) if collected["points"] else []
-  probe = length_lib.measure(config, workdir)
+  methods = [m for m, _ in cells_lib.init_cells(config)]
+  if redecide:
+    with open(os.path.join(fig_dir, "atlas.json"), encoding="utf-8") as f:
+      stored = json.load(f)
+    m = collect_lib.remeasure(stored, methods)
+    reference, probe, missing_runs = stored["reference"], stored["length"], stored["missing"]
+    prov, redecided_by = stored["provenance"], provenance_lib.provenance()
+    settings = stored.get("settings", settings)
+    done = sum(len(v) for r in m["methods"].values() for w in r["runs"].values() for v in w["losses"])
+    paths = figures.draw(m, fig_dir, settings) if done else []
+    axis_text, m["axes"] = axis_report.sections(config, workdir, fig_dir, stored=stored["measured"].get("axes", {}))
+  else:
+    collected = collect_lib.collect(config, workdir)
+    m = collect_lib.measure(collected, float(config.optim.b1))
+    reference, probe, missing_runs = collected["reference"], length_lib.measure(config, workdir), collected["missing"]
+    prov, redecided_by, done = provenance_lib.provenance(), None, len(collected["points"])
+    paths = figures.draw(m, fig_dir, settings) if collected["points"] else []
+    axis_text, m["axes"] = axis_report.sections(config, workdir, fig_dir)
   if probe is not None:
-    paths.append(length_lib.figure(probe, _mkdir(fig_dir)))
-  axis_text, m["axes"] = axis_report.sections(config, workdir, _mkdir(fig_dir))
-  done, expected = len(collected["points"]), collected["expected_runs"]
-  missing = sorted({cell for cell, _ in collected["missing"]})
-  prov = provenance_lib.provenance()
+    paths.append(length_lib.figure(probe, fig_dir))
+  expected = len(cells_lib.training_cells(cells_lib.train_config(config))) * config.sweep.seeds
+  missing = sorted({cell for cell, _ in missing_runs})
   with open(os.path.join(fig_dir, "atlas.json"), "w", encoding="utf-8") as f:
-    record = dict(
-        measured=m,
-        reference=collected["reference"],
-        length=probe,
-        missing=collected["missing"],
-        provenance=prov,
-    )
+    record = dict(measured=m, reference=reference, length=probe, missing=missing_runs, provenance=prov)
+    if redecided_by is not None:
+      record["redecided_by"] = redecided_by
     json.dump(dict(record, settings=settings), f, indent=1)
+  redecided = (
+      f"\nRe-decided from atlas.json's measurements by the rules below at commit {redecided_by.get('git_commit')} "
+      f"(dirty: {redecided_by.get('git_dirty')}); the runs were measured at commit {prov.get('git_commit')}.\n"
+      if redecided_by
+      else ""
+  )
   scale = config.claim.scale
   grid = cells_lib.training_cells(cells_lib.train_config(config))
-  status = "complete" if not missing else f"PARTIAL: {done} of {expected} runs; {len(missing)} cell(s) missing"
+  status = (
+      "complete"
+      if not missing and done >= expected
+      else f"PARTIAL: {done} of {expected} runs; {len(missing)} cell(s) missing"
+  )
   text = f"""# Does curvature at step 0 predict the need for warmup? The atlas (issue 15)
 
 Status: **{status}**. Scale `{scale}`: {settings}; warmup steps
@@ -154,18 +185,24 @@ Status: **{status}**. Scale `{scale}`: {settings}; warmup steps
 
 ## Rules and predictions (stated before the runs; experiments/atlas/measures.py)
 
-* A run fails if it diverges or its final validation loss is more than {M.LOSS_MARGIN} nat above the atlas's best
-  ({_fmt(m['best_loss'])}); a cell (method, warmup, lr) is stable if all its runs are. Largest stable lr: the largest
-  stable grid lr ("≥": the grid's largest lr was stable; "<": none was).
+* Each run is classified (analysis/outcomes.py): diverged (non-finite, or a validation loss above the loss at init),
+  collapsed (final loss within δ = {_fmt(m['margin'])} nats of the targets' unigram entropy H = {_fmt(m['unigram_entropy'], '.4g')}),
+  undertrained (still above H + δ) or trained (below H − δ). A cell (method, warmup, lr) is unstable if any run
+  diverged or collapsed, stable if every run trained, else undetermined. Largest stable lr: the largest stable grid
+  lr ("≥": the grid's largest lr was stable; "<": none was, below the smallest unstable lr). (The first reading of
+  these runs called a run unstable 1 nat above the atlas's best run; it was replaced by the classes on 2026-11-26,
+  issue 24, and the runs re-decided: experiments/atlas/measures.py.)
 * LR sensitivity (Wortsman et al. 2023, §2.2): E_η[min(ℓ(η), ℓ₀) − min_η ℓ(η)] over the grid, per seed, then the mean;
   ℓ₀ the loss at init (the at-init run's step-1 training loss).
 * Warmup gain: best loss without warmup − best with (nats).
 * Predictors (step 0, one per method × seed, geometric mean over seeds): {', '.join(M.PREDICTORS.values())}.
-* Predictions, each per predictor: {'; '.join(f'**{k}**: {v}' for k, v in M.PREDICTIONS.items())}. Fewer than
-  {M.MIN_METHODS} methods with both numbers: inconclusive.
+* Predictions, each per predictor: {'; '.join(f'**{k}**: {v}' for k, v in M.PREDICTIONS.items())}. Each reads a
+  95% interval (the fraction's exact binomial interval over the methods, ρ's Fisher-z interval): it holds when the
+  whole interval meets its threshold, fails when none of it does, and is inconclusive when the interval straddles
+  it (more methods decide) or fewer than {M.MIN_METHODS} methods have both numbers.
 
 ## Verdicts
-
+{redecided}
 {_verdict_table(m)}
 
 Training-length check: {_check_length(m)} {length_lib.markdown(probe, config.train.num_steps)}

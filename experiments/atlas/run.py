@@ -8,11 +8,12 @@ Contract: `run_atlas(config, workdir, out, parts=PARTS)` runs (or resumes) each 
   length    experiments.atlas.length.probe_config: Post-LN + warmup vs Pre-LN, long, at one lr (the training-length
             probe);
   trace, width, depth, transfer  experiments.atlas.axes.part_config (`config.atlas.<part>`).
-`run_config` is main.py's atlas mode (`config.atlas.{parts, out, report_only}`):
+`run_config` is main.py's atlas mode (`config.atlas.{parts, out, report_only, redecide}`):
 
     python main.py --config=configs/atlas.py:cpu --config.data.dir=<Multi30k folder> --workdir=runs/atlas
     python main.py --config=configs/atlas.py:cpu ... --config.atlas.parts=width,depth   # those parts only
     python main.py --config=configs/atlas.py:cpu ... --config.atlas.report_only=true    # only rewrite ATLAS.md
+    python main.py --config=configs/atlas.py:cpu --config.atlas.redecide=true  # atlas.json re-decided, no runs
 
 Every run of every part is checked before any compute (`experiments.sweep.plan`). After each run `<out>/ATLAS.md`
 and its figures are rewritten from whatever is finished (experiments.atlas.report, which reads each part's
@@ -72,12 +73,13 @@ def run_atlas(
 
 def run_config(config: ml_collections.ConfigDict, workdir: str, *, command: str = "") -> int:
   """main.py's atlas mode: runs or resumes the parts `config.atlas.parts` ('' = all) in `workdir` and writes the report
-  into `config.atlas.out`; with `config.atlas.report_only`, runs nothing and rewrites the report from the workdir.
+  into `config.atlas.out`; with `config.atlas.report_only`, runs nothing and rewrites the report from the workdir;
+  with `config.atlas.redecide`, from `<atlas.out>/atlas/atlas.json`'s stored measurements by the current rules.
   Returns the number of runs that crashed (the report names them)."""
   a = config.atlas
   parts = axes_lib.parse_parts(a.parts)  # a bad part fails here, before any compute
-  if a.report_only:
-    report_lib.write(config, workdir, a.out, command=command)
+  if a.report_only or a.redecide:
+    report_lib.write(config, workdir, a.out, command=command, redecide=a.redecide)
     return 0
   m = run_atlas(config, workdir, a.out, parts=parts, command=command)
   outcomes = [o for r in m["methods"].values() for w in r["runs"].values() for os_ in w["outcomes"] for o in os_]
