@@ -11,7 +11,8 @@ Composition only: parse the config, join a multi-process run (every process runs
 devices and hosts"), (analysis at init), train. Exit status (after writing status.json): 3 diverged, a research outcome,
 not a crash; 4 a sweep, claim or atlas in which a run crashed (the others all ran; results.jsonl has the errors; a diverged run
 in a sweep is an outcome, exit 0); 143 (= 128 + SIGTERM, what a shell reports for a SIGTERM'd job) preempted: SIGTERM or
-JAX's preemption notice checkpointed the current step, and rerunning the same command resumes it.
+JAX's preemption notice checkpointed the current step, and rerunning the same command resumes it; 130 (= 128 + SIGINT)
+interrupted: a first Ctrl-C checkpointed the current step the same way (a second Ctrl-C aborts at once).
 """
 
 import logging as logging_std
@@ -36,6 +37,7 @@ MODES = ("train", "analyze", "sweep", "claim", "atlas")
 EXIT_DIVERGED = 3
 EXIT_CRASHED = 4  # a sweep or claim in which some run crashed (after every other run finished)
 EXIT_PREEMPTED = 143  # 128 + SIGTERM
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
 
 
 REPO = os.path.dirname(os.path.abspath(__file__))
@@ -77,7 +79,7 @@ def main(argv):
         crashed = sum(r["outcome"] == "crashed" for r in experiments.run_sweep(FLAGS.config, workdir))
     except train.loop.Preempted as e:
       logging.warning("Sweep %s; rerun the same command to resume", e)
-      sys.exit(EXIT_PREEMPTED)
+      sys.exit(_exit_code(e))
     if crashed:
       logging.error("%d run(s) crashed (tracebacks above; results.jsonl has their errors)", crashed)
       sys.exit(EXIT_CRASHED)
@@ -97,7 +99,11 @@ def main(argv):
       sys.exit(EXIT_DIVERGED)
     except train.loop.Preempted as e:
       logging.warning("Run %s (see %s/status.json)", e, workdir)
-      sys.exit(EXIT_PREEMPTED)
+      sys.exit(_exit_code(e))
+
+
+def _exit_code(stop: train.loop.Preempted) -> int:
+  return EXIT_INTERRUPTED if isinstance(stop, train.loop.Interrupted) else EXIT_PREEMPTED
 
 
 if __name__ == "__main__":

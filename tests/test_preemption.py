@@ -1,6 +1,7 @@
-"""A run survives preemption and a damaged checkpoint: SIGTERM mid-run checkpoints the current step, says
-`preempted` in status.json, exits 143 from main.py, and the rerun ends bit for bit where an uninterrupted run ends;
-a truncated file in the latest checkpoint sends the rerun back to the previous checkpoint, with a warning."""
+"""A run survives preemption, Ctrl-C and a damaged checkpoint: SIGTERM (or a first Ctrl-C) mid-run checkpoints the
+current step, says `preempted` (`interrupted`) in status.json, exits 143 (130) from main.py, and the rerun ends bit
+for bit where an uninterrupted run ends; a second Ctrl-C aborts at once; a truncated file in the latest checkpoint sends the rerun back to the previous checkpoint, with a warning.
+"""
 
 import json
 import os
@@ -61,24 +62,32 @@ def reference(tmp_path_factory):
   return workdir, loop.train_and_evaluate(loop.setup(config(), str(workdir)))
 
 
-def test_sigterm_checkpoints_the_current_step_and_the_rerun_is_bitwise(tmp_path, monkeypatch, reference):
-  """SIGTERM arrives while step 4 is logged; the loop notices at the end of step 5, saves step 5 (not a multiple of
-  checkpoint_every: forced), writes `preempted`, raises Preempted and puts SIGTERM's handler back."""
+@pytest.mark.parametrize(
+    "signum, stop, status",
+    [(signal.SIGTERM, loop.Preempted, "preempted"), (signal.SIGINT, loop.Interrupted, "interrupted")],
+)
+def test_a_signal_checkpoints_the_current_step_and_the_rerun_is_bitwise(
+    tmp_path, monkeypatch, reference, signum, stop, status
+):
+  """SIGTERM (a preemption) or a first Ctrl-C (SIGINT) arrives while step 4 is logged; the loop notices at the end
+  of step 5, saves step 5 (not a multiple of checkpoint_every: forced), writes `preempted` / `interrupted`, raises
+  Preempted / Interrupted and puts both signals' handlers back."""
   original = metrics_lib.write_status
 
   def write_status(workdir, status, step, **fields):
     if status == "running" and step == 4:
-      os.kill(os.getpid(), signal.SIGTERM)  # the process survives: the loop's handler only takes note
+      os.kill(os.getpid(), signum)  # the process survives: the loop's handler only takes note
     return original(workdir, status, step, **fields)
 
   monkeypatch.setattr(metrics_lib, "write_status", write_status)
-  handler = signal.getsignal(signal.SIGTERM)
+  handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
   exp = loop.setup(config(), str(tmp_path))
-  with pytest.raises(loop.Preempted, match="preempted at step 5"):
+  with pytest.raises(stop, match=f"^{status} at step 5") as raised:
     loop.train_and_evaluate(exp)
-  assert signal.getsignal(signal.SIGTERM) is handler
-  status = read_status(str(tmp_path))
-  assert status["status"] == "preempted" and status["step"] == 5 and status["last_checkpoint"] == 5
+  assert type(raised.value) is stop
+  assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == handlers
+  got = read_status(str(tmp_path))
+  assert got["status"] == status and got["step"] == 5 and got["last_checkpoint"] == 5
   assert exp.checkpointer.all_steps() == [4, 5]
   monkeypatch.setattr(metrics_lib, "write_status", original)
   resumed_exp = loop.setup(config(), str(tmp_path))
@@ -87,6 +96,27 @@ def test_sigterm_checkpoints_the_current_step_and_the_rerun_is_bitwise(tmp_path,
   assert_same_state(resumed, reference[1])
   assert read_metrics(str(tmp_path)) == read_metrics(str(reference[0]))
   assert read_status(str(tmp_path))["status"] == "finished"
+
+
+def test_a_second_ctrl_c_aborts_at_once():
+  """The first SIGINT only takes note (the step finishes and is saved); the second raises KeyboardInterrupt in the
+  main thread at once, with Python's handler back."""
+
+  class NoCheckpointer:
+
+    def reached_preemption(self, step):
+      return False
+
+  before = signal.getsignal(signal.SIGINT)
+  with pytest.raises(KeyboardInterrupt):
+    with checkpoint_lib.PreemptionNotice(NoCheckpointer()) as notice:
+      assert not notice.reached(1)
+      os.kill(os.getpid(), signal.SIGINT)
+      assert notice.reached(2) and notice.interrupted
+      os.kill(os.getpid(), signal.SIGINT)
+      time.sleep(1)  # the handler runs between bytecodes: the sleep is interrupted
+      pytest.fail("a second Ctrl-C did not abort")
+  assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_truncated_latest_checkpoint_resumes_from_the_previous_one(tmp_path, caplog, reference):
@@ -188,3 +218,10 @@ def test_main_py_sigterm_exits_143_and_the_rerun_equals_an_uninterrupted_run(tmp
     if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):  # orbax restores a typed key as one
       x, y = jax.random.key_data(x), jax.random.key_data(y)
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_main_py_exit_codes_of_a_stop():
+  import main  # noqa: PLC0415 (its flags are defined once per process, at import)
+
+  assert main._exit_code(loop.Interrupted(5)) == main.EXIT_INTERRUPTED == 128 + signal.SIGINT
+  assert main._exit_code(loop.Preempted(5)) == main.EXIT_PREEMPTED == 128 + signal.SIGTERM

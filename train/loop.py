@@ -54,9 +54,18 @@ class Diverged(RuntimeError):
 class Preempted(RuntimeError):
   """Raised after a preemption notice once the current step is checkpointed; status.json says `preempted`."""
 
+  status = "preempted"
+
   def __init__(self, step: int):
-    super().__init__(f"preempted at step {step}; checkpoint {step} saved, rerun the workdir to resume")
+    super().__init__(f"{self.status} at step {step}; checkpoint {step} saved, rerun the workdir to resume")
     self.step = step
+
+
+class Interrupted(Preempted):
+  """Raised after a first Ctrl-C (SIGINT, single process) once the current step is checkpointed; status.json says
+  `interrupted`. A Preempted: whatever stops on a preemption (a sweep) stops on it too."""
+
+  status = "interrupted"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,7 +257,8 @@ def _nonfinite_paths(grad_finite, names) -> list[str]:
 
 def train_and_evaluate(exp: Experiment, hooks: Sequence[StepHook] = ()) -> TrainState:
   """Trains from `exp.start_step` to `train.num_steps`; returns the final state (raises Diverged on NaN/Inf,
-  Preempted after checkpointing on a preemption notice). SIGTERM's previous handler is back when it returns.
+  Preempted after checkpointing on a preemption notice, Interrupted on a first Ctrl-C). SIGTERM's and SIGINT's
+  previous handlers are back when it returns.
 
   Args:
     exp: from `setup`.
@@ -378,11 +388,12 @@ def _train_and_evaluate(
     if preempted and not at_end:
       exp.checkpointer.wait()
       writer.close()
+      stop = (Interrupted if preemption.interrupted else Preempted)(step)
       metrics_lib.write_status(
-          workdir, "preempted", step, total_steps=cfg.num_steps, last_checkpoint=exp.checkpointer.latest_step()
+          workdir, stop.status, step, total_steps=cfg.num_steps, last_checkpoint=exp.checkpointer.latest_step()
       )
-      logging.warning("Preempted at step %d: checkpoint %d saved; rerun the workdir to resume", step, step)
-      raise Preempted(step)
+      logging.warning("%s at step %d: checkpoint %d saved; rerun the workdir to resume", stop.status, step, step)
+      raise stop
   if pending is not None:
     check(pending)
   exp.checkpointer.wait()
