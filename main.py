@@ -12,7 +12,8 @@ devices and hosts"), (analysis at init), train. Exit status (after writing statu
 not a crash; 4 a sweep, claim or atlas in which a run crashed (the others all ran; results.jsonl has the errors; a diverged run
 in a sweep is an outcome, exit 0); 143 (= 128 + SIGTERM, what a shell reports for a SIGTERM'd job) preempted: SIGTERM or
 JAX's preemption notice checkpointed the current step, and rerunning the same command resumes it; 130 (= 128 + SIGINT)
-interrupted: a first Ctrl-C checkpointed the current step the same way (a second Ctrl-C aborts at once).
+interrupted: a first Ctrl-C checkpointed the current step the same way (a second Ctrl-C aborts at once); 2 a config
+error, before any compute: one line naming the key, the value and the valid choices (the traceback with --verbosity=1).
 """
 
 import logging as logging_std
@@ -38,6 +39,7 @@ EXIT_DIVERGED = 3
 EXIT_CRASHED = 4  # a sweep or claim in which some run crashed (after every other run finished)
 EXIT_PREEMPTED = 143  # 128 + SIGTERM
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_CONFIG = 2  # a config error, before any compute (one line on stderr)
 
 
 REPO = os.path.dirname(os.path.abspath(__file__))
@@ -61,7 +63,7 @@ def main(argv):
   if FLAGS.config.mode not in MODES:
     raise app.UsageError(f"config.mode={FLAGS.config.mode!r} is invalid; valid: {list(MODES)}")
   # The config boundary, before any device or data is touched: 'auto' keys derived, every subtree validated.
-  config = train.config.resolve(FLAGS.config, groups=experiments.GROUPS)
+  config = _config_boundary(lambda: train.config.resolve(FLAGS.config, groups=experiments.GROUPS))
   # Several hosts: join the run before anything touches a device (train/distributed.py; one process: nothing).
   train.distributed.initialize(config.distributed)
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
@@ -84,6 +86,8 @@ def main(argv):
       logging.error("%d run(s) crashed (tracebacks above; results.jsonl has their errors)", crashed)
       sys.exit(EXIT_CRASHED)
     return
+  if config.mode == "train":  # a rerun resumes: it must train what the workdir's run trained (names what differs)
+    _config_boundary(lambda: train.config.check_unchanged(workdir, config, f"--workdir={workdir}", compare_mode=False))
   restore_step = None
   if config.mode == "analyze" and config.analysis.checkpoint_step >= 0:
     restore_step = config.analysis.checkpoint_step
@@ -100,6 +104,19 @@ def main(argv):
     except train.loop.Preempted as e:
       logging.warning("Run %s (see %s/status.json)", e, workdir)
       sys.exit(_exit_code(e))
+
+
+def _config_boundary(check):
+  """`check()`'s result; a ValueError it raises (a bad key's value, two keys that cannot go together, a workdir
+  trained with another config) is one line on stderr and exit status EXIT_CONFIG, the traceback only at
+  `--verbosity=1` or higher."""
+  try:
+    return check()
+  except ValueError as e:
+    if FLAGS.verbosity >= 1:
+      raise
+    print(f"main.py: {e}", file=sys.stderr)
+    sys.exit(EXIT_CONFIG)
 
 
 def _exit_code(stop: train.loop.Preempted) -> int:

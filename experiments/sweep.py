@@ -11,7 +11,7 @@ those checkpoints of a finished run restored and analyzed on the same batches in
 runs an earlier invocation finished; every such step must be a checkpoint the run keeps, checked before any compute):
   * resumable: a run whose status.json says `finished` or `diverged` is skipped (its record kept); any other run
     resumes from its latest checkpoint (the loop's own resume); a run whose config.json differs from its cell's
-    config in what it trains (`mode` and `TRAINED`: the model, init, optim, data, train and mesh groups,
+    config in what it trains (`mode` and `train.config.TRAINED`: the model, init, optim, data, train and mesh groups,
     `data.tokenizer_dir` excepted) is an error, before any compute; the other groups (sweep, analysis, distributed, and those of the
     layers above: claim, atlas) may change;
   * outcomes: `finished`; `diverged` (`train.loop.Diverged`: a result, the sweep goes on); `crashed` (any other
@@ -57,8 +57,6 @@ from train import metrics as metrics_lib
 RESULTS_FILE = "results.jsonl"
 RECORD_FILE = "sweep_record.json"
 DONE = ("finished", "diverged")  # statuses a rerun skips
-TRAINED = ("model.", "init.", "optim.", "data.", "train.", "mesh.")  # the groups (and `mode`) a rerun may not change
-UNTRAINED = ("data.tokenizer_dir", "train.eval_at_init")  # keys of those groups that change nothing trained
 GROUPS = {"analysis": analysis.config.AnalysisConfig.from_config, "sweep": grid_lib.SweepConfig.from_config}
 
 
@@ -194,7 +192,8 @@ def use_compilation_cache(config: ml_collections.ConfigDict, workdir: str) -> Op
 
 def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib.Cell, int, train.config.Config]]:
   """(cell, seed, resolved config) of every run of the sweep, in grid order, each checked before any compute: the
-  config boundary (an error names the cell), the run's config.json of an earlier invocation (`_check_unchanged`) and
+  config boundary (an error names the cell), the run's config.json of an earlier invocation
+  (`train.config.check_unchanged`) and
   `sweep.analysis_steps`. A driver running several sweeps checks them all with this first."""
   sweep = grid_lib.SweepConfig.from_config(config.sweep)
   root = runs_root(config, workdir)
@@ -207,7 +206,7 @@ def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib
         )
       except ValueError as e:
         raise ValueError(f"sweep cell {cell.name}, seed {seed}: {e}") from None
-      _check_unchanged(run_dir(root, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
+      train.config.check_unchanged(run_dir(root, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
       grid_lib.check_analysis_steps(sweep.analysis_steps, resolved.train, f"sweep cell {cell.name}, seed {seed}")
       runs.append((cell, seed, resolved))
   return runs
@@ -290,39 +289,6 @@ def run_sweep(
       + (", curves.png, final_metric.png" if config.train.num_steps else "")
   )
   return records
-
-
-def _leaves(tree: dict, prefix: str = "") -> dict[str, Any]:
-  out = {}
-  for key, value in tree.items():
-    out.update(_leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
-  return out
-
-
-def _check_unchanged(run_workdir: str, config: train.config.Config, where: str) -> None:
-  """Raises if the run's config.json (an earlier invocation's) differs from `config` in what it trains (`TRAINED`): a
-  rerun would otherwise skip or resume runs of another config. The other groups may change (more seeds, another
-  analysis, another machine, a claim's or the atlas's settings of other sweeps, which no run reads)."""
-  path = os.path.join(run_workdir, "config.json")
-  if not os.path.exists(path):
-    return
-  with open(path, encoding="utf-8") as f:
-    old = _leaves(json.load(f))
-  new = _leaves(json.loads(json.dumps(config.to_dict())))
-  from configs import default  # noqa: PLC0415 (the defaults, for keys added after the run was trained)
-
-  defaults = _leaves(json.loads(json.dumps(default.get_config().to_dict())))
-  # data.tokenizer_dir may change: a moved sweep folder moves its tokenizer; an evaluation at step 0 trains nothing
-  trained = lambda k: (k == "mode" or k.startswith(TRAINED)) and k not in UNTRAINED
-  # A key the run's config.json lacks was added to the code after the run: unchanged if it holds its default.
-  same = lambda k: old.get(k, defaults.get(k)) == new.get(k, defaults.get(k))
-  changed = sorted(k for k in set(old) | set(new) if trained(k) and not same(k))
-  if changed:
-    diffs = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])
-    raise ValueError(
-        f"{where}: {path} was trained with another config ({diffs}{', ...' if len(changed) > 5 else ''}); "
-        "rerun with the same config, or use another --workdir"
-    )
 
 
 def _status(run_workdir: str) -> Optional[str]:

@@ -268,11 +268,11 @@ def test_a_rerun_may_change_groups_no_run_reads(tmp_path):
   recorded = json.loads(json.dumps(resolved.to_dict()))
   recorded.pop("atlas")  # written before the axis parts existed
   (tmp_path / "config.json").write_text(json.dumps(recorded))
-  sweep_lib._check_unchanged(str(tmp_path), resolved, "here")  # the atlas group differs: resumes
+  train.config.check_unchanged(str(tmp_path), resolved, "here")  # the atlas group differs: resumes
   recorded["optim"]["learning_rate"] *= 2
   (tmp_path / "config.json").write_text(json.dumps(recorded))
   with pytest.raises(ValueError, match=r"here: .* another config \(optim.learning_rate: 0.002 -> 0.001\)"):
-    sweep_lib._check_unchanged(str(tmp_path), resolved, "here")
+    train.config.check_unchanged(str(tmp_path), resolved, "here")
 
 
 # ------------------------------------------------------------------------------------------------ --parts
@@ -356,8 +356,8 @@ def test_a_rerun_of_a_run_older_than_a_key_resumes_while_the_key_holds_its_defau
   recorded["train"].pop("eval_at_init")
   (tmp_path / "config.json").write_text(json.dumps(recorded))
   assert resolved.optim.schedule == "linear_warmup" and resolved.train.eval_at_init is True
-  sweep_lib._check_unchanged(str(tmp_path), resolved, "here")
+  train.config.check_unchanged(str(tmp_path), resolved, "here")
   recorded["optim"]["schedule"] = "constant"  # present and different: a change
   (tmp_path / "config.json").write_text(json.dumps(recorded))
   with pytest.raises(ValueError, match=r"optim.schedule: 'constant' -> 'linear_warmup'"):
-    sweep_lib._check_unchanged(str(tmp_path), resolved, "here")
+    train.config.check_unchanged(str(tmp_path), resolved, "here")

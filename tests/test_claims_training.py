@@ -255,8 +255,8 @@ def _config(name, scale):
 
 def _trained(resolved) -> dict:
   """What a rerun may not change (experiments/sweep.py TRAINED, UNTRAINED): the run's identity."""
-  leaves = sweep_lib._leaves(json.loads(json.dumps(resolved.to_dict())))
-  keep = lambda k: (k == "mode" or k.startswith(sweep_lib.TRAINED)) and k not in sweep_lib.UNTRAINED
+  leaves = train.config.leaves(json.loads(json.dumps(resolved.to_dict())))
+  keep = lambda k: (k == "mode" or k.startswith(train.config.TRAINED)) and k not in train.config.UNTRAINED
   return {k: v for k, v in leaves.items() if keep(k)}
 
 

@@ -261,3 +261,32 @@ def test_mup_with_adamw_is_accepted():
   config = default.get_config()
   config.model.parameterization, config.optim.name = "mup", "adamw"
   assert config_lib.resolve(config).optim.name == "adamw"
+
+
+def test_a_rerun_with_another_trained_config_fails_naming_the_keys(tmp_path):
+  """train.config.check_unchanged (main.py's train mode and every sweep run): the workdir's config.json against the
+  rerun's config, before any compute. Only what trains counts; a key missing from an old config.json counts as its
+  default; `mode` only where asked."""
+  config = default.get_config()
+  resolved = config_lib.resolve(config)
+  (tmp_path / "config.json").write_text(json.dumps(resolved.to_dict()))
+  config_lib.check_unchanged(str(tmp_path), resolved, "here")  # the same config: resumes
+  config_lib.check_unchanged(str(tmp_path / "new"), resolved, "here")  # no run there yet
+  other = config.copy_and_resolve_references()
+  other.analysis.lanczos_steps += 1  # no run trains it
+  other.train.eval_at_init = not other.train.eval_at_init  # an evaluation at step 0 trains nothing
+  config_lib.check_unchanged(str(tmp_path), config_lib.resolve(other), "here")
+  other.mode = "analyze"
+  config_lib.check_unchanged(str(tmp_path), config_lib.resolve(other), "here", compare_mode=False)
+  with pytest.raises(
+      ValueError, match=r"here: .*config.json was trained with another config \(mode: 'train' -> 'analyze'\)"
+  ):
+    config_lib.check_unchanged(str(tmp_path), config_lib.resolve(other), "here")
+  changed = config.copy_and_resolve_references()
+  changed.model.d_model, changed.optim.learning_rate = 96, 3e-3
+  with pytest.raises(ValueError, match=r"model\.d_model: None -> 96, optim\.learning_rate: .* -> 0\.003\);"):
+    config_lib.check_unchanged(str(tmp_path), config_lib.resolve(changed), "here")
+  old = json.loads((tmp_path / "config.json").read_text())
+  del old["train"]["eval_every"]  # a key added to the code after the run: unchanged while it holds its default
+  (tmp_path / "config.json").write_text(json.dumps(old))
+  config_lib.check_unchanged(str(tmp_path), resolved, "here")

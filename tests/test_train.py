@@ -158,6 +158,19 @@ def test_divergence_is_clean(tmp_path):
   assert status["status"] == "diverged" and status["nonfinite_params"], status
   assert status["last_checkpoint"] is not None and status["last_checkpoint"] < status["step"]
   assert (workdir / "checkpoints" / str(status["last_checkpoint"])).is_dir()
+  # A rerun of this workdir with another trained config fails before any compute: one line naming what differs, exit
+  # status 2 (main.EXIT_CONFIG), the run's files untouched; so does a bad value, naming the valid choices.
+  before = (workdir / "status.json").read_text()
+  for extra, message in (
+      ["--config.model.d_model=96"],
+      r"^main\.py: --workdir=.*config\.json was trained with another config \(model\.d_model: None -> 96\)",
+  ), (["--config.model.norm_position=middle"], r"^main\.py: config\.model\.norm_position='middle' is invalid; valid: "):
+    rerun = subprocess.run(args + extra, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 2, rerun.stderr[-3000:]
+    last = rerun.stderr.strip().splitlines()[-1]
+    assert re.match(message, last), last
+    assert "Traceback" not in rerun.stderr
+  assert (workdir / "status.json").read_text() == before
 
 
 def test_eight_devices_match_one(tmp_path):

@@ -21,10 +21,12 @@ typed subtrees; each public entry point that takes a subtree (`init_params`, `ma
 """
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 import ml_collections
+from etils import epath
 
 import init as init_lib
 import models
@@ -180,3 +182,42 @@ def resolve(
       groups=others,
       tree=tree.to_dict(),
   )
+
+
+TRAINED = ("model.", "init.", "optim.", "data.", "train.", "mesh.")  # the groups (and `mode`) a rerun may not change
+UNTRAINED = ("data.tokenizer_dir", "train.eval_at_init")  # keys of those groups that change nothing trained
+
+
+def leaves(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+  """{'group.key': value} of a nested dict."""
+  out = {}
+  for key, value in tree.items():
+    out.update(leaves(value, f"{prefix}{key}.") if isinstance(value, Mapping) else {prefix + key: value})
+  return out
+
+
+def check_unchanged(workdir: str, config: Config, where: str, *, compare_mode: bool = True) -> None:
+  """Raises ValueError, before any compute, if the run in `workdir` (its config.json, an earlier invocation's) was
+  trained with another config than `config` in what it trains (`TRAINED`, and `mode` with `compare_mode`): a rerun
+  would otherwise resume (or, in a sweep, skip) a run of another config, and fail deep in the checkpoint restore.
+  The message names every differing key with both values. The other groups may change (more seeds, another
+  analysis, another machine, a study's settings that no run reads). A key the run's config.json lacks was added to
+  the code after the run: unchanged while it holds its default. main.py's train mode and every sweep run call it."""
+  path = epath.Path(workdir) / "config.json"
+  if not path.exists():
+    return
+  old = leaves(json.loads(path.read_text()))
+  new = leaves(json.loads(json.dumps(config.to_dict())))
+  from configs import default  # noqa: PLC0415 (the defaults, for keys added after the run was trained)
+
+  defaults = leaves(json.loads(json.dumps(default.get_config().to_dict())))
+  # data.tokenizer_dir may change: a moved sweep folder moves its tokenizer; an evaluation at step 0 trains nothing
+  trained = lambda k: ((k == "mode" and compare_mode) or k.startswith(TRAINED)) and k not in UNTRAINED
+  same = lambda k: old.get(k, defaults.get(k)) == new.get(k, defaults.get(k))
+  changed = sorted(k for k in set(old) | set(new) if trained(k) and not same(k))
+  if changed:
+    diffs = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])
+    raise ValueError(
+        f"{where}: {path} was trained with another config ({diffs}{', ...' if len(changed) > 5 else ''}); "
+        "rerun with the same config, or use another --workdir"
+    )
