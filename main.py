@@ -16,6 +16,8 @@ interrupted: a first Ctrl-C checkpointed the current step the same way (a second
 error, before any compute: one line naming the key, the value and the valid choices (the traceback with --verbosity=1).
 """
 
+import difflib
+import importlib.util
 import logging as logging_std
 import os
 import sys
@@ -31,7 +33,48 @@ import train.config
 import train.distributed
 import train.loop
 
-config_flags.DEFINE_config_file("config", "configs/default.py", "Experiment config file.", lock_config=True)
+DEFAULT_CONFIG = "configs/default.py"
+EXIT_CONFIG = 2  # a config error, before any compute (one line on stderr)
+
+
+def check_override_keys(argv: list[str]) -> None:
+  """An override of a key the config does not have (`--config.model.nonexistent=1`) exits with one line in the
+  config boundary's format naming the closest valid keys, before absl parses the flags (ml_collections' own error is
+  a double traceback ending in `AttributeError: "'nonexistent'"`)."""
+  overrides = [a[len("--config.") :].partition("=") for a in argv if a.startswith("--config.")]
+  if not overrides:
+    return
+  spec = DEFAULT_CONFIG
+  for i, a in enumerate(argv):
+    if a.startswith("--config="):
+      spec = a.split("=", 1)[1]
+    elif a == "--config" and i + 1 < len(argv):
+      spec = argv[i + 1]
+  path, _, arg = spec.partition(":")
+  module_spec = importlib.util.spec_from_file_location("_config_for_keys", path)
+  if module_spec is None or not os.path.exists(path):
+    return  # absl's own error names a missing config file
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  config = module.get_config(arg) if arg else module.get_config()
+  valid = list(train.config.leaves(config.to_dict()))
+  for key, eq, value in overrides:
+    if key not in valid:
+      close = (
+          difflib.get_close_matches(key, valid, n=3, cutoff=0.5)
+          or [k for k in valid if k.startswith(key.split(".")[0] + ".")][:3]
+      )
+      print(
+          f"main.py: config.{key}{eq}{value} is invalid (no such key in {path}); valid: "
+          + (", ".join(f"config.{k}" for k in close) or "a key of configs/default.py"),
+          file=sys.stderr,
+      )
+      sys.exit(EXIT_CONFIG)
+
+
+if __name__ == "__main__":  # before the flag is defined: ml_collections applies the overrides to its default then
+  check_override_keys(sys.argv[1:])
+config_flags.DEFINE_config_file("config", DEFAULT_CONFIG, "Experiment config file.", lock_config=True)
 flags.DEFINE_string("workdir", None, "Output directory (default: runs/<config name>); rerunning it resumes.")
 FLAGS = flags.FLAGS
 MODES = ("train", "analyze", "sweep", "claim", "atlas")
@@ -39,7 +82,6 @@ EXIT_DIVERGED = 3
 EXIT_CRASHED = 4  # a sweep or claim in which some run crashed (after every other run finished)
 EXIT_PREEMPTED = 143  # 128 + SIGTERM
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
-EXIT_CONFIG = 2  # a config error, before any compute (one line on stderr)
 
 
 REPO = os.path.dirname(os.path.abspath(__file__))

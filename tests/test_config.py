@@ -290,3 +290,30 @@ def test_a_rerun_with_another_trained_config_fails_naming_the_keys(tmp_path):
   del old["train"]["eval_every"]  # a key added to the code after the run: unchanged while it holds its default
   (tmp_path / "config.json").write_text(json.dumps(old))
   config_lib.check_unchanged(str(tmp_path), resolved, "here")
+
+
+def test_an_unknown_key_is_one_line_naming_the_closest_keys(capsys):
+  import main  # noqa: PLC0415 (its flags are defined once per process, at import)
+
+  main.check_override_keys(["--config=configs/atlas.py:tiny", "--config.atlas.parts=width", "--config.optim.b1=0.8"])
+  main.check_override_keys(["--config", "configs/atlas.py:tiny", "--config.atlas.redecide"])  # space-separated
+  with pytest.raises(SystemExit) as stop:
+    main.check_override_keys(["--config.model.dmodel=3"])  # configs/default.py
+  assert stop.value.code == main.EXIT_CONFIG == 2
+  assert capsys.readouterr().err == (
+      "main.py: config.model.dmodel=3 is invalid (no such key in configs/default.py); valid: config.model.d_model, "
+      "config.model.dtype, config.model.max_len\n"
+  )
+  with pytest.raises(SystemExit):
+    main.check_override_keys(["--config=configs/t5_init.py", "--config.atlas.parts=width"])  # not this config's
+  assert "config.atlas.parts=width is invalid (no such key in configs/t5_init.py)" in capsys.readouterr().err
+  # Through the command line: the check runs before ml_collections applies the override (a double traceback).
+  proc = subprocess.run(
+      [sys.executable, "main.py", "--config=configs/t5_init.py", "--config.model.nonexistent=1"],
+      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
+  assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+  assert proc.stderr.strip().splitlines()[-1].startswith("main.py: config.model.nonexistent=1 is invalid")
