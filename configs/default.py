@@ -196,6 +196,16 @@ def get_config() -> ml_collections.ConfigDict:
   # (the runs of a sweep compile the same programs: an at-init analysis's seeds, the eval steps of its cells), a
   # folder, or '' (off). The claims and the atlas set 'auto' at cpu and paper scale.
   w.compilation_cache = ""
+  # A job array's share of the runs (experiments/shard.py): 'i/N' = the runs whose index ≡ i mod N; 'auto' = from
+  # TRANSFORMER_INIT_SHARD=i/N, else a SLURM array's task, else a Kubernetes indexed Job's JOB_COMPLETION_INDEX with
+  # sweep.num_shards, else the whole sweep. Every shard shares the workdir; each run is claimed before it trains.
+  w.shard = "auto"
+  w.num_shards = 0  # a Kubernetes indexed Job's completions (it exports the index, not the count); 0 = not one.
+  # 'run' (train this shard's runs; the shard that finds every run done gathers), 'prepare' (validate every cell and
+  # build the shared tokenizer once, before an array starts), 'gather' (only write results.jsonl, results.md and
+  # the figures from every finished run's record).
+  w.stage = "run"
+  w.claim_timeout_s = 600.0  # a run's claim with no heartbeat for this long is stale (its owner died): taken over.
 
   # Claim mode (experiments/claims/): set by the configs in configs/claims/, scale by the config string
   # (`--config=configs/claims/<name>.py:tiny`).

@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 import ml_collections
 
+from experiments import shard as shard_lib
 from models.config import Section, invalid
 
 GRID_SYNTAX = (
@@ -33,6 +34,9 @@ GRID_SYNTAX = (
 )
 RESERVED_KEYS = ("mode", "train.seed")  # the sweep sets these itself (train.seed from sweep.seeds)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]")
+
+
+STAGES = ("run", "prepare", "gather")  # sweep.stage (configs/default.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,10 +51,26 @@ class SweepConfig(Section):
   metric: str
   cells_dir: str
   compilation_cache: str
+  shard: str
+  num_shards: int
+  stage: str
+  claim_timeout_s: float
 
   def __post_init__(self):
     if self.seeds < 1:
       raise invalid("sweep.seeds", self.seeds, "an integer >= 1")
+    if self.shard != "auto":
+      shard_lib.parse_shard(self.shard)
+    if self.num_shards < 0:
+      raise invalid(
+          "sweep.num_shards", self.num_shards, "an integer >= 1 (a Kubernetes indexed Job's completions), or 0"
+      )
+    if self.stage not in STAGES:
+      raise invalid("sweep.stage", self.stage, list(STAGES))
+    if not self.claim_timeout_s > 0:
+      raise invalid(
+          "sweep.claim_timeout_s", self.claim_timeout_s, "seconds > 0 (a run's heartbeat every quarter of it)"
+      )
     steps = self.analysis_steps
     if not (
         isinstance(steps, (tuple, list))

@@ -32,6 +32,7 @@ runs an earlier invocation finished; every such step must be a checkpoint the ru
 Only process 0 writes the sweep's files (every process runs every cell: the loop is collective).
 """
 
+import contextlib
 import json
 import os
 import time
@@ -41,6 +42,7 @@ from typing import Any, Callable, Optional
 
 import jax
 import ml_collections
+import numpy as np
 import tensorboardX
 from absl import logging
 
@@ -52,6 +54,7 @@ from analysis import outcomes
 from experiments import grid as grid_lib
 from experiments import hooks, report
 from experiments import provenance as provenance_lib
+from experiments import shard as shard_lib
 from train import metrics as metrics_lib
 
 RESULTS_FILE = "results.jsonl"
@@ -219,29 +222,48 @@ def run_sweep(
     clock: Callable[[], float] = time.monotonic,
     emit: Callable[[str], Any] = logging.info,
     on_run: Optional[Callable[[list[dict]], Any]] = None,
+    env: Optional[dict] = None,
 ) -> list[dict]:
   """Runs (or resumes) the sweep of `config` in `workdir` (module docstring); returns the records, grid order.
   `on_run(records)`, if given, is called after each run this invocation ends, with the records so far (grid order, up
-  to that run; results.jsonl holds the same): a study rewrites its report from them as the runs land."""
+  to that run; results.jsonl holds the same): a study rewrites its report from them as the runs land. A shard of a
+  job array (`sweep.shard`, experiments/shard.py; `env`: the variables it reads, default os.environ) runs only its
+  runs, writes no top-level file and calls no `on_run`; the shard that finds every run of the sweep done gathers."""
   sweep = grid_lib.SweepConfig.from_config(config.sweep)
   cells = grid_lib.cells(config)
   runs = plan(config, workdir)
+  shard = shard_lib.resolve_shard(sweep.shard, sweep.num_shards, env, process_count=jax.process_count())
+  if sweep.stage == "prepare":
+    return prepare(config, workdir, runs, emit=emit)
+  if sweep.stage == "gather":
+    return gather(config, workdir, runs, emit=emit)
+  sharded = shard[1] > 1
   primary = jax.process_index() == 0
   os.makedirs(workdir, exist_ok=True)
   prov = provenance_lib.provenance()
-  swept = [k for k, _ in grid_lib.parse_grid(sweep.grid, config)]
   root = runs_root(config, workdir)
-  todo = [i for i, (c, s, _) in enumerate(runs) if _status(run_dir(root, c, s)) not in DONE]
+  todo = [
+      i for i, (c, s, _) in enumerate(runs) if _status(run_dir(root, c, s)) not in DONE and shard_lib.mine(i, shard[:2])
+  ]
+  owner = shard_lib.owner_id()
+  ours = sum(shard_lib.mine(i, shard[:2]) for i in range(len(runs)))
   emit(
-      f"Sweep in {workdir}: {len(cells)} cell(s) × {sweep.seeds} seed(s) = {len(runs)} run(s); "
-      f"{len(runs) - len(todo)} already done, {len(todo)} to run"
+      f"Sweep in {workdir}: {len(cells)} cell(s) × {sweep.seeds} seed(s) = {len(runs)} run(s)"
+      + (f"; shard {shard[0]}/{shard[1]} ({shard[2]}) runs {ours} of them" if sharded else "")
+      + f"; {ours - len(todo)} already done, {len(todo)} to run"
   )
   t0, times, finished_times, records = clock(), [], [], []
   for i, (cell, seed, resolved) in enumerate(runs):
+    if not shard_lib.mine(i, shard[:2]):
+      continue  # another shard's run
     rdir = run_dir(root, cell, seed)
     k = cells.index(cell) + 1
     record_path = os.path.join(rdir, RECORD_FILE)
     if i in todo:
+      holder = _claim(rdir, owner, sweep.claim_timeout_s)
+      if holder is not None:
+        emit(f"cell {k}/{len(cells)}, seed {seed}: {cell.name} | claimed by {holder}, skipped")
+        continue
       left = len(todo) - todo.index(i)
       measured = finished_times or times  # a diverged run stops early: finished runs say what a run costs
       eta = sum(measured) / len(measured) * left if measured else None
@@ -250,7 +272,12 @@ def run_sweep(
           f"ETA {metrics_lib.format_duration(eta) if eta is not None else '?'} | {rdir}"
       )
       start = clock()
-      outcome, error, resumed = run_one(resolved, rdir, sweep.analysis_at_init, sweep.analysis_steps)
+      try:
+        with shard_lib.Heartbeat(rdir, owner, sweep.claim_timeout_s / 4) if primary else contextlib.nullcontext():
+          outcome, error, resumed = run_one(resolved, rdir, sweep.analysis_at_init, sweep.analysis_steps)
+      finally:  # ended, preempted or interrupted: the run is free for whoever comes next (a killed process leaves
+        if primary:  # its claim, taken over once stale)
+          shard_lib.release(rdir, owner)
       times.append(clock() - start)
       if outcome == "finished":
         finished_times.append(times[-1])
@@ -265,22 +292,23 @@ def run_sweep(
       emit(f"cell {k}/{len(cells)}, seed {seed}: {cell.name} | already {_status(rdir)}, skipped")
       if _status(rdir) == "finished" and not all(_analyzed(rdir, s) for s in sweep.analysis_steps):
         analyze_checkpoints(resolved, rdir, sweep.analysis_steps)  # steps added since the run finished
-      if os.path.exists(record_path):
-        with open(record_path, encoding="utf-8") as f:
-          record = json.load(f)
-        # A run made by a sweep of another grid (e.g. one cell of this union) records only that grid's keys; this
-        # sweep's cell of the same name has every swept key (the base value where its product sets none).
-        record["params"], record["arm"] = dict(cell.params), cell.arm
-        record["workdir"] = os.path.relpath(rdir, workdir)  # this sweep's path to it (another's may have run it)
-      else:
-        record = _record(cell, seed, rdir, _record_from_status(rdir), None, workdir)
+      record = _stored_record(cell, seed, rdir, workdir)
     records.append(record)
-    if primary:
+    if primary and not sharded:
       _write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
-    if on_run is not None and i in todo:
+    if on_run is not None and i in todo and not sharded:
       on_run(records)
+  if sharded:
+    left = [f"{c.name}/seed_{s}" for c, s, _ in runs if _status(run_dir(root, c, s)) not in DONE]
+    if left:
+      emit(
+          f"Shard {shard[0]}/{shard[1]} done in {metrics_lib.format_duration(clock() - t0)}; {len(left)} run(s) of "
+          "the sweep not done yet (other shards'); the shard that ends last gathers the results (or sweep.stage=gather)"
+      )
+      return records
+    return gather(config, workdir, runs, emit=emit)
   if primary:
-    report.write_report(records, workdir, swept=swept, metric=sweep.metric, config=config, seeds=sweep.seeds)
+    _write_report(config, workdir, records, sweep)
   counts = {o: sum(r["outcome"] == o for r in records) for o in ("finished", "diverged", "crashed")}
   emit(
       f"Sweep done in {metrics_lib.format_duration(clock() - t0)}: "
@@ -289,6 +317,73 @@ def run_sweep(
       + (", curves.png, final_metric.png" if config.train.num_steps else "")
   )
   return records
+
+
+def _claim(rdir: str, owner: str, timeout_s: float) -> Optional[str]:
+  """Process 0 claims the run (experiments/shard.py); every process of the run learns the answer (they run it
+  together or skip it together). None: claimed; else the holder."""
+  holder = shard_lib.claim(rdir, owner, timeout_s) if jax.process_index() == 0 else None
+  if jax.process_count() > 1:
+    from jax.experimental import multihost_utils  # noqa: PLC0415 (only multi-process sweeps need it)
+
+    taken = multihost_utils.broadcast_one_to_all(np.asarray(holder is not None))
+    holder = (holder or "another shard") if bool(taken) else None
+  return holder
+
+
+def _stored_record(cell: grid_lib.Cell, seed: int, rdir: str, workdir: str) -> dict:
+  """The record of a run this invocation did not train: its sweep_record.json (written by whichever sweep or shard
+  ran it) seen from this grid, else one from its status.json."""
+  record_path = os.path.join(rdir, RECORD_FILE)
+  if not os.path.exists(record_path):
+    return _record(cell, seed, rdir, _record_from_status(rdir), None, workdir)
+  with open(record_path, encoding="utf-8") as f:
+    record = json.load(f)
+  # A run made by a sweep of another grid (e.g. one cell of this union) records only that grid's keys; this sweep's
+  # cell of the same name has every swept key (the base value where its product sets none).
+  record["params"], record["arm"] = dict(cell.params), cell.arm
+  record["workdir"] = os.path.relpath(rdir, workdir)  # this sweep's path to it (another's may have run it)
+  return record
+
+
+def _write_report(config: ml_collections.ConfigDict, workdir: str, records: list[dict], sweep) -> None:
+  swept = [k for k, _ in grid_lib.parse_grid(sweep.grid, config)]
+  report.write_report(records, workdir, swept=swept, metric=sweep.metric, config=config, seeds=sweep.seeds)
+
+
+def gather(config: ml_collections.ConfigDict, workdir: str, runs: list, *, emit: Callable[[str], Any]) -> list[dict]:
+  """`sweep.stage=gather` (and the last shard to finish): results.jsonl, results.md and the figures from the record
+  of every run of the sweep that is done (grid order); a run not done yet is named and left out."""
+  sweep = grid_lib.SweepConfig.from_config(config.sweep)
+  root = runs_root(config, workdir)
+  records, left = [], []
+  for cell, seed, _ in runs:
+    rdir = run_dir(root, cell, seed)
+    if _status(rdir) in DONE:
+      records.append(_stored_record(cell, seed, rdir, workdir))
+    else:
+      left.append(f"{cell.name}/seed_{seed}")
+  if jax.process_index() == 0:
+    os.makedirs(workdir, exist_ok=True)
+    _write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
+    _write_report(config, workdir, records, sweep)
+  emit(
+      f"Gathered {len(records)} of {len(runs)} run(s) into {workdir}/results.jsonl, results.md"
+      + (f"; not done yet: {', '.join(left[:5])}{' ...' if len(left) > 5 else ''}" if left else "")
+  )
+  return records
+
+
+def prepare(config: ml_collections.ConfigDict, workdir: str, runs: list, *, emit: Callable[[str], Any]) -> list[dict]:
+  """`sweep.stage=prepare`, once before a job array starts: every cell's config was checked (`plan`); the shared
+  tokenizer is built in `<runs root>/tokenizer/` (the first run's data config: every run of a sweep reads the same
+  data and vocabulary), so the shards find it instead of each training it. Trains nothing; returns no records."""
+  if runs:
+    import train.data  # noqa: PLC0415 (the data layer, only for this stage)
+
+    train.data.build(runs[0][2].data, workdir=runs_root(config, workdir))
+  emit(f"Prepared {len(runs)} run(s) in {runs_root(config, workdir)}: every cell's config checked, tokenizer built")
+  return []
 
 
 def _status(run_workdir: str) -> Optional[str]:

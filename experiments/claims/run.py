@@ -17,6 +17,7 @@ from typing import Any, Callable
 import jax
 from absl import logging
 
+from experiments import grid as grid_lib
 from experiments import provenance as provenance_lib
 from experiments import report, study
 from experiments import sweep as sweep_lib
@@ -92,10 +93,16 @@ def run_seconds(records: list[dict]) -> float:
 
 
 def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging.info) -> dict:
-  """Runs (or resumes) the claim's sweep in `workdir`, then `decide`s; returns the claim.json dict."""
+  """Runs (or resumes) the claim's sweep in `workdir`, then `decide`s; returns the claim.json dict. A shard of a job
+  array decides only when it gathered every run (experiments/shard.py), `sweep.stage=prepare` never: they return
+  just their runs' outcome counts."""
   cc = ClaimConfig.from_config(config.claim)
   get_claim(cc.name)  # an unknown claim fails before any compute
   records = sweep_lib.run_sweep(config, workdir, emit=emit)
+  expected = len(grid_lib.cells(config)) * config.sweep.seeds
+  if len(records) < expected:  # sweep.stage=prepare, or a shard of a job array whose sweep other shards still run
+    emit(f"Claim {cc.name}: {len(records)} of {expected} runs recorded here; decided once every run is done")
+    return dict(runs={o: sum(r["outcome"] == o for r in records) for o in ("finished", "diverged", "crashed")})
   result = decide(config, workdir, records, run_seconds(records))
   emit(f"Claim {result['number']} ({result['claim']}, scale {cc.scale}): {result['verdict']}. {result['reason']}")
   return result

@@ -1,0 +1,195 @@
+"""A sweep spread over the tasks of a job array: which runs a shard takes, and a claim per run so that no two
+processes train the same run.
+
+Sharding (`sweep.shard`): shard i of N runs the runs (cell, seed) whose index in the sweep's plan (grid order, seeds
+fastest) is ≡ i mod N, in one workdir shared by every shard. 'i/N' names it; 'auto' (the default) reads, in order:
+  TRANSFORMER_INIT_SHARD=i/N                    this project's own variable (any scheduler, a shell loop);
+  SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT    a SLURM job array (sbatch --array=0-7): the task's position
+                                                (ID − SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP among the
+                                                array's tasks, so `--array=1-15:2` works too;
+  JOB_COMPLETION_INDEX                          a Kubernetes indexed Job, with `sweep.num_shards` its completions
+                                                (Kubernetes does not export the count). Valid only when a run is one
+                                                process: a multi-host run's processes of one Job have different
+                                                completion indices, so their shard comes from the job level (e.g.
+                                                JobSet's job index through TRANSFORMER_INIT_SHARD), never the host;
+and else 0/1 (the whole sweep). Every process of a multi-host shard reads the same variables and takes the same runs.
+
+Claims. Before a shard trains a run it claims it: an atomic exclusive create of `<run>/claim.json` ({owner, host,
+pid, heartbeat}), the heartbeat rewritten every `timeout/4` seconds while the run trains (`Heartbeat`). A claim whose
+heartbeat is older than `sweep.claim_timeout_s` is stale (its owner was killed or preempted) and is taken over; a
+fresh one is not, so overlapping shard sets, a re-submitted array or two sweeps on one workdir never train a run
+twice. The claim is released (removed) when the run ends; a finished run is skipped by its status.json, claim or not.
+Written by hand (no library claims files on a shared filesystem without a server); `O_CREAT | O_EXCL` is atomic on
+local and NFSv3+ filesystems, which is what a job array's shared workdir is (tests/test_shard.py).
+"""
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Callable, Mapping, Optional
+
+from models.config import invalid
+
+CLAIM_FILE = "claim.json"
+SHARD_ENV = "TRANSFORMER_INIT_SHARD"
+
+
+def _invalid(key: str, value, valid: str) -> ValueError:
+  """The config boundary's error for a config key; the same format, without `config.`, for an environment
+  variable (upper case)."""
+  if key.isupper():
+    return ValueError(f"{key}={value!r} is invalid; valid: {valid}")
+  return invalid(key, value, valid)
+
+
+def parse_shard(spec: str, key: str = "sweep.shard") -> tuple[int, int]:
+  """(i, N) from 'i/N' with 0 ≤ i < N; a ValueError in the config boundary's format otherwise."""
+  valid = "'i/N' with 0 <= i < N (shard i of N)" + (", or 'auto'" if key == "sweep.shard" else "")
+  try:
+    i, n = (int(x) for x in spec.split("/"))
+  except ValueError:
+    raise _invalid(key, spec, valid) from None
+  if not 0 <= i < n:
+    raise _invalid(key, spec, valid)
+  return i, n
+
+
+def resolve_shard(
+    spec: str, num_shards: int = 0, env: Optional[Mapping[str, str]] = None, process_count: int = 1
+) -> tuple[int, int, str]:
+  """(i, N, where it came from) for `sweep.shard` = `spec` (module docstring)."""
+  env = os.environ if env is None else env
+  if spec != "auto":
+    return (*parse_shard(spec), "sweep.shard")
+  if env.get(SHARD_ENV):
+    return (*parse_shard(env[SHARD_ENV], SHARD_ENV), SHARD_ENV)
+  if env.get("SLURM_ARRAY_TASK_ID") is not None and env.get("SLURM_ARRAY_TASK_COUNT"):
+    task, count = int(env["SLURM_ARRAY_TASK_ID"]), int(env["SLURM_ARRAY_TASK_COUNT"])
+    low, step = int(env.get("SLURM_ARRAY_TASK_MIN", 0)), int(env.get("SLURM_ARRAY_TASK_STEP", 1))
+    position, off = divmod(task - low, step)
+    if off or not 0 <= position < count:
+      raise _invalid(
+          "SLURM_ARRAY_TASK_ID",
+          task,
+          f"a task of the array {low}..{low + step * (count - 1)} step {step} (SLURM_ARRAY_TASK_MIN/STEP/COUNT)",
+      )
+    return position, count, "SLURM_ARRAY_TASK_ID"
+  if env.get("JOB_COMPLETION_INDEX") is not None:
+    if num_shards < 1:
+      raise invalid(
+          "sweep.num_shards",
+          num_shards,
+          "the indexed Job's completions (>= 1): JOB_COMPLETION_INDEX is set, and Kubernetes does not export the count",
+      )
+    if process_count > 1:
+      raise invalid(
+          "sweep.shard",
+          spec,
+          f"'i/N' or {SHARD_ENV}: JOB_COMPLETION_INDEX differs between the {process_count} processes of one run "
+          "(take the shard from the job level, e.g. JobSet's job index)",
+      )
+    return (*parse_shard(f"{env['JOB_COMPLETION_INDEX']}/{num_shards}", "JOB_COMPLETION_INDEX"), "JOB_COMPLETION_INDEX")
+  return 0, 1, "no array variable: the whole sweep"
+
+
+def mine(index: int, shard: tuple[int, int]) -> bool:
+  """Whether run number `index` of the plan is shard (i, N)'s."""
+  i, n = shard
+  return index % n == i
+
+
+def owner_id() -> str:
+  """This invocation's name in claims: host, pid and a random suffix (a pid is reused across hosts and reboots)."""
+  return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _read(path: str) -> Optional[dict]:
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except (OSError, ValueError):  # gone, or caught between create and write: treated as fresh by its mtime below
+    return None
+
+
+def claim(run_dir: str, owner: str, timeout_s: float, *, clock: Callable[[], float] = time.time) -> Optional[str]:
+  """Claims the run in `run_dir` for `owner`: None when claimed, else the holder of a fresh claim (module docstring).
+  A stale claim (heartbeat older than `timeout_s`) is taken over: renamed aside atomically (one taker wins the
+  rename), then created again."""
+  os.makedirs(run_dir, exist_ok=True)
+  path = os.path.join(run_dir, CLAIM_FILE)
+  for _ in range(3):  # create; or take over a stale claim once and create; a racing taker may win in between
+    try:
+      fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+      held = _read(path)
+      beat = held.get("heartbeat") if held else None
+      if beat is None:
+        try:
+          beat = os.path.getmtime(path)
+        except OSError:
+          continue  # released meanwhile: try again
+      if clock() - beat <= timeout_s:
+        return (held or {}).get("owner", "another process (its claim is being written)")
+      try:  # stale: its owner died; the one process whose rename succeeds takes it over
+        os.rename(path, f"{path}.stale-{uuid.uuid4().hex[:8]}")
+      except OSError:
+        pass
+      continue
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      json.dump(_claim_record(owner, clock()), f)
+    return None
+  held = _read(path)
+  return (held or {}).get("owner", "another process")
+
+
+def _claim_record(owner: str, now: float) -> dict:
+  return {"owner": owner, "host": socket.gethostname(), "pid": os.getpid(), "heartbeat": now}
+
+
+def release(run_dir: str, owner: str) -> None:
+  """Removes `owner`'s claim of the run (another owner's, after a takeover, is left alone), and stale leftovers."""
+  path = os.path.join(run_dir, CLAIM_FILE)
+  held = _read(path)
+  if held is not None and held.get("owner") == owner:
+    try:
+      os.remove(path)
+    except OSError:
+      pass
+  for name in os.listdir(run_dir) if os.path.isdir(run_dir) else []:
+    if name.startswith(CLAIM_FILE + ".stale-"):
+      try:
+        os.remove(os.path.join(run_dir, name))
+      except OSError:
+        pass
+
+
+class Heartbeat:
+  """Rewrites `owner`'s claim of a run every `every_s` seconds while the run trains (a context manager; a daemon
+  thread, so a killed process simply stops beating and its claim goes stale)."""
+
+  def __init__(self, run_dir: str, owner: str, every_s: float):
+    self._path = os.path.join(run_dir, CLAIM_FILE)
+    self._owner, self._every = owner, every_s
+    self._stop = threading.Event()
+    self._thread = threading.Thread(target=self._beat, daemon=True)
+
+  def _beat(self) -> None:
+    while not self._stop.wait(self._every):
+      held = _read(self._path)
+      if held is None or held.get("owner") != self._owner:
+        return  # taken over (this process was presumed dead): stop claiming
+      tmp = f"{self._path}.{uuid.uuid4().hex[:8]}.tmp"
+      with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(_claim_record(self._owner, time.time()), f)
+      os.replace(tmp, self._path)
+
+  def __enter__(self) -> "Heartbeat":
+    self._thread.start()
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self._stop.set()
+    self._thread.join()

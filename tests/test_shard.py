@@ -1,0 +1,275 @@
+"""A sweep spread over a job array (experiments/shard.py): the shard each scheduler's variables give, the claims that
+keep two processes from training one run (fresh, stale, taken over, released), two shards started at once on one
+workdir through main.py, a killed shard's run resumed by its resubmission, and the tokenizer built once by
+`sweep.stage=prepare`."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+from experiments import shard as shard_lib
+from experiments import sweep as sweep_lib
+from tests.conftest import multi30k_copy  # noqa: F401 (a fixture)
+from tests.test_experiments import TINY, tiny_config
+from train import metrics as metrics_lib
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+GRID = "optim.learning_rate=0.001,0.002;model.norm_position=post,pre"  # 4 cells × 2 seeds
+
+
+# ------------------------------------------------------------------------------------------- which shard am I
+
+
+@pytest.mark.parametrize(
+    "spec, num_shards, env, want",
+    [
+        ("1/4", 0, {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "8"}, (1, 4)),  # the config wins
+        ("auto", 0, {}, (0, 1)),  # no array: the whole sweep
+        (
+            "auto",
+            0,
+            {"TRANSFORMER_INIT_SHARD": "2/3", "SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "2"},
+            (2, 3),
+        ),
+        ("auto", 0, {"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "8"}, (5, 8)),  # --array=0-7
+        # --array=1-15:2 has 8 tasks 1, 3, ..., 15: task 7 is the 4th (position 3)
+        (
+            "auto",
+            0,
+            {
+                "SLURM_ARRAY_TASK_ID": "7",
+                "SLURM_ARRAY_TASK_COUNT": "8",
+                "SLURM_ARRAY_TASK_MIN": "1",
+                "SLURM_ARRAY_TASK_STEP": "2",
+            },
+            (3, 8),
+        ),
+        ("auto", 6, {"JOB_COMPLETION_INDEX": "4"}, (4, 6)),  # a Kubernetes indexed Job of 6 completions
+    ],
+)
+def test_the_shard_each_scheduler_gives(spec, num_shards, env, want):
+  assert shard_lib.resolve_shard(spec, num_shards, env)[:2] == want
+
+
+@pytest.mark.parametrize(
+    "spec, num_shards, env, process_count, match",
+    [
+        ("2/2", 0, {}, 1, r"config.sweep.shard='2/2' is invalid; valid: 'i/N' with 0 <= i < N"),
+        ("a/b", 0, {}, 1, r"config.sweep.shard='a/b' is invalid"),
+        ("auto", 0, {"TRANSFORMER_INIT_SHARD": "3"}, 1, r"^TRANSFORMER_INIT_SHARD='3' is invalid"),
+        (
+            "auto",
+            0,
+            {"JOB_COMPLETION_INDEX": "1"},
+            1,
+            r"config.sweep.num_shards=0 is invalid; valid: the indexed Job.s completions",
+        ),
+        ("auto", 4, {"JOB_COMPLETION_INDEX": "1"}, 2, r"differs between the 2 processes of one run"),
+        (
+            "auto",
+            0,
+            {
+                "SLURM_ARRAY_TASK_ID": "4",
+                "SLURM_ARRAY_TASK_COUNT": "8",
+                "SLURM_ARRAY_TASK_MIN": "1",
+                "SLURM_ARRAY_TASK_STEP": "2",
+            },
+            1,
+            r"^SLURM_ARRAY_TASK_ID=4 is invalid; valid: a task of the array 1..15 step 2",
+        ),
+    ],
+)
+def test_bad_shards_fail_naming_the_key(spec, num_shards, env, process_count, match):
+  with pytest.raises(ValueError, match=match):
+    shard_lib.resolve_shard(spec, num_shards, env, process_count=process_count)
+
+
+def test_shards_partition_the_runs():
+  taken = [[i for i in range(10) if shard_lib.mine(i, (s, 3))] for s in range(3)]
+  assert taken == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
+
+
+def test_sweep_keys_are_checked_before_any_compute(tmp_path):
+  for key, value, match in (
+      ("sweep.shard", "3/3", "config.sweep.shard='3/3' is invalid"),
+      ("sweep.stage", "collect", r"config.sweep.stage='collect' is invalid; valid: \['run', 'prepare', 'gather'\]"),
+      ("sweep.claim_timeout_s", 0.0, "config.sweep.claim_timeout_s=0.0 is invalid"),
+  ):
+    with pytest.raises(ValueError, match=match):
+      sweep_lib.run_sweep(tiny_config(**{key: value}), str(tmp_path / "w"))
+  assert not (tmp_path / "w").exists()
+
+
+# ---------------------------------------------------------------------------------------------------- claims
+
+
+def test_a_fresh_claim_holds_a_stale_one_is_taken_over_and_release_frees_it(tmp_path):
+  run = str(tmp_path / "run")
+  assert shard_lib.claim(run, "a", timeout_s=60) is None
+  assert shard_lib.claim(run, "b", timeout_s=60) == "a"  # fresh: b skips the run
+  later = time.time() + 61
+  assert shard_lib.claim(run, "b", timeout_s=60, clock=lambda: later) is None  # a's heartbeat is 61 s old: stale
+  held = json.loads((tmp_path / "run" / shard_lib.CLAIM_FILE).read_text())
+  assert held["owner"] == "b" and held["pid"] == os.getpid()
+  shard_lib.release(run, "a")  # not a's any more: left alone
+  assert shard_lib.claim(run, "c", timeout_s=60) == "b"
+  shard_lib.release(run, "b")
+  assert sorted(os.listdir(run)) == []  # the claim and the stale one set aside are gone
+  assert shard_lib.claim(run, "c", timeout_s=60) is None
+
+
+def test_the_heartbeat_keeps_a_claim_fresh_and_stops_once_taken_over(tmp_path):
+  run = str(tmp_path / "run")
+  path = tmp_path / "run" / shard_lib.CLAIM_FILE
+  assert shard_lib.claim(run, "a", timeout_s=0.4) is None
+  with shard_lib.Heartbeat(run, "a", every_s=0.1):
+    time.sleep(0.6)  # past the timeout: without the heartbeat the claim would be stale
+    assert shard_lib.claim(run, "b", timeout_s=0.4) == "a"
+    first = json.loads(path.read_text())["heartbeat"]
+    assert time.time() - first < 0.4
+    path.write_text(json.dumps({"owner": "b", "heartbeat": time.time()}))  # taken over meanwhile
+    time.sleep(0.3)
+    assert json.loads(path.read_text())["owner"] == "b"  # a's beat does not overwrite b's claim
+
+
+# ------------------------------------------------------------------------------------ sweeps over shards, end to end
+
+
+def _cli(workdir) -> list[str]:
+  """main.py's sweep over the tiny 4-cell × 2-seed grid."""
+  overrides = {**TINY, "sweep.grid": GRID, "sweep.seeds": 2}
+  return [
+      sys.executable,
+      "main.py",
+      "--config=configs/sweeps/warmup.py",
+      f"--workdir={workdir}",
+      *[f"--config.{k}={v}" for k, v in overrides.items()],
+  ]
+
+
+def _comparable(record: dict) -> dict:
+  """A record without what differs between two invocations that trained the same run: its wall time, the times in
+  its status and in its provenance."""
+  out = {k: v for k, v in record.items() if k != "wall_time_s"}
+  out["status"] = {k: v for k, v in (record["status"] or {}).items() if k != "time"}
+  out["provenance"] = {k: v for k, v in (record["provenance"] or {}).items() if k != "time"}
+  return out
+
+
+def test_two_shards_at_once_train_every_run_once_and_gather_the_unsharded_records(tmp_path):
+  """SLURM tasks 0 and 1 of an array of 2, started together on one workdir: each trains its 4 runs, none twice
+  (every run's metrics.jsonl has one row per step), the last to finish gathers, and results.jsonl equals an
+  unsharded sweep's records but for wall times."""
+  workdir = tmp_path / "sharded"
+  procs = [
+      subprocess.Popen(
+          _cli(workdir),
+          cwd=REPO,
+          env={**os.environ, "SLURM_ARRAY_TASK_ID": str(i), "SLURM_ARRAY_TASK_COUNT": "2"},
+          stdout=subprocess.PIPE,
+          stderr=subprocess.STDOUT,
+          text=True,
+      )
+      for i in range(2)
+  ]
+  logs = [p.communicate(timeout=600)[0] for p in procs]
+  assert [p.returncode for p in procs] == [0, 0], "\n".join(log[-3000:] for log in logs)
+  assert all("shard" in log and "runs 4 of them" in log for log in logs), logs[0][-2000:]
+  assert sum("Gathered 8 of 8 run(s)" in log for log in logs) >= 1
+  sharded = [json.loads(line) for line in (workdir / sweep_lib.RESULTS_FILE).read_text().splitlines()]
+  for record in sharded:
+    steps = [r["step"] for r in metrics_lib.read_metrics(str(workdir / record["workdir"]), split="train")]
+    assert steps == [1, 2, 3, 4], (record["cell"], record["seed"], steps)  # trained once
+    assert not (workdir / record["workdir"] / shard_lib.CLAIM_FILE).exists()  # released
+  assert (workdir / "results.md").exists() and (workdir / "curves.png").exists()
+  unsharded = sweep_lib.run_sweep(tiny_config(**{"sweep.grid": GRID}), str(tmp_path / "one"), emit=print, env={})
+  assert [_comparable(r) for r in sharded] == [_comparable(r) for r in unsharded]
+
+
+def test_a_killed_shards_run_is_resumed_by_its_resubmission(tmp_path, monkeypatch):
+  """Shard 0/2 is stopped in its first run (the process dies: its claim stays, with a heartbeat); resubmitted at
+  once it skips the run (a fresh claim may be a live shard); once the claim is stale it takes the run over and
+  resumes it from its checkpoint."""
+  config = tiny_config(
+      **{"sweep.grid": GRID, "sweep.shard": "0/2", "sweep.claim_timeout_s": 3.0, "train.checkpoint_every": 2}
+  )
+  workdir = str(tmp_path / "w")
+  original = metrics_lib.write_status
+
+  def die_after_step_2(run_workdir, status, step, **fields):
+    if status == "running" and step == 3:
+      raise SystemExit("killed")  # the process ends here: nothing in the sweep runs after it
+    return original(run_workdir, status, step, **fields)
+
+  monkeypatch.setattr(metrics_lib, "write_status", die_after_step_2)
+  monkeypatch.setattr(shard_lib, "release", lambda *a: None)  # a killed process releases nothing
+  with pytest.raises(SystemExit):
+    sweep_lib.run_sweep(config, workdir, emit=print, env={})
+  monkeypatch.undo()
+  first = sweep_lib.grid_lib.cells(config)[0]
+  rdir = sweep_lib.run_dir(workdir, first, 0)
+  assert metrics_lib.read_status(rdir)["status"] == "running"
+  lines = []
+  again = sweep_lib.run_sweep(config, workdir, emit=lines.append, env={})
+  assert any("claimed by" in line for line in lines) and len(again) == 3  # the fresh claim held
+  time.sleep(3.1)  # the killed shard's heartbeat is now older than sweep.claim_timeout_s
+  resumed = sweep_lib.run_sweep(config, workdir, emit=print, env={})
+  assert len(resumed) == 4 and resumed[0]["resumed_from_step"] == 2 and resumed[0]["outcome"] == "finished"
+  steps = [r["step"] for r in metrics_lib.read_metrics(rdir, split="train")]
+  assert steps == [1, 2, 3, 4]
+
+
+def test_prepare_builds_the_tokenizer_once_for_every_shard(tmp_path, multi30k_copy):  # noqa: F811
+  """`sweep.stage=prepare` checks every cell and trains the shared SentencePiece model; a shard's run then finds it
+  (the file is not written again)."""
+  import train.data  # noqa: PLC0415
+
+  config = tiny_config(
+      **{
+          "sweep.grid": GRID,
+          "sweep.stage": "prepare",
+          "data.name": "multi30k",
+          "data.dir": str(multi30k_copy),
+          "data.vocab_size": 200,
+          "data.spm_max_corpus_chars": 200_000,
+      }
+  )
+  workdir = tmp_path / "w"
+  assert sweep_lib.run_sweep(config, str(workdir), emit=print, env={}) == []
+  (model,) = (workdir / "tokenizer").glob("spm_*.model")
+  before = model.stat()
+  assert not (workdir / "cells").exists()  # nothing trained
+  cell, seed, resolved = sweep_lib.plan(config, str(workdir))[5]  # another cell's run, as a shard builds it
+  train.data.build(resolved.data, workdir=sweep_lib.run_dir(str(workdir), cell, seed))
+  after = model.stat()
+  assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+  assert sorted(p.name for p in (workdir / "tokenizer").iterdir()) == [model.name]
+
+
+def test_a_claim_is_decided_only_by_the_shard_that_gathered_every_run(tmp_path, monkeypatch):
+  """A shard whose sweep other shards still run (fewer records than cells × seeds) writes no claim.json; with every
+  record the claim is decided as always."""
+  import configs.claims.tfixup as tfixup  # noqa: PLC0415
+  from experiments.claims import run as claim_run  # noqa: PLC0415
+
+  config = tfixup.get_config("tiny")
+  expected = len(sweep_lib.grid_lib.cells(config)) * config.sweep.seeds
+  record = {"outcome": "finished"}
+  decided = []
+  monkeypatch.setattr(
+      claim_run,
+      "decide",
+      lambda c, w, records, s: decided.append(len(records))
+      or {"number": 8, "claim": "tfixup", "verdict": "v", "reason": "r", "runs": {}},
+  )
+  monkeypatch.setattr(sweep_lib, "run_sweep", lambda c, w, emit: [record] * (expected - 1))
+  assert claim_run.run_claim(config, str(tmp_path)) == {"runs": {"finished": expected - 1, "diverged": 0, "crashed": 0}}
+  assert decided == []
+  monkeypatch.setattr(sweep_lib, "run_sweep", lambda c, w, emit: [record] * expected)
+  claim_run.run_claim(config, str(tmp_path))
+  assert decided == [expected]
