@@ -1,0 +1,39 @@
+"""curvax: curvature of any JAX loss as operators that are data, and certified spectra of them.
+
+Build an operator (`hessian`, `ggn`, `empirical_fisher`, `block`, `matrix_operator`, `as_operator`), then pass it,
+operator first, to a routine that takes its shapes from it. Imports only jax, numpy and (for XTrace) matfree.
+See docs/curvax.md.
+"""
+
+from curvax.blocks import BlockOperator, block, block_indices, leaf_paths
+from curvax.curvature import (
+    GaussNewtonOperator,
+    HessianOperator,
+    JvpHessianOperator,
+    dense_hessian,
+    dense_matrix,
+    empirical_fisher,
+    ggn,
+    hessian,
+)
+from curvax.operators import FlatSpec, LinearOperator, MatrixOperator, as_operator, matrix_operator
+
+__all__ = [
+    "BlockOperator",
+    "FlatSpec",
+    "GaussNewtonOperator",
+    "HessianOperator",
+    "JvpHessianOperator",
+    "LinearOperator",
+    "MatrixOperator",
+    "as_operator",
+    "block",
+    "block_indices",
+    "dense_hessian",
+    "dense_matrix",
+    "empirical_fisher",
+    "ggn",
+    "hessian",
+    "leaf_paths",
+    "matrix_operator",
+]
