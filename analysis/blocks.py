@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from analysis.hessian import Batch, hvp_fn
-from curvax.blocks import BlockOperator, block_on_leaves  # noqa: F401  (the project's name for a block)
+from curvax.blocks import BlockOperator, block  # noqa: F401  (the project's name for a block)
 from curvax.operators import LinearOperator
 from models import ParamRole, param_roles
 
@@ -74,7 +74,8 @@ def block_operator(
     (block operator on {path: leaf} dicts, that example dict).
   """
   leaves, _, idx, paths = _selected_leaves(params, select, model)
-  return block_on_leaves(operator, idx, paths), {p: leaves[i] for p, i in zip(paths, idx)}
+  chosen = set(paths)
+  return block(operator, lambda path: path in chosen), {p: leaves[i] for p, i in zip(paths, idx)}
 
 
 def block_hvp_fn(

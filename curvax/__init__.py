@@ -16,9 +16,26 @@ from curvax.curvature import (
     ggn,
     hessian,
 )
+from curvax.density import SpectralDensity, spectral_density
+from curvax.lanczos import LanczosResult, lanczos
 from curvax.operators import FlatSpec, LinearOperator, MatrixOperator, as_operator, matrix_operator
+from curvax.spectrum import ExtremeEigenvalues, bottom_eigenvalues, ritz_mass, ritz_vector, top_eigenvalues
+from curvax.trace import DiagonalEstimate, TraceEstimate, diagonal, trace
 
 __all__ = [
+    "DiagonalEstimate",
+    "ExtremeEigenvalues",
+    "LanczosResult",
+    "SpectralDensity",
+    "TraceEstimate",
+    "bottom_eigenvalues",
+    "diagonal",
+    "lanczos",
+    "ritz_mass",
+    "ritz_vector",
+    "spectral_density",
+    "top_eigenvalues",
+    "trace",
     "BlockOperator",
     "FlatSpec",
     "GaussNewtonOperator",
