@@ -23,6 +23,7 @@ from absl import app, flags, logging
 from etils import epath
 from ml_collections import config_flags
 
+import curvax
 import experiments
 import experiments.atlas.run
 import train.config
@@ -82,6 +83,8 @@ def main(argv):
       logging.error("%d run(s) crashed (tracebacks above; results.jsonl has their errors)", crashed)
       sys.exit(EXIT_CRASHED)
     return
+  if config.mode == "analyze" and not experiments.sweep.use_compilation_cache(FLAGS.config, workdir):
+    curvax.enable_compilation_cache(os.path.join(workdir, "jax_cache"))  # a rerun reads its programs back
   restore_step = None
   if config.mode == "analyze" and config.analysis.checkpoint_step >= 0:
     restore_step = config.analysis.checkpoint_step

@@ -6,6 +6,7 @@ See docs/curvax.md.
 """
 
 from curvax.blocks import BlockOperator, block, block_indices, leaf_paths
+from curvax.cache import enable_compilation_cache
 from curvax.curvature import (
     GaussNewtonOperator,
     HessianOperator,
@@ -49,6 +50,7 @@ __all__ = [
     "dense_hessian",
     "dense_matrix",
     "empirical_fisher",
+    "enable_compilation_cache",
     "ggn",
     "hessian",
     "leaf_paths",
