@@ -27,6 +27,7 @@ from absl import app, flags, logging
 from etils import epath
 from ml_collections import config_flags
 
+import curvax
 import experiments
 import experiments.atlas.run
 import train.config
@@ -130,6 +131,8 @@ def main(argv):
     return
   if config.mode == "train":  # a rerun resumes: it must train what the workdir's run trained (names what differs)
     _config_boundary(lambda: train.config.check_unchanged(workdir, config, f"--workdir={workdir}", compare_mode=False))
+  if config.mode == "analyze" and not experiments.sweep.use_compilation_cache(FLAGS.config, workdir):
+    curvax.enable_compilation_cache(os.path.join(workdir, "jax_cache"))  # a rerun reads its programs back
   restore_step = None
   if config.mode == "analyze" and config.analysis.checkpoint_step >= 0:
     restore_step = config.analysis.checkpoint_step

@@ -4,8 +4,10 @@ Contract: `block_operator(operator, params, select, model=...)` takes a `analysi
 pytrees shaped like `params` (`analysis.hessian.hvp_fn`'s or `ggn_vp_fn`'s) and a block chosen by `ParamRole`
 (`models.param_roles`): a predicate on roles or a name from `model_blocks(model)`. It returns the diagonal block
 ∂²L/∂θ_B² with the other parameters held fixed, as an operator on {path: leaf} dicts, with that example dict.
-All blocks share the full model's linearization; a block product is one full product with the block's vector
-placed at its offsets (offsets are data, so blocks of equal leaf sizes share one compiled program).
+The generic block is `curvax.block` (leaves chosen by path): this module is its client for blocks chosen by the
+roles `models.roles` declares. All blocks share the full model's linearization; a block product is one full product
+with the block's vector placed at its offsets (offsets are data, so blocks of equal leaf sizes share one compiled
+program).
 `block_hvp_fn` builds the Hessian and takes its block in one call; `block_params` / `block_indices` give a block's
 leaves and its flat indices in `ravel_pytree(params)` order (dense references in tests).
 """
@@ -13,11 +15,11 @@ leaves and its flat indices in `ravel_pytree(params)` order (dense references in
 from typing import Any, Callable, Sequence, Union
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from analysis.hessian import Batch, hvp_fn
-from analysis.operators import FlatSpec, LinearOperator
+from curvax.blocks import BlockOperator, block  # noqa: F401  (the project's name for a block)
+from curvax.operators import LinearOperator
 from models import ParamRole, param_roles
 
 
@@ -54,38 +56,6 @@ def block_indices(params: Any, select, *, model: Any) -> np.ndarray:
   return np.concatenate([by_path[p] for p in sorted(by_path)])  # dict pytrees ravel in sorted-key order
 
 
-@jax.tree_util.register_pytree_node_class
-class BlockOperator(LinearOperator):
-  """The diagonal block P_B A P_Bᵀ of a full operator A: v_B is placed at its leaves' offsets (data) in a zero
-  vector, A is applied, and the block is read back. Its flat form (`flat_operator`) carries only the leaf sizes,
-  so every block with the same leaf sizes (Q of each layer, say) runs the same compiled program."""
-
-  def __init__(self, full, offsets, sizes, spec):
-    self.full, self.offsets, self.sizes, self.spec = full, offsets, tuple(sizes), spec
-
-  def flat_matvec(self, x):
-    full_spec = self.full.spec
-    z = jnp.zeros((full_spec.size,), full_spec.dtype)
-    start = 0
-    for j, size in enumerate(self.sizes):
-      z = jax.lax.dynamic_update_slice(z, x[start : start + size].astype(z.dtype), (self.offsets[j],))
-      start += size
-    y = self.full.flat_matvec(z)
-    parts = [jax.lax.dynamic_slice(y, (self.offsets[j],), (size,)) for j, size in enumerate(self.sizes)]
-    return jnp.concatenate(parts).astype(self.spec.dtype)
-
-  def flat_operator(self):
-    flat = FlatSpec(jax.tree.structure(0), ((self.spec.size,),), (jnp.dtype(self.spec.dtype).name,))
-    return BlockOperator(self.full.flat_operator(), self.offsets, self.sizes, flat)
-
-  def tree_flatten(self):
-    return (self.full, self.offsets), (self.sizes, self.spec)
-
-  @classmethod
-  def tree_unflatten(cls, aux, children):
-    return cls(children[0], children[1], *aux)
-
-
 def block_operator(
     operator: LinearOperator, params: Any, select: Union[str, Callable[[ParamRole], bool]], *, model: Any
 ) -> tuple:
@@ -104,12 +74,8 @@ def block_operator(
     (block operator on {path: leaf} dicts, that example dict).
   """
   leaves, _, idx, paths = _selected_leaves(params, select, model)
-  example = {p: leaves[i] for p, i in zip(paths, idx)}
-  offsets = np.cumsum([0] + [int(np.size(x)) for x in leaves])
-  order = sorted(range(len(paths)), key=lambda j: paths[j])  # the ravel order of the dict
-  starts = jnp.asarray([offsets[idx[j]] for j in order], jnp.int32)
-  sizes = [int(np.size(leaves[idx[j]])) for j in order]
-  return BlockOperator(operator, starts, sizes, FlatSpec.of(example)), example
+  chosen = set(paths)
+  return block(operator, lambda path: path in chosen), {p: leaves[i] for p, i in zip(paths, idx)}
 
 
 def block_hvp_fn(

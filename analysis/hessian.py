@@ -23,17 +23,28 @@ checkpoint shares the compiled linearization too. Nothing here materializes an n
     logits, H_out = (diag(p) − p pᵀ)/N per non-padding token (N tokens, mean loss): G is PSD by construction. The
     logits are linearized once; a product is one tangent pass and its transpose over the stored residuals.
 
-An operator restricted to one block of parameters (the diagonal block ∂²L/∂θ_B²) is `analysis.blocks`.
+The generic code is `curvax` (`curvax.hessian`, `curvax.ggn`): this module is its client for the project's
+convention, a batch dict whose `targets` give the token weights (0 = padding), passed to curvax as `weights=`
+(per batch) and `output_weights=` (per token). An operator restricted to one block of parameters (the diagonal
+block ∂²L/∂θ_B²) is `analysis.blocks`.
 """
 
 from typing import Any, Callable, Optional, Sequence, Union
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
-from analysis.operators import FlatSpec, LinearOperator, as_pytree_fn
+from curvax.curvature import (  # noqa: F401  (the project's names for the operators)
+    GaussNewtonOperator,
+    HessianOperator,
+    JvpHessianOperator,
+    dense_hessian,
+    ggn,
+    hessian,
+    position_weights,
+    softmax_ce_output_hvp,
+)
+from curvax.operators import LinearOperator
 from train.loss import num_tokens
 
 Batch = dict
@@ -49,6 +60,11 @@ def _as_batches(batch) -> list:
   return batches
 
 
+def _token_counts(batches, weights):
+  """The per-batch weights curvax normalizes: the non-padding target tokens n_b, unless `weights` are given."""
+  return [float(num_tokens(b)) for b in batches] if weights is None else weights
+
+
 def batch_weights(batches: Sequence[Batch], weights: Optional[Sequence[float]] = None) -> np.ndarray:
   """Normalized weights w_b = n_b / Σ n_b of the batches (n_b non-padding target tokens unless `weights` given)."""
   raw = np.asarray([float(num_tokens(b)) for b in batches] if weights is None else weights, np.float64)
@@ -59,110 +75,8 @@ def batch_weights(batches: Sequence[Batch], weights: Optional[Sequence[float]] =
   return raw / raw.sum()
 
 
-def _weights(batches, weights, spec):
-  return jnp.asarray(batch_weights(batches, weights), spec.dtype)
-
-
-# The loss enters as a pytree argument: the same model (and shapes) shares one compilation of the linearization, and
-# the linearized map it returns has the same tree structure each time, so programs taking it are reused too.
-@jax.jit
-def _linearized_grad(loss_fn, params, batch):
-  """The linear map v ↦ Hv of one batch, linearized once under jit: a `jax.tree_util.Partial` whose stored
-  residuals are pytree leaves (an operand of later programs, not a constant)."""
-  return jax.linearize(lambda q: jax.grad(loss_fn)(q, batch), params)[1]
-
-
-@jax.jit
-def _linearized_logits(logits_fn, params, batch):
-  """(softmax probabilities, the linear map v ↦ J v) of one batch's logits, linearized once under jit."""
-  logits, jvp_lin = jax.linearize(lambda q: logits_fn(q, batch), params)
-  return jax.nn.softmax(logits, axis=-1), jvp_lin
-
-
-def _weighted_sum(items, ws, product):
-  """Σ_b w_b · product(item_b) over pytrees (the token-weighted average of per-batch operators).
-
-  With one batch the normalized weight is exactly 1 (`batch_weights`), so the product is returned as is (no extra
-  pass over n entries)."""
-  items = list(items)
-  if len(items) == 1:
-    return product(items[0])
-  out = None
-  for b, item in enumerate(items):
-    term = jax.tree.map(lambda x: ws[b].astype(x.dtype) * x, product(item))
-    out = term if out is None else jax.tree.map(jnp.add, out, term)
-  return out
-
-
-@jax.tree_util.register_pytree_node_class
-class HessianOperator(LinearOperator):
-  """v ↦ Σ_b w_b H_b v from each batch's linearized gradient (residuals and weights are leaves)."""
-
-  def __init__(self, lins, weights, spec):
-    self.lins, self.weights, self.spec = tuple(lins), weights, spec
-
-  def apply(self, v):
-    return _weighted_sum(self.lins, self.weights, lambda lin: lin(v))
-
-  def tree_flatten(self):
-    return (self.lins, self.weights), (self.spec,)
-
-  @classmethod
-  def tree_unflatten(cls, aux, children):
-    return cls(children[0], children[1], aux[0])
-
-
-@jax.tree_util.register_pytree_node_class
-class JvpHessianOperator(LinearOperator):
-  """v ↦ Σ_b w_b d/dε ∇L_b(θ + εv): one jvp of the gradient per product, nothing stored between products."""
-
-  def __init__(self, loss_fn, params, batches, weights, spec):
-    self.loss_fn, self.params, self.batches, self.weights, self.spec = loss_fn, params, tuple(batches), weights, spec
-
-  def apply(self, v):
-    grad = jax.grad(self.loss_fn)
-    return _weighted_sum(self.batches, self.weights, lambda b: jax.jvp(lambda q: grad(q, b), (self.params,), (v,))[1])
-
-  def tree_flatten(self):
-    return (self.loss_fn, self.params, self.batches, self.weights), (self.spec,)
-
-  @classmethod
-  def tree_unflatten(cls, aux, children):
-    return cls(*children, aux[0])
-
-
-def _output_hessian_vp_from_probs(p_BxLxV, mask_BxL, u_BxLxV):
-  """(diag(p) − p pᵀ) u / N per non-padding token, from the stored probabilities p."""
-  count = jnp.maximum(jnp.sum(mask_BxL), 1).astype(p_BxLxV.dtype)
-  hu = p_BxLxV * u_BxLxV - p_BxLxV * jnp.sum(p_BxLxV * u_BxLxV, axis=-1, keepdims=True)
-  return hu * (mask_BxL[..., None].astype(hu.dtype) / count)
-
-
-@jax.tree_util.register_pytree_node_class
-class GaussNewtonOperator(LinearOperator):
-  """v ↦ Σ_b w_b J_bᵀ H_out,b J_b v from each batch's linearized logits: per product one tangent pass (J v) and
-  its transpose (Jᵀ u, a VJP over the same residuals); H_out in closed form from the stored probabilities."""
-
-  def __init__(self, probs, lins, masks, weights, spec):
-    self.probs, self.lins, self.masks, self.weights, self.spec = tuple(probs), tuple(lins), tuple(masks), weights, spec
-
-  def apply(self, v):
-    primals = jax.tree.unflatten(
-        self.spec.treedef, [jax.ShapeDtypeStruct(s, d) for s, d in zip(self.spec.shapes, self.spec.dtypes)]
-    )
-
-    def one(b):
-      hu = _output_hessian_vp_from_probs(self.probs[b], self.masks[b], self.lins[b](v))
-      return jax.linear_transpose(self.lins[b], primals)(hu)[0]
-
-    return _weighted_sum(range(len(self.lins)), self.weights, one)
-
-  def tree_flatten(self):
-    return (self.probs, self.lins, self.masks, self.weights), (self.spec,)
-
-  @classmethod
-  def tree_unflatten(cls, aux, children):
-    return cls(*children, aux[0])
+def _padding_mask(batch):
+  return batch["targets"] > 0
 
 
 def hvp_fn(
@@ -191,12 +105,7 @@ def hvp_fn(
     `lanczos` / `top_eigenvalues` / `spectral_density` / `trace`, which compile once per its structure.
   """
   batches = _as_batches(batch)
-  spec = FlatSpec.of(params)
-  ws = _weights(batches, weights, spec)
-  fn = as_pytree_fn(loss_fn)
-  if linearize:
-    return HessianOperator([_linearized_grad(fn, params, b) for b in batches], ws, spec)
-  return JvpHessianOperator(fn, params, batches, ws, spec)
+  return hessian(loss_fn, params, batches, weights=_token_counts(batches, weights), linearize=linearize)
 
 
 def token_ce_output_hessian_vp(logits_BxLxV: jax.Array, mask_BxL: jax.Array, u_BxLxV: jax.Array) -> jax.Array:
@@ -204,7 +113,9 @@ def token_ce_output_hessian_vp(logits_BxLxV: jax.Array, mask_BxL: jax.Array, u_B
 
   ∂²/∂z² of −log softmax(z)_y is diag(p) − p pᵀ (p = softmax(z)), independent of the label y.
   """
-  return _output_hessian_vp_from_probs(jax.nn.softmax(logits_BxLxV, axis=-1), mask_BxL, u_BxLxV)
+  p_BxLxV = jax.nn.softmax(logits_BxLxV, axis=-1)
+  w_BxL = position_weights(mask_BxL.shape, p_BxLxV.dtype, lambda mask: mask, mask_BxL)
+  return softmax_ce_output_hvp(p_BxLxV, w_BxL, u_BxLxV)
 
 
 def ggn_vp_fn(
@@ -231,16 +142,11 @@ def ggn_vp_fn(
     A `GaussNewtonOperator` on pytrees shaped like `params`; symmetric positive semidefinite.
   """
   batches = _as_batches(batch)
-  spec = FlatSpec.of(params)
-  ws = _weights(batches, weights, spec)
-  fn = as_pytree_fn(logits_fn)
-  linearized = [_linearized_logits(fn, params, b) for b in batches]
-  return GaussNewtonOperator(
-      [p for p, _ in linearized], [lin for _, lin in linearized], [b["targets"] > 0 for b in batches], ws, spec
+  return ggn(
+      logits_fn,
+      params,
+      batches,
+      loss="softmax_cross_entropy",
+      weights=_token_counts(batches, weights),
+      output_weights=_padding_mask,
   )
-
-
-def dense_hessian(loss_fn: Callable[[Any, Batch], jax.Array], params: Any, batch: Batch) -> jax.Array:
-  """The full [n, n] Hessian in `ravel_pytree(params)` order (`jax.hessian`); for tiny models and tests only."""
-  flat, unravel = ravel_pytree(params)
-  return jax.jit(jax.hessian(lambda x: loss_fn(unravel(x), batch)))(flat)

@@ -59,6 +59,8 @@ def lanczos_record(res) -> dict:
       num_steps_taken=k,
       ritz_values=res.ritz_values[:k],
       ritz_bounds=res.ritz_bounds[:k],
+      residual_norms=res.residual_norms[:k],
+      norm_estimate=float(res.norm_estimate),
       first_components=res.first_components[:k],
       orthogonality_loss=float(res.orthogonality_loss),
       orthogonality=res.orthogonality,

@@ -1,81 +1,8 @@
-"""Ritz pairs of the Lanczos tridiagonal T_k: values, error bounds, vectors, and the convergence test.
+"""The project's name for `curvax.ritz` (the code lives there; see its docstring)."""
 
-Contract: pure, traceable array functions of the fixed-size [m] `alphas` / `betas` of `analysis.lanczos` with the
-number k ≤ m of completed steps traced, so one program serves every k: `tridiagonal_eigh` gives the eigen-decomposition
-of the leading k×k block T_k (Ritz values θ_i, residual bounds, first components s_{1,i} for Gauss quadrature),
-`gap_refined_bounds` its gap-theorem bounds, `ritz_converged` the `stop` test of `analysis.lanczos.lanczos`, and
-`ritz_vectors` the Ritz vectors of a result that kept its basis. No project imports: only jax.
-
-Two error bounds per Ritz value θ_i with residual r_i = |β_k s_{k,i}|:
-  * `ritz_bounds` = r_i: some eigenvalue of A lies in [θ_i − r_i, θ_i + r_i] (Parlett 1998, Thm 13.1.1). Rigorous.
-  * `gap_bounds` = min(r_i, r_i²/gap_i), the gap theorem (Parlett 1998, Thm 11.7.1: if λ is the only eigenvalue
-    near θ and every other eigenvalue is at least `gap` away from θ, then |λ − θ| ≤ r²/gap), with gap_i estimated
-    from the other Ritz values as min_{j≠i} (|θ_i − θ_j| − r_j), and used only where gap_i > r_i (otherwise r_i).
-    This is the refinement PROPACK applies to its Lanczos bounds (Larsen 1998, `refinebounds`). It is an
-    estimate, not a proof: the gap is measured on Ritz values, and an eigenvalue the Krylov space has not yet seen
-    could sit inside it. Once a Ritz value has converged its residual decays like r² / gap, so this bound reaches
-    a given tolerance in fewer steps than the residual bound (measured by `bench/hessian.py`).
-"""
-
-import jax
-import jax.numpy as jnp
-
-
-def tridiagonal_eigh(alphas, betas, k):
-  """Eigen-decomposition of the leading k×k block of T with fixed [m] shapes (k traced).
-
-  The trailing diagonal is set to c = 2·G + 1 (G a Gershgorin bound of T_k) and decoupled, so the k smallest
-  eigenvalues of the padded matrix are exactly those of T_k and their eigenvectors live on the first k rows.
-  """
-  m = alphas.shape[0]
-  idx = jnp.arange(m)
-  valid = idx < k
-  a = jnp.where(valid, alphas, 0.0)
-  off = jnp.where(idx[:-1] < k - 1, betas[:-1], 0.0)
-  off_abs = jnp.abs(off)
-  gersh = jnp.max(jnp.abs(a) + jnp.pad(off_abs, (1, 0)) + jnp.pad(off_abs, (0, 1)))
-  diag = jnp.where(valid, a, 2.0 * gersh + 1.0)
-  t_mxm = jnp.diag(diag) + jnp.diag(off, 1) + jnp.diag(off, -1)
-  theta, s_mxm = jnp.linalg.eigh(t_mxm)
-  s_mxm = jnp.where(valid[:, None] & valid[None, :], s_mxm, 0.0)
-  beta_k = betas[k - 1]
-  bounds = jnp.abs(beta_k * s_mxm[k - 1, :])
-  return (jnp.where(valid, theta, 0.0), jnp.where(valid, bounds, 0.0), s_mxm[0, :], valid, s_mxm)
-
-
-def gap_refined_bounds(theta, bounds, valid):
-  """min(r_i, r_i²/gap_i) with gap_i = min_{j≠i valid} (|θ_i − θ_j| − r_j), where gap_i > r_i; else r_i (Parlett
-  1998, Thm 11.7.1, with the gap estimated from the Ritz values as in Larsen's PROPACK). Invalid entries: 0."""
-  m = theta.shape[0]
-  others = valid[None, :] & valid[:, None] & ~jnp.eye(m, dtype=bool)
-  dist = jnp.abs(theta[:, None] - theta[None, :]) - bounds[None, :]
-  gap = jnp.min(jnp.where(others, dist, jnp.inf), axis=1)
-  refine = jnp.isfinite(gap) & (gap > bounds)
-  refined = jnp.where(refine, jnp.minimum(bounds, bounds**2 / jnp.where(refine, gap, 1.0)), bounds)
-  return jnp.where(valid, refined, 0.0)
-
-
-def ritz_converged(alphas, betas, k, stop):
-  """True when the `stop = (largest, count, rel_tol, bound)` most extreme Ritz values of T_k have their bound
-  ("residual": |β_k s_{k,i}|, "gap": its gap-theorem refinement) ≤ rel_tol·|θ_i| (an m×m tridiagonal
-  eigenproblem per step: microseconds next to a matvec)."""
-  largest, count, rel_tol, kind = stop
-  theta, bounds, _, valid, _ = tridiagonal_eigh(alphas, betas, k)
-  if kind == "gap":
-    bounds = gap_refined_bounds(theta, bounds, valid)
-  order = jnp.arange(count)
-  idx = jnp.clip(k - 1 - order if largest else order, 0, alphas.shape[0] - 1)
-  ok = bounds[idx] <= rel_tol * jnp.abs(theta[idx])
-  return (k >= count) & jnp.all(ok)
-
-
-def ritz_vectors(result) -> jax.Array:
-  """Ritz vectors y_i = V_k s_i as rows of a flat [m, n] array (zero rows beyond k; unravel to get pytrees).
-
-  `result`: an `analysis.lanczos.LanczosResult` of a run with `return_basis=True`. With full reorthogonalization
-  A y_i = θ_i y_i + β_k s_{k,i} q_k, so ‖A y_i − θ_i y_i‖ = ritz_bounds[i].
-  """
-  if result.basis is None:
-    raise ValueError("ritz_vectors needs the basis: call lanczos(..., return_basis=True)")
-  m = result.eigenvectors.shape[-1]
-  return jnp.einsum("...jn,...ji->...in", result.basis[..., :m, :], result.eigenvectors)
+from curvax.ritz import (  # noqa: F401
+    gap_refined_bounds,
+    ritz_converged,
+    ritz_vectors,
+    tridiagonal_eigh,
+)

@@ -1,0 +1,58 @@
+"""curvax: curvature of any JAX loss as operators that are data, and certified spectra of them.
+
+Build an operator (`hessian`, `ggn`, `empirical_fisher`, `block`, `matrix_operator`, `as_operator`), then pass it,
+operator first, to a routine that takes its shapes from it. Imports only jax, numpy and (for XTrace) matfree.
+See docs/curvax.md.
+"""
+
+from curvax.blocks import BlockOperator, block, block_indices, leaf_paths
+from curvax.cache import enable_compilation_cache
+from curvax.curvature import (
+    GaussNewtonOperator,
+    HessianOperator,
+    JvpHessianOperator,
+    dense_hessian,
+    dense_matrix,
+    empirical_fisher,
+    ggn,
+    hessian,
+)
+from curvax.density import SpectralDensity, spectral_density
+from curvax.lanczos import LanczosResult, lanczos
+from curvax.operators import FlatSpec, LinearOperator, MatrixOperator, as_operator, matrix_operator
+from curvax.spectrum import ExtremeEigenvalues, bottom_eigenvalues, ritz_mass, ritz_vector, top_eigenvalues
+from curvax.trace import DiagonalEstimate, TraceEstimate, diagonal, trace
+
+__all__ = [
+    "DiagonalEstimate",
+    "ExtremeEigenvalues",
+    "LanczosResult",
+    "SpectralDensity",
+    "TraceEstimate",
+    "bottom_eigenvalues",
+    "diagonal",
+    "lanczos",
+    "ritz_mass",
+    "ritz_vector",
+    "spectral_density",
+    "top_eigenvalues",
+    "trace",
+    "BlockOperator",
+    "FlatSpec",
+    "GaussNewtonOperator",
+    "HessianOperator",
+    "JvpHessianOperator",
+    "LinearOperator",
+    "MatrixOperator",
+    "as_operator",
+    "block",
+    "block_indices",
+    "dense_hessian",
+    "dense_matrix",
+    "empirical_fisher",
+    "enable_compilation_cache",
+    "ggn",
+    "hessian",
+    "leaf_paths",
+    "matrix_operator",
+]

@@ -1,0 +1,358 @@
+"""Curvature operators of any loss as data: the Hessian, the generalized Gauss–Newton and the empirical Fisher.
+
+Contract: every constructor takes `(fn, params, batch)` with `params` any pytree of real floating arrays and `batch`
+any pytree (a dict, a tuple `(x, y)`, an array) that `fn` reads; a Python `list` of batches means their weighted
+average (`weights=`, normalized to sum 1; equal by default). Nothing is read from the batch by name. The result is a
+`curvax.operators.LinearOperator`: a pytree whose leaves are what its products need (linearization residuals,
+weights) and whose static part is only structure, called on pytrees shaped like `params`. Every routine that takes
+it (`curvax.lanczos`, `curvax.top_eigenvalues`, `curvax.spectral_density`, `curvax.trace`, ...) compiles once per
+operator structure: another batch or checkpoint of the same shapes compiles nothing. A function passed as a
+registered pytree (`jax.tree_util.Partial`) shares the compiled linearization across calls too.
+
+  * `hessian`: v ↦ Σ_b w_b H_b v, forward-over-reverse (Pearlmutter 1994, "Fast exact multiplication by the
+    Hessian"): the gradient is linearized ONCE per batch with `jax.linearize(jax.grad(f), params)`, so a product
+    is one tangent pass over stored residuals (about the activations of one training step per batch).
+    `linearize=False` stores nothing and recomputes `jvp(grad f_b)` per product (O(one batch) memory).
+  * `ggn`: G v = Σ_b w_b J_bᵀ H_out,b J_b v (Schraudolph 2002; Martens 2020, "New insights and perspectives on the
+    natural gradient method", §8), J the Jacobian of the model's outputs and H_out the Hessian of the loss in the
+    outputs: closed form for "softmax_cross_entropy" (per position (diag(p) − ppᵀ)·w_t/Σw, p = softmax(z)) and "mse"
+    (2·w_t/(C·Σw)·I for the mean of (z − y)² over the C outputs of each position), else the linearized gradient
+    of the given loss in the outputs (a JVP of its grad per product). Positive semidefinite whenever H_out is.
+  * `empirical_fisher`: F v = (1/N) Σ_i ∇ℓ_i (∇ℓ_iᵀ v) for per-example losses ℓ_1..ℓ_N (Kunstner, Balles & Hennig
+    2019, Eq. 3): the GGN of θ ↦ (ℓ_i)_i with H_out = I/N, one tangent pass and one transpose per product.
+
+Only jax and numpy: no project imports.
+"""
+
+from typing import Any, Callable, Optional, Sequence, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from curvax.operators import FlatSpec, LinearOperator, as_pytree_fn
+
+GGN_LOSSES = ("softmax_cross_entropy", "mse")
+
+
+def as_batches(batch) -> list:
+  """A list of batches: a Python list is several batches, anything else (dict, tuple, array) is one."""
+  if isinstance(batch, list):
+    if not batch:
+      raise ValueError("batch: an empty list of batches was given; pass one batch (any pytree) or a non-empty list")
+    return batch
+  return [batch]
+
+
+def normalized_weights(num_batches: int, weights: Optional[Sequence[float]] = None) -> np.ndarray:
+  """w_b / Σ w_b (equal weights when `weights` is None); ValueError on a wrong length, a negative entry or a zero sum."""
+  raw = np.ones(num_batches) if weights is None else np.asarray(weights, np.float64)
+  if raw.shape != (num_batches,):
+    raise ValueError(f"weights must have one entry per batch ({num_batches}), got shape {raw.shape}")
+  if not np.all(np.isfinite(raw)) or np.any(raw < 0) or raw.sum() <= 0:
+    raise ValueError(f"weights={raw.tolist()} must be finite and non-negative with a positive sum")
+  return raw / raw.sum()
+
+
+def check_params(params) -> FlatSpec:
+  """The `FlatSpec` of `params`; ValueError unless it has leaves and all of them are real floating arrays."""
+  leaves = jax.tree.leaves(params)
+  if not leaves:
+    raise ValueError("params has no array leaves: pass the pytree of parameters the loss differentiates")
+  bad = [jnp.result_type(x).name for x in leaves if not jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+  if bad:
+    raise ValueError(f"params must be real floating arrays, got leaves of dtype {sorted(set(bad))}")
+  return FlatSpec.of(params)
+
+
+def _check_callable(name, fn):
+  if not callable(fn):
+    raise ValueError(f"{name} must be a callable (params, batch) -> ..., got {type(fn).__name__}")
+
+
+def _weights(batches, weights, spec):
+  return jnp.asarray(normalized_weights(len(batches), weights), spec.dtype)
+
+
+# The loss enters as a pytree argument: the same function (and shapes) shares one compilation of the linearization,
+# and the linearized map it returns has the same tree structure each time, so programs taking it are reused too.
+@jax.jit
+def _linearized_grad(loss_fn, params, batch):
+  """The linear map v ↦ Hv of one batch, linearized once under jit: a `jax.tree_util.Partial` whose stored
+  residuals are pytree leaves (an operand of later programs, not a constant)."""
+  return jax.linearize(lambda q: jax.grad(loss_fn)(q, batch), params)[1]
+
+
+@jax.jit
+def _linearized_softmax(model_fn, params, batch):
+  """(softmax probabilities, the linear map v ↦ J v) of one batch's logits, linearized once under jit."""
+  logits, jvp_lin = jax.linearize(lambda q: model_fn(q, batch), params)
+  return jax.nn.softmax(logits, axis=-1), jvp_lin
+
+
+@jax.jit
+def _linearized_outputs(model_fn, params, batch):
+  """(outputs, the linear map v ↦ J v) of one batch, linearized once under jit."""
+  return jax.linearize(lambda q: model_fn(q, batch), params)
+
+
+@jax.jit
+def _linearized_output_grad(loss, outputs, batch):
+  """The linear map u ↦ H_out u of a loss in the outputs: its gradient in the outputs, linearized once."""
+  return jax.linearize(lambda z: jax.grad(loss)(z, batch), outputs)[1]
+
+
+def weighted_sum(items, ws, product):
+  """Σ_b w_b · product(item_b) over pytrees; with one item its normalized weight is exactly 1, so the product is
+  returned as is (no extra pass over n entries)."""
+  items = list(items)
+  if len(items) == 1:
+    return product(items[0])
+  out = None
+  for b, item in enumerate(items):
+    term = jax.tree.map(lambda x: ws[b].astype(x.dtype) * x, product(item))
+    out = term if out is None else jax.tree.map(jnp.add, out, term)
+  return out
+
+
+@jax.tree_util.register_pytree_node_class
+class HessianOperator(LinearOperator):
+  """v ↦ Σ_b w_b H_b v from each batch's linearized gradient (residuals and weights are leaves)."""
+
+  def __init__(self, lins, weights, spec):
+    self.lins, self.weights, self.spec = tuple(lins), weights, spec
+
+  def apply(self, v):
+    return weighted_sum(self.lins, self.weights, lambda lin: lin(v))
+
+  def tree_flatten(self):
+    return (self.lins, self.weights), (self.spec,)
+
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    return cls(children[0], children[1], aux[0])
+
+
+@jax.tree_util.register_pytree_node_class
+class JvpHessianOperator(LinearOperator):
+  """v ↦ Σ_b w_b d/dε ∇L_b(θ + εv): one jvp of the gradient per product, nothing stored between products."""
+
+  def __init__(self, loss_fn, params, batches, weights, spec):
+    self.loss_fn, self.params, self.batches, self.weights, self.spec = loss_fn, params, tuple(batches), weights, spec
+
+  def apply(self, v):
+    grad = jax.grad(self.loss_fn)
+    return weighted_sum(self.batches, self.weights, lambda b: jax.jvp(lambda q: grad(q, b), (self.params,), (v,))[1])
+
+  def tree_flatten(self):
+    return (self.loss_fn, self.params, self.batches, self.weights), (self.spec,)
+
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    return cls(*children, aux[0])
+
+
+def hessian(
+    loss_fn: Callable[[Any, Any], jax.Array],
+    params: Any,
+    batch: Any,
+    *,
+    weights: Optional[Sequence[float]] = None,
+    linearize: bool = True,
+) -> LinearOperator:
+  """The Hessian of `loss_fn` at `params` as an operator v ↦ Hv (forward-over-reverse, Pearlmutter 1994).
+
+  Args:
+    loss_fn: `loss_fn(params, batch) -> scalar`.
+    params: the point θ (pytree of real floating arrays).
+    batch: one batch (any pytree), or a list of batches: then H = Σ_b w_b H_b, the Hessian of the weighted average
+      of the per-batch losses.
+    weights: per-batch weights (normalized to sum 1); None: equal weights.
+    linearize: True: linearize the gradient once per batch (each product = one tangent pass over stored residuals).
+      False: `jax.jvp` of the gradient per product (nothing stored).
+
+  Returns:
+    A `HessianOperator` (or `JvpHessianOperator`) on pytrees shaped like `params`.
+  """
+  _check_callable("loss_fn", loss_fn)
+  batches = as_batches(batch)
+  spec = check_params(params)
+  ws = _weights(batches, weights, spec)
+  fn = as_pytree_fn(loss_fn)
+  if linearize:
+    return HessianOperator([_linearized_grad(fn, params, b) for b in batches], ws, spec)
+  return JvpHessianOperator(fn, params, batches, ws, spec)
+
+
+def softmax_ce_output_hvp(p, w, u):
+  """(diag(p) − p pᵀ) u · w per position: ∂²/∂z² of −log softmax(z)_y is diag(p) − ppᵀ for any label y."""
+  hu = p * u - p * jnp.sum(p * u, axis=-1, keepdims=True)
+  return hu * w[..., None]
+
+
+def _scaled_output_hvp(w, u):
+  """w_t · u per position (w broadcast over the trailing output axis when it has one less dimension than u)."""
+  return u * (w[..., None] if w.ndim < u.ndim else w)
+
+
+@jax.tree_util.register_pytree_node_class
+class GaussNewtonOperator(LinearOperator):
+  """v ↦ Σ_b w_b J_bᵀ H_out,b J_b v from each batch's linearized outputs: per product one tangent pass (J v), the
+  output Hessian's product (a `jax.tree_util.Partial` of stored arrays, or a linearized gradient), and the
+  transpose (Jᵀ u, a VJP over the same residuals)."""
+
+  def __init__(self, lins, out_hvps, weights, spec):
+    self.lins, self.out_hvps, self.weights, self.spec = tuple(lins), tuple(out_hvps), weights, spec
+
+  def apply(self, v):
+    primals = jax.tree.unflatten(
+        self.spec.treedef, [jax.ShapeDtypeStruct(s, d) for s, d in zip(self.spec.shapes, self.spec.dtypes)]
+    )
+
+    def one(b):
+      hu = self.out_hvps[b](self.lins[b](v))
+      return jax.linear_transpose(self.lins[b], primals)(hu)[0]
+
+    return weighted_sum(range(len(self.lins)), self.weights, one)
+
+  def tree_flatten(self):
+    return (self.lins, self.out_hvps, self.weights), (self.spec,)
+
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    return cls(*children, aux[0])
+
+
+def position_weights(shape_without_classes, dtype, output_weights, batch):
+  """w_t / Σ_t w_t over the output positions (all 1 without `output_weights`); zero if every weight is 0."""
+  if output_weights is None:
+    w = jnp.ones(shape_without_classes, dtype)
+  else:
+    w = jnp.asarray(output_weights(batch))
+    if w.shape != tuple(shape_without_classes):
+      raise ValueError(
+          f"output_weights(batch) has shape {w.shape}; it must give one weight per output position, "
+          f"shape {tuple(shape_without_classes)} (the outputs' shape without the class axis)"
+      )
+    w = w.astype(dtype)
+  total = jnp.sum(w)
+  return w / jnp.where(total > 0, total, 1).astype(dtype)
+
+
+def ggn(
+    model_fn: Callable[[Any, Any], Any],
+    params: Any,
+    batch: Any,
+    *,
+    loss: Union[str, Callable[[Any, Any], jax.Array]] = "softmax_cross_entropy",
+    weights: Optional[Sequence[float]] = None,
+    output_weights: Optional[Callable[[Any], jax.Array]] = None,
+) -> LinearOperator:
+  """Generalized Gauss–Newton products G v = Jᵀ H_out J v (Schraudolph 2002; Martens 2020, §8).
+
+  The outputs are linearized once per batch (`jax.linearize`); a product is J v (the tangent pass), H_out u, and
+  Jᵀ (`jax.linear_transpose` of the same linear map): no forward pass per product, no dense Jacobian.
+
+  Args:
+    model_fn: `model_fn(params, batch) -> outputs`; for a named loss an array [..., C] (logits or predictions,
+      C outputs per position), for a callable loss any pytree it reads.
+    params: the point θ.
+    batch: one batch (any pytree) or a list of batches (weighted average as in `hessian`).
+    loss: "softmax_cross_entropy" (the mean over positions of −log softmax(z)_y; H_out = diag(p) − ppᵀ per
+      position, independent of the labels), "mse" (the mean over all entries of (z − y)²; H_out = 2I/(C·N)), or a
+      callable `loss(outputs, batch) -> scalar`, whose Hessian in the outputs is then linearized once per batch
+      (the GGN is PSD only where that Hessian is).
+    weights: per-batch weights (normalized to sum 1); None: equal.
+    output_weights: for a named loss, `output_weights(batch) -> [...]` weights of the positions (e.g. a padding
+      mask `batch["targets"] > 0`): the loss is then Σ_t w_t ℓ_t / Σ_t w_t. Not allowed with a callable loss
+      (weight the positions inside it).
+
+  Returns:
+    A `GaussNewtonOperator` on pytrees shaped like `params`.
+  """
+  _check_callable("model_fn", model_fn)
+  if isinstance(loss, str):
+    if loss not in GGN_LOSSES:
+      raise ValueError(f"loss={loss!r} is not a named loss; valid: {list(GGN_LOSSES)} or a callable (outputs, batch)")
+  elif not callable(loss):
+    raise ValueError(
+        f"loss must be one of {list(GGN_LOSSES)} or a callable (outputs, batch), got {type(loss).__name__}"
+    )
+  elif output_weights is not None:
+    raise ValueError("output_weights applies to the named losses only; weight the positions inside the callable loss")
+  if output_weights is not None and not callable(output_weights):
+    raise ValueError(f"output_weights must be None or a callable batch -> weights, got {type(output_weights).__name__}")
+  batches = as_batches(batch)
+  spec = check_params(params)
+  ws = _weights(batches, weights, spec)
+  fn = as_pytree_fn(model_fn)
+  lins, out_hvps = [], []
+  for b in batches:
+    if isinstance(loss, str):
+      shape = jax.eval_shape(lambda p, b=b: model_fn(p, b), params)
+      if not isinstance(shape, jax.ShapeDtypeStruct) or len(shape.shape) < 1:
+        raise ValueError(f"loss={loss!r} needs model_fn to return one array [..., C], got {shape}")
+    if loss == "softmax_cross_entropy":
+      p, lin = _linearized_softmax(fn, params, b)
+      w = position_weights(p.shape[:-1], p.dtype, output_weights, b)
+      out_hvps.append(jax.tree_util.Partial(softmax_ce_output_hvp, p, w))
+    elif loss == "mse":
+      outputs, lin = _linearized_outputs(fn, params, b)
+      w = position_weights(outputs.shape[:-1], outputs.dtype, output_weights, b)
+      out_hvps.append(jax.tree_util.Partial(_scaled_output_hvp, w * (2.0 / outputs.shape[-1])))
+    else:
+      outputs, lin = _linearized_outputs(fn, params, b)
+      out_hvps.append(_linearized_output_grad(as_pytree_fn(loss), outputs, b))
+    lins.append(lin)
+  return GaussNewtonOperator(lins, out_hvps, ws, spec)
+
+
+def empirical_fisher(
+    per_example_loss_fn: Callable[[Any, Any], jax.Array],
+    params: Any,
+    batch: Any,
+    *,
+    weights: Optional[Sequence[float]] = None,
+) -> LinearOperator:
+  """The empirical Fisher F v = (1/N) Σ_i ∇ℓ_i (∇ℓ_iᵀ v) (Kunstner, Balles & Hennig 2019, Eq. 3).
+
+  Computed as the Gauss–Newton of θ ↦ (ℓ_1, ..., ℓ_N) with H_out = I/N: the per-example losses are linearized once
+  (no [N, n] matrix of per-example gradients is stored); a product is one tangent pass and its transpose.
+
+  Args:
+    per_example_loss_fn: `per_example_loss_fn(params, batch) -> [N]` losses, one per example.
+    params: the point θ.
+    batch: one batch (any pytree) or a list of batches (weighted average as in `hessian`).
+    weights: per-batch weights (normalized to sum 1); None: equal.
+
+  Returns:
+    A `GaussNewtonOperator` on pytrees shaped like `params` (PSD, rank ≤ N per batch).
+  """
+  _check_callable("per_example_loss_fn", per_example_loss_fn)
+  batches = as_batches(batch)
+  spec = check_params(params)
+  ws = _weights(batches, weights, spec)
+  fn = as_pytree_fn(per_example_loss_fn)
+  lins, out_hvps = [], []
+  for b in batches:
+    shape = jax.eval_shape(lambda p, b=b: per_example_loss_fn(p, b), params)
+    if not isinstance(shape, jax.ShapeDtypeStruct) or len(shape.shape) != 1 or shape.shape[0] < 1:
+      raise ValueError(f"per_example_loss_fn must return a [N] vector of per-example losses, got {shape}")
+    losses, lin = _linearized_outputs(fn, params, b)
+    lins.append(lin)
+    out_hvps.append(
+        jax.tree_util.Partial(_scaled_output_hvp, jnp.full(losses.shape, 1.0 / losses.shape[0], losses.dtype))
+    )
+  return GaussNewtonOperator(lins, out_hvps, ws, spec)
+
+
+def dense_hessian(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batch: Any) -> jax.Array:
+  """The full [n, n] Hessian in `ravel_pytree(params)` order (`jax.hessian`); for tiny models and tests only."""
+  flat, unravel = ravel_pytree(params)
+  return jax.jit(jax.hessian(lambda x: loss_fn(unravel(x), batch)))(flat)
+
+
+def dense_matrix(op: LinearOperator) -> jax.Array:
+  """The [n, n] matrix of an operator, one product per column (tiny operators and tests only)."""
+  return jax.vmap(op.flat_operator().flat_matvec)(jnp.eye(op.size, dtype=op.dtype)).T

@@ -1,0 +1,451 @@
+"""Lanczos tridiagonalization of a symmetric operator given only as a matvec on a pytree.
+
+Contract: `lanczos(op, num_steps=m, key=key)` (or `v0=` instead of `key`) runs m steps of the symmetric Lanczos
+recurrence (Lanczos 1950; Paige 1972's ordering "subtract β q_{i-1}, then take α", which is the stable variant) on
+the symmetric operator `op` (a `curvax.operators.LinearOperator`: its size and dtype come from it), started at
+`v0 / ‖v0‖` (a Gaussian vector drawn from `key` by default); the operator is never materialized. It returns a `LanczosResult`
+with the tridiagonal `T_k` (alphas, betas), its eigen-decomposition (Ritz values θ_i, residual bounds
+`|β_k s_{k,i}|`, first components `s_{1,i}` for Gauss quadrature) and diagnostics (orthogonality loss,
+breakdown flag and step). Only jax and numpy: no project imports.
+
+`lanczos` is one jitted program taking the operator as an argument (`curvax.operators`): compiled once per
+(operator structure, n, dtype, static options), so a new operator of the same structure (another checkpoint, batch,
+seed, or block of the same leaf sizes) reuses it. Compile time does not grow with `num_steps`: the recurrence is one
+`lax.while_loop` body over a preallocated `[num_steps + 1, n]` basis of the flattened vector (`jax.tree.leaves`
+order, as `jax.flatten_util.ravel_pytree`); the HLO is the same for any `num_steps` up to shape constants.
+`stop=(largest, count, rel_tol[, bound])` ends the loop as soon as the extreme Ritz values are converged by their
+residual bounds (one small tridiagonal eigenproblem per step). `T_k`'s eigen-decomposition, the two error bounds of
+its Ritz values and the Ritz vectors: `curvax.ritz`; the checks of the options, before any compute: `lanczos_options`.
+
+Reorthogonalization (`reorthogonalize=`):
+  * "full": every new vector is orthogonalized against all previous ones by classical Gram-Schmidt (CGS: all
+    coefficients h = V w first, then w −= Vᵀh; two BLAS-2 sweeps). `reorth_passes="auto"` (default) repeats the pass
+    only when it cancelled, ‖w after‖ < ‖w before‖/√2 (Kahan–Parlett "twice is enough", Parlett 1998 §6.9; Giraud,
+    Langou & Rozložník 2005), `reorth_passes=2` always (CGS2); see `curvax.orthogonality`. The update sweep reads
+    only the rows that hold q_0..q_i, so its cost grows with the step. This removes the spurious duplicated
+    ("ghost") Ritz values of finite-precision Lanczos (Paige 1976; Strakoš 1991). Memory: (num_steps + 1)·n entries,
+    checked against `max_basis_bytes` before any compute (`curvax.lanczos_options.check_basis_memory`).
+  * "partial": Simon's (1984) partial reorthogonalization (PRO; as in Larsen's PROPACK, 1998). Its ω-recurrence
+    (`curvax.orthogonality.omega_update`) estimates q_{i+1}ᵀq_j for every j ≤ i at O(m) cost per step; only when
+    an estimate exceeds √ε is the new vector orthogonalized against all previous ones (the same CGS pass as "full"),
+    and then once more at the next step (q_{i+2} inherits the error of q_i through the recurrence), with the
+    estimates reset to ε. The basis stays semi-orthogonal (|q_iᵀq_j| ≲ √ε), which is enough for T_k to be, to
+    working precision, the projection of A on an orthonormal basis of the Krylov space (Simon 1984, Thm. 4): Ritz
+    values are as accurate as with full reorthogonalization and no ghost copies appear. Its cost depends on how fast
+    orthogonality is lost: the number of CGS steps is reported in `num_reorthogonalizations` (`bench/hessian.py`
+    prints it; reports/BENCH_HESSIAN.md has the measured counts). Same memory as "full"; the orthogonality loss is
+    measured (≈ √ε rather than ε).
+  * "none": the plain three-term recurrence, O(n) memory. Orthogonality is then lost as soon as a Ritz value
+    converges (Paige 1976) and copies of converged eigenvalues appear; `orthogonality_loss` is then the estimate
+    of Simon's (1984) ω-recurrence, unless `return_basis=True`, in which case it is measured.
+
+Certificates: `ritz_bounds` are certified in floating point, not in exact arithmetic: the residual |β_k s_{k,i}| plus
+the rounding floor √k·ε_1·‖A‖ (ε_1 = `matvec_rtol` + 4ε; Paige 1976, 1980; Parlett 1998, §13.4), divided by the
+measured norm of the Ritz vector (`curvax.ritz.certified_bounds`), so no bound is reported below what one matvec's
+rounding can resolve; `residual_norms` keeps the raw residuals. The `stop` criterion tests the same floor.
+
+Breakdown policy ("stop early"): if at step i (0-based) the new residual norm β_i ≤ tol·max_j‖A q_j‖ (an
+invariant subspace was found, e.g. a rank-deficient operator or a start vector in a few eigenvectors' span),
+the iteration stops. The result keeps the k = i + 1 completed steps; alphas/betas/Ritz arrays beyond them are
+zero and `ritz_mask` is False there; the Ritz values are those of the leading k×k block `T_k`, and β_i (tiny)
+gives their residual bounds. No division by the small β happens, so no NaN. A small final β at the last step
+(e.g. num_steps = n) is reported the same way: the Krylov space is invariant.
+
+Why our own code instead of `matfree.decomp.tridiag_sym` (matfree 0.6.3): matfree divides by β without a guard
+(`x = r / b`, so a breakdown gives NaN), its full reorthogonalization runs through a dense Arnoldi pass with no
+memory guard, and it returns neither Ritz bounds, orthogonality diagnostics nor a progress hook. tests/
+test_lanczos.py cross-checks our tridiagonal against matfree's on a well-conditioned matrix.
+"""
+
+import dataclasses
+import functools
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from curvax.lanczos_options import (
+    DEFAULT_MAX_BASIS_BYTES,
+    check_basis_memory,
+    check_basis_sharding,
+    check_matvec_rtol,
+    check_stop,
+    sharding_constraints,
+    validate_options,
+)
+from curvax.operators import FlatSpec, as_operator, ravel_leaves, report, run_program, with_callback
+from curvax.orthogonality import cgs_reorthogonalize, gram_deviation, omega_update
+from curvax.ritz import certified_bounds, default_matvec_rtol, gap_refined_bounds, ritz_converged, tridiagonal_eigh
+
+BREAKDOWN_POLICY = (
+    "stop early: the k steps before breakdown are kept, later entries are zero and masked; "
+    "Ritz values are those of the leading k x k block T_k"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class LanczosResult:
+  """Output of `lanczos`. m = num_steps requested, k = num_steps_taken ≤ m.
+
+  Attributes:
+    alphas: [m] diagonal of T; zero beyond k.
+    betas: [m] betas[i] = ‖r_i‖ couples q_i and q_{i+1}; betas[:k-1] is T_k's off-diagonal, betas[k-1] the final
+      residual norm β_k (tiny after a breakdown); zero beyond k.
+    num_steps_taken: int32 scalar k.
+    ritz_values: [m] eigenvalues of T_k ascending in the first k entries; zero beyond.
+    ritz_bounds: [m] certified bounds: an eigenvalue of A lies within this distance of θ_i in floating point, the
+      residual |β_k s_{k,i}| plus the rounding floor √k·ε_1·‖A‖, divided by the measured ‖y_i‖ (`curvax.ritz.
+      certified_bounds`: Paige 1976; Parlett 1998, §13.4 and Thm 4.5.1); the dtype's largest finite number
+      when orthogonality is lost (nothing certified).
+    residual_norms: [m] |β_k s_{k,i}|, the exact-arithmetic bound (Parlett 1998, Thm 13.1.1), without the floor.
+    gap_bounds: [m] gap-theorem refinement min(r, r²/gap) of the residuals with the same floor (`curvax.ritz`; an
+      estimate).
+    norm_estimate: scalar max_j ‖A q_j‖ (≤ ‖A‖), the scale of the rounding floor.
+    first_components: [m] s_{1,i}, first components of T_k's unit eigenvectors; Σ_i s_{1,i}² = 1 (quadrature weights).
+    ritz_mask: [m] True for the k valid entries.
+    eigenvectors: [m, m] eigenvectors S of T (column i ↔ ritz_values[i]); rows/columns beyond k are padding.
+    orthogonality_loss: scalar max_{i,j<k} |q_iᵀq_j − δ_ij|, measured or estimated (see `orthogonality`).
+    breakdown: bool scalar, True if β fell below the tolerance.
+    breakdown_step: int32 scalar, 0-based step of the breakdown, -1 if none.
+    basis: [m + 1, n] flat Lanczos vectors q_0..q_m (zero rows beyond k) if `return_basis`, else None.
+    num_reorthogonalizations: int32 scalar, steps whose vector went through the CGS pass (all k with "full",
+      the triggered ones with "partial", 0 with "none").
+    converged: bool scalar, True if the iteration stopped early on the `stop` criterion.
+    reorthogonalize: "full", "partial" or "none" (static).
+    orthogonality: how `orthogonality_loss` was obtained (static text).
+    breakdown_policy: the policy applied on breakdown (static text).
+  """
+
+  alphas: jax.Array
+  betas: jax.Array
+  num_steps_taken: jax.Array
+  ritz_values: jax.Array
+  ritz_bounds: jax.Array
+  residual_norms: jax.Array
+  gap_bounds: jax.Array
+  norm_estimate: jax.Array
+  first_components: jax.Array
+  ritz_mask: jax.Array
+  eigenvectors: jax.Array
+  orthogonality_loss: jax.Array
+  breakdown: jax.Array
+  breakdown_step: jax.Array
+  num_reorthogonalizations: jax.Array
+  converged: jax.Array
+  basis: Optional[jax.Array]
+  reorthogonalize: str
+  orthogonality: str
+  breakdown_policy: str
+
+  def valid_ritz(self):
+    """Host-side helper: (ritz_values, ritz_bounds) of the k valid entries as numpy arrays (unbatched only)."""
+    k = int(self.num_steps_taken)
+    return np.asarray(self.ritz_values)[:k], np.asarray(self.ritz_bounds)[:k]
+
+
+jax.tree_util.register_dataclass(
+    LanczosResult,
+    data_fields=[
+        "alphas",
+        "betas",
+        "num_steps_taken",
+        "ritz_values",
+        "ritz_bounds",
+        "residual_norms",
+        "gap_bounds",
+        "norm_estimate",
+        "first_components",
+        "ritz_mask",
+        "eigenvectors",
+        "orthogonality_loss",
+        "breakdown",
+        "breakdown_step",
+        "num_reorthogonalizations",
+        "converged",
+        "basis",
+    ],
+    meta_fields=["reorthogonalize", "orthogonality", "breakdown_policy"],
+)
+
+
+def _initial_state(v0_flat, m, store, on_vec, on_basis):
+  norm0 = jnp.linalg.norm(v0_flat)
+  q0 = on_vec(v0_flat / jnp.where(norm0 > 0, norm0, 1.0))  # a zero v0 breaks down at step 0 instead of giving NaN
+  dtype = v0_flat.dtype
+  basis = on_basis(jnp.zeros((m + 1, q0.shape[0]), dtype).at[0].set(q0)) if store else None
+  zeros_m = jnp.zeros((m,), dtype)
+  om = jnp.zeros((m + 1,), dtype).at[0].set(1.0)
+  return dict(
+      i=jnp.int32(0),
+      active=jnp.bool_(True),
+      q_prev=jnp.zeros_like(q0),
+      q_cur=q0,
+      basis=basis,
+      alphas=zeros_m,
+      betas=zeros_m,
+      anorm=jnp.zeros((), dtype),
+      breakdown_step=jnp.int32(-1),
+      om_prev=jnp.zeros_like(om),
+      om_cur=om,
+      om_max=jnp.zeros((), dtype),
+      reorth_next=jnp.bool_(False),
+      num_reorth=jnp.int32(0),
+      converged=jnp.bool_(False),
+  )
+
+
+def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth, anorm, matvec_rtol):
+  ritz_values, residuals, first, mask, s_mxm = tridiagonal_eigh(alphas, betas, k)
+  m = alphas.shape[0]
+  valid = jnp.arange(m) < k
+  gram_dev = None if basis is None else gram_deviation(basis, k)
+  loss = om_max if basis is None else jnp.max(jnp.abs(gram_dev))
+  certify = lambda r: certified_bounds(
+      r, ritz_values, mask, k, anorm, matvec_rtol, gram_dev=gram_dev, omega=loss, s_mxm=s_mxm
+  )
+  return dict(
+      alphas=jnp.where(valid, alphas, 0.0),
+      betas=jnp.where(valid, betas, 0.0),
+      num_steps_taken=k,
+      ritz_values=ritz_values,
+      ritz_bounds=certify(residuals),
+      residual_norms=residuals,
+      gap_bounds=certify(gap_refined_bounds(ritz_values, residuals, mask)),
+      norm_estimate=anorm,
+      first_components=first,
+      ritz_mask=mask,
+      eigenvectors=s_mxm,
+      orthogonality_loss=loss,
+      breakdown=breakdown_step >= 0,
+      breakdown_step=breakdown_step,
+      num_reorthogonalizations=num_reorth,
+  )
+
+
+def lanczos_core(
+    op,
+    v0_flat,
+    *,
+    num_steps,
+    reorthogonalize="full",
+    reorth_passes="auto",
+    breakdown_tol=None,
+    return_basis=False,
+    stop=None,
+    callback_id=None,
+    callback_every=10,
+    progress_offset=0,
+    progress_total=None,
+    basis_sharding=None,
+    matvec_rtol=None,
+) -> LanczosResult:
+  """The Lanczos recurrence on a flat operator (`op.flat_matvec`), traceable; `lanczos` validates and compiles it.
+
+  `stop = (largest, count, rel_tol, bound)` ends the iteration once the `count` largest (or smallest) Ritz values
+  are converged to `rel_tol` relative bound of kind `bound` ("residual" or "gap"). Progress goes to the host
+  callback registered under `callback_id` as (progress_offset + step, progress_total) every `callback_every` steps.
+  """
+  n, dtype = v0_flat.shape[0], v0_flat.dtype
+  store = reorthogonalize != "none" or return_basis
+  m = int(num_steps)
+  eps = float(jnp.finfo(dtype).eps)
+  sqrt_eps = float(np.sqrt(eps))
+  tol = sqrt_eps if breakdown_tol is None else float(breakdown_tol)
+  total = m if progress_total is None else progress_total
+  rtol = default_matvec_rtol(n, dtype) if matvec_rtol is None else float(matvec_rtol)
+
+  on_vec, on_basis = sharding_constraints(basis_sharding)
+
+  def matvec_flat(x):
+    return on_vec(op.flat_matvec(x).astype(dtype))
+
+  track_omega = reorthogonalize == "partial" or not store  # PRO's trigger, or the only orthogonality measure
+  state = _initial_state(v0_flat, m, store, on_vec, on_basis)
+
+  def body(s):
+    i = s["i"]
+    beta_prev = jnp.where(i > 0, s["betas"][jnp.maximum(i - 1, 0)], 0.0)
+    w = matvec_flat(s["q_cur"])
+    anorm = jnp.maximum(s["anorm"], jnp.linalg.norm(w))
+    w = w - beta_prev * s["q_prev"]
+    alpha = jnp.vdot(s["q_cur"], w)
+    w = w - alpha * s["q_cur"]
+    j = jnp.arange(m + 1)
+    reorthed = jnp.bool_(reorthogonalize == "full")
+    if reorthogonalize == "full":
+      w, beta = cgs_reorthogonalize(s["basis"], w, i, reorth_passes)
+    else:
+      beta = jnp.linalg.norm(w)
+    if track_omega:  # Simon's estimate of q_{i+1}ᵀq_j from T alone (before any CGS pass changes w)
+      om_next = omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
+    if reorthogonalize == "partial":
+      reorthed = (jnp.max(jnp.where(j < i, jnp.abs(om_next), 0.0)) > sqrt_eps) | s["reorth_next"]
+      w, beta = jax.lax.cond(
+          reorthed, lambda w: cgs_reorthogonalize(s["basis"], w, i, reorth_passes), lambda w: (w, beta), w
+      )
+      om_next = jnp.where(reorthed & (j < i), eps, om_next)  # q_{i+1} ⟂ q_j to rounding after the CGS pass
+    broke = beta <= tol * anorm
+    q_next = jnp.where(broke, 0.0, w / jnp.where(broke, 1.0, beta))
+    alphas, betas = s["alphas"].at[i].set(alpha), s["betas"].at[i].set(beta)
+    if stop is not None:  # the same rounding floor as the reported bounds (`curvax.ritz.certified_bounds`)
+      floor = jnp.sqrt((i + 1).astype(dtype)) * (rtol + 4.0 * eps) * anorm
+      converged = ritz_converged(alphas, betas, i + 1, stop, floor)
+    else:
+      converged = jnp.bool_(False)
+    out = dict(
+        s,
+        i=i + 1,
+        active=~broke & ~converged,
+        q_prev=s["q_cur"],
+        q_cur=q_next,
+        anorm=anorm,
+        alphas=alphas,
+        betas=betas,
+        breakdown_step=jnp.where(broke, i, s["breakdown_step"]),
+        num_reorth=s["num_reorth"] + reorthed.astype(jnp.int32),
+        converged=converged & ~broke,
+    )
+    if store:
+      out["basis"] = on_basis(s["basis"].at[i + 1].set(q_next))
+    if track_omega:
+      out.update(om_prev=s["om_cur"], om_cur=jnp.where(broke, s["om_cur"], om_next))
+    if reorthogonalize == "partial":
+      out["reorth_next"] = reorthed & ~s["reorth_next"]  # Simon: the step after a CGS pass gets one too
+    elif track_omega:
+      # loss among q_0..q_{i+1}; q_{i+1} only enters T if the next step is taken, hence the mask with i+1<m.
+      cur_loss = jnp.max(jnp.where((j <= i) & (i + 1 < m) & ~broke & ~converged, jnp.abs(om_next), 0.0))
+      out["om_max"] = jnp.maximum(s["om_max"], cur_loss)
+    if callback_id is not None:
+      due = ((i + 1) % callback_every == 0) | (i + 1 == m) | broke | converged
+      jax.lax.cond(due, lambda: report(callback_id, progress_offset + i + 1, total), lambda: None)
+    return out
+
+  s = jax.lax.while_loop(lambda s: (s["i"] < m) & s["active"], body, state)
+  out = _finalize(
+      s["alphas"], s["betas"], s["i"], s["breakdown_step"], s["basis"], s["om_max"], s["num_reorth"], s["anorm"], rtol
+  )
+  how = (
+      "measured: max|V_k^T V_k - I| over the k Lanczos vectors"
+      if store
+      else "estimated: Simon (1984) omega recurrence (reorthogonalize='none', basis not stored)"
+  )
+  return LanczosResult(
+      **out,
+      converged=s["converged"],
+      basis=s["basis"] if return_basis else None,
+      reorthogonalize=reorthogonalize,
+      orthogonality=how,
+      breakdown_policy=BREAKDOWN_POLICY,
+  )
+
+
+LANCZOS_STATIC = (
+    "num_steps",
+    "reorthogonalize",
+    "reorth_passes",
+    "breakdown_tol",
+    "return_basis",
+    "stop",
+    "callback_every",
+    "progress_total",
+    "basis_sharding",
+    "matvec_rtol",
+)
+
+
+def _lanczos_program(op, v0_flat, callback_id, **static):
+  return lanczos_core(op, v0_flat, callback_id=callback_id, **static)
+
+
+def lanczos(
+    op: Any,
+    *,
+    num_steps: int,
+    key: Optional[jax.Array] = None,
+    v0: Any = None,
+    reorthogonalize: str = "full",
+    reorth_passes: Any = "auto",
+    breakdown_tol: Optional[float] = None,
+    return_basis: bool = False,
+    max_basis_bytes: int = DEFAULT_MAX_BASIS_BYTES,
+    stop: Optional[tuple] = None,
+    callback: Optional[Callable[[int, int], None]] = None,
+    callback_every: int = 10,
+    basis_sharding: Optional[jax.sharding.NamedSharding] = None,
+    matvec_rtol: Optional[float] = None,
+) -> LanczosResult:
+  """Run `num_steps` Lanczos steps on a symmetric operator (see the module docstring for the contract).
+
+  A jitted program compiled once per (operator structure, size, dtype, static options): a `LinearOperator`
+  (`curvax.hessian`'s, say) or a `jax.tree_util.Partial` reuses it across calls; a plain callable wrapped by
+  `curvax.as_operator` is compiled for each call (`curvax.operators`).
+
+  Args:
+    op: a symmetric `LinearOperator` (its size n and dtype set the problem).
+    num_steps: m, the maximal number of matvecs; 1 ≤ m ≤ n.
+    key: PRNG key of the Gaussian start vector; exactly one of `key` and `v0`.
+    v0: start vector (pytree shaped like the operator's input, or a flat [n] array; its dtype sets the computation
+      dtype); normalized here.
+    reorthogonalize: "full" (CGS against all previous vectors every step), "partial" (Simon's PRO: the CGS pass
+      only when the ω estimate exceeds √ε) or "none" (three-term recurrence, O(n) memory).
+    reorth_passes: for the CGS pass: "auto" (a second pass only when the first cancelled, Kahan–Parlett) or 2
+      (always two passes, CGS2). Ignored with "none".
+    breakdown_tol: stop when β_i ≤ breakdown_tol · max_j ‖A q_j‖. Default √ε of the dtype (1.5e-8 in float64,
+      3.5e-4 in float32): Ritz values of T_k then have residual ≤ √ε‖A‖, i.e. they are converged.
+    return_basis: also return the [m + 1, n] flat basis (for Ritz vectors V S: `curvax.ritz.ritz_vectors`); with
+      "none" this makes the memory O(m·n) again and the orthogonality loss measured rather than estimated.
+    max_basis_bytes: raise ValueError before any compute if the basis needs more bytes than this.
+    stop: None, or (largest, count, rel_tol[, bound]): stop as soon as the `count` largest (largest=True) or
+      smallest Ritz values have a bound ≤ rel_tol·|θ| (`converged` is then True and k < m steps are kept);
+      bound "residual" (default, |β_k s_{k,i}|) or "gap" (`gap_bounds`, the gap-theorem estimate).
+    callback: optional host function `callback(step, num_steps)` called through `jax.debug.callback` every
+      `callback_every` steps; a runtime operand, not part of the program.
+    callback_every: reporting period in steps.
+    basis_sharding: None (the vectors live where XLA puts them) or a `NamedSharding` of the flat n-vector, e.g.
+      `NamedSharding(mesh, PartitionSpec(("data",)))`: every Lanczos vector and the basis' n columns are split
+      over those devices, so the basis takes (m + 1)·n/D entries per device (the memory guard counts per device)
+      and the reorthogonalization's products run where the columns are, with one all-reduce of m + 1 numbers.
+      The operator's own inputs (parameters, batch) keep their shardings: a batch sharded over the mesh gives a
+      data-parallel HVP.
+    matvec_rtol: the relative rounding error of one product, ‖fl(Av) − Av‖ ≤ matvec_rtol·‖A‖‖v‖, in the
+      certified bounds' floor (`curvax.ritz.certified_bounds`); None: √n·ε of the dtype.
+
+  Returns:
+    A `LanczosResult`.
+  """
+  check_basis_sharding(basis_sharding)
+  check_matvec_rtol(matvec_rtol)
+  op = as_operator(op)
+  if (key is None) == (v0 is None):
+    raise ValueError("lanczos needs exactly one of key= (a Gaussian start vector) and v0= (a given start vector)")
+  if v0 is None:
+    n, dtype = op.size, op.dtype
+  else:
+    spec = FlatSpec.of(v0)
+    n, dtype = spec.size, spec.dtype
+    if n != op.size:
+      raise ValueError(f"v0 has {n} entries but the operator acts on vectors of {op.size}")
+  validate_options(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every)
+  stop = check_stop(stop, num_steps)
+  if reorthogonalize != "none" or return_basis:
+    check_basis_memory(num_steps, n, dtype, max_basis_bytes, basis_sharding=basis_sharding)
+  v0_flat = ravel_leaves(v0, dtype) if v0 is not None else _gaussian_start(key, n, jnp.dtype(dtype))
+  static = dict(
+      num_steps=int(num_steps),
+      reorthogonalize=reorthogonalize,
+      reorth_passes=reorth_passes,
+      breakdown_tol=breakdown_tol,
+      return_basis=return_basis,
+      stop=stop,
+      callback_every=int(callback_every),
+      progress_total=None,
+      basis_sharding=basis_sharding,
+      matvec_rtol=None if matvec_rtol is None else float(matvec_rtol),
+  )
+  return with_callback(callback, lambda cid: run_program(_lanczos_program, LANCZOS_STATIC, op, v0_flat, cid, **static))
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _gaussian_start(key, n, dtype):
+  return jax.random.normal(key, (n,), dtype)

@@ -1,0 +1,223 @@
+"""Extreme eigenvalues of a symmetric operator given as a matvec on a pytree.
+
+Contract: every function takes the symmetric operator first (a `curvax.operators.LinearOperator`: its size and
+dtype come from it) plus an explicit PRNG `key`, and imports nothing of the project, so it runs on plain matrices
+(`curvax.matrix_operator`) as well as on Hessian-vector products (`curvax.hessian`).
+
+  * `top_eigenvalues` / `bottom_eigenvalues`: extreme Ritz values of `lanczos` from a random Gaussian start, with
+    certified bounds (an eigenvalue of A lies in [θ_i ± bound_i] in floating point: the residual |β_k s_{k,i}| of
+    Parlett 1998, Thm 13.1.1, plus the rounding floor of `curvax.ritz.certified_bounds`), their
+    gap-theorem refinement (an estimate; `curvax.ritz`) and a flag
+    `separated`, False when the two most extreme intervals overlap (the top eigenvalue is then not resolved).
+    "bottom" is the smallest algebraic eigenvalue, i.e. the most negative curvature of a Hessian.
+  * The spectral density (SLQ) lives in `curvax.density`, the trace and diagonal estimators in `curvax.trace`;
+    both draw their probes from `curvax.probes`.
+
+Every routine is a jitted program taking the operator as an argument (`curvax.operators`): compiled once per
+(operator structure, n, dtype, static options).
+"""
+
+import dataclasses
+import functools
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+
+from curvax.blocks import leaf_paths
+from curvax.lanczos import LanczosResult, lanczos_core
+from curvax.lanczos_options import STOP_BOUNDS, check_stop, lanczos_options
+from curvax.operators import run_program, with_callback
+from curvax.probes import check_positive_int, operator_info
+from curvax.ritz import ritz_vectors
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtremeEigenvalues:
+  """Output of `top_eigenvalues` / `bottom_eigenvalues`.
+
+  Attributes:
+    values: [k] Ritz values, most extreme first (descending for top, ascending for bottom).
+    bounds: [k] certified bounds: an eigenvalue of A lies in [values ± bounds] in floating point (the residual
+      |β_k s_{k,i}| plus the rounding floor, over the measured norm of the Ritz vector: `curvax.ritz.certified_bounds`).
+    gap_bounds: [k] gap-theorem refinement min(r, r²/gap) of `bounds`, the gap estimated from the other Ritz
+      values (Parlett 1998, Thm 11.7.1; an estimate, see `curvax.ritz`).
+    valid: [k] False for entries that do not exist because Lanczos broke down with fewer than k steps (zeros there).
+    separated: bool, False when the two most extreme intervals [θ ± bound] overlap or fewer than 2 are valid.
+      True proves two distinct eigenvalues in two disjoint intervals, not that θ_1 is the extreme eigenvalue of
+      A (a start vector nearly orthogonal to it would miss it).
+    lanczos: the full `LanczosResult` (alphas, betas, diagnostics).
+    largest: True for `top_eigenvalues`, False for `bottom_eigenvalues` (static).
+  """
+
+  values: jax.Array
+  bounds: jax.Array
+  gap_bounds: jax.Array
+  valid: jax.Array
+  separated: jax.Array
+  lanczos: LanczosResult
+  largest: bool = True
+
+
+jax.tree_util.register_dataclass(
+    ExtremeEigenvalues,
+    data_fields=["values", "bounds", "gap_bounds", "valid", "separated", "lanczos"],
+    meta_fields=["largest"],
+)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _select_extreme(ritz_values, ritz_bounds, gap_bounds, steps, k, largest):
+  """Pick the k most extreme of the `steps` valid (ascending) Ritz values; flag overlap of the top two intervals."""
+  m = ritz_values.shape[0]
+  order = jnp.arange(k)
+  idx = steps - 1 - order if largest else order
+  valid = (idx >= 0) & (idx < steps)
+  idx = jnp.clip(idx, 0, m - 1)
+  values = jnp.where(valid, ritz_values[idx], 0.0)
+  bounds = jnp.where(valid, ritz_bounds[idx], 0.0)
+  refined = jnp.where(valid, gap_bounds[idx], 0.0)
+  i1, i2 = (steps - 1, jnp.clip(steps - 2, 0, m - 1)) if largest else (0, jnp.minimum(1, m - 1))
+  gap = jnp.abs(ritz_values[i1] - ritz_values[i2])
+  separated = (steps >= 2) & (gap > ritz_bounds[i1] + ritz_bounds[i2])
+  return values, bounds, refined, valid, separated
+
+
+_EXTREME_STATIC = (
+    "k",
+    "largest",
+    "n",
+    "dtype",
+    "num_steps",
+    "reorthogonalize",
+    "reorth_passes",
+    "breakdown_tol",
+    "return_basis",
+    "stop",
+    "callback_every",
+    "basis_sharding",
+    "matvec_rtol",
+)
+
+
+def _extreme_program(op, key, callback_id, *, k, largest, n, dtype, **lanczos_static):
+  v0 = jax.random.normal(key, (n,), dtype)
+  res = lanczos_core(op, v0, callback_id=callback_id, **lanczos_static)
+  values, bounds, refined, valid, separated = _select_extreme(
+      res.ritz_values, res.ritz_bounds, res.gap_bounds, res.num_steps_taken, k, largest
+  )
+  return ExtremeEigenvalues(
+      values=values, bounds=bounds, gap_bounds=refined, valid=valid, separated=separated, lanczos=res, largest=largest
+  )
+
+
+def _extreme(op, k, num_steps, key, largest, tol, bound, lanczos_kwargs):
+  op, n, dtype = operator_info(op)
+  check_positive_int("k", k)
+  check_positive_int("num_steps", num_steps)
+  if num_steps > n:
+    raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator")
+  if k > num_steps:
+    raise ValueError(f"k={k} exceeds num_steps={num_steps}: Lanczos gives at most num_steps Ritz values")
+  if tol is not None and not (isinstance(tol, (int, float)) and tol > 0):
+    raise ValueError(f"tol={tol!r} must be None or a positive relative residual bound (e.g. 0.01)")
+  if bound not in STOP_BOUNDS:
+    raise ValueError(f"bound={bound!r} is not valid; valid choices: {list(STOP_BOUNDS)}")
+  stop = check_stop(None if tol is None else (largest, int(k), float(tol), bound), num_steps)
+  static, callback = lanczos_options(lanczos_kwargs, num_steps, n, dtype)
+  return with_callback(
+      callback,
+      lambda cid: run_program(
+          _extreme_program,
+          _EXTREME_STATIC,
+          op,
+          key,
+          cid,
+          k=int(k),
+          largest=largest,
+          n=n,
+          dtype=jnp.dtype(dtype),
+          stop=stop,
+          **static,
+      ),
+  )
+
+
+def top_eigenvalues(
+    op: Any,
+    k: int,
+    *,
+    num_steps: int,
+    key: jax.Array,
+    tol: Optional[float] = None,
+    bound: str = "residual",
+    **lanczos_kwargs,
+) -> ExtremeEigenvalues:
+  """Largest-algebraic k eigenvalues of a symmetric operator by Lanczos from a random Gaussian start.
+
+  One jitted program per (operator structure, n, dtype, options): a second call with another operator of the
+  same structure (`curvax.operators`) compiles nothing.
+
+  Args:
+    op: a symmetric `LinearOperator` (its size n and dtype set the problem).
+    k: number of eigenvalues, 1 ≤ k ≤ num_steps.
+    num_steps: Lanczos steps (matvecs), ≤ n; with `tol`, the most that are taken.
+    key: PRNG key for the start vector.
+    tol: None (run `num_steps` steps), or stop as soon as each of the k values has its bound ≤ tol·|θ|
+      (e.g. 0.01: every reported eigenvalue to 1%).
+    bound: which bound `tol` applies to: "residual" (rigorous: an eigenvalue within it) or "gap" (the
+      gap-theorem refinement, an estimate that needs fewer steps once the gap to the next Ritz value is large;
+      on the `small` preset's Hessian `bench/hessian.py` measures both).
+    **lanczos_kwargs: forwarded to Lanczos (reorthogonalize, reorth_passes, breakdown_tol, max_basis_bytes,
+      callback, callback_every, return_basis, basis_sharding, matvec_rtol).
+
+  Returns:
+    `ExtremeEigenvalues`, descending.
+  """
+  return _extreme(op, k, num_steps, key, True, tol, bound, lanczos_kwargs)
+
+
+def bottom_eigenvalues(
+    op: Any,
+    k: int,
+    *,
+    num_steps: int,
+    key: jax.Array,
+    tol: Optional[float] = None,
+    bound: str = "residual",
+    **lanczos_kwargs,
+) -> ExtremeEigenvalues:
+  """Smallest-algebraic k eigenvalues (most negative curvature first); arguments as in `top_eigenvalues`.
+
+  Returns:
+    `ExtremeEigenvalues`, ascending.
+  """
+  return _extreme(op, k, num_steps, key, False, tol, bound, lanczos_kwargs)
+
+
+def ritz_vector(op: Any, result: ExtremeEigenvalues, index: int = 0) -> Any:
+  """The unit Ritz vector y = V_k s of `result.values[index]`, as a pytree shaped like the operator's input.
+
+  Args:
+    op: the operator `result` was computed on.
+    result: `top_eigenvalues` / `bottom_eigenvalues` run with `return_basis=True`.
+    index: which of the k reported values (0: the most extreme).
+  """
+  res = result.lanczos
+  if res.basis is None:
+    raise ValueError("ritz_vector needs the Lanczos basis: call top_eigenvalues(..., return_basis=True)")
+  steps = int(res.num_steps_taken)
+  if not 0 <= index < min(steps, int(result.values.shape[0])):
+    raise ValueError(f"index={index} must be in [0, {min(steps, int(result.values.shape[0]))})")
+  col = steps - 1 - index if result.largest else index
+  y = ritz_vectors(res)[col]
+  return op.spec.unravel(y / jnp.linalg.norm(y))
+
+
+def ritz_mass(op: Any, result: ExtremeEigenvalues, index: int = 0) -> dict:
+  """{leaf path: ‖y_leaf‖²} of the unit Ritz vector `ritz_vector(op, result, index)` (the fractions sum to 1):
+  which parameters (layers) the sharpest (or most negative) direction lives in. Paths as in `curvax.leaf_paths`."""
+  y = ritz_vector(op, result, index)
+  leaves = jax.tree.leaves(y)
+  paths = leaf_paths(op.spec)
+  return {p: float(jnp.sum(jnp.square(x))) for p, x in zip(paths, leaves)}
