@@ -13,7 +13,8 @@ not a crash; 4 a sweep, claim or atlas in which a run crashed (the others all ra
 in a sweep is an outcome, exit 0); 143 (= 128 + SIGTERM, what a shell reports for a SIGTERM'd job) preempted: SIGTERM or
 JAX's preemption notice checkpointed the current step, and rerunning the same command resumes it; 130 (= 128 + SIGINT)
 interrupted: a first Ctrl-C checkpointed the current step the same way (a second Ctrl-C aborts at once); 2 a config
-error, before any compute: one line naming the key, the value and the valid choices (the traceback with --verbosity=1).
+error, before any compute: one line naming the key, the value and the valid choices (the traceback with --verbosity=1);
+5 a file could not be written (a full disk, a quota): status.json says `failed`, the last good checkpoint stays.
 """
 
 import difflib
@@ -83,6 +84,7 @@ EXIT_DIVERGED = 3
 EXIT_CRASHED = 4  # a sweep or claim in which some run crashed (after every other run finished)
 EXIT_PREEMPTED = 143  # 128 + SIGTERM
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_WRITE_FAILED = 5  # a file could not be written (a full disk, a quota): status.json says `failed`
 
 
 REPO = os.path.dirname(os.path.abspath(__file__))
@@ -149,6 +151,9 @@ def main(argv):
     except train.loop.Preempted as e:
       logging.warning("Run %s (see %s/status.json)", e, workdir)
       sys.exit(_exit_code(e))
+    except train.loop.WriteFailed as e:
+      logging.error("Run %s (see %s/status.json); rerun the same command once there is space", e, workdir)
+      sys.exit(EXIT_WRITE_FAILED)
 
 
 def _config_boundary(check):

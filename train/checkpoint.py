@@ -49,6 +49,7 @@ Contract:
 """
 
 import json
+import re
 import signal
 import threading
 import time
@@ -101,6 +102,45 @@ def _on_every_process(ok: bool) -> bool:
   return bool(np.all(multihost_utils.process_allgather(np.asarray(ok))))
 
 
+WRITE_FAILURES = (  # what a failed write says, in the OS's words (tensorstore's errors quote them)
+    "No space left on device",
+    "Disk quota exceeded",
+    "Read-only file system",
+    "Permission denied",
+    "Input/output error",
+    "quota",
+)
+
+
+class CheckpointWriteError(OSError):
+  """A checkpoint that could not be written (a full disk, a bucket's quota): the step, the path, the OS's reason and
+  the last good checkpoint, in one line. Its partial folder is removed before it is raised."""
+
+  def __init__(self, step: int, path: str, reason: str, last_good: Optional[int]):
+    good = f"the last good checkpoint is {last_good}" if last_good is not None else "no checkpoint was written before"
+    super().__init__(f"checkpoint {step} could not be written to {path}: {reason}; {good}")
+    self.step, self.path, self.reason, self.last_good = step, path, reason, last_good
+
+
+def write_failure_reason(error: BaseException) -> str:
+  """The OS's words for a failed write, from `error` or its causes (tensorstore wraps them in a ValueError whose
+  message is a paragraph: the matching phrase with its errno where it says one), else the first line of the error."""
+  chain, e = [], error
+  while e is not None and len(chain) < 10:
+    chain.append(e)
+    e = e.__cause__ or e.__context__
+  for e in chain:
+    if isinstance(e, OSError) and e.strerror:
+      return f"{e.strerror} [errno {e.errno}]"
+  for e in chain:
+    text = str(e)
+    for phrase in WRITE_FAILURES:
+      if phrase in text:
+        code = re.search(r"os_error_code='(\d+)'", text)
+        return phrase + (f" [errno {code.group(1)}]" if code else "")
+  return f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
+
+
 class Checkpointer:
   """Saves and restores `(state, data_state)` with an orbax CheckpointManager.
 
@@ -125,6 +165,7 @@ class Checkpointer:
       raise ValueError(f"max_to_keep={max_to_keep!r} is invalid; valid choices: an integer >= 1 or None")
     self.directory = checkpoint_directory(directory)
     self.save_every = save_every
+    self._pending: Optional[int] = None  # the step of the latest save (an asynchronous one may fail later)
     self._asynchronous = asynchronous
     self._name_format = ocp.step.standard_name_format()
     registry = ocp.handlers.DefaultCheckpointHandlerRegistry()
@@ -207,10 +248,26 @@ class Checkpointer:
     items = {STATE_ITEM: ocp.args.StandardSave(state)}
     if data_state is not None:
       items[DATA_ITEM] = grain.checkpoint.CheckpointSave(_DataState(data_state))
-    saved = self._manager.save(step, args=ocp.args.Composite(**items), force=True)
-    if not self._asynchronous:
-      self._manager.wait_until_finished()
+    self._pending = step
+    try:
+      saved = self._manager.save(step, args=ocp.args.Composite(**items), force=True)
+      if not self._asynchronous:
+        self._manager.wait_until_finished()
+    except Exception as e:  # noqa: BLE001 (orbax and tensorstore raise many types; a failed write is one outcome)
+      raise self._write_error(step, e) from e
     return bool(saved)
+
+  def _write_error(self, step: int, error: BaseException) -> CheckpointWriteError:
+    """The one-line error of a failed save of `step`, its partial folder(s) removed first (process 0: the folder is
+    shared; a rerun would otherwise find it)."""
+    if jax.process_index() == 0:
+      for partial in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
+        try:
+          partial.rmtree()
+        except OSError as e:  # noqa: PERF203 (a few folders)
+          logging.warning("Could not remove the partial checkpoint %s: %s", partial, e)
+    good = [s for s in self._manager.all_steps() if s != step]
+    return CheckpointWriteError(step, str(self.step_path(step)), write_failure_reason(error), max(good, default=None))
 
   def restore(self, state_template: Any, step: Optional[int] = None) -> Optional[tuple[Any, Any]]:
     """Restores `(state, data_state)` from `step`, or from the newest checkpoint that restores.
@@ -298,8 +355,11 @@ class Checkpointer:
     self._manager.reload()
 
   def wait(self) -> None:
-    """Blocks until any asynchronous save is finalized."""
-    self._manager.wait_until_finished()
+    """Blocks until any asynchronous save is finalized (CheckpointWriteError if it failed)."""
+    try:
+      self._manager.wait_until_finished()
+    except Exception as e:  # noqa: BLE001 (as in save)
+      raise self._write_error(self._pending, e) from e
 
   def close(self) -> None:
     """Waits for pending saves and releases orbax's resources."""

@@ -61,6 +61,16 @@ class Preempted(RuntimeError):
     self.step = step
 
 
+class WriteFailed(RuntimeError):
+  """Raised when the run could not write its files (a checkpoint, metrics.jsonl, events: a full disk, a bucket's
+  quota); status.json says `failed` with the reason where it can still be written. The last good checkpoint is
+  intact (a partial checkpoint folder is removed): rerun the workdir with space to resume from it."""
+
+  def __init__(self, step: int, error: OSError):
+    super().__init__(f"failed at step {step}: {error}")
+    self.step, self.error = step, error
+
+
 class Interrupted(Preempted):
   """Raised after a first Ctrl-C (SIGINT, single process) once the current step is checkpointed; status.json says
   `interrupted`. A Preempted: whatever stops on a preemption (a sweep) stops on it too."""
@@ -257,7 +267,8 @@ def _nonfinite_paths(grad_finite, names) -> list[str]:
 
 def train_and_evaluate(exp: Experiment, hooks: Sequence[StepHook] = ()) -> TrainState:
   """Trains from `exp.start_step` to `train.num_steps`; returns the final state (raises Diverged on NaN/Inf,
-  Preempted after checkpointing on a preemption notice, Interrupted on a first Ctrl-C). SIGTERM's and SIGINT's
+  Preempted after checkpointing on a preemption notice, Interrupted on a first Ctrl-C, WriteFailed when a file
+  could not be written). SIGTERM's and SIGINT's
   previous handlers are back when it returns.
 
   Args:
@@ -268,12 +279,23 @@ def train_and_evaluate(exp: Experiment, hooks: Sequence[StepHook] = ()) -> Train
   for hook in hooks:
     if not isinstance(hook, StepHook):
       raise TypeError(f"hooks must be train.loop.StepHook instances, got {type(hook).__name__}")
+  at = {"step": exp.start_step}  # the step the loop is at, for a failure's status
   with checkpoint_lib.PreemptionNotice(exp.checkpointer) as preemption:
-    return _train_and_evaluate(exp, preemption, hooks)
+    try:
+      return _train_and_evaluate(exp, preemption, hooks, at)
+    except OSError as e:  # a write that failed (a CheckpointWriteError names the checkpoint and the last good one)
+      step = getattr(e, "step", None) or at["step"]
+      last_good = getattr(e, "last_good", None)
+      reason = str(e) if isinstance(e, checkpoint_lib.CheckpointWriteError) else checkpoint_lib.write_failure_reason(e)
+      try:  # the disk may be full: status.json is small and may still fit; if not, the error below says it all
+        metrics_lib.write_status(exp.workdir, "failed", step, reason=reason, last_checkpoint=last_good)
+      except OSError as status_error:
+        logging.error("status.json could not be written either: %s", checkpoint_lib.write_failure_reason(status_error))
+      raise WriteFailed(step, e) from None
 
 
 def _train_and_evaluate(
-    exp: Experiment, preemption: checkpoint_lib.PreemptionNotice, hooks: tuple[StepHook, ...]
+    exp: Experiment, preemption: checkpoint_lib.PreemptionNotice, hooks: tuple[StepHook, ...], at: dict
 ) -> TrainState:
   cfg = exp.config.train
   workdir = exp.workdir
@@ -357,6 +379,7 @@ def _train_and_evaluate(
     batch = step_lib.global_batch(next(it), exp.mesh)
     state, metrics = train_step(state, batch)
     step += 1
+    at["step"] = step
     if pending is not None:
       check(pending)
     pending = (step, metrics)

@@ -46,7 +46,7 @@ from etils import epath
 METRICS_FILE = "metrics.jsonl"
 STATUS_FILE = "status.json"
 TENSORBOARD_DIR = "tensorboard"
-STATUSES = ("running", "finished", "diverged", "preempted", "interrupted")
+STATUSES = ("running", "finished", "diverged", "preempted", "interrupted", "failed")
 _RESERVED = ("step", "split")
 
 
@@ -314,7 +314,7 @@ def write_status(
 
   Args:
     workdir: run directory (created if missing): a local path or a URI such as gs://bucket/run.
-    status: one of STATUSES ("running", "finished", "diverged", "preempted", "interrupted").
+    status: one of STATUSES ("running", "finished", "diverged", "preempted", "interrupted", "failed").
     step: the last completed step.
     primary: whether this process writes (default: it is process 0); the others return the
       record without writing it.

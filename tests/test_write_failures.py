@@ -1,0 +1,107 @@
+"""A write that fails (a full disk, a bucket's quota) during a checkpoint save: one error naming the step, the path,
+the OS's reason and the last good checkpoint; status.json `failed` with that reason; the partial checkpoint folder
+removed; the last good checkpoint intact, and the rerun (with space) resumes from it and finishes."""
+
+import errno
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from tests.test_preemption import config
+from train import checkpoint as checkpoint_lib
+from train import loop
+from train.metrics import read_metrics, read_status
+
+TENSORSTORE_ENOSPC = (
+    'RESOURCE_EXHAUSTED: Error writing "params.w/0.0" in OCDBT database at local file "{dir}/": Failed writing: '
+    "\"{dir}/d/9e84\": Failed to write 128484 bytes to file 21: No space left on device [os_error_code='28']"
+)
+
+
+def test_the_reason_is_the_oss_words():
+  assert checkpoint_lib.write_failure_reason(OSError(errno.ENOSPC, "No space left on device")) == (
+      "No space left on device [errno 28]"
+  )
+  wrapped = ValueError(TENSORSTORE_ENOSPC.format(dir="/w/checkpoints/20.orbax-checkpoint-tmp"))
+  assert checkpoint_lib.write_failure_reason(wrapped) == "No space left on device [errno 28]"
+  try:
+    try:
+      raise OSError(errno.EDQUOT, "Disk quota exceeded")
+    except OSError as e:
+      raise RuntimeError("commit failed") from e
+  except RuntimeError as e:
+    assert checkpoint_lib.write_failure_reason(e) == "Disk quota exceeded [errno 122]"
+  assert checkpoint_lib.write_failure_reason(KeyError("x")) == "KeyError: 'x'"
+
+
+def test_a_failed_save_is_one_error_and_its_partial_folder_is_removed(tmp_path, monkeypatch):
+  """orbax's save raising as tensorstore does on a full disk, after it made the step's temporary folder."""
+  import jax.numpy as jnp  # noqa: PLC0415
+
+  ckpt = checkpoint_lib.Checkpointer(tmp_path / "checkpoints", max_to_keep=None, save_every=2)
+  state = {"w": jnp.ones(3)}
+  assert ckpt.save(2, state)
+  real_save = ckpt._manager.save
+
+  def full_disk(step, *args, **kwargs):
+    partial = tmp_path / "checkpoints" / f"{step}.orbax-checkpoint-tmp" / "state"
+    partial.mkdir(parents=True)
+    raise ValueError(TENSORSTORE_ENOSPC.format(dir=partial))
+
+  monkeypatch.setattr(ckpt._manager, "save", full_disk)
+  with pytest.raises(checkpoint_lib.CheckpointWriteError) as raised:
+    ckpt.save(4, state)
+  e = raised.value
+  assert str(e) == (
+      f"checkpoint 4 could not be written to {tmp_path / 'checkpoints' / '4'}: No space left on device [errno 28]; "
+      "the last good checkpoint is 2"
+  )
+  assert (e.step, e.last_good, e.errno) == (4, 2, None) and isinstance(e, OSError)
+  assert sorted(os.listdir(tmp_path / "checkpoints")) == ["2"]  # the partial folder is gone
+  monkeypatch.setattr(ckpt._manager, "save", real_save)
+  assert ckpt.save(4, state) and ckpt.all_steps() == [2, 4]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+  """A 3 MB tmpfs (it needs root and a kernel that lets this process mount; else the test is skipped), its size
+  raised to 64 MB by calling the fixture's value."""
+  mount = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
+  mount.mkdir()
+  if not shutil.which("mount") or os.geteuid() != 0:
+    pytest.skip("mounting a small tmpfs needs root")
+  made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True, text=True)
+  if made.returncode:
+    pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+  grow = lambda: subprocess.run(["mount", "-o", "remount,size=64m", str(mount)], check=True)
+  try:
+    yield mount, grow
+  finally:
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_fails_the_run_cleanly_and_the_rerun_resumes(small_disk):
+  disk, grow = small_disk
+  workdir = str(disk / "run")
+  cfg = config()
+  cfg.train.num_steps, cfg.train.checkpoint_every, cfg.train.keep_checkpoints = 40, 2, 100
+  with pytest.raises(loop.WriteFailed) as raised:
+    loop.train_and_evaluate(loop.setup(cfg, workdir))
+  failed = raised.value
+  assert isinstance(failed.error, checkpoint_lib.CheckpointWriteError)
+  status = read_status(workdir)
+  assert status["status"] == "failed" and status["step"] == failed.step
+  assert "No space left on device [errno 28]" in status["reason"] and status["reason"] in str(failed)
+  last = status["last_checkpoint"]
+  steps = sorted(int(n) for n in os.listdir(os.path.join(workdir, "checkpoints")) if n.isdigit())
+  assert last == steps[-1] == failed.step - 2  # every good checkpoint kept
+  assert not [n for n in os.listdir(os.path.join(workdir, "checkpoints")) if "tmp" in n]  # no partial folder
+  grow()
+  resumed = loop.setup(cfg, workdir)
+  assert resumed.start_step == last
+  loop.train_and_evaluate(resumed)
+  assert read_status(workdir)["status"] == "finished"
+  assert [r["step"] for r in read_metrics(workdir, split="train")] == list(range(2, 41, 2))
