@@ -31,6 +31,7 @@ from ml_collections import config_flags
 import curvax
 import experiments
 import experiments.atlas.run
+import experiments.shard
 import train.config
 import train.distributed
 import train.loop
@@ -109,6 +110,16 @@ def main(argv):
     raise app.UsageError(f"config.mode={FLAGS.config.mode!r} is invalid; valid: {list(MODES)}")
   # The config boundary, before any device or data is touched: 'auto' keys derived, every subtree validated.
   config = _config_boundary(lambda: train.config.resolve(FLAGS.config, groups=experiments.GROUPS))
+  if (
+      config.mode in ("sweep", "claim", "atlas")
+      and config.groups["sweep"].parallel > 1
+      and config.groups["sweep"].stage == "run"
+  ):
+    # k runs at once: k processes of this command, each a shard of this one's runs on its own devices (before this
+    # process touches a device: JAX would take the GPUs' memory)
+    sweep = config.sweep
+    shard = _config_boundary(lambda: experiments.shard.resolve_shard(sweep.shard, sweep.num_shards)[:2])
+    sys.exit(_config_boundary(lambda: experiments.shard.run_parallel(sys.argv[1:], sweep.parallel, shard)))
   # Several hosts: join the run before anything touches a device (train/distributed.py; one process: nothing).
   train.distributed.initialize(config.distributed)
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]

@@ -205,6 +205,9 @@ def get_config() -> ml_collections.ConfigDict:
   # build the shared tokenizer once, before an array starts), 'gather' (only write results.jsonl, results.md and
   # the figures from every finished run's record).
   w.stage = "run"
+  # Runs at once on this machine: main.py starts this many processes of itself, each a shard of this invocation's
+  # runs on its own device(s) (GPUs split between them; not on TPU); 1 = one run at a time in this process.
+  w.parallel = 1
   w.claim_timeout_s = 600.0  # a run's claim with no heartbeat for this long is stale (its owner died): taken over.
 
   # Claim mode (experiments/claims/): set by the configs in configs/claims/, scale by the config string

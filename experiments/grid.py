@@ -54,6 +54,7 @@ class SweepConfig(Section):
   shard: str
   num_shards: int
   stage: str
+  parallel: int
   claim_timeout_s: float
 
   def __post_init__(self):
@@ -65,6 +66,8 @@ class SweepConfig(Section):
       raise invalid(
           "sweep.num_shards", self.num_shards, "an integer >= 1 (a Kubernetes indexed Job's completions), or 0"
       )
+    if self.parallel < 1:
+      raise invalid("sweep.parallel", self.parallel, "an integer >= 1 (runs at once on this machine)")
     if self.stage not in STAGES:
       raise invalid("sweep.stage", self.stage, list(STAGES))
     if not self.claim_timeout_s > 0:

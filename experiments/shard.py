@@ -14,6 +14,12 @@ fastest) is ≡ i mod N, in one workdir shared by every shard. 'i/N' names it; '
                                                 JobSet's job index through TRANSFORMER_INIT_SHARD), never the host;
 and else 0/1 (the whole sweep). Every process of a multi-host shard reads the same variables and takes the same runs.
 
+Parallel runs on one machine (`sweep.parallel=k`): main.py starts k processes of itself, child j the shard
+(i + N·j)/(N·k) of this invocation's shard i/N (so they split its runs and nothing else), each pinned to its own
+devices (`child_env`: a contiguous slice of the GPUs in CUDA_VISIBLE_DEVICES, or listed by nvidia-smi; on the CPU
+its own host-platform devices); the claims below keep them apart and the last to finish gathers. Not on TPU, where
+one process owns a host's chips: shard over hosts instead.
+
 Claims. Before a shard trains a run it claims it: an atomic exclusive create of `<run>/claim.json` ({owner, host,
 pid, heartbeat}), the heartbeat rewritten every `timeout/4` seconds while the run trains (`Heartbeat`). A claim whose
 heartbeat is older than `sweep.claim_timeout_s` is stale (its owner was killed or preempted) and is taken over; a
@@ -25,7 +31,10 @@ local and NFSv3+ filesystems, which is what a job array's shared workdir is (tes
 
 import json
 import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -93,6 +102,72 @@ def resolve_shard(
       )
     return (*parse_shard(f"{env['JOB_COMPLETION_INDEX']}/{num_shards}", "JOB_COMPLETION_INDEX"), "JOB_COMPLETION_INDEX")
   return 0, 1, "no array variable: the whole sweep"
+
+
+def child_shards(shard: tuple[int, int], k: int) -> list[str]:
+  """The shards of k local children splitting shard (i, N): (i + N·j)/(N·k), j = 0..k−1."""
+  i, n = shard
+  return [f"{i + n * j}/{n * k}" for j in range(k)]
+
+
+def _gpus(env: Mapping[str, str]) -> list[str]:
+  """The GPUs this process may use, without initializing JAX (which would take their memory): CUDA_VISIBLE_DEVICES,
+  else the ones nvidia-smi lists; [] without GPUs."""
+  if env.get("CUDA_VISIBLE_DEVICES") is not None:
+    return [d for d in env["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
+  try:
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False).stdout
+  except (OSError, subprocess.SubprocessError):
+    return []
+  return [str(n) for n, line in enumerate(line for line in listed.splitlines() if line.startswith("GPU "))]
+
+
+def _host_devices(flags: str) -> int:
+  m = re.search(r"--xla_force_host_platform_device_count=(\d+)", flags)
+  return int(m.group(1)) if m else 1
+
+
+def child_env(j: int, k: int, env: Mapping[str, str]) -> dict[str, str]:
+  """The environment of local child j of k (module docstring): its slice of the GPUs, or on the CPU its share of the
+  host-platform devices (at least one). A ValueError before any child starts if the devices do not split."""
+  env = dict(env)
+  if env.get("JAX_PLATFORMS", "").startswith("tpu") or os.path.exists("/dev/accel0") or os.path.exists("/dev/vfio/0"):
+    raise invalid("sweep.parallel", k, "1 on a TPU host (one process owns its chips): shard over hosts instead")
+  gpus = [] if env.get("JAX_PLATFORMS", "").startswith("cpu") else _gpus(env)
+  if gpus:
+    if len(gpus) < k or len(gpus) % k:
+      raise invalid("sweep.parallel", k, f"a divisor of this host's {len(gpus)} GPU(s) (each run gets its own)")
+    per = len(gpus) // k
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[j * per : (j + 1) * per])
+    return env
+  flags = env.get("XLA_FLAGS", "")
+  count = max(1, _host_devices(flags) // k)
+  rest = re.sub(r"--xla_force_host_platform_device_count=\d+", "", flags).strip()
+  env["XLA_FLAGS"] = f"{rest} --xla_force_host_platform_device_count={count}".strip()
+  return env
+
+
+def run_parallel(argv: list[str], k: int, shard: tuple[int, int], env: Optional[Mapping[str, str]] = None) -> int:
+  """Runs `python main.py <argv>` as k children at once (module docstring); returns the first non-zero exit status
+  (0 when all succeed). Their output goes to this process's."""
+  env = os.environ if env is None else env
+  keep = [a for a in argv if not a.startswith(("--config.sweep.shard=", "--config.sweep.parallel="))]
+  envs = [child_env(j, k, env) for j in range(k)]  # every child's devices checked before any starts
+  children = [
+      subprocess.Popen(
+          [
+              sys.executable,
+              os.path.abspath(sys.argv[0]),
+              *keep,
+              f"--config.sweep.shard={spec}",
+              "--config.sweep.parallel=1",
+          ],
+          env=child,
+      )
+      for spec, child in zip(child_shards(shard, k), envs)
+  ]
+  codes = [c.wait() for c in children]
+  return next((c for c in codes if c), 0)
 
 
 def mine(index: int, shard: tuple[int, int]) -> bool:

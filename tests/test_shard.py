@@ -273,3 +273,57 @@ def test_a_claim_is_decided_only_by_the_shard_that_gathered_every_run(tmp_path, 
   monkeypatch.setattr(sweep_lib, "run_sweep", lambda c, w, emit: [record] * expected)
   claim_run.run_claim(config, str(tmp_path))
   assert decided == [expected]
+
+
+# --------------------------------------------------------------------------------------- runs at once on one machine
+
+
+def test_local_children_split_the_shard_and_the_devices():
+  assert shard_lib.child_shards((0, 1), 2) == ["0/2", "1/2"]
+  assert shard_lib.child_shards((1, 3), 2) == ["1/6", "4/6"]  # shard 1/3's runs 1, 4, 7, 10, ... split in two
+  taken = [[i for i in range(12) if shard_lib.mine(i, shard_lib.parse_shard(s))] for s in ["1/6", "4/6"]]
+  assert taken == [[1, 7], [4, 10]]
+  gpus = {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+  assert [shard_lib.child_env(j, 2, gpus)["CUDA_VISIBLE_DEVICES"] for j in range(2)] == ["0,1", "2,3"]
+  with pytest.raises(ValueError, match=r"config.sweep.parallel=3 is invalid; valid: a divisor of this host's 4 GPU"):
+    shard_lib.child_env(0, 3, gpus)
+  cpu = {
+      "JAX_PLATFORMS": "cpu",
+      "XLA_FLAGS": "--xla_backend_optimization_level=0 --xla_force_host_platform_device_count=4",
+  }
+  assert shard_lib.child_env(1, 2, cpu)["XLA_FLAGS"] == (
+      "--xla_backend_optimization_level=0 --xla_force_host_platform_device_count=2"
+  )
+  with pytest.raises(ValueError, match="1 on a TPU host"):
+    shard_lib.child_env(0, 2, {"JAX_PLATFORMS": "tpu"})
+
+
+def test_parallel_two_runs_at_once_each_on_its_own_device_equal_sequential(tmp_path):
+  """`sweep.parallel=2` with 2 host devices: main.py starts two processes of itself, one run each, each with one
+  device; the runs overlap in time and their records equal the same sweep run in one process."""
+  grid = "optim.learning_rate=0.001,0.002"
+  workdir = tmp_path / "parallel"
+  cmd = [a for a in _cli(workdir) if not a.startswith(("--config.sweep.grid=", "--config.sweep.seeds="))]
+  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+  env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+  proc = subprocess.run(
+      [*cmd, f"--config.sweep.grid={grid}", "--config.sweep.seeds=1", "--config.sweep.parallel=2"],
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=600,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "Gathered 2 of 2 run(s)" in proc.stderr
+  records = [json.loads(line) for line in (workdir / sweep_lib.RESULTS_FILE).read_text().splitlines()]
+  assert [r["provenance"]["device_count"] for r in records] == [1, 1]  # each child on its own device
+  spans = []
+  for r in records:
+    run = workdir / r["workdir"]
+    spans.append(((run / "config.json").stat().st_mtime, json.loads((run / "status.json").read_text())["time"]))
+  assert max(s for s, _ in spans) < min(e for _, e in spans)  # both were training at once
+  one = sweep_lib.run_sweep(
+      tiny_config(**{"sweep.grid": grid, "sweep.seeds": 1}), str(tmp_path / "one"), emit=print, env={}
+  )
+  assert [_comparable(r) for r in records] == [_comparable(r) for r in one]
