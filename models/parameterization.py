@@ -15,9 +15,6 @@ import math
 from typing import Any
 
 import flax.linen as nn
-import jax
-
-from models.roles import param_roles
 
 # Roles of matrices with both dimensions growing with width ("matrix-like" in Tensor Programs V).
 HIDDEN_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
@@ -38,17 +35,17 @@ def readout_multiplier(config: Any, *, tied: bool) -> float:
   return m
 
 
-def lr_multipliers(params: Any, config: Any) -> Any:
-  """Per-parameter learning-rate multipliers (a pytree like `params`) for the optimizer.
+def lr_multiplier(role: Any, config: Any) -> float:
+  """The learning-rate multiplier of a parameter with the given `models.roles.ParamRole` (`models.inventory`
+  applies it to every parameter).
 
   1 everywhere except µP's hidden matrices (and their role `head` transform in the MLM head, which is hidden too),
   which get 1/width_ratio (Tensor Programs V, Table 3, Adam column).
   """
-  roles = param_roles(config, params)
   if config.parameterization != "mup":
-    return jax.tree.map(lambda _: 1.0, roles)
-  hidden = lambda r: r.role in HIDDEN_ROLES or (r.role == "head" and r.sublayer == "mlm_transform")
-  return jax.tree.map(lambda r: 1.0 / config.width_ratio if hidden(r) else 1.0, roles)
+    return 1.0
+  hidden = role.role in HIDDEN_ROLES or (role.role == "head" and role.sublayer == "mlm_transform")
+  return 1.0 / config.width_ratio if hidden else 1.0
 
 
 def default_kernel_init(config: Any):
