@@ -47,6 +47,7 @@ def get_config() -> ml_collections.ConfigDict:
   m.alpha_final = 1.0  # Scheduled α: value it stops at.
   # 'auto' (µP: 'dk', else 'sqrt_dk') | 'sqrt_dk' (Vaswani) | 'none' (T5) | 'dk' (µP) (docs/science.md §4).
   m.attention_logit_scale = "auto"
+  m.qk_norm = False  # QK-norm: model.norm_type on queries and keys per head before the logits (docs/science.md §4).
   m.use_bias = True  # Biases in every dense layer and LayerNorm (T5: False).
   m.tie_embeddings = True  # Output logits through the (shared) input embedding.
   m.tied_readout_scale = "none"  # 'none' | 'rsqrt_d': multiply tied logits by d^{-1/2} (T5/t5x).
@@ -169,6 +170,7 @@ def get_config() -> ml_collections.ConfigDict:
   t.keep_checkpoints = 3  # Checkpoints kept (oldest deleted).
   t.seed = 0  # Seed of init, dropout and MLM masking keys (data order has data.shuffle_seed).
   t.label_smoothing = 0.0  # Label smoothing of the training loss (eval loss never smoothed).
+  t.z_loss = 0.0  # z-loss coefficient: training loss + this·mean log²Z of the output logits (1e-4: PaLM); 0 = off.
   t.mlm_mask_rate = 0.15  # Encoder (MLM) only: fraction of tokens to predict (BERT).
   t.num_decode_examples = 256  # Translation: validation sentences greedily decoded for BLEU / exact match.
   t.decode_max_length = 0  # Longest decoded output (0: data.max_target_length).

@@ -178,6 +178,7 @@ class ModelConfig(Section):
   alpha_step: float = 1e-3
   alpha_final: float = 1.0
   attention_logit_scale: str = AUTO  # derived from parameterization in __post_init__
+  qk_norm: bool = False
   use_bias: bool = True
   tie_embeddings: bool = True
   tied_readout_scale: str = "none"
@@ -277,8 +278,17 @@ def _validate(c: ModelConfig) -> None:
   for stack in c.stacks:
     key = "num_encoder_layers" if stack == "encoder" else "num_decoder_layers"
     _positive(key, getattr(c, key))
-  if not isinstance(c.embedding_norm, bool):
-    raise invalid("model.embedding_norm", c.embedding_norm, "True or False")
+  for name in ("embedding_norm", "qk_norm"):
+    if not isinstance(getattr(c, name), bool):
+      raise invalid(f"model.{name}", getattr(c, name), "True or False")
+  if c.qk_norm and c.norm_type == "none":
+    raise contradiction(
+        "model.qk_norm",
+        True,
+        "model.norm_type",
+        "none",
+        f"QK-norm applies model.norm_type to queries and keys; valid: a norm_type of {[t for t in NORM_TYPES if t != 'none']}",
+    )
   if c.head_dim is None and c.d_model % c.num_heads:
     raise contradiction(
         "model.d_model",

@@ -29,30 +29,35 @@ class Identity(nn.Module):
 
 
 def get_norm(name: str) -> Callable[..., nn.Module]:
-  """Returns a factory `(epsilon, use_bias, dtype, param_dtype, name, sublayer) -> nn.Module` for the norm `name`."""
-  scale_init = lambda sublayer: declare(nn.initializers.ones, ("embed",), role="norm_scale", sublayer=sublayer)
-  bias_init = lambda sublayer: declare(nn.initializers.zeros, ("embed",), role="norm_bias", sublayer=sublayer)
+  """Returns a factory `(epsilon, use_bias, dtype, param_dtype, name, sublayer, axes) -> nn.Module` for the norm
+  `name`; `axes` is the logical name of the normalized (last) axis, ("embed",) on the residual stream, ("kv",) for
+  QK-norm over the head dimension."""
+  scale_init = lambda sublayer, axes: declare(nn.initializers.ones, axes, role="norm_scale", sublayer=sublayer)
+  bias_init = lambda sublayer, axes: declare(nn.initializers.zeros, axes, role="norm_bias", sublayer=sublayer)
   if name == "layernorm":
-    return lambda *, epsilon, use_bias, dtype, param_dtype, name, sublayer: nn.LayerNorm(
+    return lambda *, epsilon, use_bias, dtype, param_dtype, name, sublayer, axes=("embed",): nn.LayerNorm(
         epsilon=epsilon,
         use_bias=use_bias,
         dtype=dtype,
         param_dtype=param_dtype,
-        scale_init=scale_init(sublayer),
-        bias_init=bias_init(sublayer),
+        scale_init=scale_init(sublayer, axes),
+        bias_init=bias_init(sublayer, axes),
         name=name,
     )
   if name == "rmsnorm":
-    return lambda *, epsilon, use_bias, dtype, param_dtype, name, sublayer: nn.RMSNorm(
-        epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, scale_init=scale_init(sublayer), name=name
+    return lambda *, epsilon, use_bias, dtype, param_dtype, name, sublayer, axes=("embed",): nn.RMSNorm(
+        epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, scale_init=scale_init(sublayer, axes), name=name
     )
   if name == "none":
-    return lambda *, epsilon, use_bias, dtype, param_dtype, name, sublayer: Identity(name=name)
+    return lambda *, epsilon, use_bias, dtype, param_dtype, name, sublayer, axes=("embed",): Identity(name=name)
   raise ValueError(f"model.norm_type={name!r} is not one of {list(NORMS)}")
 
 
-def make_norm(config: Any, name: str, sublayer: str, norm_type: str | None = None) -> nn.Module:
-  """The configured norm as a named submodule of `sublayer` (call inside a compact method or setup)."""
+def make_norm(
+    config: Any, name: str, sublayer: str, norm_type: str | None = None, axes: tuple = ("embed",)
+) -> nn.Module:
+  """The configured norm as a named submodule of `sublayer` (call inside a compact method or setup), normalizing the
+  last axis, whose logical name is `axes`."""
   return get_norm(norm_type or config.norm_type)(
       epsilon=config.norm_epsilon,
       use_bias=config.use_bias,
@@ -60,4 +65,5 @@ def make_norm(config: Any, name: str, sublayer: str, norm_type: str | None = Non
       param_dtype=config.param_dtype,
       name=name,
       sublayer=sublayer,
+      axes=axes,
   )

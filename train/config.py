@@ -46,6 +46,7 @@ class TrainConfig(Section):
   keep_checkpoints: int
   seed: int
   label_smoothing: float
+  z_loss: float
   mlm_mask_rate: float
   num_decode_examples: int
   decode_max_length: int
@@ -62,6 +63,8 @@ class TrainConfig(Section):
       raise invalid("train.eval_at_init", self.eval_at_init, "True or False")
     if not 0.0 <= self.label_smoothing < 1.0:
       raise invalid("train.label_smoothing", self.label_smoothing, "a number in [0, 1)")
+    if not (0.0 <= self.z_loss < float("inf")):
+      raise invalid("train.z_loss", self.z_loss, "a finite number >= 0 (1e-4 in PaLM and Wortsman et al. 2023)")
     if not 0.0 < self.mlm_mask_rate < 1.0:
       raise invalid("train.mlm_mask_rate", self.mlm_mask_rate, "a number in (0, 1)")
 
