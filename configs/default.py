@@ -37,9 +37,12 @@ def get_config() -> ml_collections.ConfigDict:
   m.d_ff = config_dict.placeholder(int)  # MLP hidden width (None: from preset).
   m.head_dim = config_dict.placeholder(int)  # Per-head width d_k (None: d_model // num_heads).
   m.max_len = 256  # Longest position for learned position embeddings.
-  m.norm_type = "layernorm"  # 'layernorm' | 'rmsnorm' | 'none' (docs/science.md §5).
+  m.norm_type = "layernorm"  # 'layernorm' | 'rmsnorm' | 'dyt' | 'derf' (point-wise, no statistics) | 'none' (§5).
   m.norm_position = "post"  # 'post' | 'pre' (+ final norm) | 'sandwich' | 'none' (docs/science.md §6).
   m.norm_epsilon = 1e-6  # ε inside the norm's square root.
+  m.norm_alpha_init = 0.5  # DyT / Derf: α₀ of the learnable α (Zhu et al. 2025 §7: 0.5; smaller for wide LLMs).
+  m.norm_alpha_init_attention = config_dict.placeholder(float)  # DyT / Derf: α₀ of attention's norms (None: as above).
+  m.derf_shift_init = 0.0  # Derf: s₀ of the learnable shift s in erf(α·x + s) (Chen et al. 2025).
   m.residual = "plain"  # 'plain' | 'rezero' | 'skipinit' | 'scheduled' | 'deepnorm' | 'admin' (docs/science.md §6).
   m.skipinit_alpha = 0.0  # SkipInit's α at init.
   m.alpha_init = 0.0  # Scheduled α: value at step 0.

@@ -6,7 +6,8 @@ Contract: `get_scheme(name)` returns a `Scheme`; `scheme.rule(role, model_config
 the table below. Rules depend only on `ParamRole` fields (role, stack, layer, sublayer, fans), never on paths.
 `scheme.procedure` names a post-init procedure of `init.procedures` (Admin's profiling pass) or is None.
 
-Shared by every scheme: norm gains 1, norm biases and all dense/MLM biases 0; residual scalars as the model
+Shared by every scheme: norm gains 1, norm biases and all dense/MLM biases 0; DyT's / Derf's α and s as the model
+creates them (`models.norms.alpha_init`, `model.derf_shift_init`); residual scalars as the model
 itself initializes them (`residual_scale_rule`: ReZero α = 0, SkipInit α = model.skipinit_alpha, Admin ω = 1
 before profiling). The `head` role covers the untied readout (sublayer "head") and BERT's MLM transform
 (sublayer "mlm_transform", a d×d hidden matrix, treated as a hidden projection). "d^{-1/2}" is d_model^{-1/2}.
@@ -62,6 +63,7 @@ from init import initializers
 from init.math import deepnorm_constants, dsinit_bound, fixup_scale, tfixup_scales
 from models import ModelConfig, ParamRole
 from models.config import Section, contradiction, invalid
+from models.norms import alpha_init
 
 AUTO = "auto"  # init.scheme derived from the model config (`derived_scheme`)
 KERNEL_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
@@ -98,6 +100,10 @@ def residual_scale_rule(mc: ModelConfig) -> Rule:
 def _fixed_rule(role: ParamRole, mc: ModelConfig) -> Optional[Rule]:
   if role.role == "norm_scale":
     return _r("ones")
+  if role.role == "norm_alpha":  # DyT's / Derf's α₀, as the model creates it (models.norms.alpha_init)
+    return _r("constant", value=alpha_init(mc, role.sublayer))
+  if role.role == "norm_shift":  # Derf's s₀
+    return _r("constant", value=mc.derf_shift_init)
   if role.role in ("norm_bias", "bias"):
     return _r("zeros")
   if role.role == "residual_scale":

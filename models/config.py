@@ -22,7 +22,7 @@ from models.activations import ACTIVATIONS
 from models.residual import RESIDUALS
 
 ARCHS = ("encoder_decoder", "decoder", "encoder")
-NORM_TYPES = ("layernorm", "rmsnorm", "none")
+NORM_TYPES = ("layernorm", "rmsnorm", "dyt", "derf", "none")
 NORM_POSITIONS = ("post", "pre", "sandwich", "none")
 AUTO = "auto"  # a key derived from others at the config boundary
 LOGIT_SCALES = ("sqrt_dk", "none", "dk")
@@ -172,6 +172,9 @@ class ModelConfig(Section):
   norm_type: str = "layernorm"
   norm_position: str = "post"
   norm_epsilon: float = 1e-6
+  norm_alpha_init: float = 0.5
+  norm_alpha_init_attention: Optional[float] = None
+  derf_shift_init: float = 0.0
   residual: str = "plain"
   skipinit_alpha: float = 0.0
   alpha_init: float = 0.0
@@ -303,6 +306,12 @@ def _validate(c: ModelConfig) -> None:
     rate = getattr(c, name)
     if not 0.0 <= rate < 1.0:
       raise invalid(f"model.{name}", rate, "a number in [0, 1)")
+  for name in ("norm_alpha_init", "norm_alpha_init_attention"):
+    value = getattr(c, name)
+    if value is not None and not 0.0 < value < float("inf"):
+      raise invalid(f"model.{name}", value, "a finite number > 0 (DyT's α₀: 0.5 in Zhu et al. 2025)")
+  if not -float("inf") < c.derf_shift_init < float("inf"):
+    raise invalid("model.derf_shift_init", c.derf_shift_init, "a finite number (Derf's s₀: 0 in Chen et al. 2025)")
   if not c.norm_epsilon > 0:
     raise invalid("model.norm_epsilon", c.norm_epsilon, "a number > 0")
   if (c.norm_type == "none") != (c.norm_position == "none"):

@@ -14,8 +14,8 @@ This module sits at the bottom of `models/` (every layer that creates a paramete
 nothing of the project; `models.inventory`, above `models.transformer`, traces the whole model and reads its
 declarations back (`param_roles(model)`, `logical_axes(model)`).
 
-Roles: embedding, position, attn_q, attn_k, attn_v, attn_out, mlp_in, mlp_out, norm_scale, norm_bias,
-residual_scale, head, bias.
+Roles: embedding, position, attn_q, attn_k, attn_v, attn_out, mlp_in, mlp_out, norm_scale, norm_bias, norm_alpha
+(DyT's / Derf's α), norm_shift (Derf's s), residual_scale, head, bias. `NORM_ROLES` are the parameters of norms.
 """
 
 import dataclasses
@@ -39,10 +39,13 @@ ROLES = (
     "mlp_out",
     "norm_scale",
     "norm_bias",
+    "norm_alpha",
+    "norm_shift",
     "residual_scale",
     "head",
     "bias",
 )
+NORM_ROLES = ("norm_scale", "norm_bias", "norm_alpha", "norm_shift")
 
 
 class Declared(nn.LogicallyPartitioned):

@@ -55,6 +55,12 @@ def shift_right(targets_BxT: jax.Array, segmentation_BxT: Optional[jax.Array] = 
   return shifted
 
 
+def _head_norm_type(config) -> str:
+  """The norm of BERT's embedding and MLM-head norms, which a model has whatever its placement: the model's norm type,
+  LayerNorm when that is 'none' (BERT's own)."""
+  return "layernorm" if config.norm_type == "none" else config.norm_type
+
+
 class MLP(nn.Module):
   """Position-wise feed-forward branch: wo(act(wi(x)))."""
 
@@ -166,8 +172,7 @@ class Stack(nn.Module):
     if c.embedding_norm:
       # BERT's input representation (Devlin et al. 2019 §3; google-research/bert `embedding_postprocessor`):
       # LayerNorm(token + position embeddings), then dropout.
-      norm_type = "rmsnorm" if c.norm_type == "rmsnorm" else "layernorm"
-      x_BxLxD = make_norm(c, "embedding_norm", "embedding_norm", norm_type)(x_BxLxD)
+      x_BxLxD = make_norm(c, "embedding_norm", "embedding_norm", _head_norm_type(c))(x_BxLxD)
     if c.dropout_rate > 0:
       x_BxLxD = nn.Dropout(c.dropout_rate)(x_BxLxD, deterministic=deterministic)
     if self.is_mutable_collection("intermediates"):
@@ -243,7 +248,7 @@ class Transformer(nn.Module):
           dtype=c.dtype,
           param_dtype=c.param_dtype,
       )
-      self.mlm_norm = make_norm(c, "mlm_norm", "mlm_head", "rmsnorm" if c.norm_type == "rmsnorm" else "layernorm")
+      self.mlm_norm = make_norm(c, "mlm_norm", "mlm_head", _head_norm_type(c))
       self.mlm_bias = self.param(
           "mlm_output_bias",
           declare(nn.initializers.zeros, ("vocab",), role="bias", sublayer="mlm_head"),
