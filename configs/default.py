@@ -43,11 +43,13 @@ def get_config() -> ml_collections.ConfigDict:
   m.norm_alpha_init = 0.5  # DyT / Derf: α₀ of the learnable α (Zhu et al. 2025 §7: 0.5; smaller for wide LLMs).
   m.norm_alpha_init_attention = config_dict.placeholder(float)  # DyT / Derf: α₀ of attention's norms (None: as above).
   m.derf_shift_init = 0.0  # Derf: s₀ of the learnable shift s in erf(α·x + s) (Chen et al. 2025).
-  m.residual = "plain"  # 'plain' | 'rezero' | 'skipinit' | 'scheduled' | 'deepnorm' | 'admin' (docs/science.md §6).
+  # 'plain' | 'rezero' | 'skipinit' | 'scheduled' | 'deepnorm' | 'admin' | 'layerscale' (docs/science.md §6).
+  m.residual = "plain"
   m.skipinit_alpha = 0.0  # SkipInit's α at init.
   m.alpha_init = 0.0  # Scheduled α: value at step 0.
   m.alpha_step = 1e-3  # Scheduled α: increment per update.
   m.alpha_final = 1.0  # Scheduled α: value it stops at.
+  m.layerscale_init = config_dict.placeholder(float)  # LayerScale: ε of λ at init (None: CaiT's 0.1 / 1e-5 / 1e-6).
   # 'auto' (µP: 'dk', else 'sqrt_dk') | 'sqrt_dk' (Vaswani) | 'none' (T5) | 'dk' (µP) (docs/science.md §4).
   m.attention_logit_scale = "auto"
   m.qk_norm = False  # QK-norm: model.norm_type on queries and keys per head before the logits (docs/science.md §4).

@@ -180,6 +180,7 @@ class ModelConfig(Section):
   alpha_init: float = 0.0
   alpha_step: float = 1e-3
   alpha_final: float = 1.0
+  layerscale_init: Optional[float] = None  # None: Touvron et al. 2021's ε by depth
   attention_logit_scale: str = AUTO  # derived from parameterization in __post_init__
   qk_norm: bool = False
   use_bias: bool = True
@@ -355,6 +356,8 @@ def _validate(c: ModelConfig) -> None:
         False,
         "BERT's MLM head uses the tied output embedding; valid: True",
     )
+  if c.layerscale_init is not None and not 0.0 <= c.layerscale_init < float("inf"):
+    raise invalid("model.layerscale_init", c.layerscale_init, "a finite number >= 0, or None (CaiT's ε by depth)")
   if c.alpha_step < 0:
     raise invalid("model.alpha_step", c.alpha_step, "a number >= 0")
   if c.alpha_final < c.alpha_init:

@@ -9,7 +9,7 @@ Every residual sublayer (self-attention, cross-attention, MLP) is one `_sublayer
 - `pre` (Xiong et al. 2020; GPT-2): x ← x ⊕ F(Norm(x)), plus a final Norm at the end of each stack
 - `sandwich` (Ding et al. 2021, "CogView" §2.4): x ← x ⊕ Norm(F(Norm(x))), plus a final Norm
 - `none`: x ← x ⊕ F(x)
-where ⊕ is the residual rule (plain, ReZero, SkipInit, scheduled α, DeepNorm, Admin).
+where ⊕ is the residual rule (plain, ReZero, SkipInit, scheduled α, DeepNorm, Admin, LayerScale).
 
 Batches follow Flax's wmt/lm1b examples: {"inputs": int32[B, S], "targets": int32[B, T]} (encoder-decoder),
 {"targets": int32[B, T]} (decoder), {"inputs": int32[B, S]} (encoder); 0 is padding; optional packing keys
@@ -33,7 +33,7 @@ from models.config import ModelConfig
 from models.dense import Dense
 from models.norms import make_norm
 from models.parameterization import default_kernel_init, hidden_multiplier, readout_multiplier
-from models.residual import Residual, deepnorm_constants
+from models.residual import Residual, deepnorm_constants, layerscale_init
 from models.roles import declare
 
 
@@ -107,6 +107,7 @@ class Layer(nn.Module):
         deepnorm_alpha=alpha,
         skipinit_alpha=c.skipinit_alpha,
         alpha_init=c.alpha_init,
+        layerscale_init=layerscale_init(c, self.stack) if c.residual == "layerscale" else 0.1,
         param_dtype=c.param_dtype,
         name=f"{kind}_residual",
     )
