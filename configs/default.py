@@ -38,7 +38,11 @@ def get_config() -> ml_collections.ConfigDict:
   m.head_dim = config_dict.placeholder(int)  # Per-head width d_k (None: d_model // num_heads).
   m.max_len = 256  # Longest position for learned position embeddings.
   m.norm_type = "layernorm"  # 'layernorm' | 'rmsnorm' | 'dyt' | 'derf' (point-wise, no statistics) | 'none' (§5).
-  m.norm_position = "post"  # 'post' | 'pre' (+ final norm) | 'sandwich' | 'none' (docs/science.md §6).
+  # 'post' | 'pre' (+ final norm) | 'sandwich' | 'peri' (= sandwich, Kim et al. 2025) | 'mix' (Mix-LN) | 'hybrid'
+  # (HybridNorm: QKV-norm + Post-LN MLP) | 'none' (docs/science.md §6; models/placement.py).
+  m.norm_position = "post"
+  m.mix_ln_ratio = 0.25  # Mix-LN: the first ⌊ratio·L⌋ layers are Post-LN, the rest Pre-LN (Li et al. 2025: 0.25).
+  m.layer_norm_scaling = False  # Scale each sublayer's input norm at layer l by 1/√l (Sun et al. 2025, Eq. 8).
   m.norm_epsilon = 1e-6  # ε inside the norm's square root.
   m.norm_alpha_init = 0.5  # DyT / Derf: α₀ of the learnable α (Zhu et al. 2025 §7: 0.5; smaller for wide LLMs).
   m.norm_alpha_init_attention = config_dict.placeholder(float)  # DyT / Derf: α₀ of attention's norms (None: as above).

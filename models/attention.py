@@ -11,7 +11,8 @@ over the head dimension before the logits, q̂ = Norm_q(q), k̂ = Norm_k(k), one
 projection shared by the heads (Dehghani et al. 2023, "Scaling Vision Transformers to 22 Billion Parameters", §2.1;
 Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer training instabilities", §3.1, "qk-layernorm":
 the fix for attention-logit growth). A normalized vector has norm ≤ √d_k, so with the 1/√d_k scale and no bias
-|logit| ≤ √d_k·max|g_q|·max|g_k| whatever the weights (Cauchy–Schwarz).
+|logit| ≤ √d_k·max|g_q|·max|g_k| whatever the weights (Cauchy–Schwarz). HybridNorm (`model.norm_position='hybrid'`)
+normalizes the values too (`models.placement.qkv_norms`).
 
 When the `intermediates` collection is mutable (analysis only; in the train step it is not, so nothing is computed)
 the layer records per head: the std and the largest |logit| over unmasked (query, key) pairs, the entropy of the attention
@@ -28,6 +29,7 @@ import jax.numpy as jnp
 from models.dense import Dense
 from models.norms import make_norm
 from models.parameterization import default_kernel_init, hidden_multiplier
+from models.placement import qkv_norms
 
 
 def logit_scale(kind: str, head_dim: int) -> float:
@@ -90,9 +92,12 @@ class MultiHeadAttention(nn.Module):
     q_BxQxHxK = proj("query", "attn_q")(x_q_BxQxD)
     k_BxKxHxK = proj("key", "attn_k")(x_kv_BxKxD)
     v_BxKxHxK = proj("value", "attn_v")(x_kv_BxKxD)
-    if c.qk_norm:  # Dehghani et al. 2023 §2.1; Wortsman et al. 2023 §3.1 (module docstring)
+    qk_norm, v_norm = qkv_norms(c)
+    if qk_norm:  # Dehghani et al. 2023 §2.1; Wortsman et al. 2023 §3.1 (module docstring)
       q_BxQxHxK = make_norm(c, "query_norm", self.sublayer, axes=("kv",))(q_BxQxHxK)
       k_BxKxHxK = make_norm(c, "key_norm", self.sublayer, axes=("kv",))(k_BxKxHxK)
+    if v_norm:  # HybridNorm's QKV-norm (Zhuo et al. 2025 §3; models.placement)
+      v_BxKxHxK = make_norm(c, "value_norm", self.sublayer, axes=("kv",))(v_BxKxHxK)
 
     # Softmax in at least float32 (bfloat16 compute), in float64 when the model computes in float64 (analysis).
     softmax_dtype = jnp.promote_types(c.dtype, jnp.float32)

@@ -23,7 +23,7 @@ from models.residual import RESIDUALS
 
 ARCHS = ("encoder_decoder", "decoder", "encoder")
 NORM_TYPES = ("layernorm", "rmsnorm", "dyt", "derf", "none")
-NORM_POSITIONS = ("post", "pre", "sandwich", "none")
+NORM_POSITIONS = ("post", "pre", "sandwich", "peri", "mix", "hybrid", "none")  # models/placement.py
 AUTO = "auto"  # a key derived from others at the config boundary
 LOGIT_SCALES = ("sqrt_dk", "none", "dk")
 POSITIONS = ("sinusoidal", "learned")
@@ -172,6 +172,8 @@ class ModelConfig(Section):
   norm_type: str = "layernorm"
   norm_position: str = "post"
   norm_epsilon: float = 1e-6
+  mix_ln_ratio: float = 0.25
+  layer_norm_scaling: bool = False
   norm_alpha_init: float = 0.5
   norm_alpha_init_attention: Optional[float] = None
   derf_shift_init: float = 0.0
@@ -282,7 +284,7 @@ def _validate(c: ModelConfig) -> None:
   for stack in c.stacks:
     key = "num_encoder_layers" if stack == "encoder" else "num_decoder_layers"
     _positive(key, getattr(c, key))
-  for name in ("embedding_norm", "qk_norm"):
+  for name in ("embedding_norm", "qk_norm", "layer_norm_scaling"):
     if not isinstance(getattr(c, name), bool):
       raise invalid(f"model.{name}", getattr(c, name), "True or False")
   if c.qk_norm and c.norm_type == "none":
@@ -307,6 +309,17 @@ def _validate(c: ModelConfig) -> None:
     rate = getattr(c, name)
     if not 0.0 <= rate < 1.0:
       raise invalid(f"model.{name}", rate, "a number in [0, 1)")
+  if not 0.0 <= c.mix_ln_ratio <= 1.0:
+    raise invalid("model.mix_ln_ratio", c.mix_ln_ratio, "a number in [0, 1] (Li et al. 2025: 0.25)")
+  if c.layer_norm_scaling and c.norm_position not in ("pre", "sandwich", "peri", "mix"):
+    raise contradiction(
+        "model.layer_norm_scaling",
+        True,
+        "model.norm_position",
+        c.norm_position,
+        "1/√l scales the output of a sublayer's input norm (Sun et al. 2025, Eq. 8); valid: norm_position in "
+        "['pre', 'sandwich', 'peri', 'mix']",
+    )
   for name in ("norm_alpha_init", "norm_alpha_init_attention"):
     value = getattr(c, name)
     if value is not None and not 0.0 < value < float("inf"):

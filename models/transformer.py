@@ -3,13 +3,14 @@
 Dimension legend (used in names such as `x_BxLxD`): B batch, L sequence (Q queries, K keys when they differ; S source,
 T target), D d_model, H heads, K head_dim (in attention), F d_ff, V vocabulary.
 
-Every residual sublayer (self-attention, cross-attention, MLP) is one `_sublayer` call: the configured norm placement
-(docs/science.md §6) around a `models.residual.Residual` merge:
+Every residual sublayer (self-attention, cross-attention, MLP) is one `_sublayer` call: the norm placement that
+`models.placement` gives the sublayer (docs/science.md §6) around a `models.residual.Residual` merge:
 - `post` (Vaswani et al. 2017; BERT): x ← Norm(x ⊕ F(x))
 - `pre` (Xiong et al. 2020; GPT-2): x ← x ⊕ F(Norm(x)), plus a final Norm at the end of each stack
-- `sandwich` (Ding et al. 2021, "CogView" §2.4): x ← x ⊕ Norm(F(Norm(x))), plus a final Norm
+- `sandwich` (Ding et al. 2021, "CogView" §2.4; Peri-LN, Kim et al. 2025): x ← x ⊕ Norm(F(Norm(x))), plus a final Norm
 - `none`: x ← x ⊕ F(x)
-where ⊕ is the residual rule (plain, ReZero, SkipInit, scheduled α, DeepNorm, Admin, LayerScale).
+where ⊕ is the residual rule (plain, ReZero, SkipInit, scheduled α, DeepNorm, Admin, LayerScale). Mix-LN and
+HybridNorm pick one of these per layer / sublayer; layer-norm scaling multiplies the input norm by 1/√l.
 
 Batches follow Flax's wmt/lm1b examples: {"inputs": int32[B, S], "targets": int32[B, T]} (encoder-decoder),
 {"targets": int32[B, T]} (decoder), {"inputs": int32[B, S]} (encoder); 0 is padding; optional packing keys
@@ -33,6 +34,7 @@ from models.config import ModelConfig
 from models.dense import Dense
 from models.norms import make_norm
 from models.parameterization import default_kernel_init, hidden_multiplier, readout_multiplier
+from models.placement import has_final_norm, input_norm_scale, sublayer_placement
 from models.residual import Residual, deepnorm_constants, layerscale_init
 from models.roles import declare
 
@@ -93,6 +95,7 @@ class Layer(nn.Module):
 
   config: Any
   stack: str
+  index: int = 0  # the layer's position in its stack, 0-based (Mix-LN's split, layer-norm scaling)
 
   def _sublayer(self, kind, x, branch_fn, deterministic):
     c = self.config
@@ -112,13 +115,17 @@ class Layer(nn.Module):
         name=f"{kind}_residual",
     )
     drop = lambda h: nn.Dropout(c.dropout_rate)(h, deterministic=deterministic) if c.dropout_rate > 0 else h
-    if c.norm_position == "pre":
-      branch = branch_fn(make_norm(c, f"{kind}_norm", kind)(x))
+    placement = sublayer_placement(c, self.stack, self.index, kind)
+    # Sun et al. 2025, Eq. 8: the input norm's output × 1/√l at layer l (models.placement); 1 without the rule.
+    scale = input_norm_scale(c, self.index)
+    input_norm = lambda h: make_norm(c, f"{kind}_norm", kind)(h) * jnp.asarray(scale, h.dtype)
+    if placement == "pre":
+      branch = branch_fn(input_norm(x))
       out = merge(x, drop(branch))
-    elif c.norm_position == "sandwich":
-      branch = make_norm(c, f"{kind}_post_norm", kind)(branch_fn(make_norm(c, f"{kind}_norm", kind)(x)))
+    elif placement == "sandwich":
+      branch = make_norm(c, f"{kind}_post_norm", kind)(branch_fn(input_norm(x)))
       out = merge(x, drop(branch))
-    elif c.norm_position == "post":
+    elif placement == "post":
       branch = branch_fn(x)
       out = make_norm(c, f"{kind}_norm", kind)(merge(x, drop(branch)))
     else:
@@ -179,10 +186,10 @@ class Stack(nn.Module):
     if self.is_mutable_collection("intermediates"):
       self.sow("intermediates", "stream_0", x_BxLxD)
     for i in range(c.num_layers(self.stack)):
-      x_BxLxD = Layer(c, self.stack, name=f"layer_{i}")(
+      x_BxLxD = Layer(c, self.stack, i, name=f"layer_{i}")(
           x_BxLxD, self_mask, encoded_BxSxD=encoded_BxSxD, cross_mask=cross_mask, deterministic=deterministic
       )
-    if c.norm_position in ("pre", "sandwich"):
+    if has_final_norm(c, self.stack):
       x_BxLxD = make_norm(c, "final_norm", "final_norm")(x_BxLxD)
     return x_BxLxD
 
