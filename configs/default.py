@@ -87,6 +87,7 @@ def get_config() -> ml_collections.ConfigDict:
   o.learning_rate = 1e-3  # Peak lr η (Noam's factor η_0 when schedule='rsqrt' and rsqrt_d_model > 0).
   o.schedule = "linear_warmup"  # constant | linear_warmup | rsqrt | warmup_rsqrt | warmup_cosine | warmup_linear_decay.
   o.warmup_steps = 1000  # T_w; 0 = no warmup.
+  o.untuned_warmup = False  # T_w = 2/(1 − b2) (Ma & Yarats 2021): warmup_steps derived (set it 0 or to that value).
   o.rsqrt_d_model = 0  # d in Noam's d^{-1/2}; 0 = normalise so the peak lr is η at t = T_w.
   o.decay_start = 0  # warmup_rsqrt: step T_d after which lr = η·√(T_d/t); 0 = optim.warmup_steps.
   o.decay_steps = 0  # Horizon of warmup_cosine / warmup_linear_decay, warmup included; 0 = train.num_steps.
@@ -94,6 +95,7 @@ def get_config() -> ml_collections.ConfigDict:
   o.b1 = 0.9  # Adam/RAdam β1 (Vaswani et al. 2017 §5.3).
   o.b2 = 0.98  # Adam/RAdam β2 (Vaswani et al. 2017 §5.3).
   o.eps = 1e-9  # Adam/RAdam ε (Vaswani et al. 2017 §5.3).
+  o.second_moment_init = "zero"  # Adam's ν₀: 'zero' | 'gradient' (ν₀ = g₀², GI-Adam, Kalra & Barkeshli 2024).
   o.weight_decay = 0.0  # Decoupled decay λ (adamw, sgd, adafactor, radam); 0 = off.
   o.momentum = 0.9  # SGD momentum; 0 = plain SGD.
   o.nesterov = False  # SGD: Nesterov instead of heavy-ball momentum.

@@ -150,6 +150,7 @@ def resolve(
   init_lib.check_init_config(init_cfg, mc)
   train_cfg = TrainConfig.from_config(tree.train)
   optim_cfg = optim.validate_optim_config(tree.optim, total_steps=train_cfg.num_steps)
+  tree.optim.warmup_steps = optim_cfg.warmup_steps  # derived under optim.untuned_warmup (Ma & Yarats 2021)
   if mc.parameterization == "mup" and optim_cfg.name not in optim.MUP_OPTIMIZERS:
     raise contradiction(
         "model.parameterization",
