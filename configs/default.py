@@ -47,7 +47,7 @@ def get_config() -> ml_collections.ConfigDict:
   m.norm_alpha_init = 0.5  # DyT / Derf: α₀ of the learnable α (Zhu et al. 2025 §7: 0.5; smaller for wide LLMs).
   m.norm_alpha_init_attention = config_dict.placeholder(float)  # DyT / Derf: α₀ of attention's norms (None: as above).
   m.derf_shift_init = 0.0  # Derf: s₀ of the learnable shift s in erf(α·x + s) (Chen et al. 2025).
-  # 'plain' | 'rezero' | 'skipinit' | 'scheduled' | 'deepnorm' | 'admin' | 'layerscale' (docs/science.md §6).
+  # 'plain' | 'rezero' | 'skipinit' | 'scheduled' | 'deepnorm' | 'admin' | 'layerscale' | 'completep' (§6, §3).
   m.residual = "plain"
   m.skipinit_alpha = 0.0  # SkipInit's α at init.
   m.alpha_init = 0.0  # Scheduled α: value at step 0.
@@ -67,6 +67,9 @@ def get_config() -> ml_collections.ConfigDict:
   m.activation = "relu"  # 'relu' | 'gelu' | 'selu' | 'normalized_relu' | 'normalized_gelu' | 'identity'.
   m.parameterization = "standard"  # 'standard' | 'ntk' | 'mup' (docs/science.md §3).
   m.mup_base_width = 32  # µP: d_model at which µP equals SP (width_ratio = d_model / this).
+  # completep: branches × (L/depth_base)^-α, in-layer lrs × (L/depth_base)^(α-1); 1 CompleteP, 0.5 Depth-µP.
+  m.depth_alpha = 1.0
+  m.depth_base = 2  # completep: the depth L_base at which the rule equals the plain residual.
   m.dropout_rate = 0.0  # Dropout on embeddings, branch outputs and the MLP hidden layer.
   m.attention_dropout_rate = 0.0  # Dropout on attention probabilities.
   m.dtype = "float32"  # Compute dtype: 'float32' | 'bfloat16'.

@@ -183,6 +183,8 @@ class ModelConfig(Section):
   alpha_step: float = 1e-3
   alpha_final: float = 1.0
   layerscale_init: Optional[float] = None  # None: Touvron et al. 2021's ε by depth
+  depth_alpha: float = 1.0
+  depth_base: int = 2
   attention_logit_scale: str = AUTO  # derived from parameterization in __post_init__
   qk_norm: bool = False
   use_bias: bool = True
@@ -368,6 +370,18 @@ def _validate(c: ModelConfig) -> None:
         "model.tie_embeddings",
         False,
         "BERT's MLM head uses the tied output embedding; valid: True",
+    )
+  _positive("depth_base", c.depth_base)
+  if not 0.0 <= c.depth_alpha <= 1.0:
+    raise invalid("model.depth_alpha", c.depth_alpha, "a number in [0, 1] (CompleteP: 1; Depth-µP: 0.5)")
+  if c.residual == "completep" and c.norm_position not in ("pre", "sandwich", "peri", "none"):
+    raise contradiction(
+        "model.residual",
+        "completep",
+        "model.norm_position",
+        c.norm_position,
+        "x + L^(-α)·F(Norm(x)) scales the branches of a stream no norm rescales (Dey et al. 2025 use Pre-LN); "
+        "valid: norm_position in ['pre', 'sandwich', 'peri', 'none']",
     )
   if c.layerscale_init is not None and not 0.0 <= c.layerscale_init < float("inf"):
     raise invalid("model.layerscale_init", c.layerscale_init, "a finite number >= 0, or None (CaiT's ε by depth)")

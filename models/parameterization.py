@@ -9,6 +9,13 @@ A parameterization says, for each matmul, what constant multiplies its output an
   `mup` package implements it): hidden matmuls have multiplier 1 and learning rate ×1/width_ratio under Adam;
   the readout has multiplier 1/width_ratio; embeddings, biases, norms and residual scalars keep learning rate ×1;
   attention uses 1/d_k (validated in ModelConfig). width_ratio = d_model / mup_base_width.
+
+Depth (`model.residual='completep'`, Dey et al. 2025, "Don't be lazy: CompleteP...", Table 1, the AdamW column;
+Bordelon et al. 2024 for α = 1/2): the branches are multiplied by (L/L_base)^{−α} (`models.residual`), the learning
+rates of the parameters inside the layers (hidden matrices, their biases and norm parameters) by (L/L_base)^{α−1}
+(1 for CompleteP's α = 1; (L/L_base)^{−1/2} for Depth-µP), the init is unchanged with depth. Table 1's Adam ε rule
+(ε·(L/L_base)^{−α} for the hidden parameters) is not applied: `optim.eps` is one number for every parameter (1e-9 by
+default, far below √ν at these sizes, so it does not bind).
 """
 
 import math
@@ -40,12 +47,16 @@ def lr_multiplier(role: Any, config: Any) -> float:
   applies it to every parameter).
 
   1 everywhere except µP's hidden matrices (and their role `head` transform in the MLM head, which is hidden too),
-  which get 1/width_ratio (Tensor Programs V, Table 3, Adam column).
+  which get 1/width_ratio (Tensor Programs V, Table 3, Adam column), times, under `completep`, (L/L_base)^{α−1} for
+  every parameter inside a layer (Dey et al. 2025, Table 1; module docstring).
   """
+  depth = 1.0
+  if config.residual == "completep" and role.layer is not None:  # Dey et al. 2025, Table 1: η·(L/L_base)^{α−1}
+    depth = (config.num_layers(role.stack) / config.depth_base) ** (config.depth_alpha - 1.0)
   if config.parameterization != "mup":
-    return 1.0
+    return depth
   hidden = role.role in HIDDEN_ROLES or (role.role == "head" and role.sublayer == "mlm_transform")
-  return 1.0 / config.width_ratio if hidden else 1.0
+  return depth / config.width_ratio if hidden else depth
 
 
 def default_kernel_init(config: Any):

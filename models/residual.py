@@ -13,6 +13,10 @@ Registry `get_residual(name)` / `RESIDUALS`:
 - `layerscale`: x + λ ⊙ F, λ a learnable vector of width d initialized at ε (`model.layerscale_init`; None: the
                paper's ε by depth, `layerscale_epsilon`) (Touvron et al. 2021, "Going deeper with Image
                Transformers" (CaiT), §2.2, Eq. 4): the per-channel generalization of ReZero / SkipInit
+- `completep`: x + (L/L_base)^{−α}·F, a constant branch multiplier set by the stack's depth L (Bordelon et al. 2024,
+               "Depthwise Hyperparameter Transfer in Residual Networks", α = 1/2, Depth-µP; Dey et al. 2025, "Don't be
+               lazy: CompleteP enables compute-efficient deep transformers", Table 1, α = 1, CompleteP), with the
+               learning rates of `models.parameterization.lr_multiplier`; `depth_multiplier` is the constant
 - `admin`:     ω ⊙ x + F, ω a learnable vector of width d initialized to 1 and set by the profiling pass of
                `init.procedures` so that ω_l² = Σ_{j<l} Var[F_j] (Liu et al. 2020, "Understanding the Difficulty of
                Training Transformers", eq. 6)
@@ -30,7 +34,7 @@ import jax.numpy as jnp
 
 from models.roles import declare
 
-RESIDUALS = ("plain", "rezero", "skipinit", "scheduled", "deepnorm", "admin", "layerscale")
+RESIDUALS = ("plain", "rezero", "skipinit", "scheduled", "deepnorm", "admin", "layerscale", "completep")
 ALPHA_COLLECTION = "residual_alpha"
 
 
@@ -90,12 +94,19 @@ def layerscale_init(config: Any, stack: str) -> float:
   return layerscale_epsilon(config.num_layers(stack))
 
 
+def depth_multiplier(config: Any, stack: str) -> float:
+  """CompleteP's / Depth-µP's branch multiplier (L/L_base)^{−α} in `stack` (Dey et al. 2025, Table 1: L^{−α} with
+  α = `model.depth_alpha`, 1 for CompleteP, 1/2 for Depth-µP, Bordelon et al. 2024; L_base = `model.depth_base`, the
+  depth at which the rule equals the plain residual, as µP's base width)."""
+  return (config.num_layers(stack) / config.depth_base) ** (-config.depth_alpha)
+
+
 class Residual(nn.Module):
   """Merges a branch output into the residual stream; see the module docstring for the rules.
 
   Attributes:
     kind: one of RESIDUALS.
-    deepnorm_alpha: α for `deepnorm`.
+    deepnorm_alpha: α for `deepnorm`; the branch multiplier (L/L_base)^{−α} for `completep`.
     skipinit_alpha: α at init for `skipinit`.
     alpha_init: α at init for `scheduled`.
     layerscale_init: ε, every entry of λ at init, for `layerscale`.
@@ -129,6 +140,8 @@ class Residual(nn.Module):
       return x + alpha.value.astype(x.dtype) * branch
     if self.kind == "deepnorm":
       return jnp.asarray(self.deepnorm_alpha, x.dtype) * x + branch
+    if self.kind == "completep":  # Dey et al. 2025, Table 1: x + L^{−α}·F
+      return x + jnp.asarray(self.deepnorm_alpha, x.dtype) * branch
     if self.kind == "admin":
       omega_init = declare(nn.initializers.ones, ("embed",), role="residual_scale", sublayer=self.sublayer)
       omega = self.param("omega", omega_init, (x.shape[-1],), self.param_dtype)

@@ -9,7 +9,7 @@ Every residual sublayer (self-attention, cross-attention, MLP) is one `_sublayer
 - `pre` (Xiong et al. 2020; GPT-2): x ← x ⊕ F(Norm(x)), plus a final Norm at the end of each stack
 - `sandwich` (Ding et al. 2021, "CogView" §2.4; Peri-LN, Kim et al. 2025): x ← x ⊕ Norm(F(Norm(x))), plus a final Norm
 - `none`: x ← x ⊕ F(x)
-where ⊕ is the residual rule (plain, ReZero, SkipInit, scheduled α, DeepNorm, Admin, LayerScale). Mix-LN and
+where ⊕ is the residual rule (plain, ReZero, SkipInit, scheduled α, DeepNorm, Admin, LayerScale, CompleteP). Mix-LN and
 HybridNorm pick one of these per layer / sublayer; layer-norm scaling multiplies the input norm by 1/√l.
 
 Batches follow Flax's wmt/lm1b examples: {"inputs": int32[B, S], "targets": int32[B, T]} (encoder-decoder),
@@ -35,7 +35,7 @@ from models.dense import Dense
 from models.norms import make_norm
 from models.parameterization import default_kernel_init, hidden_multiplier, readout_multiplier
 from models.placement import has_final_norm, input_norm_scale, sublayer_placement
-from models.residual import Residual, deepnorm_constants, layerscale_init
+from models.residual import Residual, deepnorm_constants, depth_multiplier, layerscale_init
 from models.roles import declare
 
 
@@ -99,11 +99,11 @@ class Layer(nn.Module):
 
   def _sublayer(self, kind, x, branch_fn, deterministic):
     c = self.config
-    alpha = (
-        deepnorm_constants(c.arch, c.num_encoder_layers, c.num_decoder_layers)[self.stack][0]
-        if c.residual == "deepnorm"
-        else 1.0
-    )
+    alpha = 1.0
+    if c.residual == "deepnorm":
+      alpha = deepnorm_constants(c.arch, c.num_encoder_layers, c.num_decoder_layers)[self.stack][0]
+    elif c.residual == "completep":
+      alpha = depth_multiplier(c, self.stack)
     merge = Residual(
         kind=c.residual,
         sublayer=kind,

@@ -56,6 +56,8 @@ def combo_kwargs(arch, norm_position, residual, parameterization):
 
 
 def is_valid(norm_position, residual):
+  if residual == "completep":  # a branch multiplier on a stream no norm rescales (models/config.py)
+    return norm_position in ("pre", "sandwich", "peri", "none")
   return residual not in ("deepnorm", "admin") or norm_position == "post"
 
 

@@ -160,6 +160,15 @@ def resolve(
         f"µP's learning-rate multipliers are implemented for {list(optim.MUP_OPTIMIZERS)} (the Adam column of Yang"
         " et al. 2022, Tensor Programs V, Table 3); other optimizers need their own column",
     )
+  if mc.residual == "completep" and mc.depth_alpha != 1.0 and optim_cfg.name not in optim.MUP_OPTIMIZERS:
+    raise contradiction(
+        "model.residual",
+        "completep",
+        "optim.name",
+        optim_cfg.name,
+        f"the depth learning-rate rule η·(L/L_base)^(α-1) is the AdamW column of Dey et al. 2025, Table 1; valid: "
+        f"{list(optim.MUP_OPTIMIZERS)} (or model.depth_alpha=1, which changes no learning rate)",
+    )
   # Divisibility of the global batches by the process count: checked here when the caller knows the count (no
   # device is touched before `jax.distributed` starts), and again by `train.data.build`.
   data_cfg = data_config.validate(tree.data, process_count or 1)
