@@ -21,6 +21,7 @@ from analysis.hessian import Batch, hvp_fn
 from curvax.blocks import BlockOperator, block  # noqa: F401  (the project's name for a block)
 from curvax.operators import LinearOperator
 from models import ParamRole, param_roles
+from models.roles import NORM_ROLES
 
 
 def _selected_leaves(params: Any, select, model: Any) -> tuple:
@@ -113,7 +114,7 @@ def _role_is(role, stack, layer, sublayer):
 
 
 def _layer_norms(stack, layer):
-  return lambda r: r.role in ("norm_scale", "norm_bias") and r.stack == stack and r.layer == layer
+  return lambda r: r.role in NORM_ROLES and r.stack == stack and r.layer == layer
 
 
 def model_blocks(model: Any) -> dict:
@@ -132,7 +133,7 @@ def model_blocks(model: Any) -> dict:
     if r.layer is not None and r.role in _LAYER_BLOCKS:
       prefix = "cross_" if r.sublayer == "cross_attn" else ""
       blocks[f"{r.stack}/layer_{r.layer}/{prefix}{r.role}"] = _role_is(r.role, r.stack, r.layer, r.sublayer)
-    elif r.layer is not None and r.role in ("norm_scale", "norm_bias"):
+    elif r.layer is not None and r.role in NORM_ROLES:
       blocks[f"{r.stack}/layer_{r.layer}/norms"] = _layer_norms(r.stack, r.layer)
     elif r.sublayer in ("final_norm", "embedding_norm"):
       blocks[f"{r.stack}/{r.sublayer}"] = (lambda s, n: lambda q: q.sublayer == n and q.stack == s)(r.stack, r.sublayer)

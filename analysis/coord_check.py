@@ -21,6 +21,13 @@ attention-logit stds have none): Tensor Programs V's check plots x_t itself; the
 (under SP with Adam it grows ∝ width: an Adam update of a width-n matrix moves its output by O(η·n)) and does not
 hide under an O(1) init value.
 The model is applied with the `intermediates` collection mutable, as `analysis.signal` does; dropout off.
+
+The depth coordinate check (`depth_coord_check(config, depths, batch, ...)`; Bordelon et al. 2024; Dey et al. 2025,
+"CompleteP", Fig. 3) is the same measurement with the width fixed and the number of layers L varied: `depth_sizes`
+reads, per depth, the residual stream after the last layer (`stream`, the per-layer activation a deeper stack
+accumulates) and its change after the steps (`delta/stream`), and the change of the logits (`delta/logits`). Under
+CompleteP's x + (L/L_base)^{−1}·F each is the same at every depth; with the plain residual the stream's size grows
+like √L at init and its one-step change like L (each of the L branches moves by O(η) under Adam).
 """
 
 import dataclasses
@@ -175,4 +182,56 @@ def spread(sizes: dict[int, list[dict[str, float]]], step: int) -> dict[str, flo
       out[name] = 1.0
     else:
       out[name] = float(values.max() / values.min()) if values.min() > 0 else float("inf")
+  return out
+
+
+def depth_config(config: ml_collections.ConfigDict, depth: int) -> config_lib.Config:
+  """The resolved config of `config` with `depth` layers in each of its stacks."""
+  config = ml_collections.ConfigDict(config.to_dict())
+  config.model.num_encoder_layers = config.model.num_decoder_layers = depth
+  return config_lib.resolve(config)
+
+
+def depth_coord_check(
+    config: ml_collections.ConfigDict,
+    depths: Sequence[int],
+    batch: dict,
+    *,
+    num_steps: int,
+    vocab_size: int,
+    num_draws: int = 1,
+) -> dict[int, list[dict[str, float]]]:
+  """Activation sizes per depth and step: `coord_check`'s measurement with `model.num_{encoder,decoder}_layers =
+  depth` instead of the width (the module docstring; `depth_sizes` reads the quantities that depend on depth).
+
+  Args:
+    config: the experiment ConfigDict: residual rule (`completep` or another), width, optimizer, `train.seed`.
+    depths: the numbers of layers.
+    batch: the batch trained on (every step) and measured on.
+    num_steps: optimizer steps.
+    vocab_size: the model's vocabulary.
+    num_draws: independent inits averaged per depth.
+
+  Returns:
+    {depth: [sizes at step 0, ..., sizes at step num_steps]} (`activation_sizes`'s dicts, mean over draws).
+  """
+  batch = jax.tree.map(jnp.asarray, batch)
+  out = {}
+  for depth in depths:
+    cfg = depth_config(config, depth)
+    model = models.get_model(dataclasses.replace(cfg.model, vocab_size=vocab_size))
+    programs = {}
+    draws = [_trajectory(cfg, model, batch, num_steps, cfg.train.seed + i, programs) for i in range(num_draws)]
+    out[depth] = [{k: float(np.mean([d[t][k] for d in draws])) for k in draws[0][t]} for t in range(num_steps + 1)]
+  return out
+
+
+def depth_sizes(sizes: dict[int, list[dict[str, float]]], step: int, stack: str = "decoder") -> dict[int, dict]:
+  """{depth: {"stream", "delta/stream", "delta/logits"}} at `step`: the RMS of the residual stream after the last
+  layer of `stack` (before any final norm), of its change since init, and of the logits' change."""
+  out = {}
+  for depth, per_step in sizes.items():
+    last = f"{stack}/layer_{depth - 1}/mlp/out"
+    at = per_step[step]
+    out[depth] = {"stream": at[last], "delta/stream": at[f"delta/{last}"], "delta/logits": at["delta/logits"]}
   return out

@@ -17,6 +17,8 @@ Contract: `signal_profile(model, variables, batch)` applies the model with the `
   x0_cosine                 <x_out, x_0> / (‖x_out‖ ‖x_0‖).
   attn_entropy, attn_max_prob, attn_logit_std   per head [H] (attention sublayers; recorded by the model over
                             valid query/key pairs).
+  attn_max_logit            per head [H]: the largest |logit| over valid pairs (the attention-logit growth QK-norm
+                            bounds; Wortsman et al. 2023 §3.1).
   attn_uniform_entropy      per head [H]: the entropy of uniform attention under the same mask (mean over valid
                             queries of log #valid keys), the ceiling of attn_entropy (1 = uniform, 0 = one-hot).
 
@@ -119,6 +121,7 @@ def signal_records(intermediates: dict, batch: dict) -> list:
               ("entropy", "attn_entropy"),
               ("max_prob", "attn_max_prob"),
               ("logit_std", "attn_logit_std"),
+              ("max_logit", "attn_max_logit"),
               ("uniform_entropy", "attn_uniform_entropy"),
           ):
             if key in lt[sub]:

@@ -37,16 +37,26 @@ def get_config() -> ml_collections.ConfigDict:
   m.d_ff = config_dict.placeholder(int)  # MLP hidden width (None: from preset).
   m.head_dim = config_dict.placeholder(int)  # Per-head width d_k (None: d_model // num_heads).
   m.max_len = 256  # Longest position for learned position embeddings.
-  m.norm_type = "layernorm"  # 'layernorm' | 'rmsnorm' | 'none' (docs/science.md §5).
-  m.norm_position = "post"  # 'post' | 'pre' (+ final norm) | 'sandwich' | 'none' (docs/science.md §6).
+  m.norm_type = "layernorm"  # 'layernorm' | 'rmsnorm' | 'dyt' | 'derf' (point-wise, no statistics) | 'none' (§5).
+  # 'post' | 'pre' (+ final norm) | 'sandwich' | 'peri' (= sandwich, Kim et al. 2025) | 'mix' (Mix-LN) | 'hybrid'
+  # (HybridNorm: QKV-norm + Post-LN MLP) | 'none' (docs/science.md §6; models/placement.py).
+  m.norm_position = "post"
+  m.mix_ln_ratio = 0.25  # Mix-LN: the first ⌊ratio·L⌋ layers are Post-LN, the rest Pre-LN (Li et al. 2025: 0.25).
+  m.layer_norm_scaling = False  # Scale each sublayer's input norm at layer l by 1/√l (Sun et al. 2025, Eq. 8).
   m.norm_epsilon = 1e-6  # ε inside the norm's square root.
-  m.residual = "plain"  # 'plain' | 'rezero' | 'skipinit' | 'scheduled' | 'deepnorm' | 'admin' (docs/science.md §6).
+  m.norm_alpha_init = 0.5  # DyT / Derf: α₀ of the learnable α (Zhu et al. 2025 §7: 0.5; smaller for wide LLMs).
+  m.norm_alpha_init_attention = config_dict.placeholder(float)  # DyT / Derf: α₀ of attention's norms (None: as above).
+  m.derf_shift_init = 0.0  # Derf: s₀ of the learnable shift s in erf(α·x + s) (Chen et al. 2025).
+  # 'plain' | 'rezero' | 'skipinit' | 'scheduled' | 'deepnorm' | 'admin' | 'layerscale' | 'completep' (§6, §3).
+  m.residual = "plain"
   m.skipinit_alpha = 0.0  # SkipInit's α at init.
   m.alpha_init = 0.0  # Scheduled α: value at step 0.
   m.alpha_step = 1e-3  # Scheduled α: increment per update.
   m.alpha_final = 1.0  # Scheduled α: value it stops at.
+  m.layerscale_init = config_dict.placeholder(float)  # LayerScale: ε of λ at init (None: CaiT's 0.1 / 1e-5 / 1e-6).
   # 'auto' (µP: 'dk', else 'sqrt_dk') | 'sqrt_dk' (Vaswani) | 'none' (T5) | 'dk' (µP) (docs/science.md §4).
   m.attention_logit_scale = "auto"
+  m.qk_norm = False  # QK-norm: model.norm_type on queries and keys per head before the logits (docs/science.md §4).
   m.use_bias = True  # Biases in every dense layer and LayerNorm (T5: False).
   m.tie_embeddings = True  # Output logits through the (shared) input embedding.
   m.tied_readout_scale = "none"  # 'none' | 'rsqrt_d': multiply tied logits by d^{-1/2} (T5/t5x).
@@ -57,6 +67,9 @@ def get_config() -> ml_collections.ConfigDict:
   m.activation = "relu"  # 'relu' | 'gelu' | 'selu' | 'normalized_relu' | 'normalized_gelu' | 'identity'.
   m.parameterization = "standard"  # 'standard' | 'ntk' | 'mup' (docs/science.md §3).
   m.mup_base_width = 32  # µP: d_model at which µP equals SP (width_ratio = d_model / this).
+  # completep: branches × (L/depth_base)^-α, in-layer lrs × (L/depth_base)^(α-1); 1 CompleteP, 0.5 Depth-µP.
+  m.depth_alpha = 1.0
+  m.depth_base = 2  # completep: the depth L_base at which the rule equals the plain residual.
   m.dropout_rate = 0.0  # Dropout on embeddings, branch outputs and the MLP hidden layer.
   m.attention_dropout_rate = 0.0  # Dropout on attention probabilities.
   m.dtype = "float32"  # Compute dtype: 'float32' | 'bfloat16'.
@@ -77,6 +90,7 @@ def get_config() -> ml_collections.ConfigDict:
   o.learning_rate = 1e-3  # Peak lr η (Noam's factor η_0 when schedule='rsqrt' and rsqrt_d_model > 0).
   o.schedule = "linear_warmup"  # constant | linear_warmup | rsqrt | warmup_rsqrt | warmup_cosine | warmup_linear_decay.
   o.warmup_steps = 1000  # T_w; 0 = no warmup.
+  o.untuned_warmup = False  # T_w = 2/(1 − b2) (Ma & Yarats 2021): warmup_steps derived (set it 0 or to that value).
   o.rsqrt_d_model = 0  # d in Noam's d^{-1/2}; 0 = normalise so the peak lr is η at t = T_w.
   o.decay_start = 0  # warmup_rsqrt: step T_d after which lr = η·√(T_d/t); 0 = optim.warmup_steps.
   o.decay_steps = 0  # Horizon of warmup_cosine / warmup_linear_decay, warmup included; 0 = train.num_steps.
@@ -84,6 +98,7 @@ def get_config() -> ml_collections.ConfigDict:
   o.b1 = 0.9  # Adam/RAdam β1 (Vaswani et al. 2017 §5.3).
   o.b2 = 0.98  # Adam/RAdam β2 (Vaswani et al. 2017 §5.3).
   o.eps = 1e-9  # Adam/RAdam ε (Vaswani et al. 2017 §5.3).
+  o.second_moment_init = "zero"  # Adam's ν₀: 'zero' | 'gradient' (ν₀ = g₀², GI-Adam, Kalra & Barkeshli 2024).
   o.weight_decay = 0.0  # Decoupled decay λ (adamw, sgd, adafactor, radam); 0 = off.
   o.momentum = 0.9  # SGD momentum; 0 = plain SGD.
   o.nesterov = False  # SGD: Nesterov instead of heavy-ball momentum.
@@ -169,6 +184,7 @@ def get_config() -> ml_collections.ConfigDict:
   t.keep_checkpoints = 3  # Checkpoints kept (oldest deleted).
   t.seed = 0  # Seed of init, dropout and MLM masking keys (data order has data.shuffle_seed).
   t.label_smoothing = 0.0  # Label smoothing of the training loss (eval loss never smoothed).
+  t.z_loss = 0.0  # z-loss coefficient: training loss + this·mean log²Z of the output logits (1e-4: PaLM); 0 = off.
   t.mlm_mask_rate = 0.15  # Encoder (MLM) only: fraction of tokens to predict (BERT).
   t.num_decode_examples = 256  # Translation: validation sentences greedily decoded for BLEU / exact match.
   t.decode_max_length = 0  # Longest decoded output (0: data.max_target_length).

@@ -6,9 +6,10 @@ Contract: `get_scheme(name)` returns a `Scheme`; `scheme.rule(role, model_config
 the table below. Rules depend only on `ParamRole` fields (role, stack, layer, sublayer, fans), never on paths.
 `scheme.procedure` names a post-init procedure of `init.procedures` (Admin's profiling pass) or is None.
 
-Shared by every scheme: norm gains 1, norm biases and all dense/MLM biases 0; residual scalars as the model
-itself initializes them (`residual_scale_rule`: ReZero α = 0, SkipInit α = model.skipinit_alpha, Admin ω = 1
-before profiling). The `head` role covers the untied readout (sublayer "head") and BERT's MLM transform
+Shared by every scheme: norm gains 1, norm biases and all dense/MLM biases 0; DyT's / Derf's α and s as the model
+creates them (`models.norms.alpha_init`, `model.derf_shift_init`); residual scalars and vectors as the model itself
+initializes them (`residual_scale_rule`: ReZero α = 0, SkipInit α = model.skipinit_alpha, LayerScale λ = ε, Admin
+ω = 1 before profiling). The `head` role covers the untied readout (sublayer "head") and BERT's MLM transform
 (sublayer "mlm_transform", a d×d hidden matrix, treated as a hidden projection). "d^{-1/2}" is d_model^{-1/2}.
 
 Per-role targets (realized std; Xavier = √(2/(fan_in+fan_out)), fans of `ParamRole`):
@@ -62,6 +63,8 @@ from init import initializers
 from init.math import deepnorm_constants, dsinit_bound, fixup_scale, tfixup_scales
 from models import ModelConfig, ParamRole
 from models.config import Section, contradiction, invalid
+from models.norms import alpha_init
+from models.residual import layerscale_init
 
 AUTO = "auto"  # init.scheme derived from the model config (`derived_scheme`)
 KERNEL_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
@@ -84,8 +87,11 @@ def _r(name: str, **hparams) -> Rule:
   return Rule(name, tuple(sorted(hparams.items())))
 
 
-def residual_scale_rule(mc: ModelConfig) -> Rule:
-  """The model's own init of its residual scalars (models.residual.Residual), so schemes leave them as is."""
+def residual_scale_rule(mc: ModelConfig, stack: str = "decoder") -> Rule:
+  """The model's own init of its residual scalars and vectors in `stack` (models.residual.Residual), so schemes leave
+  them as is."""
+  if mc.residual == "layerscale":  # Touvron et al. 2021 §2.2: ε by the stack's depth
+    return _r("constant", value=layerscale_init(mc, stack))
   if mc.residual == "rezero":
     return _r("zeros")
   if mc.residual == "skipinit":
@@ -98,10 +104,14 @@ def residual_scale_rule(mc: ModelConfig) -> Rule:
 def _fixed_rule(role: ParamRole, mc: ModelConfig) -> Optional[Rule]:
   if role.role == "norm_scale":
     return _r("ones")
+  if role.role == "norm_alpha":  # DyT's / Derf's α₀, as the model creates it (models.norms.alpha_init)
+    return _r("constant", value=alpha_init(mc, role.sublayer))
+  if role.role == "norm_shift":  # Derf's s₀
+    return _r("constant", value=mc.derf_shift_init)
   if role.role in ("norm_bias", "bias"):
     return _r("zeros")
   if role.role == "residual_scale":
-    return residual_scale_rule(mc)
+    return residual_scale_rule(mc, role.stack)
   return None
 
 

@@ -4,7 +4,7 @@ Public API:
 - `get_model(model_config) -> nn.Module`: the model for a frozen `ModelConfig`.
 - `logical_axes(model)`: the logical axis names (`LOGICAL_AXES`) of every parameter, as PartitionSpecs (`models.axes`).
 - `param_roles(model[, params])`: role / stack / layer / sublayer / fans of every parameter, as each declared it
-  where it was created (`models.roles.declare`).
+  where it was created (`models.roles.declare`), read back by `models.inventory`.
 - `ModelConfig`: the frozen, validated config; `ModelConfig.from_config(cfg.model, vocab_size=...)`.
 - `lr_multipliers(params, config)`: µP per-parameter learning-rate multipliers (1 for SP/NTK).
 - `scheduled_alpha_update`: the update rule of the `scheduled` residual's α.
@@ -15,11 +15,11 @@ H heads, K head_dim inside attention, F d_ff, V vocabulary. This package imports
 
 import flax.linen as nn
 
-from models.axes import LOGICAL_AXES, logical_axes
+from models.axes import LOGICAL_AXES
 from models.config import PRESETS, ModelConfig
-from models.parameterization import lr_multipliers
+from models.inventory import logical_axes, lr_multipliers, param_roles
 from models.residual import ALPHA_COLLECTION, scheduled_alpha_update
-from models.roles import ROLES, ParamRole, param_roles
+from models.roles import ROLES, ParamRole
 from models.transformer import Transformer
 
 __all__ = [

@@ -6,8 +6,16 @@ Logit scale (`attention_logit_scale`, docs/science.md §4):
 - `none`: logits = q·k (T5, Raffel et al. 2020; the compensation sits in the query init, see `init/`).
 - `dk`: logits = q·k/d_k (µP, Yang et al. 2022 "Tensor Programs V", §C).
 
+QK-norm (`model.qk_norm`, docs/science.md §4): the model's norm (`model.norm_type`) applied to every query and key
+over the head dimension before the logits, q̂ = Norm_q(q), k̂ = Norm_k(k), one gain (and bias) of width d_k per
+projection shared by the heads (Dehghani et al. 2023, "Scaling Vision Transformers to 22 Billion Parameters", §2.1;
+Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer training instabilities", §3.1, "qk-layernorm":
+the fix for attention-logit growth). A normalized vector has norm ≤ √d_k, so with the 1/√d_k scale and no bias
+|logit| ≤ √d_k·max|g_q|·max|g_k| whatever the weights (Cauchy–Schwarz). HybridNorm (`model.norm_position='hybrid'`)
+normalizes the values too (`models.placement.qkv_norms`).
+
 When the `intermediates` collection is mutable (analysis only; in the train step it is not, so nothing is computed)
-the layer records per head: the std of the logits over unmasked (query, key) pairs, the entropy of the attention
+the layer records per head: the std and the largest |logit| over unmasked (query, key) pairs, the entropy of the attention
 distribution and its max probability, both averaged over queries that attend to at least one key, and the entropy of
 uniform attention over the same keys (log #valid keys, same average): the entropy's ceiling under the mask.
 """
@@ -19,7 +27,9 @@ import jax
 import jax.numpy as jnp
 
 from models.dense import Dense
+from models.norms import make_norm
 from models.parameterization import default_kernel_init, hidden_multiplier
+from models.placement import qkv_norms
 
 
 def logit_scale(kind: str, head_dim: int) -> float:
@@ -82,6 +92,12 @@ class MultiHeadAttention(nn.Module):
     q_BxQxHxK = proj("query", "attn_q")(x_q_BxQxD)
     k_BxKxHxK = proj("key", "attn_k")(x_kv_BxKxD)
     v_BxKxHxK = proj("value", "attn_v")(x_kv_BxKxD)
+    qk_norm, v_norm = qkv_norms(c)
+    if qk_norm:  # Dehghani et al. 2023 §2.1; Wortsman et al. 2023 §3.1 (module docstring)
+      q_BxQxHxK = make_norm(c, "query_norm", self.sublayer, axes=("kv",))(q_BxQxHxK)
+      k_BxKxHxK = make_norm(c, "key_norm", self.sublayer, axes=("kv",))(k_BxKxHxK)
+    if v_norm:  # HybridNorm's QKV-norm (Zhuo et al. 2025 §3; models.placement)
+      v_BxKxHxK = make_norm(c, "value_norm", self.sublayer, axes=("kv",))(v_BxKxHxK)
 
     # Softmax in at least float32 (bfloat16 compute), in float64 when the model computes in float64 (analysis).
     softmax_dtype = jnp.promote_types(c.dtype, jnp.float32)
@@ -94,6 +110,8 @@ class MultiHeadAttention(nn.Module):
     if self.is_mutable_collection("intermediates"):
       std_H, entropy_H, max_H = _masked_head_stats(logits_BxHxQxK, probs_BxHxQxK, mask_BxHxQxK)
       self.sow("intermediates", "logit_std", std_H)
+      valid_logits = jnp.where(mask_BxHxQxK, jnp.abs(logits_BxHxQxK), 0.0)
+      self.sow("intermediates", "max_logit", jnp.max(valid_logits, axis=(0, 2, 3)))
       self.sow("intermediates", "entropy", entropy_H)
       self.sow("intermediates", "max_prob", max_H)
       self.sow("intermediates", "uniform_entropy", _uniform_entropy(mask_BxHxQxK))

@@ -20,29 +20,10 @@ carries the parameter's role. Each of its axes is named with one of `LOGICAL_AXE
 | ReZero / SkipInit α                        | []         | ()                           |
 
 The parameter pytree the project sees stays plain arrays: `Transformer.init` strips the metadata (`nn.unbox`), so
-init schemes, roles, Hessians and checkpoints never meet a box. `logical_axes(model)` reads the names back, without
-computing anything (`jax.eval_shape`), as a pytree of `PartitionSpec`s of logical names shaped like the params;
-`train.step` maps them to mesh axes with the rules of `config.mesh`.
+init schemes, roles, Hessians and checkpoints never meet a box. `models.inventory.logical_axes(model)` reads the names
+back, without computing anything (`jax.eval_shape`), as a pytree of `PartitionSpec`s of logical names shaped like the
+params; `train.step` maps them to mesh axes with the rules of `config.mesh`. This module only names the axes, so it
+sits at the bottom of `models/` with `models.roles`.
 """
 
-from typing import Any
-
-import flax.linen as nn
-
-from models import roles
-
 LOGICAL_AXES = ("vocab", "position", "embed", "heads", "kv", "mlp", "hidden")
-
-
-def logical_axes(model: Any) -> Any:
-  """The logical `PartitionSpec` of every parameter of `model`, as a pytree shaped like its `params`.
-
-  Args:
-    model: a `models.Transformer` or its `ModelConfig` (with `vocab_size` set).
-
-  Returns:
-    A pytree like `params` whose leaves are `jax.sharding.PartitionSpec`s of names from `LOGICAL_AXES`, one entry
-    per axis of the parameter (P() for a scalar). Read from the boxes of the abstract init `models.roles` traces
-    once per config for the roles (`roles.boxed_param_shapes`), so it computes and traces nothing more.
-  """
-  return nn.get_partition_spec(roles.boxed_param_shapes(getattr(model, "config", model)))

@@ -22,8 +22,8 @@ from models.activations import ACTIVATIONS
 from models.residual import RESIDUALS
 
 ARCHS = ("encoder_decoder", "decoder", "encoder")
-NORM_TYPES = ("layernorm", "rmsnorm", "none")
-NORM_POSITIONS = ("post", "pre", "sandwich", "none")
+NORM_TYPES = ("layernorm", "rmsnorm", "dyt", "derf", "none")
+NORM_POSITIONS = ("post", "pre", "sandwich", "peri", "mix", "hybrid", "none")  # models/placement.py
 AUTO = "auto"  # a key derived from others at the config boundary
 LOGIT_SCALES = ("sqrt_dk", "none", "dk")
 POSITIONS = ("sinusoidal", "learned")
@@ -172,12 +172,21 @@ class ModelConfig(Section):
   norm_type: str = "layernorm"
   norm_position: str = "post"
   norm_epsilon: float = 1e-6
+  mix_ln_ratio: float = 0.25
+  layer_norm_scaling: bool = False
+  norm_alpha_init: float = 0.5
+  norm_alpha_init_attention: Optional[float] = None
+  derf_shift_init: float = 0.0
   residual: str = "plain"
   skipinit_alpha: float = 0.0
   alpha_init: float = 0.0
   alpha_step: float = 1e-3
   alpha_final: float = 1.0
+  layerscale_init: Optional[float] = None  # None: Touvron et al. 2021's ε by depth
+  depth_alpha: float = 1.0
+  depth_base: int = 2
   attention_logit_scale: str = AUTO  # derived from parameterization in __post_init__
+  qk_norm: bool = False
   use_bias: bool = True
   tie_embeddings: bool = True
   tied_readout_scale: str = "none"
@@ -277,8 +286,17 @@ def _validate(c: ModelConfig) -> None:
   for stack in c.stacks:
     key = "num_encoder_layers" if stack == "encoder" else "num_decoder_layers"
     _positive(key, getattr(c, key))
-  if not isinstance(c.embedding_norm, bool):
-    raise invalid("model.embedding_norm", c.embedding_norm, "True or False")
+  for name in ("embedding_norm", "qk_norm", "layer_norm_scaling"):
+    if not isinstance(getattr(c, name), bool):
+      raise invalid(f"model.{name}", getattr(c, name), "True or False")
+  if c.qk_norm and c.norm_type == "none":
+    raise contradiction(
+        "model.qk_norm",
+        True,
+        "model.norm_type",
+        "none",
+        f"QK-norm applies model.norm_type to queries and keys; valid: a norm_type of {[t for t in NORM_TYPES if t != 'none']}",
+    )
   if c.head_dim is None and c.d_model % c.num_heads:
     raise contradiction(
         "model.d_model",
@@ -293,6 +311,23 @@ def _validate(c: ModelConfig) -> None:
     rate = getattr(c, name)
     if not 0.0 <= rate < 1.0:
       raise invalid(f"model.{name}", rate, "a number in [0, 1)")
+  if not 0.0 <= c.mix_ln_ratio <= 1.0:
+    raise invalid("model.mix_ln_ratio", c.mix_ln_ratio, "a number in [0, 1] (Li et al. 2025: 0.25)")
+  if c.layer_norm_scaling and c.norm_position not in ("pre", "sandwich", "peri", "mix"):
+    raise contradiction(
+        "model.layer_norm_scaling",
+        True,
+        "model.norm_position",
+        c.norm_position,
+        "1/√l scales the output of a sublayer's input norm (Sun et al. 2025, Eq. 8); valid: norm_position in "
+        "['pre', 'sandwich', 'peri', 'mix']",
+    )
+  for name in ("norm_alpha_init", "norm_alpha_init_attention"):
+    value = getattr(c, name)
+    if value is not None and not 0.0 < value < float("inf"):
+      raise invalid(f"model.{name}", value, "a finite number > 0 (DyT's α₀: 0.5 in Zhu et al. 2025)")
+  if not -float("inf") < c.derf_shift_init < float("inf"):
+    raise invalid("model.derf_shift_init", c.derf_shift_init, "a finite number (Derf's s₀: 0 in Chen et al. 2025)")
   if not c.norm_epsilon > 0:
     raise invalid("model.norm_epsilon", c.norm_epsilon, "a number > 0")
   if (c.norm_type == "none") != (c.norm_position == "none"):
@@ -336,6 +371,20 @@ def _validate(c: ModelConfig) -> None:
         False,
         "BERT's MLM head uses the tied output embedding; valid: True",
     )
+  _positive("depth_base", c.depth_base)
+  if not 0.0 <= c.depth_alpha <= 1.0:
+    raise invalid("model.depth_alpha", c.depth_alpha, "a number in [0, 1] (CompleteP: 1; Depth-µP: 0.5)")
+  if c.residual == "completep" and c.norm_position not in ("pre", "sandwich", "peri", "none"):
+    raise contradiction(
+        "model.residual",
+        "completep",
+        "model.norm_position",
+        c.norm_position,
+        "x + L^(-α)·F(Norm(x)) scales the branches of a stream no norm rescales (Dey et al. 2025 use Pre-LN); "
+        "valid: norm_position in ['pre', 'sandwich', 'peri', 'none']",
+    )
+  if c.layerscale_init is not None and not 0.0 <= c.layerscale_init < float("inf"):
+    raise invalid("model.layerscale_init", c.layerscale_init, "a finite number >= 0, or None (CaiT's ε by depth)")
   if c.alpha_step < 0:
     raise invalid("model.alpha_step", c.alpha_step, "a number >= 0")
   if c.alpha_final < c.alpha_init:

@@ -9,15 +9,19 @@ A parameterization says, for each matmul, what constant multiplies its output an
   `mup` package implements it): hidden matmuls have multiplier 1 and learning rate ×1/width_ratio under Adam;
   the readout has multiplier 1/width_ratio; embeddings, biases, norms and residual scalars keep learning rate ×1;
   attention uses 1/d_k (validated in ModelConfig). width_ratio = d_model / mup_base_width.
+
+Depth (`model.residual='completep'`, Dey et al. 2025, "Don't be lazy: CompleteP...", Table 1, the AdamW column;
+Bordelon et al. 2024 for α = 1/2): the branches are multiplied by (L/L_base)^{−α} (`models.residual`), the learning
+rates of the parameters inside the layers (hidden matrices, their biases and norm parameters) by (L/L_base)^{α−1}
+(1 for CompleteP's α = 1; (L/L_base)^{−1/2} for Depth-µP), the init is unchanged with depth. Table 1's Adam ε rule
+(ε·(L/L_base)^{−α} for the hidden parameters) is not applied: `optim.eps` is one number for every parameter (1e-9 by
+default, far below √ν at these sizes, so it does not bind).
 """
 
 import math
 from typing import Any
 
 import flax.linen as nn
-import jax
-
-from models.roles import param_roles
 
 # Roles of matrices with both dimensions growing with width ("matrix-like" in Tensor Programs V).
 HIDDEN_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
@@ -38,17 +42,21 @@ def readout_multiplier(config: Any, *, tied: bool) -> float:
   return m
 
 
-def lr_multipliers(params: Any, config: Any) -> Any:
-  """Per-parameter learning-rate multipliers (a pytree like `params`) for the optimizer.
+def lr_multiplier(role: Any, config: Any) -> float:
+  """The learning-rate multiplier of a parameter with the given `models.roles.ParamRole` (`models.inventory`
+  applies it to every parameter).
 
   1 everywhere except µP's hidden matrices (and their role `head` transform in the MLM head, which is hidden too),
-  which get 1/width_ratio (Tensor Programs V, Table 3, Adam column).
+  which get 1/width_ratio (Tensor Programs V, Table 3, Adam column), times, under `completep`, (L/L_base)^{α−1} for
+  every parameter inside a layer (Dey et al. 2025, Table 1; module docstring).
   """
-  roles = param_roles(config, params)
+  depth = 1.0
+  if config.residual == "completep" and role.layer is not None:  # Dey et al. 2025, Table 1: η·(L/L_base)^{α−1}
+    depth = (config.num_layers(role.stack) / config.depth_base) ** (config.depth_alpha - 1.0)
   if config.parameterization != "mup":
-    return jax.tree.map(lambda _: 1.0, roles)
-  hidden = lambda r: r.role in HIDDEN_ROLES or (r.role == "head" and r.sublayer == "mlm_transform")
-  return jax.tree.map(lambda r: 1.0 / config.width_ratio if hidden(r) else 1.0, roles)
+    return depth
+  hidden = role.role in HIDDEN_ROLES or (role.role == "head" and role.sublayer == "mlm_transform")
+  return depth / config.width_ratio if hidden else depth
 
 
 def default_kernel_init(config: Any):

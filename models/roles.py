@@ -2,17 +2,20 @@
 
 Every parameter of the model is created through `declare(init, axes, role=..., sublayer=...)`: Flax's logical
 partitioning metadata (`nn.LogicallyPartitioned`, as in the Flax lm1b/wmt examples and MaxText) extended with the
-parameter's role and the sublayer it belongs to. `param_roles(model)` reads these declarations back without
-computing anything (`jax.eval_shape` of `nn.Module.init`, which keeps the boxes `Transformer.init` strips) and
-returns a pytree shaped like the params whose leaves are `ParamRole` records: role, stack (`encoder` / `decoder` /
+parameter's role and the sublayer it belongs to. `declared_roles(boxed_params)` reads these declarations back as
+a pytree shaped like the params whose leaves are `ParamRole` records: role, stack (`encoder` / `decoder` /
 `shared`: the stack module the parameter sits in), layer index (the `layer_<i>` module it sits in; None outside
 layers), sublayer (`self_attn`, `cross_attn`, `mlp`, `embedding`, `position`, `final_norm`, `head`, ...), fan_in and
 fan_out (multi-head kernels count heads × head_dim as one axis). Init schemes, µP learning-rate multipliers,
 per-block Hessians and gradient profiles are built on these records, never on parameter names. A parameter created
-without a declared role fails `param_roles`, so a new module cannot silently go without one.
+without a declared role fails `declared_roles`, so a new module cannot silently go without one.
 
-Roles: embedding, position, attn_q, attn_k, attn_v, attn_out, mlp_in, mlp_out, norm_scale, norm_bias,
-residual_scale, head, bias.
+This module sits at the bottom of `models/` (every layer that creates a parameter imports `declare`) and imports
+nothing of the project; `models.inventory`, above `models.transformer`, traces the whole model and reads its
+declarations back (`param_roles(model)`, `logical_axes(model)`).
+
+Roles: embedding, position, attn_q, attn_k, attn_v, attn_out, mlp_in, mlp_out, norm_scale, norm_bias, norm_alpha
+(DyT's / Derf's α), norm_shift (Derf's s), residual_scale, head, bias. `NORM_ROLES` are the parameters of norms.
 """
 
 import dataclasses
@@ -22,7 +25,6 @@ from typing import Any, Callable, Optional
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
@@ -37,10 +39,13 @@ ROLES = (
     "mlp_out",
     "norm_scale",
     "norm_bias",
+    "norm_alpha",
+    "norm_shift",
     "residual_scale",
     "head",
     "bias",
 )
+NORM_ROLES = ("norm_scale", "norm_bias", "norm_alpha", "norm_shift")
 
 
 class Declared(nn.LogicallyPartitioned):
@@ -92,7 +97,7 @@ class ParamRole:
     return dataclasses.asdict(self)
 
 
-def _key_name(k) -> str:
+def key_name(k) -> str:
   return str(getattr(k, "key", getattr(k, "name", k)))
 
 
@@ -126,56 +131,5 @@ def declared_roles(boxed_params: Any) -> Any:
   `nn.unbox`), read from their `Declared` boxes; ValueError naming the first parameter that declares no role."""
   is_box = lambda x: isinstance(x, nn.meta.AxisMetadata)
   return jax.tree_util.tree_map_with_path(
-      lambda path, box: _record([_key_name(k) for k in path], box), boxed_params, is_leaf=is_box
+      lambda path, box: _record([key_name(k) for k in path], box), boxed_params, is_leaf=is_box
   )
-
-
-@functools.lru_cache(maxsize=64)
-def boxed_param_shapes(config: Any) -> Any:
-  """`nn.Module.init` of `Transformer(config)` traced abstractly (`jax.eval_shape`, on a one-token batch: no shape
-  depends on the length) with its declarations' boxes kept: ShapeDtypeStructs in `Declared` boxes, the params only.
-  Cached per config: the roles and the logical axes (`models.axes`) read it, and a run's setup asked for both (three
-  traces of the whole model with init's own, each as long as the model is deep); a sweep's seeds share it."""
-  # Imported here: models.transformer imports models.parameterization, which reads roles.
-  from models.transformer import Transformer  # pylint: disable=g-import-not-at-top
-
-  batch = {k: jnp.ones((1, 1), jnp.int32) for k in ("inputs", "targets")}
-  return jax.eval_shape(functools.partial(nn.Module.init, Transformer(config)), jax.random.key(0), batch)["params"]
-
-
-@functools.lru_cache(maxsize=64)
-def _declared_roles(config: Any) -> Any:
-  boxed = boxed_param_shapes(config)
-  shapes = tuple(tuple(box.value.shape) for box in jax.tree.leaves(boxed, is_leaf=lambda x: isinstance(x, Declared)))
-  return declared_roles(boxed), shapes
-
-
-def param_roles(model: Any, params: Any = None) -> Any:
-  """The `ParamRole` of every parameter `model` declares, as a pytree like its params.
-
-  Args:
-    model: a `models.Transformer` or its `ModelConfig` (with `vocab_size` set).
-    params: optionally a pytree of arrays or ShapeDtypeStructs (params, gradients, ...) to check against: its tree
-      structure and shapes must be the model's, else ValueError.
-
-  Returns:
-    A pytree with the structure of the model's `params` and `ParamRole` leaves (read from the declarations, cached
-    per model config).
-  """
-  config = getattr(model, "config", model)
-  if getattr(config, "vocab_size", None) is None:
-    raise ValueError(f"param_roles needs a models.Transformer or a ModelConfig with vocab_size, got {model!r}")
-  roles, shapes = _declared_roles(config)
-  if params is not None:
-    is_role = lambda r: isinstance(r, ParamRole)
-    if jax.tree.structure(params) != jax.tree.structure(roles, is_leaf=is_role):
-      theirs = {"/".join(_key_name(k) for k in p) for p, _ in jax.tree_util.tree_leaves_with_path(params)}
-      ours = {r.path for r in jax.tree.leaves(roles, is_leaf=is_role)}
-      raise ValueError(
-          f"params do not match the model's parameters: missing {sorted(ours - theirs)[:5]}, "
-          f"not declared by the model {sorted(theirs - ours)[:5]}"
-      )
-    for r, shape, leaf in zip(jax.tree.leaves(roles, is_leaf=is_role), shapes, jax.tree.leaves(params)):
-      if tuple(leaf.shape) != shape:
-        raise ValueError(f"parameter {r.path!r} has shape {tuple(leaf.shape)}, the model's is {shape}")
-  return roles

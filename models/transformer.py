@@ -3,13 +3,14 @@
 Dimension legend (used in names such as `x_BxLxD`): B batch, L sequence (Q queries, K keys when they differ; S source,
 T target), D d_model, H heads, K head_dim (in attention), F d_ff, V vocabulary.
 
-Every residual sublayer (self-attention, cross-attention, MLP) is one `_sublayer` call: the configured norm placement
-(docs/science.md §6) around a `models.residual.Residual` merge:
+Every residual sublayer (self-attention, cross-attention, MLP) is one `_sublayer` call: the norm placement that
+`models.placement` gives the sublayer (docs/science.md §6) around a `models.residual.Residual` merge:
 - `post` (Vaswani et al. 2017; BERT): x ← Norm(x ⊕ F(x))
 - `pre` (Xiong et al. 2020; GPT-2): x ← x ⊕ F(Norm(x)), plus a final Norm at the end of each stack
-- `sandwich` (Ding et al. 2021, "CogView" §2.4): x ← x ⊕ Norm(F(Norm(x))), plus a final Norm
+- `sandwich` (Ding et al. 2021, "CogView" §2.4; Peri-LN, Kim et al. 2025): x ← x ⊕ Norm(F(Norm(x))), plus a final Norm
 - `none`: x ← x ⊕ F(x)
-where ⊕ is the residual rule (plain, ReZero, SkipInit, scheduled α, DeepNorm, Admin).
+where ⊕ is the residual rule (plain, ReZero, SkipInit, scheduled α, DeepNorm, Admin, LayerScale, CompleteP). Mix-LN and
+HybridNorm pick one of these per layer / sublayer; layer-norm scaling multiplies the input norm by 1/√l.
 
 Batches follow Flax's wmt/lm1b examples: {"inputs": int32[B, S], "targets": int32[B, T]} (encoder-decoder),
 {"targets": int32[B, T]} (decoder), {"inputs": int32[B, S]} (encoder); 0 is padding; optional packing keys
@@ -33,7 +34,8 @@ from models.config import ModelConfig
 from models.dense import Dense
 from models.norms import make_norm
 from models.parameterization import default_kernel_init, hidden_multiplier, readout_multiplier
-from models.residual import Residual, deepnorm_constants
+from models.placement import has_final_norm, input_norm_scale, sublayer_placement
+from models.residual import Residual, deepnorm_constants, depth_multiplier, layerscale_init
 from models.roles import declare
 
 
@@ -53,6 +55,12 @@ def shift_right(targets_BxT: jax.Array, segmentation_BxT: Optional[jax.Array] = 
     prev = jnp.pad(segmentation_BxT, ((0, 0), (1, 0)))[:, :-1]
     shifted = shifted * (segmentation_BxT == prev)
   return shifted
+
+
+def _head_norm_type(config) -> str:
+  """The norm of BERT's embedding and MLM-head norms, which a model has whatever its placement: the model's norm type,
+  LayerNorm when that is 'none' (BERT's own)."""
+  return "layernorm" if config.norm_type == "none" else config.norm_type
 
 
 class MLP(nn.Module):
@@ -87,31 +95,37 @@ class Layer(nn.Module):
 
   config: Any
   stack: str
+  index: int = 0  # the layer's position in its stack, 0-based (Mix-LN's split, layer-norm scaling)
 
   def _sublayer(self, kind, x, branch_fn, deterministic):
     c = self.config
-    alpha = (
-        deepnorm_constants(c.arch, c.num_encoder_layers, c.num_decoder_layers)[self.stack][0]
-        if c.residual == "deepnorm"
-        else 1.0
-    )
+    alpha = 1.0
+    if c.residual == "deepnorm":
+      alpha = deepnorm_constants(c.arch, c.num_encoder_layers, c.num_decoder_layers)[self.stack][0]
+    elif c.residual == "completep":
+      alpha = depth_multiplier(c, self.stack)
     merge = Residual(
         kind=c.residual,
         sublayer=kind,
         deepnorm_alpha=alpha,
         skipinit_alpha=c.skipinit_alpha,
         alpha_init=c.alpha_init,
+        layerscale_init=layerscale_init(c, self.stack) if c.residual == "layerscale" else 0.1,
         param_dtype=c.param_dtype,
         name=f"{kind}_residual",
     )
     drop = lambda h: nn.Dropout(c.dropout_rate)(h, deterministic=deterministic) if c.dropout_rate > 0 else h
-    if c.norm_position == "pre":
-      branch = branch_fn(make_norm(c, f"{kind}_norm", kind)(x))
+    placement = sublayer_placement(c, self.stack, self.index, kind)
+    # Sun et al. 2025, Eq. 8: the input norm's output × 1/√l at layer l (models.placement); 1 without the rule.
+    scale = input_norm_scale(c, self.index)
+    input_norm = lambda h: make_norm(c, f"{kind}_norm", kind)(h) * jnp.asarray(scale, h.dtype)
+    if placement == "pre":
+      branch = branch_fn(input_norm(x))
       out = merge(x, drop(branch))
-    elif c.norm_position == "sandwich":
-      branch = make_norm(c, f"{kind}_post_norm", kind)(branch_fn(make_norm(c, f"{kind}_norm", kind)(x)))
+    elif placement == "sandwich":
+      branch = make_norm(c, f"{kind}_post_norm", kind)(branch_fn(input_norm(x)))
       out = merge(x, drop(branch))
-    elif c.norm_position == "post":
+    elif placement == "post":
       branch = branch_fn(x)
       out = make_norm(c, f"{kind}_norm", kind)(merge(x, drop(branch)))
     else:
@@ -166,17 +180,16 @@ class Stack(nn.Module):
     if c.embedding_norm:
       # BERT's input representation (Devlin et al. 2019 §3; google-research/bert `embedding_postprocessor`):
       # LayerNorm(token + position embeddings), then dropout.
-      norm_type = "rmsnorm" if c.norm_type == "rmsnorm" else "layernorm"
-      x_BxLxD = make_norm(c, "embedding_norm", "embedding_norm", norm_type)(x_BxLxD)
+      x_BxLxD = make_norm(c, "embedding_norm", "embedding_norm", _head_norm_type(c))(x_BxLxD)
     if c.dropout_rate > 0:
       x_BxLxD = nn.Dropout(c.dropout_rate)(x_BxLxD, deterministic=deterministic)
     if self.is_mutable_collection("intermediates"):
       self.sow("intermediates", "stream_0", x_BxLxD)
     for i in range(c.num_layers(self.stack)):
-      x_BxLxD = Layer(c, self.stack, name=f"layer_{i}")(
+      x_BxLxD = Layer(c, self.stack, i, name=f"layer_{i}")(
           x_BxLxD, self_mask, encoded_BxSxD=encoded_BxSxD, cross_mask=cross_mask, deterministic=deterministic
       )
-    if c.norm_position in ("pre", "sandwich"):
+    if has_final_norm(c, self.stack):
       x_BxLxD = make_norm(c, "final_norm", "final_norm")(x_BxLxD)
     return x_BxLxD
 
@@ -243,7 +256,7 @@ class Transformer(nn.Module):
           dtype=c.dtype,
           param_dtype=c.param_dtype,
       )
-      self.mlm_norm = make_norm(c, "mlm_norm", "mlm_head", "rmsnorm" if c.norm_type == "rmsnorm" else "layernorm")
+      self.mlm_norm = make_norm(c, "mlm_norm", "mlm_head", _head_norm_type(c))
       self.mlm_bias = self.param(
           "mlm_output_bias",
           declare(nn.initializers.zeros, ("vocab",), role="bias", sublayer="mlm_head"),

@@ -1,13 +1,17 @@
 """models/attention.py: the logit scale (std √d_k unscaled, 1 with 1/√d_k) and the per-head statistics the model
-records (logit std, entropy, max probability), against a hand computation with padding."""
+records (logit std, entropy, max probability), against a hand computation with padding; QK-norm's bound on the
+logits."""
 
 import itertools
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
-from tests.test_models import tiny
+import models
+from tests.test_models import batch, tiny
 
 
 def _attention_stats(scale):
@@ -68,3 +72,53 @@ def test_attention_head_stats_equal_a_hand_computation_with_padding():
     np.testing.assert_allclose(std[head], valid.std(), rtol=1e-5)
     np.testing.assert_allclose(entropy[head], np.mean(ents), rtol=1e-5)
     np.testing.assert_allclose(max_prob[head], np.mean(maxes), rtol=1e-5)
+
+
+def _max_logit(qk_norm, norm_type, gains, weight_scale, d_k=16, tied=False):
+  """Largest |logit| of one head over random inputs, with the projections scaled by `weight_scale` and (QK-norm)
+  the query and key norms' gains set to `gains` = (g_q, g_k) vectors; `tied`: keys = queries (same inputs, same
+  kernel), so each query meets itself."""
+  from models.attention import MultiHeadAttention
+
+  c = tiny(d_model=d_k, num_heads=1, qk_norm=qk_norm, norm_type=norm_type, use_bias=False)
+  attn = MultiHeadAttention(c, "self_attn")
+  xq, xk = jax.random.normal(jax.random.key(2), (2, 3, 9, d_k))
+  mask = jnp.ones((3, 1, 9, 9), bool)
+  params = nn.unbox(attn.init(jax.random.key(3), xq, xk, mask)["params"])
+  if tied:
+    xk, params = xq, {**params, "key": params["query"]}
+  params = {**params, **{n: {"kernel": params[n]["kernel"] * weight_scale} for n in ("query", "key")}}
+  if qk_norm:
+    params = {**params, "query_norm": {"scale": gains[0]}, "key_norm": {"scale": gains[1]}}
+  _, state = attn.apply({"params": params}, xq, xk, mask, mutable=["intermediates"])
+  return float(state["intermediates"]["max_logit"][0][0]), params
+
+
+def test_qk_norm_bounds_the_logits_by_sqrt_dk_times_the_gains():
+  """QK-norm (Dehghani et al. 2023 §2.1; Wortsman et al. 2023 §3.1): with q̂ = g_q ⊙ q/rms(q) (RMSNorm) or the
+  centred LayerNorm, ‖q̂‖ ≤ √d_k·max|g_q|, so |q̂·k̂|/√d_k ≤ √d_k·max|g_q|·max|g_k| whatever the weights. With
+  weights ×100 the bound holds under QK-norm and is exceeded a hundredfold without it; the gains are parameters of
+  width d_k declared with the logical axis 'kv' and the role norm_scale."""
+  d_k = 16
+  g_q = jnp.linspace(0.5, 1.5, d_k)
+  g_k = jnp.linspace(2.0, 0.2, d_k)
+  bound = np.sqrt(d_k) * 1.5 * 2.0
+  for norm_type in ("rmsnorm", "layernorm"):
+    largest, _ = _max_logit(True, norm_type, (g_q, g_k), 100.0, d_k)
+    assert largest <= bound * (1 + 1e-5), (norm_type, largest, bound)
+  # Gains 1: the bound is √d_k = 4, reached where a query meets itself (q̂ = k̂, ‖q̂‖² = d_k).
+  ones = (jnp.ones(d_k), jnp.ones(d_k))
+  assert _max_logit(True, "rmsnorm", ones, 100.0, d_k, tied=True)[0] == pytest.approx(np.sqrt(d_k), rel=1e-5)
+  unbounded, _ = _max_logit(False, "rmsnorm", None, 100.0, d_k)
+  assert unbounded > 100 * bound
+  c = tiny(d_model=d_k, num_heads=1, qk_norm=True, norm_type="rmsnorm")
+  params = models.get_model(c).init(jax.random.key(0), batch())["params"]
+  roles, axes = models.param_roles(c, params), models.logical_axes(c)
+  q_norm = roles["encoder"]["layer_0"]["self_attn"]["query_norm"]["scale"]
+  assert (q_norm.role, q_norm.sublayer) == ("norm_scale", "self_attn")
+  assert tuple(axes["decoder"]["layer_0"]["cross_attn"]["key_norm"]["scale"]) == ("kv",)
+
+
+def test_qk_norm_needs_a_norm():
+  with pytest.raises(ValueError, match=r"config.model.qk_norm=True contradicts config.model.norm_type='none'"):
+    tiny(qk_norm=True, norm_type="none", norm_position="none")

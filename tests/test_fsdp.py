@@ -91,12 +91,12 @@ def test_logical_axes_cover_every_parameter(arch, residual, norm_type, tied):
 
 
 def test_logical_axes_are_traced_once_per_config_and_equal_a_fresh_trace(monkeypatch):
-  """`logical_axes(model)` reads the boxes `models.roles` traced for the config's roles (one abstract init per config,
+  """`logical_axes(model)` reads the boxes `models.inventory` traced for the config's roles (one abstract init per config,
   not one per call): the same specs as an independent trace on a batch of another shape, and no trace on the second
   call."""
   mc = ModelConfig(vocab_size=23, num_encoder_layers=2, num_decoder_layers=1, d_model=8, num_heads=2, d_ff=16)
   model = models.get_model(mc)
-  models.roles.boxed_param_shapes.cache_clear()
+  models.inventory.boxed_param_shapes.cache_clear()
   cached = models.logical_axes(model)
   tokens = jnp.ones((3, 5), jnp.int32)
   # nn.Module.init, not model.init: the Transformer's init strips the boxes

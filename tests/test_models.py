@@ -56,6 +56,8 @@ def combo_kwargs(arch, norm_position, residual, parameterization):
 
 
 def is_valid(norm_position, residual):
+  if residual == "completep":  # a branch multiplier on a stream no norm rescales (models/config.py)
+    return norm_position in ("pre", "sandwich", "peri", "none")
   return residual not in ("deepnorm", "admin") or norm_position == "post"
 
 
@@ -183,7 +185,7 @@ def test_packed_equals_separate():
         (
             "norm_position",
             "middle",
-            r"model.norm_position='middle' is invalid; valid: \['post', 'pre', 'sandwich', 'none'\]",
+            r"model.norm_position='middle' is invalid; valid: \['post', 'pre', 'sandwich', 'peri', 'mix', 'hybrid', 'none'\]",
         ),
         ("residual", "rezero2", r"model.residual='rezero2' is invalid; valid:"),
         ("parameterization", "mu", r"model.parameterization='mu' is invalid; valid:"),

@@ -346,3 +346,58 @@ def test_the_peak_lr_is_optimizer_state_and_the_updates_are_the_schedules(name, 
       params, ref_params = optax.apply_updates(params, u), optax.apply_updates(ref_params, ref_u)
     assert float(sched(2)) == pytest.approx(float(optim.make_schedule(cfg, total_steps=6)(2)), rel=1e-7)
   assert programs[0] == programs[1]  # before the peak became state, the peak was a constant of each program
+
+
+# ------------------------------------------------------------------- the warmup question's options
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw", "radam"])
+def test_gi_adam_is_optax_started_from_nu0_equal_g0_squared(name):
+  """GI-Adam (Kalra & Barkeshli 2024 §6): 4 updates on the quadratic equal those of optax's own direction
+  (`scale_by_adam` / `scale_by_radam`) whose state was started by hand from ν₀ = g₀² (the first gradient), times the
+  peak lr; for Adam the first update is √(1 − β₂)·η·sign(g₀) (ν̂₁ = g₀²/(1 − β₂)), Adam's own being η·sign(g₀)."""
+  lr, b2 = 0.1, 0.98
+  cfg = _cfg(name=name, schedule="constant", learning_rate=lr, b2=b2, eps=1e-12, second_moment_init="gradient")
+  tx, _ = optim.make_optimizer(cfg)
+  direction = (optax.scale_by_radam if name == "radam" else optax.scale_by_adam)(b1=cfg.b1, b2=b2, eps=1e-12)
+  params = ref_params = _params()
+  g0 = jax.grad(_quadratic)(params)
+  state = tx.init(params)
+  ref_state = direction.init(params)._replace(nu=jax.tree.map(jnp.square, g0))
+  for step in range(4):
+    u, state = tx.update(jax.grad(_quadratic)(params), state, params)
+    ref_u, ref_state = direction.update(jax.grad(_quadratic)(ref_params), ref_state, ref_params)
+    ref_u = jax.tree.map(lambda x: -lr * x, ref_u)
+    for k in u:
+      np.testing.assert_allclose(u[k], ref_u[k], rtol=1e-5, atol=1e-9)
+    if step == 0 and name != "radam":
+      expected = -lr * math.sqrt(1 - b2) * np.sign(g0["w"])
+      np.testing.assert_allclose(u["w"], expected, rtol=1e-5)
+    params, ref_params = optax.apply_updates(params, u), optax.apply_updates(ref_params, ref_u)
+  plain, _ = optim.make_optimizer(_cfg(name=name, schedule="constant", learning_rate=lr, b2=b2, eps=1e-12))
+  u_plain, _ = plain.update(g0, plain.init(_params()), _params())
+  if name != "radam":  # RAdam's first steps are SGD-like, ν unused
+    np.testing.assert_allclose(u_plain["w"], -lr * np.sign(g0["w"]), rtol=1e-5)
+
+
+@pytest.mark.parametrize("b2,steps", [(0.98, 100), (0.999, 2000), (0.95, 40)])
+def test_untuned_warmup_lasts_two_over_one_minus_beta2(b2, steps):
+  """Ma & Yarats 2021 §4: ω_t = min(1, (1 − β₂)·t/2), a linear warmup of 2/(1 − β₂) updates, derived from optim.b2
+  (warmup_steps 0 or that value; another value is a contradiction naming both keys)."""
+  cfg = optim.validate_optim_config(_cfg(untuned_warmup=True, b2=b2, warmup_steps=0, learning_rate=1.0))
+  assert cfg.warmup_steps == steps
+  counts = [0, steps // 4 - 1, steps - 1, 3 * steps]
+  expected = [min(1.0, (1 - b2) * (c + 1) / 2) for c in counts]
+  np.testing.assert_allclose(_lrs(cfg, counts), expected, rtol=1e-4)  # float32 schedule
+  assert optim.validate_optim_config(cfg).warmup_steps == steps  # idempotent
+  with pytest.raises(ValueError, match=r"config.optim.untuned_warmup=True contradicts config.optim.warmup_steps=7"):
+    optim.validate_optim_config(_cfg(untuned_warmup=True, b2=b2, warmup_steps=7))
+
+
+def test_second_moment_init_errors_name_the_keys():
+  with pytest.raises(
+      ValueError, match=r"config.optim.second_moment_init='ones' is invalid; valid: \['zero', 'gradient'"
+  ):
+    optim.validate_optim_config(_cfg(second_moment_init="ones"))
+  with pytest.raises(ValueError, match=r"second_moment_init='gradient' contradicts config.optim.name='sgd'"):
+    optim.validate_optim_config(_cfg(second_moment_init="gradient", name="sgd"))

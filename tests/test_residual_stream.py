@@ -1,5 +1,5 @@
 """The residual stream at init: x_0 under model.embedding_norm, the identity path of Post-LN (decays like 2^{-l/2})
-and Pre-LN (kept), and the scheduled α (state, updated by its rule)."""
+and Pre-LN (kept), the scheduled α (state, updated by its rule) and LayerScale's per-channel λ."""
 
 import jax
 import jax.numpy as jnp
@@ -9,6 +9,7 @@ import pytest
 import models
 from models import get_model, param_roles
 from models.config import ARCHS
+from models.residual import layerscale_epsilon
 from tests.test_models import VOCAB, batch, tiny
 
 
@@ -113,3 +114,43 @@ def test_scheduled_alpha_is_state_and_updates():
   out0 = model.apply(variables, batch())
   out1 = model.apply({**variables, models.ALPHA_COLLECTION: alphas}, batch())
   assert not np.allclose(out0, out1)
+
+
+@pytest.mark.parametrize("depth,epsilon", [(1, 0.1), (12, 0.1), (18, 0.1), (24, 1e-5), (36, 1e-6), (48, 1e-6)])
+def test_layerscale_epsilon_is_cait_s_by_depth(depth, epsilon):
+  """Touvron et al. 2021 (CaiT) §2.2: ε = 0.1 up to depth 18, 10⁻⁵ at 24, 10⁻⁶ deeper."""
+  assert layerscale_epsilon(depth) == epsilon
+
+
+def test_layerscale_scales_each_branch_by_lambda_per_channel():
+  """x_out − x_in = λ ⊙ F(x_in) for every sublayer: at init λ = ε in every channel (ε from the stack's depth:
+  0.1 for these 2-layer stacks, or `model.layerscale_init`), and with a random λ channel by channel; λ is a
+  [d] vector of role residual_scale on the logical axis 'embed'."""
+  d = 8
+  c = tiny(residual="layerscale", norm_position="pre", num_encoder_layers=2, num_decoder_layers=2)
+  model = get_model(c)
+  variables = model.init(jax.random.key(0), batch())
+  roles = param_roles(c, variables["params"])
+  lam = variables["params"]["decoder"]["layer_1"]["cross_attn_residual"]["gamma"]
+  assert lam.shape == (d,) and roles["decoder"]["layer_1"]["cross_attn_residual"]["gamma"].role == "residual_scale"
+  assert tuple(models.logical_axes(c)["encoder"]["layer_0"]["mlp_residual"]["gamma"]) == ("embed",)
+  rng = np.random.default_rng(0)
+  random_lam = jax.tree_util.tree_map_with_path(
+      lambda p, x: jnp.asarray(rng.normal(size=x.shape), x.dtype) if p[-1].key == "gamma" else x, variables["params"]
+  )
+  for params, expected in ((variables["params"], None), (random_lam, "random")):
+    _, state = model.apply({"params": params}, batch(), mutable=["intermediates"])
+    for stack, layers in (("encoder", 2), ("decoder", 2)):
+      for i in range(layers):
+        inter = state["intermediates"][stack][f"layer_{i}"]
+        for sub in ("self_attn", "mlp") + (("cross_attn",) if stack == "decoder" else ()):
+          gamma = params[stack][f"layer_{i}"][f"{sub}_residual"]["gamma"]
+          if expected is None:
+            np.testing.assert_array_equal(gamma, np.full(d, 0.1, np.float32))
+          delta = inter[f"{sub}_residual_out"][0] - inter[f"{sub}_residual_in"][0]
+          np.testing.assert_allclose(delta, gamma * inter[f"{sub}_branch"][0], rtol=1e-5, atol=1e-6)
+  c = tiny(residual="layerscale", norm_position="pre", layerscale_init=1e-3)
+  params = get_model(c).init(jax.random.key(0), batch())["params"]
+  np.testing.assert_array_equal(params["encoder"]["layer_0"]["mlp_residual"]["gamma"], np.full(d, 1e-3, np.float32))
+  with pytest.raises(ValueError, match=r"config.model.layerscale_init=-0.1 is invalid"):
+    tiny(residual="layerscale", layerscale_init=-0.1)

@@ -1,6 +1,9 @@
 """models/roles.py: every parameter's role, stack, layer and fans as it declared them where it was created, not read
 from its name; missing or misshapen parameters and undeclared roles are named in the error."""
 
+import ast
+import pathlib
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -10,6 +13,8 @@ import models
 from models import get_model, param_roles
 from models.dense import Dense
 from tests.test_models import batch, tiny
+
+MODELS = pathlib.Path(__file__).resolve().parents[1] / "models"
 
 
 def test_roles_and_fans():
@@ -71,3 +76,35 @@ def test_roles_are_declared_where_parameters_are_created_not_read_from_names():
     models.roles.declared_roles(Renamed(declared=False).init(jax.random.key(0), x)["params"])
   with pytest.raises(ValueError, match="role='gain' is not one of"):
     models.roles.declare(nn.initializers.ones, ("embed",), role="gain", sublayer="mlp")
+
+
+def _models_imports(path: pathlib.Path) -> set[str]:
+  """The modules of `models/` that `path` imports anywhere in it (top level or inside a function)."""
+  found = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.ImportFrom) and node.module == "models":
+      found |= {a.name for a in node.names}
+    elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("models."):
+      found.add(node.module.split(".")[1])
+    elif isinstance(node, ast.Import):
+      found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("models.")}
+  return found
+
+
+def test_models_reads_bottom_up():
+  """No import cycle inside models/ (none hidden in a function either): the modules order so that each imports only
+  those before it, with the declarations (`roles`, `axes`) at the bottom, `transformer` above every layer, and
+  `inventory`, which traces the whole model to read its declarations back, above `transformer`."""
+  modules = {p.stem: p for p in MODELS.glob("*.py") if p.stem != "__init__"}
+  deps = {name: _models_imports(path) & set(modules) - {name} for name, path in modules.items()}
+  order, placed = [], set()
+  while len(order) < len(deps):
+    ready = sorted(n for n, d in deps.items() if n not in placed and d <= placed)
+    assert (
+        ready
+    ), f"import cycle among {sorted(set(deps) - placed)}: {({n: deps[n] - placed for n in deps if n not in placed})}"
+    order += ready
+    placed |= set(ready)
+  assert deps["roles"] == deps["axes"] == set()
+  assert "transformer" in deps["inventory"] and all("inventory" not in d for n, d in deps.items())
+  assert order.index("transformer") > max(order.index(n) for n in ("norms", "residual", "attention", "dense"))

@@ -221,7 +221,14 @@ def test_768_constants(scheme, expected):
 
 @pytest.mark.parametrize(
     "residual,kw",
-    [("rezero", {}), ("skipinit", {"skipinit_alpha": 0.25}), ("scheduled", {"alpha_init": 0.1}), ("admin", {})],
+    [
+        ("rezero", {}),
+        ("skipinit", {"skipinit_alpha": 0.25}),
+        ("scheduled", {"alpha_init": 0.1}),
+        ("admin", {}),
+        ("layerscale", {}),
+        ("layerscale", {"layerscale_init": 0.03}),
+    ],
 )
 def test_residual_scalars_match_the_models_own_init(residual, kw):
   """Residual α/ω and the `residual_alpha` collection are what models/ itself initializes (cross-check)."""

@@ -48,6 +48,7 @@ class TrainConfig(Section):
   keep_checkpoints: int
   seed: int
   label_smoothing: float
+  z_loss: float
   mlm_mask_rate: float
   num_decode_examples: int
   decode_max_length: int
@@ -64,6 +65,8 @@ class TrainConfig(Section):
       raise invalid("train.eval_at_init", self.eval_at_init, "True or False")
     if not 0.0 <= self.label_smoothing < 1.0:
       raise invalid("train.label_smoothing", self.label_smoothing, "a number in [0, 1)")
+    if not (0.0 <= self.z_loss < float("inf")):
+      raise invalid("train.z_loss", self.z_loss, "a finite number >= 0 (1e-4 in PaLM and Wortsman et al. 2023)")
     if not 0.0 < self.mlm_mask_rate < 1.0:
       raise invalid("train.mlm_mask_rate", self.mlm_mask_rate, "a number in (0, 1)")
 
@@ -149,6 +152,7 @@ def resolve(
   init_lib.check_init_config(init_cfg, mc)
   train_cfg = TrainConfig.from_config(tree.train)
   optim_cfg = optim.validate_optim_config(tree.optim, total_steps=train_cfg.num_steps)
+  tree.optim.warmup_steps = optim_cfg.warmup_steps  # derived under optim.untuned_warmup (Ma & Yarats 2021)
   if mc.parameterization == "mup" and optim_cfg.name not in optim.MUP_OPTIMIZERS:
     raise contradiction(
         "model.parameterization",
@@ -157,6 +161,15 @@ def resolve(
         optim_cfg.name,
         f"µP's learning-rate multipliers are implemented for {list(optim.MUP_OPTIMIZERS)} (the Adam column of Yang"
         " et al. 2022, Tensor Programs V, Table 3); other optimizers need their own column",
+    )
+  if mc.residual == "completep" and mc.depth_alpha != 1.0 and optim_cfg.name not in optim.MUP_OPTIMIZERS:
+    raise contradiction(
+        "model.residual",
+        "completep",
+        "optim.name",
+        optim_cfg.name,
+        f"the depth learning-rate rule η·(L/L_base)^(α-1) is the AdamW column of Dey et al. 2025, Table 1; valid: "
+        f"{list(optim.MUP_OPTIMIZERS)} (or model.depth_alpha=1, which changes no learning rate)",
     )
   # Divisibility of the global batches by the process count: checked here when the caller knows the count (no
   # device is touched before `jax.distributed` starts), and again by `train.data.build`.

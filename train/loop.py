@@ -304,7 +304,9 @@ def _train_and_evaluate(
   writer = metrics_lib.MetricWriter(workdir, resume_step=exp.start_step)  # writes on process 0 only
   progress = metrics_lib.ProgressReporter(max(cfg.num_steps, 1))  # num_steps 0 (init only) reports nothing
   train_step = step_lib.jit_train_step(
-      step_lib.make_train_step(exp.model, exp.tx, label_smoothing=cfg.label_smoothing, mlm_mask_rate=cfg.mlm_mask_rate),
+      step_lib.make_train_step(
+          exp.model, exp.tx, label_smoothing=cfg.label_smoothing, mlm_mask_rate=cfg.mlm_mask_rate, z_loss=cfg.z_loss
+      ),
       exp.mesh,
       jax.tree.map(lambda x: x.sharding, exp.state),  # the state's shardings (setup), kept in and out
   )

@@ -29,6 +29,17 @@ def token_cross_entropy(logits_BxLxV: jax.Array, targets_BxL: jax.Array, label_s
   return jnp.sum(losses * weights), jnp.sum(weights)
 
 
+def token_z_loss(logits_BxLxV: jax.Array, targets_BxL: jax.Array) -> jax.Array:
+  """Sum over non-padding targets of log²Z, Z = Σ_v exp(logit_v): the z-loss term (Chowdhery et al. 2022, "PaLM",
+  §5 "Loss function": 10⁻⁴·log²Z; Wortsman et al. 2023, "Small-scale proxies...", §3.2, eq. 2). It pulls log Z,
+  which softmax leaves free, towards 0, and with it the output logits' drift; the training loss adds
+  `train.z_loss`·(this / number of tokens). Evaluation and the analyses read the cross-entropy alone, as they do
+  with label smoothing."""
+  weights = (targets_BxL > 0).astype(jnp.float32)
+  log_z = jax.nn.logsumexp(logits_BxLxV.astype(jnp.promote_types(logits_BxLxV.dtype, jnp.float32)), axis=-1)
+  return jnp.sum(jnp.square(log_z) * weights)
+
+
 def num_tokens(batch: dict) -> jax.Array:
   """Number of non-padding target tokens in a batch (the weight of its loss in a multi-batch average)."""
   return jnp.sum(batch["targets"] > 0)

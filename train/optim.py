@@ -18,6 +18,16 @@ Contract:
 
 The per-leaf multiplier transform is written here because optax 0.2.8 has none; it is a few `jnp` lines, and tests
 check it against exact ratios.
+
+Two options of the warmup question (docs/science.md §8):
+  * `optim.second_moment_init='gradient'` (GI-Adam, Kalra & Barkeshli 2024, "Why Warmup the Learning Rate?
+    Underlying Mechanisms and Improvements", §6): Adam's second moment starts from the squared first gradient,
+    ν₀ = g₀², instead of 0, the rest of Adam (bias corrections included) unchanged. The first bias-corrected ν̂₁ is
+    then g₀²/(1 − β₂) rather than g₀², so the first updates are √(1 − β₂) times Adam's and grow back over ~1/(1 − β₂)
+    steps: a warmup built into the optimizer. Our reading of §6: the paper states ν₀ = g₀² and no other change.
+  * `optim.untuned_warmup=True` (Ma & Yarats 2021, "On the Adequacy of Untuned Warmup for Adaptive Optimization",
+    AAAI, §4): the warmup length is 2/(1 − β₂) updates (ω_t = min(1, (1 − β₂)·t/2) under linear warmup), derived
+    from `optim.b2` at the config boundary: 100 for β₂ = 0.98, 2000 for 0.999.
 """
 
 import dataclasses
@@ -27,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from models.config import Section, invalid
+from models.config import Section, contradiction, invalid
 from train.schedules import DECAYING_SCHEDULES, SCHEDULES, get_schedule
 
 # ---------------------------------------------------------------------------- optimizers
@@ -41,15 +51,48 @@ def _decoupled_decay(cfg, weight_decay_mask) -> list:
   return [optax.add_decayed_weights(cfg.weight_decay, mask=weight_decay_mask)]
 
 
+SECOND_MOMENT_INITS = ("zero", "gradient")
+# Optimizers whose state is optax's `ScaleByAdamState` (mu, nu), which `optim.second_moment_init` sets.
+GRADIENT_INIT_OPTIMIZERS = ("adam", "adamw", "radam")
+
+
+def second_moment_from_first_gradient(inner: optax.GradientTransformation) -> optax.GradientTransformation:
+  """GI-Adam (Kalra & Barkeshli 2024 §6): `inner` (an `optax.scale_by_adam` / `scale_by_radam`) with its second
+  moment started from the first gradient, ν₀ = g₀².
+
+  optax's `init` sees the parameters, not a gradient, so ν₀ is set at the first update: when the state's count is 0,
+  ν is replaced by g² before `inner.update` runs, which then computes ν₁ = β₂·g₀² + (1 − β₂)·g₀² = g₀² and the usual
+  bias corrections. Written here because optax has no hook for ν₀; everything else is optax's own
+  `ScaleByAdamState` and update (tests/test_optim.py checks the first updates against optax started from ν₀ = g₀²).
+  """
+
+  def update_fn(updates, state, params=None):
+    first = state.count == 0
+    nu = jax.tree.map(lambda n, g: jnp.where(first, jnp.square(g).astype(n.dtype), n), state.nu, updates)
+    return inner.update(updates, state._replace(nu=nu), params)
+
+  return optax.GradientTransformation(inner.init, update_fn)
+
+
+def _scale_by_adam(cfg) -> optax.GradientTransformation:
+  """optax's Adam direction, with ν₀ = g₀² under `optim.second_moment_init='gradient'`."""
+  direction = optax.scale_by_adam(b1=cfg.b1, b2=cfg.b2, eps=cfg.eps)
+  return second_moment_from_first_gradient(direction) if cfg.second_moment_init == "gradient" else direction
+
+
 def adam(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTransformation:
-  """Adam (Kingma & Ba 2015), no weight decay (use `adamw`)."""
+  """Adam (Kingma & Ba 2015), no weight decay (use `adamw`): `optax.adam`'s chain, scale_by_adam then the lr."""
   del weight_decay_mask
-  return optax.adam(lr, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps)
+  return optax.chain(_scale_by_adam(cfg), optax.scale_by_learning_rate(lr))
 
 
 def adamw(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTransformation:
-  """AdamW (Loshchilov & Hutter 2019): Adam plus decoupled decay η_t·λ·θ."""
-  return optax.adamw(lr, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay, mask=weight_decay_mask)
+  """AdamW (Loshchilov & Hutter 2019): Adam plus decoupled decay η_t·λ·θ (`optax.adamw`'s chain)."""
+  return optax.chain(
+      _scale_by_adam(cfg),
+      optax.add_decayed_weights(cfg.weight_decay, mask=weight_decay_mask),
+      optax.scale_by_learning_rate(lr),
+  )
 
 
 def sgd(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTransformation:
@@ -97,8 +140,11 @@ def radam(lr: optax.Schedule, cfg, weight_decay_mask=None) -> optax.GradientTran
   """RAdam (Liu et al. 2020, "On the Variance of the Adaptive Learning Rate and Beyond"):
   rectifies Adam's early-step variance, the paper's explanation of why warmup helps;
   optional decoupled decay."""
+  direction = optax.scale_by_radam(b1=cfg.b1, b2=cfg.b2, eps=cfg.eps)
+  if cfg.second_moment_init == "gradient":
+    direction = second_moment_from_first_gradient(direction)
   return optax.chain(
-      optax.scale_by_radam(b1=cfg.b1, b2=cfg.b2, eps=cfg.eps),
+      direction,
       *_decoupled_decay(cfg, weight_decay_mask),
       optax.scale_by_learning_rate(lr),
   )
@@ -226,9 +272,27 @@ class OptimConfig(Section):
   adafactor_decay_rate: float
   adafactor_clipping_threshold: float
   adafactor_min_dim_size_to_factor: int
+  second_moment_init: str
+  untuned_warmup: bool
 
   def __post_init__(self):
     _check_optim_values(self)
+    if self.untuned_warmup:  # Ma & Yarats 2021 §4: the warmup length follows from β₂
+      derived = untuned_warmup_steps(self.b2)
+      if self.warmup_steps not in (0, derived):
+        raise contradiction(
+            "optim.untuned_warmup",
+            True,
+            "optim.warmup_steps",
+            self.warmup_steps,
+            f"the untuned warmup lasts 2/(1 − optim.b2) = {derived} updates; valid: warmup_steps 0 (derived) or {derived}",
+        )
+      object.__setattr__(self, "warmup_steps", derived)
+
+
+def untuned_warmup_steps(b2: float) -> int:
+  """2/(1 − β₂), rounded to an integer number of updates (Ma & Yarats 2021 §4: ω_t = min(1, (1 − β₂)·t/2))."""
+  return int(round(2.0 / (1.0 - b2)))
 
 
 OPTIM_KEYS = tuple(f.name for f in dataclasses.fields(OptimConfig))
@@ -284,6 +348,18 @@ def _check_optim_values(cfg: OptimConfig) -> None:
   if cfg.adafactor_clipping_threshold:  # optax requires >= 1 when set
     _check_number(cfg, "adafactor_clipping_threshold", 1, inf)
   _check_int(cfg, "adafactor_min_dim_size_to_factor", 1)
+  if cfg.second_moment_init not in SECOND_MOMENT_INITS:
+    _fail("second_moment_init", cfg.second_moment_init, str(list(SECOND_MOMENT_INITS)))
+  if cfg.second_moment_init == "gradient" and cfg.name not in GRADIENT_INIT_OPTIMIZERS:
+    raise contradiction(
+        "optim.second_moment_init",
+        "gradient",
+        "optim.name",
+        cfg.name,
+        f"ν₀ = g₀² is Adam's second moment (GI-Adam, Kalra & Barkeshli 2024); valid: {list(GRADIENT_INIT_OPTIMIZERS)}",
+    )
+  if not isinstance(cfg.untuned_warmup, bool):
+    _fail("untuned_warmup", cfg.untuned_warmup, "True or False")
   if cfg.weight_decay and cfg.name not in WEIGHT_DECAY_OPTIMIZERS:
     _fail(
         "weight_decay",

@@ -33,7 +33,7 @@ from jax.sharding import PartitionSpec as P
 
 from models import ALPHA_COLLECTION, LOGICAL_AXES, scheduled_alpha_update
 from models.config import Section, invalid
-from train.loss import mlm_batch, token_cross_entropy
+from train.loss import mlm_batch, token_cross_entropy, token_z_loss
 from train.state import TrainState
 
 DATA_AXIS = "data"
@@ -207,9 +207,15 @@ def mlm_masked(model_config, batch: dict, key: jax.Array, mask_rate: float = 0.1
 
 
 def make_train_step(
-    model: Any, tx: optax.GradientTransformation, *, label_smoothing: float = 0.0, mlm_mask_rate: float = 0.15
+    model: Any,
+    tx: optax.GradientTransformation,
+    *,
+    label_smoothing: float = 0.0,
+    mlm_mask_rate: float = 0.15,
+    z_loss: float = 0.0,
 ) -> Callable:
-  """The (unjitted) train step for `model` and optimizer `tx`."""
+  """The (unjitted) train step for `model` and optimizer `tx`; the loss it differentiates is the token cross-entropy
+  plus `z_loss`·mean log²Z (`train.loss.token_z_loss`; nothing added at 0), which its `loss` metric reports."""
   c = model.config
 
   def train_step(state: TrainState, batch: dict):
@@ -223,6 +229,8 @@ def make_train_step(
           {"params": params, **state.variables}, batch, deterministic=False, rngs={"dropout": dropout_key}
       )
       total, count = token_cross_entropy(logits, batch["targets"], label_smoothing)
+      if z_loss:
+        total = total + z_loss * token_z_loss(logits, batch["targets"])
       correct = jnp.sum((jnp.argmax(logits, -1) == batch["targets"]) * (batch["targets"] > 0))
       return total / jnp.maximum(count, 1.0), (count, correct)
 

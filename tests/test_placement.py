@@ -1,0 +1,148 @@
+"""models/placement.py: the 2025 norm placements against their definitions on a forward pass at init — Peri-LN (the
+`sandwich` placement under its 2025 name: a norm on every sublayer's output, the same model parameter for
+parameter), layer-norm scaling's 1/√l at layer l, Mix-LN's Post-LN-then-Pre-LN split, HybridNorm's QKV-norm and
+Post-LN MLP — and their config errors."""
+
+import jax
+import numpy as np
+import pytest
+
+import models
+from models.placement import mix_ln_post_layers, sublayer_placement
+from tests.test_models import batch, tiny
+
+LAYERS = 4
+
+
+def _run(**kw):
+  c = tiny(num_encoder_layers=LAYERS, num_decoder_layers=LAYERS, **kw)
+  model = models.get_model(c)
+  variables = model.init(jax.random.key(0), batch())
+  _, state = model.apply(variables, batch(), mutable=["intermediates"], capture_intermediates=True)
+  return c, variables["params"], state["intermediates"]
+
+
+def _layernorm(x, eps=1e-6):
+  x = np.asarray(x, np.float64)
+  mu = x.mean(-1, keepdims=True)
+  return (x - mu) / np.sqrt(x.var(-1, keepdims=True) + eps)
+
+
+def _valid(stack):
+  """Positions of the batch that are not padding (padding rows carry no constraint)."""
+  b = batch()
+  return np.asarray(b["inputs"] > 0) if stack == "encoder" else np.asarray(b["targets"] > 0)
+
+
+def test_peri_is_sandwich_with_a_norm_on_every_sublayer_output():
+  """Kim et al. 2025 §3: x_{l+1} = x_l + Norm(F(Norm(x_l))). Every sublayer's branch is a LayerNorm output (gain 1,
+  bias 0 at init: per position mean 0, variance 1) of F applied to the normalized input, the merge adds it, the
+  stack ends with a final norm; 'peri' and 'sandwich' are the same model, parameter for parameter."""
+  c, params, inter = _run(norm_position="peri")
+  for stack in ("encoder", "decoder"):
+    valid = _valid(stack)
+    for i in range(LAYERS):
+      layer = inter[stack][f"layer_{i}"]
+      for sub in ("self_attn", "mlp") + (("cross_attn",) if stack == "decoder" else ()):
+        branch = np.asarray(layer[f"{sub}_branch"][0])[valid]
+        np.testing.assert_allclose(branch.mean(-1), 0.0, atol=1e-5)
+        np.testing.assert_allclose(branch.var(-1), 1.0, rtol=1e-3)
+        x_in = layer[f"{sub}_residual_in"][0]
+        np.testing.assert_allclose(layer[f"{sub}_norm"]["__call__"][0], _layernorm(x_in), rtol=1e-4, atol=1e-4)
+        out = layer[f"{sub}_residual_out"][0]
+        np.testing.assert_allclose(out, x_in + layer[f"{sub}_branch"][0], rtol=1e-6, atol=1e-6)
+    assert "final_norm" in params[stack]
+  sandwich = models.get_model(tiny(num_encoder_layers=LAYERS, num_decoder_layers=LAYERS, norm_position="sandwich"))
+  peri = models.get_model(c)
+  np.testing.assert_array_equal(peri.apply({"params": params}, batch()), sandwich.apply({"params": params}, batch()))
+
+
+@pytest.mark.parametrize("norm_position", ["pre", "peri"])
+def test_layer_norm_scaling_multiplies_the_input_norm_by_one_over_sqrt_l(norm_position):
+  """Sun et al. 2025, Eq. 8: the MLP branch of layer l (1-based) is F(LN(x)/√l). With a linear MLP (identity
+  activation, no biases) F(y) = y·W_in·W_out, so each layer's recorded branch equals the hand computation from its
+  recorded input; without the rule the factor is 1 (l = 3: a 1/√3 change)."""
+  kw = dict(norm_position=norm_position, activation="identity", use_bias=False, arch="decoder")
+  for scaling in (True, False):
+    _, params, inter = _run(layer_norm_scaling=scaling, **kw)
+    for i in range(LAYERS):
+      layer, p = inter["decoder"][f"layer_{i}"], params["decoder"][f"layer_{i}"]
+      hand = _layernorm(layer["mlp_residual_in"][0]) / (np.sqrt(i + 1) if scaling else 1.0)
+      hand = hand @ np.asarray(p["mlp"]["wi"]["kernel"], np.float64) @ np.asarray(p["mlp"]["wo"]["kernel"], np.float64)
+      if norm_position == "peri":
+        hand = _layernorm(hand)  # the output norm, which the scale leaves alone
+        if i > 0:
+          assert not np.allclose(hand, 0.0)
+      np.testing.assert_allclose(layer["mlp_branch"][0], hand, rtol=2e-4, atol=2e-5)
+
+
+def test_mix_ln_is_post_ln_in_the_first_quarter_and_pre_ln_after():
+  """Li et al. 2025 §4: the first ⌊α·L⌋ layers Post-LN (their output is a LayerNorm output), the others Pre-LN
+  (output = input + branch; the branch's input is normalized), a final norm after the last (Pre-LN) layer."""
+  for ratio, post in ((0.25, 1), (0.5, 2), (0.0, 0)):
+    c, params, inter = _run(norm_position="mix", mix_ln_ratio=ratio, arch="decoder")
+    assert mix_ln_post_layers(c, "decoder") == post
+    valid = _valid("decoder")
+    for i in range(LAYERS):
+      layer = inter["decoder"][f"layer_{i}"]
+      x_in, out, branch = (layer[f"mlp_{k}"][0] for k in ("residual_in", "residual_out", "branch"))
+      if i < post:
+        assert sublayer_placement(c, "decoder", i, "mlp") == "post"
+        np.testing.assert_allclose(out, _layernorm(np.asarray(x_in) + np.asarray(branch)), rtol=1e-4, atol=1e-4)
+      else:
+        assert sublayer_placement(c, "decoder", i, "mlp") == "pre"
+        np.testing.assert_allclose(out, x_in + branch, rtol=1e-6, atol=1e-6)
+        assert not np.allclose(np.asarray(out)[valid].var(-1), 1.0, rtol=0.05)  # the stream is not renormalized
+    assert "final_norm" in params["decoder"]
+  _, params, _ = _run(norm_position="mix", mix_ln_ratio=1.0, arch="decoder")
+  assert "final_norm" not in params["decoder"]  # all Post-LN: the last layer already normalizes
+
+
+def test_hybrid_norm_is_qkv_norm_in_attention_and_post_ln_in_the_mlp():
+  """Zhuo et al. 2025 §3: attention x + Attn(x) with Q, K and V each normalized per head (LayerNorm over d_k: mean
+  0, variance 1 at init), no norm on the stream; MLP Norm(x + FFN(x)); no final norm."""
+  c, params, inter = _run(norm_position="hybrid", arch="decoder", d_model=16, num_heads=2)
+  for i in range(LAYERS):
+    layer = inter["decoder"][f"layer_{i}"]
+    attn = layer["self_attn"]
+    for name in ("query_norm", "key_norm", "value_norm"):
+      y = np.asarray(attn[name]["__call__"][0])
+      np.testing.assert_allclose(y.mean(-1), 0.0, atol=1e-5)
+      np.testing.assert_allclose(y.var(-1), 1.0, rtol=1e-3)
+    s_in, s_out, s_branch = (layer[f"self_attn_{k}"][0] for k in ("residual_in", "residual_out", "branch"))
+    np.testing.assert_allclose(s_out, s_in + s_branch, rtol=1e-6, atol=1e-6)
+    m_in, m_out, m_branch = (np.asarray(layer[f"mlp_{k}"][0]) for k in ("residual_in", "residual_out", "branch"))
+    np.testing.assert_allclose(m_out, _layernorm(m_in + m_branch), rtol=1e-4, atol=1e-4)
+    assert "self_attn_norm" not in params["decoder"][f"layer_{i}"]
+  assert "final_norm" not in params["decoder"]
+  roles = models.param_roles(c, params)["decoder"]["layer_0"]["self_attn"]["value_norm"]["scale"]
+  assert (roles.role, roles.sublayer) == ("norm_scale", "self_attn")
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"norm_position": "post", "layer_norm_scaling": True}, r"config.model.layer_norm_scaling=True contradicts"),
+        ({"norm_position": "hybrid", "layer_norm_scaling": True}, r"norm_position='hybrid'"),
+        ({"norm_position": "mix", "mix_ln_ratio": 1.5}, r"config.model.mix_ln_ratio=1.5 is invalid"),
+        ({"norm_position": "peri-ln"}, r"valid: \['post', 'pre', 'sandwich', 'peri', 'mix', 'hybrid', 'none'\]"),
+    ],
+)
+def test_bad_placements_are_named(kw, match):
+  with pytest.raises(ValueError, match=match):
+    tiny(**kw)
+
+
+def test_every_norm_position_maps_to_a_placement():
+  """`sublayer_placement` of every value of model.norm_position, for layer 0 of 4 (mix ratio 0.25: Post-LN)."""
+  expected = {"post": "post", "pre": "pre", "sandwich": "sandwich", "peri": "sandwich", "mix": "post", "none": "none"}
+  for position, placement in expected.items():
+    kw = {"norm_type": "none"} if position == "none" else {}
+    cfg = tiny(num_decoder_layers=LAYERS, norm_position=position, **kw)
+    assert sublayer_placement(cfg, "decoder", 0, "mlp") == placement
+  hybrid = tiny(norm_position="hybrid")
+  assert [sublayer_placement(hybrid, "decoder", 0, s) for s in ("self_attn", "cross_attn", "mlp")] == [
+      "none",
+      "none",
+      "post",
+  ]
