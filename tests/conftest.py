@@ -54,7 +54,9 @@ _share_compiled_programs()
 # scheduling hands files out in collection order, so starting the long ones first keeps one of them from starting
 # last and running alone at the end (longest-processing-time-first). The other files follow in their usual order.
 SLOW_FILES_FIRST = (
+    "test_config_training.py",
     "test_atlas.py",
+    "test_depth_coord_check.py",
     "test_train.py",
     "test_compile_once.py",
     "test_analysis_run.py",
