@@ -15,6 +15,7 @@ workers with the cache. A cache hit still counts as a compile in JAX's `backend_
 tests/test_compile_once.py's counts are unchanged by it."""
 
 import atexit
+import contextlib
 import dataclasses
 import gc
 import json
@@ -72,6 +73,28 @@ SLOW_FILES_FIRST = (
     "test_shard.py",
     "test_preemption.py",
 )
+
+
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+@contextlib.contextmanager
+def count_compiles():
+  """Yields a list that gets one entry per XLA backend compilation inside the block (a persistent-cache hit counts
+  too: module docstring)."""
+  import jax  # noqa: PLC0415 (the environment above is set before JAX is imported)
+
+  seen = []
+
+  def listener(event, duration, **kwargs):
+    if event == COMPILE_EVENT:
+      seen.append(duration)
+
+  jax.monitoring.register_event_duration_secs_listener(listener)
+  try:
+    yield seen
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def pytest_collection_modifyitems(items):

@@ -7,7 +7,6 @@ Also here: probes in lockstep give the nodes, weights and traces of probes one a
 guard scales with the probes in lockstep, and the convergence stop of `top_eigenvalues`.
 """
 
-import contextlib
 import dataclasses
 import functools
 
@@ -26,26 +25,10 @@ from analysis.spectrum import bottom_eigenvalues, top_eigenvalues
 from analysis.trace import trace
 from configs import default
 from models import ModelConfig, get_model, param_roles
+from tests.conftest import COMPILE_EVENT, count_compiles
 from train.loss import make_logits_fn, make_loss_fn
 
 VOCAB = 11
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-
-
-@contextlib.contextmanager
-def count_compiles():
-  """Yields a list that gets one entry per XLA backend compilation inside the block."""
-  seen = []
-
-  def listener(event, duration, **kwargs):
-    if event == _COMPILE_EVENT:
-      seen.append(duration)
-
-  jax.monitoring.register_event_duration_secs_listener(listener)
-  try:
-    yield seen
-  finally:
-    jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def _batch(seed, rows=2, length=5):
@@ -197,7 +180,7 @@ def test_run_analysis_compiles_each_program_once_and_nothing_the_second_time(mod
   names = []
 
   def listener(event, duration, fun_name="", **kwargs):
-    if event == _COMPILE_EVENT:
+    if event == COMPILE_EVENT:
       names.append(fun_name)
 
   counts = []

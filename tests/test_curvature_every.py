@@ -13,7 +13,7 @@ import pytest
 import experiments
 from analysis import hessian
 from analysis.spectrum import top_eigenvalues
-from tests.test_compile_once import count_compiles
+from tests.conftest import count_compiles
 from tests.test_train import tiny_config
 from train import loop
 from train.loss import make_loss_fn

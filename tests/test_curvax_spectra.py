@@ -2,8 +2,6 @@
 against `numpy.linalg.eigh` of its dense matrix: extreme eigenvalues within their bounds, the trace and the SLQ
 density's first two moments within their standard errors; and a second batch or checkpoint compiles nothing."""
 
-import contextlib
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,23 +10,7 @@ from jax.flatten_util import ravel_pytree
 
 import curvax
 from tests import curvax_mlp as mlp
-
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-
-
-@contextlib.contextmanager
-def count_compiles():
-  seen = []
-
-  def listener(event, duration, **kwargs):
-    if event == _COMPILE_EVENT:
-      seen.append(duration)
-
-  jax.monitoring.register_event_duration_secs_listener(listener)
-  try:
-    yield seen
-  finally:
-    jax.monitoring.unregister_event_duration_listener(listener)
+from tests.conftest import count_compiles
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -20,7 +20,7 @@ from analysis.run import run_analysis
 from analysis.spectrum import top_eigenvalues
 from configs import default
 from models import ModelConfig, get_model
-from tests.test_compile_once import count_compiles
+from tests.conftest import count_compiles
 from train.loss import make_loss_fn
 
 N = 12
