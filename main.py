@@ -143,7 +143,11 @@ def main(argv):
       sys.exit(EXIT_CRASHED)
     return
   if config.mode == "train":  # a rerun resumes: it must train what the workdir's run trained (names what differs)
-    _config_boundary(lambda: train.config.check_unchanged(workdir, config, f"--workdir={workdir}", compare_mode=False))
+    _config_boundary(
+        lambda: train.config.check_unchanged(
+            workdir, config, f"--workdir={workdir}", compare_mode=False, may_change=("train.num_steps",)
+        )
+    )
   if config.mode == "analyze" and not experiments.sweep.use_compilation_cache(FLAGS.config, workdir):
     curvax.enable_compilation_cache(os.path.join(workdir, "jax_cache"))  # a rerun reads its programs back
   restore_step = None

@@ -286,6 +286,11 @@ def test_a_rerun_with_another_trained_config_fails_naming_the_keys(tmp_path):
   changed.model.d_model, changed.optim.learning_rate = 96, 3e-3
   with pytest.raises(ValueError, match=r"model\.d_model: None -> 96, optim\.learning_rate: .* -> 0\.003\);"):
     config_lib.check_unchanged(str(tmp_path), config_lib.resolve(changed), "here")
+  longer = config.copy_and_resolve_references()
+  longer.train.num_steps += 100  # main.py's rerun may train longer (the run's summary says how)
+  with pytest.raises(ValueError, match=r"train\.num_steps: "):
+    config_lib.check_unchanged(str(tmp_path), config_lib.resolve(longer), "here")
+  config_lib.check_unchanged(str(tmp_path), config_lib.resolve(longer), "here", may_change=("train.num_steps",))
   old = json.loads((tmp_path / "config.json").read_text())
   del old["train"]["eval_every"]  # a key added to the code after the run: unchanged while it holds its default
   (tmp_path / "config.json").write_text(json.dumps(old))

@@ -209,13 +209,17 @@ def leaves(tree: Mapping, prefix: str = "") -> dict[str, Any]:
   return out
 
 
-def check_unchanged(workdir: str, config: Config, where: str, *, compare_mode: bool = True) -> None:
+def check_unchanged(
+    workdir: str, config: Config, where: str, *, compare_mode: bool = True, may_change: tuple[str, ...] = ()
+) -> None:
   """Raises ValueError, before any compute, if the run in `workdir` (its config.json, an earlier invocation's) was
   trained with another config than `config` in what it trains (`TRAINED`, and `mode` with `compare_mode`): a rerun
   would otherwise resume (or, in a sweep, skip) a run of another config, and fail deep in the checkpoint restore.
   The message names every differing key with both values. The other groups may change (more seeds, another
   analysis, another machine, a study's settings that no run reads). A key the run's config.json lacks was added to
-  the code after the run: unchanged while it holds its default. main.py's train mode and every sweep run call it."""
+  the code after the run: unchanged while it holds its default. `may_change`: keys left out of the comparison
+  (main.py's train mode: `train.num_steps`, which a rerun raises to train longer, as the run's summary says). main.py's
+  train mode and every sweep run call it."""
   path = epath.Path(workdir) / "config.json"
   if not path.exists():
     return
@@ -225,7 +229,7 @@ def check_unchanged(workdir: str, config: Config, where: str, *, compare_mode: b
 
   defaults = leaves(json.loads(json.dumps(default.get_config().to_dict())))
   # data.tokenizer_dir may change: a moved sweep folder moves its tokenizer; an evaluation at step 0 trains nothing
-  trained = lambda k: ((k == "mode" and compare_mode) or k.startswith(TRAINED)) and k not in UNTRAINED
+  trained = lambda k: ((k == "mode" and compare_mode) or k.startswith(TRAINED)) and k not in (*UNTRAINED, *may_change)
   same = lambda k: old.get(k, defaults.get(k)) == new.get(k, defaults.get(k))
   changed = sorted(k for k in set(old) | set(new) if trained(k) and not same(k))
   if changed:
