@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from curvax.blocks import leaf_paths
-from curvax.lanczos import LanczosResult, lanczos_core
+from curvax.lanczos import LANCZOS_STATIC, LanczosResult, lanczos_core
 from curvax.lanczos_options import STOP_BOUNDS, check_stop, lanczos_options
 from curvax.operators import run_program, with_callback
 from curvax.probes import check_positive_int, operator_info
@@ -83,21 +83,9 @@ def _select_extreme(ritz_values, ritz_bounds, gap_bounds, steps, k, largest):
   return values, bounds, refined, valid, separated
 
 
-_EXTREME_STATIC = (
-    "k",
-    "largest",
-    "n",
-    "dtype",
-    "num_steps",
-    "reorthogonalize",
-    "reorth_passes",
-    "breakdown_tol",
-    "return_basis",
-    "stop",
-    "callback_every",
-    "basis_sharding",
-    "matvec_rtol",
-)
+# Lanczos's static arguments (its progress bar's total excepted: these programs take no progress callback) and the
+# start vector's.
+_EXTREME_STATIC = ("k", "largest", "n", "dtype", *(a for a in LANCZOS_STATIC if a != "progress_total"))
 
 
 def _extreme_program(op, key, callback_id, *, k, largest, n, dtype, **lanczos_static):

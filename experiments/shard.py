@@ -220,6 +220,21 @@ def claim(run_dir: str, owner: str, timeout_s: float, *, clock: Callable[[], flo
   return (held or {}).get("owner", "another process")
 
 
+def claim_together(run_dir: str, owner: str, timeout_s: float) -> Optional[str]:
+  """`claim` by process 0, its answer broadcast, so every process of a multi-host run trains the run or skips it
+  together. None: claimed; else the holder."""
+  import jax  # noqa: PLC0415 (the rest of this module is plain Python)
+
+  holder = claim(run_dir, owner, timeout_s) if jax.process_index() == 0 else None
+  if jax.process_count() > 1:
+    import numpy as np  # noqa: PLC0415
+    from jax.experimental import multihost_utils  # noqa: PLC0415
+
+    taken = multihost_utils.broadcast_one_to_all(np.asarray(holder is not None))
+    holder = (holder or "another shard") if bool(taken) else None
+  return holder
+
+
 def _claim_record(owner: str, now: float) -> dict:
   return {"owner": owner, "host": socket.gethostname(), "pid": os.getpid(), "heartbeat": now}
 

@@ -42,7 +42,6 @@ from typing import Any, Callable, Optional
 
 import jax
 import ml_collections
-import numpy as np
 import tensorboardX
 from absl import logging
 
@@ -232,35 +231,38 @@ def run_sweep(
   sweep = grid_lib.SweepConfig.from_config(config.sweep)
   cells = grid_lib.cells(config)
   runs = plan(config, workdir)
-  shard = shard_lib.resolve_shard(sweep.shard, sweep.num_shards, env, process_count=jax.process_count())
+  shard_i, shard_n, shard_source = shard_lib.resolve_shard(
+      sweep.shard, sweep.num_shards, env, process_count=jax.process_count()
+  )
+  shard = (shard_i, shard_n)
   if sweep.stage == "prepare":
     return prepare(config, workdir, runs, emit=emit)
   if sweep.stage == "gather":
     return gather(config, workdir, runs, emit=emit)
-  sharded = shard[1] > 1
+  sharded = shard_n > 1
   primary = jax.process_index() == 0
   os.makedirs(workdir, exist_ok=True)
   prov = provenance_lib.provenance()
   root = runs_root(config, workdir)
   todo = [
-      i for i, (c, s, _) in enumerate(runs) if _status(run_dir(root, c, s)) not in DONE and shard_lib.mine(i, shard[:2])
+      i for i, (c, s, _) in enumerate(runs) if _status(run_dir(root, c, s)) not in DONE and shard_lib.mine(i, shard)
   ]
   owner = shard_lib.owner_id()
-  ours = sum(shard_lib.mine(i, shard[:2]) for i in range(len(runs)))
+  ours = sum(shard_lib.mine(i, shard) for i in range(len(runs)))
   emit(
       f"Sweep in {workdir}: {len(cells)} cell(s) × {sweep.seeds} seed(s) = {len(runs)} run(s)"
-      + (f"; shard {shard[0]}/{shard[1]} ({shard[2]}) runs {ours} of them" if sharded else "")
+      + (f"; shard {shard_i}/{shard_n} ({shard_source}) runs {ours} of them" if sharded else "")
       + f"; {ours - len(todo)} already done, {len(todo)} to run"
   )
   t0, times, finished_times, records = clock(), [], [], []
   for i, (cell, seed, resolved) in enumerate(runs):
-    if not shard_lib.mine(i, shard[:2]):
+    if not shard_lib.mine(i, shard):
       continue  # another shard's run
     rdir = run_dir(root, cell, seed)
     k = cells.index(cell) + 1
     record_path = os.path.join(rdir, RECORD_FILE)
     if i in todo:
-      holder = _claim(rdir, owner, sweep.claim_timeout_s)
+      holder = shard_lib.claim_together(rdir, owner, sweep.claim_timeout_s)
       if holder is not None:
         emit(f"cell {k}/{len(cells)}, seed {seed}: {cell.name} | claimed by {holder}, skipped")
         continue
@@ -302,7 +304,7 @@ def run_sweep(
     left = [f"{c.name}/seed_{s}" for c, s, _ in runs if _status(run_dir(root, c, s)) not in DONE]
     if left:
       emit(
-          f"Shard {shard[0]}/{shard[1]} done in {metrics_lib.format_duration(clock() - t0)}; {len(left)} run(s) of "
+          f"Shard {shard_i}/{shard_n} done in {metrics_lib.format_duration(clock() - t0)}; {len(left)} run(s) of "
           "the sweep not done yet (other shards'); the shard that ends last gathers the results (or sweep.stage=gather)"
       )
       return records
@@ -317,18 +319,6 @@ def run_sweep(
       + (", curves.png, final_metric.png" if config.train.num_steps else "")
   )
   return records
-
-
-def _claim(rdir: str, owner: str, timeout_s: float) -> Optional[str]:
-  """Process 0 claims the run (experiments/shard.py); every process of the run learns the answer (they run it
-  together or skip it together). None: claimed; else the holder."""
-  holder = shard_lib.claim(rdir, owner, timeout_s) if jax.process_index() == 0 else None
-  if jax.process_count() > 1:
-    from jax.experimental import multihost_utils  # noqa: PLC0415 (only multi-process sweeps need it)
-
-    taken = multihost_utils.broadcast_one_to_all(np.asarray(holder is not None))
-    holder = (holder or "another shard") if bool(taken) else None
-  return holder
 
 
 def _stored_record(cell: grid_lib.Cell, seed: int, rdir: str, workdir: str) -> dict:

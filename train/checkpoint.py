@@ -359,6 +359,8 @@ class Checkpointer:
     try:
       self._manager.wait_until_finished()
     except Exception as e:  # noqa: BLE001 (as in save)
+      if self._pending is None:  # no save of this checkpointer's: not a write of ours that failed
+        raise
       raise self._write_error(self._pending, e) from e
 
   def close(self) -> None:
