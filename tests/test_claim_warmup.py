@@ -109,10 +109,10 @@ def test_the_design_at_every_scale(scale):
     assert all(abs(b / a - 2) < 1e-9 for a, b in zip(lrs, lrs[1:]))  # a factor-2 grid
     assert 100 in warmup_config.WARMUPS[scale]  # 2/(1 − β₂) at β₂ = 0.98 (Ma & Yarats 2021)
     assert config.optim.b2 == 0.98 and config.sweep.seeds >= 3
-  if scale == "cpu":  # the atlas's cpu model, run 1000 steps
+  if scale == "cpu":  # the atlas's cpu model, run HORIZON steps
     m = r.model
     assert (m.num_encoder_layers, m.d_model, m.num_heads, m.d_ff, config.data.vocab_size) == (6, 32, 2, 128, 2000)
-    assert (config.train.num_steps, config.train.eval_every) == (1000, 100)
+    assert (config.train.num_steps, config.train.eval_every) == (3000, 300) == (warmup_config.HORIZON["cpu"], 300)
 
 
 def test_the_study_end_to_end_at_tiny(tmp_path):
