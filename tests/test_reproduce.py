@@ -109,3 +109,53 @@ def test_redecide_applies_the_current_rule_to_a_records_measurements(tmp_path):
   assert "git_commit" in new["redecided_by"]
   assert "Re-decided from this record's measurements" in (tmp_path / "REPRODUCTION.md").read_text()
   assert reproduce.redecide(new)["verdict"] == new["verdict"]  # idempotent
+
+
+def test_done_runs_records_land_as_they_come_and_a_later_session_restores_them(tmp_path, monkeypatch):
+  """run_one with `records`: at each run's progress line the done runs' records (no checkpoints) are copied out;
+  a later call on an empty workdir copies them back, so its sweep skips those runs; an unfinished run is neither."""
+  import json  # pylint: disable=g-import-not-at-top
+
+  from experiments.claims import reproduce  # pylint: disable=g-import-not-at-top
+
+  def run(root, cell, seed, status):
+    d = root / "cells" / cell / f"seed_{seed}"
+    (d / "checkpoints" / "10").mkdir(parents=True)
+    (d / "status.json").write_text(json.dumps({"status": status}))
+    for name in ("config.json", "metrics.jsonl", "data_stats.json"):
+      (d / name).write_text(f"{cell} {seed} {name}")
+    return d
+
+  workdir, records = tmp_path / "runs" / "warmup", tmp_path / "out" / "runs"
+  run(workdir, "a", 0, "finished")
+  run(workdir, "b", 0, "diverged")
+  run(workdir, "a", 1, "running")
+  seen = []
+
+  class Fake:
+
+    def __init__(self, cmd, **kw):
+      self.stdout = iter(["I1126 sweep.py] cell 2/2, seed 1: a | elapsed 0:01:00 | ETA 0:01:00 | ...\n"])
+
+    def wait(self):
+      seen.append(sorted(str(p.relative_to(records)) for p in records.rglob("*") if p.is_file()))
+      return 0
+
+    def kill(self):
+      raise AssertionError("the fake process ended at once")
+
+  monkeypatch.setattr(reproduce.subprocess, "Popen", Fake)
+  reproduce.run_one("warmup", "cpu", "", str(tmp_path / "runs"), 10, records=str(records))
+  done = [
+      f"cells/{c}/seed_0/{n}" for c in "ab" for n in ("config.json", "data_stats.json", "metrics.jsonl", "status.json")
+  ]
+  assert seen == [sorted(done)]  # copied while the claim ran; no checkpoints, nothing of the unfinished run
+  # The next session: a fresh workdir (and one with a stale attempt of a done run) gets the done runs back.
+  fresh = tmp_path / "again"
+  run(fresh / "warmup", "a", 0, "running")
+  reproduce.run_one("warmup", "cpu", "", str(fresh), 10, records=str(records))
+  restored = fresh / "warmup" / "cells"
+  assert json.loads((restored / "a" / "seed_0" / "status.json").read_text()) == {"status": "finished"}
+  assert (restored / "b" / "seed_0" / "metrics.jsonl").read_text() == "b 0 metrics.jsonl"
+  assert not (restored / "a" / "seed_0" / "checkpoints").exists() and not (restored / "a" / "seed_1").exists()
+  assert reproduce.restore_records(str(records), str(fresh / "warmup")) == 0  # nothing done is copied twice

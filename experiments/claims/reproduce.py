@@ -12,6 +12,14 @@ inconclusive with its exit status and the end of its log). With --readme, the RE
 from the same results; --report_only runs nothing and only rewrites them; --redecide=<claims> applies those
 claims' current rules to the measurements their records store (a rule changed, the runs are gone). Exits 1 if a claim's process failed.
 
+Results land as they come: before each run the claim's sweep starts (its progress line `cell k/K, seed s: ...`),
+the records of every run it has finished or seen diverge (`RECORD_FILES`: config, metrics, status, data statistics
+and the sweep's record; no checkpoints) are copied to `<out>/reproduction/<claim>/runs/<cell>/seed_<s>/`, so a
+session can commit them while the claim still runs; and before a claim starts, the records there that its workdir
+lacks are copied back, so the next session's sweep skips those runs and trains only the rest (the sweep checks each
+copied run's config against its cell's before any compute). Once the claim has decided, claim.json holds what was
+measured and the folder is removed.
+
 Claims 8, 9 and 10 are studies over the atlas's cells (configs/claims/_atlas_cells.py): with --atlas_runs=<the
 atlas's workdir> they read its train/ runs and train only what those lack (`sweep.cells_dir`); without, they train
 their own in <runs>/<claim>.
@@ -54,13 +62,64 @@ flags.DEFINE_string(
 )
 FLAGS = flags.FLAGS
 ON_ATLAS_CELLS = ("tfixup", "bert_vs_xavier", "deep_no_warmup")  # claims built on configs/claims/_atlas_cells.py
+RECORD_FILES = ("config.json", "metrics.jsonl", "status.json", "data_stats.json", "sweep_record.json")
+RUN_STARTS = "cell "  # the sweep's progress line before each run (experiments/sweep.py)
 
 
-def run_one(name: str, scale: str, data_dir: str, runs: str, timeout: int, cells_dir: str = "") -> tuple[int, str]:
+def _run_dirs(root: str) -> list[str]:
+  """`<cell>/seed_<s>` of every run folder under `root`/cells."""
+  cells = os.path.join(root, "cells")
+  if not os.path.isdir(cells):
+    return []
+  return sorted(
+      os.path.join(c, s) for c in os.listdir(cells) for s in os.listdir(os.path.join(cells, c)) if s.startswith("seed_")
+  )
+
+
+def _done(run: str) -> bool:
+  try:
+    with open(os.path.join(run, "status.json"), encoding="utf-8") as f:
+      return json.load(f).get("status") in ("finished", "diverged")
+  except (OSError, ValueError):
+    return False
+
+
+def save_records(workdir: str, dest: str) -> int:
+  """Copies the records (`RECORD_FILES`) of every done run under `workdir`/cells to `dest`/cells (module
+  docstring); returns how many runs `dest` holds."""
+  for run in _run_dirs(workdir):
+    if _done(os.path.join(workdir, "cells", run)):
+      os.makedirs(os.path.join(dest, "cells", run), exist_ok=True)
+      for name in RECORD_FILES:
+        if os.path.exists(os.path.join(workdir, "cells", run, name)):
+          shutil.copy2(os.path.join(workdir, "cells", run, name), os.path.join(dest, "cells", run, name))
+  return len(_run_dirs(dest))
+
+
+def restore_records(src: str, workdir: str) -> int:
+  """Copies the done runs' records under `src`/cells that `workdir` lacks into it; returns how many it copied."""
+  restored = 0
+  for run in _run_dirs(src):
+    target = os.path.join(workdir, "cells", run)
+    if _done(os.path.join(src, "cells", run)) and not _done(target):
+      if os.path.exists(target):
+        shutil.rmtree(target)  # an unfinished attempt of a run the records hold done
+      shutil.copytree(os.path.join(src, "cells", run), target)
+      restored += 1
+  return restored
+
+
+def run_one(
+    name: str, scale: str, data_dir: str, runs: str, timeout: int, cells_dir: str = "", records: str = ""
+) -> tuple[int, str]:
   """Runs one claim through main.py (with `cells_dir`: its runs read from and added to that sweep folder, e.g. the
-  atlas's train/), streaming its output; returns (exit status, log path)."""
+  atlas's train/), streaming its output; with `records`, the done runs' records are restored from and saved to that
+  folder (module docstring). Returns (exit status, log path)."""
   workdir = os.path.abspath(os.path.join(runs, name))
   os.makedirs(workdir, exist_ok=True)
+  root = os.path.abspath(cells_dir or workdir)
+  if records and os.path.isdir(records):
+    print(f"[reproduce] {name}: {restore_records(records, root)} done run(s) restored from {records}", flush=True)
   log_path = os.path.join(workdir, "main.log")
   cmd = [sys.executable, "main.py", f"--config=configs/claims/{name}.py:{scale}", f"--workdir={workdir}"]
   if data_dir:
@@ -76,6 +135,8 @@ def run_one(name: str, scale: str, data_dir: str, runs: str, timeout: int, cells
       for line in proc.stdout:  # the child's progress lines, as they come
         sys.stdout.write(line)
         log.write(line)
+        if records and RUN_STARTS in line and ", seed " in line:
+          save_records(root, records)
       code = proc.wait()
     finally:
       watchdog.cancel()
@@ -141,13 +202,19 @@ def main(argv):
   failed = []
   for name in [] if FLAGS.report_only else FLAGS.claims:
     cells = os.path.join(FLAGS.atlas_runs, "train") if FLAGS.atlas_runs and name in ON_ATLAS_CELLS else ""
-    code, log_path = run_one(name, FLAGS.scale, FLAGS.data_dir, FLAGS.runs, FLAGS.timeout, cells)
-    src = os.path.join(os.path.abspath(FLAGS.runs), name)
     dest = os.path.join(FLAGS.out, "reproduction", name)
+    records = os.path.join(dest, "runs")
+    code, log_path = run_one(name, FLAGS.scale, FLAGS.data_dir, FLAGS.runs, FLAGS.timeout, cells, records)
+    src = os.path.join(os.path.abspath(FLAGS.runs), name)
+    claim_json = os.path.join(src, "claim.json")
+    if not (os.path.exists(claim_json) and code in (0, 4)) and os.path.isdir(records):
+      save_records(cells or src, records)  # stopped before deciding: the records (and the earlier claim.json) stay
+      print(f"[reproduce] {name}: not decided (exit {code}); its done runs' records stay in {records}", flush=True)
+      failed.append(name)
+      continue
     if os.path.exists(dest):
       shutil.rmtree(dest)
     os.makedirs(dest)
-    claim_json = os.path.join(src, "claim.json")
     if os.path.exists(claim_json) and code in (0, 4):  # 4: some run crashed; the claim says so itself
       with open(claim_json, encoding="utf-8") as f:
         result = json.load(f)
