@@ -37,6 +37,7 @@ from typing import Optional
 
 DIVERGED, COLLAPSED, UNDERTRAINED, TRAINED = "diverged", "collapsed", "undertrained", "trained"
 CLASSES = (DIVERGED, COLLAPSED, UNDERTRAINED, TRAINED)
+STABLE, UNSTABLE = "stable", "unstable"  # a run's early outcome (`early_class`)
 COLLAPSE_MARGIN = 0.1  # δ in nats (module docstring)
 
 
@@ -48,8 +49,8 @@ class Outcome:
   reason: str
 
   def __post_init__(self):
-    if self.cls not in CLASSES:
-      raise ValueError(f"outcome class {self.cls!r} is not one of {list(CLASSES)}")
+    if self.cls not in (*CLASSES, STABLE, UNSTABLE):
+      raise ValueError(f"outcome class {self.cls!r} is not one of {[*CLASSES, STABLE, UNSTABLE]}")
 
 
 def classify(
@@ -121,3 +122,48 @@ def classify_run(metrics: Sequence[dict], status: Optional[dict], data_stats: Op
 
 def _nonfinite(status: Optional[dict]) -> bool:
   return bool(status) and status.get("status") == "diverged"
+
+
+# The early outcome of a run (issue 28): what a step-0 model of the loss can speak for. Stated before any run of it.
+EARLY_WINDOW = 50  # steps after the warmup ends (T_w + 1 … T_w + W): the lr has reached its peak for W steps
+SPIKE = 1.0  # nats above the lowest training loss logged before it: a loss spike
+
+
+def early_class(
+    train: Sequence[tuple[int, float]],
+    *,
+    warmup_steps: int,
+    init_loss: float,
+    window: int = EARLY_WINDOW,
+    spike: float = SPIKE,
+) -> Outcome:
+  """Whether a run was `stable` or `unstable` through its first `warmup_steps` + `window` steps, from its logged
+  training losses `train` = [(step, loss), ...] (step ≥ 1; log every step or every few: a spike between two logged
+  steps is not seen).
+
+  Unstable, the first of: a non-finite training loss; a training loss above `init_loss` (the loss at init: the run
+  went back past where it started, what analysis/outcomes.py's `diverged` reads on the validation loss); a loss
+  spike, a training loss more than `spike` nats above the lowest training loss logged before it. Else stable.
+  Collapse is not read here: a run that will sit on the unigram plateau and one that will train both pass through
+  the unigram entropy in their first hundred steps (the atlas's Post-LN runs reach ≈ H by step 50), so the loss
+  alone cannot tell them apart this early; the final outcome (`classify`) reads it at the horizon. ValueError when
+  no loss was logged inside the window (nothing to read).
+  """
+  if not math.isfinite(init_loss):
+    raise ValueError(f"init_loss={init_loss}: the loss at init must be finite to read a run against it")
+  if warmup_steps < 0 or window < 1:
+    raise ValueError(f"warmup_steps={warmup_steps} must be ≥ 0 and window={window} ≥ 1")
+  end = warmup_steps + window
+  inside = sorted((int(s), float(v)) for s, v in train if 1 <= s <= end)
+  if not inside:
+    raise ValueError(f"no training loss logged in steps 1..{end}: log at least every few steps (train.log_every)")
+  lowest = math.inf
+  for step, loss in inside:
+    if not math.isfinite(loss):
+      return Outcome(UNSTABLE, f"training loss {loss} at step {step}")
+    if loss > init_loss:
+      return Outcome(UNSTABLE, f"training loss {loss:.4g} at step {step} above the loss at init {init_loss:.4g}")
+    if loss > lowest + spike:
+      return Outcome(UNSTABLE, f"loss spike at step {step}: {loss:.4g}, more than {spike:g} nat above {lowest:.4g}")
+    lowest = min(lowest, loss)
+  return Outcome(STABLE, f"no non-finite loss, none above the loss at init, no spike > {spike:g} nat in steps 1..{end}")

@@ -11,6 +11,8 @@ straddles the threshold; the report then names the design change that would deci
   bootstrap_interval(groups, stat)   percentile bootstrap of a statistic over resampled groups (e.g. methods);
   fisher_z_interval(r, n, level)     a correlation's interval by Fisher's z = atanh(r), standard error 1/√(n−3);
   proportion_interval(k, n, level)   a fraction k/n's exact binomial interval (Clopper & Pearson 1934);
+  roc_auc(scores, labels)            the area under the ROC curve: the probability that a positive outranks a
+                                     negative, ties counted ½ (Mann–Whitney's U / (n₊n₋), Hanley & McNeil 1982);
   reading(interval, low=, high=)     True (inside [low, high]) / False (disjoint) / None (straddles).
 
 Written here (not taken from a library) because scipy.stats gives the pieces but not the three-way reading the
@@ -82,6 +84,16 @@ def proportion_interval(k: int, n: int, level: float = LEVEL) -> tuple[float, fl
   low = scipy.stats.beta.ppf(alpha / 2, k, n - k + 1) if k > 0 else 0.0
   high = scipy.stats.beta.ppf(1 - alpha / 2, k + 1, n - k) if k < n else 1.0
   return k / n, float(low), float(high)
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
+  """P(score of a positive > score of a negative) + ½·P(tie), over every (positive, negative) pair: 1 for scores
+  that separate the classes perfectly, 0.5 for a constant score. ValueError without both classes."""
+  s, y = np.asarray(scores, np.float64), np.asarray(labels, bool)
+  if len(s) != len(y) or not y.any() or y.all():
+    raise ValueError(f"an AUC needs both classes and one score per label; got {int(y.sum())} of {len(y)} positive")
+  pos, neg = s[y][:, None], s[~y][None, :]
+  return float(((pos > neg).sum() + 0.5 * (pos == neg).sum()) / (pos.size * neg.size))
 
 
 def reading(interval: tuple[float, float, float], *, low: float = -math.inf, high: float = math.inf) -> Optional[bool]:

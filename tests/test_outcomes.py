@@ -123,3 +123,36 @@ def test_a_sweep_records_each_runs_class(tmp_path):
       unigram_entropy=stats["target_unigram_entropy"],
   )
   assert (finished["class"], finished["class_reason"]) == (expected.cls, expected.reason)
+
+
+def _early(losses, warmup=0, **kw):
+  """Training losses logged at steps 1, 2, ... (one per step)."""
+  return outcomes.early_class(list(enumerate(losses, start=1)), warmup_steps=warmup, init_loss=INIT, **kw)
+
+
+@pytest.mark.parametrize(
+    "losses, expected",
+    [
+        ([7.6, 7.0, 6.1, 5.5, 5.4, 5.3], outcomes.STABLE),  # down to the unigram plateau: not read as collapse here
+        ([7.6, 7.0, 6.1, 6.9, 5.5], outcomes.STABLE),  # up by 0.8 nat: batch noise, below the spike threshold
+        ([7.6, 7.0, 6.1, 7.11, 5.5], outcomes.UNSTABLE),  # up by 1.01 nat over the lowest before it: a spike
+        ([7.6, 7.0, float("nan")], outcomes.UNSTABLE),
+        ([7.6, INIT + 0.01, 6.0], outcomes.UNSTABLE),  # back above the loss at init
+    ],
+)
+def test_early_class_hand_made_curves(losses, expected):
+  assert _early(losses).cls == expected
+
+
+def test_early_window_is_the_warmup_plus_w_steps_after_it():
+  """Only steps 1 .. T_w + W are read: a blow-up after the window is the final outcome's business."""
+  curve = [7.0] * 60 + [float("inf")]  # non-finite at step 61
+  assert _early(curve, warmup=10, window=50).cls == outcomes.STABLE  # window ends at step 60
+  assert _early(curve, warmup=11, window=50).cls == outcomes.UNSTABLE
+  assert "step 61" in _early(curve, warmup=11, window=50).reason
+  spike = _early([7.0, 6.0, 7.5], spike=1.0)
+  assert spike.cls == outcomes.UNSTABLE and "step 3" in spike.reason and "6" in spike.reason
+  with pytest.raises(ValueError, match="no training loss logged in steps 1..5"):
+    outcomes.early_class([(10, 5.0)], warmup_steps=0, init_loss=INIT, window=5)
+  with pytest.raises(ValueError, match="init_loss"):
+    outcomes.early_class([(1, 5.0)], warmup_steps=0, init_loss=math.nan)

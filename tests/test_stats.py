@@ -77,3 +77,16 @@ def test_bootstrap_interval_of_a_mean_is_close_to_the_t_interval():
 )
 def test_reading_is_three_way(interval, bounds, expected):
   assert stats.reading(interval, **bounds) is expected
+
+
+def test_roc_auc_is_mann_whitney_u_over_the_pairs():
+  assert stats.roc_auc([0.1, 0.2, 0.8, 0.9], [False, False, True, True]) == 1.0  # a perfect separator
+  assert stats.roc_auc([0.9, 0.8, 0.2, 0.1], [False, False, True, True]) == 0.0
+  assert stats.roc_auc([3.0] * 5, [True, False, True, False, False]) == 0.5  # a constant score
+  rng = np.random.default_rng(0)
+  x, y = rng.normal(size=40), rng.random(40) < 0.4
+  u = scipy.stats.mannwhitneyu(x[y], x[~y]).statistic  # scipy's U of the positives
+  assert stats.roc_auc(x, y) == pytest.approx(u / (y.sum() * (~y).sum()))
+  assert stats.roc_auc([1, 2, 2, 3], [False, True, False, True]) == pytest.approx((1 + 0.5 + 1 + 1) / 4)
+  with pytest.raises(ValueError, match="both classes"):
+    stats.roc_auc([1.0, 2.0], [True, True])

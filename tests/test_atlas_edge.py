@@ -1,0 +1,101 @@
+"""Cell-by-cell predictions and their scores (experiments/atlas/edge.py) on hand-made cells whose answer is known."""
+
+import math
+
+import pytest
+
+from analysis import outcomes
+from experiments import study
+from experiments.atlas import edge
+
+LRS = [1e-3 * 2**k for k in range(10)]  # a factor-2 grid, 1e-3 … 0.512
+LAM = {f"m{i}": 10.0 * 3**i for i in range(8)}  # 8 methods, each with its own λ_max: unstable above η = 2/λ
+
+
+def _cells(lam_true, warmup=0, seeds=2):
+  """Cells whose seeds are all unstable / failed exactly where η·λ > 2 (gradient descent's rule)."""
+  out = []
+  for method, lam in lam_true.items():
+    for lr in LRS:
+      bad = lr * lam > 2
+      out.append(
+          edge.Cell(
+              method,
+              lr,
+              warmup,
+              (outcomes.UNSTABLE if bad else outcomes.STABLE,) * seeds,
+              (outcomes.COLLAPSED if bad else outcomes.TRAINED,) * seeds,
+          )
+      )
+  return out
+
+
+def _lam0(values, predictor="gd"):
+  return {m: {predictor: v} for m, v in values.items()}
+
+
+def test_thresholds_are_each_predictors_theory():
+  assert edge.threshold("gd", 0.9) == 2.0 and edge.threshold("batch", 0.9) == 2.0
+  assert edge.threshold("adam", 0.9) == pytest.approx(38.0) and edge.threshold("adam", 0.0) == 2.0
+  with pytest.raises(ValueError, match="not one of"):
+    edge.threshold("hessian", 0.9)
+  assert edge.margin(0.1, 40.0, 2.0) == pytest.approx(math.log(2.0)) and edge.margin(0.1, 0.0, 2.0) == -math.inf
+  assert edge.eps_decides(1.0, 2.5) and not edge.eps_decides(1.0, 1.9) and edge.eps_decides(0.0, 1.0)
+
+
+def test_a_perfect_separator_has_auc_1_and_beats_the_lr_and_the_majority():
+  s = edge.score(_cells(LAM), _lam0(LAM), "gd", beta1=0.9, n_boot=500)
+  assert s["auc"] == 1.0 and s["accuracy"] == 1.0 and s["methods"] == 8 and s["cells"] == 80
+  assert s["auc_lr"] < 1.0  # across methods the lr alone cannot separate: the thresholds differ
+  assert s["auc_gap_interval"][1] > 0 and s["verdicts"] == {
+      "beats the lr": "reproduced",
+      "beats the majority": "reproduced",
+  }
+  final = edge.score(_cells(LAM), _lam0(LAM), "gd", beta1=0.9, which=edge.FINAL, n_boot=500)
+  assert final["auc"] == 1.0 and final["verdicts"]["beats the lr"] == study.REPRODUCED
+
+
+def test_a_constant_curvature_says_nothing_beyond_the_lr():
+  """λ₀ the same for every method: the margin orders the cells as log η does, so the gap is 0 in every resample."""
+  s = edge.score(_cells(LAM), _lam0({m: 100.0 for m in LAM}), "gd", beta1=0.9, n_boot=300)
+  assert s["auc"] == s["auc_lr"] and s["auc_gap_interval"] == (0.0, 0.0, 0.0)
+  assert s["verdicts"]["beats the lr"] == study.INCONCLUSIVE
+  flat = edge.score(_cells(LAM), _lam0({m: -1.0 for m in LAM}), "gd", beta1=0.9, n_boot=300)
+  assert flat["auc"] == 0.5 and flat["accuracy"] == 1 - flat["unstable"] / flat["cells"]  # "stable" everywhere
+  assert flat["majority"] == flat["unstable"] / flat["cells"] > 0.5 and flat["verdicts"]["beats the majority"] == (
+      study.NOT_REPRODUCED
+  )
+
+
+def test_a_reversed_curvature_loses_to_the_lr():
+  reversed_ = {m: 1e4 / v for m, v in LAM.items()}  # the sharpest method measured as the flattest
+  s = edge.score(_cells(LAM), _lam0(reversed_), "gd", beta1=0.9, n_boot=500)
+  assert s["auc"] < s["auc_lr"] and s["verdicts"]["beats the lr"] == study.NOT_REPRODUCED
+
+
+def test_what_is_not_scored():
+  """Warmup cells, undetermined cells, flagged methods and methods without λ₀ are left out; too few methods is
+  inconclusive."""
+  cells = _cells(LAM) + _cells(LAM, warmup=100)
+  cells.append(edge.Cell("m0", 7e-3, 0, (outcomes.STABLE,), (outcomes.TRAINED, outcomes.UNDERTRAINED)))
+  s = edge.score(cells, _lam0(LAM), "gd", beta1=0.9, which=edge.FINAL, flagged={"m1": ["gd"]}, n_boot=200)
+  assert s["cells"] == 70 and s["methods"] == 7
+  few = {m: LAM[m] for m in ("m0", "m1", "m2")}
+  s = edge.score(_cells(few), _lam0(few), "gd", beta1=0.9)
+  assert s["auc"] == 1.0 and s["auc_gap_interval"] is None and s["verdicts"]["beats the lr"] == study.INCONCLUSIVE
+  none = edge.score(_cells(LAM), _lam0(LAM, "adam"), "gd", beta1=0.9)
+  assert none["cells"] == 0 and none["verdicts"]["beats the lr"] == study.INCONCLUSIVE
+
+
+def test_rescue_is_predicted_by_the_overshoot():
+  """Warmup rescues a cell when η·λ ≤ 8 (an overshoot of at most 4× the threshold): the margin predicts which,
+  across methods, where the lr alone does not."""
+  cells = _cells(LAM)
+  for method, lam in LAM.items():
+    for lr in LRS:
+      ok = lr * lam <= 8
+      cells.append(edge.Cell(method, lr, 100, (outcomes.STABLE if ok else outcomes.UNSTABLE,), (outcomes.TRAINED,)))
+  r = edge.rescue_score(cells, _lam0(LAM), "gd", beta1=0.9, warmup=100, n_boot=500)
+  assert r["auc"] == 1.0 and r["auc_lr"] < 1.0 and r["verdict"] == study.REPRODUCED
+  assert 0 < r["rescued"] < r["unstable without warmup"]
+  assert edge.rescue_score(cells, _lam0(LAM), "gd", beta1=0.9, warmup=400)["verdict"] == study.INCONCLUSIVE
