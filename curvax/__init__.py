@@ -1,7 +1,7 @@
 """curvax: curvature of any JAX loss as operators that are data, and certified spectra of them.
 
 Build an operator (`hessian`, `ggn`, `empirical_fisher`, `block`, `matrix_operator`, `as_operator`), then pass it,
-operator first, to a routine that takes its shapes from it. Imports only jax, numpy and (for XTrace) matfree.
+operator first, to a routine that takes its shapes from it; `batch_sharpness` reads a loss over mini-batches directly. Imports only jax, numpy and (for XTrace) matfree.
 See docs/curvax.md.
 """
 
@@ -20,10 +20,13 @@ from curvax.curvature import (
 from curvax.density import SpectralDensity, spectral_density
 from curvax.lanczos import LanczosResult, lanczos
 from curvax.operators import FlatSpec, LinearOperator, MatrixOperator, as_operator, matrix_operator
+from curvax.sharpness import BatchSharpness, batch_sharpness
 from curvax.spectrum import ExtremeEigenvalues, bottom_eigenvalues, ritz_mass, ritz_vector, top_eigenvalues
 from curvax.trace import DiagonalEstimate, TraceEstimate, diagonal, trace
 
 __all__ = [
+    "BatchSharpness",
+    "batch_sharpness",
     "DiagonalEstimate",
     "ExtremeEigenvalues",
     "LanczosResult",
