@@ -48,6 +48,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import models
 from analysis import gradients, hessian, init_stats, plots, signal, stability
 from analysis.block_spectra import block_spectra
 from analysis.config import AnalysisConfig, resolved_dtype
@@ -114,7 +115,8 @@ def run_analysis(
       batches) and the Lanczos vectors and bases along n (`basis_sharding`), so a basis takes (m + 1)·n/D entries
       per device and `analysis.max_basis_bytes` is a per-device limit. Only process 0 writes files.
     optim_config: the run's `config.optim` (its `b1` and `eps`), needed by the stability predictors
-      (`analysis.preconditioned_top_k`, `analysis.update_sharpness`).
+      (`analysis.preconditioned_top_k`, `analysis.update_sharpness`); the model's per-layer lr multipliers
+      (`models.lr_multipliers`: µP's) enter them as in training.
 
   Returns:
     The summary dict written to metadata.json plus the top/bottom eigenvalues, trace and stability predictors.
@@ -266,7 +268,16 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         max_basis_bytes=cfg.max_basis_bytes, reorthogonalize=cfg.reorthogonalize, basis_sharding=basis_sharding
     )
     predictors = stability.step0_predictors(
-        matvec, loss_fn, params, batches, **adam, num_steps=steps, key=jax.random.fold_in(key, 5), top=top, **lanczos
+        matvec,
+        loss_fn,
+        params,
+        batches,
+        **adam,
+        num_steps=steps,
+        key=jax.random.fold_in(key, 5),
+        top=top,
+        lr_multipliers=models.lr_multipliers(params, model.config),  # µP's per-layer factors: M·P⁻¹H
+        **lanczos,
     )
     out["stability"] = dict(operator=cfg.operator, **predictors)
     timings["stability_s"] = time.perf_counter() - t

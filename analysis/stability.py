@@ -38,8 +38,13 @@ At a = 2 + 2β₁ the polynomial is (z + 1)(z + β₁): a root at −1, the peri
 above it the root leaves the unit circle. β₁ = 0 gives the gradient-descent bound ηλ < 2. Adam's bias correction
 of m (÷(1 − β₁ᵗ)) changes only the first steps, not (2).
 
-Assumptions, stated where they are used: one learning rate for every parameter (no per-layer multipliers such as
-µP's), no gradient clipping, and the preconditioner frozen at its step-1 value (Cohen et al. 2022's "frozen
+Per-parameter learning rates η·m (µP's per-layer multipliers, `models.lr_multipliers`): the update is
+−η·M·P⁻¹·m_t with M = diag(m), the same recurrence (1) on M^{1/2}P^{-1/2}HP^{-1/2}M^{1/2}, similar to MP⁻¹H, so the
+bound (2) reads on λ_max(MP⁻¹H): the learning-rate-scaled preconditioned sharpness of Noci et al. 2024 ("Super
+consistency of neural network landscapes and learning rate transfer"), which µP keeps independent of width (the
+`lr_multipliers=` arguments below; `lr_multiplier_scale` gives √m). Without multipliers m = 1.
+
+Assumptions, stated where they are used: no gradient clipping, and the preconditioner frozen at its step-1 value (Cohen et al. 2022's "frozen
 Adam"); later v̂_t change P, so the bound predicts the first steps' stability, not the whole run's.
 
 Imports `analysis.operators`, `analysis.spectrum`, `analysis.hessian` (the token weights of several batches) and
@@ -162,6 +167,24 @@ def adam_preconditioner_scale(grads: Any, eps: float, dtype=None) -> jax.Array:
   return _inverse_sqrt_preconditioner(ravel_leaves(grads, dtype), jnp.asarray(eps, dtype))
 
 
+def lr_multiplier_scale(lr_multipliers: Any, params: Any, dtype=None) -> jax.Array:
+  """√m per coordinate, [n] in `jax.flatten_util.ravel_pytree` order: the M^{1/2} of M^{1/2}P^{-1/2}HP^{-1/2}M^{1/2}
+  (module docstring). `lr_multipliers` is a pytree of numbers ≥ 0 with the structure of `params` (one per leaf,
+  `models.lr_multipliers`); ValueError on another structure or a negative or non-finite entry."""
+  if jax.tree.structure(lr_multipliers) != jax.tree.structure(params):
+    raise ValueError(
+        f"lr_multipliers must have the structure of the params; got {jax.tree.structure(lr_multipliers)} for "
+        f"{jax.tree.structure(params)}"
+    )
+  values = [float(m) for m in jax.tree.leaves(lr_multipliers)]
+  if not all(math.isfinite(m) and m >= 0 for m in values):
+    raise ValueError(f"lr_multipliers must be finite numbers >= 0; got {sorted(set(values))}")
+  dtype = FlatSpec.of(params).dtype if dtype is None else jnp.dtype(dtype)
+  return jnp.concatenate(
+      [jnp.full((x.size,), math.sqrt(m), dtype) for m, x in zip(values, jax.tree.leaves(params), strict=True)]
+  )
+
+
 def check_beta2_eps(beta2, eps) -> None:
   """ValueError unless 0 ≤ β₂ < 1 and ε ≥ 0 (Adam's `optim.b2`, `optim.eps`)."""
   _check_eps(eps)
@@ -200,8 +223,11 @@ def adam_state_preconditioner_scale(nu: Any, count, beta2: float, eps: float, dt
   )
 
 
-def adam_preconditioned_operator(operator: LinearOperator, grads: Any, eps: float) -> PreconditionedOperator:
-  """P^{-1/2} H P^{-1/2} for Adam's step-1 preconditioner P = diag(√v̂₁ + ε) = diag(|g| + ε).
+def adam_preconditioned_operator(
+    operator: LinearOperator, grads: Any, eps: float, lr_multipliers: Any = None
+) -> PreconditionedOperator:
+  """P^{-1/2} H P^{-1/2} for Adam's step-1 preconditioner P = diag(√v̂₁ + ε) = diag(|g| + ε); with `lr_multipliers`
+  m (a pytree like `grads`), M^{1/2}P^{-1/2}HP^{-1/2}M^{1/2} (module docstring).
 
   Same eigenvalues as P⁻¹H (similar matrices), symmetric, so `top_eigenvalues` (Lanczos) gives λ_max(P⁻¹H), the
   preconditioned sharpness of Cohen et al. 2022.
@@ -219,7 +245,10 @@ def adam_preconditioned_operator(operator: LinearOperator, grads: Any, eps: floa
   size = FlatSpec.of(grads).size
   if size != operator.size:
     raise ValueError(f"grads has {size} entries but the operator acts on vectors of {operator.size}")
-  return PreconditionedOperator(operator, adam_preconditioner_scale(grads, eps, operator.dtype), operator.spec)
+  scale = adam_preconditioner_scale(grads, eps, operator.dtype)
+  if lr_multipliers is not None:
+    scale = scale * lr_multiplier_scale(lr_multipliers, grads, operator.dtype)
+  return PreconditionedOperator(operator, scale, operator.spec)
 
 
 @jax.jit
@@ -319,6 +348,7 @@ def step0_predictors(
     num_steps: int,
     key: jax.Array,
     top: Optional[tuple] = None,
+    lr_multipliers: Any = None,
     **lanczos_kwargs,
 ) -> dict:
   """The step-0 predictors of one model state, as a JSON-able record (`analysis.run` writes it to stability.json).
@@ -332,6 +362,8 @@ def step0_predictors(
     num_steps: Lanczos steps for the eigenvalues.
     key: PRNG key of the Lanczos start vectors.
     top: (λ_max(H), its residual bound) when already computed; else one Lanczos run computes it.
+    lr_multipliers: per-leaf learning-rate multipliers m (µP's; a pytree like `params`), or None (all 1): the
+      preconditioned eigenvalues are then those of MP⁻¹H and Adam's first update is −η·M·g/(|g| + ε).
     **lanczos_kwargs: forwarded to `top_eigenvalues`.
 
   Returns:
@@ -361,8 +393,11 @@ def step0_predictors(
   )
   grads = mean_gradient(loss_fn, params, batches)
   record["grad_norm"] = float(jnp.linalg.norm(ravel_leaves(grads, operator.dtype)))
+  scaled = lr_multipliers is not None and any(float(m) != 1.0 for m in jax.tree.leaves(lr_multipliers))
+  if scaled:
+    record["lr_multipliers"] = "in P: the eigenvalues are those of M P^-1 H, M = diag(the per-leaf lr multipliers)"
   if preconditioned_top_k:
-    pre = adam_preconditioned_operator(operator, grads, eps)
+    pre = adam_preconditioned_operator(operator, grads, eps, lr_multipliers if scaled else None)
     e = top_eigenvalues(pre, params, k, num_steps=num_steps, key=k_preconditioned, **lanczos_kwargs)
     record.update(
         preconditioned_values=e.values,
@@ -373,7 +408,9 @@ def step0_predictors(
         max_stable_lr_adam=max_stable_lr_adam(float(e.values[0]), beta1),
     )
   if with_update_sharpness:
-    direction = adam_first_update(grads, -1.0, eps)  # d = g/(|g| + ε); the update at η is −η·d
+    direction = adam_first_update(grads, -1.0, eps)  # d = M·g/(|g| + ε); the update at η is −η·d
+    if scaled:
+      direction = jax.tree.map(lambda d, m: d * jnp.asarray(m, d.dtype), direction, lr_multipliers)
     dhd, dd = directional_curvature(operator, direction)
     gd = jnp.vdot(ravel_leaves(grads, operator.dtype), ravel_leaves(direction, operator.dtype))
     record.update(

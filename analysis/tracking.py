@@ -9,6 +9,7 @@ parameters θ_t after update t:
                                   (Parlett 1998, Thm 13.1.1; `analysis.spectrum.top_eigenvalues`)
   curvature/learning_rate         η(t) = schedule(t), the base learning rate of the NEXT update (the one taken from
                                   θ_t, whose stability λ_max(θ_t) governs); µP's per-layer multipliers are not in it
+                                  (they are in the preconditioned records below)
   curvature/lr_times_lambda_max   η(t)·λ_max(t): plain gradient descent on the local quadratic diverges along the top
                                   eigenvector when it exceeds 2 (Cohen et al. 2021, "Gradient descent on neural networks
                                   typically occurs at the edge of stability", §2); Adam's preconditioned threshold is
@@ -22,8 +23,10 @@ parameters θ_t after update t:
                                              is below (2 + 2β₁)/(1 − β₁), 38 at β₁ = 0.9 (Cohen et al. 2022, "Adaptive
                                              gradient methods at the edge of stability", the preconditioned sharpness's
                                              equilibrium; derivation in analysis/stability.py). The step-0 analysis
-                                             (stability.json) is this quantity at t = 1. As there, µP's per-layer lr
-                                             multipliers are not in P.
+                                             (stability.json) is this quantity at t = 1. With per-layer lr
+                                             multipliers m (µP's, `lr_multipliers=`), as there, the eigenvalues are
+                                             those of M·P_t⁻¹H, M = diag(m): the learning-rate-scaled preconditioned
+                                             sharpness of Noci et al. 2024, η(t)·λ_max(M·P_t⁻¹H)
 
 The Hessian is the one `analysis.run` analyzes (the same operator, batches, dtype, Lanczos steps, reorthogonalization
 and start vector `split(key(analysis.seed), 5)[0]`), so a record at step t equals `eigenvalues.json`'s top value of
@@ -61,10 +64,11 @@ from analysis.lanczos_options import check_basis_memory
 from analysis.run import on_mesh
 from analysis.spectrum import top_eigenvalues
 from analysis.stability import (
-    PreconditionedOperator,
-    adam_state_preconditioner_scale,
-    check_beta2_eps,
-    momentum_stability_threshold,
+  PreconditionedOperator,
+  adam_state_preconditioner_scale,
+  check_beta2_eps,
+  lr_multiplier_scale,
+  momentum_stability_threshold,
 )
 from train.loss import make_loss_fn
 from train.step import mlm_masked
@@ -108,6 +112,7 @@ def curvature_hook(
     mesh: Optional[jax.sharding.Mesh] = None,
     mlm_mask_rate: float = 0.15,
     adam: Optional[dict] = None,
+    lr_multipliers: Any = None,
 ) -> Callable[[int, Any, dict], dict]:
   """The step hook's function recording λ_max of the training loss's Hessian (see the module docstring).
 
@@ -125,6 +130,8 @@ def curvature_hook(
     mlm_mask_rate: an encoder's masking rate, `train.mlm_mask_rate`.
     adam: Adam's constants {"beta1", "beta2", "eps"} (`adam_constants`) when `analysis.preconditioned_top_k > 0`:
       the records add λ_max(P_t⁻¹H) (`PRECONDITIONED_NAMES`); None otherwise.
+    lr_multipliers: the run's per-leaf learning-rate multipliers (`models.lr_multipliers`; µP's), a pytree like the
+      params: the preconditioned records are then of M·P_t⁻¹H (module docstring); None: all 1.
 
   Returns:
     `fn(step, state, batch) -> {name: float}` over `NAMES` (and `PRECONDITIONED_NAMES`); `state` is a
@@ -185,6 +192,8 @@ def curvature_hook(
       if preconditioned:
         opt = adam_state(state.opt_state)
         scale = adam_state_preconditioner_scale(opt.nu, opt.count, adam["beta2"], adam["eps"], dtype)
+        if lr_multipliers is not None:
+          scale = scale * lr_multiplier_scale(lr_multipliers, params, dtype)
         pre = top_eigenvalues(
             PreconditionedOperator(operator.inner, scale, operator.spec), params, 1, key=pre_key, **lanczos
         )

@@ -4,12 +4,14 @@ import `analysis/`): main.py's train mode and every run of a sweep or claim use 
   * `train.curvature_every = k > 0`: λ_max of the training loss's Hessian, its residual bound, the learning rate
     and their product at steps k, 2k, ... on the `analysis` group's operator settings and batches
     (analysis/tracking.py; metric names `analysis.tracking.NAMES`); with `analysis.preconditioned_top_k > 0` also
-    λ_max of Adam's preconditioned Hessian P_t⁻¹H and η·λ_max(P_t⁻¹H) (`analysis.tracking.PRECONDITIONED_NAMES`).
+    λ_max of Adam's preconditioned Hessian P_t⁻¹H and η·λ_max(P_t⁻¹H) (`analysis.tracking.PRECONDITIONED_NAMES`),
+    with the run's per-layer lr multipliers (µP's) in it: M·P_t⁻¹H.
 """
 
 import jax
 
 import analysis.tracking
+import models
 import train.loop
 from models.config import contradiction
 
@@ -43,6 +45,7 @@ def step_hooks(exp: train.loop.Experiment) -> list[train.loop.StepHook]:
         mesh=exp.mesh,
         mlm_mask_rate=config.train.mlm_mask_rate,
         adam=_adam(config) if config.analysis.preconditioned_top_k else None,
+        lr_multipliers=models.lr_multipliers(exp.state.params, exp.model.config),
     )
     hooks.append(train.loop.StepHook(config.train.curvature_every, fn))
   return hooks
