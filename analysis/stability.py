@@ -167,6 +167,18 @@ def adam_preconditioner_scale(grads: Any, eps: float, dtype=None) -> jax.Array:
   return _inverse_sqrt_preconditioner(ravel_leaves(grads, dtype), jnp.asarray(eps, dtype))
 
 
+EPS_PROBE = 1e-8  # ε' = EPS_PROBE·RMS(g): the second ε at which step0_predictors reads λ_max(P⁻¹H) (issue 28)
+EPS_FACTOR = 2.0  # ε decides λ_max(P⁻¹H) when the two readings differ by more than this factor
+
+
+def eps_decides(lam: float, lam_alt: float, factor: float = EPS_FACTOR) -> bool:
+  """Whether Adam's ε decides the preconditioned λ_max: its readings at two ε differ by more than `factor` (or one
+  is not positive). Such a predictor says what ε is, not what the model is: it is flagged, not scored."""
+  if lam <= 0 or lam_alt <= 0:
+    return True
+  return max(lam, lam_alt) / min(lam, lam_alt) > factor
+
+
 def lr_multiplier_scale(lr_multipliers: Any, params: Any, dtype=None) -> jax.Array:
   """√m per coordinate, [n] in `jax.flatten_util.ravel_pytree` order: the M^{1/2} of M^{1/2}P^{-1/2}HP^{-1/2}M^{1/2}
   (module docstring). `lr_multipliers` is a pytree of numbers ≥ 0 with the structure of `params` (one per leaf,
@@ -407,6 +419,19 @@ def step0_predictors(
         preconditioned_lambda_max_bound=float(e.bounds[0]),
         max_stable_lr_adam=max_stable_lr_adam(float(e.values[0]), beta1),
     )
+    # ε's influence (issue 28): the same λ at ε' = EPS_PROBE·RMS(g), a different scale of ε relative to the gradient.
+    # Where they differ by more than EPS_FACTOR, ε decides λ (coordinates whose gradient is ~0 at init: P = ε there).
+    g_flat = ravel_leaves(grads, operator.dtype)
+    eps_alt = EPS_PROBE * float(jnp.sqrt(jnp.mean(g_flat**2)))
+    if eps_alt > 0:
+      alt = adam_preconditioned_operator(operator, grads, eps_alt, lr_multipliers if scaled else None)
+      e_alt = top_eigenvalues(alt, params, k, num_steps=num_steps, key=k_preconditioned, **lanczos_kwargs)
+      lam_alt = float(e_alt.values[0])
+      record.update(
+          eps_probe=eps_alt,
+          preconditioned_lambda_max_at_eps_probe=lam_alt,
+          eps_decides=eps_decides(float(e.values[0]), lam_alt),
+      )
   if with_update_sharpness:
     direction = adam_first_update(grads, -1.0, eps)  # d = M·g/(|g| + ε); the update at η is −η·d
     if scaled:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from analysis import outcomes
+from analysis import outcomes, stability
 from experiments import study
 from experiments.atlas import edge
 
@@ -40,7 +40,7 @@ def test_thresholds_are_each_predictors_theory():
   with pytest.raises(ValueError, match="not one of"):
     edge.threshold("hessian", 0.9)
   assert edge.margin(0.1, 40.0, 2.0) == pytest.approx(math.log(2.0)) and edge.margin(0.1, 0.0, 2.0) == -math.inf
-  assert edge.eps_decides(1.0, 2.5) and not edge.eps_decides(1.0, 1.9) and edge.eps_decides(0.0, 1.0)
+  assert stability.eps_decides(1.0, 2.5) and not stability.eps_decides(1.0, 1.9) and stability.eps_decides(0.0, 1.0)
 
 
 def test_a_perfect_separator_has_auc_1_and_beats_the_lr_and_the_majority():

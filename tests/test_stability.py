@@ -120,6 +120,28 @@ def test_preconditioned_top_eigenvalues_match_numpy_on_a_quadratic():
   assert stability.max_stable_lr_adam(float(got.values[0]), 0.9) == pytest.approx(38.0 / want[0], rel=1e-8)
 
 
+def test_step0_predictors_read_the_preconditioned_lambda_at_a_second_eps_and_flag_where_eps_decides():
+  """A zero gradient entry makes P = ε there: at ε = 1e-3 and at ε' = 1e-8·RMS(g) the top eigenvalue of P⁻¹A moves by
+  orders of magnitude (flagged); with every entry of g well away from 0 both ε are negligible (not flagged)."""
+  with jax.enable_x64(True):
+    loss_fn, params, a, grad, batch = _quadratic(1)
+    op = hvp_fn(loss_fn, params, batch)
+    kw = dict(beta1=0.9, preconditioned_top_k=1, with_update_sharpness=False, num_steps=N, key=jax.random.key(0))
+    shift = jax.flatten_util.ravel_pytree(params)[1](jnp.asarray(np.where(np.arange(N) == 0, grad[0], 0.0)))
+    flat_at_0 = lambda p, b: loss_fn(p, b) - sum(
+        jnp.vdot(x, y) for x, y in zip(jax.tree.leaves(p), jax.tree.leaves(shift))
+    )
+    zero = stability.step0_predictors(hvp_fn(flat_at_0, params, batch), flat_at_0, params, [batch], eps=1e-3, **kw)
+    fine = stability.step0_predictors(op, loss_fn, params, [batch], eps=1e-12, **kw)
+  rms = np.sqrt(np.mean(grad[1:] ** 2 * (N - 1) / N))  # g with its first entry removed
+  assert zero["eps_probe"] == pytest.approx(1e-8 * rms, rel=1e-8)
+  assert (
+      zero["preconditioned_lambda_max_at_eps_probe"] > 100 * zero["preconditioned_lambda_max"] and zero["eps_decides"]
+  )
+  assert fine["preconditioned_lambda_max_at_eps_probe"] == pytest.approx(fine["preconditioned_lambda_max"], rel=1e-3)
+  assert not fine["eps_decides"]
+
+
 def test_lr_multipliers_give_the_eigenvalues_of_m_p_inverse_h():
   """Per-leaf learning-rate multipliers m (µP's): the preconditioned eigenvalues are those of M·P⁻¹A, through the
   symmetric M^{1/2}P^{-1/2}AP^{-1/2}M^{1/2}; all-ones multipliers change nothing."""

@@ -18,9 +18,10 @@ is predicted unstable iff η·λ₀ > c, its margin is log(η·λ₀/c):
   ggn     λ_max(G), the Gauss–Newton       c = 2                 gradient descent on the GGN's quadratic model
   batch   E_B[g_Bᵀ H_B g_B / ‖g_B‖²]       c = 2                 the batch sharpness that SGD holds at 2/η
                                                                  (Andreyev & Beneventano 2024)
-A predictor whose λ₀ is decided by Adam's ε (λ₀ at ε = 1e-9 and at 1e-8·RMS(g) differ by more than a factor
-`EPS_FACTOR`: a branch whose gradient is exactly zero at init, such as ReZero's, µP's hidden weights) is flagged for
-that method, whose cells are then not scored for it.
+A predictor whose λ₀ is decided by Adam's ε (λ₀ at the run's ε and at 1e-8·RMS(g) differ by more than a factor
+`EPS_FACTOR`, analysis/stability.py `eps_decides`, recorded by the step-0 analysis: a branch whose gradient is
+exactly zero at init, such as ReZero's, µP's hidden weights) is flagged for that method, whose cells are then not
+scored for it.
 
 Scores over the scored cells without warmup, each against its baseline, with intervals by a bootstrap over methods
 (a method's cells share one λ₀: the methods are what is independent):
@@ -49,7 +50,6 @@ from experiments import stats, study
 
 PREDICTORS = ("gd", "adam", "update", "ggn", "batch")
 EARLY_WINDOW = outcomes.EARLY_WINDOW
-EPS_FACTOR = 2.0
 MIN_METHODS = 4
 EARLY, FINAL = "early", "final"
 
@@ -86,13 +86,6 @@ def unstable(cell: Cell, which: str) -> Optional[bool]:
   if any(c in (outcomes.DIVERGED, outcomes.COLLAPSED) for c in cell.final):
     return True
   return False if cell.final and all(c == outcomes.TRAINED for c in cell.final) else None
-
-
-def eps_decides(lam_small_eps: float, lam_large_eps: float, factor: float = EPS_FACTOR) -> bool:
-  """Whether Adam's ε decides λ₀: the two measurements differ by more than `factor` (or one is not positive)."""
-  if lam_small_eps <= 0 or lam_large_eps <= 0:
-    return True
-  return max(lam_small_eps, lam_large_eps) / min(lam_small_eps, lam_large_eps) > factor
 
 
 def _verdict(interval: Optional[tuple[float, float, float]]) -> str:
