@@ -14,7 +14,7 @@ claims' current rules to the measurements their records store (a rule changed, t
 
 Results land as they come: before each run the claim's sweep starts (its progress line `cell k/K, seed s: ...`),
 the records of every run it has finished or seen diverge (`RECORD_FILES`: config, metrics, status, data statistics
-and the sweep's record; no checkpoints) are copied to `<out>/reproduction/<claim>/runs/<cell>/seed_<s>/`, so a
+and the sweep's record; no checkpoints) are copied to `<out>/reproduction/<claim>/records/<cell>/seed_<s>/`, so a
 session can commit them while the claim still runs; and before a claim starts, the records there that its workdir
 lacks are copied back, so the next session's sweep skips those runs and trains only the rest (the sweep checks each
 copied run's config against its cell's before any compute). Once the claim has decided, claim.json holds what was
@@ -63,6 +63,7 @@ flags.DEFINE_string(
 FLAGS = flags.FLAGS
 ON_ATLAS_CELLS = ("tfixup", "bert_vs_xavier", "deep_no_warmup")  # claims built on configs/claims/_atlas_cells.py
 RECORD_FILES = ("config.json", "metrics.jsonl", "status.json", "data_stats.json", "sweep_record.json")
+RECORDS_DIR = "records"  # <out>/reproduction/<claim>/records/: the done runs of a claim still running
 RUN_STARTS = "cell "  # the sweep's progress line before each run (experiments/sweep.py)
 
 
@@ -203,7 +204,7 @@ def main(argv):
   for name in [] if FLAGS.report_only else FLAGS.claims:
     cells = os.path.join(FLAGS.atlas_runs, "train") if FLAGS.atlas_runs and name in ON_ATLAS_CELLS else ""
     dest = os.path.join(FLAGS.out, "reproduction", name)
-    records = os.path.join(dest, "runs")
+    records = os.path.join(dest, RECORDS_DIR)
     code, log_path = run_one(name, FLAGS.scale, FLAGS.data_dir, FLAGS.runs, FLAGS.timeout, cells, records)
     src = os.path.join(os.path.abspath(FLAGS.runs), name)
     claim_json = os.path.join(src, "claim.json")
