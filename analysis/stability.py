@@ -47,7 +47,8 @@ consistency of neural network landscapes and learning rate transfer"), which µP
 Assumptions, stated where they are used: no gradient clipping, and the preconditioner frozen at its step-1 value (Cohen et al. 2022's "frozen
 Adam"); later v̂_t change P, so the bound predicts the first steps' stability, not the whole run's.
 
-Imports `analysis.operators`, `analysis.spectrum`, `analysis.hessian` (the token weights of several batches) and
+Imports `analysis.operators`, `analysis.spectrum`, `analysis.hessian` (the token weights of several batches, unless
+`weights=` are given, as to `hvp_fn`), `curvax.curvature` (batches and weights as curvax reads them) and
 `models.config.invalid` (the config boundary's error format).
 """
 
@@ -61,6 +62,7 @@ import numpy as np
 from analysis.hessian import batch_weights
 from analysis.operators import FlatSpec, LinearOperator, as_operator, as_pytree_fn, ravel_leaves, run_program
 from analysis.spectrum import top_eigenvalues
+from curvax.curvature import as_batches, normalized_weights
 from models.config import invalid
 
 
@@ -314,12 +316,25 @@ def _mean_gradient_program(loss_fn, params, batches, weights):
   return jax.tree.map(lambda *gs: sum(w.astype(g.dtype) * g for w, g in zip(weights, gs)), *grads)
 
 
-def mean_gradient(loss_fn: Callable, params: Any, batches: Sequence[dict]) -> Any:
-  """∇L of the token-mean loss over the union of `batches`: Σ_b w_b ∇L_b with w_b = n_b/Σn_b, the weighting of
-  `analysis.hessian.hvp_fn` (so g and H are of the same loss). One jitted program per model and shapes."""
-  batches = list(batches) if isinstance(batches, (list, tuple)) else [batches]
-  weights = jnp.asarray(batch_weights(batches), FlatSpec.of(params).dtype)
-  return _mean_gradient_program(as_pytree_fn(loss_fn), params, tuple(batches), weights)
+def mean_gradient(loss_fn: Callable, params: Any, batches: Any, *, weights: Optional[Sequence[float]] = None) -> Any:
+  """∇L = Σ_b w_b ∇L_b, weighted as `analysis.hessian.hvp_fn` weights H (so g and H are of the same loss). One
+  jitted program per model and shapes.
+
+  Args:
+    loss_fn, params: the loss and the point.
+    batches: the project's batch dicts (one, or a list or tuple of them) when `weights` is None: then w_b = n_b/Σn_b,
+      n_b the non-padding target tokens (`analysis.hessian.batch_weights`). With `weights`, any batch pytree, as in
+      `curvax.hessian`: a list is several batches, anything else one, and nothing is read from them.
+    weights: per-batch weights (normalized to sum 1) replacing the token counts.
+  """
+  if weights is None:
+    batches = list(batches) if isinstance(batches, (list, tuple)) else [batches]
+    w = batch_weights(batches)
+  else:
+    batches = as_batches(batches)
+    w = normalized_weights(len(batches), weights)
+  w = jnp.asarray(w, FlatSpec.of(params).dtype)
+  return _mean_gradient_program(as_pytree_fn(loss_fn), params, tuple(batches), w)
 
 
 def adam_constants(analysis_config, optim_config) -> dict:
@@ -361,6 +376,7 @@ def step0_predictors(
     key: jax.Array,
     top: Optional[tuple] = None,
     lr_multipliers: Any = None,
+    weights: Optional[Sequence[float]] = None,
     **lanczos_kwargs,
 ) -> dict:
   """The step-0 predictors of one model state, as a JSON-able record (`analysis.run` writes it to stability.json).
@@ -376,6 +392,8 @@ def step0_predictors(
     top: (λ_max(H), its residual bound) when already computed; else one Lanczos run computes it.
     lr_multipliers: per-leaf learning-rate multipliers m (µP's; a pytree like `params`), or None (all 1): the
       preconditioned eigenvalues are then those of MP⁻¹H and Adam's first update is −η·M·g/(|g| + ε).
+    weights: per-batch weights of the gradient, as given to `hvp_fn` (None: the batches' target tokens; given,
+      the batches may be any pytrees: `mean_gradient`).
     **lanczos_kwargs: forwarded to `top_eigenvalues`.
 
   Returns:
@@ -403,7 +421,7 @@ def step0_predictors(
       preconditioner="P = diag(|g| + eps): Adam's sqrt(v_hat_1) + eps after its first update (v_hat_1 = g^2)",
       assumptions="quadratic model at step 0; one learning rate for all parameters; no clipping; P frozen",
   )
-  grads = mean_gradient(loss_fn, params, batches)
+  grads = mean_gradient(loss_fn, params, batches, weights=weights)
   record["grad_norm"] = float(jnp.linalg.norm(ravel_leaves(grads, operator.dtype)))
   scaled = lr_multipliers is not None and any(float(m) != 1.0 for m in jax.tree.leaves(lr_multipliers))
   if scaled:

@@ -72,7 +72,8 @@ def _check_callable(name, fn):
 
 
 def _weights(batches, weights, spec):
-  return jnp.asarray(normalized_weights(len(batches), weights), spec.dtype)
+  # Cast on the host and transfer: jnp.asarray compiles a program of its own for this (a conversion or a copy).
+  return jax.device_put(np.asarray(normalized_weights(len(batches), weights), jnp.dtype(spec.dtype)))
 
 
 # The loss enters as a pytree argument: the same function (and shapes) shares one compilation of the linearization,

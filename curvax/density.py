@@ -9,8 +9,8 @@ eigenvalues θ of T_m and the squared first components τ² of its eigenvectors;
 ≤ 2m − 1), so ρ(t) ≈ (1/n_v) Σ_v Σ_i τ_{v,i}² g_σ(t − θ_{v,i}) with a Gaussian kernel g_σ. The per-probe nodes
 and weights, σ, and a bootstrap band over probes (percentiles of the resampled mean) are all returned.
 
-The probes' Lanczos runs are one jitted program taking the operator as an argument (`curvax.operators`): compiled
-once per (operator structure, n, dtype, static options). SLQ probes run one after another (`lax.map`, memory of one
+A call is one jitted program taking the operator as an argument (`curvax.operators`): the key's split, the probes'
+Lanczos runs, the smoothing and its band, compiled once per (operator structure, n, dtype, static options). SLQ probes run one after another (`lax.map`, memory of one
 probe) or `probe_batch` at a time in lockstep through one vmapped matvec (memory × probe_batch); the default per
 backend is measured (`curvax.probes.PROBE_BATCH_DEFAULTS`).
 
@@ -129,7 +129,8 @@ _SLQ_STATIC = (
 )
 
 
-def _slq_program(op, probe_key, callback_id, *, num_probes, n, dtype, probe, probe_batch, num_steps, **static):
+def _slq_runs(op, probe_key, callback_id, *, num_probes, n, dtype, probe, probe_batch, num_steps, **static):
+  """The probes' Lanczos runs (a batched `LanczosResult`)."""
   v_pxn = draw_probes(probe_key, num_probes, n, dtype, probe, True)
 
   def one(args):
@@ -145,6 +146,38 @@ def _slq_program(op, probe_key, callback_id, *, num_probes, n, dtype, probe, pro
     )
 
   return map_probes(one, (jnp.arange(num_probes), v_pxn), probe_batch)
+
+
+def _slq_program(op, key, grid, sigma, callback_id, *, grid_size, num_bootstrap, band_percentiles, **static):
+  """The whole `spectral_density` call as one program: the key's split, the probes' runs and the smoothed density
+  with its bootstrap band (one compilation per call structure, not one per step)."""
+  probe_key, boot_key = jax.random.split(key)
+  res = _slq_runs(op, probe_key, callback_id, **static)
+  grid_g, density_g, band_low, band_high, sigma_, weights_pxm = _smoothed_density(
+      res.ritz_values,
+      res.first_components,
+      res.ritz_mask,
+      grid,
+      sigma,
+      boot_key,
+      grid_size,
+      num_bootstrap,
+      band_percentiles,
+  )
+  return SpectralDensity(
+      grid=grid_g,
+      density=density_g,
+      band_low=band_low,
+      band_high=band_high,
+      sigma=sigma_,
+      nodes=res.ritz_values,
+      weights=weights_pxm,
+      node_mask=res.ritz_mask,
+      breakdown=res.breakdown,
+      orthogonality_loss=res.orthogonality_loss,
+      band_percentiles=band_percentiles,
+      num_bootstrap=num_bootstrap,
+  )
 
 
 def spectral_density(
@@ -170,8 +203,8 @@ def spectral_density(
 ) -> SpectralDensity:
   """Spectral density by stochastic Lanczos quadrature with a bootstrap band over probes.
 
-  The probes' Lanczos runs are one jitted program per (operator structure, n, dtype, options); a second call with
-  another operator of the same structure compiles nothing (`curvax.operators`).
+  One jitted program per (operator structure, n, dtype, options): the probes' Lanczos runs and the smoothing; a
+  second call with another operator of the same structure compiles nothing (`curvax.operators`).
 
   Args:
     op: a symmetric `LinearOperator` (its size n and dtype set the problem).
@@ -226,15 +259,19 @@ def spectral_density(
       dtype,
       batch=probe_batch,
   )
-  probe_key, boot_key = jax.random.split(key)
-  res = with_callback(
+  return with_callback(
       callback,
       lambda cid: run_program(
           _slq_program,
-          _SLQ_STATIC,
+          ("grid_size", "num_bootstrap", "band_percentiles", *_SLQ_STATIC),
           op,
-          probe_key,
+          key,
+          grid,
+          sigma,
           cid,
+          grid_size=int(grid_size),
+          num_bootstrap=int(num_bootstrap),
+          band_percentiles=(float(lo_pct), float(hi_pct)),
           num_probes=int(num_probes),
           n=n,
           dtype=jnp.dtype(dtype),
@@ -242,30 +279,4 @@ def spectral_density(
           probe_batch=probe_batch,
           **static,
       ),
-  )
-  grid_g, density_g, band_low, band_high, sigma_, weights_pxm = _smoothed_density(
-      res.ritz_values,
-      res.first_components,
-      res.ritz_mask,
-      grid,
-      sigma,
-      boot_key,
-      grid_size,
-      num_bootstrap,
-      (lo_pct, hi_pct),
-  )
-  nodes_pxm, mask_pxm = res.ritz_values, res.ritz_mask
-  return SpectralDensity(
-      grid=grid_g,
-      density=density_g,
-      band_low=band_low,
-      band_high=band_high,
-      sigma=sigma_,
-      nodes=nodes_pxm,
-      weights=weights_pxm,
-      node_mask=mask_pxm,
-      breakdown=res.breakdown,
-      orthogonality_loss=res.orthogonality_loss,
-      band_percentiles=(lo_pct, hi_pct),
-      num_bootstrap=num_bootstrap,
   )

@@ -58,7 +58,6 @@ test_lanczos.py cross-checks our tridiagonal against matfree's on a well-conditi
 """
 
 import dataclasses
-import functools
 from typing import Any, Callable, Optional
 
 import jax
@@ -74,7 +73,7 @@ from curvax.lanczos_options import (
     sharding_constraints,
     validate_options,
 )
-from curvax.operators import FlatSpec, as_operator, ravel_leaves, report, run_program, with_callback
+from curvax.operators import FlatSpec, as_operator, report, run_program, with_callback
 from curvax.orthogonality import cgs_reorthogonalize, gram_deviation, omega_update
 from curvax.ritz import certified_bounds, default_matvec_rtol, gap_refined_bounds, ritz_converged, tridiagonal_eigh
 
@@ -354,7 +353,13 @@ LANCZOS_STATIC = (
 )
 
 
-def _lanczos_program(op, v0_flat, callback_id, **static):
+def _lanczos_program(op, start, callback_id, *, gaussian=None, **static):
+  """The whole `lanczos` call as one program: `start` is the start vector (any pytree of its size, raveled here) or,
+  with `gaussian = (n, dtype)`, the PRNG key of a Gaussian one drawn here (no separate program for either)."""
+  if gaussian is None:
+    v0_flat = FlatSpec.of(start).ravel(start)
+  else:
+    v0_flat = jax.random.normal(start, (gaussian[0],), jnp.dtype(gaussian[1]))
   return lanczos_core(op, v0_flat, callback_id=callback_id, **static)
 
 
@@ -430,8 +435,8 @@ def lanczos(
   stop = check_stop(stop, num_steps)
   if reorthogonalize != "none" or return_basis:
     check_basis_memory(num_steps, n, dtype, max_basis_bytes, basis_sharding=basis_sharding)
-  v0_flat = ravel_leaves(v0, dtype) if v0 is not None else _gaussian_start(key, n, jnp.dtype(dtype))
   static = dict(
+      gaussian=None if v0 is not None else (int(n), jnp.dtype(dtype).name),
       num_steps=int(num_steps),
       reorthogonalize=reorthogonalize,
       reorth_passes=reorth_passes,
@@ -443,9 +448,7 @@ def lanczos(
       basis_sharding=basis_sharding,
       matvec_rtol=None if matvec_rtol is None else float(matvec_rtol),
   )
-  return with_callback(callback, lambda cid: run_program(_lanczos_program, LANCZOS_STATIC, op, v0_flat, cid, **static))
-
-
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _gaussian_start(key, n, dtype):
-  return jax.random.normal(key, (n,), dtype)
+  start = key if v0 is None else v0
+  return with_callback(
+      callback, lambda cid: run_program(_lanczos_program, ("gaussian", *LANCZOS_STATIC), op, start, cid, **static)
+  )

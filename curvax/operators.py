@@ -20,7 +20,9 @@ after the call, so a closure over large arrays is not kept alive by a global cac
 arrays.
 
 Progress callbacks (host functions) are not part of any program's structure either: a program is compiled with a
-fixed dispatcher and receives the callback's registry id as a runtime operand (`register_callback`).
+fixed dispatcher and receives the callback's registry id as a runtime operand (`register_callback`). Only whether
+there is one is structure: a call without a callback runs a program with no host callback at all, because JAX's
+persistent compilation cache (`curvax.enable_compilation_cache`) never stores an executable that has one.
 
 No project imports: only jax and numpy.
 """
@@ -279,14 +281,16 @@ def dispatch_callback(cid, *values):
     fn(*(int(v) for v in values))
 
 
-def with_callback(callback: Optional[Callable], run: Callable[[jax.Array], Any]):
+def with_callback(callback: Optional[Callable], run: Callable[[Optional[jax.Array]], Any]):
   """Run `run(callback_id)`; with a callback, wait for the result before releasing it (its reports arrive during
-  the computation)."""
+  the computation). Without one the id is None: the program then holds no host callback, so the persistent
+  compilation cache can store it (JAX skips executables with host callbacks), and no scalar is transferred."""
+  if callback is None:
+    return run(None)
   cid = register_callback(callback)
   try:
-    out = run(jnp.int32(cid))
-    if callback is not None:
-      jax.block_until_ready(out)
+    out = run(np.int32(cid))
+    jax.block_until_ready(out)
     return out
   finally:
     release_callback(cid)

@@ -143,3 +143,57 @@ def test_a_second_batch_or_checkpoint_compiles_nothing(setup):
       jax.block_until_ready(run(other))
       jax.block_until_ready(run(blocks(other)))
   assert compiles == [], f"{len(compiles)} compilations"
+
+
+def test_each_public_call_compiles_one_program(setup):
+  """What a user's first call pays (issue 25): building the operator is one program (its linearization), and each
+  routine is one program for the whole call (start vector, probes, recurrence, bounds, smoothing), with or without
+  a progress callback. A batch of a shape no other test uses, so nothing is cached yet."""
+  params, batch = setup["params"], mlp.make_batch(3, rows=11)
+  keys = [jax.random.key(i) for i in range(5)]
+  calls = {
+      "lanczos from a key": lambda op: curvax.lanczos(op, num_steps=5, key=keys[0]),
+      "lanczos from a vector": lambda op: curvax.lanczos(op, num_steps=5, v0=jax.tree.map(jnp.ones_like, params)),
+      "lanczos with a callback": lambda op: curvax.lanczos(op, num_steps=5, key=keys[0], callback=lambda *a: None),
+      "top_eigenvalues to tol": lambda op: curvax.top_eigenvalues(op, 1, num_steps=8, key=keys[1], tol=1e-3),
+      "spectral_density": lambda op: curvax.spectral_density(
+          op, num_steps=5, num_probes=2, key=keys[2], num_bootstrap=10, grid_size=16
+      ),
+  }
+  with count_compiles() as compiles:
+    op = curvax.hessian(mlp.loss_fn, params, batch)
+  assert len(compiles) == 1, f"curvax.hessian: {len(compiles)} compilations"
+  for name, call in calls.items():
+    with count_compiles() as compiles:
+      jax.block_until_ready(call(op))
+    assert len(compiles) == 1, f"{name}: {len(compiles)} compilations"
+
+
+_CACHED_RUN = """
+import sys
+sys.path.insert(0, {repo!r})
+import jax
+import curvax
+from tests import curvax_mlp as mlp
+curvax.enable_compilation_cache({cache!r})
+with jax.enable_x64(True):
+  op = curvax.hessian(mlp.loss_fn, mlp.init_params(0), mlp.make_batch(1))
+  curvax.lanczos(op, num_steps=5, key=jax.random.key(0)).alphas.block_until_ready()
+  curvax.spectral_density(op, num_steps=5, num_probes=2, key=jax.random.key(1), grid_size=16).density.block_until_ready()
+  curvax.top_eigenvalues(op, 1, num_steps=5, key=jax.random.key(2)).values.block_until_ready()
+"""
+
+
+def test_the_persistent_cache_stores_every_program_of_a_call_without_callback(tmp_path):
+  """JAX never writes an executable with a host callback to its persistent cache: a call without a progress
+  callback must compile a program without one, or a second process compiles everything again."""
+  import subprocess  # noqa: PLC0415
+  import sys  # noqa: PLC0415
+
+  from tests.conftest import REPO  # noqa: PLC0415
+
+  code = _CACHED_RUN.format(repo=str(REPO), cache=str(tmp_path / "cache"))
+  subprocess.run([sys.executable, "-c", code], check=True, cwd=str(tmp_path), capture_output=True)
+  stored = {p.name.split("-")[0] for p in (tmp_path / "cache").iterdir()}
+  for program in ("jit__linearized_grad", "jit__lanczos_program", "jit__slq_program", "jit__extreme_program"):
+    assert program in stored, sorted(stored)

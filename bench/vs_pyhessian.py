@@ -1,0 +1,361 @@
+"""curvax against PyHessian 0.1 on the identical encoder-decoder, on the path each library documents, as ratios.
+
+The model is the project's Transformer at a preset (`tiny`, `small`; vocab 1000, float32) in JAX and its PyTorch port
+(bench/torch_transformer.py: the same layers and parameter layout, the JAX parameters copied in), on one batch of
+16 × 32 random tokens. Before any timing the two are checked equal on one loss, its gradient and one Hessian-vector
+product (relative error ≤ 1e-4 in float32, else the bench stops). Then, per routine, each side runs in fresh
+processes (this file with `--worker`), its first call timed from the loaded parameters to the result on the host:
+
+  * curvax: `H = curvax.hessian(loss_fn, params, batch)`, then `curvax.lanczos(H, num_steps=30)` (one probe's
+    nodes and weights), `curvax.spectral_density(H, num_steps=30, num_probes=2)` (its least number of probes: a
+    band needs two) or `curvax.top_eigenvalues(H, 1, num_steps=30, tol=1e-3)` (docs/curvax.md), in (a) a process
+    whose persistent compilation cache (`curvax.enable_compilation_cache`) starts empty, (b) a second process on the
+    cache (a) filled; (c) is the second call, operator included, in process (a);
+  * PyHessian: `hessian(model, criterion, data=(inputs, targets), cuda=False)`, then `density(iter=30, n_v=P)`
+    (its Lanczos, with curvax's number of probes P: 1 against `lanczos`, 2 against `spectral_density`) or
+    `eigenvalues(maxIter=100, tol=1e-3, top_n=1)` (power iteration to a relative change of 1e-3; it converges to
+    the largest |λ|, which can be the most negative eigenvalue); torch.set_num_threads(2). torch 2.x has no `torch.eig`, which PyHessian 0.1's density calls: the worker
+    supplies it from `torch.linalg.eigh` (T is symmetric; 30 × 30, microseconds).
+
+Each measurement is repeated `--repeats` times, interleaved, and the minimum kept (the machine may be shared). The
+JAX side reports its compilations per first call (count and seconds, JAX's monitoring events) and persistent-cache
+hits. Targets (issue 25): (a) / PyHessian's first call ≤ 1.0 at `tiny` and ≤ 0.75 at `small`; (b) ≤ 1.3 × (c).
+
+Run (torch and pyhessian in a separate venv, never the project's: bench/requirements-pyhessian.txt):
+  python bench/vs_pyhessian.py [--presets tiny small] [--repeats 2] [--markdown out.md]
+Without torch, the JAX side still runs and the PyHessian side is skipped with a message.
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import numpy as np  # noqa: E402
+
+VOCAB, BATCH, LENGTH, STEPS, TOL = 1000, 16, 32, 30, 1e-3
+ROUTINES = ("lanczos", "density", "top")
+LABELS = {
+    "lanczos": f"Lanczos, {STEPS} steps",
+    "density": f"density, {STEPS} steps, 2 probes",
+    "top": f"top eigenvalue, tol {TOL:g}",
+}
+PROBES = {"lanczos": 1, "density": 2}
+PYHESSIAN_CALL = {"lanczos": f"density({STEPS}, 1)", "density": f"density({STEPS}, 2)", "top": "eigenvalues(tol=1e-3)"}
+_COMPILE = "/jax/core/compile/backend_compile_duration"
+_CACHE_HIT = "/jax/compilation_cache/cache_retrieval_time_sec"
+
+
+def have_torch() -> bool:
+  try:
+    import pyhessian  # noqa: F401, PLC0415
+    import torch  # noqa: F401, PLC0415
+  except ImportError:
+    return False
+  return True
+
+
+def sizes(preset):
+  from models.config import PRESETS  # noqa: PLC0415
+
+  return dict(vocab_size=VOCAB, **PRESETS[preset])
+
+
+def write_problem(preset, path):
+  """The JAX params (init key 0) and the batch (seed 0) of `preset`, as an .npz of "/"-joined paths."""
+  import jax  # noqa: PLC0415
+  import jax.numpy as jnp  # noqa: PLC0415
+
+  from models import ModelConfig, get_model  # noqa: PLC0415
+
+  model = get_model(ModelConfig.from_config({"preset": preset}, vocab_size=VOCAB))
+  rng = np.random.default_rng(0)
+  batch = {k: jnp.asarray(rng.integers(1, VOCAB, (BATCH, LENGTH)), jnp.int32) for k in ("inputs", "targets")}
+  params = jax.jit(model.init)(jax.random.key(0), batch)["params"]
+  flat = {
+      "/".join(str(k.key) for k in path): np.asarray(x) for path, x in jax.tree_util.tree_flatten_with_path(params)[0]
+  }
+  np.savez(
+      path, **{f"params/{k}": v for k, v in flat.items()}, **{f"batch/{k}": np.asarray(v) for k, v in batch.items()}
+  )
+
+
+def read_problem(path):
+  data = np.load(path)
+  flat = {k[len("params/") :]: data[k] for k in data.files if k.startswith("params/")}
+  return flat, data["batch/inputs"], data["batch/targets"]
+
+
+def _jax_side(preset, path):
+  import jax.numpy as jnp  # noqa: PLC0415
+  from flax import traverse_util  # noqa: PLC0415
+
+  from models import ModelConfig, get_model  # noqa: PLC0415
+  from train.loss import make_loss_fn  # noqa: PLC0415
+
+  flat, inputs, targets = read_problem(path)
+  params = traverse_util.unflatten_dict({tuple(k.split("/")): jnp.asarray(v) for k, v in flat.items()})
+  batch = {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}
+  model = get_model(ModelConfig.from_config({"preset": preset}, vocab_size=VOCAB))
+  return make_loss_fn(model), params, batch, flat
+
+
+def _torch_side(preset, flat, inputs, targets):
+  import torch  # noqa: PLC0415
+  import torch_transformer  # noqa: PLC0415
+
+  torch.set_num_threads(2)
+  model = torch_transformer.build(flat, **sizes(preset))
+  return model, (torch.from_numpy(np.asarray(inputs, np.int64)), torch.from_numpy(np.asarray(targets, np.int64)))
+
+
+def _rel(a, b):
+  return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def check_equal(preset, path, tol=1e-4):
+  """Loss, gradient and one HVP of the JAX model and the torch port agree to `tol` (relative); else SystemExit."""
+  import jax  # noqa: PLC0415
+  import torch  # noqa: PLC0415
+  import torch_transformer  # noqa: PLC0415
+
+  import curvax  # noqa: PLC0415
+
+  loss_fn, params, batch, flat = _jax_side(preset, path)
+  model, data = _torch_side(preset, flat, *read_problem(path)[1:])
+  names = torch_transformer.flat_names(sizes(preset)["num_encoder_layers"], sizes(preset)["num_decoder_layers"])
+  v_leaves = jax.tree.leaves(jax.tree.map(lambda x: jax.random.normal(jax.random.key(7), x.shape, x.dtype), params))
+  jax_loss, jax_grad = jax.value_and_grad(loss_fn)(params, batch)
+  jax_hvp = curvax.hessian(loss_fn, params, batch)(jax.tree.unflatten(jax.tree.structure(params), v_leaves))
+  plist = [model.p(n) for n in names]
+  loss = torch_transformer.token_cross_entropy(model(data), data[1])
+  grads = torch.autograd.grad(loss, plist, create_graph=True)
+  hvp = torch.autograd.grad(grads, plist, grad_outputs=[torch.from_numpy(np.array(v)) for v in v_leaves])
+  cat = lambda xs: np.concatenate([np.ravel(np.asarray(x.detach().numpy() if hasattr(x, "detach") else x)) for x in xs])
+  errors = {
+      "loss": _rel(np.float64(loss.item()), np.float64(jax_loss)),
+      "gradient": _rel(cat(grads), cat(jax.tree.leaves(jax_grad))),
+      "hvp": _rel(cat(hvp), cat(jax.tree.leaves(jax_hvp))),
+  }
+  bad = {k: e for k, e in errors.items() if not e <= tol}
+  if bad:
+    raise SystemExit(f"{preset}: the torch port differs from the JAX model: relative errors {errors} (tolerance {tol})")
+  return errors, float(jax_loss)
+
+
+def _install_torch_eig(torch):
+  """PyHessian 0.1's density calls `torch.eig(T, eigenvectors=True)`, removed in torch 2 (a stub that raises): the
+  same values (as [n, 2] real/imaginary columns) and eigenvectors from `torch.linalg.eigh` of the symmetric
+  tridiagonal T."""
+
+  def eig(t, eigenvectors=False):
+    values, vectors = torch.linalg.eigh(t)
+    return torch.stack([values, torch.zeros_like(values)], dim=1), vectors
+
+  torch.eig = eig
+
+
+def worker_curvax(preset, routine, path, cache):
+  import jax  # noqa: PLC0415
+
+  import curvax  # noqa: PLC0415
+
+  curvax.enable_compilation_cache(cache)
+  events = []
+  jax.monitoring.register_event_duration_secs_listener(lambda event, seconds, **kw: events.append((event, seconds)))
+  loss_fn, params, batch, _ = _jax_side(preset, path)
+  jax.block_until_ready((params, batch))
+
+  def call():
+    H = curvax.hessian(loss_fn, params, batch)
+    if routine == "lanczos":
+      res = curvax.lanczos(H, num_steps=STEPS, key=jax.random.key(1))
+      return float(np.max(res.valid_ritz()[0])), int(res.num_steps_taken)
+    if routine == "density":
+      res = curvax.spectral_density(H, num_steps=STEPS, num_probes=PROBES[routine], key=jax.random.key(1))
+      return float(np.max(np.asarray(res.nodes)[np.asarray(res.node_mask)])), STEPS * PROBES[routine]
+    res = curvax.top_eigenvalues(H, 1, num_steps=STEPS, key=jax.random.key(1), tol=TOL)
+    return float(res.values[0]), int(res.lanczos.num_steps_taken)
+
+  out = {}
+  for label in ("first", "second"):
+    before = len(events)
+    t = time.perf_counter()
+    value, matvecs = call()
+    out[label] = time.perf_counter() - t
+    compiles = [s for e, s in events[before:] if e == _COMPILE]
+    out[f"{label}_compiles"], out[f"{label}_compile_s"] = len(compiles), sum(compiles)
+    out[f"{label}_cache_hits"] = sum(1 for e, _ in events[before:] if e == _CACHE_HIT)
+  out.update(value=value, matvecs=matvecs)
+  return out
+
+
+def worker_pyhessian(preset, routine, path):
+  import torch  # noqa: PLC0415
+  import torch_transformer  # noqa: PLC0415
+  from pyhessian import hessian  # noqa: PLC0415
+
+  _install_torch_eig(torch)
+  matvecs = [0]
+  module = sys.modules["pyhessian.hessian"]  # the package's attribute of that name is the class
+  product = module.hessian_vector_product
+
+  def counted(*args):
+    matvecs[0] += 1
+    return product(*args)
+
+  module.hessian_vector_product = counted  # to report PyHessian's number of products
+  flat, inputs, targets = read_problem(path)
+  model, data = _torch_side(preset, flat, inputs, targets)
+  torch.manual_seed(1)
+  out = {}
+  for label in ("first", "second"):
+    model.zero_grad(set_to_none=True)  # PyHessian's constructor accumulates into .grad
+    t = time.perf_counter()
+    h = hessian(model, torch_transformer.token_cross_entropy, data=(data, data[1]), cuda=False)
+    if routine == "top":
+      values, _ = h.eigenvalues(maxIter=100, tol=TOL, top_n=1)
+      value = float(values[0])
+    else:
+      nodes, _ = h.density(iter=STEPS, n_v=PROBES[routine])
+      value = float(np.max(nodes))
+    out[label] = time.perf_counter() - t
+    del h
+  out.update(value=value, matvecs=matvecs[0] // 2, threads=torch.get_num_threads())
+  return out
+
+
+def run_worker(side, preset, routine, path, cache=None):
+  cmd = [sys.executable, os.path.abspath(__file__), "--worker", side, "--preset", preset, "--routine", routine]
+  cmd += ["--problem", path] + (["--cache", cache] if cache else [])
+  proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+  lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+  if proc.returncode != 0 or not lines:
+    raise SystemExit(f"worker {' '.join(cmd[2:])} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+  return json.loads(lines[-1])
+
+
+def measure(preset, path, repeats, torch_ok, print_fn):
+  """{routine: {"cold", "warm", "second", "torch_first", "torch_second": min seconds, ... diagnostics}}."""
+  rows = {}
+  for routine in ROUTINES:
+    runs = {"cold": [], "warm": [], "torch": []}
+    for _ in range(repeats):
+      with tempfile.TemporaryDirectory() as cache:
+        runs["cold"].append(run_worker("curvax", preset, routine, path, cache))
+        runs["warm"].append(run_worker("curvax", preset, routine, path, cache))
+      if torch_ok:
+        runs["torch"].append(run_worker("pyhessian", preset, routine, path))
+    best = lambda key, field: min(r[field] for r in runs[key])
+    row = dict(
+        cold=best("cold", "first"),
+        warm=best("warm", "first"),
+        second=min(best("cold", "second"), best("warm", "second")),
+        cold_compiles=runs["cold"][0]["first_compiles"],
+        cold_compile_s=min(r["first_compile_s"] for r in runs["cold"]),
+        warm_compiles=runs["warm"][0]["first_compiles"],
+        warm_cache_hits=runs["warm"][0]["first_cache_hits"],
+        second_compiles=runs["cold"][0]["second_compiles"],
+        value=runs["cold"][0]["value"],
+        matvecs=runs["cold"][0]["matvecs"],
+    )
+    if torch_ok:
+      row.update(torch_first=best("torch", "first"), torch_second=best("torch", "second"))
+      row.update(torch_value=runs["torch"][0]["value"], torch_matvecs=runs["torch"][0]["matvecs"])
+    rows[routine] = row
+    print_fn(
+        f"  {preset} {routine}: {json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})}"
+    )
+  return rows
+
+
+def table(results, torch_ok):
+  head = (
+      "| preset | routine (PyHessian's call) | curvax cold (a) | warm cache (b) | second (c) | (b)/(c) | "
+      "PyHessian first | PyHessian second | (a)/PyH | (b)/PyH | (c)/PyH |"
+  )
+  lines = [head, "|" + "---|" * (head.count("|") - 1)]
+  for preset, rows in results.items():
+    for routine, r in rows.items():
+      torch_cells = ["–"] * 5
+      if torch_ok:
+        f, s = r["torch_first"], r["torch_second"]
+        torch_cells = [
+            f"{f:.2f} s",
+            f"{s:.2f} s",
+            f"{r['cold'] / f:.2f}",
+            f"{r['warm'] / f:.2f}",
+            f"{r['second'] / s:.2f}",
+        ]
+      lines.append(
+          f"| {preset} | {LABELS[routine]} ({PYHESSIAN_CALL[routine]}) | {r['cold']:.2f} s ({r['cold_compiles']} "
+          f"compiles, {r['cold_compile_s']:.1f} s) | {r['warm']:.2f} s ({r['warm_cache_hits']} cache hits) | "
+          f"{r['second']:.2f} s | {r['warm'] / r['second']:.2f} | " + " | ".join(torch_cells) + " |"
+      )
+  return "\n".join(lines)
+
+
+def machine(torch_ok):
+  import jax  # noqa: PLC0415
+
+  load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
+  versions = f"jax {jax.__version__}, {platform.python_implementation()} {platform.python_version()}"
+  if torch_ok:
+    import pyhessian  # noqa: F401, PLC0415
+    import torch  # noqa: PLC0415
+
+    versions += f", torch {torch.__version__}, pyhessian 0.1"
+  return (
+      f"{platform.machine()}, {os.cpu_count()} CPUs, load average {load[0]:.2f} at the start; {versions}; "
+      f"backend {jax.default_backend()}"
+  )
+
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--presets", nargs="+", default=["tiny", "small"])
+  ap.add_argument("--repeats", type=int, default=2)
+  ap.add_argument("--markdown", default=None, help="also write the table and the machine to this file")
+  ap.add_argument("--worker", choices=["curvax", "pyhessian"], help=argparse.SUPPRESS)
+  ap.add_argument("--preset", help=argparse.SUPPRESS)
+  ap.add_argument("--routine", choices=ROUTINES, help=argparse.SUPPRESS)
+  ap.add_argument("--problem", help=argparse.SUPPRESS)
+  ap.add_argument("--cache", help=argparse.SUPPRESS)
+  args = ap.parse_args()
+  if args.worker == "curvax":
+    print(json.dumps(worker_curvax(args.preset, args.routine, args.problem, args.cache)))
+    return
+  if args.worker == "pyhessian":
+    print(json.dumps(worker_pyhessian(args.preset, args.routine, args.problem)))
+    return
+  torch_ok = have_torch()
+  if not torch_ok:
+    print("torch or pyhessian not installed: the PyHessian side is skipped (bench/requirements-pyhessian.txt)")
+  desc = machine(torch_ok)
+  print(desc)
+  results = {}
+  with tempfile.TemporaryDirectory() as tmp:
+    for preset in args.presets:
+      path = os.path.join(tmp, f"{preset}.npz")
+      write_problem(preset, path)
+      if torch_ok:
+        errors, loss = check_equal(preset, path)
+        print(f"{preset}: loss {loss:.6f}; torch port vs JAX, relative errors: " + json.dumps(errors))
+      results[preset] = measure(preset, path, args.repeats, torch_ok, print)
+  out = table(results, torch_ok)
+  print(out)
+  if args.markdown:
+    with open(args.markdown, "w") as f:
+      f.write(f"Machine: {desc}\n\n{out}\n\n```\n{json.dumps(results, indent=1)}\n```\n")
+
+
+if __name__ == "__main__":
+  main()
