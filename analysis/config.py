@@ -79,6 +79,7 @@ class AnalysisConfig(Section):
   mlp_draws: int
   preconditioned_top_k: int
   update_sharpness: bool
+  edge_predictors: bool
   seed: int
   max_basis_bytes: int
 

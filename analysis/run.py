@@ -20,7 +20,9 @@ recorded), dropout off, and writes into `out_dir/<label>/`:
                     draw, and its mean-field prediction (analysis/init_stats.py)
   stability.json    step-0 stability predictors (`analysis.preconditioned_top_k`, `analysis.update_sharpness`;
                     analysis/stability.py): 2/λ_max(H), λ_max of Adam's preconditioned Hessian with its bound and
-                    (2 + 2β₁)/((1 − β₁)λ), the sharpness along Adam's first update; β₁, ε from `optim_config`
+                    (2 + 2β₁)/((1 − β₁)λ), the sharpness along Adam's first update; β₁, ε from `optim_config`;
+                    with `analysis.edge_predictors`, λ_max of the Gauss–Newton and the batch sharpness over the
+                    analysis batches (`curvax.batch_sharpness`), each read against c = 2
 and the PNGs spectrum.png, eigenvalues.png, blocks.png (top eigenvalue per block), block_spectra.png (each block's
 Ritz values with their quadrature weights and bounds), grad_norms.png, signal.png. Each is skipped when its keys turn
 it off (`top_k = bottom_k = 0`: no eigenvalues); the curvature operator is built only when an analysis uses it.
@@ -48,6 +50,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import curvax
 import models
 from analysis import gradients, hessian, init_stats, plots, signal, stability
 from analysis.block_spectra import block_spectra
@@ -186,12 +189,12 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
   timings, out = {}, {}
   tokens = [int(num_tokens(b)) for b in batches]
   build_hvp = lambda fn, p: hessian.hvp_fn(fn, p, batches, linearize=cfg.linearize)
-  if cfg.operator == "hessian":
-    build = build_hvp
-  else:
-    build = lambda fn, p: hessian.ggn_vp_fn(make_logits_fn(model, variables=variables), p, batches)
+  build_ggn = lambda p: hessian.ggn_vp_fn(make_logits_fn(model, variables=variables), p, batches)
+  build = build_hvp if cfg.operator == "hessian" else lambda fn, p: build_ggn(p)
   # Profiles alone (top_k = bottom_k = 0, no spectrum, trace or blocks) need no curvature operator: none is built.
-  curvature = bool(cfg.top_k or cfg.bottom_k or cfg.spectrum or cfg.trace_probes or cfg.blocks or adam)
+  curvature = bool(
+      cfg.top_k or cfg.bottom_k or cfg.spectrum or cfg.trace_probes or cfg.blocks or adam or cfg.edge_predictors
+  )
   matvec = None
   if curvature:
     t = time.perf_counter()
@@ -281,6 +284,26 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
     )
     out["stability"] = dict(operator=cfg.operator, **predictors)
     timings["stability_s"] = time.perf_counter() - t
+
+  if cfg.edge_predictors:
+    t = time.perf_counter()
+    ggn = matvec if cfg.operator == "ggn" else build_ggn(params)
+    lanczos_kw = dict(
+        max_basis_bytes=cfg.max_basis_bytes, reorthogonalize=cfg.reorthogonalize, basis_sharding=basis_sharding
+    )
+    e = top_eigenvalues(ggn, params, 1, num_steps=steps, key=jax.random.fold_in(key, 6), **lanczos_kw)
+    sharpness = curvax.batch_sharpness(loss_fn, params, batches)
+    out.setdefault("stability", dict(operator=cfg.operator)).update(
+        ggn_lambda_max=float(e.values[0]),
+        ggn_lambda_max_bound=float(e.bounds[0]),
+        batch_sharpness=sharpness.value,
+        batch_sharpness_std_error=sharpness.std_error,
+        batch_sharpness_per_batch=list(sharpness.per_batch),
+        edge_thresholds="unstable iff lr * lambda > c: c = 2 for the Gauss-Newton and the batch sharpness",
+    )
+    timings["edge_predictors_s"] = time.perf_counter() - t
+
+  if "stability" in out:
     write_json(directory, "stability.json", out["stability"])
 
   if cfg.spectrum:

@@ -173,6 +173,9 @@ def get_config() -> ml_collections.ConfigDict:
   # predicted max stable lr (2 + 2·optim.b1)/((1 − optim.b1)·λ_max) (stability.json; docs/science.md §9); 0: off.
   a.preconditioned_top_k = 0
   a.update_sharpness = False  # Sharpness uᵀHu/‖u‖² along Adam's first update u (stability.json).
+  # The Gauss–Newton's λ_max and the batch sharpness over the analysis batches (Andreyev & Beneventano 2024), each
+  # with threshold c = 2 on η·λ (stability.json; experiments/atlas/edge.py's 'ggn' and 'batch' predictors).
+  a.edge_predictors = False
   a.seed = 0  # PRNG seed of the Lanczos start vectors, SLQ and trace probes.
   a.max_basis_bytes = 4 * 2**30  # Fail before computing if a Lanczos basis needs more bytes than this.
 

@@ -16,13 +16,13 @@ import pytest
 
 import curvax
 from analysis import stability
-from analysis.hessian import dense_hessian, hvp_fn
+from analysis.hessian import dense_hessian, ggn_vp_fn, hvp_fn
 from analysis.run import run_analysis
 from analysis.spectrum import top_eigenvalues
 from configs import default
 from models import ModelConfig, get_model
 from tests.conftest import count_compiles
-from train.loss import make_loss_fn
+from train.loss import make_logits_fn, make_loss_fn
 
 N = 12
 
@@ -353,6 +353,38 @@ def test_run_analysis_writes_stability_json_matching_dense_float64(tiny, tmp_pat
   assert rec["update_sharpness"] == pytest.approx(u @ h @ u / (u @ u), rel=1e-8)
   assert rec["first_step_critical_lr"] == pytest.approx(2 * (g @ u) / (u @ h @ u), rel=1e-8)
   assert rec["beta1"] == 0.9 and rec["eps"] == 1e-6 and rec["operator"] == "hessian"
+
+
+def test_edge_predictors_match_the_dense_gauss_newton_and_each_batchs_rayleigh_quotient(tiny, tmp_path):
+  """analysis.edge_predictors: λ_max of the Gauss–Newton (within its residual bound of the dense GGN's, float64) and
+  the batch sharpness, the mean over the analysis batches of g_bᵀH_bg_b/‖g_b‖² (dense per batch); no Adam needed."""
+  net, variables, batches = tiny
+  run_analysis(
+      _config(top_k=0, edge_predictors=True),
+      model=net,
+      variables=variables,
+      batches=batches,
+      out_dir=str(tmp_path),
+      print_fn=lambda _: None,
+  )
+  with open(os.path.join(tmp_path, "init", "stability.json")) as f:
+    rec = json.load(f)
+  with jax.enable_x64(True):
+    model64 = net.clone(config=dataclasses.replace(net.config, dtype=jnp.float64, param_dtype=jnp.float64))
+    params = jax.tree.map(lambda x: x.astype(jnp.float64), variables["params"])
+    loss = make_loss_fn(model64)
+    union = {"targets": jnp.concatenate([b["targets"] for b in batches])}
+    ggn = curvax.dense_matrix(ggn_vp_fn(make_logits_fn(model64), params, union))
+    quotients = []
+    for b in batches:
+      h = np.asarray(dense_hessian(loss, params, b))
+      g = np.asarray(jax.flatten_util.ravel_pytree(jax.grad(loss)(params, b))[0])
+      quotients.append(g @ h @ g / (g @ g))
+  lam = np.linalg.eigvalsh(np.asarray(ggn))[-1]
+  assert abs(rec["ggn_lambda_max"] - lam) <= rec["ggn_lambda_max_bound"] + 1e-8 * lam
+  np.testing.assert_allclose(rec["batch_sharpness_per_batch"], quotients, rtol=1e-8)
+  assert rec["batch_sharpness"] == pytest.approx(np.mean(quotients), rel=1e-8) and rec["operator"] == "hessian"
+  assert "lambda_max" not in rec  # the Adam predictors were not asked for
 
 
 @pytest.mark.parametrize(
