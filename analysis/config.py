@@ -80,6 +80,7 @@ class AnalysisConfig(Section):
   preconditioned_top_k: int
   update_sharpness: bool
   edge_predictors: bool
+  tracking_tol: float
   seed: int
   max_basis_bytes: int
 
@@ -126,6 +127,9 @@ def _check_values(cfg: AnalysisConfig) -> None:
     re.compile(cfg.block_filter)
   except (re.error, TypeError) as e:
     raise invalid("analysis.block_filter", cfg.block_filter, "a regular expression", str(e)) from e
+  tol = cfg.tracking_tol
+  if isinstance(tol, bool) or not (isinstance(tol, (int, float)) and 0 <= tol < 1):
+    raise invalid("analysis.tracking_tol", tol, "a number in [0, 1) (0: a cold Lanczos at every record)")
   if isinstance(cfg.sigma, bool) or not (isinstance(cfg.sigma, (int, float)) and cfg.sigma >= 0):
     raise invalid("analysis.sigma", cfg.sigma, "a number >= 0 (0: 1% of the node range)")
 

@@ -36,6 +36,14 @@ batches of `analysis.batch_size` rows of a fresh pass over the train split (`Exp
 λ_max(t) follows the parameters, not the sampling of batches (and a resumed run measures what an uninterrupted one
 does).
 
+Warm start (`analysis.tracking_tol > 0`): the first record runs Lanczos from the random start above; every later
+one starts from the previous record's top Ritz vector plus a random part a tenth its size (`curvax.warm_start`)
+and stops as soon as the residual bound is ≤ tracking_tol·|λ| (at most `analysis.lanczos_steps`), so a record costs
+the few products that the change since the last one needs; `curvature/lanczos_steps` records how many it took.
+The bound certifies an eigenvalue within it as before; that it is the largest rests on the start not being
+orthogonal to the top eigenvector, which the random part keeps. A resumed run starts cold again (its first record
+after the resume), so its records agree with an uninterrupted run's within their bounds, not bit for bit.
+
 Compiled once: the operator is data (`analysis.hessian.hvp_fn`: the loss and the linearization residuals are pytree
 leaves) and `top_eigenvalues` is a jitted program taking it, so the records after the first compile nothing
 (tests/test_curvature_every.py counts). Each record costs the linearization (about one forward + backward pass per
@@ -64,12 +72,13 @@ from analysis.lanczos_options import check_basis_memory
 from analysis.run import on_mesh
 from analysis.spectrum import top_eigenvalues
 from analysis.stability import (
-    PreconditionedOperator,
-    adam_state_preconditioner_scale,
-    check_beta2_eps,
-    lr_multiplier_scale,
-    momentum_stability_threshold,
+  PreconditionedOperator,
+  adam_state_preconditioner_scale,
+  check_beta2_eps,
+  lr_multiplier_scale,
+  momentum_stability_threshold,
 )
+from curvax.spectrum import ritz_vector, warm_start
 from train.loss import make_loss_fn
 from train.step import mlm_masked
 
@@ -79,6 +88,7 @@ NAMES = (
     "curvature/learning_rate",
     "curvature/lr_times_lambda_max",
 )
+WARM_NAMES = ("curvature/lanczos_steps",)  # with analysis.tracking_tol > 0: the matvecs of λ_max(H)'s record
 PRECONDITIONED_NAMES = (
     "curvature/preconditioned_lambda_max",
     "curvature/preconditioned_lambda_max_bound",
@@ -147,7 +157,7 @@ def curvature_hook(
       raise ValueError(f"analysis.batch_size={cfg.batch_size} but batch {i} has {b['targets'].shape[0]} rows")
   steps = min(cfg.lanczos_steps, num_params)
   basis_sharding = None if mesh is None else NamedSharding(mesh, P(tuple(mesh.axis_names)))
-  if cfg.reorthogonalize != "none":
+  if cfg.reorthogonalize != "none" or cfg.tracking_tol > 0:  # a warm start keeps the basis for its Ritz vector
     check_basis_memory(steps, num_params, dtype, cfg.max_basis_bytes, 1, basis_sharding=basis_sharding)
   if model.config.arch == "encoder":  # the masking of analysis.run: one fixed masking per batch
     keys = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), 1), len(batches))
@@ -177,6 +187,26 @@ def curvature_hook(
       basis_sharding=basis_sharding,
   )
 
+  warm = cfg.tracking_tol > 0
+  previous = {}  # the last record's top Ritz vectors (warm starts), by operator: "hessian", "preconditioned"
+
+  def extreme(name, op, params, start_key, step):
+    """λ_max of `op`: from `start_key` (cold: every record, or the first when warm) or from the previous record's
+    Ritz vector (warm), stopping at the bound tracking_tol·|λ|; keeps this record's Ritz vector for the next."""
+    options = dict(lanczos)
+    if warm:
+      options.update(tol=cfg.tracking_tol, return_basis=True)
+      if name in previous:
+        options["v0"] = warm_start(previous[name], jax.random.fold_in(start_key, step))
+      else:
+        options["key"] = start_key
+    else:
+      options["key"] = start_key
+    top = top_eigenvalues(op, params, 1, **options)
+    if warm:
+      previous[name] = ritz_vector(op, top)
+    return top
+
   def fn(step: int, state: Any, batch: dict) -> dict:
     del batch  # the curvature batches are fixed (module docstring)
     with jax.enable_x64(dtype == jnp.float64):
@@ -187,19 +217,21 @@ def curvature_hook(
       operator = hessian.hvp_fn(make_loss_fn(model, variables=variables), params, batches, linearize=cfg.linearize)
       if preconditioned:  # H as D·H·D with D = 1: one compiled Lanczos program serves H and P⁻¹H
         operator = PreconditionedOperator(operator, jnp.ones((operator.size,), dtype), operator.spec)
-      top = top_eigenvalues(operator, params, 1, key=key, **lanczos)
-      lam, bound = float(top.values[0]), float(top.bounds[0])
+      top = extreme("hessian", operator, params, key, step)
+      lam, bound, taken = float(top.values[0]), float(top.bounds[0]), int(top.lanczos.num_steps_taken)
       if preconditioned:
         opt = adam_state(state.opt_state)
         scale = adam_state_preconditioner_scale(opt.nu, opt.count, adam["beta2"], adam["eps"], dtype)
         if lr_multipliers is not None:
           scale = scale * lr_multiplier_scale(lr_multipliers, params, dtype)
-        pre = top_eigenvalues(
-            PreconditionedOperator(operator.inner, scale, operator.spec), params, 1, key=pre_key, **lanczos
+        pre = extreme(
+            "preconditioned", PreconditionedOperator(operator.inner, scale, operator.spec), params, pre_key, step
         )
         lam_p, bound_p = float(pre.values[0]), float(pre.bounds[0])
     lr = float(np.asarray(schedule(step)))
     out = dict(zip(NAMES, (lam, bound, lr, lr * lam)))
+    if warm:
+      out[WARM_NAMES[0]] = float(taken)
     if preconditioned:
       out.update(zip(PRECONDITIONED_NAMES, (lam_p, bound_p, lr * lam_p)))
     return out

@@ -176,6 +176,10 @@ def get_config() -> ml_collections.ConfigDict:
   # The Gauss–Newton's λ_max and the batch sharpness over the analysis batches (Andreyev & Beneventano 2024), each
   # with threshold c = 2 on η·λ (stability.json; experiments/atlas/edge.py's 'ggn' and 'batch' predictors).
   a.edge_predictors = False
+  # train.curvature_every's records: 0 runs a cold Lanczos of lanczos_steps from the same random start at every record;
+  # > 0 (e.g. 1e-3) starts each record from the previous record's top Ritz vector (plus a random tenth) and stops as
+  # soon as the residual bound is ≤ tracking_tol·|λ| (curvature/lanczos_steps records the matvecs it took).
+  a.tracking_tol = 0.0
   a.seed = 0  # PRNG seed of the Lanczos start vectors, SLQ and trace probes.
   a.max_basis_bytes = 4 * 2**30  # Fail before computing if a Lanczos basis needs more bytes than this.
 

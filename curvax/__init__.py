@@ -21,7 +21,14 @@ from curvax.density import SpectralDensity, spectral_density
 from curvax.lanczos import LanczosResult, lanczos
 from curvax.operators import FlatSpec, LinearOperator, MatrixOperator, as_operator, matrix_operator
 from curvax.sharpness import BatchSharpness, batch_sharpness
-from curvax.spectrum import ExtremeEigenvalues, bottom_eigenvalues, ritz_mass, ritz_vector, top_eigenvalues
+from curvax.spectrum import (
+    ExtremeEigenvalues,
+    bottom_eigenvalues,
+    ritz_mass,
+    ritz_vector,
+    top_eigenvalues,
+    warm_start,
+)
 from curvax.trace import DiagonalEstimate, TraceEstimate, diagonal, trace
 
 __all__ = [
@@ -40,6 +47,7 @@ __all__ = [
     "spectral_density",
     "top_eigenvalues",
     "trace",
+    "warm_start",
     "BlockOperator",
     "FlatSpec",
     "GaussNewtonOperator",

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from curvax.blocks import leaf_paths
 from curvax.lanczos import LANCZOS_STATIC, LanczosResult, lanczos_core
 from curvax.lanczos_options import STOP_BOUNDS, check_stop, lanczos_options
-from curvax.operators import run_program, with_callback
+from curvax.operators import ravel_leaves, run_program, with_callback
 from curvax.probes import check_positive_int, operator_info
 from curvax.ritz import ritz_vectors
 
@@ -85,11 +85,11 @@ def _select_extreme(ritz_values, ritz_bounds, gap_bounds, steps, k, largest):
 
 # Lanczos's static arguments (its progress bar's total excepted: these programs take no progress callback) and the
 # start vector's.
-_EXTREME_STATIC = ("k", "largest", "n", "dtype", *(a for a in LANCZOS_STATIC if a != "progress_total"))
+_EXTREME_STATIC = ("k", "largest", "n", "dtype", "warm", *(a for a in LANCZOS_STATIC if a != "progress_total"))
 
 
-def _extreme_program(op, key, callback_id, *, k, largest, n, dtype, **lanczos_static):
-  v0 = jax.random.normal(key, (n,), dtype)
+def _extreme_program(op, start, callback_id, *, k, largest, n, dtype, warm, **lanczos_static):
+  v0 = start.astype(dtype) if warm else jax.random.normal(start, (n,), dtype)
   res = lanczos_core(op, v0, callback_id=callback_id, **lanczos_static)
   values, bounds, refined, valid, separated = _select_extreme(
       res.ritz_values, res.ritz_bounds, res.gap_bounds, res.num_steps_taken, k, largest
@@ -99,8 +99,14 @@ def _extreme_program(op, key, callback_id, *, k, largest, n, dtype, **lanczos_st
   )
 
 
-def _extreme(op, k, num_steps, key, largest, tol, bound, lanczos_kwargs):
+def _extreme(op, k, num_steps, key, largest, tol, bound, lanczos_kwargs, v0=None):
   op, n, dtype = operator_info(op)
+  if (key is None) == (v0 is None):
+    raise ValueError("needs exactly one of key= (a Gaussian start vector) and v0= (a given start vector)")
+  if v0 is not None:
+    v0 = ravel_leaves(v0, dtype)
+    if v0.shape != (n,):
+      raise ValueError(f"v0 has {v0.size} entries but the operator acts on vectors of {n}")
   check_positive_int("k", k)
   check_positive_int("num_steps", num_steps)
   if num_steps > n:
@@ -119,12 +125,13 @@ def _extreme(op, k, num_steps, key, largest, tol, bound, lanczos_kwargs):
           _extreme_program,
           _EXTREME_STATIC,
           op,
-          key,
+          key if v0 is None else v0,
           cid,
           k=int(k),
           largest=largest,
           n=n,
           dtype=jnp.dtype(dtype),
+          warm=v0 is not None,
           stop=stop,
           **static,
       ),
@@ -136,12 +143,13 @@ def top_eigenvalues(
     k: int,
     *,
     num_steps: int,
-    key: jax.Array,
+    key: Optional[jax.Array] = None,
     tol: Optional[float] = None,
     bound: str = "residual",
+    v0: Any = None,
     **lanczos_kwargs,
 ) -> ExtremeEigenvalues:
-  """Largest-algebraic k eigenvalues of a symmetric operator by Lanczos from a random Gaussian start.
+  """Largest-algebraic k eigenvalues of a symmetric operator by Lanczos from a random Gaussian start (or `v0`).
 
   One jitted program per (operator structure, n, dtype, options): a second call with another operator of the
   same structure (`curvax.operators`) compiles nothing.
@@ -150,7 +158,7 @@ def top_eigenvalues(
     op: a symmetric `LinearOperator` (its size n and dtype set the problem).
     k: number of eigenvalues, 1 ≤ k ≤ num_steps.
     num_steps: Lanczos steps (matvecs), ≤ n; with `tol`, the most that are taken.
-    key: PRNG key for the start vector.
+    key: PRNG key for the start vector; exactly one of `key` and `v0`.
     tol: None (run `num_steps` steps), or stop as soon as each of the k values has its bound ≤ tol·|θ|
       (e.g. 0.01: every reported eigenvalue to 1%).
     bound: which bound `tol` applies to: "residual" (rigorous: an eigenvalue within it) or "gap" (the
@@ -159,10 +167,26 @@ def top_eigenvalues(
     **lanczos_kwargs: forwarded to Lanczos (reorthogonalize, reorth_passes, breakdown_tol, max_basis_bytes,
       callback, callback_every, return_basis, basis_sharding, matvec_rtol).
 
+    v0: a given start vector (a pytree shaped like the operator's input, or flat [n]) instead of a random one: a
+      warm start, e.g. the top Ritz vector of a nearby operator (`ritz_vector`; the previous checkpoint's), with
+      `tol` to stop as soon as the bound is met. The bounds certify as for a random start that an eigenvalue lies
+      within them; that it is the largest rests, as there, on the start vector not being orthogonal to its
+      eigenvector (mix in a random part: `warm_start`). Compiled once per structure, like a random start.
+
   Returns:
     `ExtremeEigenvalues`, descending.
   """
-  return _extreme(op, k, num_steps, key, True, tol, bound, lanczos_kwargs)
+  return _extreme(op, k, num_steps, key, True, tol, bound, lanczos_kwargs, v0)
+
+
+def warm_start(previous: Any, key: jax.Array, mix: float = 0.1) -> jax.Array:
+  """The start vector (y + mix·z/‖z‖)/‖·‖, flat [n]: the unit Ritz vector `previous` (a pytree or flat) of a nearby
+  operator plus a random Gaussian part z of relative size `mix`, so that Lanczos can still find a top eigenvector
+  that has rotated away from y (a start orthogonal to it never finds it)."""
+  y = ravel_leaves(previous, jax.tree.leaves(previous)[0].dtype)
+  z = jax.random.normal(key, y.shape, y.dtype)
+  v = y / jnp.linalg.norm(y) + mix * z / jnp.linalg.norm(z)
+  return v / jnp.linalg.norm(v)
 
 
 def bottom_eigenvalues(
