@@ -99,3 +99,23 @@ def test_rescue_is_predicted_by_the_overshoot():
   assert r["auc"] == 1.0 and r["auc_lr"] < 1.0 and r["verdict"] == study.REPRODUCED
   assert 0 < r["rescued"] < r["unstable without warmup"]
   assert edge.rescue_score(cells, _lam0(LAM), "gd", beta1=0.9, warmup=400)["verdict"] == study.INCONCLUSIVE
+
+
+def test_the_grid_extends_until_each_method_is_bracketed_and_marks_its_boundary():
+  s, u = outcomes.STABLE, outcomes.UNSTABLE
+  cell = lambda m, lr, *early: edge.Cell(m, lr, 0, early, ())
+  cells = [
+      cell("a", 1e-3, s, s), cell("a", 2e-3, s, s), cell("a", 4e-3, u, s), cell("a", 8e-3, u, u),  # bracketed
+      cell("b", 1e-3, s, s), cell("b", 2e-3, s, s),  # never unstable: go up
+      cell("c", 1e-3, u, u), cell("c", 2e-3, u, u),  # never stable: go down
+      cell("d", 1e-3, s, s), cell("d", 2e-3, u, u), cell("d", 1e-3 * 2**-1, s, s),
+      edge.Cell("d", 4e-3, 100, (u,), ()),  # a warmup cell: not part of the no-warmup boundary
+  ]  # fmt: skip
+  plan = edge.extend(cells)
+  assert plan["a"] == {"add": [], "boundary": [2e-3, 4e-3], "seeds": {1e-3: 2, 2e-3: 2, 4e-3: 2, 8e-3: 2},
+                       "bracketed": True}  # fmt: skip
+  assert plan["b"]["add"] == [4e-3] and not plan["b"]["bracketed"] and plan["b"]["boundary"] == []
+  assert plan["c"]["add"] == [5e-4] and not plan["c"]["bracketed"]
+  assert plan["d"]["boundary"] == [1e-3, 2e-3] and 4e-3 not in plan["d"]["seeds"]
+  need = {m: [lr for lr in p["boundary"] if p["seeds"][lr] < edge.BOUNDARY_SEEDS] for m, p in plan.items()}
+  assert need == {"a": [2e-3, 4e-3], "b": [], "c": [], "d": [1e-3, 2e-3]}  # a third seed where the boundary is

@@ -34,6 +34,11 @@ minus the baseline's lies above 0 (reproduced), fails when it lies below 0 (not 
 when it straddles 0 or when fewer than `MIN_METHODS` methods, or cells of only one class, are scored (more methods
 decide: the registry's rules).
 
+The grid, per method (`extend`): a factor-2 lr grid, extended upwards by ×2 while no cell without warmup is
+unstable and downwards by ÷2 while none is stable (up to `MAX_ROUNDS` extensions), so that every method's boundary
+is bracketed; the two cells on either side of each method's boundary (its largest stable and smallest unstable lr)
+get `BOUNDARY_SEEDS` = 3 seeds, the others `SEEDS` = 2.
+
 The warmup question, the same way: among the (method, η) whose cell without warmup is unstable (early) or fails
 (final), *rescued* when its cell with warmup T_w is stable (early) or trains (final); scored by the AUC of −margin
 for the rescued (a smaller overshoot η·λ₀/c predicts a rescue) against the lr alone (the AUC of −log η).
@@ -51,6 +56,8 @@ from experiments import stats, study
 PREDICTORS = ("gd", "adam", "update", "ggn", "batch")
 EARLY_WINDOW = outcomes.EARLY_WINDOW
 MIN_METHODS = 4
+SEEDS, BOUNDARY_SEEDS = 2, 3
+MAX_ROUNDS = 4  # grid extensions per direction before a method is reported unbracketed
 EARLY, FINAL = "early", "final"
 
 
@@ -63,6 +70,29 @@ class Cell:
   warmup: int
   early: tuple[str, ...]
   final: tuple[str, ...]
+
+
+def extend(cells: Sequence[Cell], which: str = EARLY) -> dict[str, dict]:
+  """Per method, from its cells without warmup: {"add": lrs to run next (×2 above the largest while none is
+  unstable, ÷2 below the smallest while none is stable), "boundary": the largest stable and the smallest unstable lr
+  above it (each needs `BOUNDARY_SEEDS` seeds), "seeds": {lr: seeds it has}, "bracketed": both found}. Cells whose
+  outcome is undetermined count as neither."""
+  out: dict[str, dict] = {}
+  for method in sorted({c.method for c in cells}):
+    mine = {c.lr: c for c in cells if c.method == method and not c.warmup}
+    labels = {lr: unstable(c, which) for lr, c in mine.items()}
+    stable = sorted(lr for lr, y in labels.items() if y is False)
+    bad = sorted(lr for lr, y in labels.items() if y is True)
+    add = []
+    if not bad:
+      add.append(max(mine) * 2)
+    if not stable:
+      add.append(min(mine) / 2)
+    above = [lr for lr in bad if stable and lr > stable[-1]]
+    boundary = [stable[-1], above[0]] if stable and above else []
+    seeds = {lr: len(c.early if which == EARLY else c.final) for lr, c in mine.items()}
+    out[method] = {"add": add, "boundary": boundary, "seeds": seeds, "bracketed": bool(stable and bad)}
+  return out
 
 
 def threshold(predictor: str, beta1: float) -> float:
