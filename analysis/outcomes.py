@@ -133,7 +133,6 @@ def early_class(
     train: Sequence[tuple[int, float]],
     *,
     warmup_steps: int,
-    init_loss: float,
     window: int = EARLY_WINDOW,
     spike: float = SPIKE,
 ) -> Outcome:
@@ -141,16 +140,15 @@ def early_class(
   training losses `train` = [(step, loss), ...] (step ≥ 1; log every step or every few: a spike between two logged
   steps is not seen).
 
-  Unstable, the first of: a non-finite training loss; a training loss above `init_loss` (the loss at init: the run
-  went back past where it started, what analysis/outcomes.py's `diverged` reads on the validation loss); a loss
-  spike, a training loss more than `spike` nats above the lowest training loss logged before it. Else stable.
+  Unstable, the first of: a non-finite training loss; a loss spike, a training loss more than `spike` nats above the
+  lowest training loss logged before it (a run that blows up passes this on its way; the first logged loss, the
+  loss at init on the first batch, starts the running minimum). Else stable. Each is read on the same batches'
+  training losses, not against the validation loss at init (a batch's loss differs from it by sampling noise).
   Collapse is not read here: a run that will sit on the unigram plateau and one that will train both pass through
   the unigram entropy in their first hundred steps (the atlas's Post-LN runs reach ≈ H by step 50), so the loss
   alone cannot tell them apart this early; the final outcome (`classify`) reads it at the horizon. ValueError when
   no loss was logged inside the window (nothing to read).
   """
-  if not math.isfinite(init_loss):
-    raise ValueError(f"init_loss={init_loss}: the loss at init must be finite to read a run against it")
   if warmup_steps < 0 or window < 1:
     raise ValueError(f"warmup_steps={warmup_steps} must be ≥ 0 and window={window} ≥ 1")
   end = warmup_steps + window
@@ -161,9 +159,7 @@ def early_class(
   for step, loss in inside:
     if not math.isfinite(loss):
       return Outcome(UNSTABLE, f"training loss {loss} at step {step}")
-    if loss > init_loss:
-      return Outcome(UNSTABLE, f"training loss {loss:.4g} at step {step} above the loss at init {init_loss:.4g}")
     if loss > lowest + spike:
       return Outcome(UNSTABLE, f"loss spike at step {step}: {loss:.4g}, more than {spike:g} nat above {lowest:.4g}")
     lowest = min(lowest, loss)
-  return Outcome(STABLE, f"no non-finite loss, none above the loss at init, no spike > {spike:g} nat in steps 1..{end}")
+  return Outcome(STABLE, f"no non-finite loss and no spike > {spike:g} nat in steps 1..{end}")

@@ -127,7 +127,7 @@ def test_a_sweep_records_each_runs_class(tmp_path):
 
 def _early(losses, warmup=0, **kw):
   """Training losses logged at steps 1, 2, ... (one per step)."""
-  return outcomes.early_class(list(enumerate(losses, start=1)), warmup_steps=warmup, init_loss=INIT, **kw)
+  return outcomes.early_class(list(enumerate(losses, start=1)), warmup_steps=warmup, **kw)
 
 
 @pytest.mark.parametrize(
@@ -137,7 +137,8 @@ def _early(losses, warmup=0, **kw):
         ([7.6, 7.0, 6.1, 6.9, 5.5], outcomes.STABLE),  # up by 0.8 nat: batch noise, below the spike threshold
         ([7.6, 7.0, 6.1, 7.11, 5.5], outcomes.UNSTABLE),  # up by 1.01 nat over the lowest before it: a spike
         ([7.6, 7.0, float("nan")], outcomes.UNSTABLE),
-        ([7.6, INIT + 0.01, 6.0], outcomes.UNSTABLE),  # back above the loss at init
+        ([7.6, INIT + 0.01, 6.0], outcomes.STABLE),  # a batch a little above the validation loss at init: noise
+        ([7.6, 6.0, 5.0, 9000.0], outcomes.UNSTABLE),  # a blow-up
     ],
 )
 def test_early_class_hand_made_curves(losses, expected):
@@ -153,6 +154,6 @@ def test_early_window_is_the_warmup_plus_w_steps_after_it():
   spike = _early([7.0, 6.0, 7.5], spike=1.0)
   assert spike.cls == outcomes.UNSTABLE and "step 3" in spike.reason and "6" in spike.reason
   with pytest.raises(ValueError, match="no training loss logged in steps 1..5"):
-    outcomes.early_class([(10, 5.0)], warmup_steps=0, init_loss=INIT, window=5)
-  with pytest.raises(ValueError, match="init_loss"):
-    outcomes.early_class([(1, 5.0)], warmup_steps=0, init_loss=math.nan)
+    outcomes.early_class([(10, 5.0)], warmup_steps=0, window=5)
+  with pytest.raises(ValueError, match="window=0"):
+    outcomes.early_class([(1, 5.0)], warmup_steps=0, window=0)
