@@ -8,7 +8,8 @@ model in `<root>/tokenizer/` unless
 `data.tokenizer_dir` says otherwise; with `sweep.analysis_at_init`, `analysis.run.run_analysis` first, on the same
 batches and into the same `analysis/step_0/` as main.py's `analysis.at_init`; with `sweep.analysis_steps`, each of
 those checkpoints of a finished run restored and analyzed on the same batches into `analysis/step_<k>/`, also for
-runs an earlier invocation finished; every such step must be a checkpoint the run keeps, checked before any compute):
+runs an earlier invocation finished; every such step must be a checkpoint the run keeps, checked before any compute;
+each run's W&B / Trackio run, where `metrics.writers` asks for one, grouped by the sweep's name, `sweep_name`):
   * resumable: a run whose status.json says `finished` or `diverged` is skipped (its record kept); any other run
     resumes from its latest checkpoint (the loop's own resume); a run whose config.json differs from its cell's
     config in what it trains (`mode` and `train.config.TRAINED`: the model, init, optim, data, train and mesh groups,
@@ -199,6 +200,12 @@ def use_compilation_cache(config: ml_collections.ConfigDict, workdir: str) -> Op
   return path
 
 
+def sweep_name(workdir: str) -> str:
+  """The sweep's name: its workdir's last part (`runs/warmup` and `gs://b/sweeps/warmup/` are 'warmup'); the group
+  of its runs in a tracker (`metrics.group`, when the config leaves it empty)."""
+  return os.path.basename(os.fspath(workdir).rstrip("/")) or "sweep"
+
+
 def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib.Cell, int, train.config.Config]]:
   """(cell, seed, resolved config) of every run of the sweep, in grid order, each checked before any compute: the
   config boundary (an error names the cell), the run's config.json of an earlier invocation
@@ -209,10 +216,11 @@ def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib
   runs = []
   for cell in grid_lib.cells(config):
     for seed in range(sweep.seeds):
+      cell_config = grid_lib.cell_config(config, cell, seed, tokenizer_dir=os.path.join(root, "tokenizer"))
+      if "metrics" in cell_config and not cell_config.metrics.group:
+        cell_config.metrics.group = sweep_name(workdir)  # the runs' W&B / Trackio group
       try:
-        resolved = train.config.resolve(
-            grid_lib.cell_config(config, cell, seed, tokenizer_dir=os.path.join(root, "tokenizer")), groups=GROUPS
-        )
+        resolved = train.config.resolve(cell_config, groups=GROUPS)
       except ValueError as e:
         raise ValueError(f"sweep cell {cell.name}, seed {seed}: {e}") from None
       train.config.check_unchanged(run_dir(root, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")

@@ -18,6 +18,7 @@ from experiments import sweep as sweep_lib
 from tests.test_experiments import tiny_config
 from tests.test_workdir_paths import LocalBucket, NoCheckpoints, _no_local_mangling, bucket  # noqa: F401 (a fixture)
 from train import loop
+from train.data import tokenizers
 
 WORKDIR = "gs://bucket/sweep"
 SMALL = {
@@ -166,3 +167,22 @@ def test_a_records_workdir_is_relative_where_it_can_be_and_reads_back(path, star
   assert report.relative(path, start) == want
   got = report.run_path(start, want)
   assert got == path or os.path.normpath(got) == path
+
+
+def test_the_shared_tokenizer_is_cached_in_a_gs_folder(tmp_path, bucket, plain_io_refuses_uris):  # noqa: F811
+  """A sweep's runs share `<workdir>/tokenizer/`: on gs:// the SentencePiece model is written there once and read
+  back by the next run (its texts never asked for again)."""
+  texts = ["the cat sat on the mat", "a dog ran in the park", "birds fly over the sea"] * 40
+  calls = []
+
+  def texts_fn():
+    calls.append(1)
+    return texts
+
+  cache = f"{WORKDIR}/tokenizer"
+  first, path = tokenizers.load_or_train(texts_fn, key="k", vocab_size=40, max_corpus_chars=100_000, cache_dirs=[cache])
+  assert path == f"{cache}/spm_k.model" and "tokenizer/spm_k.model" in _objects(tmp_path)
+  again, _ = tokenizers.load_or_train(texts_fn, key="k", vocab_size=40, max_corpus_chars=100_000, cache_dirs=[cache])
+  assert calls == [1] and again.encode("the cat") == first.encode("the cat")
+  assert plain_io_refuses_uris == []
+  _no_local_mangling(tmp_path)

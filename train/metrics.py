@@ -6,7 +6,8 @@ Contract:
     once so a killed run keeps every record written so far. Non-finite values are written
     as Python's json does (`NaN`, `Infinity`): a diverged run's last loss is a result.
     The same scalars go to TensorBoard event files under `<workdir>/tensorboard/<split>/`
-    (tensorboardX; one run per split, so train and eval curves of one tag overlay).
+    (tensorboardX; one run per split, so train and eval curves of one tag overlay), and to the
+    trackers it is given (train/trackers.py: W&B, Trackio) as `<split>/<name>` at the same step.
   * Resuming: `MetricWriter(workdir, resume_step=S)` first drops the JSONL records with
     step > S (written after the checkpoint the run resumes from) and tells TensorBoard to
     purge them too (`purge_step=S + 1`), so every step appears once.
@@ -34,7 +35,7 @@ import os
 import tempfile
 import time
 import uuid
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
 import numpy as np
@@ -95,6 +96,7 @@ class MetricWriter:
       cannot write, see the module docstring).
     primary: whether this process writes (default: it is process 0); False checks every
       record as usual and writes nothing, touching no file.
+    trackers: open trackers (`train.trackers.open_trackers`) that get every record too; closed with the writer.
   """
 
   def __init__(
@@ -104,6 +106,7 @@ class MetricWriter:
       resume_step: Optional[int] = None,
       tensorboard: bool = True,
       primary: Optional[bool] = None,
+      trackers: Sequence[Any] = (),
   ):
     self.workdir = epath.Path(workdir)
     self.path = self.workdir / METRICS_FILE
@@ -126,6 +129,7 @@ class MetricWriter:
       logging.warning("No TensorBoard events for %s: %s (metrics.jsonl has every record)", self.workdir, reason)
       self._tensorboard = False
     self._tb_writers: dict[str, tensorboardX.SummaryWriter] = {}
+    self._trackers = list(trackers) if self.primary else []
 
   def write_scalars(self, step: int, scalars: Mapping[str, Any], *, split: str = "train") -> None:
     """Appends {"step", "split", **scalars} as one line and logs each scalar to TensorBoard.
@@ -148,6 +152,8 @@ class MetricWriter:
       self._file.flush()  # a killed process keeps every line written so far
     else:
       return
+    for tracker in self._trackers:
+      tracker.log(int(step), {f"{split}/{name}": value for name, value in values.items()})
     if self._tensorboard:
       writer = self._tb_writer(split)
       for name, value in values.items():
@@ -178,6 +184,9 @@ class MetricWriter:
     for writer in self._tb_writers.values():
       writer.close()
     self._tb_writers.clear()
+    trackers, self._trackers = self._trackers, []  # closed once, whoever closes first
+    for tracker in trackers:
+      tracker.close()
 
   def __enter__(self) -> "MetricWriter":
     return self
