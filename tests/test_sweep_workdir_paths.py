@@ -186,3 +186,29 @@ def test_the_shared_tokenizer_is_cached_in_a_gs_folder(tmp_path, bucket, plain_i
   assert calls == [1] and again.encode("the cat") == first.encode("the cat")
   assert plain_io_refuses_uris == []
   _no_local_mangling(tmp_path)
+
+
+def test_an_analysis_at_init_on_gs_writes_its_files_and_figures_through_epath(
+    tmp_path, bucket, monkeypatch, plain_io_refuses_uris  # noqa: F811
+):
+  monkeypatch.setattr(loop.checkpoint_lib, "Checkpointer", NoCheckpoints)
+  analysis = {
+      "analysis.batch_size": 4,
+      "analysis.lanczos_steps": 4,
+      "analysis.top_k": 1,
+      "analysis.bottom_k": 0,
+      "analysis.spectrum": False,
+      "analysis.trace_probes": 0,
+      "analysis.blocks": False,
+      "analysis.grad_norms": False,
+      "analysis.dtype": "float32",
+  }
+  config = tiny_config(**{**SMALL, "sweep.grid": "", "sweep.analysis_at_init": True, "train.num_steps": 1}, **analysis)
+  (record,) = sweep_lib.run_sweep(config, WORKDIR, emit=print, env={})
+  assert record["outcome"] == "finished", record["error"]
+  step_0 = f"{record['workdir']}/analysis/step_0"
+  objects = _objects(tmp_path)
+  assert {f"{step_0}/metadata.json", f"{step_0}/eigenvalues.json", f"{step_0}/signal.json"} <= objects
+  assert any(name.startswith(step_0) and name.endswith(".png") for name in objects)
+  assert plain_io_refuses_uris == []
+  _no_local_mangling(tmp_path)
