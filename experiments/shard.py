@@ -246,8 +246,8 @@ def _set_aside(path: str) -> None:
 
 def claim(run_dir: str, owner: str, timeout_s: float, *, clock: Callable[[], float] = time.time) -> Optional[str]:
   """Claims the run in `run_dir` for `owner`: None when claimed, else the holder of a fresh claim (module docstring).
-  A stale claim (heartbeat older than `timeout_s`) is taken over: renamed aside atomically (one taker wins the
-  rename), then created again."""
+  A stale claim (heartbeat older than `timeout_s`) is taken over: set aside (`_set_aside`: locally an atomic rename,
+  one taker wins it), then created again."""
   epath.Path(run_dir).mkdir(parents=True, exist_ok=True)
   path = os.path.join(run_dir, CLAIM_FILE)
   for _ in range(3):  # create; or take over a stale claim once and create; a racing taker may win in between

@@ -5,8 +5,8 @@ their names (`FakeTracker`: records every `init`'s arguments, every logged scala
 that the tracker gets the scalars of metrics.jsonl at the same steps, that a resumed run reopens its own tracker run
 (the id derived from the workdir), that a sweep's runs are grouped by the sweep's name with the resolved config as
 each run's config, that only process 0 opens one, that importing the project imports neither library, and that a
-writer whose library is missing is a config error before any compute. With wandb installed, a real offline run
-(`WANDB_MODE=offline`) checks the same against the library itself; skipped, with the reason, where it is not.
+writer whose library is missing is a config error before any compute. With wandb (trackio) installed, a real
+offline (local) run checks the same against the library itself; each is skipped, with the reason, where it is not.
 """
 
 import importlib.machinery
@@ -265,3 +265,27 @@ def test_wandb_offline_records_the_scalars_of_metrics_jsonl_and_resumes_its_run(
   for _, values in _as_logged(metrics_lib.read_metrics(workdir)):
     for key, value in values.items():
       assert key.encode() in data and json.dumps(value).encode() in data, (key, value)
+
+
+def test_trackio_offline_records_the_scalars_of_metrics_jsonl_and_resumes_its_run(tmp_path, monkeypatch):
+  """The real library, local (its SQLite database under TRACKIO_DIR): the run named by the workdir holds exactly
+  metrics.jsonl's records, the resumed run's steps appended to the same run, with the group and config given."""
+  monkeypatch.setenv("TRACKIO_DIR", str(tmp_path / "trackio"))  # read when trackio is first imported
+  if "trackio" in sys.modules:
+    pytest.skip("trackio was imported before TRACKIO_DIR could point it at this test's folder")
+  pytest.importorskip("trackio", reason="trackio is not installed (not a dependency: pip install trackio)")
+  from trackio.sqlite_storage import SQLiteStorage  # noqa: PLC0415 (only where trackio is installed)
+
+  workdir = tmp_path / "run"
+  _train(workdir, ("jsonl", "trackio"), **{"train.num_steps": 2, "metrics.group": "g", "metrics.project": "t"})
+  exp = _train(workdir, ("jsonl", "trackio"), **{"train.num_steps": 4, "metrics.group": "g", "metrics.project": "t"})
+  name = trackers_lib.run_id(workdir)
+  assert SQLiteStorage.get_runs("t") == [name]  # the rerun resumed the run, made no second one
+  logged = [
+      (log["step"], {k: v for k, v in log.items() if k not in ("step", "timestamp")})
+      for log in SQLiteStorage.get_logs("t", run=name)
+  ]
+  assert logged == _as_logged(metrics_lib.read_metrics(workdir))
+  config = SQLiteStorage.get_run_config("t", run=name)
+  assert config["_Group"] == "g" and config["optim"]["learning_rate"] == exp.config.optim.learning_rate
+  assert (tmp_path / "trackio").is_dir()
