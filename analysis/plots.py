@@ -5,6 +5,7 @@ be redrawn from the JSON files alone) and an output path, writes one PNG and ret
 several panels has one colour in all of them (`series_colors`), so one legend reads for every panel.
 """
 
+import io
 import os
 from typing import Optional
 
@@ -15,6 +16,7 @@ import matplotlib.colors as mcolors  # noqa: E402  (after selecting the backend)
 import matplotlib.layout_engine  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from etils import epath  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 LOG_SPAN = 2.0  # a y axis is logarithmic only where its positive values span more than this factor
@@ -71,11 +73,14 @@ def series_colors(names) -> dict:
 
 
 def _save(fig, path):
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  folder = epath.Path(path).parent  # through etils.epath: a sweep's run folder may be a URI (gs://...)
+  folder.mkdir(parents=True, exist_ok=True)
   if not isinstance(fig.get_layout_engine(), matplotlib.layout_engine.ConstrainedLayoutEngine):
     fig.tight_layout()
-  fig.savefig(path, dpi=110)
+  buffer = io.BytesIO()
+  fig.savefig(buffer, format=os.path.splitext(path)[1][1:] or "png", dpi=110)
   plt.close(fig)
+  epath.Path(path).write_bytes(buffer.getvalue())
   return path
 
 

@@ -11,11 +11,11 @@ global arrays. No project imports.
 import dataclasses
 import json
 import math
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from etils import epath
 
 
 def jsonable(x):
@@ -46,8 +46,8 @@ def write_json(directory, name, obj):
   """`obj` as strict JSON (`jsonable`) to `directory/name`, on process 0 only."""
   if not is_primary():
     return
-  with open(os.path.join(directory, name), "w") as f:
-    json.dump(jsonable(obj), f, indent=1)
+  # through etils.epath: a sweep's run folder may be a URI (gs://...)
+  epath.Path(directory, name).write_text(json.dumps(jsonable(obj), indent=1))
 
 
 def lanczos_record(res) -> dict:

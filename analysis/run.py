@@ -47,6 +47,7 @@ from typing import Any, Callable, Optional, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from etils import epath
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -149,7 +150,7 @@ def run_analysis(
     )
   directory = os.path.join(out_dir, label) if label else out_dir
   if is_primary():
-    os.makedirs(directory, exist_ok=True)
+    epath.Path(directory).mkdir(parents=True, exist_ok=True)  # a URI (gs://...) too
   with jax.enable_x64(dtype == "float64"):
     return _run(cfg, dtype, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh, adam)
 

@@ -6,7 +6,8 @@
 Experiment configs import this file and override; the command line overrides any key (`--config.<group>.<key>=`).
 Groups mirror the folders: `model` (models/), `init` (init/), `optim`, `data` and `train` (train/), `analysis`
 (analysis/), `sweep` (experiments/), `distributed` (train/distributed.py: the start-up of a multi-process run),
-`mesh` (train/step.py: the device mesh and how parameters are sharded on it). This file imports only ml_collections:
+`mesh` (train/step.py: the device mesh and how parameters are sharded on it), `metrics` (train/trackers.py: where a
+run's scalars go). This file imports only ml_collections:
 loading a config imports none of the library.
 
 Size keys that default to "from the preset" are typed placeholders (`placeholder(int)`): None until set, and the
@@ -201,6 +202,13 @@ def get_config() -> ml_collections.ConfigDict:
   # Evaluate once before the first update (eval record at step 0: the loss at init) and write data_stats.json (the
   # eval targets' unigram entropy): what analysis/outcomes.py classifies a run against (diverged/collapsed/trained).
   t.eval_at_init = False
+
+  # Where each run's scalars go (train/metrics.py, train/trackers.py); files and trackers on process 0 only.
+  r = config.metrics = ml_collections.ConfigDict()
+  # Any of 'jsonl' (metrics.jsonl: required), 'tensorboard', 'wandb', 'trackio' (pip install it: not a dependency).
+  r.writers = ("jsonl", "tensorboard")
+  r.project = "transformer-init"  # The W&B / Trackio project of the runs.
+  r.group = ""  # The W&B / Trackio group of the run; '' = none (a sweep groups its runs by its workdir's name).
 
   # Sweep mode (experiments/): the product of the grid's values × seeds, each run trained like mode='train'.
   w = config.sweep = ml_collections.ConfigDict()

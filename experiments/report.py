@@ -15,6 +15,10 @@ seeds), so a figure read alone says what was compared; it is wrapped to the figu
 written: a report rewritten after every run (the atlas's, experiments/atlas/report.py) spent half its time in
 matplotlib redrawing figures whose data had not moved. The PNG carries the key (a tEXt chunk, `FIGURE_KEY`): a
 SHA-256 of the inputs, the function's name, the source of its module and of this one, and matplotlib's version.
+
+Files go through `etils.epath` (the table, each figure rendered in memory and written whole, the runs' metrics read
+back), so `workdir` may be a URI such as `gs://bucket/sweep`; a record's `workdir` is relative to the sweep's
+(`relative`), or a whole URI when its run lives on another filesystem (`run_path` reads both).
 """
 
 import collections
@@ -22,10 +26,12 @@ import contextvars
 import functools
 import hashlib
 import inspect
+import io
 import json
 import math
 import os
 import pickle
+import posixpath
 import sys
 from typing import Any, Callable, Iterable, Optional
 
@@ -38,6 +44,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after selecting the backend)
 import numpy as np  # noqa: E402
 import PIL.Image  # noqa: E402  (matplotlib's own dependency, pinned in requirements.txt)
+from etils import epath  # noqa: E402
 
 from models.config import PRESETS  # noqa: E402
 from train import metrics as metrics_lib  # noqa: E402
@@ -53,21 +60,49 @@ FIGURE_KEY = "inputs-sha256"  # the PNG text chunk holding a figure's key (modul
 _pending_key: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("figure key", default=None)
 
 
+def _scheme(path: str) -> Optional[str]:
+  return path.partition("://")[0] if "://" in path else None
+
+
+def relative(path: str, start: str) -> str:
+  """`path` relative to `start` when both are local or under one URI scheme (os.path.relpath would first make a URI a
+  local absolute path); else `path` itself, whole."""
+  path, start = os.fspath(path), os.fspath(start)
+  scheme = _scheme(path)
+  if scheme != _scheme(start):
+    return path
+  if scheme is None:
+    return os.path.relpath(path, start)
+  return posixpath.relpath("/" + path.split("://", 1)[1], "/" + start.split("://", 1)[1])
+
+
+def run_path(workdir: str, run: str) -> str:
+  """The folder of a record's `workdir` (`relative`'s result) seen from the sweep's `workdir`."""
+  return run if _scheme(run) else os.path.join(workdir, run)
+
+
 def save_figure(fig, path: str) -> str:
   """Lays out (tight, unless the figure was made with layout="constrained"), writes (with the key of the
-  `redrawn_on_change` call drawing it, if any) and closes `fig`."""
+  `redrawn_on_change` call drawing it, if any; rendered in memory and written whole through epath) and closes `fig`."""
   if not isinstance(fig.get_layout_engine(), matplotlib.layout_engine.ConstrainedLayoutEngine):
     fig.tight_layout()
   key = _pending_key.get()
-  fig.savefig(path, dpi=110, metadata={FIGURE_KEY: key} if key else None)
+  buffer = io.BytesIO()
+  fig.savefig(
+      buffer,
+      format=os.path.splitext(path)[1][1:] or "png",
+      dpi=110,
+      metadata={FIGURE_KEY: key} if key else None,
+  )
   plt.close(fig)
+  epath.Path(path).write_bytes(buffer.getvalue())
   return path
 
 
 def saved_figure_key(path: str) -> Optional[str]:
   """The key a PNG was written with (None: no such file, not a PNG, or written without one)."""
   try:
-    with PIL.Image.open(path) as image:
+    with epath.Path(path).open("rb") as f, PIL.Image.open(f) as image:
       return image.text.get(FIGURE_KEY)
   except (OSError, AttributeError, SyntaxError):  # missing, unreadable or truncated; not a PNG (no .text)
     return None
@@ -279,7 +314,7 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
     for r in runs:
       curve = [
           (rec["step"], rec["loss"])
-          for rec in metrics_lib.read_metrics(os.path.join(workdir, r["workdir"]), split="train")
+          for rec in metrics_lib.read_metrics(run_path(workdir, r["workdir"]), split="train")
           if finite(rec.get("loss"))
       ]
       for step, loss in curve:
@@ -366,8 +401,7 @@ def write_report(
   seeds = seeds or max((r["seed"] for r in records), default=0) + 1
   title = fixed_settings(config, swept, seeds)
   table = os.path.join(workdir, "results.md")
-  with open(table, "w", encoding="utf-8") as f:
-    f.write(f"# Sweep results\n\nFixed: {title}.\n\n{markdown_table(rows, swept, metric)}")
+  metrics_lib.write_text_atomic(table, f"# Sweep results\n\nFixed: {title}.\n\n{markdown_table(rows, swept, metric)}")
   if not config.train.num_steps:
     return {"table": table}
   return {

@@ -27,8 +27,18 @@ fresh one is not, so overlapping shard sets, a re-submitted array or two sweeps 
 twice. The claim is released (removed) when the run ends; a finished run is skipped by its status.json, claim or not.
 Written by hand (no library claims files on a shared filesystem without a server); `O_CREAT | O_EXCL` is atomic on
 local and NFSv3+ filesystems, which is what a job array's shared workdir is (tests/test_shard.py).
+
+On an object store (runs under a URI, `gs://...`: the claims live beside the runs, through `etils.epath`) the create
+is an open in mode 'xb', which fsspec's gcsfs and s3fs (2024.12 and later) turn into a conditional upload (GCS:
+`ifGenerationMatch=0`; S3: `If-None-Match: *`): exclusive, as O_EXCL is. A filesystem layer without it (tensorflow's
+gfile, which epath prefers when tensorflow is installed; an older gcsfs) fails the claim with an error naming
+`sweep.cells_dir`. What an object store lacks is an atomic rename: there a stale claim is deleted and created again,
+so two shards that find the same stale claim at the same moment may both take it (a fresh claim is never taken).
+Overlapping shard sets or re-submitted arrays over a bucket should keep the runs (`sweep.cells_dir`) on a local or
+NFS folder; one shard per index, the usual array, never meets a stale claim it did not leave itself.
 """
 
+import io
 import json
 import os
 import re
@@ -39,6 +49,8 @@ import threading
 import time
 import uuid
 from typing import Callable, Mapping, Optional
+
+from etils import epath
 
 from models.config import invalid
 
@@ -181,41 +193,76 @@ def owner_id() -> str:
   return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def _remote(path: str) -> bool:
+  return "://" in os.fspath(path)
+
+
 def _read(path: str) -> Optional[dict]:
   try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
+    return json.loads(epath.Path(path).read_text(encoding="utf-8"))
   except (OSError, ValueError):  # gone, or caught between create and write: treated as fresh by its mtime below
     return None
 
 
-def claim(run_dir: str, owner: str, timeout_s: float, *, clock: Callable[[], float] = time.time) -> Optional[str]:
-  """Claims the run in `run_dir` for `owner`: None when claimed, else the holder of a fresh claim (module docstring).
-  A stale claim (heartbeat older than `timeout_s`) is taken over: renamed aside atomically (one taker wins the
-  rename), then created again."""
-  os.makedirs(run_dir, exist_ok=True)
-  path = os.path.join(run_dir, CLAIM_FILE)
-  for _ in range(3):  # create; or take over a stale claim once and create; a racing taker may win in between
+def _create(path: str, record: dict) -> bool:
+  """Creates the claim file `path` holding `record` if there is none (atomically: module docstring); False if one
+  exists."""
+  if not _remote(path):
     try:
       fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
-      held = _read(path)
-      beat = held.get("heartbeat") if held else None
-      if beat is None:
-        try:
-          beat = os.path.getmtime(path)
-        except OSError:
-          continue  # released meanwhile: try again
-      if clock() - beat <= timeout_s:
-        return (held or {}).get("owner", "another process (its claim is being written)")
-      try:  # stale: its owner died; the one process whose rename succeeds takes it over
-        os.rename(path, f"{path}.stale-{uuid.uuid4().hex[:8]}")
-      except OSError:
-        pass
-      continue
+      return False
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-      json.dump(_claim_record(owner, clock()), f)
-    return None
+      json.dump(record, f)
+    return True
+  try:
+    # epath.Path.open accepts only 'r', 'w' and 'a' (etils 1.15 notes mode 'x' as a TODO): its backend, the layer that
+    # reaches fsspec (gcsfs/s3fs: a conditional upload, refused at open or at close), is asked directly.
+    backend = epath.Path(path)._backend  # noqa: SLF001
+    with backend.open(os.fspath(path), "xb") as f:
+      f.write(json.dumps(record).encode())
+  except FileExistsError:
+    return False
+  except (ValueError, NotImplementedError, io.UnsupportedOperation) as e:
+    raise RuntimeError(
+        f"{path}: this filesystem layer cannot create a file exclusively ({type(e).__name__}: {e}), which a run's "
+        "claim needs; use gcsfs/s3fs 2024.12 or later, or keep the runs on a local or NFS folder "
+        "(config.sweep.cells_dir; experiments/shard.py)"
+    ) from e
+  return True
+
+
+def _set_aside(path: str) -> None:
+  """Removes a stale claim so that it can be created again: an atomic rename locally (one taker wins); on an object
+  store, which has no rename, a delete (module docstring)."""
+  try:
+    if _remote(path):
+      epath.Path(path).unlink()
+    else:
+      os.rename(path, f"{path}.stale-{uuid.uuid4().hex[:8]}")
+  except OSError:
+    pass
+
+
+def claim(run_dir: str, owner: str, timeout_s: float, *, clock: Callable[[], float] = time.time) -> Optional[str]:
+  """Claims the run in `run_dir` for `owner`: None when claimed, else the holder of a fresh claim (module docstring).
+  A stale claim (heartbeat older than `timeout_s`) is taken over: set aside (`_set_aside`: locally an atomic rename,
+  one taker wins it), then created again."""
+  epath.Path(run_dir).mkdir(parents=True, exist_ok=True)
+  path = os.path.join(run_dir, CLAIM_FILE)
+  for _ in range(3):  # create; or take over a stale claim once and create; a racing taker may win in between
+    if _create(path, _claim_record(owner, clock())):
+      return None
+    held = _read(path)
+    beat = held.get("heartbeat") if held else None
+    if beat is None:
+      try:
+        beat = epath.Path(path).stat().mtime
+      except OSError:
+        continue  # released meanwhile: try again
+    if clock() - beat <= timeout_s:
+      return (held or {}).get("owner", "another process (its claim is being written)")
+    _set_aside(path)  # stale: its owner died
   held = _read(path)
   return (held or {}).get("owner", "another process")
 
@@ -241,13 +288,15 @@ def _claim_record(owner: str, now: float) -> dict:
 
 def release(run_dir: str, owner: str) -> None:
   """Removes `owner`'s claim of the run (another owner's, after a takeover, is left alone), and stale leftovers."""
-  path = os.path.join(run_dir, CLAIM_FILE)
+  path = epath.Path(run_dir) / CLAIM_FILE
   held = _read(path)
   if held is not None and held.get("owner") == owner:
     try:
-      os.remove(path)
+      path.unlink()
     except OSError:
       pass
+  if _remote(run_dir):
+    return  # a stale claim there was deleted, not set aside
   for name in os.listdir(run_dir) if os.path.isdir(run_dir) else []:
     if name.startswith(CLAIM_FILE + ".stale-"):
       try:
@@ -271,9 +320,13 @@ class Heartbeat:
       held = _read(self._path)
       if held is None or held.get("owner") != self._owner:
         return  # taken over (this process was presumed dead): stop claiming
+      text = json.dumps(_claim_record(self._owner, time.time()))
+      if _remote(self._path):
+        epath.Path(self._path).write_text(text)  # an object is replaced whole (there is no rename)
+        continue
       tmp = f"{self._path}.{uuid.uuid4().hex[:8]}.tmp"
       with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(_claim_record(self._owner, time.time()), f)
+        f.write(text)
       os.replace(tmp, self._path)
 
   def __enter__(self) -> "Heartbeat":

@@ -25,7 +25,9 @@ import os
 from typing import Any, Callable, Optional
 
 import numpy as np
+from etils import epath
 
+from experiments import report
 from train import metrics as metrics_lib
 
 REPRODUCED = "reproduced"
@@ -106,15 +108,11 @@ class Run:
 
   def json(self, name: str) -> Optional[Any]:
     """The JSON file `name` (relative to the run's folder), None if the run has none."""
-    path = os.path.join(self.path, name)
-    if not os.path.exists(path):
-      return None
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
+    path = epath.Path(self.path) / name
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
   def config(self) -> dict:
-    with open(os.path.join(self.path, "config.json"), encoding="utf-8") as f:
-      return json.load(f)
+    return json.loads((epath.Path(self.path) / "config.json").read_text(encoding="utf-8"))
 
 
 class Results:
@@ -124,16 +122,17 @@ class Results:
     self.workdir = workdir
     self.config = config
     self.settings = settings  # the sweep's fixed settings in words (figure titles)
-    self.runs = [Run(r, os.path.join(workdir, r["workdir"])) for r in records]
+    self.runs = [Run(r, report.run_path(workdir, r["workdir"])) for r in records]
 
   @classmethod
   def load(cls, workdir: str, config: Any = None) -> "Results":
     """The sweep in `workdir` as its results.jsonl records it (no run yet, or no such folder: no runs)."""
-    path = os.path.join(workdir, "results.jsonl")
-    if not os.path.exists(path):
+    path = epath.Path(workdir) / "results.jsonl"
+    if not path.exists():
       return cls(workdir, [], config)
-    with open(path, encoding="utf-8") as f:
-      return cls(workdir, [json.loads(line) for line in f if line.strip()], config)
+    return cls(
+        workdir, [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()], config
+    )
 
   def by_run(self) -> dict[tuple[str, int], "Run"]:
     """{(cell name, seed): run}."""

@@ -8,7 +8,8 @@ model in `<root>/tokenizer/` unless
 `data.tokenizer_dir` says otherwise; with `sweep.analysis_at_init`, `analysis.run.run_analysis` first, on the same
 batches and into the same `analysis/step_0/` as main.py's `analysis.at_init`; with `sweep.analysis_steps`, each of
 those checkpoints of a finished run restored and analyzed on the same batches into `analysis/step_<k>/`, also for
-runs an earlier invocation finished; every such step must be a checkpoint the run keeps, checked before any compute):
+runs an earlier invocation finished; every such step must be a checkpoint the run keeps, checked before any compute;
+each run's W&B / Trackio run, where `metrics.writers` asks for one, grouped by the sweep's name, `sweep_name`):
   * resumable: a run whose status.json says `finished` or `diverged` is skipped (its record kept); any other run
     resumes from its latest checkpoint (the loop's own resume); a run whose config.json differs from its cell's
     config in what it trains (`mode` and `train.config.TRAINED`: the model, init, optim, data, train and mesh groups,
@@ -29,7 +30,10 @@ runs an earlier invocation finished; every such step must be a checkpoint the ru
   * progress: `cell k/K, seed s: <cell> | elapsed H:MM:SS | ETA H:MM:SS | <run dir>` before each run, the ETA:
     the mean time of the runs this invocation finished (of every run it ended, while none finished) times the runs
     still to do; each run's own progress lines (train.loop's) follow in the same log.
-Only process 0 writes the sweep's files (every process runs every cell: the loop is collective).
+Only process 0 writes the sweep's files (every process runs every cell: the loop is collective). Every file goes
+through `etils.epath` (train/metrics.py's way: written whole, atomically where the filesystem can rename), so the
+workdir and `sweep.cells_dir` may be a URI such as `gs://bucket/sweep`; what an object store cannot do is said where
+it matters (experiments/shard.py: claims; the HParams events need tensorboardX's own writer for the scheme).
 """
 
 import contextlib
@@ -44,6 +48,7 @@ import jax
 import ml_collections
 import tensorboardX
 from absl import logging
+from etils import epath
 
 import analysis.config
 import analysis.run
@@ -63,7 +68,13 @@ GROUPS = {"analysis": analysis.config.AnalysisConfig.from_config, "sweep": grid_
 
 
 def run_dir(workdir: str, cell: grid_lib.Cell, seed: int) -> str:
-  return os.path.join(workdir, "cells", cell.name, f"seed_{seed}")
+  return os.path.join(workdir, "cells", cell.name, f"seed_{seed}")  # a URI stays one: gs://b/w/cells/...
+
+
+def read_json(path: str) -> Optional[dict]:
+  """The JSON object in `path` (local or a URI), None when there is no such file."""
+  path = epath.Path(path)
+  return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def final_metrics(run_workdir: str) -> dict[str, float]:
@@ -105,7 +116,7 @@ def analyze(exp: train.loop.Experiment, workdir: str) -> str:
 
 
 def _analyzed(run_workdir: str, step: int) -> bool:
-  return os.path.exists(os.path.join(run_workdir, "analysis", f"step_{step}", "metadata.json"))
+  return (epath.Path(run_workdir) / "analysis" / f"step_{step}" / "metadata.json").exists()
 
 
 def analyze_checkpoints(config: train.config.Config, run_workdir: str, steps: tuple) -> None:
@@ -146,26 +157,23 @@ def _record_from_status(run_workdir: str) -> dict:
 
 
 def _write_jsonl(path: str, records: list[dict]) -> None:
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    f.writelines(json.dumps(r) + "\n" for r in records)
-  os.replace(tmp, path)
+  metrics_lib.write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in records))
 
 
 def run_class(run_workdir: str) -> dict:
   """{'class', 'class_reason'} of a run by analysis/outcomes.py's rule (None where it does not apply: no training
   step, or no step-0 evaluation to compare with because `train.eval_at_init` is off)."""
-  path = os.path.join(run_workdir, train.loop.DATA_STATS_FILE)
-  stats = None
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      stats = json.load(f)
+  stats = read_json(os.path.join(run_workdir, train.loop.DATA_STATS_FILE))
   outcome = outcomes.classify_run(metrics_lib.read_metrics(run_workdir), metrics_lib.read_status(run_workdir), stats)
   return {"class": outcome and outcome.cls, "class_reason": outcome and outcome.reason}
 
 
 def _hparams(writer_dir: str, record: dict) -> None:
-  """The run's cell values and seed as TensorBoard hparams, with its finite final metrics."""
+  """The run's cell values and seed as TensorBoard hparams, with its finite final metrics (none where tensorboardX
+  cannot write `writer_dir`: train/metrics.py; results.jsonl has the same values)."""
+  if reason := metrics_lib.tensorboard_unsupported(epath.Path(writer_dir)):
+    logging.warning("No HParams events in %s: %s", writer_dir, reason)
+    return
   hparams = {k: (v if isinstance(v, (bool, int, float, str)) else str(v)) for k, v in record["params"].items()}
   hparams.update(seed=record["seed"], outcome=record["outcome"])
   metrics = {f"hparam/{k}": v for k, v in record["final"].items() if isinstance(v, float) and v == v}
@@ -192,6 +200,12 @@ def use_compilation_cache(config: ml_collections.ConfigDict, workdir: str) -> Op
   return path
 
 
+def sweep_name(workdir: str) -> str:
+  """The sweep's name: its workdir's last part (`runs/warmup` and `gs://b/sweeps/warmup/` are 'warmup'); the group
+  of its runs in a tracker (`metrics.group`, when the config leaves it empty)."""
+  return os.path.basename(os.fspath(workdir).rstrip("/")) or "sweep"
+
+
 def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib.Cell, int, train.config.Config]]:
   """(cell, seed, resolved config) of every run of the sweep, in grid order, each checked before any compute: the
   config boundary (an error names the cell), the run's config.json of an earlier invocation
@@ -202,10 +216,11 @@ def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib
   runs = []
   for cell in grid_lib.cells(config):
     for seed in range(sweep.seeds):
+      cell_config = grid_lib.cell_config(config, cell, seed, tokenizer_dir=os.path.join(root, "tokenizer"))
+      if "metrics" in cell_config and not cell_config.metrics.group:
+        cell_config.metrics.group = sweep_name(workdir)  # the runs' W&B / Trackio group
       try:
-        resolved = train.config.resolve(
-            grid_lib.cell_config(config, cell, seed, tokenizer_dir=os.path.join(root, "tokenizer")), groups=GROUPS
-        )
+        resolved = train.config.resolve(cell_config, groups=GROUPS)
       except ValueError as e:
         raise ValueError(f"sweep cell {cell.name}, seed {seed}: {e}") from None
       train.config.check_unchanged(run_dir(root, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
@@ -241,7 +256,7 @@ def run_sweep(
     return gather(config, workdir, runs, emit=emit)
   sharded = shard_n > 1
   primary = jax.process_index() == 0
-  os.makedirs(workdir, exist_ok=True)
+  epath.Path(workdir).mkdir(parents=True, exist_ok=True)
   prov = provenance_lib.provenance()
   root = runs_root(config, workdir)
   todo = [
@@ -286,9 +301,8 @@ def run_sweep(
       base = {"outcome": outcome, "error": error, "wall_time_s": times[-1], "resumed_from_step": resumed}
       record = _record(cell, seed, rdir, base, prov, workdir)
       if primary:
-        os.makedirs(rdir, exist_ok=True)  # a run that crashed in setup may not have made it
-        with open(record_path, "w", encoding="utf-8") as f:
-          json.dump(record, f, indent=1)
+        epath.Path(rdir).mkdir(parents=True, exist_ok=True)  # a run that crashed in setup may not have made it
+        metrics_lib.write_text_atomic(record_path, json.dumps(record, indent=1))
         _hparams(os.path.join(workdir, "tensorboard_hparams"), record)
     else:
       emit(f"cell {k}/{len(cells)}, seed {seed}: {cell.name} | already {_status(rdir)}, skipped")
@@ -324,15 +338,13 @@ def run_sweep(
 def _stored_record(cell: grid_lib.Cell, seed: int, rdir: str, workdir: str) -> dict:
   """The record of a run this invocation did not train: its sweep_record.json (written by whichever sweep or shard
   ran it) seen from this grid, else one from its status.json."""
-  record_path = os.path.join(rdir, RECORD_FILE)
-  if not os.path.exists(record_path):
+  record = read_json(os.path.join(rdir, RECORD_FILE))
+  if record is None:
     return _record(cell, seed, rdir, _record_from_status(rdir), None, workdir)
-  with open(record_path, encoding="utf-8") as f:
-    record = json.load(f)
   # A run made by a sweep of another grid (e.g. one cell of this union) records only that grid's keys; this sweep's
   # cell of the same name has every swept key (the base value where its product sets none).
   record["params"], record["arm"] = dict(cell.params), cell.arm
-  record["workdir"] = os.path.relpath(rdir, workdir)  # this sweep's path to it (another's may have run it)
+  record["workdir"] = report.relative(rdir, workdir)  # this sweep's path to it (another's may have run it)
   return record
 
 
@@ -354,7 +366,7 @@ def gather(config: ml_collections.ConfigDict, workdir: str, runs: list, *, emit:
     else:
       left.append(f"{cell.name}/seed_{seed}")
   if jax.process_index() == 0:
-    os.makedirs(workdir, exist_ok=True)
+    epath.Path(workdir).mkdir(parents=True, exist_ok=True)
     _write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
     _write_report(config, workdir, records, sweep)
   emit(
@@ -392,6 +404,6 @@ def _record(cell: grid_lib.Cell, seed: int, rdir: str, base: dict, prov: Optiona
       "final": final_metrics(rdir),
       **run_class(rdir),
       "status": metrics_lib.read_status(rdir),
-      "workdir": os.path.relpath(rdir, workdir),  # relative to the sweep's workdir
+      "workdir": report.relative(rdir, workdir),  # relative to the sweep's workdir
       "provenance": prov,
   }

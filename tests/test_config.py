@@ -25,6 +25,7 @@ from train import config as config_lib
 from train import optim
 from train.data.config import DATA_KEYS, EMBEDDED_KEYS, DataConfig, EmbeddedConfig
 from train.loss import make_loss_fn
+from train.trackers import MetricsConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZE_KEYS = ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "d_ff", "head_dim")
@@ -80,6 +81,7 @@ def test_defaults_declared_once_agree_with_the_typed_configs():
   assert set(raw.data) == set(DATA_KEYS) and set(raw.data.embedded) == set(EMBEDDED_KEYS)
   assert set(raw.analysis) == set(ANALYSIS_KEYS)
   assert set(raw.train) == set(config_lib.TRAIN_KEYS)
+  assert set(raw.metrics) == {f.name for f in dataclasses.fields(MetricsConfig)}
 
 
 def test_resolve_types_every_subtree_once_into_frozen_dataclasses():
@@ -92,6 +94,7 @@ def test_resolve_types_every_subtree_once_into_frozen_dataclasses():
       data=DataConfig,
       train=config_lib.TrainConfig,
       analysis=AnalysisConfig,
+      metrics=MetricsConfig,
   )
   for group, cls in expected.items():
     sub = getattr(config, group)

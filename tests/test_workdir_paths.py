@@ -90,6 +90,35 @@ class LocalBucket(epath_backend._OsPathBackend):  # noqa: SLF001 - the os backen
     return super().stat(self._local(path))
 
 
+class NoCheckpoints:
+  """A checkpointer that saves nothing (orbax writes gs:// through TensorStore's own driver, which needs the
+  network)."""
+
+  def __init__(self, directory, **kwargs):
+    self.directory = directory
+
+  def all_steps(self):
+    return []
+
+  def latest_step(self):
+    return None
+
+  def restore(self, *args, **kwargs):
+    return None
+
+  def should_save(self, *args, **kwargs):
+    return False
+
+  def reached_preemption(self, step):
+    return False
+
+  def save(self, *args, **kwargs):
+    return False
+
+  def wait(self):
+    pass
+
+
 @pytest.fixture
 def bucket(tmp_path, monkeypatch):
   """gs:// served from tmp_path/bucket; the working directory is tmp_path/cwd, where a mangled path would land."""
@@ -170,7 +199,7 @@ def test_tensorboard_gets_the_gs_logdir_where_tensorboardx_supports_it(tmp_path,
     writer.write_scalars(1, {"loss": 2.5}, split="eval")
   assert logdirs == ["gs://bucket/run/tensorboard/train", "gs://bucket/run/tensorboard/eval"]
   _no_local_mangling(tmp_path)
-  unsupported = metrics_lib._tensorboard_unsupported  # noqa: SLF001
+  unsupported = metrics_lib.tensorboard_unsupported
   assert unsupported(epath.Path("gs://bucket/run")) is None and unsupported(epath.Path(tmp_path)) is None
   assert unsupported(epath.Path("az://container/run")) == "tensorboardX has no writer for az:// paths"
   monkeypatch.setattr(tensorboardX.record_writer, "S3_ENABLED", False)
@@ -181,32 +210,6 @@ def test_the_training_loop_writes_a_gs_workdir(tmp_path, bucket, monkeypatch):
   """setup + train_and_evaluate on gs://bucket/run: the workdir, config.json, metrics.jsonl and status.json land in
   the bucket. (Checkpoint arrays go through TensorStore's own gs:// driver, which needs the network: the checkpointer
   is replaced by one that saves nothing.)"""
-
-  class NoCheckpoints:
-
-    def __init__(self, directory, **kwargs):
-      self.directory = directory
-
-    def all_steps(self):
-      return []
-
-    def latest_step(self):
-      return None
-
-    def restore(self, *args, **kwargs):
-      return None
-
-    def should_save(self, *args, **kwargs):
-      return False
-
-    def reached_preemption(self, step):
-      return False
-
-    def save(self, *args, **kwargs):
-      return False
-
-    def wait(self):
-      pass
 
   monkeypatch.setattr(loop.checkpoint_lib, "Checkpointer", NoCheckpoints)
   config = tiny_config(

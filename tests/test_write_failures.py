@@ -3,14 +3,17 @@ the OS's reason and the last good checkpoint; status.json `failed` with that rea
 removed; the last good checkpoint intact, and the rerun (with space) resumes from it and finishes."""
 
 import errno
+import logging
 import os
 import shutil
 import subprocess
+import sys
+import types
 import uuid
 
 import pytest
 
-from tests.test_preemption import config
+from tests.test_preemption import REPO, TIMEOUT, TINY, config
 from train import checkpoint as checkpoint_lib
 from train import loop
 from train.metrics import read_metrics, read_status
@@ -105,3 +108,61 @@ def test_a_full_disk_fails_the_run_cleanly_and_the_rerun_resumes(small_disk):
   loop.train_and_evaluate(resumed)
   assert read_status(workdir)["status"] == "finished"
   assert [r["step"] for r in read_metrics(workdir, split="train")] == list(range(2, 41, 2))
+
+
+def test_the_echoes_of_a_failed_write_are_dropped_while_saving_and_after(monkeypatch):
+  """orbax's writer threads' tracebacks, asyncio's unretrieved futures and tensorstore's 'Event loop is closed'
+  (module docstring of train/checkpoint.py) are dropped while a save runs or after one failed; any other record or
+  unraisable error passes, and all pass at --verbosity=1."""
+  quiet = checkpoint_lib._QuietWriteFailures()  # noqa: SLF001
+  seen = []
+  quiet._previous_unraisable = seen.append  # noqa: SLF001 (what sys.unraisablehook was)
+  failure = ValueError("RESOURCE_EXHAUSTED: Failed to write 204 bytes to file 21: No space left on device")
+
+  def record(name, pathname, msg, exc=None):
+    return logging.LogRecord(name, logging.ERROR, pathname, 1, msg, (), (type(exc), exc, None) if exc else None)
+
+  orbax_echo = record("absl", "/site-packages/orbax/checkpoint/_src/futures/future.py", "run() raised", failure)
+  asyncio_echo = record("asyncio", "/lib/asyncio/base_events.py", f"Future exception was never retrieved {failure!r}")
+  other = record("absl", "/site-packages/orbax/checkpoint/checkpoint_manager.py", "something else broke")
+  closed = types.SimpleNamespace(exc_type=RuntimeError, exc_value=RuntimeError("Event loop is closed"))
+  assert quiet.filter(orbax_echo) and quiet.filter(asyncio_echo)  # no save running: shown
+  quiet._unraisable(closed)  # noqa: SLF001
+  assert len(seen) == 1
+  quiet.active = 1  # a save runs
+  assert not quiet.filter(orbax_echo) and not quiet.filter(asyncio_echo) and quiet.filter(other)
+  quiet._unraisable(closed)  # noqa: SLF001
+  assert len(seen) == 1 and quiet.dropped == 3 and quiet.failed
+  quiet.active = 0  # after the failure: still dropped
+  assert not quiet.filter(orbax_echo)
+  quiet._unraisable(types.SimpleNamespace(exc_type=KeyError, exc_value=KeyError("x")))  # noqa: SLF001
+  assert len(seen) == 2
+  monkeypatch.setattr(checkpoint_lib.logging, "level_debug", lambda: True)  # --verbosity=1: everything shows
+  assert quiet.filter(orbax_echo)
+
+
+FILLS_THE_DISK = [
+    "--config.train.num_steps=40",
+    "--config.train.checkpoint_every=2",
+    "--config.train.keep_checkpoints=100",
+]
+
+
+def test_main_py_on_a_full_disk_says_one_error_without_orbaxs_tracebacks(small_disk):
+  """main.py whose checkpoint save fails with ENOSPC: exit 5, the error line, one line saying orbax's tracebacks are
+  not shown, and none of them (the run on the same full disk printed ~200 lines of them)."""
+  disk, _ = small_disk
+  proc = subprocess.run(
+      [sys.executable, "main.py", f"--workdir={disk / 'run'}", *TINY, *FILLS_THE_DISK],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=TIMEOUT,
+  )
+  assert proc.returncode == 5, proc.stderr[-3000:]
+  lines = [line for line in proc.stderr.splitlines() if not line.startswith("I")]  # INFO: progress lines
+  assert "Traceback" not in proc.stderr and "Event loop is closed" not in proc.stderr, proc.stderr[-3000:]
+  assert len(lines) == 2, lines
+  assert "the tracebacks of orbax's writer threads, which failed the same way, are not shown" in lines[0]
+  assert "could not be written to" in lines[1] and "No space left on device [errno 28]" in lines[1]
+  assert read_status(str(disk / "run"))["status"] == "failed"

@@ -39,6 +39,11 @@ Contract:
     directory and every step tried with its error (a template that matches no checkpoint, e.g.
     a changed model config, fails that way). With several processes a step counts as restored
     only when it restored on every process (an all-gather of the outcome).
+  * A failed save is one error, `CheckpointWriteError`: orbax's writer threads each log the same OS error with a
+    traceback, asyncio logs the futures nobody retrieved, and tensorstore's callbacks into orbax's closed event loop
+    print `RuntimeError: Event loop is closed` (sys.unraisablehook), ~100 lines around the one that matters. While a
+    save is in progress, and after one failed, those are dropped (`_QuietWriteFailures`, installed by the first
+    Checkpointer) and one warning line says so; at absl verbosity 1 (`--verbosity=1`) every line shows.
   * Paths go through `etils.epath`: a relative local directory is made absolute, a URI such as
     `gs://bucket/run` is kept as it is (`epath.Path.absolute()` would turn it into
     `<cwd>/gs:/bucket/run`).
@@ -49,8 +54,10 @@ Contract:
 """
 
 import json
+import logging as logging_std
 import re
 import signal
+import sys
 import threading
 import time
 from typing import Any, Optional
@@ -112,6 +119,53 @@ WRITE_FAILURES = (  # what a failed write says, in the OS's words (tensorstore's
 )
 
 
+class _QuietWriteFailures(logging_std.Filter):
+  """Drops the echoes of a failed checkpoint write (module docstring): records of orbax's and asyncio's loggers that
+  carry a failed write's words (`WRITE_FAILURES`), and 'Event loop is closed' errors raised where no one can catch
+  them, while a save is in progress (`active`) or after one failed (`failed`); counts them in `dropped`. Shows
+  everything at absl's DEBUG verbosity."""
+
+  def __init__(self):
+    super().__init__()
+    self.active, self.failed, self.dropped = 0, False, 0
+    self._previous_unraisable = None
+
+  def install(self) -> None:
+    if self._previous_unraisable is not None:
+      return
+    logging.get_absl_logger().addFilter(self)  # orbax logs through absl
+    logging_std.getLogger("asyncio").addFilter(self)
+    self._previous_unraisable = sys.unraisablehook
+    sys.unraisablehook = self._unraisable
+
+  def _quiet(self) -> bool:
+    return (self.active > 0 or self.failed) and not logging.level_debug()
+
+  def filter(self, record: logging_std.LogRecord) -> bool:
+    if not self._quiet() or record.levelno < logging_std.ERROR:
+      return True
+    if "orbax" not in record.pathname and record.name != "asyncio":
+      return True
+    text = record.getMessage() + (repr(record.exc_info[1]) if record.exc_info else "")
+    if any(phrase in text for phrase in WRITE_FAILURES):
+      self.failed, self.dropped = True, self.dropped + 1
+      return False
+    return True
+
+  def _unraisable(self, unraisable) -> None:
+    if (
+        self._quiet()
+        and isinstance(unraisable.exc_value, RuntimeError)
+        and str(unraisable.exc_value) == "Event loop is closed"
+    ):
+      self.dropped += 1
+      return
+    self._previous_unraisable(unraisable)
+
+
+_QUIET = _QuietWriteFailures()
+
+
 class CheckpointWriteError(OSError):
   """A checkpoint that could not be written (a full disk, a bucket's quota): the step, the path, the OS's reason and
   the last good checkpoint, in one line. Its partial folder is removed before it is raised."""
@@ -164,6 +218,7 @@ class Checkpointer:
     if max_to_keep is not None and (not isinstance(max_to_keep, int) or max_to_keep < 1):
       raise ValueError(f"max_to_keep={max_to_keep!r} is invalid; valid choices: an integer >= 1 or None")
     self.directory = checkpoint_directory(directory)
+    _QUIET.install()
     self.save_every = save_every
     self._pending: Optional[int] = None  # the step of the latest save (an asynchronous one may fail later)
     self._asynchronous = asynchronous
@@ -249,12 +304,15 @@ class Checkpointer:
     if data_state is not None:
       items[DATA_ITEM] = grain.checkpoint.CheckpointSave(_DataState(data_state))
     self._pending = step
+    _QUIET.active += 1
     try:
       saved = self._manager.save(step, args=ocp.args.Composite(**items), force=True)
       if not self._asynchronous:
         self._manager.wait_until_finished()
     except Exception as e:  # noqa: BLE001 (orbax and tensorstore raise many types; a failed write is one outcome)
       raise self._write_error(step, e) from e
+    finally:
+      _QUIET.active -= 1
     return bool(saved)
 
   def _write_error(self, step: int, error: BaseException) -> CheckpointWriteError:
@@ -266,6 +324,13 @@ class Checkpointer:
           partial.rmtree()
         except OSError as e:  # noqa: PERF203 (a few folders)
           logging.warning("Could not remove the partial checkpoint %s: %s", partial, e)
+    _QUIET.failed = True
+    if not logging.level_debug():
+      logging.warning(
+          "Checkpoint %d: the tracebacks of orbax's writer threads, which failed the same way, are not shown "
+          "(--verbosity=1 shows them)",
+          step,
+      )
     good = [s for s in self._manager.all_steps() if s != step]
     return CheckpointWriteError(step, str(self.step_path(step)), write_failure_reason(error), max(good, default=None))
 
@@ -356,12 +421,15 @@ class Checkpointer:
 
   def wait(self) -> None:
     """Blocks until any asynchronous save is finalized (CheckpointWriteError if it failed)."""
+    _QUIET.active += 1
     try:
       self._manager.wait_until_finished()
     except Exception as e:  # noqa: BLE001 (as in save)
       if self._pending is None:  # no save of this checkpointer's: not a write of ours that failed
         raise
       raise self._write_error(self._pending, e) from e
+    finally:
+      _QUIET.active -= 1
 
   def close(self) -> None:
     """Waits for pending saves and releases orbax's resources."""

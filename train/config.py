@@ -9,8 +9,10 @@ command line overrode) and returns a frozen `Config`, before any data is read or
     ill-typed keys rejected by one function, `typed_values`) whose `__post_init__` checks its values: `model`
     (`models.ModelConfig`), `init` (`init.InitConfig`, plus the scheme's model requirements), `optim`
     (`train.optim.OptimConfig`), `data` (`train.data.config.DataConfig`), `train` (`TrainConfig`) and
-    `distributed` (`train.distributed.DistributedConfig`) and `mesh` (`train.step.MeshConfig`); the layers
-    above pass builders for their own groups (main.py: `analysis.config.AnalysisConfig`);
+    `distributed` (`train.distributed.DistributedConfig`) and `mesh` (`train.step.MeshConfig`); `metrics`
+    (`train.trackers.MetricsConfig`: where the scalars go; optional, as a run's config.json may predate it, and not
+    compared on a rerun: a resumed run may add a tracker); the layers above pass builders for their own groups
+    (main.py: `analysis.config.AnalysisConfig`);
   * keys of different subtrees that must agree checked together: µP learning-rate multipliers exist only for the
     optimizers of `train.optim.MUP_OPTIMIZERS`.
 Every error names the key (two keys for a contradiction), the bad value and the valid choices
@@ -31,7 +33,7 @@ from etils import epath
 import init as init_lib
 import models
 from models.config import AUTO, Section, contradiction, invalid
-from train import distributed, optim
+from train import distributed, optim, trackers
 from train import step as step_lib
 from train.data import config as data_config
 
@@ -133,10 +135,12 @@ def resolve(
       `jax.distributed` starts and passes None; `train.loop.setup` passes `jax.process_count()`).
     groups: builders of the groups of the layers above `train/`, e.g. `{"analysis": AnalysisConfig.from_config}`.
   """
+  groups = {"metrics": trackers.MetricsConfig.from_config, **groups}  # the train layer's own optional group
   if isinstance(config, Config):
     data_config.validate(config.data, process_count or 1)
     typed = {name: build(config.groups[name]) for name, build in groups.items() if name in config.groups}
-    return dataclasses.replace(config, groups={**config.groups, **typed}) if typed else config
+    changed = any(typed[name] is not config.groups[name] for name in typed)  # a typed group passes through
+    return dataclasses.replace(config, groups={**config.groups, **typed}) if changed else config
   tree = ml_collections.ConfigDict(config.to_dict())  # a plain, unlocked copy: placeholders become values
   for group in _GROUPS:
     if group not in tree:

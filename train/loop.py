@@ -6,7 +6,7 @@ ConfigDict becomes a frozen `ModelConfig` here), the initial parameters (`init.i
 (params, optimizer state, step, model state and the data iterator's position), so rerunning a workdir resumes.
 
 `train_and_evaluate(experiment)` runs the jitted, data-parallel step until `train.num_steps`, logging to
-`metrics.jsonl` and TensorBoard, evaluating every `train.eval_every` steps (loss, token accuracy, perplexity;
+`metrics.jsonl`, TensorBoard and the trackers of `metrics.writers` (train/trackers.py), evaluating every `train.eval_every` steps (loss, token accuracy, perplexity;
 greedy-decoding BLEU and exact match for translation) and checkpointing every `train.checkpoint_every` steps and
 at the end. A non-finite loss or gradient stops the run: `status.json` says `diverged` with the step and the
 parameters whose gradients were non-finite, the last good checkpoint stays, and `Diverged` is raised for main.py
@@ -20,6 +20,7 @@ step 0: the loss at init) and writes `data_stats.json` (the eval targets' unigra
 analysis/outcomes.py classifies a run against (diverged / collapsed / trained).
 """
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -42,6 +43,7 @@ from train import decode as decode_lib
 from train import metrics as metrics_lib
 from train import optim
 from train import step as step_lib
+from train import trackers as trackers_lib
 from train.state import TrainState
 
 DATA_STATS_FILE = "data_stats.json"
@@ -292,6 +294,10 @@ def train_and_evaluate(exp: Experiment, hooks: Sequence[StepHook] = ()) -> Train
       except OSError as status_error:
         logging.error("status.json could not be written either: %s", checkpoint_lib.write_failure_reason(status_error))
       raise WriteFailed(step, e) from None
+    finally:  # a run that stops early (diverged, crashed, preempted, a failed write) still finishes its trackers
+      if "writer" in at:
+        with contextlib.suppress(OSError):  # a full disk: the error being raised says so already
+          at["writer"].close()
 
 
 def _train_and_evaluate(
@@ -301,7 +307,15 @@ def _train_and_evaluate(
   workdir = exp.workdir
   if jax.process_index() == 0:  # one writer; every process logs
     (epath.Path(workdir) / "config.json").write_text(json.dumps(exp.config.to_dict(), indent=2))
-  writer = metrics_lib.MetricWriter(workdir, resume_step=exp.start_step)  # writes on process 0 only
+  metrics = exp.config.metrics if "metrics" in exp.config else None  # a config.json may predate the group
+  metrics = metrics or trackers_lib.default_metrics_config()
+  writer = metrics_lib.MetricWriter(  # writes on process 0 only
+      workdir,
+      resume_step=exp.start_step,
+      tensorboard="tensorboard" in metrics.writers,
+      trackers=trackers_lib.open_trackers(metrics, workdir, exp.config.to_dict()),
+  )
+  at["writer"] = writer  # closed (its trackers finished) however the loop ends
   progress = metrics_lib.ProgressReporter(max(cfg.num_steps, 1))  # num_steps 0 (init only) reports nothing
   train_step = step_lib.jit_train_step(
       step_lib.make_train_step(

@@ -6,7 +6,8 @@ Contract:
     once so a killed run keeps every record written so far. Non-finite values are written
     as Python's json does (`NaN`, `Infinity`): a diverged run's last loss is a result.
     The same scalars go to TensorBoard event files under `<workdir>/tensorboard/<split>/`
-    (tensorboardX; one run per split, so train and eval curves of one tag overlay).
+    (tensorboardX; one run per split, so train and eval curves of one tag overlay), and to the
+    trackers it is given (train/trackers.py: W&B, Trackio) as `<split>/<name>` at the same step.
   * Resuming: `MetricWriter(workdir, resume_step=S)` first drops the JSONL records with
     step > S (written after the checkpoint the run resumes from) and tells TensorBoard to
     purge them too (`purge_step=S + 1`), so every step appears once.
@@ -34,7 +35,7 @@ import os
 import tempfile
 import time
 import uuid
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
 import numpy as np
@@ -50,16 +51,16 @@ STATUSES = ("running", "finished", "diverged", "preempted", "interrupted", "fail
 _RESERVED = ("step", "split")
 
 
-def _is_local(path: epath.Path) -> bool:
+def is_local(path: epath.PathLike) -> bool:
   """Whether `path` is on the local filesystem (no URI scheme such as gs://)."""
   return "://" not in os.fspath(path)
 
 
-def _tensorboard_unsupported(workdir: epath.Path) -> Optional[str]:
+def tensorboard_unsupported(workdir: epath.Path) -> Optional[str]:
   """Why tensorboardX (2.6) cannot write under `workdir`, or None when it can. It opens event files with Python's
   open() unless the path starts with a prefix it registered a writer for (`gs`: google-cloud-storage, `s3`: boto3),
   so any other URI would become a local folder named `gs:`."""
-  if _is_local(workdir):
+  if is_local(workdir):
     return None
   scheme = os.fspath(workdir).split("://")[0]
   enabled = {"gs": "GCS_ENABLED", "s3": "S3_ENABLED"}
@@ -95,6 +96,7 @@ class MetricWriter:
       cannot write, see the module docstring).
     primary: whether this process writes (default: it is process 0); False checks every
       record as usual and writes nothing, touching no file.
+    trackers: open trackers (`train.trackers.open_trackers`) that get every record too; closed with the writer.
   """
 
   def __init__(
@@ -104,6 +106,7 @@ class MetricWriter:
       resume_step: Optional[int] = None,
       tensorboard: bool = True,
       primary: Optional[bool] = None,
+      trackers: Sequence[Any] = (),
   ):
     self.workdir = epath.Path(workdir)
     self.path = self.workdir / METRICS_FILE
@@ -113,19 +116,20 @@ class MetricWriter:
     self._lines: Optional[list[str]] = None  # an object store's whole file (no append there)
     if self.primary:
       self.workdir.mkdir(parents=True, exist_ok=True)
-      if not _is_local(self.path):
+      if not is_local(self.path):
         self._lines = [_record_line(r) for r in read_metrics(self.workdir) if not _dropped(r, resume_step)]
-        _atomic_write_text(self.path, "".join(self._lines))
+        write_text_atomic(self.path, "".join(self._lines))
       else:
         if resume_step is not None and self.path.exists():
           kept = [r for r in read_metrics(self.workdir) if not _dropped(r, resume_step)]
-          _atomic_write_text(self.path, "".join(_record_line(r) for r in kept))
+          write_text_atomic(self.path, "".join(_record_line(r) for r in kept))
         self._file = self.path.open("a")
     self._tensorboard = tensorboard and self.primary
-    if self._tensorboard and (reason := _tensorboard_unsupported(self.workdir)):
+    if self._tensorboard and (reason := tensorboard_unsupported(self.workdir)):
       logging.warning("No TensorBoard events for %s: %s (metrics.jsonl has every record)", self.workdir, reason)
       self._tensorboard = False
     self._tb_writers: dict[str, tensorboardX.SummaryWriter] = {}
+    self._trackers = list(trackers) if self.primary else []
 
   def write_scalars(self, step: int, scalars: Mapping[str, Any], *, split: str = "train") -> None:
     """Appends {"step", "split", **scalars} as one line and logs each scalar to TensorBoard.
@@ -142,12 +146,14 @@ class MetricWriter:
     record = {"step": int(step), "split": str(split), **values}
     if self._lines is not None:
       self._lines.append(_record_line(record))
-      _atomic_write_text(self.path, "".join(self._lines))  # an object: one upload holds every record so far
+      write_text_atomic(self.path, "".join(self._lines))  # an object: one upload holds every record so far
     elif self._file is not None:
       self._file.write(_record_line(record))
       self._file.flush()  # a killed process keeps every line written so far
     else:
       return
+    for tracker in self._trackers:
+      tracker.log(int(step), {f"{split}/{name}": value for name, value in values.items()})
     if self._tensorboard:
       writer = self._tb_writer(split)
       for name, value in values.items():
@@ -178,6 +184,9 @@ class MetricWriter:
     for writer in self._tb_writers.values():
       writer.close()
     self._tb_writers.clear()
+    trackers, self._trackers = self._trackers, []  # closed once, whoever closes first
+    for tracker in trackers:
+      tracker.close()
 
   def __enter__(self) -> "MetricWriter":
     return self
@@ -286,11 +295,11 @@ class ProgressReporter:
 # -------------------------------------------------------------------------------- status
 
 
-def _atomic_write_text(path: epath.Path, text: str) -> None:
+def write_text_atomic(path: epath.PathLike, text: str) -> None:
   """Local: writes `text` to a temp file next to `path`, fsyncs it, then os.replace()s `path`. An object store
   (gs://...): uploads `path` directly; an object becomes visible whole or not at all (and there is no rename)."""
-  if not _is_local(path):
-    path.write_text(text, encoding="utf-8")
+  if not is_local(path):
+    epath.Path(path).write_text(text, encoding="utf-8")
     return
   path = os.fspath(path)
   directory = os.path.dirname(os.path.abspath(path))
@@ -331,7 +340,7 @@ def write_status(
     return record
   workdir = epath.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  _atomic_write_text(workdir / STATUS_FILE, json.dumps(record, indent=1) + "\n")
+  write_text_atomic(workdir / STATUS_FILE, json.dumps(record, indent=1) + "\n")
   return record
 
 

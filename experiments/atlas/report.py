@@ -14,6 +14,7 @@ import os
 from typing import Any, Optional
 
 import ml_collections
+from etils import epath
 
 from experiments import provenance as provenance_lib
 from experiments import report as sweep_report
@@ -139,8 +140,7 @@ def write(
   settings = _settings(config)
   methods = [m for m, _ in cells_lib.init_cells(config)]
   if redecide:
-    with open(os.path.join(fig_dir, "atlas.json"), encoding="utf-8") as f:
-      stored = json.load(f)
+    stored = json.loads(epath.Path(fig_dir, "atlas.json").read_text(encoding="utf-8"))
     m = collect_lib.remeasure(stored, methods)
     reference, probe, missing_runs = stored["reference"], stored["length"], stored["missing"]
     prov, redecided_by = stored["provenance"], provenance_lib.provenance()
@@ -159,11 +159,10 @@ def write(
     paths.append(length_lib.figure(probe, fig_dir))
   expected = len(cells_lib.training_cells(cells_lib.train_config(config))) * config.sweep.seeds
   missing = sorted({cell for cell, _ in missing_runs})
-  with open(os.path.join(fig_dir, "atlas.json"), "w", encoding="utf-8") as f:
-    record = dict(measured=m, reference=reference, length=probe, missing=missing_runs, provenance=prov)
-    if redecided_by is not None:
-      record["redecided_by"] = redecided_by
-    json.dump(dict(record, settings=settings), f, indent=1)
+  record = dict(measured=m, reference=reference, length=probe, missing=missing_runs, provenance=prov)
+  if redecided_by is not None:
+    record["redecided_by"] = redecided_by
+  epath.Path(fig_dir, "atlas.json").write_text(json.dumps(dict(record, settings=settings), indent=1))
   redecided = (
       f"\nRe-decided from atlas.json's measurements by the rules below at commit {redecided_by.get('git_commit')} "
       f"(dirty: {redecided_by.get('git_dirty')}); the runs were measured at commit {prov.get('git_commit')}.\n"
@@ -251,12 +250,11 @@ under the workdir.
     python main.py --config=configs/atlas.py:paper --config.data.dir=<Multi30k folder> \\
         --workdir=runs/atlas_paper --config.atlas.out=reports/paper   # the papers' sizes, on an accelerator
 """
-  os.makedirs(out, exist_ok=True)
-  with open(os.path.join(out, "ATLAS.md"), "w", encoding="utf-8") as f:
-    f.write(text)
+  epath.Path(out).mkdir(parents=True, exist_ok=True)
+  epath.Path(out, "ATLAS.md").write_text(text)
   return m
 
 
 def _mkdir(path: str) -> str:
-  os.makedirs(path, exist_ok=True)
+  epath.Path(path).mkdir(parents=True, exist_ok=True)
   return path

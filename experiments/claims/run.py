@@ -23,6 +23,7 @@ from experiments import report, study
 from experiments import sweep as sweep_lib
 from experiments.claims.registry import ClaimConfig, get_claim
 from experiments.grid import SweepConfig, parse_grid
+from train import metrics as metrics_lib
 
 RESULT_FILE = "claim.json"
 
@@ -77,10 +78,7 @@ def decide(config: Any, workdir: str, records: list[dict], seconds: float = floa
       )
   )
   if primary:
-    tmp = os.path.join(workdir, RESULT_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-      json.dump(result, f, indent=1)
-    os.replace(tmp, os.path.join(workdir, RESULT_FILE))
+    metrics_lib.write_text_atomic(os.path.join(workdir, RESULT_FILE), json.dumps(result, indent=1))  # a URI too
   return result
 
 

@@ -13,7 +13,8 @@ SentencePiece models are cached as `spm_<key>.model` files, the key hashing ever
 model (corpus identity, vocab size, corpus cap), so a stale model is never reused. `cache_dirs` are tried in
 order: an existing model is loaded from the first that has it, a new one is written to the first that is
 writable. "Writable" reads the permission bits as well as os.access, because root passes os.access on a
-directory marked read-only (r-x) such as the shared data folder, and we must not write there.
+directory marked read-only (r-x) such as the shared data folder, and we must not write there. A URI (a sweep's
+`gs://.../tokenizer`) is read and written through `etils.epath`, the object uploaded whole.
 
 Several processes (a multi-process JAX run): the model is loaded or trained, and cached, by process 0 alone; the
 other processes wait for it and receive its bytes (`multihost_utils.broadcast_one_to_all`, a collective, so it is
@@ -30,6 +31,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import sentencepiece as spm
+from etils import epath
 
 PAD_ID = 0
 EOS_ID = 1
@@ -213,11 +215,21 @@ def _load_or_train_here(texts_fn, key, vocab_size, max_corpus_chars, cache_dirs)
   filename = f"spm_{key}.model"
   for d in cache_dirs:
     path = os.path.join(d, filename)
-    if os.path.isfile(path):
+    if "://" in d:  # a URI (a sweep's gs:// workdir): through epath; an object is written whole, no rename needed
+      if epath.Path(path).exists():
+        return epath.Path(path).read_bytes(), path
+    elif os.path.isfile(path):
       with open(path, "rb") as f:
         return f.read(), path
   proto = train_sentencepiece(texts_fn(), vocab_size=vocab_size, max_corpus_chars=max_corpus_chars)
   for d in cache_dirs:
+    if "://" in d:
+      try:
+        epath.Path(d).mkdir(parents=True, exist_ok=True)
+        epath.Path(d, filename).write_bytes(proto)
+        return proto, os.path.join(d, filename)
+      except OSError:
+        continue
     if not os.path.isdir(d):
       try:
         os.makedirs(d)
