@@ -72,11 +72,11 @@ from analysis.lanczos_options import check_basis_memory
 from analysis.run import on_mesh
 from analysis.spectrum import top_eigenvalues
 from analysis.stability import (
-  PreconditionedOperator,
-  adam_state_preconditioner_scale,
-  check_beta2_eps,
-  lr_multiplier_scale,
-  momentum_stability_threshold,
+    PreconditionedOperator,
+    adam_state_preconditioner_scale,
+    check_beta2_eps,
+    lr_multiplier_scale,
+    momentum_stability_threshold,
 )
 from curvax.spectrum import ritz_vector, warm_start
 from train.loss import make_loss_fn
