@@ -22,7 +22,8 @@ JAX side reports its compilations per first call (count and seconds, JAX's monit
 hits. Targets (issue 25): (a) / PyHessian's first call ≤ 1.0 at `tiny` and ≤ 0.75 at `small`; (b) ≤ 1.3 × (c).
 
 Run (torch and pyhessian in a separate venv, never the project's: bench/requirements-pyhessian.txt):
-  python bench/vs_pyhessian.py [--presets tiny small] [--repeats 2] [--markdown out.md]
+  python bench/vs_pyhessian.py [--presets tiny small] [--repeats 2] [--routines lanczos density top]
+    [--torch_calls 2] [--markdown out.md]
 Without torch, the JAX side still runs and the PyHessian side is skipped with a message.
 """
 
@@ -198,7 +199,7 @@ def worker_curvax(preset, routine, path, cache):
   return out
 
 
-def worker_pyhessian(preset, routine, path):
+def worker_pyhessian(preset, routine, path, calls=2):
   import torch  # noqa: PLC0415
   import torch_transformer  # noqa: PLC0415
   from pyhessian import hessian  # noqa: PLC0415
@@ -217,7 +218,7 @@ def worker_pyhessian(preset, routine, path):
   model, data = _torch_side(preset, flat, inputs, targets)
   torch.manual_seed(1)
   out = {}
-  for label in ("first", "second"):
+  for label in ("first", "second")[:calls]:
     model.zero_grad(set_to_none=True)  # PyHessian's constructor accumulates into .grad
     t = time.perf_counter()
     h = hessian(model, torch_transformer.token_cross_entropy, data=(data, data[1]), cuda=False)
@@ -233,9 +234,9 @@ def worker_pyhessian(preset, routine, path):
   return out
 
 
-def run_worker(side, preset, routine, path, cache=None):
+def run_worker(side, preset, routine, path, cache=None, torch_calls=2):
   cmd = [sys.executable, os.path.abspath(__file__), "--worker", side, "--preset", preset, "--routine", routine]
-  cmd += ["--problem", path] + (["--cache", cache] if cache else [])
+  cmd += ["--problem", path, "--torch_calls", str(torch_calls)] + (["--cache", cache] if cache else [])
   proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
   lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
   if proc.returncode != 0 or not lines:
@@ -243,17 +244,18 @@ def run_worker(side, preset, routine, path, cache=None):
   return json.loads(lines[-1])
 
 
-def measure(preset, path, repeats, torch_ok, print_fn):
-  """{routine: {"cold", "warm", "second", "torch_first", "torch_second": min seconds, ... diagnostics}}."""
+def measure(preset, path, repeats, torch_ok, print_fn, routines=ROUTINES, torch_calls=2):
+  """{routine: {"cold", "warm", "second", "torch_first", "torch_second": min seconds, ... diagnostics}}; with
+  `torch_calls` 1, PyHessian's second call is its first (it compiles nothing)."""
   rows = {}
-  for routine in ROUTINES:
+  for routine in routines:
     runs = {"cold": [], "warm": [], "torch": []}
     for _ in range(repeats):
       with tempfile.TemporaryDirectory() as cache:
         runs["cold"].append(run_worker("curvax", preset, routine, path, cache))
         runs["warm"].append(run_worker("curvax", preset, routine, path, cache))
       if torch_ok:
-        runs["torch"].append(run_worker("pyhessian", preset, routine, path))
+        runs["torch"].append(run_worker("pyhessian", preset, routine, path, torch_calls=torch_calls))
     best = lambda key, field: min(r[field] for r in runs[key])
     row = dict(
         cold=best("cold", "first"),
@@ -268,7 +270,8 @@ def measure(preset, path, repeats, torch_ok, print_fn):
         matvecs=runs["cold"][0]["matvecs"],
     )
     if torch_ok:
-      row.update(torch_first=best("torch", "first"), torch_second=best("torch", "second"))
+      second = "second" if torch_calls > 1 else "first"
+      row.update(torch_first=best("torch", "first"), torch_second=best("torch", second))
       row.update(torch_value=runs["torch"][0]["value"], torch_matvecs=runs["torch"][0]["matvecs"])
     rows[routine] = row
     print_fn(
@@ -324,6 +327,10 @@ def main():
   ap.add_argument("--presets", nargs="+", default=["tiny", "small"])
   ap.add_argument("--repeats", type=int, default=2)
   ap.add_argument("--markdown", default=None, help="also write the table and the machine to this file")
+  ap.add_argument("--routines", nargs="+", default=list(ROUTINES), choices=ROUTINES)
+  ap.add_argument(
+      "--torch_calls", type=int, default=2, choices=[1, 2], help="1: PyHessian's first call stands for its second"
+  )
   ap.add_argument("--worker", choices=["curvax", "pyhessian"], help=argparse.SUPPRESS)
   ap.add_argument("--preset", help=argparse.SUPPRESS)
   ap.add_argument("--routine", choices=ROUTINES, help=argparse.SUPPRESS)
@@ -334,7 +341,7 @@ def main():
     print(json.dumps(worker_curvax(args.preset, args.routine, args.problem, args.cache)))
     return
   if args.worker == "pyhessian":
-    print(json.dumps(worker_pyhessian(args.preset, args.routine, args.problem)))
+    print(json.dumps(worker_pyhessian(args.preset, args.routine, args.problem, args.torch_calls)))
     return
   torch_ok = have_torch()
   if not torch_ok:
@@ -349,7 +356,7 @@ def main():
       if torch_ok:
         errors, loss = check_equal(preset, path)
         print(f"{preset}: loss {loss:.6f}; torch port vs JAX, relative errors: " + json.dumps(errors))
-      results[preset] = measure(preset, path, args.repeats, torch_ok, print)
+      results[preset] = measure(preset, path, args.repeats, torch_ok, print, args.routines, args.torch_calls)
   out = table(results, torch_ok)
   print(out)
   if args.markdown:
