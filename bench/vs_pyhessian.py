@@ -230,7 +230,7 @@ def worker_pyhessian(preset, routine, path, calls=2):
       value = float(np.max(nodes))
     out[label] = time.perf_counter() - t
     del h
-  out.update(value=value, matvecs=matvecs[0] // 2, threads=torch.get_num_threads())
+  out.update(value=value, matvecs=matvecs[0] // calls, threads=torch.get_num_threads())
   return out
 
 

@@ -10,9 +10,9 @@ eigenvalues θ of T_m and the squared first components τ² of its eigenvectors;
 and weights, σ, and a bootstrap band over probes (percentiles of the resampled mean) are all returned.
 
 A call is one jitted program taking the operator as an argument (`curvax.operators`): the key's split, the probes'
-Lanczos runs, the smoothing and its band, compiled once per (operator structure, n, dtype, static options). SLQ probes run one after another (`lax.map`, memory of one
-probe) or `probe_batch` at a time in lockstep through one vmapped matvec (memory × probe_batch); the default per
-backend is measured (`curvax.probes.PROBE_BATCH_DEFAULTS`).
+Lanczos runs, the smoothing and its band, compiled once per (operator structure, n, dtype, static options). SLQ
+probes run one after another (`lax.map`, memory of one probe) or `probe_batch` at a time in lockstep through one
+vmapped matvec (memory × probe_batch); the default per backend is measured (`curvax.probes.PROBE_BATCH_DEFAULTS`).
 
 Own code rather than `matfree.funm`/`matfree.stochtrace`: matfree's SLQ integrand returns only vᵀf(A)v, not the
 nodes and weights a density (and its per-probe band) needs. tests/test_spectrum.py checks the quadrature against

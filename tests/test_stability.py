@@ -419,3 +419,20 @@ def test_bad_values_raise_before_compute(tiny, tmp_path, overrides, optim, match
         optim_config=optim_config,
     )
   assert not compiles and not os.path.exists(os.path.join(tmp_path, "init"))
+
+
+def test_mean_gradient_with_weights_reads_nothing_from_tuple_batches():
+  """With `weights=`, batches are any pytrees, as in curvax: (x, y) tuples with label 0, no "targets" key; the
+  gradient is the weighted average of the per-batch gradients (float64)."""
+  from tests import curvax_mlp as mlp  # noqa: PLC0415
+
+  with jax.enable_x64(True):
+    params = mlp.init_params(0)
+    batches = [mlp.make_batch(1), mlp.make_batch(2, rows=4)]
+    got = stability.mean_gradient(mlp.loss_fn, params, batches, weights=[3.0, 1.0])
+    want = jax.tree.map(lambda a, b: 0.75 * a + 0.25 * b, *(jax.grad(mlp.loss_fn)(params, batch) for batch in batches))
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+      np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    one = stability.mean_gradient(mlp.loss_fn, params, batches[0], weights=[1.0])  # a tuple is one batch
+    for g, w in zip(jax.tree.leaves(one), jax.tree.leaves(jax.grad(mlp.loss_fn)(params, batches[0]))):
+      np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
