@@ -132,6 +132,11 @@ def _auc(rows) -> Optional[float]:
   return stats.roc_auc([s for s, _, _ in rows], labels) if 0 < sum(labels) < len(labels) else None
 
 
+def _auc_lr(rows) -> Optional[float]:
+  """The baseline: the AUC of the cells' lr term (log η, or −log η for the rescue) alone."""
+  return _auc([(x, None, y) for _, x, y in rows])
+
+
 def _scored(groups, stat, n_boot, seed):
   """(point, interval or None) of `stat` over the method groups; None where it cannot be read."""
   point = stat([r for g in groups for r in g])
@@ -172,11 +177,10 @@ def score(
   rows = [r for g in groups for r in g]
   accuracy = lambda rs: sum((m > 0) == y for m, _, y in rs) / len(rs)
   majority = lambda rs: max(sum(y for *_, y in rs), sum(not y for *_, y in rs)) / len(rs)
-  auc_lr = lambda rs: _auc([(x, None, y) for _, x, y in rs])
   out = {"predictor": predictor, "threshold": c, "outcome": which, "methods": len(groups), "cells": len(rows)}
   if not rows:
     return {**out, "verdicts": {"beats the lr": study.INCONCLUSIVE, "beats the majority": study.INCONCLUSIVE}}
-  auc_gap, auc_gap_ci = _scored(groups, _diff(_auc, auc_lr), n_boot, seed)
+  auc_gap, auc_gap_ci = _scored(groups, _diff(_auc, _auc_lr), n_boot, seed)
   acc_gap, acc_gap_ci = _scored(groups, _diff(accuracy, majority), n_boot, seed)
   return {
       **out,
@@ -184,7 +188,7 @@ def score(
       "accuracy": accuracy(rows),
       "majority": majority(rows),
       "auc": _auc(rows),
-      "auc_lr": auc_lr(rows),
+      "auc_lr": _auc_lr(rows),
       "auc_gap": auc_gap,
       "auc_gap_interval": auc_gap_ci,
       "accuracy_gap": acc_gap,
@@ -220,8 +224,7 @@ def rescue_score(
       by_method.setdefault(method, []).append((-margin(lr, lam, c), -math.log(lr), not after))
   groups = list(by_method.values())
   rows = [r for g in groups for r in g]
-  auc_lr = lambda rs: _auc([(x, None, y) for _, x, y in rs])
-  gap, gap_ci = _scored(groups, _diff(_auc, auc_lr), n_boot, seed)
+  gap, gap_ci = _scored(groups, _diff(_auc, _auc_lr), n_boot, seed)
   return {
       "predictor": predictor,
       "warmup": warmup,
@@ -230,7 +233,7 @@ def rescue_score(
       "unstable without warmup": len(rows),
       "rescued": sum(y for *_, y in rows),
       "auc": _auc(rows) if rows else None,
-      "auc_lr": auc_lr(rows) if rows else None,
+      "auc_lr": _auc_lr(rows) if rows else None,
       "auc_gap": gap,
       "auc_gap_interval": gap_ci,
       "verdict": _verdict(gap_ci),
