@@ -5,11 +5,11 @@
     python main.py --config=configs/t5_init.py --config.optim.warmup_steps=0 --workdir=runs/t5_nowarmup
     python main.py --config=configs/sweeps/warmup.py --config.sweep.seeds=3   # grid × seeds (experiments/)
     python main.py --config=configs/claims/identity_path.py:tiny      # a paper's claim: sweep, verdict, figures
-    python main.py --config=configs/atlas.py:tiny --workdir=/tmp/atlas  # the lr × warmup × curvature atlas
+    python main.py --config=configs/claims/edge.py:tiny --workdir=/tmp/edge   # the atlas's cell-by-cell study
 
 Composition only: parse the config, join a multi-process run (every process runs the same command; README "Several
 devices and hosts"), (analysis at init), train. Exit status (after writing status.json): 3 diverged, a research outcome,
-not a crash; 4 a sweep, claim or atlas in which a run crashed (the others all ran; results.jsonl has the errors; a diverged run
+not a crash; 4 a sweep or claim in which a run crashed (the others all ran; results.jsonl has the errors; a diverged run
 in a sweep is an outcome, exit 0); 143 (= 128 + SIGTERM, what a shell reports for a SIGTERM'd job) preempted: SIGTERM or
 JAX's preemption notice checkpointed the current step, and rerunning the same command resumes it; 130 (= 128 + SIGINT)
 interrupted: a first Ctrl-C checkpointed the current step the same way (a second Ctrl-C aborts at once); 2 a config
@@ -30,7 +30,6 @@ from ml_collections import config_flags
 
 import curvax
 import experiments
-import experiments.atlas.run
 import experiments.shard
 import train.config
 import train.distributed
@@ -80,7 +79,7 @@ if __name__ == "__main__":  # before the flag is defined: ml_collections applies
 config_flags.DEFINE_config_file("config", DEFAULT_CONFIG, "Experiment config file.", lock_config=True)
 flags.DEFINE_string("workdir", None, "Output directory (default: runs/<config name>); rerunning it resumes.")
 FLAGS = flags.FLAGS
-MODES = ("train", "analyze", "sweep", "claim", "atlas")
+MODES = ("train", "analyze", "sweep", "claim")
 EXIT_DIVERGED = 3
 EXIT_CRASHED = 4  # a sweep or claim in which some run crashed (after every other run finished)
 EXIT_PREEMPTED = 143  # 128 + SIGTERM
@@ -111,7 +110,7 @@ def main(argv):
   # The config boundary, before any device or data is touched: 'auto' keys derived, every subtree validated.
   config = _config_boundary(lambda: train.config.resolve(FLAGS.config, groups=experiments.GROUPS))
   if (
-      config.mode in ("sweep", "claim", "atlas")
+      config.mode in ("sweep", "claim")
       and config.groups["sweep"].parallel > 1
       and config.groups["sweep"].stage == "run"
   ):
@@ -125,14 +124,11 @@ def main(argv):
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
   workdir = FLAGS.workdir or os.fspath(epath.Path("runs") / config_name)  # a URI (gs://...) is kept as it is
   logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())
-  if config.mode in ("sweep", "claim", "atlas"):  # every cell × seed in <workdir>/cells/, diverged and crashed runs
+  if config.mode in ("sweep", "claim"):  # every cell × seed in <workdir>/cells/, diverged and crashed runs
     experiments.sweep.use_compilation_cache(FLAGS.config, workdir)  # recorded; the runs share compiled programs
     try:
       if config.mode == "claim":
         crashed = experiments.claims.run_claim(FLAGS.config, workdir)["runs"].get("crashed", 0)
-      elif config.mode == "atlas":
-        command = " ".join(["python main.py", *sys.argv[1:]])
-        crashed = experiments.atlas.run.run_config(FLAGS.config, workdir, command=command)
       else:
         crashed = sum(r["outcome"] == "crashed" for r in experiments.run_sweep(FLAGS.config, workdir))
     except train.loop.Preempted as e:

@@ -175,7 +175,7 @@ def get_config() -> ml_collections.ConfigDict:
   a.preconditioned_top_k = 0
   a.update_sharpness = False  # Sharpness uᵀHu/‖u‖² along Adam's first update u (stability.json).
   # The Gauss–Newton's λ_max and the batch sharpness over the analysis batches (Andreyev & Beneventano 2024), each
-  # with threshold c = 2 on η·λ (stability.json; experiments/atlas/edge.py's 'ggn' and 'batch' predictors).
+  # with threshold c = 2 on η·λ (stability.json; experiments/claims/edge.py's 'ggn' and 'batch' predictors).
   a.edge_predictors = False
   # train.curvature_every's records: 0 runs a cold Lanczos of lanczos_steps from the same random start at every record;
   # > 0 (e.g. 1e-3) starts each record from the previous record's top Ritz vector (plus a random tenth) and stops as
@@ -223,9 +223,9 @@ def get_config() -> ml_collections.ConfigDict:
   # another study's runs (a claim decided on the atlas's cells) sets that sweep's folder: the runs are shared (a
   # finished one is skipped, a missing one trained there) while its results.jsonl, report and claim.json stay its own.
   w.cells_dir = ""
-  # JAX's persistent compilation cache for main.py's sweep, claim and atlas modes: 'auto' = <runs folder>/jax_cache
+  # JAX's persistent compilation cache for main.py's sweep and claim modes: 'auto' = <runs folder>/jax_cache
   # (the runs of a sweep compile the same programs: an at-init analysis's seeds, the eval steps of its cells), a
-  # folder, or '' (off). The claims and the atlas set 'auto' at cpu and paper scale.
+  # folder, or '' (off). The claims and studies set 'auto' at cpu and paper scale.
   w.compilation_cache = ""
   # A job array's share of the runs (experiments/shard.py): 'i/N' = the runs whose index ≡ i mod N; 'auto' = from
   # TRANSFORMER_INIT_SHARD=i/N, else a SLURM array's task, else a Kubernetes indexed Job's JOB_COMPLETION_INDEX with

@@ -3,8 +3,8 @@
     python main.py --config=configs/sweeps/warmup.py --config.sweep.seeds=3
     python main.py --config=configs/sweeps/warmup.py --config.sweep.grid='optim.warmup_steps=0,400;init.scheme=bert'
 
-`claims` builds the papers' claims on it (one sweep config + measure / verdict / figure each); `atlas` (main.py's
-atlas mode) the learning-rate × warmup × step-0 curvature atlas. `grid` parses
+`claims` builds the studies on it (one sweep config + measure / verdict / figure each): the papers' claims and the
+atlas's questions (study 11, edge: the step-0 curvature against where training breaks, cell by cell). `grid` parses
 `config.sweep` (`SweepConfig`) and the grid into cells; `sweep.run_sweep` runs them (resumable, diverged and crashed
 runs recorded as outcomes); `report` writes the table and figures; `provenance` says where a result came from. Above
 `analysis/` and `train/`; only main.py imports it.

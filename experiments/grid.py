@@ -231,6 +231,29 @@ def _format(value: Any) -> str:
   return repr(value) if isinstance(value, float) else str(value)
 
 
+def value_text(value: Any) -> str:
+  """`value` as the grid syntax writes it (booleans lower-case, floats by repr)."""
+  return str(value).lower() if isinstance(value, bool) else _format(value)
+
+
+def extend_grid(grid: str, config: ml_collections.ConfigDict, additions: dict[str, dict[str, list]]) -> str:
+  """`grid` with one more product for every label `additions` names: its first product that sets each key given
+  there, with those keys' values replaced by the given ones that no product of the label has yet (an adaptive
+  study's next round, experiments/study.py `Study.extend`); `grid` itself when nothing is new."""
+  products = labeled_products(grid, config)
+  new = []
+  for label, change in additions.items():
+    mine = [axes for name, axes in products if name == label and set(change) <= {k for k, _ in axes}]
+    if not label or not mine:
+      continue
+    seen = {k: {v for axes in mine for key, vs in axes for v in vs if key == k} for k in change}
+    fresh = {k: [v for v in vs if v not in seen[k]] for k, vs in change.items()}
+    if all(fresh.values()):
+      values = lambda k, vs: fresh.get(k, vs)
+      new.append(f"{label}: " + ";".join(f"{k}={','.join(value_text(v) for v in values(k, vs))}" for k, vs in mine[0]))
+  return " | ".join([grid, *new]) if new else grid
+
+
 def cell_name(overrides: dict[str, Any]) -> str:
   """`key=value` pairs joined by '__', characters other than [A-Za-z0-9._=+-] replaced by '-'; 'base' if none."""
   if not overrides:

@@ -12,7 +12,7 @@ Every figure's title names the settings the sweep holds fixed (size, data, optim
 seeds), so a figure read alone says what was compared; it is wrapped to the figure's width (`fit_text`).
 
 `redrawn_on_change` (a decorator of figure functions) skips a figure whose inputs did not change since its PNG was
-written: a report rewritten after every run (the atlas's, experiments/atlas/report.py) spent half its time in
+written: a report rewritten as runs land (a resumed sweep, a study re-decided) would spend most of its time in
 matplotlib redrawing figures whose data had not moved. The PNG carries the key (a tEXt chunk, `FIGURE_KEY`): a
 SHA-256 of the inputs, the function's name, the source of its module and of this one, and matplotlib's version.
 

@@ -14,7 +14,7 @@ one and writes its record, claim.json; experiments/claims/report.py writes every
 `Results` is a sweep read back from its results.jsonl (grid order; no file: no runs), grouped by cell, each `Run`
 with its arm (its grid product's label), params, seed, outcome, class and final metrics, able to read its own
 metrics, analysis and other files; the atlas's parts are read through the same `Results`
-(experiments/atlas/collect.py, axis_collect.py, length.py). A run that crashed is not a measurement: `crashed(runs)` lists them and the
+(study 11, experiments/claims/edge.py, and the claims on the atlas's cells). A run that crashed is not a measurement: `crashed(runs)` lists them and the
 claims' verdicts say INCONCLUSIVE naming it (a diverged run is a measurement: it failed to train).
 """
 
@@ -61,6 +61,12 @@ class Study:
   verdict: Callable[[dict], Verdict]
   figure: Callable[[dict, "Results", str, str], list[str]]
   summary: Callable[[dict], dict] = lambda measured: {}  # headline numbers (name -> value) for the report's table
+  # An adaptive grid: `extend(results)` -> {product label: {key: values}}, the next round's products (each labelled
+  # product of the grid that sets those keys, with those values instead); {} when the grid is complete. The runner
+  # (experiments/claims/run.py) runs up to `max_rounds` rounds; the same results give the same rounds, so a rerun
+  # resumes them.
+  extend: Optional[Callable[["Results"], dict]] = None
+  max_rounds: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -135,7 +135,7 @@ def run_one(
   try:
     exp = train.loop.setup(config, run_workdir)
     start = exp.start_step
-    if analysis_at_init and start == 0:
+    if (analysis_at_init or config.analysis.at_init) and start == 0:  # the sweep's, or the cell's own (its grid)
       analyze(exp, run_workdir)
     train.loop.train_and_evaluate(exp, hooks.step_hooks(exp))
     analyze_checkpoints(config, run_workdir, analysis_steps)
@@ -189,8 +189,8 @@ def runs_root(config: ml_collections.ConfigDict, workdir: str) -> str:
 
 def use_compilation_cache(config: ml_collections.ConfigDict, workdir: str) -> Optional[str]:
   """Turns on JAX's persistent compilation cache per `sweep.compilation_cache` ('auto': `<runs root>/jax_cache`; a
-  folder; '' off) for this process, before any compute; returns the folder (None: off). main.py's sweep, claim and
-  atlas modes call it once: a sweep's runs compile the same programs again (a fresh model and closures per run), so
+  folder; '' off) for this process, before any compute; returns the folder (None: off). main.py's sweep and claim
+  modes call it once: a sweep's runs compile the same programs again (a fresh model and closures per run), so
   with the cache the second seed of an at-init analysis reuses the first's executables instead of recompiling."""
   cache = config.sweep.compilation_cache
   if not cache:

@@ -18,7 +18,6 @@ import atexit
 import contextlib
 import dataclasses
 import gc
-import json
 import os
 import pathlib
 import shutil
@@ -56,7 +55,6 @@ _share_compiled_programs()
 # last and running alone at the end (longest-processing-time-first). The other files follow in their usual order.
 SLOW_FILES_FIRST = (
     "test_config_training.py",
-    "test_atlas.py",
     "test_depth_coord_check.py",
     "test_train.py",
     "test_compile_once.py",
@@ -254,32 +252,3 @@ def jax_processes(tmp_path):
       for i, proc in enumerate(job.procs):
         job.kill(i)
         proc.wait()
-
-
-# ------------------------------------------------------------------------------------------- the atlas's driver
-
-
-@pytest.fixture
-def atlas_writes(monkeypatch):
-  """Counts the atlas's report writes against its progress lines: returns (lines, writes); pass `lines.append` as
-  `run_atlas(emit=...)`; `writes[i]` is the number of runs started (the sweep's 'cell k/K, seed s: ...' lines, not
-  its 'skipped' ones) before the i-th report write."""
-  from experiments.atlas import run as run_lib  # pylint: disable=g-import-not-at-top (jax only where used)
-
-  lines, writes, write = [], [], run_lib.report_lib.write
-
-  def counted_write(*args, **kwargs):
-    writes.append(len([line for line in lines if line.startswith("cell ") and not line.endswith("skipped")]))
-    return write(*args, **kwargs)
-
-  monkeypatch.setattr(run_lib.report_lib, "write", counted_write)
-  return lines, writes
-
-
-def drop_record(sweep_dir: str, cell: str, seed: int) -> None:
-  """Removes one run's record from a sweep's results.jsonl (a run the report must then call missing)."""
-  path = os.path.join(sweep_dir, "results.jsonl")
-  with open(path, encoding="utf-8") as f:
-    kept = [line for line in f if (json.loads(line)["cell"], json.loads(line)["seed"]) != (cell, seed)]
-  with open(path, "w", encoding="utf-8") as f:
-    f.writelines(kept)

@@ -303,8 +303,8 @@ def test_a_rerun_with_another_trained_config_fails_naming_the_keys(tmp_path):
 def test_an_unknown_key_is_one_line_naming_the_closest_keys(capsys):
   import main  # noqa: PLC0415 (its flags are defined once per process, at import)
 
-  main.check_override_keys(["--config=configs/atlas.py:tiny", "--config.atlas.parts=width", "--config.optim.b1=0.8"])
-  main.check_override_keys(["--config", "configs/atlas.py:tiny", "--config.atlas.redecide"])  # space-separated
+  main.check_override_keys(["--config=configs/claims/edge.py:tiny", "--config.sweep.seeds=2", "--config.optim.b1=0.8"])
+  main.check_override_keys(["--config", "configs/claims/edge.py:tiny", "--config.analysis.edge_predictors"])  # spaced
   with pytest.raises(SystemExit) as stop:
     main.check_override_keys(["--config.model.dmodel=3"])  # configs/default.py
   assert stop.value.code == main.EXIT_CONFIG == 2

@@ -1,8 +1,8 @@
 """Every figure is readable: one colour per series in every panel (so one legend reads for all), log axes for losses,
 diverged runs drawn at a clipped top and never as losses, no text overprinting other text, nothing outside the figure.
 
-The figures are drawn from small hand-made records (analysis.plots, experiments.report, experiments.atlas's
-figures and axis figures) and inspected as laid out for saving: `save_figure` / `_save` are wrapped to keep the
+The figures are drawn from small hand-made records (analysis.plots, experiments.report, study 11's figure)
+and inspected as laid out for saving: `save_figure` / `_save` are wrapped to keep the
 figure, which is then drawn again to read its artists' extents.
 """
 
@@ -11,14 +11,13 @@ import json
 import math
 
 import matplotlib.colors as mcolors
-import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from analysis import plots
 from configs import default
 from experiments import report
-from experiments.atlas import axis_figures, figures
+from experiments.claims import edge
 
 # ------------------------------------------------------------------------------ helpers
 
@@ -228,182 +227,28 @@ def test_fit_text_wraps_to_the_figure_width():
   report.plt.close(fig)
 
 
-# ------------------------------------------------------------------------------ the atlas's figures
-
-LOSS0 = 7.6  # ln(2000): the loss at init of a vocabulary of 2000
+# ------------------------------------------------------------------------------ study 11's figure (the atlas's cells)
 
 
-def _atlas():
-  """Four methods × warmups {0, 20} × lrs {1e-3, 1e-2, 1e-1} × 2 seeds; B and C at the same point everywhere (their
-  labels would overprint), D's warmup-0 runs at 1e-1: one diverged, one finished at 9000 nats (above ℓ₀), and at
-  1e-2 one finished without a finite loss."""
-  lrs = [1e-3, 1e-2, 1e-1]
-
-  def runs(losses, outcomes, max_lr):
-    return dict(
-        lrs=lrs,
-        losses=losses,
-        outcomes=outcomes,
-        mean_loss=[np.mean([v for v in vs if v is not None]) if any(vs) else None for vs in losses],
-        max_lr=max_lr,
-        max_lr_censored="above" if max_lr == lrs[-1] else "",
-    )
-
-  ok = [["finished"] * 2] * 3
-  methods = {}
-  for name, predicted, gain in (("A", 0.02, 0.1), ("B", 0.5, -0.05), ("C", 0.5, -0.05), ("D", 3.0, 0.3)):
-    if name == "D":
-      w0 = runs([[5.0, 5.1], [4.0, None], [None, 9000.0]], [ok[0], ok[0], ["diverged", "finished"]], 1e-3)
-    else:
-      w0 = runs([[5.0, 5.1], [4.0, 4.1], [3.8, 3.9]], ok, 1e-1 if name == "A" else 1e-2)
-    w1 = runs([[5.0, 5.1], [3.9, 4.0], [3.7, 3.8]], ok, 1e-1)
-    methods[name] = dict(
-        loss0=LOSS0,
-        predicted={k: predicted * f for k, f in (("gd", 1.0), ("adam", 0.01), ("update", 0.5), ("block", 2.0))},
-        runs={0: w0, 20: w1},
-        warmup_gain=gain,
-    )
-  predictors = {k: dict(rho_lr=0.1, rho_gain=-0.2) for k in ("gd", "adam", "update", "block")}
-  return dict(best_loss=3.7, margin=0.1, unigram_entropy=5.4, methods=methods, predictors=predictors)
-
-
-def test_loss_vs_lr_log_axis_and_diverged_runs_clipped_not_plotted(kept, tmp_path):
-  m = _atlas()
-  figures.loss_vs_lr(m, str(tmp_path), LONG_SETTINGS)
-  (fig,) = kept
-  clip = figures.clip_loss(m)
-  assert clip == pytest.approx(figures.CLIP_ABOVE_LOSS0 * LOSS0)
-  d = fig.axes[3]
-  assert d.get_title().startswith("D") and d.get_yscale() == "log"
-  low, high = d.get_ylim()
-  assert clip < high < 1.2 * clip  # the axis stops a little above ℓ₀, not at 9000 nats
-  losses = [
-      y
-      for line in d.get_lines()
-      if line.get_gid() != "diverged"
-      for y in np.asarray(line.get_ydata(), float)
-      if np.isfinite(y)
-  ]
-  assert max(losses) < LOSS0  # the 9000-nat run is no loss on the axis
-  red_mean = next(line for line in d.get_lines() if line.get_linestyle() == "-" and line.get_color() == "tab:red")
-  mean = np.asarray(red_mean.get_ydata(), float)
-  assert mean[0] == pytest.approx(5.05) and np.isnan(mean[1]) and np.isnan(mean[2])  # a seed failed: no mean there
-  (crosses,) = [line for line in d.get_lines() if line.get_gid() == "diverged" and len(line.get_xdata())]
-  assert list(crosses.get_ydata()) == [clip, clip] and crosses.get_marker() == "x"
-  assert np.allclose(np.log10(crosses.get_xdata()), np.log10([1e-2, 1e-1]) - figures.DODGE_DECADES)
-  assert any("diverged" in t.get_text() and "clipped" in t.get_text() for t in fig.legends[0].get_texts())
-  assert any(t.get_text() == "collapsed: unigram entropy 5.4 ± 0.1 nats" for t in fig.legends[0].get_texts())
-  assert_readable(fig)
-
-
-def test_diverged_classification():
-  assert figures.diverged(4.0, "diverged", LOSS0)
-  assert figures.diverged(9000.0, "finished", LOSS0) and figures.diverged(None, "finished", LOSS0)
-  assert figures.diverged(float("nan"), "finished", None)
-  assert not figures.diverged(4.0, "finished", LOSS0) and not figures.diverged(None, "crashed", LOSS0)
-
-
-def test_atlas_json_keys_read_back():
-  m = json.loads(json.dumps(_atlas()))  # atlas.json: the warmups' keys become strings
-  assert list(figures._runs(m["methods"]["A"])) == [0, 20]
-
-
-@pytest.mark.parametrize("draw", [figures.predicted_vs_measured, figures.warmup_gain])
-def test_method_scatter_has_a_legend_not_overprinted_labels(kept, tmp_path, draw):
-  m = json.loads(json.dumps(_atlas()))  # drawn from atlas.json alone
-  draw(m, str(tmp_path), LONG_SETTINGS)
-  (fig,) = kept
-  assert all(not ax.texts for ax in fig.axes)  # no text beside a point
-  colors = _line_colors(fig, lambda line: line.get_gid())
-  assert set(colors) == {"A", "B", "C", "D"} and all(len(c) == 1 for c in colors.values())
-  assert len({c for cs in colors.values() for c in cs}) == 4
-  legend_names = {t.get_text() for t in fig.legends[0].get_texts()}
-  assert {"A", "B", "C", "D"} <= legend_names
-  # B and C coincide: concentric rings, the first larger, so both show
-  for ax in fig.axes:
-    sizes = {line.get_gid(): line.get_markersize() for line in ax.get_lines() if line.get_gid() in ("B", "C")}
-    assert sizes["B"] > sizes["C"]
-  assert_readable(fig)
-
-
-# ------------------------------------------------------------------------------ the atlas's axis figures
-
-
-def test_width_and_depth_one_colour_per_arm(kept, tmp_path):
-  width = dict(
-      rows={
-          arm: dict(
-              widths=[32.0, 64.0, 128.0],
-              lambda_max=[s, 2 * s, 4 * s],
-              lambda_max_bound=[0.0] * 3,
-              p_lambda=[1e4 * s, 1e5, 1e6],
-              p_lambda_bound=[0.0] * 3,
-              slope=1.0,
-              p_slope=2.0,
-          )
-          for arm, s in (("standard", 1.0), ("ntk", 0.3), ("mup", 2.0))
-      },
-      verdicts=dict(mup_flat="not reproduced"),
+def test_edge_figure_reads_with_every_method_of_the_registry(kept, tmp_path):
+  """Nine methods on the rows of five predictor panels, the long settings line in the title: nothing overprints."""
+  names = ["Post-LN + Xavier", "Post-LN + BERT 0.02", "Pre-LN", "T-Fixup", "ReZero", "scheduled α", "DeepNorm",
+           "Admin", "DS-Init"]  # fmt: skip
+  runs, lam0 = [], {}
+  for i, method in enumerate(names):
+    lam0[method] = {p: 10.0 * (i + 1) * (19.0 if p == "adam" else 1.0) for p in edge.PREDICTORS}
+    for lr in (1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2):
+      bad = lr * 10.0 * (i + 1) > 0.2
+      runs += [dict(method=method, lr=lr, warmup=0, seed=s, early="unstable" if bad else "stable", final=None)
+               for s in (0, 1)]  # fmt: skip
+  m = dict(
+      runs=runs,
+      lam0=lam0,
+      flagged={"ReZero": ["adam"]},
+      thresholds={p: edge.threshold(p, 0.9) for p in edge.PREDICTORS},
+      scores={"early": {p: {"auc": 0.9} for p in edge.PREDICTORS}},
   )
-  axis_figures.width(width, str(tmp_path), LONG_SETTINGS)
-  depth = dict(
-      rows={
-          arm: dict(
-              depths=[2.0, 6.0, 12.0],
-              lambda_max=[s, 2 * s, 3 * s],
-              lambda_max_slope=0.5,
-              grad_decoder=[s, s / 2, s / 3],
-              grad_decoder_slope=-0.5,
-              grad_encoder=[s, s / 2, s / 3],
-              grad_encoder_slope=-0.5,
-          )
-          for arm, s in (("Post-LN + Xavier", 1.0), ("Pre-LN", 0.3))
-      },
-      verdicts={"Post-LN + Xavier": dict(grad="reproduced", **{"lambda": "not reproduced"})},
-  )
-  axis_figures.depth(depth, str(tmp_path), LONG_SETTINGS)
-  for fig, arms in zip(kept, (width["rows"], depth["rows"])):
-    colors = _line_colors(fig, lambda line: (_label(line) or "").split(" (")[0] or None)
-    assert {a for a in colors if a in arms} == set(arms)
-    assert all(len(colors[a]) == 1 for a in arms), colors
-    assert all(ax.get_yscale() == "log" for ax in fig.axes)
-    assert_readable(fig)
-
-
-def test_transfer_log_loss_axis_and_diverged_clipped(kept, tmp_path):
-  rows = {
-      arm: dict(
-          lrs=[1e-3, 1e-2, 1e-1],
-          widths=[
-              dict(width=32.0, losses=[5.0, 4.0, 4.5], diverged=[False] * 3, optimal_lr=1e-2, censored=""),
-              dict(width=128.0, losses=[4.8, 3.9, None], diverged=[False, False, True], optimal_lr=1e-2, censored=""),
-          ],
-          shift=[0.0, 0.0],
-          verdict="reproduced",
-      )
-      for arm in ("standard", "mup")
-  }
-  axis_figures.transfer(dict(rows=rows), str(tmp_path), LONG_SETTINGS)
+  assert edge.figure(m, None, str(tmp_path), LONG_SETTINGS) == ["edge.png"]
   (fig,) = kept
-  for ax in fig.axes:
-    assert ax.get_yscale() == "log"
-    (crosses,) = [line for line in ax.get_lines() if line.get_gid() == "diverged" and len(line.get_xdata())]
-    assert list(crosses.get_xdata()) == [1e-1] and crosses.get_ydata()[0] > 5.0
-    assert ax.get_ylim()[1] < 1.3 * 5.0  # clipped a little above the largest loss
-  colors = _line_colors(fig, lambda line: mcolors.to_hex(line.get_color()))
-  assert len(colors) == 2  # one colour per width, in both panels
-  assert_readable(fig)
-
-
-def test_trace_one_colour_per_run_in_both_panels(kept, tmp_path):
-  curves = lambda f: dict(steps=[10, 20, 30], lr_lambda=[0.1 * f, 0.2, 0.3], lr_p_lambda=[10.0 * f, 20.0, 30.0])
-  rows = {
-      "Post-LN, warmup 0": [dict(warmup=0, diverged=True, curves=curves(1.0))],
-      "Post-LN, warmup 20": [dict(warmup=20, diverged=False, curves=curves(2.0))],
-  }
-  axis_figures.trace(dict(rows=rows, adam_threshold=38.0), str(tmp_path), LONG_SETTINGS)
-  (fig,) = kept
-  colors = _line_colors(fig, _label)
-  assert set(colors) == {"Post-LN, warmup 0 (diverged)", "Post-LN, warmup 20"}
-  assert all(len(c) == 1 for c in colors.values())
+  assert all(ax.get_xscale() == "log" for ax in fig.axes)
   assert_readable(fig)

@@ -1,6 +1,6 @@
-"""Every file that states a result states the same one: claim.json (the record), REPRODUCTION.md and the README's
-table, checked on the committed reports; ATLAS.md and atlas.json state no claim's verdict (claims 8, 9, 10 are
-studies over the atlas's cells with records of their own)."""
+"""Every file that states a result states the same one: claim.json (the record), REPRODUCTION.md, ATLAS.md (the
+atlas's studies) and the README's table, checked on the committed reports; a registered study without a record is
+stated as not run yet in each of them, and nowhere given a verdict."""
 
 import json
 import os
@@ -47,6 +47,8 @@ def test_the_report_and_the_readme_are_written_from_the_records(tmp_path):
       records, str(tmp_path / "R.md"), figure_dir="reproduction", command=command, baseline=baseline
   )
   assert pathlib.Path(fresh).read_text(encoding="utf-8") == committed
+  atlas = report.write_atlas(records, str(tmp_path / "A.md"), command=command)
+  assert pathlib.Path(atlas).read_text(encoding="utf-8") == (REPORTS / "ATLAS.md").read_text(encoding="utf-8")
   readme = (REPO / "README.md").read_text(encoding="utf-8")
   block = readme[readme.index(report.README_BEGIN) + len(report.README_BEGIN) : readme.index(report.README_END)]
   assert block.strip() == report.readme_table(records)
@@ -61,15 +63,21 @@ def test_verdicts_agree_across_the_files():
   assert _table_verdicts((REPORTS / "REPRODUCTION.md").read_text(encoding="utf-8")) == expected
   readme = (REPO / "README.md").read_text(encoding="utf-8")
   assert _table_verdicts(readme[readme.index(report.README_BEGIN) : readme.index(report.README_END)]) == expected
-  atlas_md = (REPORTS / "ATLAS.md").read_text(encoding="utf-8")
-  assert "## Claims decided from the atlas" not in atlas_md  # the claims' verdicts are stated by their records only
+  atlas = _table_verdicts((REPORTS / "ATLAS.md").read_text(encoding="utf-8"))
+  assert atlas == {n: v for n, v in expected.items() if records[n]["claim"] in report.ATLAS_STUDIES}
   atlas_json = json.loads((REPORTS / "atlas" / "atlas.json").read_text(encoding="utf-8"))
   assert "claims" not in atlas_json
   for r in records.values():  # a record decided from the atlas's data names it, and its figure is its own copy
+    folder = REPORTS / "reproduction" / r["claim"]
+    if r.get("pending"):  # no record: no verdict anywhere, at most the records of its runs so far
+      assert r["verdict"] == reproduce.NOT_RUN and set(os.listdir(folder) if folder.exists() else []) <= {
+          reproduce.RECORDS_DIR
+      }
+      continue
     if r.get("decided_from"):
       assert r["decided_from"] == "reports/atlas/atlas.json" and r["settings"].startswith(atlas_json["settings"])
     # beside them only the records of a rerun still under way (experiments/claims/reproduce.py RECORDS_DIR)
-    listed = set(os.listdir(REPORTS / "reproduction" / r["claim"])) - {reproduce.RECORDS_DIR}
+    listed = set(os.listdir(folder)) - {reproduce.RECORDS_DIR}
     assert sorted(listed) == sorted(["claim.json", *r["figures"]])
 
 

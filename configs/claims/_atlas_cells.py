@@ -45,7 +45,6 @@ def atlas_claim_config(name: str, scale: str, products: list[tuple[str, str]]) -
   check_scale(scale)
   lrs = ",".join(repr(lr) for lr in atlas.LRS[scale])  # as configs/atlas.py's grid writes them
   config = atlas.get_config(scale)
-  del config["atlas"]  # the atlas's axis parts: no claim runs them
   config.mode = "claim"
   config.claim.name = name
   config.claim.scale = scale

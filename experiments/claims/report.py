@@ -1,4 +1,4 @@
-"""reports/REPRODUCTION.md and the README's results table, written from the claims' claim.json files alone.
+"""reports/REPRODUCTION.md, reports/ATLAS.md and the README's results table, written from the claims' claim.json files alone.
 
 Contract:
   write_reproduction(results, path, figure_dir=, command=)  the report: how it was produced, a table (claim, verdict,
@@ -9,6 +9,7 @@ Contract:
       with the error.
   readme_table(results)   the Markdown table the README shows between `<!-- claims:begin -->` and `<!-- claims:end -->`
   update_readme(readme_path, results)   rewrites that block in place (ValueError if the markers are missing).
+  write_atlas(results, path, command=)   reports/ATLAS.md: the atlas's studies (ATLAS_STUDIES) and their verdicts.
 One record per claim: `reports/reproduction/<claim>/claim.json`, written by the claim's own study (a record built
 from the atlas's runs by an earlier reproduce.py, with `decided_from`/`decided_by`/`caveat`, is rendered as such
 until its claim is rerun). The report and the README's table are written from those records, so they state the
@@ -86,6 +87,19 @@ def write_reproduction(
         f"{r.get('scale', '?')} | {_data(r)} | {_runs(r)} | {_fmt(r.get('seconds'))} | {_commit(r)} |"
     )
   for r in results:
+    if r.get("pending"):  # a registered study without a record (experiments/claims/reproduce.py `not_run`)
+      lines += [
+          "",
+          f"## {r['claim']}",
+          "",
+          f"**Claim {r.get('number', '?')}.** {r.get('statement', '')}",
+          "",
+          f"- Source: {r.get('source', '?')}",
+          f"- Paper's scale: {r.get('paper_scale', '?')}",
+          "",
+          f"**{r['verdict'][0].upper() + r['verdict'][1:]}:** {r.get('reason', '')}.",
+      ]
+      continue
     p = r.get("provenance") or {}
     d = r.get("data") or {}
     lines += [
@@ -135,6 +149,46 @@ def write_reproduction(
           f"{p.get('backend', '?')} × {p.get('device_count', '?')} ({', '.join(p.get('device_kinds') or ['?'])}), "
           f"host {p.get('hostname', '?')}, finished {r.get('finished', '?')}.</sub>",
       ]
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+  return path
+
+
+ATLAS_STUDIES = ("edge", "width")  # the atlas's questions, each a study of the registry (configs/claims/<name>.py)
+
+
+def write_atlas(results: list[dict], path: str, *, command: str) -> str:
+  """reports/ATLAS.md: the atlas's question, its studies (`ATLAS_STUDIES`) with the verdict and headline numbers of
+  each one's record (the same records as REPRODUCTION.md, whose sections hold the rest), and how to run them."""
+  mine = [r for r in results if r["claim"] in ATLAS_STUDIES]
+  lines = [
+      "# The atlas: does curvature at step 0 predict where training breaks, and where warmup rescues it?",
+      "",
+      f"Written by `{command}` from the same records as [REPRODUCTION.md](REPRODUCTION.md) "
+      "(`reports/reproduction/<study>/claim.json`), whose sections give each study's settings, rules, numbers, "
+      "figures and provenance. The atlas's cells (configs/atlas.py: its methods, model and data at each scale) are "
+      "shared with claims 8, 9 and 10; its questions are the studies below, each a sweep with its verdict code fixed "
+      "before its runs (configs/claims/<study>.py, experiments/claims/<study>.py).",
+      "",
+      "| # | study | verdict | headline numbers | scale | commit |",
+      "|---|---|---|---|---|---|",
+  ]
+  for r in mine:
+    numbers = "; ".join(f"{_cell(k)} {_fmt(v)}" for k, v in (r.get("summary") or {}).items()) or "—"
+    lines.append(
+        f"| {r.get('number', '?')} | [{r['claim']}](REPRODUCTION.md#{_anchor(r['claim'])}) | **{r['verdict']}** | "
+        f"{numbers} | {r.get('scale', '—')} | {_commit(r) if r.get('provenance') else '—'} |"
+    )
+  for r in mine:
+    lines += ["", f"## {r['claim']}", "", f"**Study {r.get('number', '?')}.** {r.get('statement', '')}", ""]
+    lines += [f"**{r['verdict'][0].upper() + r['verdict'][1:]}.** {r.get('reason', '')}"]
+  lines += [
+      "",
+      "The retired atlas driver's measurements (commit ec9e64c, run 2026-11-22..24 on a dirty tree) stay in "
+      "`reports/atlas/atlas.json` only as the source claim 10's current record was decided from; its rerun "
+      "replaces both.",
+  ]
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")

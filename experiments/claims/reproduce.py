@@ -21,8 +21,9 @@ copied run's config against its cell's before any compute). Once the claim has d
 measured and the folder is removed.
 
 Claims 8, 9 and 10 are studies over the atlas's cells (configs/claims/_atlas_cells.py): with --atlas_runs=<the
-atlas's workdir> they read its train/ runs and train only what those lack (`sweep.cells_dir`); without, they train
-their own in <runs>/<claim>.
+workdir of configs/atlas.py's sweep> they read its runs and train only what those lack (`sweep.cells_dir`); without,
+they train their own in <runs>/<claim>. `<out>/ATLAS.md` lists the atlas's studies (report.ATLAS_STUDIES) from the
+same records.
 """
 
 import json
@@ -57,8 +58,8 @@ flags.DEFINE_list(
 flags.DEFINE_string(
     "atlas_runs",
     "",
-    "The atlas's workdir (main.py --config=configs/atlas.py:<scale>): the claims on its cells (ON_ATLAS_CELLS) read "
-    "and complete its train/ runs instead of training their own ('': each in its own workdir).",
+    "The workdir of the atlas's cells (main.py --config=configs/atlas.py:<scale>, a plain sweep): the claims on "
+    "its cells (ON_ATLAS_CELLS) read and complete its runs instead of training their own ('': each its own).",
 )
 FLAGS = flags.FLAGS
 ON_ATLAS_CELLS = ("tfixup", "bert_vs_xavier", "deep_no_warmup")  # claims built on configs/claims/_atlas_cells.py
@@ -170,14 +171,40 @@ def load_baseline(out: str) -> dict | None:
     return json.load(f)
 
 
+NOT_RUN = "not run yet"  # the status of a registered study without a claim.json in <out> (no verdict)
+
+
+def not_run(name: str) -> dict:
+  """The entry of a registered study that has no claim.json yet: its identity, the status `NOT_RUN` and the command
+  that runs it (`pending`: no record on disk; the reports say so, never a verdict)."""
+  claim = get_claim(name)
+  return dict(
+      claim=name,
+      number=claim.number,
+      statement=claim.statement,
+      source=claim.source,
+      paper_scale=claim.paper_scale,
+      verdict=NOT_RUN,
+      reason=(
+          f"no run at this scale is committed yet: `python -m experiments.claims.reproduce --claims={name} "
+          "--scale=cpu --data_dir=<Multi30k folder>` runs it (resumable; its runs' records land in "
+          f"reports/reproduction/{name}/{RECORDS_DIR}/ as they finish)"
+      ),
+      figures=[],
+      pending=True,
+  )
+
+
 def collect(out: str) -> list[dict]:
-  """Every claim's claim.json under `<out>/reproduction/`, in claim order."""
+  """Every registered claim in claim order: its claim.json under `<out>/reproduction/`, or `not_run(name)`."""
   results = []
   for name in CLAIM_NAMES:
     path = os.path.join(out, "reproduction", name, "claim.json")
     if os.path.exists(path):
       with open(path, encoding="utf-8") as f:
         results.append(json.load(f))
+    else:
+      results.append(not_run(name))
   return results
 
 
@@ -202,7 +229,7 @@ def main(argv):
     get_claim(name)  # every name checked before anything runs
   failed = []
   for name in [] if FLAGS.report_only else FLAGS.claims:
-    cells = os.path.join(FLAGS.atlas_runs, "train") if FLAGS.atlas_runs and name in ON_ATLAS_CELLS else ""
+    cells = FLAGS.atlas_runs if FLAGS.atlas_runs and name in ON_ATLAS_CELLS else ""
     dest = os.path.join(FLAGS.out, "reproduction", name)
     records = os.path.join(dest, RECORDS_DIR)
     code, log_path = run_one(name, FLAGS.scale, FLAGS.data_dir, FLAGS.runs, FLAGS.timeout, cells, records)
@@ -240,7 +267,8 @@ def main(argv):
   path = report.write_reproduction(
       results, os.path.join(FLAGS.out, "REPRODUCTION.md"), figure_dir="reproduction", command=command, baseline=baseline
   )
-  print(f"[reproduce] report: {path}", flush=True)
+  atlas = report.write_atlas(results, os.path.join(FLAGS.out, "ATLAS.md"), command=command)
+  print(f"[reproduce] report: {path}, {atlas}", flush=True)
   if FLAGS.readme:
     report.update_readme(os.path.join(REPO, "README.md"), results, baseline)
   if failed:

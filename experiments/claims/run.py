@@ -9,6 +9,7 @@ claim's identity (number, statement, source, paper scale), `scale` and `settings
 `decide` alone re-decides a finished sweep without training.
 """
 
+import copy
 import datetime
 import json
 import os
@@ -95,9 +96,21 @@ def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging
   array decides only when it gathered every run (experiments/shard.py), `sweep.stage=prepare` never: they return
   just their runs' outcome counts."""
   cc = ClaimConfig.from_config(config.claim)
-  get_claim(cc.name)  # an unknown claim fails before any compute
+  claim = get_claim(cc.name)  # an unknown claim fails before any compute
   records = sweep_lib.run_sweep(config, workdir, emit=emit)
   expected = len(grid_lib.cells(config)) * config.sweep.seeds
+  for round_ in range(claim.max_rounds if claim.extend else 0):  # an adaptive grid (experiments/study.py)
+    if len(records) < expected:
+      break
+    additions = claim.extend(study.Results(workdir, records, config))
+    grid = grid_lib.extend_grid(config.sweep.grid, config, additions)
+    if grid == config.sweep.grid:
+      break
+    emit(f"Claim {cc.name}: round {round_ + 1} of at most {claim.max_rounds} adds {additions}")
+    config = copy.deepcopy(config)
+    config.sweep.grid = grid
+    records = sweep_lib.run_sweep(config, workdir, emit=emit)
+    expected = len(grid_lib.cells(config)) * config.sweep.seeds
   if len(records) < expected:  # sweep.stage=prepare, or a shard of a job array whose sweep other shards still run
     emit(f"Claim {cc.name}: {len(records)} of {expected} runs recorded here; decided once every run is done")
     return dict(runs={o: sum(r["outcome"] == o for r in records) for o in ("finished", "diverged", "crashed")})

@@ -1,0 +1,297 @@
+"""Study 11 (experiments/claims/edge.py, configs/claims/edge.py): the cell-by-cell predictions and their scores on
+hand-made cells whose answer is known, the study read from hand-made runs, its adaptive grid, and one run at tiny."""
+
+import copy
+import json
+import math
+
+import pytest
+
+from analysis import outcomes, stability
+from configs.claims import edge as edge_config
+from experiments import grid as grid_lib
+from experiments import study
+from experiments.claims import edge
+from experiments.claims import run as claims_run
+
+LRS = [1e-3 * 2**k for k in range(10)]  # a factor-2 grid, 1e-3 … 0.512
+LAM = {f"m{i}": 10.0 * 3**i for i in range(8)}  # 8 methods, each with its own λ_max: unstable above η = 2/λ
+
+
+def _cells(lam_true, warmup=0, seeds=2):
+  """Cells whose seeds are all unstable / failed exactly where η·λ > 2 (gradient descent's rule)."""
+  out = []
+  for method, lam in lam_true.items():
+    for lr in LRS:
+      bad = lr * lam > 2
+      out.append(
+          edge.Cell(
+              method,
+              lr,
+              warmup,
+              (outcomes.UNSTABLE if bad else outcomes.STABLE,) * seeds,
+              (outcomes.COLLAPSED if bad else outcomes.TRAINED,) * seeds,
+          )
+      )
+  return out
+
+
+def _lam0(values, predictor="gd"):
+  return {m: {predictor: v} for m, v in values.items()}
+
+
+def test_thresholds_are_each_predictors_theory():
+  assert edge.threshold("gd", 0.9) == 2.0 and edge.threshold("batch", 0.9) == 2.0
+  assert edge.threshold("adam", 0.9) == pytest.approx(38.0) and edge.threshold("adam", 0.0) == 2.0
+  with pytest.raises(ValueError, match="not one of"):
+    edge.threshold("hessian", 0.9)
+  assert edge.margin(0.1, 40.0, 2.0) == pytest.approx(math.log(2.0)) and edge.margin(0.1, 0.0, 2.0) == -math.inf
+  assert stability.eps_decides(1.0, 2.5) and not stability.eps_decides(1.0, 1.9) and stability.eps_decides(0.0, 1.0)
+
+
+def test_a_perfect_separator_has_auc_1_and_beats_the_lr_and_the_majority():
+  s = edge.score(_cells(LAM), _lam0(LAM), "gd", beta1=0.9, n_boot=500)
+  assert s["auc"] == 1.0 and s["accuracy"] == 1.0 and s["methods"] == 8 and s["cells"] == 80
+  assert s["auc_lr"] < 1.0  # across methods the lr alone cannot separate: the thresholds differ
+  assert s["auc_gap_interval"][1] > 0 and s["verdicts"] == {
+      "beats the lr": "reproduced",
+      "beats the majority": "reproduced",
+  }
+  final = edge.score(_cells(LAM), _lam0(LAM), "gd", beta1=0.9, which=edge.FINAL, n_boot=500)
+  assert final["auc"] == 1.0 and final["verdicts"]["beats the lr"] == study.REPRODUCED
+
+
+def test_a_constant_curvature_says_nothing_beyond_the_lr():
+  """λ₀ the same for every method: the margin orders the cells as log η does, so the gap is 0 in every resample."""
+  s = edge.score(_cells(LAM), _lam0({m: 100.0 for m in LAM}), "gd", beta1=0.9, n_boot=300)
+  assert s["auc"] == s["auc_lr"] and s["auc_gap_interval"] == (0.0, 0.0, 0.0)
+  assert s["verdicts"]["beats the lr"] == study.INCONCLUSIVE
+  flat = edge.score(_cells(LAM), _lam0({m: -1.0 for m in LAM}), "gd", beta1=0.9, n_boot=300)
+  assert flat["auc"] == 0.5 and flat["accuracy"] == 1 - flat["unstable"] / flat["cells"]  # "stable" everywhere
+  assert flat["majority"] == flat["unstable"] / flat["cells"] > 0.5 and flat["verdicts"]["beats the majority"] == (
+      study.NOT_REPRODUCED
+  )
+
+
+def test_a_reversed_curvature_loses_to_the_lr():
+  reversed_ = {m: 1e4 / v for m, v in LAM.items()}  # the sharpest method measured as the flattest
+  s = edge.score(_cells(LAM), _lam0(reversed_), "gd", beta1=0.9, n_boot=500)
+  assert s["auc"] < s["auc_lr"] and s["verdicts"]["beats the lr"] == study.NOT_REPRODUCED
+
+
+def test_what_is_not_scored():
+  """Warmup cells, undetermined cells, flagged methods and methods without λ₀ are left out; too few methods is
+  inconclusive."""
+  cells = _cells(LAM) + _cells(LAM, warmup=100)
+  cells.append(edge.Cell("m0", 7e-3, 0, (outcomes.STABLE,), (outcomes.TRAINED, outcomes.UNDERTRAINED)))
+  s = edge.score(cells, _lam0(LAM), "gd", beta1=0.9, which=edge.FINAL, flagged={"m1": ["gd"]}, n_boot=200)
+  assert s["cells"] == 70 and s["methods"] == 7
+  few = {m: LAM[m] for m in ("m0", "m1", "m2")}
+  s = edge.score(_cells(few), _lam0(few), "gd", beta1=0.9)
+  assert s["auc"] == 1.0 and s["auc_gap_interval"] is None and s["verdicts"]["beats the lr"] == study.INCONCLUSIVE
+  none = edge.score(_cells(LAM), _lam0(LAM, "adam"), "gd", beta1=0.9)
+  assert none["cells"] == 0 and none["verdicts"]["beats the lr"] == study.INCONCLUSIVE
+
+
+def test_rescue_is_predicted_by_the_overshoot():
+  """Warmup rescues a cell when η·λ ≤ 8 (an overshoot of at most 4× the threshold): the margin predicts which,
+  across methods, where the lr alone does not."""
+  cells = _cells(LAM)
+  for method, lam in LAM.items():
+    for lr in LRS:
+      ok = lr * lam <= 8
+      cells.append(edge.Cell(method, lr, 100, (outcomes.STABLE if ok else outcomes.UNSTABLE,), (outcomes.TRAINED,)))
+  r = edge.rescue_score(cells, _lam0(LAM), "gd", beta1=0.9, warmup=100, n_boot=500)
+  assert r["auc"] == 1.0 and r["auc_lr"] < 1.0 and r["verdict"] == study.REPRODUCED
+  assert 0 < r["rescued"] < r["unstable without warmup"]
+  assert edge.rescue_score(cells, _lam0(LAM), "gd", beta1=0.9, warmup=400)["verdict"] == study.INCONCLUSIVE
+
+
+def test_the_grid_extends_until_each_method_is_bracketed_and_marks_its_boundary():
+  s, u = outcomes.STABLE, outcomes.UNSTABLE
+  cell = lambda m, lr, *early: edge.Cell(m, lr, 0, early, ())
+  cells = [
+      cell("a", 1e-3, s, s), cell("a", 2e-3, s, s), cell("a", 4e-3, u, s), cell("a", 8e-3, u, u),  # bracketed
+      cell("b", 1e-3, s, s), cell("b", 2e-3, s, s),  # never unstable: go up
+      cell("c", 1e-3, u, u), cell("c", 2e-3, u, u),  # never stable: go down
+      cell("d", 1e-3, s, s), cell("d", 2e-3, u, u), cell("d", 1e-3 * 2**-1, s, s),
+      edge.Cell("d", 4e-3, 100, (u,), ()),  # a warmup cell: not part of the no-warmup boundary
+  ]  # fmt: skip
+  plan = edge.extend(cells)
+  assert plan["a"] == {"add": [], "boundary": [2e-3, 4e-3], "seeds": {1e-3: 2, 2e-3: 2, 4e-3: 2, 8e-3: 2},
+                       "bracketed": True}  # fmt: skip
+  assert plan["b"]["add"] == [4e-3] and not plan["b"]["bracketed"] and plan["b"]["boundary"] == []
+  assert plan["c"]["add"] == [5e-4] and not plan["c"]["bracketed"]
+  assert plan["d"]["boundary"] == [1e-3, 2e-3] and 4e-3 not in plan["d"]["seeds"]
+  need = {m: [lr for lr in p["boundary"] if p["seeds"][lr] < edge.BOUNDARY_SEEDS] for m, p in plan.items()}
+  assert need == {"a": [2e-3, 4e-3], "b": [], "c": [], "d": [1e-3, 2e-3]}  # a third seed where the boundary is
+
+
+# ------------------------------------------------------------------------------------------- the study over its runs
+def test_step0_lambdas_reads_each_predictor_from_stability_json():
+  s = dict(
+      lambda_max=4.0,
+      lambda_max_bound=0.1,
+      preconditioned_lambda_max=900.0,
+      preconditioned_lambda_max_bound=2.0,
+      first_step_critical_lr=0.5,  # 2gᵀd/dᵀHd: λ₀ = c/η* = 2/0.5
+      ggn_lambda_max=3.0,
+      ggn_lambda_max_bound=0.05,
+      batch_sharpness=1.5,
+  )
+  got = edge.step0_lambdas(s, 0.9)
+  assert got == {
+      "gd": {"lambda": 4.0, "bound": 0.1},
+      "adam": {"lambda": 900.0, "bound": 2.0},
+      "update": {"lambda": 4.0, "bound": None},
+      "ggn": {"lambda": 3.0, "bound": 0.05},
+      "batch": {"lambda": 1.5, "bound": None},
+  }
+  # A first step that never overshoots (dᵀHd ≤ 0: critical lr ∞) predicts stable at every η: λ₀ = 0.
+  assert edge.step0_lambdas({"first_step_critical_lr": math.inf}, 0.9) == {"update": {"lambda": 0.0, "bound": None}}
+  # At the threshold: η·λ₀ = c exactly at η = the critical first step.
+  assert edge.margin(0.5, got["update"]["lambda"], 2.0) == pytest.approx(0.0)
+
+
+def _write_run(root, cell, seed, *, arm, params, train=(), stability=None, cls=None, outcome="finished"):
+  folder = root / "cells" / cell / f"seed_{seed}"
+  folder.mkdir(parents=True)
+  lines = [dict(step=s, split="train", loss=v) for s, v in train]
+  (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+  if stability is not None:
+    (folder / "analysis" / "step_0").mkdir(parents=True)
+    (folder / "analysis" / "step_0" / "stability.json").write_text(json.dumps(stability))
+  return dict(
+      cell=cell, seed=seed, arm=arm, params=params, outcome=outcome, final={}, workdir=f"cells/{cell}/seed_{seed}",
+      **{"class": cls},
+  )  # fmt: skip
+
+
+def _study_runs(tmp_path, lam_adam: dict, eps_decides=()):
+  """Per method an at-init run with λ_max(P⁻¹H) = lam_adam[method] and training runs (warmup 0 and 5) whose early
+  class follows Adam's rule: unstable (a 3-nat spike at step 3) iff η·λ > 38."""
+  records = []
+  for method, lam in lam_adam.items():
+    for seed in (0, 1):
+      stab = dict(lambda_max=1.0, preconditioned_lambda_max=lam * (1 + 0.01 * seed), eps_decides=method in eps_decides)
+      records.append(
+          _write_run(tmp_path, f"{method}-init", seed, arm=method, params={"analysis.at_init": True}, stability=stab)
+      )
+      for lr in (1e-3, 1e-2, 1e-1):
+        for w in (0, 5):
+          bad = lr * lam > 38 and not w
+          losses = [(s, 5.0 - 0.1 * s + (3.0 if bad and s == 3 else 0.0)) for s in range(1, 9)]
+          params = {"analysis.at_init": False, "optim.learning_rate": lr, "optim.warmup_steps": w}
+          cls = outcomes.DIVERGED if bad else outcomes.TRAINED
+          records.append(
+              _write_run(tmp_path, f"{method}-{lr}-{w}", seed, arm=method, params=params, train=losses, cls=cls)
+          )
+  return study.Results(str(tmp_path), records, _Config())
+
+
+class _Config:
+
+  class optim:  # noqa: N801 (a stand-in for config.optim)
+    b1 = 0.9
+
+
+def test_measure_reads_lambda0_per_method_the_classes_and_scores_them(tmp_path):
+  lam = {"a": 1e2, "b": 1e3, "c": 1e4, "d": 1e5, "e": 3e5}
+  m = edge.measure(_study_runs(tmp_path, lam, eps_decides=("e",)))
+  assert m["lam0"]["b"]["adam"] == pytest.approx(1e3 * 1.005)  # the median of the two seeds
+  assert m["flagged"] == {"e": ["adam"]}
+  assert m["thresholds"]["adam"] == pytest.approx(38.0)
+  early = m["scores"]["early"]["adam"]
+  # e is flagged (ε decides its λ): 4 methods × 3 lrs scored; unstable where η·λ > 38: b at 0.1, c at 0.01 and 0.1,
+  # d at all three.
+  assert (early["methods"], early["cells"], early["unstable"]) == (4, 12, 6)
+  assert early["auc"] == 1.0 and early["accuracy"] == 1.0
+  assert m["grid"]["a"]["add"] == [0.2] and m["grid"]["d"]["add"] == [5e-4] and m["grid"]["b"]["bracketed"]
+  # Warmup 5 rescues every cell unstable without it.
+  rescue = m["rescue"]["early"]["5"]["adam"]
+  assert rescue["rescued"] == rescue["unstable without warmup"] == 6
+  assert edge.summary(m)["cells scored (adam, early)"] == 12
+
+
+@pytest.mark.parametrize(
+    "interval,verdict",
+    [((0.2, 0.05, 0.3), study.REPRODUCED), ((-0.2, -0.3, -0.05), study.NOT_REPRODUCED), ((0.1, -0.05, 0.2), study.INCONCLUSIVE)],
+)  # fmt: skip
+def test_verdict_reads_the_adam_gap_interval_on_both_sides_of_0(interval, verdict):
+  s = dict(
+      auc=0.9, auc_lr=0.7, auc_gap_interval=list(interval), cells=20, methods=5, unstable=8,
+      verdicts={"beats the lr": edge._verdict(interval)},
+  )  # fmt: skip
+  m = dict(crashed=[], scores={"early": {"adam": s}}, grid={"a": {"bracketed": True}})
+  v = edge.verdict(m)
+  assert v.verdict == verdict
+  if verdict == study.INCONCLUSIVE:
+    assert "contains 0" in v.reason and "would decide" in v.reason
+  assert edge.verdict(dict(m, crashed=["x seed 0: boom"])).verdict == study.INCONCLUSIVE
+
+
+def test_verdict_without_an_interval_names_what_would_decide():
+  s = dict(auc=None, auc_lr=None, cells=2, methods=1, verdicts={"beats the lr": study.INCONCLUSIVE})
+  v = edge.verdict(dict(crashed=[], scores={"early": {"adam": s}}, grid={"a": {"bracketed": False}}))
+  assert v.verdict == study.INCONCLUSIVE and "fewer than 4 methods" in v.reason and "does not bracket a" in v.reason
+
+
+def test_the_figure_draws_every_method_and_predictor(tmp_path):
+  m = edge.measure(_study_runs(tmp_path / "runs", {"a": 1e2, "b": 1e3}))
+  assert edge.figure(m, None, str(tmp_path), "settings") == ["edge.png"]
+  assert (tmp_path / "edge.png").stat().st_size > 10_000
+
+
+def test_extend_grid_adds_one_product_per_label_with_only_new_values():
+  config = edge_config.get_config("tiny")
+  grid = config.sweep.grid
+  more = grid_lib.extend_grid(grid, config, {"Pre-LN": {"optim.learning_rate": [0.1, 0.2]}})  # 0.1 is there
+  assert (
+      more
+      == grid + " | Pre-LN: model.norm_position=pre;init.scheme=xavier;optim.warmup_steps=0,2;optim.learning_rate=0.2"
+  )
+  assert grid_lib.extend_grid(more, config, {"Pre-LN": {"optim.learning_rate": [0.2]}}) == more  # nothing new
+  assert grid_lib.extend_grid(grid, config, {"no such label": {"optim.learning_rate": [0.2]}}) == grid
+  cells = grid_lib.cells(_with_grid(config, more))
+  assert sum(c.arm == "Pre-LN" and c.params["optim.learning_rate"] == 0.2 for c in cells) == 2  # both warmups
+
+
+def _with_grid(config, grid):
+  out = copy.deepcopy(config)
+  out.sweep.grid = grid
+  return out
+
+
+def test_every_method_has_its_at_init_cell_on_the_runs_own_first_batch():
+  for scale in ("tiny", "cpu", "paper"):
+    config = edge_config.get_config(scale)
+    cells = grid_lib.cells(config)
+    at_init = [c for c in cells if c.params.get("analysis.at_init")]
+    assert sorted(c.arm for c in at_init) == sorted({c.arm for c in cells})  # one per method
+    assert all(c.overrides["train.num_steps"] == 0 for c in at_init)
+    assert config.analysis.batch_size == config.data.batch_size and config.analysis.num_batches == 1
+    assert config.analysis.dtype == "float64" and config.mode == "claim" and config.claim.name == "edge"
+  assert "skipinit" not in edge_config.get_config("cpu").sweep.grid  # SkipInit counted once, as ReZero
+
+
+def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
+  """One method, its at-init analysis and its training cells: the runner adds the lr above the grid until the
+  early boundary is bracketed, then decides (inconclusive: one method); a rerun trains nothing."""
+  config = edge_config.get_config("tiny")
+  config.sweep.grid = (
+      "Pre-LN: model.norm_position=pre;init.scheme=xavier;optim.warmup_steps=0;optim.learning_rate=0.001,0.1 | "
+      "Pre-LN: model.norm_position=pre;init.scheme=xavier;train.num_steps=0;analysis.at_init=true"
+  )
+  config.analysis.update_sharpness = False
+  config.analysis.edge_predictors = False
+  lines = []
+  result = claims_run.run_claim(config, str(tmp_path), emit=lines.append)
+  assert any("round 1 of at most 4 adds {'Pre-LN': {'optim.learning_rate': [0.2]}}" in x for x in lines), lines
+  assert result["number"] == 11 and result["verdict"] == study.INCONCLUSIVE
+  assert set(result["measured"]["lam0"]["Pre-LN"]) == {"gd", "adam"}
+  assert result["measured"]["grid"]["Pre-LN"]["bracketed"]
+  assert sorted({r["lr"] for r in result["measured"]["runs"]}) == [0.001, 0.1, 0.2]
+  assert (tmp_path / "edge.png").exists()
+  again = []
+  claims_run.run_claim(config, str(tmp_path), emit=again.append)
+  assert not any(x.startswith("cell ") and not x.endswith("skipped") for x in again), again
