@@ -21,6 +21,7 @@ CLAIM_NAMES = (
     "tfixup",
     "bert_vs_xavier",
     "deep_no_warmup",
+    "width",
 )
 SCALES = ("tiny", "cpu", "paper")
 
