@@ -41,7 +41,7 @@ ARMS = (
         "SP + µP emb. lr": "model.parameterization=standard;model.scale_embeddings=true;model.embedding_lr_scale=width",
     }
 )
-SHARPNESS_WIDTHS = {"tiny": (16, 32), "cpu": (32, 64, 128, 256), "paper": (128, 256, 512, 1024)}
+SHARPNESS_WIDTHS = {"tiny": (16, 32), "cpu": (32, 128, 256), "paper": (128, 256, 512, 1024)}
 # The widest sharpness width, for the arms the verdict's rule (a) compares only (µP, SP): 16× at cpu and paper.
 WIDEST = {"tiny": (), "cpu": (512,), "paper": (2048,)}
 VERDICT_ARMS = ("SP", "µP")
@@ -69,7 +69,8 @@ SIZES = {
         "data.max_eval_loss_examples": 32,
         "train.num_decode_examples": 0,
         "analysis.batch_size": 8,
-        "analysis.lanczos_steps": 8,
+        "analysis.lanczos_steps": 4,
+        "analysis.tracking_tol": 0.0,  # one Lanczos program per run: the warm start compiles a second
     },
     "cpu": {
         "model.num_encoder_layers": 2,
@@ -80,6 +81,7 @@ SIZES = {
         "train.num_decode_examples": 0,
         "analysis.batch_size": 16,  # the atlas's curvature batch (configs/atlas.py ANALYSIS_SIZES['cpu'])
         "analysis.lanczos_steps": 20,  # a cap: the warm start stops at tracking_tol
+        "analysis.tracking_tol": 1e-2,  # warm start: a record stops at a 1% residual bound (analysis/tracking.py)
     },
     "paper": {
         "model.num_encoder_layers": 6,
@@ -92,6 +94,7 @@ SIZES = {
         "train.num_decode_examples": 0,
         "analysis.batch_size": 64,
         "analysis.lanczos_steps": 40,
+        "analysis.tracking_tol": 1e-2,
     },
 }
 _TRAIN = {
@@ -107,7 +110,6 @@ _TRAIN = {
     "train.eval_at_init": True,  # the loss at init and the unigram reference: each run's outcome class
     "analysis.preconditioned_top_k": 1,  # the records add η(t)·λ_max(M·P_t⁻¹H)
     "analysis.num_batches": 1,
-    "analysis.tracking_tol": 1e-2,  # warm start: a record stops at a 1% residual bound (analysis/tracking.py)
 }
 
 
