@@ -110,6 +110,8 @@ _TRAIN = {
     "train.eval_at_init": True,  # the loss at init and the unigram reference: each run's outcome class
     "analysis.preconditioned_top_k": 1,  # the records add η(t)·λ_max(M·P_t⁻¹H)
     "analysis.num_batches": 1,
+    "analysis.top_k": 1,  # the records' λ_max; no other analysis runs (sweep.analysis_at_init stays off)
+    "analysis.bottom_k": 0,
 }
 
 

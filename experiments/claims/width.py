@@ -276,10 +276,13 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   wcol = {d: cmap(i / max(1, len(widths) - 1) * 0.9) for i, d in enumerate(widths)}
   acol = {a: f"C{i}" for i, a in enumerate(arms)}
   ncol = max(len(arms), len(tarms), 2)
-  mosaic = [[f"s{i}" if i < len(arms) else "." for i in range(ncol)],
-            [f"l{i}" if i < len(tarms) else "." for i in range(ncol)],
-            ["w"] * (ncol // 2) + ["o"] * (ncol - ncol // 2)]  # fmt: skip
-  fig, ax = figures.plt.subplot_mosaic(mosaic, figsize=(3.6 * ncol, 10.5), layout="constrained")
+  mosaic = [[f"s{i}" if i < len(arms) else "." for i in range(ncol)]]
+  if tarms:  # the loss-vs-lr row and the optimum panel only where some arm ran the lr grid
+    mosaic.append([f"l{i}" if i < len(tarms) else "." for i in range(ncol)])
+    mosaic.append(["w"] * (ncol // 2) + ["o"] * (ncol - ncol // 2))
+  else:
+    mosaic.append(["w"] * ncol)
+  fig, ax = figures.plt.subplot_mosaic(mosaic, figsize=(3.6 * ncol, 3.5 * len(mosaic) + 0.6), layout="constrained")
   ref = m["ref_lr"]
   for i, a in enumerate(arms):  # (a) η(t)·λ_max(M·P_t⁻¹H) along training at the reference lr
     x = ax[f"s{i}"]
@@ -289,7 +292,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
         if pts:
           x.plot(*zip(*pts), "-", color=wcol[int(d)], alpha=0.8)
     x.set_yscale("log")
-    x.set(title=f"({chr(97 + i)}) {a}: sharpness at η {ref:g}", xlabel="step", ylabel="η·λ_max(M·P⁻¹H)" if i == 0 else None)  # fmt: skip
+    x.set(title=f"({chr(97 + i)}) {a}: sharpness at η {ref:.3g}", xlabel="step", ylabel="η·λ_max(M·P⁻¹H)" if i == 0 else None)  # fmt: skip
   losses = [r["final_loss"] for a in tarms for c in runs[a].values() for rs in c.values() for r in rs]
   top = 1.1 * max([v for v in losses if report.finite(v)] or [10.0])
   for i, a in enumerate(tarms):  # final loss vs lr per transfer width; diverged at a clipped top
@@ -310,30 +313,39 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     x.set_xscale("log")
     report.log_loss_axis(x, losses, top)
     x.set(title=f"({chr(97 + len(arms) + i)}) {a}: final loss vs lr", xlabel="peak lr", ylabel="final val. loss (nats)" if i == 0 else None)  # fmt: skip
-  w, o = ax["w"], ax["o"]
+  w = ax["w"]
   for a in arms:  # sharpness vs width, log-log, seeds' spread
     rows = sorted((int(d), s) for d, s in m["sharpness"].get(a, {}).items() if s["mean"])
     if rows:
       ds, ss = zip(*rows)
       w.errorbar(ds, [s["mean"] for s in ss], yerr=[s["std"] or 0 for s in ss], fmt="o-", color=acol[a], capsize=3, label=f"{a}: slope {stats.fmt(tuple(m['slopes'][a]))}" if m["slopes"].get(a) else a)  # fmt: skip
-  w.set_xscale("log", base=2)
+  _width_axis(w, widths)
   w.set_yscale("log")
   w.set(xlabel="width d", ylabel="window median η·λ_max(M·P⁻¹H)", title="sharpness vs width (mean ± seeds' std)")
   w.legend(fontsize=7, loc="best")
   for a in tarms:  # the optimum vs width
+    o = ax["o"]
     pts = sorted((int(d), v["lr"]) for d, v in m["optima"][a].items() if v)
     if pts:
       s = m["shifts"].get(a)
       o.plot(*zip(*pts), "o-", color=acol[a], label=f"{a}: shift {stats.fmt(tuple(s))} log₂" if s else a)
-  o.set_xscale("log", base=2)
-  o.set_yscale("log")
-  o.set(xlabel="width d", ylabel="optimal peak lr", title="optimal lr vs width (parabolic refinement)")
-  o.legend(fontsize=7, loc="best")
+  if tarms:
+    _width_axis(ax["o"], m["transfer_widths"])
+    ax["o"].set_yscale("log")
+    ax["o"].set(xlabel="width d", ylabel="optimal peak lr", title="optimal lr vs width")
+    ax["o"].legend(fontsize=7, loc="best")
   handles = [figures.plt.Line2D([], [], color=wcol[d], label=f"d = {d}") for d in widths]
   handles += [figures.plt.Line2D([], [], ls="", marker="x", color="grey", label=f"not trained (at {top:.3g}: clipped)")]
   report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
   figures.suptitle(fig, "Claim 11 (Noci et al. 2024; Kalra & Barkeshli 2026): sharpness and the optimal lr across width", settings)  # fmt: skip
   return [figures.save(fig, out_dir, "width.png")]
+
+
+def _width_axis(ax, widths: list[int]) -> None:
+  """A log₂ x axis labelled by the widths themselves."""
+  ax.set_xscale("log", base=2)
+  ax.set_xticks(widths, [str(d) for d in widths])
+  ax.minorticks_off()
 
 
 def summary(m: dict) -> dict:
