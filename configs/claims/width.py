@@ -2,33 +2,44 @@
 width-independent under µP and grows with width under SP, and µP's optimal learning rate moves less with width.
 
     python main.py --config=configs/claims/width.py:cpu --config.data.dir=<Multi30k folder> --workdir=runs/claims/width
-    python main.py --config=configs/claims/width.py:tiny   # seconds, on the synthetic task (the tests)
+    python main.py --config=configs/claims/width.py:tiny   # 12 runs of 8 steps on the synthetic task (minutes)
 
 One sweep (measure and verdict: experiments/claims/width.py), one named product per arm × width:
   arms     `ARMS`: SP, NTK and µP as their own configs set them (configs/ntk.py, configs/mup.py), and "SP + µP emb. lr",
-           SP whose token/position embeddings alone get µP's learning rate, ×d/d_base relative to the hidden layers
-           (`model.embedding_lr_scale='width'`; Kalra & Barkeshli 2026, arXiv 2605.21486, abstract: µP's advantage
-           under AdamW "arises simply from maximizing the learning rate of the embedding layer"). Every arm untied
-           (µP's readout and the embedding arm need it; SP and NTK untied too, so that the arms differ only in what
-           they name), Pre-LN, init.scheme 'auto' (the scheme each parameterization implies), µP's base width
-           d_base = the smallest width, so every arm has the same learning rates per layer at d_base;
-  model    the heads fixed (`HEADS`: µP's head dim grows with width, Tensor Programs V §J), d_ff = 4d (Vaswani et al.
-           2017), 2+2 layers at cpu (the atlas's width model, configs/atlas.py `_WIDE`);
-  widths   `SHARPNESS_WIDTHS` at the reference lr `REF_LR` only (the sharpness verdict: 16× in width, Noci et al.
-           2024 Fig. 1 spans 8–16×), `TRANSFER_WIDTHS` × the whole lr grid `LRS` (the transfer verdict: 8×);
-  lrs      a factor-2 grid (one grid step = 1 in log2 lr, the unit of the optimum's shift), centred on µP's
-           optimum at d_base and reaching the 8×-lower optimum SP's 1/d rule predicts at the widest transfer width;
-  schedule linear warmup over `WARMUP` steps (a tenth of the run, docs/science.md §8) then constant: after the
-           warmup η(t) is the peak η, so the lr-scaled sharpness of one window compares runs at one η;
+           SP whose token/position embeddings alone get µP's lr, ×d/d_base relative to the hidden layers
+           (`model.embedding_lr_scale='width'`; Kalra & Barkeshli 2026, arXiv 2605.21486, abstract). Every arm untied
+           (µP's readout and the embedding arm need it; SP and NTK too, so the arms differ only in what they name),
+           Pre-LN, init.scheme 'auto', µP's base width d_base = the smallest width (every arm's per-layer lrs agree
+           there);
+  model    heads fixed (`HEADS`: µP's head dim grows with width, Tensor Programs V), d_ff = 4d (Vaswani et al.
+           2017), 2+2 layers at cpu (the atlas's width model);
+  widths   `SHARPNESS_WIDTHS` at the reference lr `REF_LR` for every arm, plus `WIDEST` for the two arms rule (a)
+           compares (µP, SP: 32 → 512 = 16× at cpu; Noci et al. 2024 Fig. 1 spans a similar range);
+           `TRANSFER_WIDTHS` × the lr grid `LRS` for `TRANSFER_ARMS` (rule (b): 32 → 256 = 8× at cpu);
+  lrs      a factor-2 grid (one step = 1 in log₂ lr, the unit of the optimum's shift);
+  schedule linear warmup over `WARMUP` steps (a tenth of the run, docs/science.md §8), then constant: after the
+           warmup η(t) = η, so a window of the lr-scaled sharpness compares runs at one η;
   records  `train.curvature_every` with `analysis.preconditioned_top_k=1`: λ_max(H)(t), η(t)·λ_max(H) and Adam's
-           η(t)·λ_max(M·P_t⁻¹H) with the run's per-layer lr multipliers M (analysis/tracking.py), warm-started
-           (`analysis.tracking_tol`), on one fixed analysis batch; `train.eval_at_init` for the outcome classes
-           (analysis/outcomes.py);
-  seeds    `SEEDS`: ≥ 2 at cpu (the interval on the optimum's shift is a bootstrap over seeds).
-Scales: tiny (tests: 1+1 layers, widths 16 and 32, 2 lrs, 8 steps, 1 seed); cpu (below); paper (6+6 layers, 8
-heads, widths 128 → 2048, Multi30k in packed 4096-token batches, 2000 steps: an accelerator).
-cpu calibration (one cell, µP at d = 512, 2+2 layers, batch 32, Multi30k, 2026-11-26, 2 cores shared with another
-training job): see `CALIBRATION` below; the design's cost from it is in the module docstring of the claim.
+           η(t)·λ_max(M·P_t⁻¹H), M the run's per-layer lr multipliers (analysis/tracking.py), warm-started at cpu
+           and paper (`analysis.tracking_tol`), on one fixed analysis batch; `train.eval_at_init` for the outcome
+           classes (analysis/outcomes.py);
+  seeds    `SEEDS`: 2 at cpu (the bootstrap interval over seeds of rule (b); the slope interval of rule (a) counts
+           every (width, seed) point).
+Scales: tiny (tests: 1+1 layers, widths 16 and 32, lrs {1e-3, 2e-2} for SP and µP, 8 steps, 1 seed, cold Lanczos
+of 4 steps); cpu (44 cells × 2 seeds = 88 runs of 200 steps, batch 32, Multi30k, SentencePiece 2000); paper (6+6
+layers, 8 heads, widths 128 → 2048, 4096-token packed batches, 2000 steps, 3 seeds: an accelerator).
+Why cpu is this size. Calibration (2026-11-26, 2 cores shared with another training job; one cell, µP at d = 512,
+2+2 layers, batch 32, lr 2e-3, killed after 3 minutes): start-up and the step-0 evaluation 16 s, steps 1–10 19 s
+(compile included), steps 10–20 13.7 s (1.4 s/step); the first curvature record (compiling the Hessian and the
+preconditioned Lanczos programs, 2 × 20 cold products) had not finished after 2 min. At tiny each run spent ~60 s
+compiling its first record and ~55 s its first warm one. Extrapolated (step cost ∝ parameters, ~18M at d 512, ~6M
+at 256, < 1M at 32; each (arm, width) compiles its programs once, shared by its lrs and seeds through the
+persistent cache): ~9 min per d = 512 run, ~2.5 per 256, ~0.8 per 128, ~0.3 per 32, plus ~2 min compile per (arm,
+width): ≈ 100 min for the transfer grid (3 arms × 2 seeds × 6 lrs × widths 32, 256), ≈ 45 min for the sharpness
+widths, ≈ 28 min compiling: ≈ 2.9 h. So d = 64 is not run, the transfer grid stops at 8× (d 512 over 6 lrs would add
+~3.6 h), d = 512 runs µP and SP only at REF_LR, and NTK's transfer is not run (rule (b) compares µP with SP; NTK's
+sharpness is measured). The estimate is an extrapolation from one partial cell (±50%), not a measurement of the
+design.
 """
 
 from configs.claims._base import check_scale, claim_config, set_keys
