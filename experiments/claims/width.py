@@ -335,7 +335,10 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     ax["o"].set(xlabel="width d", ylabel="optimal peak lr", title="optimal lr vs width")
     ax["o"].legend(fontsize=7, loc="best")
   handles = [figures.plt.Line2D([], [], color=wcol[d], label=f"d = {d}") for d in widths]
-  handles += [figures.plt.Line2D([], [], ls="", marker="x", color="grey", label=f"not trained (at {top:.3g}: clipped)")]
+  if tarms:
+    handles += [
+        figures.plt.Line2D([], [], ls="", marker="x", color="grey", label=f"not trained (at {top:.3g}: clipped)")
+    ]
   report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
   figures.suptitle(fig, "Claim 11 (Noci et al. 2024; Kalra & Barkeshli 2026): sharpness and the optimal lr across width", settings)  # fmt: skip
   return [figures.save(fig, out_dir, "width.png")]
