@@ -68,6 +68,9 @@ def get_config() -> ml_collections.ConfigDict:
   m.activation = "relu"  # 'relu' | 'gelu' | 'selu' | 'normalized_relu' | 'normalized_gelu' | 'identity'.
   m.parameterization = "standard"  # 'standard' | 'ntk' | 'mup' (docs/science.md §3).
   m.mup_base_width = 32  # µP: d_model at which µP equals SP (width_ratio = d_model / this).
+  # 'auto' (the parameterization's rule) | 'width': SP with µP's embedding lr, ×d_model/mup_base_width on the token
+  # and position embeddings only (Kalra & Barkeshli 2026, arXiv 2605.21486, abstract); needs untied embeddings.
+  m.embedding_lr_scale = "auto"
   # completep: branches × (L/depth_base)^-α, in-layer lrs × (L/depth_base)^(α-1); 1 CompleteP, 0.5 Depth-µP.
   m.depth_alpha = 1.0
   m.depth_base = 2  # completep: the depth L_base at which the rule equals the plain residual.

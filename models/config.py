@@ -29,6 +29,7 @@ LOGIT_SCALES = ("sqrt_dk", "none", "dk")
 POSITIONS = ("sinusoidal", "learned")
 PARAMETERIZATIONS = ("standard", "ntk", "mup")
 READOUT_SCALES = ("none", "rsqrt_d")
+EMBEDDING_LR_SCALES = ("auto", "width")  # models/parameterization.py: lr_multiplier
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16, "float64": jnp.float64}
 
 # Sizes per preset. `base` is Vaswani et al. 2017's base model; `mini` trains in minutes on a laptop CPU;
@@ -196,6 +197,7 @@ class ModelConfig(Section):
   activation: str = "relu"
   parameterization: str = "standard"
   mup_base_width: int = 32
+  embedding_lr_scale: str = AUTO
   dropout_rate: float = 0.0
   attention_dropout_rate: float = 0.0
   dtype: Any = jnp.float32
@@ -279,6 +281,7 @@ def _validate(c: ModelConfig) -> None:
   _choice("activation", c.activation, ACTIVATIONS)
   _choice("parameterization", c.parameterization, PARAMETERIZATIONS)
   _choice("tied_readout_scale", c.tied_readout_scale, READOUT_SCALES)
+  _choice("embedding_lr_scale", c.embedding_lr_scale, EMBEDDING_LR_SCALES)
   for name in ("d_model", "num_heads", "d_ff", "max_len", "mup_base_width"):
     _positive(name, getattr(c, name))
   if c.vocab_size is not None:
@@ -354,6 +357,23 @@ def _validate(c: ModelConfig) -> None:
         "model.attention_logit_scale",
         c.attention_logit_scale,
         "µP uses 1/d_k attention (Yang et al. 2021, Tensor Programs V); valid: 'dk' or 'auto'",
+    )
+  if c.embedding_lr_scale == "width" and c.parameterization != "standard":
+    raise contradiction(
+        "model.embedding_lr_scale",
+        "width",
+        "model.parameterization",
+        c.parameterization,
+        "'width' gives SP µP's embedding learning rate (Kalra & Barkeshli 2026); valid: parameterization "
+        "'standard', or embedding_lr_scale 'auto'",
+    )
+  if c.embedding_lr_scale == "width" and c.tie_embeddings:
+    raise contradiction(
+        "model.embedding_lr_scale",
+        "width",
+        "model.tie_embeddings",
+        True,
+        "a tied embedding is also the readout, whose learning rate µP does not raise; valid: tie_embeddings=False",
     )
   if c.parameterization == "ntk" and c.tied_readout_scale != "none":
     raise contradiction(

@@ -25,6 +25,9 @@ import flax.linen as nn
 
 # Roles of matrices with both dimensions growing with width ("matrix-like" in Tensor Programs V).
 HIDDEN_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
+# The input layer: µP keeps its Adam lr at η at every width (Tensor Programs V, Table 3), so relative to the hidden
+# matrices' η/width_ratio it is width_ratio× larger.
+EMBEDDING_ROLES = ("embedding", "position")
 
 
 def hidden_multiplier(config: Any, fan_in: int) -> float:
@@ -48,9 +51,14 @@ def lr_multiplier(role: Any, config: Any) -> float:
 
   1 everywhere except µP's hidden matrices (and their role `head` transform in the MLM head, which is hidden too),
   which get 1/width_ratio (Tensor Programs V, Table 3, Adam column), times, under `completep`, (L/L_base)^{α−1} for
-  every parameter inside a layer (Dey et al. 2025, Table 1; module docstring).
+  every parameter inside a layer (Dey et al. 2025, Table 1; module docstring). With `embedding_lr_scale='width'`
+  (SP only, validated in ModelConfig) the token and position embeddings get width_ratio and nothing else changes:
+  SP with µP's embedding learning rate relative to the hidden layers, "increasing it by a factor of width to match
+  µP" (Kalra & Barkeshli 2026, arXiv 2605.21486, abstract).
   """
   depth = 1.0
+  if config.embedding_lr_scale == "width" and role.role in EMBEDDING_ROLES:  # SP + µP's embedding lr
+    return config.width_ratio
   if config.residual == "completep" and role.layer is not None:  # Dey et al. 2025, Table 1: η·(L/L_base)^{α−1}
     depth = (config.num_layers(role.stack) / config.depth_base) ** (config.depth_alpha - 1.0)
   if config.parameterization != "mup":

@@ -22,6 +22,7 @@ CLAIM_NAMES = (
     "bert_vs_xavier",
     "deep_no_warmup",
     "edge",
+    "width",
 )
 SCALES = ("tiny", "cpu", "paper")
 

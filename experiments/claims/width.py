@@ -1,0 +1,377 @@
+"""Study 12 (Noci et al. 2024; Kalra & Barkeshli 2026): under µP the lr-scaled preconditioned sharpness along
+training does not depend on width while under SP it does, and µP's optimal learning rate moves less with width.
+
+The statements tested, quoted. Noci et al. 2024 ("Super consistency of neural network landscapes and learning rate
+transfer", arXiv 2402.17457, abstract): "certain spectral properties under µP are largely independent of the size of
+the network, and remain consistent as training progresses [...] in the Neural Tangent Kernel (NTK) and other scaling
+regimes, the sharpness exhibits very different dynamics at different scales"; their Fig. 1 shows the sharpness along
+training per width with the loss-vs-lr curves whose optimum transfers under µP. For Adam the sharpness is that of the
+preconditioned Hessian, and it is read scaled by the learning rate (the quantity whose stability threshold is
+width-free): here η(t)·λ_max(M·P_t⁻¹H), M the run's per-layer lr multipliers (analysis/tracking.py). Kalra &
+Barkeshli 2026 (arXiv 2605.21486, abstract): "the overwhelming benefit of µP relative to SP when training with AdamW
+arises simply from maximizing the learning rate of the embedding layer"; their arm, SP with µP's embedding lr, is
+measured and reported here beside the verdict, not decided by it.
+
+Measured (configs/claims/width.py: SP, NTK, µP and SP + µP's embedding lr × widths × a factor-2 lr grid × seeds):
+  sharpness  per run at the reference lr `REF_LR`, S = the median of its records η(t)·λ_max(M·P_t⁻¹H) in the window
+             `WINDOW` of the run (its last two thirds: after the warmup, "along training"), and the maximum of all
+             its records after step 0; per arm the least-squares slope of log₂ S on log₂ d over every (width, seed)
+             with its Student-t interval (experiments/stats.py `slope_interval`);
+  optimum    per arm × width: the lr of the lowest seed-mean final validation loss among lrs whose runs all
+             trained (analysis/outcomes.py: diverged, collapsed and undertrained runs excluded), refined by the
+             parabola through it and its two grid neighbours in log₂ lr (an optimum at the grid's edge is flagged);
+  shift      per arm, log₂ η*(widest) − log₂ η*(narrowest transfer width) in grid steps (factor 2 = 1), and the
+             difference of magnitudes D = |shift µP| − |shift SP|; intervals: percentile bootstrap resampling each
+             (arm, width)'s seeds independently (`BOOT` draws).
+Rules (stated before any run):
+  (a) sharpness  reproduced when µP's slope interval lies inside ±`FLAT` and SP's excludes 0; not reproduced when
+                 µP's lies outside ±FLAT or SP's inside ±FLAT; otherwise inconclusive (more seeds narrow them);
+  (b) transfer   reproduced when D's interval lies below 0; not reproduced when it lies at or above 0; inconclusive
+                 when it straddles 0 (more seeds), when either arm's optimum sits at an edge of the lr grid at a
+                 transfer width (extend the grid), or with fewer than 2 seeds (no interval);
+  claim          reproduced when (a) and (b) are; not reproduced when either is not; else inconclusive. A crashed run,
+                 or a run without an outcome class (`train.eval_at_init` off), makes it inconclusive.
+`FLAT` = 0.1 in log₂-log₂ slope: at most 2^0.4 = 1.32× over the 16× of widths, a tenth of the slope 1 of SP's
+λ ∝ d that sets its 1/d optimal lr under Adam (Tensor Programs V §J, Table 3).
+"""
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from analysis import outcomes
+from experiments import report, stats, study
+from experiments.claims import figures
+
+METRIC = "curvature/lr_times_preconditioned_lambda_max"
+WINDOW = (1 / 3, 1.0)  # fractions of the run whose records give S
+FLAT = 0.1
+BOOT = 2000
+MU, SP, NTK, EMB = "µP", "SP", "NTK", "SP + µP emb. lr"
+ARMS = (SP, NTK, MU, EMB)
+THRESHOLDS = {
+    "sharpness statistic": f"median of η(t)·λ_max(M·P_t⁻¹H) over steps in [{WINDOW[0]:.3g}, {WINDOW[1]:g}]×T, at the "
+    "reference lr",
+    "(a) sharpness": f"µP's log-log slope interval inside ±{FLAT} and SP's excluding 0 (not reproduced: µP's outside "
+    f"±{FLAT} or SP's inside it)",
+    "(b) transfer": "D = |shift µP| − |shift SP| (log₂ lr of the optimum, widest − narrowest transfer width): "
+    "interval below 0 (not reproduced: at or above 0); optima inside the lr grid, ≥ 2 seeds",
+    "claim": "reproduced when (a) and (b) are, not reproduced when either is not, else inconclusive",
+}
+
+
+def _window_median(curve: list, steps: int) -> Optional[float]:
+  vals = [v for s, v in curve if WINDOW[0] * steps <= s <= WINDOW[1] * steps and report.finite(v) and v > 0]
+  return float(np.median(vals)) if vals else None
+
+
+def _run(run: study.Run, steps: int) -> dict:
+  curve = [[r["step"], r[METRIC]] for r in run.metrics(split="train") if METRIC in r]
+  loss = run.final.get("eval/loss")
+  late = [v for s, v in curve if s > 0 and report.finite(v)]
+  return dict(
+      seed=run.seed,
+      cls=run.record.get("class"),
+      final_loss=float(loss) if report.finite(loss) else None,
+      curve=curve,
+      stat=_window_median(curve, steps),
+      max=max(late) if late else None,
+  )
+
+
+def parse_arm(label: str) -> tuple[str, int]:
+  """('µP', 128) from the grid's label 'µP @ width 128' (configs/claims/width.py)."""
+  arm, _, width = label.rpartition(" @ width ")
+  return arm, int(width)
+
+
+def optimum(cells: dict[float, list[dict]]) -> Optional[tuple[float, bool]]:
+  """(log₂ η*, at the grid's edge) over {lr: runs}: the lowest mean final loss among lrs whose runs all trained,
+  refined by the parabola through it and its grid neighbours in log₂ lr; None when no lr trained."""
+  lrs = sorted(cells)
+  mean = {lr: np.mean([r["final_loss"] for r in cells[lr]]) for lr in lrs if cells[lr] and all(
+      r["cls"] == outcomes.TRAINED and r["final_loss"] is not None for r in cells[lr])}  # fmt: skip
+  if not mean:
+    return None
+  k = lrs.index(min(mean, key=mean.get))
+  x = math.log2(lrs[k])
+  if k == 0 or k == len(lrs) - 1 or lrs[k - 1] not in mean or lrs[k + 1] not in mean:
+    return x, k == 0 or k == len(lrs) - 1
+  (xl, yl), y, (xr, yr) = (
+      (math.log2(lrs[k - 1]), mean[lrs[k - 1]]),
+      mean[lrs[k]],
+      (math.log2(lrs[k + 1]), mean[lrs[k + 1]]),
+  )
+  h, curv = (xr - xl) / 2, yl - 2 * y + yr
+  return (x - h * (yr - yl) / (2 * curv) if curv > 0 else x), False
+
+
+def _resample(cells: dict[float, list[dict]], seeds: list[int]) -> dict[float, list[dict]]:
+  """The cells with each lr's runs taken by `seeds` (with repeats): one seed resample for every lr of a width (a
+  seed is one init across the lrs)."""
+  return {lr: [r for s in seeds for r in runs if r["seed"] == s] for lr, runs in cells.items()}
+
+
+def _shift(arm: dict, widths: list[int], seeds: Optional[dict] = None) -> Optional[float]:
+  """log₂ η*(widest) − log₂ η*(narrowest) over `arm` {width: {lr: runs}}, each width's runs resampled by
+  `seeds[width]` when given."""
+  ends = []
+  for d in (widths[0], widths[-1]):
+    found = optimum(arm[d] if seeds is None else _resample(arm[d], seeds[d]))
+    if found is None:
+      return None
+    ends.append(found[0])
+  return ends[1] - ends[0]
+
+
+DIFFS = {"|µP| − |SP|": (MU, SP), "|SP + µP emb. lr| − |µP|": (EMB, MU), "|SP + µP emb. lr| − |SP|": (EMB, SP)}
+
+
+def shift_intervals(transfer: dict[str, dict], widths: list[int], *, n: int = BOOT, seed: int = 0) -> dict:
+  """{arm: [shift, lo, hi]} and {DIFFS key: [|a| − |b|, lo, hi]}: percentile bootstrap intervals (95%), the seeds of
+  each (arm, width) resampled independently; None where an optimum is missing."""
+  rng = np.random.default_rng(seed)
+  seeds = {
+      a: {d: sorted({r["seed"] for runs in t[d].values() for r in runs}) for d in widths} for a, t in transfer.items()
+  }
+  point = {a: _shift(t, widths) for a, t in transfer.items()}
+  point.update(
+      {
+          k: abs(point[x]) - abs(point[y])
+          for k, (x, y) in DIFFS.items()
+          if point.get(x) is not None and point.get(y) is not None
+      }
+  )
+  draws: dict[str, list] = {k: [] for k in point}
+  for _ in range(n):
+    one = {
+        a: _shift(t, widths, {d: list(rng.choice(seeds[a][d], len(seeds[a][d]))) for d in widths})
+        for a, t in transfer.items()
+    }
+    one.update(
+        {
+            k: abs(one[x]) - abs(one[y])
+            for k, (x, y) in DIFFS.items()
+            if one.get(x) is not None and one.get(y) is not None
+        }
+    )
+    for k in draws:
+      if one.get(k) is not None:
+        draws[k].append(one[k])
+  return {k: ([point[k], *np.quantile(v, [0.025, 0.975]).tolist()] if v else None) for k, v in draws.items()}
+
+
+def measure(results: study.Results) -> dict:
+  out: dict = {"crashed": study.crashed(results.runs)}
+  cfg = results.config
+  steps = cfg.train.num_steps if cfg is not None else None
+  arms: dict[str, dict] = {}
+  for run in results.runs:
+    arm, d = parse_arm(run.arm)
+    lr = float(run.params["optim.learning_rate"])
+    t = steps or run.config()["train"]["num_steps"]
+    arms.setdefault(arm, {}).setdefault(d, {}).setdefault(lr, []).append(_run(run, t))
+  ref = _reference_lr(arms)
+  sharp, slopes = {}, {}
+  for arm, widths in arms.items():
+    rows = {d: [r for r in cells.get(ref, [])] for d, cells in sorted(widths.items()) if ref in cells}
+    sharp[arm] = {str(d): dict(zip(("mean", "std"), study.mean_std([r["stat"] for r in runs])), seeds=[r["stat"] for r in runs], max=study.mean_std([r["max"] for r in runs])[0]) for d, runs in rows.items()}  # fmt: skip
+    pts = [(math.log2(d), math.log2(r["stat"])) for d, runs in rows.items() for r in runs if r["stat"]]
+    ok = len(pts) >= 3 and len({x for x, _ in pts}) >= 2
+    slopes[arm] = list(stats.slope_interval(*zip(*pts))) if ok else None
+  transfer = {a: w for a, w in arms.items() if sum(len(c) > 1 for c in w.values()) >= 2}
+  twidths = sorted(set.intersection(*[{d for d, c in w.items() if len(c) > 1} for w in transfer.values()])) if transfer else []  # fmt: skip
+  optima = {a: {str(d): optimum(w[d]) for d in twidths} for a, w in transfer.items()}
+  shifts = shift_intervals({a: {d: w[d] for d in twidths} for a, w in transfer.items()}, twidths) if len(twidths) >= 2 else {}  # fmt: skip
+  seeds = min((len(runs) for w in arms.values() for c in w.values() for runs in c.values()), default=0)
+  unclassed = [f"{a} @ width {d} η {lr:g}" for a, w in arms.items() for d, c in w.items() for lr, runs in c.items() if any(r["cls"] is None for r in runs)]  # fmt: skip
+  out.update(
+      steps=steps,
+      ref_lr=ref,
+      seeds=seeds,
+      unclassed=unclassed,
+      runs={
+          a: {str(d): {format(lr, "g"): runs for lr, runs in c.items()} for d, c in w.items()} for a, w in arms.items()
+      },
+      sharpness=sharp,
+      slopes=slopes,
+      transfer_widths=twidths,
+      optima={a: {d: (None if o is None else {"log2_lr": o[0], "lr": 2 ** o[0], "edge": o[1]}) for d, o in x.items()} for a, x in optima.items()},  # fmt: skip
+      shifts=shifts,
+  )
+  return study.jsonable(out)
+
+
+def _reference_lr(arms: dict) -> Optional[float]:
+  """The lr every (arm, width) ran at: the sharpness runs' lr (configs/claims/width.py REF_LR)."""
+  common = set.intersection(*[set(c) for w in arms.values() for c in w.values()]) if arms else set()
+  return min(common) if len(common) == 1 else (sorted(common)[len(common) // 2] if common else None)
+
+
+def _read_sharpness(m: dict) -> tuple[str, str, str]:
+  """(verdict, reason, advice) of rule (a)."""
+  mu, sp = m["slopes"].get(MU), m["slopes"].get(SP)
+  if mu is None or sp is None:
+    return study.INCONCLUSIVE, f"no sharpness slope for {'µP' if mu is None else 'SP'}", "≥ 3 (width, seed) points"
+  flat_mu = stats.reading(tuple(mu), low=-FLAT, high=FLAT)
+  flat_sp = stats.reading(tuple(sp), low=-FLAT, high=FLAT)
+  zero_sp = stats.reading(tuple(sp), low=0.0, high=0.0)  # False: SP's interval excludes 0
+  text = f"log₂-log₂ slope of the lr-scaled preconditioned sharpness vs width: µP {stats.fmt(tuple(mu))}, SP {stats.fmt(tuple(sp))} (rule: µP inside ±{FLAT}, SP excluding 0)"  # fmt: skip
+  if flat_mu is False or flat_sp is True:
+    why = "µP's interval lies outside ±%g" % FLAT if flat_mu is False else "SP's interval lies inside ±%g" % FLAT
+    return study.NOT_REPRODUCED, f"{text}: {why}", ""
+  if flat_mu and zero_sp is False:
+    return study.REPRODUCED, text, ""
+  which = "µP's straddles ±%g" % FLAT if not flat_mu else "SP's includes 0"
+  return study.INCONCLUSIVE, f"{text}: {which}", "more seeds per width (a narrower slope interval)"
+
+
+def _read_transfer(m: dict) -> tuple[str, str, str]:
+  """(verdict, reason, advice) of rule (b)."""
+  if m.get("seeds", 0) < 2:
+    return study.INCONCLUSIVE, f"{m.get('seeds', 0)} seed(s) per cell: no interval", "≥ 2 seeds"
+  edges = [f"{a} @ width {d}" for a in (MU, SP) for d, o in m["optima"].get(a, {}).items() if o and o["edge"]]
+  missing = [f"{a} @ width {d}" for a in (MU, SP) for d, o in m["optima"].get(a, {"—": None}).items() if o is None]
+  if missing:
+    return study.INCONCLUSIVE, f"no lr trained at {missing}", "smaller lrs or more steps"
+  diff = m["shifts"].get("|µP| − |SP|")
+  if diff is None:
+    return study.INCONCLUSIVE, "no shift difference (an optimum is missing)", "smaller lrs or more steps"
+  mu, sp = m["shifts"][MU], m["shifts"][SP]
+  text = f"optimum's shift {m['transfer_widths'][0]} → {m['transfer_widths'][-1]} in log₂ lr: µP {stats.fmt(tuple(mu))}, SP {stats.fmt(tuple(sp))}; D = |µP| − |SP| {stats.fmt(tuple(diff))} (rule: below 0)"  # fmt: skip
+  if edges:
+    return study.INCONCLUSIVE, f"{text}; optimum at the lr grid's edge at {edges}", "extend the lr grid past the edge"
+  if diff[2] < 0:
+    return study.REPRODUCED, text, ""
+  if diff[1] >= 0:
+    return study.NOT_REPRODUCED, text, ""
+  return study.INCONCLUSIVE, f"{text}: D's interval straddles 0", "more seeds (a narrower interval on D)"
+
+
+def verdict(m: dict) -> study.Verdict:
+  bad = study.crashed_verdict(m)
+  if bad:
+    return bad
+  if m.get("unclassed"):
+    return study.Verdict(study.INCONCLUSIVE, f"runs without an outcome class (train.eval_at_init off): {m['unclassed'][:4]}")  # fmt: skip
+  parts = {"(a) sharpness": _read_sharpness(m), "(b) transfer": _read_transfer(m)}
+  reason = "; ".join(f"{k} {v}: {r}" + (f" [decides it: {adv}]" if adv else "") for k, (v, r, adv) in parts.items())
+  found = [v for v, _, _ in parts.values()]
+  if study.NOT_REPRODUCED in found:
+    return study.Verdict(study.NOT_REPRODUCED, reason)
+  if all(v == study.REPRODUCED for v in found):
+    return study.Verdict(study.REPRODUCED, reason)
+  return study.Verdict(study.INCONCLUSIVE, reason)
+
+
+def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
+  if m.get("crashed") or not m.get("runs"):
+    return []
+  runs = m["runs"]
+  arms = [a for a in ARMS if a in runs] + [a for a in runs if a not in ARMS]
+  tarms = [a for a in arms if a in m["optima"]]
+  widths = sorted({int(d) for w in runs.values() for d in w})
+  cmap = figures.plt.get_cmap("viridis")
+  wcol = {d: cmap(i / max(1, len(widths) - 1) * 0.9) for i, d in enumerate(widths)}
+  acol = {a: f"C{i}" for i, a in enumerate(arms)}
+  ncol = max(len(arms), len(tarms), 2)
+  mosaic = [[f"s{i}" if i < len(arms) else "." for i in range(ncol)]]
+  if tarms:  # the loss-vs-lr row and the optimum panel only where some arm ran the lr grid
+    mosaic.append([f"l{i}" if i < len(tarms) else "." for i in range(ncol)])
+    mosaic.append(["w"] * (ncol // 2) + ["o"] * (ncol - ncol // 2))
+  else:
+    mosaic.append(["w"] * ncol)
+  fig, ax = figures.plt.subplot_mosaic(mosaic, figsize=(3.6 * ncol, 3.5 * len(mosaic) + 0.6), layout="constrained")
+  ref = m["ref_lr"]
+  for i, a in enumerate(arms):  # (a) η(t)·λ_max(M·P_t⁻¹H) along training at the reference lr
+    x = ax[f"s{i}"]
+    for d, cells in sorted(runs[a].items(), key=lambda kv: int(kv[0])):
+      for r in cells.get(format(ref, "g"), []) if ref is not None else []:
+        pts = [(s, v) for s, v in r["curve"] if report.finite(v) and v > 0]
+        if pts:
+          x.plot(*zip(*pts), "-", color=wcol[int(d)], alpha=0.8)
+    x.set_yscale("log")
+    x.set(title=f"({chr(97 + i)}) {a}: sharpness at η {ref:.3g}", xlabel="step", ylabel="η·λ_max(M·P⁻¹H)" if i == 0 else None)  # fmt: skip
+  losses = [r["final_loss"] for a in tarms for c in runs[a].values() for rs in c.values() for r in rs]
+  top = 1.1 * max([v for v in losses if report.finite(v)] or [10.0])
+  for i, a in enumerate(tarms):  # final loss vs lr per transfer width; diverged at a clipped top
+    x = ax[f"l{i}"]
+    for d in m["transfer_widths"]:
+      cells = runs[a][str(d)]
+      lrs = sorted(cells, key=float)
+      for lr in lrs:
+        for r in cells[lr]:
+          failed = r["cls"] != outcomes.TRAINED or r["final_loss"] is None
+          y = top if r["final_loss"] is None else min(r["final_loss"], top)
+          x.plot(float(lr), y, "x" if failed else "o", color=wcol[d], ms=5, mfc="none" if failed else wcol[d])
+      mean = [np.mean([r["final_loss"] for r in cells[lr]]) if all(r["final_loss"] is not None for r in cells[lr]) else math.nan for lr in lrs]  # fmt: skip
+      x.plot([float(lr) for lr in lrs], mean, "-", color=wcol[d])
+      o = m["optima"][a].get(str(d))
+      if o:
+        x.axvline(o["lr"], color=wcol[d], ls=":", lw=1)
+    x.set_xscale("log")
+    report.log_loss_axis(x, losses, top)
+    x.set(title=f"({chr(97 + len(arms) + i)}) {a}: final loss vs lr", xlabel="peak lr", ylabel="final val. loss (nats)" if i == 0 else None)  # fmt: skip
+  w = ax["w"]
+  for a in arms:  # sharpness vs width, log-log, seeds' spread
+    rows = sorted((int(d), s) for d, s in m["sharpness"].get(a, {}).items() if s["mean"])
+    if rows:
+      ds, ss = zip(*rows)
+      w.errorbar(ds, [s["mean"] for s in ss], yerr=[s["std"] or 0 for s in ss], fmt="o-", color=acol[a], capsize=3, label=f"{a}: slope {stats.fmt(tuple(m['slopes'][a]))}" if m["slopes"].get(a) else a)  # fmt: skip
+  _width_axis(w, widths)
+  w.set_yscale("log")
+  w.set(xlabel="width d", ylabel="window median η·λ_max(M·P⁻¹H)", title="sharpness vs width (mean ± seeds' std)")
+  w.legend(fontsize=7, loc="best")
+  for a in tarms:  # the optimum vs width
+    o = ax["o"]
+    pts = sorted((int(d), v["lr"]) for d, v in m["optima"][a].items() if v)
+    if pts:
+      s = m["shifts"].get(a)
+      o.plot(*zip(*pts), "o-", color=acol[a], label=f"{a}: shift {stats.fmt(tuple(s))} log₂" if s else a)
+  if tarms:
+    _width_axis(ax["o"], m["transfer_widths"])
+    ax["o"].set_yscale("log")
+    ax["o"].set(xlabel="width d", ylabel="optimal peak lr", title="optimal lr vs width")
+    ax["o"].legend(fontsize=7, loc="best")
+  handles = [figures.plt.Line2D([], [], color=wcol[d], label=f"d = {d}") for d in widths]
+  if tarms:
+    handles += [
+        figures.plt.Line2D([], [], ls="", marker="x", color="grey", label=f"not trained (at {top:.3g}: clipped)")
+    ]
+  report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
+  figures.suptitle(fig, "Study 12 (Noci et al. 2024; Kalra & Barkeshli 2026): sharpness and the optimal lr across width", settings)  # fmt: skip
+  return [figures.save(fig, out_dir, "width.png")]
+
+
+def _width_axis(ax, widths: list[int]) -> None:
+  """A log₂ x axis labelled by the widths themselves."""
+  ax.set_xscale("log", base=2)
+  ax.set_xticks(widths, [str(d) for d in widths])
+  ax.minorticks_off()
+
+
+def summary(m: dict) -> dict:
+  if m.get("crashed") or not m.get("runs"):
+    return {}
+  out = {f"slope {a}": stats.fmt(tuple(s)) for a, s in m["slopes"].items() if s}
+  out.update({f"shift {k}": stats.fmt(tuple(s)) for k, s in m["shifts"].items() if s})
+  return out
+
+
+CLAIM = study.Study(
+    name="width",
+    number=12,
+    statement="Noci et al. 2024: under µP the (Adam-preconditioned, lr-scaled) sharpness along training is "
+    "independent of width while under SP it is not; and µP's optimal learning rate shifts less with width than SP's "
+    "(with Kalra & Barkeshli 2026's arm, SP with µP's embedding lr, measured beside it).",
+    source="Noci et al. 2024 (arXiv 2402.17457), abstract and Fig. 1; Kalra & Barkeshli 2026 (arXiv 2605.21486), "
+    "abstract; Yang et al. 2022 (Tensor Programs V), Table 3",
+    paper_scale="Transformers on WikiText, widths over 8–16×, SP/NTK/µP (Noci et al. 2024); LLMs under AdamW "
+    "(Kalra & Barkeshli 2026)",
+    thresholds=THRESHOLDS,
+    measure=measure,
+    verdict=verdict,
+    figure=figure,
+    summary=summary,
+)
