@@ -16,7 +16,7 @@ the keys they do not set keep the shared setup below):
   preln          Pre-LN + final LN (Xiong et al. 2020)      tfixup       no norm, T-Fixup init (Huang et al. 2020)
   rezero         no norm, x + αF, α = 0 learned (Bachlechner et al. 2020); SkipInit (De & Smith 2020) at its α = 0
                  is the same model (a learnable scalar on each residual branch, 0 at init, no norm; the weights'
-                 init is Xavier in both), so it is counted once, as this arm (tests/test_placement.py checks the two
+                 init is Xavier in both), so it is counted once, as this arm (tests/test_claim_edge.py checks the two
                  configs train bit-identically); `model.residual=skipinit` with `model.skipinit_alpha` > 0 is its
                  distinct variant, not an atlas arm
   scheduled      no norm, α 0 → 1 over a third of the run   deepnorm     LN(αx + F), DeepNet init (Wang et al. 2022)

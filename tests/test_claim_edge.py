@@ -11,8 +11,10 @@ from analysis import outcomes, stability
 from configs.claims import edge as edge_config
 from experiments import grid as grid_lib
 from experiments import study
+from experiments import sweep as sweep_lib
 from experiments.claims import edge
 from experiments.claims import run as claims_run
+from train import metrics as metrics_lib
 
 LRS = [1e-3 * 2**k for k in range(10)]  # a factor-2 grid, 1e-3 … 0.512
 LAM = {f"m{i}": 10.0 * 3**i for i in range(8)}  # 8 methods, each with its own λ_max: unstable above η = 2/λ
@@ -213,6 +215,31 @@ def test_measure_reads_lambda0_per_method_the_classes_and_scores_them(tmp_path):
   assert edge.summary(m)["cells scored (adam, early)"] == 12
 
 
+def test_a_trace_reads_the_sharpness_at_the_end_of_the_warmup_against_the_same_seeds_step0(tmp_path):
+  """Kalra & Barkeshli 2024's mechanism measured: λ(P⁻¹H) falls from λ₀ = 1000 (the at-init run) to 250 by the end
+  of a 20-step warmup (ratio 0.25); η(t)·λ(t) peaks at its first record, 1e-2·500 = 5 = 38 × 0.132."""
+  records = [_write_run(tmp_path, "a-init", 0, arm="a", params={"analysis.at_init": True},
+                        stability=dict(lambda_max=10.0, preconditioned_lambda_max=1000.0))]  # fmt: skip
+  curve = [(10, 500.0), (20, 250.0), (30, 400.0)]
+  lines = [dict(step=s, split="train", loss=5.0) for s in range(1, 31)]
+  lines += [
+      {"step": s, "split": "train", "curvature/lambda_max": p / 100, "curvature/preconditioned_lambda_max": p,
+       "curvature/lr_times_lambda_max": 1e-2 * p / 100, "curvature/lr_times_preconditioned_lambda_max": 1e-2 * p}
+      for s, p in curve
+  ]  # fmt: skip
+  params = {"optim.learning_rate": 1e-2, "optim.warmup_steps": 20, "train.curvature_every": 10}
+  rec = _write_run(tmp_path, "a-trace", 0, arm="a", params=params, cls=outcomes.TRAINED)
+  (tmp_path / rec["workdir"] / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+  m = edge.measure(study.Results(str(tmp_path), records + [rec], _Config()))
+  (t,) = m["traces"]
+  assert m["runs"] == []  # a trace is not a cell of the grid
+  assert t["end_of_warmup"]["step"] == 20 and t["end_of_warmup"]["adam_over_step0"] == pytest.approx(0.25)
+  assert t["end_of_warmup"]["gd_over_step0"] == pytest.approx(0.25)  # 2.5 / 10
+  assert t["max_over_c"]["adam"] == pytest.approx(5.0 / 38.0) and t["max_over_c"]["gd"] == pytest.approx(0.025)
+  assert edge.summary(dict(m, crashed=[]))["trace, warmup 20: λ(P⁻¹H) at its end / λ₀"] == 0.25
+  assert edge._trace_figure(m, str(tmp_path), "s") == ["trace.png"]
+
+
 @pytest.mark.parametrize(
     "interval,verdict",
     [((0.2, 0.05, 0.3), study.REPRODUCED), ((-0.2, -0.3, -0.05), study.NOT_REPRODUCED), ((0.1, -0.05, 0.2), study.INCONCLUSIVE)],
@@ -295,3 +322,23 @@ def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
   again = []
   claims_run.run_claim(config, str(tmp_path), emit=again.append)
   assert not any(x.startswith("cell ") and not x.endswith("skipped") for x in again), again
+
+
+def test_skipinit_at_alpha_0_is_rezero_bit_for_bit(tmp_path):
+  """Why the atlas counts SkipInit once (configs/atlas.py, and so study 11): its arm (x + αF, α = 0 learned, no norm, Xavier weights)
+  and ReZero's train to the same losses, bit for bit."""
+  from tests.test_experiments import tiny_config
+
+  no_norm = "model.norm_type=none;model.norm_position=none"
+  grid = (
+      f"{no_norm};model.residual=rezero;init.scheme=rezero|{no_norm};model.residual=skipinit;model.skipinit_alpha=0.0;"
+      "init.scheme=xavier"
+  )
+  records = sweep_lib.run_sweep(
+      tiny_config(**{"sweep.grid": grid, "sweep.seeds": 1, "optim.learning_rate": 1e-2}), str(tmp_path), emit=print
+  )
+  losses = [
+      [r["loss"] for r in metrics_lib.read_metrics(str(tmp_path / rec["workdir"]), split="train")] for rec in records
+  ]
+  assert len(losses) == 2 and len(losses[0]) == 4 and losses[0] == losses[1], losses
+  assert losses[0][0] != losses[0][-1]  # it trained: α moved off 0

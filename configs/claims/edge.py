@@ -24,14 +24,17 @@ The design (rules, predictors and scores: experiments/claims/edge.py, fixed befo
   horizon  `STEPS` steps, training loss logged every step (the early window, T_w + 50 steps, is read from it:
            analysis/outcomes.py `early_class`), validation loss at steps 0 and the end (the final class:
            `classify`);
+  trace    Post-LN + Xavier at one lr (`TRACE_LR`), with and without the warmup, with `train.curvature_every`:
+           λ_max(H)(t) and λ_max(P_t⁻¹H)(t) through the run, warm-started (analysis/tracking.py), on the same batch;
   seeds    3 for every cell (≥ 2 everywhere and 3 at the boundary cells, as the issue asks: the sweep gives each
            cell the same seeds, so the boundary's third seed is every cell's).
 The model and data are the atlas's (configs/atlas.py: cpu 6+6 layers, d = 32, 2 heads, d_ff 128, SentencePiece
 vocabulary 2000, batch 32, Multi30k De→En, validation loss on 256 pairs; tiny the tests' synthetic task).
 Runs at cpu before any extension: 9 methods × 4 lrs × 2 warmups × 3 seeds = 216 training runs of 200 steps + 27
-at-init analyses. Estimated (the atlas's calibration, configs/atlas.py: ~20 s of per-run overhead + 200 steps at
-~11 steps/s alone ≈ 38 s a run) ≈ 2.3 h of training, plus the analyses (compilation dominates: one per method, the
-later seeds reuse it), plus each extension round's runs.
+at-init analyses + 6 trace runs. Estimated (the atlas's calibration, configs/atlas.py: ~20 s of per-run overhead +
+200 steps at ~11 steps/s alone ≈ 38 s a run) ≈ 2.3 h of training, plus the analyses (compilation dominates: one per
+method, the later seeds reuse it) and the traces (20 warm-started records each), plus each extension round's runs:
+more than the 3 hours of one session, so its runs' records are committed as they land and the next session resumes.
 """
 
 from configs import atlas
@@ -61,6 +64,13 @@ ANALYSIS = {  # the step-0 predictors only (no spectrum, trace, blocks, profiles
     "analysis.signal": False,
 }
 LANCZOS = {"tiny": 6, "cpu": 20, "paper": 80}  # steps of each λ_max run; its residual bound is recorded with it
+# The trace (Kalra & Barkeshli 2024's mechanism measured directly): Post-LN + Xavier at one lr, with and without the
+# warmup, recording λ_max(H) and λ_max(P_t⁻¹H) every `TRACE_EVERY` steps (warm-started, `analysis.tracking_tol`): does
+# the sharpness fall during the warmup, and does η(t)·λ(t) stay below c? 4e-3 at cpu is where claim 6's Post-LN
+# collapses without warmup and trains with 100 steps of it (reports/reproduction/warmup/records).
+TRACE_METHODS = ("postln_xavier",)
+TRACE_LR = {"tiny": 1e-1, "cpu": 4e-3, "paper": 1e-3}
+TRACE_EVERY = {"tiny": 2, "cpu": 10, "paper": 100}
 
 
 def grid(scale: str) -> str:
@@ -72,6 +82,11 @@ def grid(scale: str) -> str:
     keys = method_keys(m, scale)
     products.append(f"{atlas.NAMES[m]}: {keys};optim.warmup_steps={warmups};optim.learning_rate={lrs}")
     products.append(f"{atlas.NAMES[m]}: {keys};train.num_steps=0;analysis.at_init=true")
+    if m in TRACE_METHODS:
+      products.append(
+          f"{atlas.NAMES[m]}: {keys};optim.warmup_steps={warmups};optim.learning_rate={TRACE_LR[scale]!r};"
+          f"train.curvature_every={TRACE_EVERY[scale]}"
+      )
   return " | ".join(products)
 
 
@@ -86,6 +101,7 @@ def get_config(scale: str = "cpu"):
       {
           "analysis.batch_size": config.data.batch_size,  # the run's own first batch (docstring)
           "analysis.lanczos_steps": LANCZOS[scale],
+          "analysis.tracking_tol": 1e-2,  # the trace's records: warm-started, stopped at a 1% residual bound
           "train.num_steps": STEPS[scale],
           "train.log_every": 1,  # the early window reads every step's training loss
           "train.eval_every": STEPS[scale],

@@ -281,6 +281,34 @@ def _median(values: Sequence[Optional[float]]) -> Optional[float]:
   return float(np.median(v)) if v else None
 
 
+def _max(values: Sequence[Optional[float]], c: float) -> Optional[float]:
+  v = [x for x in values if x is not None and math.isfinite(x)]
+  return max(v) / c if v else None
+
+
+def trace(run: study.Run, warmup: int) -> dict:
+  """A trace run's records (`train.curvature_every`, analysis/tracking.py metric names) along its steps: λ_max(H),
+  λ_max(P_t⁻¹H), η(t)·each, and both λ at the first record at or after the end of the warmup."""
+  recs = [r for r in run.metrics("train") if "curvature/lambda_max" in r]
+  out = dict(
+      method=run.arm,
+      lr=float(run.params["optim.learning_rate"]),
+      warmup=warmup,
+      seed=run.seed,
+      steps=[r["step"] for r in recs],
+      lambda_=[r["curvature/lambda_max"] for r in recs],
+      p_lambda=[r.get("curvature/preconditioned_lambda_max") for r in recs],
+      lr_lambda=[r.get("curvature/lr_times_lambda_max") for r in recs],
+      lr_p_lambda=[r.get("curvature/lr_times_preconditioned_lambda_max") for r in recs],
+  )
+  after = [i for i, step in enumerate(out["steps"]) if step >= max(warmup, 1)]
+  i = after[0] if after else None
+  out["end_of_warmup"] = (
+      {"step": out["steps"][i], "lambda": out["lambda_"][i], "p_lambda": out["p_lambda"][i]} if i is not None else {}
+  )
+  return out
+
+
 def _cells_of(rows: Sequence[dict]) -> list[Cell]:
   grouped: dict[tuple, list[dict]] = {}
   for r in rows:
@@ -296,19 +324,22 @@ def measure(results: study.Results) -> dict:
   predictors ε decides in any seed), per training run its early and final class, and every score."""
   beta1 = float(results.config.optim.b1) if results.config is not None else 0.9
   crashed = study.crashed(results.runs)
-  seeds: dict[str, list[dict]] = {}
+  per_seed: dict[str, dict[int, dict]] = {}
   flagged: dict[str, set] = {}
-  rows = []
+  rows, traces = [], []
   for run in results.runs:
     if run.outcome == "crashed":
       continue
     if run.params.get("analysis.at_init"):
       stability = run.analysis("stability", 0, required=False) or {}
-      seeds.setdefault(run.arm, []).append(step0_lambdas(stability, beta1))
+      per_seed.setdefault(run.arm, {})[run.seed] = step0_lambdas(stability, beta1)
       if stability.get("eps_decides"):
         flagged.setdefault(run.arm, set()).add("adam")
       continue
     warmup = int(run.params["optim.warmup_steps"])
+    if run.params.get("train.curvature_every"):
+      traces.append(trace(run, warmup))
+      continue
     train = [(m["step"], m["loss"]) for m in run.metrics("train") if "loss" in m]
     try:
       early = outcomes.early_class(train, warmup_steps=warmup).cls
@@ -324,6 +355,7 @@ def measure(results: study.Results) -> dict:
             final=run.record.get("class"),
         )
     )
+  seeds = {method: list(by_seed.values()) for method, by_seed in per_seed.items()}
   lam0 = {
       method: {p: _median([s[p]["lambda"] for s in ss if p in s]) for p in PREDICTORS if any(p in s for s in ss)}
       for method, ss in seeds.items()
@@ -332,6 +364,16 @@ def measure(results: study.Results) -> dict:
       method: {p: max((s[p]["bound"] or 0.0) for s in ss if p in s) for p in PREDICTORS if any(p in s for s in ss)}
       for method, ss in seeds.items()
   }
+  for t in traces:  # Kalra & Barkeshli's mechanism: λ at the end of the warmup against the same seed's λ₀
+    at_init = per_seed.get(t["method"], {}).get(t["seed"], {})
+    for p, key in (("gd", "lambda"), ("adam", "p_lambda")):
+      end = t["end_of_warmup"].get(key)
+      lam = (at_init.get(p) or {}).get("lambda")
+      t["end_of_warmup"][f"{p}_over_step0"] = end / lam if end is not None and lam else None
+    t["max_over_c"] = {
+        "gd": _max(t["lr_lambda"], threshold("gd", beta1)),
+        "adam": _max(t["lr_p_lambda"], threshold("adam", beta1)),
+    }
   cells = _cells_of(rows)
   flags = {m: sorted(f) for m, f in flagged.items()}
   warmups = sorted({c.warmup for c in cells if c.warmup})
@@ -344,6 +386,7 @@ def measure(results: study.Results) -> dict:
       flagged=flags,
       thresholds={p: threshold(p, beta1) for p in PREDICTORS},
       grid=extend(cells),
+      traces=traces,
       scores={
           which: {p: score(cells, lam0, p, beta1=beta1, which=which, flagged=flags) for p in PREDICTORS}
           for which in (EARLY, FINAL)
@@ -441,7 +484,39 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   handles.append(figures.plt.Line2D([], [], marker="o", ls="", color="0.6", mfc="none", label="λ₀ decided by ε"))
   report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=3, fontsize=8)
   figures.suptitle(fig, "Study 11: does η·λ₀ at step 0 predict the early outcome, cell by cell?", settings)
-  return [figures.save(fig, out_dir, "edge.png")]
+  return [figures.save(fig, out_dir, "edge.png"), *_trace_figure(m, out_dir, settings)]
+
+
+def _trace_figure(m: dict, out_dir: str, settings: str) -> list[str]:
+  """trace.png: η(t)·λ(t)/c along the trace runs (log y; 1 is the threshold), gd's λ_max(H) and Adam's λ_max(P_t⁻¹H),
+  one colour per warmup length (every seed), each warmup's end dotted."""
+  traces = [t for t in m.get("traces") or [] if t["steps"]]
+  if not traces:
+    return []
+  warmups = sorted({t["warmup"] for t in traces})
+  colors = {w: f"C{i}" for i, w in enumerate(warmups)}
+  fig, axes = figures.plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+  for ax, (p, key) in zip(axes, (("gd", "lr_lambda"), ("adam", "lr_p_lambda"))):
+    c = m["thresholds"][p]
+    for t in traces:
+      pts = [(s, v / c) for s, v in zip(t["steps"], t[key]) if v is not None and v > 0]
+      if pts:
+        ax.plot(*zip(*pts), "-", color=colors[t["warmup"]], alpha=0.8)
+    for w in warmups:
+      if w:
+        ax.axvline(w, color=colors[w], ls=":", lw=1)
+    ax.axhline(1.0, color="k", ls="--", lw=0.8)
+    ax.set_yscale("log")
+    name = "λ_max(H)" if p == "gd" else "λ_max(Pₜ⁻¹H)"
+    ax.set(xlabel="step", ylabel=f"η(t)·{name} / c", title=f"{p}: c = {c:.3g}")
+  handles = [
+      figures.plt.Line2D([], [], color=colors[w], label=f"warmup {w}" + (" (its end dotted)" if w else ""))
+      for w in warmups
+  ]
+  method, lr = traces[0]["method"], traces[0]["lr"]
+  report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=3, fontsize=8)
+  figures.suptitle(fig, f"Study 11's trace: {method} at η = {lr:g}, every seed", settings)
+  return [figures.save(fig, out_dir, "trace.png")]
 
 
 def summary(m: dict) -> dict:
@@ -454,6 +529,15 @@ def summary(m: dict) -> dict:
     out["AUC lr alone"] = round(s["auc_lr"], 3)
   if s.get("auc_gap_interval"):
     out["AUC gap, 95% interval"] = stats.fmt(tuple(s["auc_gap_interval"]))
+  for w in sorted({t["warmup"] for t in m.get("traces") or []}):
+    ts = [t for t in m["traces"] if t["warmup"] == w]
+    peak = [t["max_over_c"]["adam"] for t in ts if t["max_over_c"]["adam"] is not None]
+    ratio = [t["end_of_warmup"].get("adam_over_step0") for t in ts]
+    ratio = [r for r in ratio if r is not None]
+    if peak:
+      out[f"trace, warmup {w}: max η·λ(P⁻¹H)/c"] = round(max(peak), 3)
+    if ratio and w:
+      out[f"trace, warmup {w}: λ(P⁻¹H) at its end / λ₀"] = round(float(np.median(ratio)), 3)
   return out
 
 
