@@ -87,22 +87,7 @@ def write_reproduction(
         f"{r.get('scale', '?')} | {_data(r)} | {_runs(r)} | {_fmt(r.get('seconds'))} | {_commit(r)} |"
     )
   for r in results:
-    if r.get("pending"):  # a registered study without a record (experiments/claims/reproduce.py `not_run`)
-      lines += [
-          "",
-          f"## {r['claim']}",
-          "",
-          f"**Claim {r.get('number', '?')}.** {r.get('statement', '')}",
-          "",
-          f"- Source: {r.get('source', '?')}",
-          f"- Paper's scale: {r.get('paper_scale', '?')}",
-          "",
-          f"**{r['verdict'][0].upper() + r['verdict'][1:]}:** {r.get('reason', '')}.",
-      ]
-      continue
-    p = r.get("provenance") or {}
-    d = r.get("data") or {}
-    lines += [
+    head = [
         "",
         f"## {r['claim']}",
         "",
@@ -110,6 +95,14 @@ def write_reproduction(
         "",
         f"- Source: {r.get('source', '?')}",
         f"- Paper's scale: {r.get('paper_scale', '?')}",
+    ]
+    if r.get("pending"):  # a registered study without a record (experiments/claims/reproduce.py `not_run`)
+      lines += [*head, "", f"**{r['verdict'][0].upper() + r['verdict'][1:]}:** {r.get('reason', '')}."]
+      continue
+    p = r.get("provenance") or {}
+    d = r.get("data") or {}
+    lines += [
+        *head,
         f"- Run here ({r.get('scale', '?')}): {r.get('settings', '?')}; "
         f"swept: {', '.join(r.get('swept') or []) or '—'}",
         f"- Data: {_data(r)}" + (f" (data.dir `{d['dir']}`)" if d.get("dir") else ""),

@@ -145,16 +145,23 @@ def run_one(
   return code, log_path
 
 
-def _failed(name: str, scale: str, code: int, log_path: str) -> dict:
+def _identity(name: str) -> dict:
+  """The registered claim's name, number, statement, source and paper scale, as its claim.json states them."""
   claim = get_claim(name)
-  with open(log_path, encoding="utf-8") as f:
-    tail = f.read()[-1500:]
   return dict(
       claim=name,
       number=claim.number,
       statement=claim.statement,
       source=claim.source,
       paper_scale=claim.paper_scale,
+  )
+
+
+def _failed(name: str, scale: str, code: int, log_path: str) -> dict:
+  with open(log_path, encoding="utf-8") as f:
+    tail = f.read()[-1500:]
+  return dict(
+      **_identity(name),
       scale=scale,
       verdict="inconclusive",
       reason=f"the claim's process left no claim.json (exit {code}); end of {log_path}:\n\n```\n{tail}\n```",
@@ -177,13 +184,8 @@ NOT_RUN = "not run yet"  # the status of a registered study without a claim.json
 def not_run(name: str) -> dict:
   """The entry of a registered study that has no claim.json yet: its identity, the status `NOT_RUN` and the command
   that runs it (`pending`: no record on disk; the reports say so, never a verdict)."""
-  claim = get_claim(name)
   return dict(
-      claim=name,
-      number=claim.number,
-      statement=claim.statement,
-      source=claim.source,
-      paper_scale=claim.paper_scale,
+      **_identity(name),
       verdict=NOT_RUN,
       reason=(
           f"no run at this scale is committed yet: `python -m experiments.claims.reproduce --claims={name} "
