@@ -22,13 +22,17 @@ the keys they do not set keep the shared setup below):
   scheduled      no norm, α 0 → 1 over a third of the run   deepnorm     LN(αx + F), DeepNet init (Wang et al. 2022)
                  (Su 2021a §6)
   admin          LN(ω ⊙ x + F), ω profiled (Liu et al. 2020)  dsinit    Post-LN, U(±γ/√l) (Zhang, Titov & Sennrich 2019)
+  and the rules of 2024-26, each as its own config sets it (configs/<name>.py, docs/science.md): dyt (Zhu et al.
+  2025), derf, peri_ln (Kim et al. 2025), hybrid_norm (Zhuo et al. 2025), mix_ln (Li et al. 2025), ln_scaling
+  (LayerNorm scaling, Sun et al. 2025), layerscale (Touvron et al. 2021), qk_norm and z_loss on Pre-LN (Wortsman
+  et al. 2023), completep (Dey et al. 2025; base depth 2).
 Adam (β1 0.9, β2 0.98, ε 1e-9), schedule `linear_warmup` (warmup 0: a constant lr), no dropout, no label smoothing,
 the same data order for every run (configs/claims/_training.py's setup); at paper the training claims' paper recipe
 instead (configs/claims/_training.py RECIPE: dropout 0.3, label smoothing 0.1, inverse-square-root decay from step
 4000 with or without the warmup, 4096-token batches). Scales (config string):
   tiny   tests: 1+1 layers of the tiny preset, 6 steps of batch 8 on the synthetic task, 2 methods, 3 lrs, 1 seed;
   cpu    6+6 layers, d = 32, 2 heads, d_ff 128, SentencePiece vocabulary 2000, 200 steps of batch 32 (T_w = 20),
-         Multi30k De→En (validation loss on 256 pairs, no decoding), 9 methods × 2 warmups × 6 lrs × 2 seeds;
+         Multi30k De→En (validation loss on 256 pairs, no decoding), 19 methods × 2 warmups × 6 lrs × 2 seeds;
   paper  an accelerator: claim 6's paper model and recipe (6+6, d 512, 4 heads, d_ff 1024: fairseq's
          transformer_iwslt_de_en, the IWSLT14 model of Liu et al. 2020's recipe; 32 packed rows of 128 tokens),
          T_w = 4000 (Vaswani et al. 2017; Xiong et al. 2020), 7 lrs, 3 seeds, 20k steps.
@@ -57,6 +61,18 @@ ARMS = {  # method -> the keys of its product (the union grid's parts); '{alpha_
     "deepnorm": "model.norm_position=post;model.residual=deepnorm;init.scheme=deepnet",
     "admin": "model.norm_position=post;model.residual=admin;init.scheme=admin",
     "dsinit": "model.norm_position=post;init.scheme=dsinit",
+    # The norm and residual rules of 2024-26, as their own configs set them (configs/<name>.py), Xavier weights:
+    "dyt": "model.norm_position=pre;model.norm_type=dyt;model.norm_alpha_init=0.5;init.scheme=xavier",
+    "derf": "model.norm_position=pre;model.norm_type=derf;model.norm_alpha_init=0.5;init.scheme=xavier",
+    "peri_ln": "model.norm_position=peri;init.scheme=xavier",
+    "hybrid_norm": "model.norm_position=hybrid;init.scheme=xavier",
+    "mix_ln": "model.norm_position=mix;model.mix_ln_ratio=0.25;init.scheme=xavier",
+    "ln_scaling": "model.norm_position=pre;model.layer_norm_scaling=true;init.scheme=xavier",
+    "layerscale": "model.norm_position=pre;model.residual=layerscale;init.scheme=xavier",
+    "qk_norm": "model.norm_position=pre;model.qk_norm=true;init.scheme=xavier",
+    "z_loss": "model.norm_position=pre;train.z_loss=0.0001;init.scheme=xavier",
+    "completep": "model.norm_position=pre;model.residual=completep;model.depth_alpha=1.0;model.depth_base=2;"
+    "init.scheme=xavier",
 }
 NAMES = {  # method -> its name in the reports: the label of its grid products (experiments/grid.py), recorded per run
     "postln_xavier": "Post-LN + Xavier",
@@ -68,6 +84,16 @@ NAMES = {  # method -> its name in the reports: the label of its grid products (
     "deepnorm": "DeepNorm",
     "admin": "Admin",
     "dsinit": "DS-Init",
+    "dyt": "DyT",
+    "derf": "Derf",
+    "peri_ln": "Peri-LN",
+    "hybrid_norm": "HybridNorm",
+    "mix_ln": "Mix-LN",
+    "ln_scaling": "LayerNorm scaling",
+    "layerscale": "LayerScale",
+    "qk_norm": "Pre-LN + QK-norm",
+    "z_loss": "Pre-LN + z-loss",
+    "completep": "CompleteP",
 }
 METHODS = {"tiny": ("postln_xavier", "preln"), "cpu": tuple(ARMS), "paper": tuple(ARMS)}
 LRS = {  # peak learning rates, log-spaced (factor √10 at cpu, 2.5 decades bracketing every method's failure)

@@ -6,7 +6,9 @@ breaks, and where warmup rescues it?
 
 The design (rules, predictors and scores: experiments/claims/edge.py, fixed before its runs):
   methods  every method of the atlas's registry (configs/atlas.py ARMS, named by NAMES: the label of each product,
-           recorded with every run), SkipInit counted once (it is ReZero's model at α = 0: configs/atlas.py);
+           recorded with every run): the nine classic methods and the ten rules of 2024-26 (DyT, Derf, Peri-LN,
+           HybridNorm, Mix-LN, LayerNorm scaling, LayerScale, QK-norm, z-loss, CompleteP), SkipInit counted once (it
+           is ReZero's model at α = 0: configs/atlas.py);
   cells    method × warmup {0, T_w} × a factor-2 peak-lr grid (`LRS`); T_w = 2/(1 − β₂) = 100 steps at β₂ = 0.98, the
            rule of thumb of Ma & Yarats 2021 (§4, "2·(1 − β₂)⁻¹ iterations") for Adam's warmup; `paper` adds the
            4000 steps of Vaswani et al. 2017 (§5.3) and Xiong et al. 2020. A constant lr after the warmup (schedule
@@ -30,9 +32,9 @@ The design (rules, predictors and scores: experiments/claims/edge.py, fixed befo
            cell the same seeds, so the boundary's third seed is every cell's).
 The model and data are the atlas's (configs/atlas.py: cpu 6+6 layers, d = 32, 2 heads, d_ff 128, SentencePiece
 vocabulary 2000, batch 32, Multi30k De→En, validation loss on 256 pairs; tiny the tests' synthetic task).
-Runs at cpu before any extension: 9 methods × 4 lrs × 2 warmups × 3 seeds = 216 training runs of 200 steps + 27
+Runs at cpu before any extension: 19 methods × 4 lrs × 2 warmups × 3 seeds = 456 training runs of 200 steps + 57
 at-init analyses + 6 trace runs. Estimated (the atlas's calibration, configs/atlas.py: ~20 s of per-run overhead +
-200 steps at ~11 steps/s alone ≈ 38 s a run) ≈ 2.3 h of training, plus the analyses (compilation dominates: one per
+200 steps at ~11 steps/s alone ≈ 38 s a run) ≈ 4.8 h of training, plus the analyses (compilation dominates: one per
 method, the later seeds reuse it) and the traces (20 warm-started records each), plus each extension round's runs:
 more than the 3 hours of one session, so its runs' records are committed as they land and the next session resumes.
 """
