@@ -1,4 +1,4 @@
-"""Study 11 (experiments/claims/edge.py, configs/claims/edge.py): the cell-by-cell predictions and their scores on
+"""Study 11 (experiments/claims/edge.py and edge_rules.py, configs/claims/edge.py): the cell-by-cell predictions and their scores on
 hand-made cells whose answer is known, the study read from hand-made runs, its adaptive grid, and one run at tiny."""
 
 import copy
@@ -12,7 +12,7 @@ from configs.claims import edge as edge_config
 from experiments import grid as grid_lib
 from experiments import study
 from experiments import sweep as sweep_lib
-from experiments.claims import edge
+from experiments.claims import edge, edge_rules
 from experiments.claims import run as claims_run
 from train import metrics as metrics_lib
 
@@ -27,7 +27,7 @@ def _cells(lam_true, warmup=0, seeds=2):
     for lr in LRS:
       bad = lr * lam > 2
       out.append(
-          edge.Cell(
+          edge_rules.Cell(
               method,
               lr,
               warmup,
@@ -47,28 +47,31 @@ def test_thresholds_are_each_predictors_theory():
   assert edge.threshold("adam", 0.9) == pytest.approx(38.0) and edge.threshold("adam", 0.0) == 2.0
   with pytest.raises(ValueError, match="not one of"):
     edge.threshold("hessian", 0.9)
-  assert edge.margin(0.1, 40.0, 2.0) == pytest.approx(math.log(2.0)) and edge.margin(0.1, 0.0, 2.0) == -math.inf
+  assert (
+      edge_rules.margin(0.1, 40.0, 2.0) == pytest.approx(math.log(2.0))
+      and edge_rules.margin(0.1, 0.0, 2.0) == -math.inf
+  )
   assert stability.eps_decides(1.0, 2.5) and not stability.eps_decides(1.0, 1.9) and stability.eps_decides(0.0, 1.0)
 
 
 def test_a_perfect_separator_has_auc_1_and_beats_the_lr_and_the_majority():
-  s = edge.score(_cells(LAM), _lam0(LAM), "gd", beta1=0.9, n_boot=500)
+  s = edge_rules.score(_cells(LAM), _lam0(LAM), "gd", beta1=0.9, n_boot=500)
   assert s["auc"] == 1.0 and s["accuracy"] == 1.0 and s["methods"] == 8 and s["cells"] == 80
   assert s["auc_lr"] < 1.0  # across methods the lr alone cannot separate: the thresholds differ
   assert s["auc_gap_interval"][1] > 0 and s["verdicts"] == {
       "beats the lr": "reproduced",
       "beats the majority": "reproduced",
   }
-  final = edge.score(_cells(LAM), _lam0(LAM), "gd", beta1=0.9, which=edge.FINAL, n_boot=500)
+  final = edge_rules.score(_cells(LAM), _lam0(LAM), "gd", beta1=0.9, which=edge.FINAL, n_boot=500)
   assert final["auc"] == 1.0 and final["verdicts"]["beats the lr"] == study.REPRODUCED
 
 
 def test_a_constant_curvature_says_nothing_beyond_the_lr():
   """λ₀ the same for every method: the margin orders the cells as log η does, so the gap is 0 in every resample."""
-  s = edge.score(_cells(LAM), _lam0({m: 100.0 for m in LAM}), "gd", beta1=0.9, n_boot=300)
+  s = edge_rules.score(_cells(LAM), _lam0({m: 100.0 for m in LAM}), "gd", beta1=0.9, n_boot=300)
   assert s["auc"] == s["auc_lr"] and s["auc_gap_interval"] == (0.0, 0.0, 0.0)
   assert s["verdicts"]["beats the lr"] == study.INCONCLUSIVE
-  flat = edge.score(_cells(LAM), _lam0({m: -1.0 for m in LAM}), "gd", beta1=0.9, n_boot=300)
+  flat = edge_rules.score(_cells(LAM), _lam0({m: -1.0 for m in LAM}), "gd", beta1=0.9, n_boot=300)
   assert flat["auc"] == 0.5 and flat["accuracy"] == 1 - flat["unstable"] / flat["cells"]  # "stable" everywhere
   assert flat["majority"] == flat["unstable"] / flat["cells"] > 0.5 and flat["verdicts"]["beats the majority"] == (
       study.NOT_REPRODUCED
@@ -77,7 +80,7 @@ def test_a_constant_curvature_says_nothing_beyond_the_lr():
 
 def test_a_reversed_curvature_loses_to_the_lr():
   reversed_ = {m: 1e4 / v for m, v in LAM.items()}  # the sharpest method measured as the flattest
-  s = edge.score(_cells(LAM), _lam0(reversed_), "gd", beta1=0.9, n_boot=500)
+  s = edge_rules.score(_cells(LAM), _lam0(reversed_), "gd", beta1=0.9, n_boot=500)
   assert s["auc"] < s["auc_lr"] and s["verdicts"]["beats the lr"] == study.NOT_REPRODUCED
 
 
@@ -85,13 +88,13 @@ def test_what_is_not_scored():
   """Warmup cells, undetermined cells, flagged methods and methods without λ₀ are left out; too few methods is
   inconclusive."""
   cells = _cells(LAM) + _cells(LAM, warmup=100)
-  cells.append(edge.Cell("m0", 7e-3, 0, (outcomes.STABLE,), (outcomes.TRAINED, outcomes.UNDERTRAINED)))
-  s = edge.score(cells, _lam0(LAM), "gd", beta1=0.9, which=edge.FINAL, flagged={"m1": ["gd"]}, n_boot=200)
+  cells.append(edge_rules.Cell("m0", 7e-3, 0, (outcomes.STABLE,), (outcomes.TRAINED, outcomes.UNDERTRAINED)))
+  s = edge_rules.score(cells, _lam0(LAM), "gd", beta1=0.9, which=edge.FINAL, flagged={"m1": ["gd"]}, n_boot=200)
   assert s["cells"] == 70 and s["methods"] == 7
   few = {m: LAM[m] for m in ("m0", "m1", "m2")}
-  s = edge.score(_cells(few), _lam0(few), "gd", beta1=0.9)
+  s = edge_rules.score(_cells(few), _lam0(few), "gd", beta1=0.9)
   assert s["auc"] == 1.0 and s["auc_gap_interval"] is None and s["verdicts"]["beats the lr"] == study.INCONCLUSIVE
-  none = edge.score(_cells(LAM), _lam0(LAM, "adam"), "gd", beta1=0.9)
+  none = edge_rules.score(_cells(LAM), _lam0(LAM, "adam"), "gd", beta1=0.9)
   assert none["cells"] == 0 and none["verdicts"]["beats the lr"] == study.INCONCLUSIVE
 
 
@@ -102,30 +105,32 @@ def test_rescue_is_predicted_by_the_overshoot():
   for method, lam in LAM.items():
     for lr in LRS:
       ok = lr * lam <= 8
-      cells.append(edge.Cell(method, lr, 100, (outcomes.STABLE if ok else outcomes.UNSTABLE,), (outcomes.TRAINED,)))
-  r = edge.rescue_score(cells, _lam0(LAM), "gd", beta1=0.9, warmup=100, n_boot=500)
+      cells.append(
+          edge_rules.Cell(method, lr, 100, (outcomes.STABLE if ok else outcomes.UNSTABLE,), (outcomes.TRAINED,))
+      )
+  r = edge_rules.rescue_score(cells, _lam0(LAM), "gd", beta1=0.9, warmup=100, n_boot=500)
   assert r["auc"] == 1.0 and r["auc_lr"] < 1.0 and r["verdict"] == study.REPRODUCED
   assert 0 < r["rescued"] < r["unstable without warmup"]
-  assert edge.rescue_score(cells, _lam0(LAM), "gd", beta1=0.9, warmup=400)["verdict"] == study.INCONCLUSIVE
+  assert edge_rules.rescue_score(cells, _lam0(LAM), "gd", beta1=0.9, warmup=400)["verdict"] == study.INCONCLUSIVE
 
 
 def test_the_grid_extends_until_each_method_is_bracketed_and_marks_its_boundary():
   s, u = outcomes.STABLE, outcomes.UNSTABLE
-  cell = lambda m, lr, *early: edge.Cell(m, lr, 0, early, ())
+  cell = lambda m, lr, *early: edge_rules.Cell(m, lr, 0, early, ())
   cells = [
       cell("a", 1e-3, s, s), cell("a", 2e-3, s, s), cell("a", 4e-3, u, s), cell("a", 8e-3, u, u),  # bracketed
       cell("b", 1e-3, s, s), cell("b", 2e-3, s, s),  # never unstable: go up
       cell("c", 1e-3, u, u), cell("c", 2e-3, u, u),  # never stable: go down
       cell("d", 1e-3, s, s), cell("d", 2e-3, u, u), cell("d", 1e-3 * 2**-1, s, s),
-      edge.Cell("d", 4e-3, 100, (u,), ()),  # a warmup cell: not part of the no-warmup boundary
+      edge_rules.Cell("d", 4e-3, 100, (u,), ()),  # a warmup cell: not part of the no-warmup boundary
   ]  # fmt: skip
-  plan = edge.extend(cells)
+  plan = edge_rules.extend(cells)
   assert plan["a"] == {"add": [], "boundary": [2e-3, 4e-3], "seeds": {1e-3: 2, 2e-3: 2, 4e-3: 2, 8e-3: 2},
                        "bracketed": True}  # fmt: skip
   assert plan["b"]["add"] == [4e-3] and not plan["b"]["bracketed"] and plan["b"]["boundary"] == []
   assert plan["c"]["add"] == [5e-4] and not plan["c"]["bracketed"]
   assert plan["d"]["boundary"] == [1e-3, 2e-3] and 4e-3 not in plan["d"]["seeds"]
-  need = {m: [lr for lr in p["boundary"] if p["seeds"][lr] < edge.BOUNDARY_SEEDS] for m, p in plan.items()}
+  need = {m: [lr for lr in p["boundary"] if p["seeds"][lr] < edge_rules.BOUNDARY_SEEDS] for m, p in plan.items()}
   assert need == {"a": [2e-3, 4e-3], "b": [], "c": [], "d": [1e-3, 2e-3]}  # a third seed where the boundary is
 
 
@@ -152,7 +157,7 @@ def test_step0_lambdas_reads_each_predictor_from_stability_json():
   # A first step that never overshoots (dᵀHd ≤ 0: critical lr ∞) predicts stable at every η: λ₀ = 0.
   assert edge.step0_lambdas({"first_step_critical_lr": math.inf}, 0.9) == {"update": {"lambda": 0.0, "bound": None}}
   # At the threshold: η·λ₀ = c exactly at η = the critical first step.
-  assert edge.margin(0.5, got["update"]["lambda"], 2.0) == pytest.approx(0.0)
+  assert edge_rules.margin(0.5, got["update"]["lambda"], 2.0) == pytest.approx(0.0)
 
 
 def _write_run(root, cell, seed, *, arm, params, train=(), stability=None, cls=None, outcome="finished"):
@@ -247,7 +252,7 @@ def test_a_trace_reads_the_sharpness_at_the_end_of_the_warmup_against_the_same_s
 def test_verdict_reads_the_adam_gap_interval_on_both_sides_of_0(interval, verdict):
   s = dict(
       auc=0.9, auc_lr=0.7, auc_gap_interval=list(interval), cells=20, methods=5, unstable=8,
-      verdicts={"beats the lr": edge._verdict(interval)},
+      verdicts={"beats the lr": edge_rules._verdict(interval)},
   )  # fmt: skip
   m = dict(crashed=[], scores={"early": {"adam": s}}, grid={"a": {"bracketed": True}})
   v = edge.verdict(m)
