@@ -84,7 +84,8 @@ def write_reproduction(
     lines.append(
         f"| {r.get('number', '?')} | [{r['claim']}](#{_anchor(r['claim'])}) | **{r['verdict']}**"
         f"{' (atlas)' if r.get('decided_from') else ''} | "
-        f"{r.get('scale', '?')} | {_data(r)} | {_runs(r)} | {_fmt(r.get('seconds'))} | {_commit(r)} |"
+        f"{r.get('scale') or '—'} | {_data(r) if not r.get('pending') else '—'} | {_runs(r)} | "
+        f"{_fmt(r.get('seconds'))} | {_commit(r) if not r.get('pending') else '—'} |"
     )
   for r in results:
     head = [
@@ -198,7 +199,7 @@ def readme_table(results: list[dict], report_link: str = "reports/REPRODUCTION.m
         f"| {r.get('number', '?')} | [{r['claim']}]({report_link}#{_anchor(r['claim'])}) | "
         f"{'**' + r['verdict'] + '**' if r['verdict'] != 'reproduced' else r['verdict']}"
         f"{' (atlas)' if r.get('decided_from') else ''} | {numbers} | "
-        f"{r.get('scale', '?')} |"
+        f"{r.get('scale') or '—'} |"
     )
   return "\n".join(lines)
 
