@@ -98,6 +98,7 @@ def run_analysis(
     print_fn: Callable[[str], None] = print,
     mesh: Optional[jax.sharding.Mesh] = None,
     optim_config: Optional[Any] = None,
+    progress: bool = True,
 ) -> dict:
   """Run the configured analyses and write JSON + PNG files into `out_dir/<label>/`.
 
@@ -114,6 +115,9 @@ def run_analysis(
     batch_source: where the batches come from (split, order), recorded as `batches` in metadata.json.
     mlm_mask_rate: an encoder's masking rate, `train.mlm_mask_rate` (see the module docstring).
     print_fn: where progress lines go.
+    progress: Lanczos progress lines (a host callback inside each program); False compiles programs without one,
+      which JAX's persistent compilation cache can store, so the next run of the same shapes (a sweep's next seed)
+      loads them instead of compiling (`experiments.sweep.analyze` passes False).
     mesh: None (one device), or the device mesh of the run (`train.step.make_mesh`, every process's devices): each
       batch is split over all its devices along the rows (a data-parallel HVP; every process passes the same global
       batches) and the Lanczos vectors and bases along n (`basis_sharding`), so a basis takes (m + 1)·n/D entries
@@ -152,7 +156,9 @@ def run_analysis(
   if is_primary():
     epath.Path(directory).mkdir(parents=True, exist_ok=True)  # a URI (gs://...) too
   with jax.enable_x64(dtype == "float64"):
-    return _run(cfg, dtype, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh, adam)
+    return _run(
+        cfg, dtype, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh, adam, progress
+    )
 
 
 def on_mesh(batches, mesh, print_fn):
@@ -168,7 +174,9 @@ def on_mesh(batches, mesh, print_fn):
   return [{k: put(v) for k, v in b.items()} for b in batches], spec != P()
 
 
-def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh, adam):
+def _run(
+    cfg, dtype_name, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh, adam, progress
+):
   dtype = jnp.dtype(dtype_name)
   basis_sharding = None
   if mesh is not None:
@@ -238,7 +246,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         key=k_top,
         max_basis_bytes=cfg.max_basis_bytes,
         reorthogonalize=cfg.reorthogonalize,
-        callback=progress_callback(f"{label} top eigenvalues", print_fn),
+        callback=progress_callback(f"{label} top eigenvalues", print_fn) if progress else None,
         basis_sharding=basis_sharding,
     )
     eigen["top"] = extreme_record(top)
@@ -253,7 +261,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         key=k_bottom,
         max_basis_bytes=cfg.max_basis_bytes,
         reorthogonalize=cfg.reorthogonalize,
-        callback=progress_callback(f"{label} bottom eigenvalues", print_fn),
+        callback=progress_callback(f"{label} bottom eigenvalues", print_fn) if progress else None,
         basis_sharding=basis_sharding,
     )
     eigen["bottom"] = extreme_record(bottom)
@@ -318,7 +326,7 @@ def _run(cfg, dtype_name, model, variables, batches, directory, label, init_fn, 
         sigma=cfg.sigma or None,
         max_basis_bytes=cfg.max_basis_bytes,
         reorthogonalize=cfg.reorthogonalize,
-        callback=progress_callback(f"{label} SLQ matvecs", print_fn),
+        callback=progress_callback(f"{label} SLQ matvecs", print_fn) if progress else None,
         callback_every=max(steps // 2, 1),
         probe_batch=_probe_batch(cfg, cfg.num_probes),
         basis_sharding=basis_sharding,

@@ -85,10 +85,12 @@ def final_metrics(run_workdir: str) -> dict[str, float]:
   return out
 
 
-def analyze(exp: train.loop.Experiment, workdir: str) -> str:
+def analyze(exp: train.loop.Experiment, workdir: str, progress: bool = True) -> str:
   """The configured analysis (`config.analysis`) of the experiment's current state (step k: at init, or a restored
   checkpoint) into `<workdir>/analysis/step_<k>/`, on the run's mesh; main.py's analyze mode and `analysis.at_init`
-  and a sweep's `sweep.analysis_at_init`. Returns that folder."""
+  and a sweep's `sweep.analysis_at_init`. Returns that folder. A sweep's runs pass `progress=False`: no Lanczos
+  progress lines, so no host callback in the programs and the persistent compilation cache serves them to the next
+  run of the same shapes (a cell's next seed) instead of compiling them again (analysis/run.py)."""
   config = exp.config
   step = int(exp.state.step)
   n, size = config.analysis.num_batches, config.analysis.batch_size
@@ -111,6 +113,7 @@ def analyze(exp: train.loop.Experiment, workdir: str) -> str:
       print_fn=logging.info,
       mesh=exp.mesh,
       optim_config=config.optim,
+      progress=progress,
   )
   return os.path.join(out_dir, f"step_{step}")
 
@@ -123,7 +126,7 @@ def analyze_checkpoints(config: train.config.Config, run_workdir: str, steps: tu
   """Analyzes each checkpoint step of `steps` not analyzed yet (restored, on the batches of `analyze`)."""
   for step in steps:
     if not _analyzed(run_workdir, step):
-      analyze(train.loop.setup(config, run_workdir, restore_step=step), run_workdir)
+      analyze(train.loop.setup(config, run_workdir, restore_step=step), run_workdir, progress=False)
 
 
 def run_one(
@@ -136,7 +139,7 @@ def run_one(
     exp = train.loop.setup(config, run_workdir)
     start = exp.start_step
     if (analysis_at_init or config.analysis.at_init) and start == 0:  # the sweep's, or the cell's own (its grid)
-      analyze(exp, run_workdir)
+      analyze(exp, run_workdir, progress=False)
     train.loop.train_and_evaluate(exp, hooks.step_hooks(exp))
     analyze_checkpoints(config, run_workdir, analysis_steps)
   except train.loop.Diverged as e:

@@ -304,8 +304,16 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
   assert f"| 0.001 | post | {losses[1]:.4f} | 1 | 1 finished, 1 crashed |" in (workdir / "results.md").read_text()
 
 
-def test_analysis_at_init_writes_step_0_of_each_run(tmp_path):
-  """`sweep.analysis_at_init`: analysis.run at step 0 into the run's analysis/step_0/ (as main.py's at_init)."""
+def test_analysis_at_init_writes_step_0_of_each_run(tmp_path, monkeypatch):
+  """`sweep.analysis_at_init`: analysis.run at step 0 into the run's analysis/step_0/ (as main.py's at_init), its
+  Lanczos programs built without a progress callback (a host callback keeps the persistent cache from storing them,
+  so every seed would compile them again)."""
+  import analysis.run as analysis_run  # noqa: PLC0415
+
+  callbacks, top_eigenvalues = [], analysis_run.top_eigenvalues
+  monkeypatch.setattr(
+      analysis_run, "top_eigenvalues", lambda *a, **k: callbacks.append(k.get("callback")) or top_eigenvalues(*a, **k)
+  )
   analysis = {
       "analysis.batch_size": 4,
       "analysis.lanczos_steps": 6,
@@ -332,6 +340,7 @@ def test_analysis_at_init_writes_step_0_of_each_run(tmp_path):
   stab = json.loads((step_0 / "stability.json").read_text())
   assert (stab["beta1"], stab["eps"]) == (config.optim.b1, config.optim.eps) and stab["lambda_max"] == top
   assert stab["max_stable_lr_adam"] == pytest.approx(38.0 / stab["preconditioned_lambda_max"], rel=1e-6)
+  assert callbacks == [None]
 
 
 def test_analysis_steps_analyze_kept_checkpoints_also_of_finished_runs(tmp_path):

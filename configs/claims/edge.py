@@ -33,10 +33,14 @@ The design (rules, predictors and scores: experiments/claims/edge.py, fixed befo
 The model and data are the atlas's (configs/atlas.py: cpu 6+6 layers, d = 32, 2 heads, d_ff 128, SentencePiece
 vocabulary 2000, batch 32, Multi30k De→En, validation loss on 256 pairs; tiny the tests' synthetic task).
 Runs at cpu before any extension: 19 methods × 4 lrs × 2 warmups × 3 seeds = 456 training runs of 200 steps + 57
-at-init analyses + 6 trace runs. Estimated (the atlas's calibration, configs/atlas.py: ~20 s of per-run overhead +
-200 steps at ~11 steps/s alone ≈ 38 s a run) ≈ 4.8 h of training, plus the analyses (compilation dominates: one per
-method, the later seeds reuse it) and the traces (20 warm-started records each), plus each extension round's runs:
-more than the 3 hours of one session, so its runs' records are committed as they land and the next session resumes.
+at-init analyses + 6 trace runs. Calibrated (2026-11-26, DyT, one seed, niced beside claim 6's training on the same 2
+cores, so pessimistic): the at-init analysis 261 s (compiling dominates: operator 7 s, λ_max(H) 49 s, λ_max(P⁻¹H) at
+two ε and the update sharpness 118 s, the Gauss–Newton λ_max and the batch sharpness 74 s; a later seed of the same
+method reuses the compiled programs through the sweep's persistent cache), a 200-step training run 48-62 s (~20 s of
+it start-up and evaluation); the extension took 4 rounds for DyT (4e-3 → 6.4e-2, unstable early only at 6.4e-2).
+Alone the machine is ~1.5× faster: ≈ 456 × 35 s ≈ 4.4 h of training + ≈ 1 h of analyses + the extension rounds'
+runs: more than the 3 hours of one session, so its runs' records are committed as they land and the next session
+resumes (experiments/claims/reproduce.py).
 """
 
 from configs import atlas
