@@ -107,6 +107,32 @@ def _cells_of(rows: Sequence[dict]) -> list[Cell]:
   ]
 
 
+def _is_cell(run: study.Run) -> bool:
+  """A training run of the grid: not an at-init analysis, not a trace, not crashed."""
+  return (
+      run.outcome != "crashed"
+      and not run.params.get("analysis.at_init")
+      and not run.params.get("train.curvature_every")
+  )
+
+
+def _row(run: study.Run, warmup: int) -> dict:
+  """A grid run's method, lr, warmup, seed, early class (from its training losses) and final class (its record's)."""
+  train = [(m["step"], m["loss"]) for m in run.metrics("train") if "loss" in m]
+  try:
+    early = outcomes.early_class(train, warmup_steps=warmup).cls
+  except ValueError:  # nothing logged in the window
+    early = None
+  return dict(
+      method=run.arm,
+      lr=float(run.params["optim.learning_rate"]),
+      warmup=warmup,
+      seed=run.seed,
+      early=early,
+      final=run.record.get("class"),
+  )
+
+
 def measure(results: study.Results) -> dict:
   """The runs read back: per method its step-0 λ₀ (the median over seeds of each predictor; `flagged`: the
   predictors ε decides in any seed), per training run its early and final class, and every score."""
@@ -128,21 +154,7 @@ def measure(results: study.Results) -> dict:
     if run.params.get("train.curvature_every"):
       traces.append(trace(run, warmup))
       continue
-    train = [(m["step"], m["loss"]) for m in run.metrics("train") if "loss" in m]
-    try:
-      early = outcomes.early_class(train, warmup_steps=warmup).cls
-    except ValueError:  # nothing logged in the window
-      early = None
-    rows.append(
-        dict(
-            method=run.arm,
-            lr=float(run.params["optim.learning_rate"]),
-            warmup=warmup,
-            seed=run.seed,
-            early=early,
-            final=run.record.get("class"),
-        )
-    )
+    rows.append(_row(run, warmup))
   seeds = {method: list(by_seed.values()) for method, by_seed in per_seed.items()}
   lam0 = {
       method: {p: _median([s[p]["lambda"] for s in ss if p in s]) for p in PREDICTORS if any(p in s for s in ss)}
@@ -332,8 +344,9 @@ def summary(m: dict) -> dict:
 def extensions(results: study.Results) -> dict[str, dict[str, list]]:
   """The next round of the grid (module docstring, `extend`): {method label: {"optim.learning_rate": lrs}} for every
   method whose boundary (early outcome, without warmup) is not bracketed yet; {} when every one is."""
-  m = measure(results)
-  return {method: {"optim.learning_rate": g["add"]} for method, g in m["grid"].items() if g["add"]}
+  rows = [_row(run, int(run.params["optim.warmup_steps"])) for run in results.runs if _is_cell(run)]
+  grid = extend(_cells_of(rows))  # the grid's cells only: no analysis read, no score bootstrapped
+  return {method: {"optim.learning_rate": g["add"]} for method, g in grid.items() if g["add"]}
 
 
 CLAIM = study.Study(
