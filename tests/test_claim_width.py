@@ -160,19 +160,6 @@ def test_verdict_on_both_sides_of_every_threshold(m, verdict, why):
   assert why in v.reason, v.reason
 
 
-def test_optimum_is_refined_by_the_parabola_and_excludes_runs_that_did_not_train():
-  cell = lambda loss, cls="trained": [{"seed": 0, "cls": cls, "final_loss": loss}]
-  # losses (x − log2 η*)² + 3 at log2 lr = −10, −9, −8 with η* = 2^−8.75: the parabola's vertex is exact
-  cells = {2.0**k: cell((k + 8.75) ** 2 + 3) for k in (-10, -9, -8, -7)}
-  x, edge = claim.optimum(cells)
-  assert x == pytest.approx(-8.75) and not edge
-  cells[2.0**-8] = cell(1.0, "collapsed")  # a lower loss that did not train is not the optimum
-  cells[2.0**-7] = cell(None, "diverged")
-  assert claim.optimum(cells) == (-9.0, False)  # its right neighbour did not train: no refinement
-  assert claim.optimum({2.0**-10: cell(3.0), 2.0**-9: cell(4.0)}) == (-10.0, True)  # at the grid's edge
-  assert claim.optimum({1e-3: cell(None, "diverged")}) is None
-
-
 # ----------------------------------------------------------------------------- measure on hand-made run folders
 
 

@@ -22,7 +22,8 @@ Measured (configs/claims/width.py: SP, NTK, µP and SP + µP's embedding lr × w
              parabola through it and its two grid neighbours in log₂ lr (an optimum at the grid's edge is flagged);
   shift      per arm, log₂ η*(widest) − log₂ η*(narrowest transfer width) in grid steps (factor 2 = 1), and the
              difference of magnitudes D = |shift µP| − |shift SP|; intervals: percentile bootstrap resampling each
-             (arm, width)'s seeds independently (`BOOT` draws).
+             (arm, width)'s seeds independently (`BOOT` draws); the optimum, the shift and their intervals are
+             experiments/claims/transfer.py's, shared with study 13 (depth).
 Rules (stated before any run):
   (a) sharpness  reproduced when µP's slope interval lies inside ±`FLAT` and SP's excludes 0; not reproduced when
                  µP's lies outside ±FLAT or SP's inside ±FLAT; otherwise inconclusive (more seeds narrow them);
@@ -40,9 +41,8 @@ from typing import Optional
 
 import numpy as np
 
-from analysis import outcomes
 from experiments import report, stats, study
-from experiments.claims import figures
+from experiments.claims import figures, transfer
 
 METRIC = "curvature/lr_times_preconditioned_lambda_max"
 WINDOW = (1 / 3, 1.0)  # fractions of the run whose records give S
@@ -82,84 +82,10 @@ def _run(run: study.Run, steps: int) -> dict:
 
 def parse_arm(label: str) -> tuple[str, int]:
   """('µP', 128) from the grid's label 'µP @ width 128' (configs/claims/width.py)."""
-  arm, _, width = label.rpartition(" @ width ")
-  return arm, int(width)
-
-
-def optimum(cells: dict[float, list[dict]]) -> Optional[tuple[float, bool]]:
-  """(log₂ η*, at the grid's edge) over {lr: runs}: the lowest mean final loss among lrs whose runs all trained,
-  refined by the parabola through it and its grid neighbours in log₂ lr; None when no lr trained."""
-  lrs = sorted(cells)
-  mean = {lr: np.mean([r["final_loss"] for r in cells[lr]]) for lr in lrs if cells[lr] and all(
-      r["cls"] == outcomes.TRAINED and r["final_loss"] is not None for r in cells[lr])}  # fmt: skip
-  if not mean:
-    return None
-  k = lrs.index(min(mean, key=mean.get))
-  x = math.log2(lrs[k])
-  if k == 0 or k == len(lrs) - 1 or lrs[k - 1] not in mean or lrs[k + 1] not in mean:
-    return x, k == 0 or k == len(lrs) - 1
-  (xl, yl), y, (xr, yr) = (
-      (math.log2(lrs[k - 1]), mean[lrs[k - 1]]),
-      mean[lrs[k]],
-      (math.log2(lrs[k + 1]), mean[lrs[k + 1]]),
-  )
-  h, curv = (xr - xl) / 2, yl - 2 * y + yr
-  return (x - h * (yr - yl) / (2 * curv) if curv > 0 else x), False
-
-
-def _resample(cells: dict[float, list[dict]], seeds: list[int]) -> dict[float, list[dict]]:
-  """The cells with each lr's runs taken by `seeds` (with repeats): one seed resample for every lr of a width (a
-  seed is one init across the lrs)."""
-  return {lr: [r for s in seeds for r in runs if r["seed"] == s] for lr, runs in cells.items()}
-
-
-def _shift(arm: dict, widths: list[int], seeds: Optional[dict] = None) -> Optional[float]:
-  """log₂ η*(widest) − log₂ η*(narrowest) over `arm` {width: {lr: runs}}, each width's runs resampled by
-  `seeds[width]` when given."""
-  ends = []
-  for d in (widths[0], widths[-1]):
-    found = optimum(arm[d] if seeds is None else _resample(arm[d], seeds[d]))
-    if found is None:
-      return None
-    ends.append(found[0])
-  return ends[1] - ends[0]
+  return transfer.parse_label(label, "width")
 
 
 DIFFS = {"|µP| − |SP|": (MU, SP), "|SP + µP emb. lr| − |µP|": (EMB, MU), "|SP + µP emb. lr| − |SP|": (EMB, SP)}
-
-
-def shift_intervals(transfer: dict[str, dict], widths: list[int], *, n: int = BOOT, seed: int = 0) -> dict:
-  """{arm: [shift, lo, hi]} and {DIFFS key: [|a| − |b|, lo, hi]}: percentile bootstrap intervals (95%), the seeds of
-  each (arm, width) resampled independently; None where an optimum is missing."""
-  rng = np.random.default_rng(seed)
-  seeds = {
-      a: {d: sorted({r["seed"] for runs in t[d].values() for r in runs}) for d in widths} for a, t in transfer.items()
-  }
-  point = {a: _shift(t, widths) for a, t in transfer.items()}
-  point.update(
-      {
-          k: abs(point[x]) - abs(point[y])
-          for k, (x, y) in DIFFS.items()
-          if point.get(x) is not None and point.get(y) is not None
-      }
-  )
-  draws: dict[str, list] = {k: [] for k in point}
-  for _ in range(n):
-    one = {
-        a: _shift(t, widths, {d: list(rng.choice(seeds[a][d], len(seeds[a][d]))) for d in widths})
-        for a, t in transfer.items()
-    }
-    one.update(
-        {
-            k: abs(one[x]) - abs(one[y])
-            for k, (x, y) in DIFFS.items()
-            if one.get(x) is not None and one.get(y) is not None
-        }
-    )
-    for k in draws:
-      if one.get(k) is not None:
-        draws[k].append(one[k])
-  return {k: ([point[k], *np.quantile(v, [0.025, 0.975]).tolist()] if v else None) for k, v in draws.items()}
 
 
 def measure(results: study.Results) -> dict:
@@ -180,10 +106,10 @@ def measure(results: study.Results) -> dict:
     pts = [(math.log2(d), math.log2(r["stat"])) for d, runs in rows.items() for r in runs if r["stat"]]
     ok = len(pts) >= 3 and len({x for x, _ in pts}) >= 2
     slopes[arm] = list(stats.slope_interval(*zip(*pts))) if ok else None
-  transfer = {a: w for a, w in arms.items() if sum(len(c) > 1 for c in w.values()) >= 2}
-  twidths = sorted(set.intersection(*[{d for d, c in w.items() if len(c) > 1} for w in transfer.values()])) if transfer else []  # fmt: skip
-  optima = {a: {str(d): optimum(w[d]) for d in twidths} for a, w in transfer.items()}
-  shifts = shift_intervals({a: {d: w[d] for d in twidths} for a, w in transfer.items()}, twidths) if len(twidths) >= 2 else {}  # fmt: skip
+  grids = {a: w for a, w in arms.items() if sum(len(c) > 1 for c in w.values()) >= 2}
+  twidths = sorted(set.intersection(*[{d for d, c in w.items() if len(c) > 1} for w in grids.values()])) if grids else []  # fmt: skip
+  optima = {a: {str(d): transfer.optimum(w[d]) for d in twidths} for a, w in grids.items()}
+  shifts = transfer.shift_intervals({a: {d: w[d] for d in twidths} for a, w in grids.items()}, twidths, DIFFS, n=BOOT) if len(twidths) >= 2 else {}  # fmt: skip
   seeds = min((len(runs) for w in arms.values() for c in w.values() for runs in c.values()), default=0)
   unclassed = [f"{a} @ width {d} η {lr:g}" for a, w in arms.items() for d, c in w.items() for lr, runs in c.items() if any(r["cls"] is None for r in runs)]  # fmt: skip
   out.update(
@@ -294,24 +220,10 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     x.set_yscale("log")
     x.set(title=f"({chr(97 + i)}) {a}: sharpness at η {ref:.3g}", xlabel="step", ylabel="η·λ_max(M·P⁻¹H)" if i == 0 else None)  # fmt: skip
   losses = [r["final_loss"] for a in tarms for c in runs[a].values() for rs in c.values() for r in rs]
-  top = 1.1 * max([v for v in losses if report.finite(v)] or [10.0])
+  top = transfer.clipped_top(losses)
   for i, a in enumerate(tarms):  # final loss vs lr per transfer width; diverged at a clipped top
     x = ax[f"l{i}"]
-    for d in m["transfer_widths"]:
-      cells = runs[a][str(d)]
-      lrs = sorted(cells, key=float)
-      for lr in lrs:
-        for r in cells[lr]:
-          failed = r["cls"] != outcomes.TRAINED or r["final_loss"] is None
-          y = top if r["final_loss"] is None else min(r["final_loss"], top)
-          x.plot(float(lr), y, "x" if failed else "o", color=wcol[d], ms=5, mfc="none" if failed else wcol[d])
-      mean = [np.mean([r["final_loss"] for r in cells[lr]]) if all(r["final_loss"] is not None for r in cells[lr]) else math.nan for lr in lrs]  # fmt: skip
-      x.plot([float(lr) for lr in lrs], mean, "-", color=wcol[d])
-      o = m["optima"][a].get(str(d))
-      if o:
-        x.axvline(o["lr"], color=wcol[d], ls=":", lw=1)
-    x.set_xscale("log")
-    report.log_loss_axis(x, losses, top)
+    transfer.loss_vs_lr(x, runs[a], m["transfer_widths"], m["optima"][a], wcol, losses, top)
     x.set(title=f"({chr(97 + len(arms) + i)}) {a}: final loss vs lr", xlabel="peak lr", ylabel="final val. loss (nats)" if i == 0 else None)  # fmt: skip
   w = ax["w"]
   for a in arms:  # sharpness vs width, log-log, seeds' spread
@@ -319,21 +231,13 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     if rows:
       ds, ss = zip(*rows)
       w.errorbar(ds, [s["mean"] for s in ss], yerr=[s["std"] or 0 for s in ss], fmt="o-", color=acol[a], capsize=3, label=f"{a}: slope {stats.fmt(tuple(m['slopes'][a]))}" if m["slopes"].get(a) else a)  # fmt: skip
-  _width_axis(w, widths)
+  transfer.size_axis(w, widths)
   w.set_yscale("log")
   w.set(xlabel="width d", ylabel="window median η·λ_max(M·P⁻¹H)", title="sharpness vs width (mean ± seeds' std)")
   w.legend(fontsize=7, loc="best")
-  for a in tarms:  # the optimum vs width
-    o = ax["o"]
-    pts = sorted((int(d), v["lr"]) for d, v in m["optima"][a].items() if v)
-    if pts:
-      s = m["shifts"].get(a)
-      o.plot(*zip(*pts), "o-", color=acol[a], label=f"{a}: shift {stats.fmt(tuple(s))} log₂" if s else a)
-  if tarms:
-    _width_axis(ax["o"], m["transfer_widths"])
-    ax["o"].set_yscale("log")
-    ax["o"].set(xlabel="width d", ylabel="optimal peak lr", title="optimal lr vs width")
-    ax["o"].legend(fontsize=7, loc="best")
+  if tarms:  # the optimum vs width
+    optima = {a: m["optima"][a] for a in tarms}
+    transfer.optima_vs_size(ax["o"], optima, m["shifts"], acol, m["transfer_widths"], word="width", xlabel="width d")
   handles = [figures.plt.Line2D([], [], color=wcol[d], label=f"d = {d}") for d in widths]
   if tarms:
     handles += [
@@ -342,13 +246,6 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
   figures.suptitle(fig, "Study 12 (Noci et al. 2024; Kalra & Barkeshli 2026): sharpness and the optimal lr across width", settings)  # fmt: skip
   return [figures.save(fig, out_dir, "width.png")]
-
-
-def _width_axis(ax, widths: list[int]) -> None:
-  """A log₂ x axis labelled by the widths themselves."""
-  ax.set_xscale("log", base=2)
-  ax.set_xticks(widths, [str(d) for d in widths])
-  ax.minorticks_off()
 
 
 def summary(m: dict) -> dict:

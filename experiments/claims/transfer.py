@@ -1,0 +1,150 @@
+"""The optimal learning rate along a size axis and its shift, shared by the studies of lr transfer: width (study 12,
+experiments/claims/width.py) and depth (study 13, experiments/claims/depth.py).
+
+Contract. A run is a dict with at least `seed`, `cls` (its outcome class, analysis/outcomes.py) and `final_loss`
+(the final validation loss, None when it has none); `cells` are one arm's runs at one size, {lr: [runs]} over a
+factor-2 lr grid; an arm's grid is {size: cells}.
+  parse_label(label, axis)          ('µP', 128) from the grid's label 'µP @ width 128' (axis 'width' or 'depth')
+  optimum(cells)                    (log₂ η*, at the grid's edge): the lowest mean final loss among lrs whose runs all
+                                    trained, refined by the parabola through it and its grid neighbours in log₂ lr
+  shift(grid, sizes, seeds=None)    log₂ η*(largest size) − log₂ η*(smallest), one seed resample per size if given
+  shift_intervals(grids, sizes, diffs, n=, seed=)   every arm's shift and each difference of magnitudes |a| − |b|
+                                    with percentile-bootstrap intervals (95%), each (arm, size)'s seeds resampled
+                                    independently
+  loss_vs_lr(ax, ...), optima_vs_size(ax, ...), size_axis(ax, sizes)   the panels that draw them: final loss vs lr
+                                    (not-trained runs as 'x' at a clipped top), the optimum vs size (log₂ size axis)
+"""
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from analysis import outcomes
+from experiments import report, stats
+
+
+def parse_label(label: str, axis: str) -> tuple[str, int]:
+  """(arm, size) from a grid product's label '<arm> @ <axis> <size>' (configs/claims/width.py, depth.py)."""
+  arm, sep, size = label.rpartition(f" @ {axis} ")
+  if not sep:
+    raise ValueError(f"grid label {label!r} is not '<arm> @ {axis} <size>'")
+  return arm, int(size)
+
+
+def optimum(cells: dict[float, list[dict]]) -> Optional[tuple[float, bool]]:
+  """(log₂ η*, at the grid's edge) over {lr: runs}: the lowest mean final loss among lrs whose runs all trained,
+  refined by the parabola through it and its grid neighbours in log₂ lr; None when no lr trained."""
+  lrs = sorted(cells)
+  mean = {lr: np.mean([r["final_loss"] for r in cells[lr]]) for lr in lrs if cells[lr] and all(
+      r["cls"] == outcomes.TRAINED and r["final_loss"] is not None for r in cells[lr])}  # fmt: skip
+  if not mean:
+    return None
+  k = lrs.index(min(mean, key=mean.get))
+  x = math.log2(lrs[k])
+  if k == 0 or k == len(lrs) - 1 or lrs[k - 1] not in mean or lrs[k + 1] not in mean:
+    return x, k == 0 or k == len(lrs) - 1
+  (xl, yl), y, (xr, yr) = (
+      (math.log2(lrs[k - 1]), mean[lrs[k - 1]]),
+      mean[lrs[k]],
+      (math.log2(lrs[k + 1]), mean[lrs[k + 1]]),
+  )
+  h, curv = (xr - xl) / 2, yl - 2 * y + yr
+  return (x - h * (yr - yl) / (2 * curv) if curv > 0 else x), False
+
+
+def resample(cells: dict[float, list[dict]], seeds: list[int]) -> dict[float, list[dict]]:
+  """The cells with each lr's runs taken by `seeds` (with repeats): one seed resample for every lr of a size (a
+  seed is one init across the lrs)."""
+  return {lr: [r for s in seeds for r in runs if r["seed"] == s] for lr, runs in cells.items()}
+
+
+def shift(grid: dict[int, dict], sizes: list[int], seeds: Optional[dict] = None) -> Optional[float]:
+  """log₂ η*(sizes[-1]) − log₂ η*(sizes[0]) over one arm's `grid` {size: {lr: runs}}, each size's runs resampled by
+  `seeds[size]` when given; None when an end has no trained lr."""
+  ends = []
+  for d in (sizes[0], sizes[-1]):
+    found = optimum(grid[d] if seeds is None else resample(grid[d], seeds[d]))
+    if found is None:
+      return None
+    ends.append(found[0])
+  return ends[1] - ends[0]
+
+
+def _with_diffs(shifts: dict, diffs: dict[str, tuple[str, str]]) -> dict:
+  """`shifts` {arm: shift} plus {key: |shift a| − |shift b|} for each `diffs` key (a, b) where both are known."""
+  out = dict(shifts)
+  out.update({k: abs(out[a]) - abs(out[b]) for k, (a, b) in diffs.items() if out.get(a) is not None and out.get(b) is not None})  # fmt: skip
+  return out
+
+
+def shift_intervals(
+    grids: dict[str, dict], sizes: list[int], diffs: dict[str, tuple[str, str]], *, n: int, seed: int = 0
+) -> dict:
+  """{arm: [shift, lo, hi]} and {diffs key: [|a| − |b|, lo, hi]} over `grids` {arm: {size: {lr: runs}}} between
+  sizes[0] and sizes[-1]: percentile bootstrap intervals (95%, `n` draws), the seeds of each (arm, size) resampled
+  independently; None where an optimum is missing (in the point estimate or in every draw)."""
+  rng = np.random.default_rng(seed)
+  seeds = {a: {d: sorted({r["seed"] for runs in g[d].values() for r in runs}) for d in sizes} for a, g in grids.items()}
+  point = _with_diffs({a: shift(g, sizes) for a, g in grids.items()}, diffs)
+  draws: dict[str, list] = {k: [] for k in point}
+  for _ in range(n):
+    one = {
+        a: shift(g, sizes, {d: list(rng.choice(seeds[a][d], len(seeds[a][d]))) for d in sizes})
+        for a, g in grids.items()
+    }
+    one = _with_diffs(one, diffs)
+    for k in draws:
+      if one.get(k) is not None:
+        draws[k].append(one[k])
+  return {k: ([point[k], *np.quantile(v, [0.025, 0.975]).tolist()] if v else None) for k, v in draws.items()}
+
+
+def size_axis(ax, sizes: list[int]) -> None:
+  """A log₂ x axis labelled by the sizes themselves."""
+  ax.set_xscale("log", base=2)
+  ax.set_xticks(sizes, [str(d) for d in sizes])
+  ax.minorticks_off()
+
+
+def clipped_top(losses: list) -> float:
+  """The top of the loss panels, where runs without a final loss (or above it) are drawn: 1.1 × the largest finite
+  loss (10 when none)."""
+  return 1.1 * max([v for v in losses if report.finite(v)] or [10.0])
+
+
+def loss_vs_lr(ax, grid: dict[str, dict], sizes: list[int], optima: dict, colours: dict, losses: list, top: float):
+  """One arm's final loss vs lr on `ax`, a line of seed means per size in `sizes` (`grid` {str(size): {lr string:
+  runs}}, `optima` {str(size): {'lr': ...} or None}, `colours` {size: colour}): each run a dot, or an 'x' when it did
+  not train (at `top` when it has no loss or its loss is above), the optimum a dotted line; log x, log loss axis
+  over `losses`."""
+  for d in sizes:
+    cells = grid[str(d)]
+    lrs = sorted(cells, key=float)
+    for lr in lrs:
+      for r in cells[lr]:
+        failed = r["cls"] != outcomes.TRAINED or r["final_loss"] is None
+        y = top if r["final_loss"] is None else min(r["final_loss"], top)
+        ax.plot(float(lr), y, "x" if failed else "o", color=colours[d], ms=5, mfc="none" if failed else colours[d])
+    mean = [np.mean([r["final_loss"] for r in cells[lr]]) if all(r["final_loss"] is not None for r in cells[lr]) else math.nan for lr in lrs]  # fmt: skip
+    ax.plot([float(lr) for lr in lrs], mean, "-", color=colours[d])
+    o = optima.get(str(d))
+    if o:
+      ax.axvline(o["lr"], color=colours[d], ls=":", lw=1)
+  ax.set_xscale("log")
+  report.log_loss_axis(ax, losses, top)
+
+
+def optima_vs_size(ax, optima: dict, shifts: dict, colours: dict, sizes: list[int], *, word: str, xlabel: str):
+  """The optimal lr vs size per arm (`optima` {arm: {str(size): {'lr': ...} or None}}, `shifts` {arm: [shift, lo,
+  hi]}, `colours` {arm: colour}), each labelled by its shift; log₂ x axis over `sizes`, log y, one legend."""
+  for a, per in optima.items():
+    pts = sorted((int(d), v["lr"]) for d, v in per.items() if v)
+    if pts:
+      s = shifts.get(a)
+      ax.plot(*zip(*pts), "o-", color=colours[a], label=f"{a}: shift {stats.fmt(tuple(s))} log₂" if s else a)
+  size_axis(ax, sizes)
+  ax.set_yscale("log")
+  ax.set(xlabel=xlabel, ylabel="optimal peak lr", title=f"optimal lr vs {word}")
+  if ax.get_legend_handles_labels()[0]:  # no arm has an optimum: no empty legend box
+    ax.legend(fontsize=7, loc="best")

@@ -1,0 +1,69 @@
+"""The lr-transfer machinery of studies 12 and 13 (experiments/claims/transfer.py) on hand-made cells whose answer is
+known: the optimum's parabola, the shift between the end sizes, and its bootstrap interval over seeds."""
+
+import pytest
+
+from experiments.claims import transfer
+
+LRS = [2.0**k for k in range(-14, -5)]
+
+
+def _cell(loss, cls="trained", seed=0):
+  return {"seed": seed, "cls": cls, "final_loss": loss}
+
+
+def test_optimum_is_refined_by_the_parabola_and_excludes_runs_that_did_not_train():
+  cell = lambda loss, cls="trained": [_cell(loss, cls)]
+  # losses (x − log2 η*)² + 3 at log2 lr = −10, −9, −8 with η* = 2^−8.75: the parabola's vertex is exact
+  cells = {2.0**k: cell((k + 8.75) ** 2 + 3) for k in (-10, -9, -8, -7)}
+  x, edge = transfer.optimum(cells)
+  assert x == pytest.approx(-8.75) and not edge
+  cells[2.0**-8] = cell(1.0, "collapsed")  # a lower loss that did not train is not the optimum
+  cells[2.0**-7] = cell(None, "diverged")
+  assert transfer.optimum(cells) == (-9.0, False)  # its right neighbour did not train: no refinement
+  assert transfer.optimum({2.0**-10: cell(3.0), 2.0**-9: cell(4.0)}) == (-10.0, True)  # at the grid's edge
+  assert transfer.optimum({1e-3: cell(None, "diverged")}) is None
+
+
+def test_parse_label_reads_the_arm_and_the_size_of_its_axis():
+  assert transfer.parse_label("SP + µP emb. lr @ width 256", "width") == ("SP + µP emb. lr", 256)
+  assert transfer.parse_label("Depth-µP @ depth 16", "depth") == ("Depth-µP", 16)
+  with pytest.raises(ValueError, match="is not '<arm> @ depth <size>'"):
+    transfer.parse_label("SP @ width 32", "depth")
+
+
+def _grid(vertices: dict[int, list[float]], diverge_at: int = 0) -> dict:
+  """{size: {lr: runs}}: seed s at a size has loss (log2 lr − v_s)²/4 + 3 (equal curvatures: a mean of seeds is the
+  parabola with the mean vertex, which three grid points recover exactly); every run at `diverge_at` diverged."""
+  out = {}
+  for size, vs in vertices.items():
+    out[size] = {}
+    for lr in LRS:
+      x = LRS.index(lr) - 14
+      if size == diverge_at:
+        out[size][lr] = [_cell(None, "diverged", s) for s in range(len(vs))]
+      else:
+        out[size][lr] = [_cell((x - v) ** 2 / 4 + 3, seed=s) for s, v in enumerate(vs)]
+  return out
+
+
+def test_shift_and_its_bootstrap_interval_over_seeds():
+  """Arm 'flat': η* = 2^−9 at both sizes in both seeds (shift 0, no spread). Arm 'down': η* = 2^−9 at size 1, and at
+  size 4 seed 0's vertex is −11, seed 1's −12: the point estimate is −2.5; a resample of the two seeds gives −2
+  ({0, 0}), −2.5 or −3 ({1, 1}), each end with probability 1/4, so the 95% interval is [−3, −2]. D = |flat| −
+  |down| is its mirror; an arm without a trained lr at an end has no shift and no difference."""
+  grids = {
+      "flat": _grid({1: [-9.0, -9.0], 4: [-9.0, -9.0]}),
+      "down": _grid({1: [-9.0, -9.0], 4: [-11.0, -12.0]}),
+      "gone": _grid({1: [-9.0, -9.0], 4: [-9.0, -9.0]}, diverge_at=4),
+  }
+  assert transfer.shift(grids["down"], [1, 4]) == pytest.approx(-2.5)
+  assert transfer.shift(grids["down"], [1, 4], {1: [0, 1], 4: [1, 1]}) == pytest.approx(-3.0)
+  assert transfer.shift(grids["gone"], [1, 4]) is None
+  diffs = {"|flat| − |down|": ("flat", "down"), "|gone| − |flat|": ("gone", "flat")}
+  out = transfer.shift_intervals(grids, [1, 4], diffs, n=400, seed=0)
+  assert out["flat"] == pytest.approx([0.0, 0.0, 0.0])
+  assert out["down"] == pytest.approx([-2.5, -3.0, -2.0])
+  assert out["|flat| − |down|"] == pytest.approx([-2.5, -3.0, -2.0])
+  assert out["gone"] is None and "|gone| − |flat|" not in out
+  assert transfer.shift_intervals(grids, [1, 4], diffs, n=400, seed=0) == out  # seeded: the same draws
