@@ -196,8 +196,9 @@ def fixed_settings(config: Any, swept: list[str], seeds: int) -> str:
       "encoder": f"{sizes['num_encoder_layers']}-layer encoder",
       "decoder": f"{sizes['num_decoder_layers']}-layer decoder",
   }.get(m.arch, m.arch)
+  swept_layers = {"model.num_encoder_layers", "model.num_decoder_layers"} & set(swept)  # a depth sweep: d alone
   items = [
-      ("model.preset", f"d={sizes['d_model']}, {layers}"),
+      ("model.preset", f"d={sizes['d_model']}" + ("" if swept_layers else f", {layers}")),
       ("model.norm_position", f"{m.norm_position}-norm"),
       ("init.scheme", f"init {config.init.scheme}"),
       ("data.name", f"data {d.name}"),

@@ -216,6 +216,16 @@ def test_fixed_settings_title_fits_the_sweep_figures(kept, tmp_path):
   assert_readable(kept[0])
 
 
+def test_fixed_settings_name_no_size_the_sweep_varies():
+  """A sweep over the depth keeps d and drops the layers (study 13); over the width it drops the model's sizes."""
+  config = default.get_config()
+  config.model.d_model, config.model.num_encoder_layers, config.model.num_decoder_layers = 32, 2, 2
+  assert report.fixed_settings(config, ["optim.learning_rate"], 2).startswith("d=32, 2+2 layers, ")
+  depth = report.fixed_settings(config, ["model.num_encoder_layers", "model.num_decoder_layers"], 2)
+  assert depth.startswith("d=32, ") and "layers" not in depth
+  assert not report.fixed_settings(config, ["model.d_model"], 2).startswith("d=")
+
+
 def test_fit_text_wraps_to_the_figure_width():
   fig, _ = report.plt.subplots(figsize=(3, 2))
   text = report.fit_text(fig, LONG_SETTINGS, 8)
