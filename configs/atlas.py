@@ -6,7 +6,8 @@ grid they span, as one plain sweep.
 
 The atlas's questions are studies of their own over these cells (the study contract, experiments/study.py): study 11
 (configs/claims/edge.py: does the step-0 curvature predict, cell by cell, where training breaks and where warmup
-rescues it) and study 12 (configs/claims/width.py: the width part, Noci et al. 2024's sharpness and lr transfer);
+rescues it), study 12 (configs/claims/width.py: the width part, Noci et al. 2024's sharpness and lr transfer) and
+study 13 (configs/claims/depth.py: the depth part, CompleteP's lr transfer against Pre-LN's, Dey et al. 2025);
 claims 8, 9 and 10 compare methods on these cells without warmup (configs/claims/_atlas_cells.py), and with
 `--config.sweep.cells_dir=<this sweep's workdir>` read the runs this sweep made. This config's own grid is every
 method × `optim.warmup_steps` ∈ {0, T_w} × `optim.learning_rate` ∈ LRS[scale] × sweep.seeds, run with no analysis.

@@ -23,6 +23,7 @@ CLAIM_NAMES = (
     "deep_no_warmup",
     "edge",
     "width",
+    "depth",
 )
 SCALES = ("tiny", "cpu", "paper")
 

@@ -149,7 +149,8 @@ def write_reproduction(
   return path
 
 
-ATLAS_STUDIES = ("edge", "width")  # the atlas's questions, each a study of the registry (configs/claims/<name>.py)
+# The atlas's questions, each a study of the registry (configs/claims/<name>.py).
+ATLAS_STUDIES = ("edge", "width", "depth")
 
 
 def write_atlas(results: list[dict], path: str, *, command: str) -> str:

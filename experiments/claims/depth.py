@@ -1,0 +1,177 @@
+"""Study 13 (Dey et al. 2025, CompleteP): CompleteP's optimal learning rate moves less with depth than standard
+Pre-LN's.
+
+The statement tested, quoted. Dey et al. 2025 ("Don't be lazy: CompleteP enables compute-efficient deep
+transformers", arXiv 2505.01618, abstract): "Some parameterizations fail to transfer optimal base HPs (such as
+learning rate) across changes in model depth, requiring practitioners to either re-tune these HPs as they scale up
+(expensive), or accept sub-optimal training when re-tuning is prohibitive. [...] we identify and adopt the
+parameterization we call CompleteP that achieves both depth-wise HP transfer and non-lazy learning in all layers."
+The rule (their Table 1, AdamW; models/residual.py, models/parameterization.py): every residual branch × (L/L_base)^{−α}
+and the learning rates inside the layers × (L/L_base)^{α−1}, with α = 1 (CompleteP); α = 1/2 is Depth-µP (Bordelon et
+al. 2024, "Depthwise Hyperparameter Transfer in Residual Networks", arXiv 2309.16620), measured and reported beside
+the verdict, not decided by it.
+
+Measured (configs/claims/depth.py: SP = Pre-LN with the plain residual, CompleteP and Depth-µP, each with L layers in
+the encoder and L in the decoder, × a factor-2 lr grid × seeds; L_base the smallest depth):
+  optimum  per arm × depth: the lr of the lowest seed-mean final validation loss among lrs whose runs all trained
+           (analysis/outcomes.py: diverged, collapsed and undertrained runs excluded), refined by the parabola through
+           it and its two grid neighbours in log₂ lr; an optimum at the grid's edge is flagged
+           (experiments/claims/transfer.py `optimum`, shared with study 12);
+  shift    per arm, log₂ η*(deepest) − log₂ η*(shallowest) in grid steps (factor 2 = 1), over the end depths every arm
+           ran, and D = |shift CompleteP| − |shift SP|; beside it |shift Depth-µP| − |shift SP|; intervals:
+           percentile bootstrap (95%, `BOOT` draws) resampling the seeds of each (arm, depth) independently.
+Rule (stated before any run):
+  reproduced      D's interval lies below 0 (CompleteP's optimum moves less than SP's);
+  not reproduced  D's interval lies at or above 0;
+  inconclusive    D's interval straddles 0 (more seeds), CompleteP's or SP's optimum sits at an edge of the lr grid
+                  at an end depth (extend the grid), fewer than 2 seeds (no interval), or CompleteP or SP has no
+                  trained lr at an end depth (smaller lrs or more steps). A crashed run, or a run without an outcome
+                  class (`train.eval_at_init` off), makes it inconclusive.
+"""
+
+from experiments import report, stats, study
+from experiments.claims import figures, transfer
+
+BOOT = 2000
+SP, CP, DMU = "SP", "CompleteP", "Depth-µP"
+ARMS = (SP, CP, DMU)
+D = "|CompleteP| − |SP|"
+DIFFS = {D: (CP, SP), "|Depth-µP| − |SP|": (DMU, SP)}
+THRESHOLDS = {
+    "optimum": "per arm × depth, the lowest seed-mean final validation loss among lrs whose runs all trained, refined "
+    "by the parabola through its grid neighbours in log₂ lr; flagged at the lr grid's edge",
+    "shift": "log₂ η*(deepest) − log₂ η*(shallowest), in factor-2 grid steps",
+    "transfer": f"D = |shift CompleteP| − |shift SP|, 95% percentile-bootstrap interval ({BOOT} draws, each (arm, depth)'s "
+    "seeds resampled independently): below 0 reproduced; at or above 0 not reproduced; straddling 0, an optimum of "
+    "CompleteP or SP at the lr grid's edge at an end depth, no trained lr there, or < 2 seeds: inconclusive",
+    "reported": "Depth-µP's shift and |Depth-µP| − |SP|: measured beside the verdict, not decisive",
+}
+
+
+def _run(run: study.Run) -> dict:
+  loss = run.final.get("eval/loss")
+  return dict(seed=run.seed, cls=run.record.get("class"), final_loss=float(loss) if report.finite(loss) else None)  # fmt: skip
+
+
+def measure(results: study.Results) -> dict:
+  out: dict = {"crashed": study.crashed(results.runs)}
+  arms: dict[str, dict] = {}
+  for run in results.runs:
+    arm, depth = transfer.parse_label(run.arm, "depth")
+    lr = float(run.params["optim.learning_rate"])
+    arms.setdefault(arm, {}).setdefault(depth, {}).setdefault(lr, []).append(_run(run))
+  common = sorted(set.intersection(*[set(g) for g in arms.values()])) if arms else []
+  ends = [common[0], common[-1]] if len(common) >= 2 else []
+  optima = {a: {str(L): transfer.optimum(c) for L, c in sorted(g.items())} for a, g in arms.items()}
+  grids = {a: {L: g[L] for L in ends} for a, g in arms.items()}
+  seeds = min((len(runs) for g in arms.values() for c in g.values() for runs in c.values()), default=0)
+  unclassed = [f"{a} @ depth {L} η {lr:g}" for a, g in arms.items() for L, c in g.items() for lr, runs in c.items() if any(r["cls"] is None for r in runs)]  # fmt: skip
+  out.update(
+      steps=results.config.train.num_steps if results.config is not None else None,
+      seeds=seeds,
+      unclassed=unclassed,
+      depths=sorted({L for g in arms.values() for L in g}),
+      ends=ends,
+      runs={a: {str(L): {format(lr, "g"): runs for lr, runs in sorted(c.items())} for L, c in sorted(g.items())} for a, g in arms.items()},  # fmt: skip
+      optima={a: {L: (None if o is None else {"log2_lr": o[0], "lr": 2 ** o[0], "edge": o[1]}) for L, o in x.items()} for a, x in optima.items()},  # fmt: skip
+      shifts=transfer.shift_intervals(grids, ends, DIFFS, n=BOOT) if ends else {},
+  )
+  return study.jsonable(out)
+
+
+def _read(m: dict) -> tuple[str, str, str]:
+  """(verdict, reason, advice) of the rule."""
+  if m.get("seeds", 0) < 2:
+    return study.INCONCLUSIVE, f"{m.get('seeds', 0)} seed(s) per cell: no interval", "≥ 2 seeds"
+  ends = m.get("ends") or []
+  if len(ends) < 2:
+    return study.INCONCLUSIVE, f"depths every arm ran: {m.get('depths')}, not two", "two depths in every arm"
+  missing = [f"{a} @ depth {L}" for a in (CP, SP) for L in ends if (m["optima"].get(a) or {}).get(str(L)) is None]
+  if missing:
+    return study.INCONCLUSIVE, f"no lr trained at {missing}", "smaller lrs or more steps"
+  diff = m["shifts"].get(D)
+  if diff is None:
+    return study.INCONCLUSIVE, "no shift difference (an optimum is missing)", "smaller lrs or more steps"
+  edges = [f"{a} @ depth {L}" for a in (CP, SP) for L in ends if m["optima"][a][str(L)]["edge"]]
+  fmt = lambda k: stats.fmt(tuple(m["shifts"][k])) if m["shifts"].get(k) else "—"
+  text = (
+      f"optimum's shift {ends[0]} → {ends[-1]} layers per stack in log₂ lr: CompleteP {fmt(CP)}, SP {fmt(SP)}; "
+      f"D = |CompleteP| − |SP| {fmt(D)} (rule: below 0); reported, not decisive: Depth-µP {fmt(DMU)}, "
+      f"|Depth-µP| − |SP| {fmt('|Depth-µP| − |SP|')}"
+  )
+  if edges:
+    return study.INCONCLUSIVE, f"{text}; optimum at the lr grid's edge at {edges}", "extend the lr grid past the edge"
+  if diff[2] < 0:
+    return study.REPRODUCED, text, ""
+  if diff[1] >= 0:
+    return study.NOT_REPRODUCED, text, ""
+  sp = m["shifts"][SP]
+  advice = "more seeds (a narrower interval on D)"
+  if sp[1] <= 0 <= sp[2]:  # advice only: SP's own optimum may not move over these depths
+    advice += "; SP's own shift interval includes 0, so deeper stacks or longer runs may be what decides"
+  return study.INCONCLUSIVE, f"{text}: D's interval straddles 0", advice
+
+
+def verdict(m: dict) -> study.Verdict:
+  bad = study.crashed_verdict(m)
+  if bad:
+    return bad
+  if m.get("unclassed"):
+    return study.Verdict(study.INCONCLUSIVE, f"runs without an outcome class (train.eval_at_init off): {m['unclassed'][:4]}")  # fmt: skip
+  v, reason, advice = _read(m)
+  return study.Verdict(v, reason + (f" [decides it: {advice}]" if advice else ""))
+
+
+def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
+  if m.get("crashed") or not m.get("runs"):
+    return []
+  runs = m["runs"]
+  arms = [a for a in ARMS if a in runs] + [a for a in runs if a not in ARMS]
+  depths = m["depths"]
+  cmap = figures.plt.get_cmap("viridis")
+  lcol = {L: cmap(i / max(1, len(depths) - 1) * 0.9) for i, L in enumerate(depths)}
+  acol = {a: f"C{i}" for i, a in enumerate(arms)}
+  panels = [f"l{i}" for i in range(len(arms))] + ["o"]
+  ncol = 2 if len(panels) == 4 else len(panels)
+  mosaic = [panels[i : i + ncol] + ["."] * (i + ncol - len(panels)) for i in range(0, len(panels), ncol)]
+  fig, ax = figures.plt.subplot_mosaic(mosaic, figsize=(4.2 * ncol, 3.6 * len(mosaic) + 0.9), layout="constrained")
+  losses = [r["final_loss"] for g in runs.values() for c in g.values() for rs in c.values() for r in rs]
+  top = transfer.clipped_top(losses)
+  for i, a in enumerate(arms):  # final loss vs lr per depth; not-trained runs as 'x', at a clipped top without a loss
+    x = ax[f"l{i}"]
+    transfer.loss_vs_lr(x, runs[a], [int(L) for L in runs[a]], m["optima"][a], lcol, losses, top)
+    x.set(title=f"({chr(97 + i)}) {a}: final loss vs lr", xlabel="peak lr", ylabel="final val. loss (nats)" if i % ncol == 0 else None)  # fmt: skip
+  o = ax["o"]
+  transfer.optima_vs_size(o, m["optima"], m["shifts"], acol, depths, word="depth", xlabel="layers per stack L")
+  d = m["shifts"].get(D)
+  o.set_title(f"({chr(97 + len(arms))}) optimal lr vs depth" + (f"\nD = {D} {stats.fmt(tuple(d))}" if d else ""))
+  handles = [figures.plt.Line2D([], [], color=lcol[L], label=f"L = {L}") for L in depths]
+  handles.append(figures.plt.Line2D([], [], ls="", marker="x", color="grey", label=f"not trained (without a loss: at {top:.3g})"))  # fmt: skip
+  report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
+  figures.suptitle(fig, "Study 13 (Dey et al. 2025, CompleteP): the optimal lr across depth", settings)
+  return [figures.save(fig, out_dir, "depth.png")]
+
+
+def summary(m: dict) -> dict:
+  if m.get("crashed") or not m.get("runs"):
+    return {}
+  return {f"shift {k}": stats.fmt(tuple(s)) for k, s in m["shifts"].items() if s}
+
+
+CLAIM = study.Study(
+    name="depth",
+    number=13,
+    statement='Dey et al. 2025: "Some parameterizations fail to transfer optimal base HPs (such as learning rate) '
+    "across changes in model depth [...] CompleteP [...] achieves both depth-wise HP transfer and non-lazy learning in "
+    "all layers\": CompleteP's optimal learning rate shifts less with depth than standard Pre-LN's (Depth-µP, "
+    "Bordelon et al. 2024, measured beside it).",
+    source="Dey et al. 2025 (arXiv 2505.01618), abstract and Table 1; Bordelon et al. 2024 (arXiv 2309.16620), "
+    "Depth-µP (α = 1/2)",
+    paper_scale="LLM training with depth scaled from a tuned base depth (Dey et al. 2025, abstract); here an "
+    "encoder-decoder on Multi30k De→En, L + L layers",
+    thresholds=THRESHOLDS,
+    measure=measure,
+    verdict=verdict,
+    figure=figure,
+    summary=summary,
+)

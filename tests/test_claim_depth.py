@@ -1,0 +1,215 @@
+"""Study 13 (experiments/claims/depth.py, configs/claims/depth.py): the verdict on both sides of every threshold on
+hand-made numbers, measure on hand-made run folders, the design at every scale (the branch and lr multipliers the
+grid's keys give each arm, and the model they build), and the study end to end at tiny."""
+
+import dataclasses
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import models
+import train.config
+from configs.claims import depth as depth_config
+from experiments import grid as grid_lib
+from experiments import study
+from experiments.claims import depth as claim
+from experiments.claims import run, transfer
+from models import parameterization, residual
+from models.roles import ParamRole
+from tests.test_models import VOCAB, batch
+
+SP, CP, DMU = claim.SP, claim.CP, claim.DMU
+
+# ----------------------------------------------------------------------------- the verdict on hand-made numbers
+
+
+def _m(diff=(-2.0, -3.0, -1.0), sp=(-2.5, -3.0, -2.0), seeds=2, edge=(), missing=(), crashed=(), unclassed=()):
+  """Measured numbers at ends 2 and 16: `edge` / `missing` name '<arm> @ depth <L>' optima at the grid's edge or
+  absent."""
+  opt = lambda a, L: None if f"{a} @ depth {L}" in missing else {"log2_lr": -6.0, "lr": 2**-6, "edge": f"{a} @ depth {L}" in edge}  # fmt: skip
+  return {
+      "crashed": list(crashed),
+      "unclassed": list(unclassed),
+      "seeds": seeds,
+      "depths": [2, 4, 8, 16],
+      "ends": [2, 16],
+      "optima": {a: {str(L): opt(a, L) for L in (2, 16)} for a in claim.ARMS},
+      "shifts": {
+          SP: list(sp),
+          CP: [-0.2, -0.6, 0.3],
+          DMU: [-1.0, -1.5, -0.5],
+          claim.D: list(diff),
+          "|Depth-µP| − |SP|": [-1.5, -2.0, -1.0],
+      },
+  }
+
+
+@pytest.mark.parametrize(
+    "m, verdict, why",
+    [
+        (_m(), study.REPRODUCED, "D = |CompleteP| − |SP| -2 [-3, -1] (rule: below 0)"),
+        # D's interval just below / at / above / straddling 0
+        (_m(diff=(-0.5, -1.0, -0.01)), study.REPRODUCED, "reported, not decisive: Depth-µP -1 [-1.5, -0.5]"),
+        (_m(diff=(0.5, 0.0, 1.0)), study.NOT_REPRODUCED, "D = |CompleteP| − |SP| 0.5 [0, 1]"),
+        (_m(diff=(1.0, 0.5, 1.5)), study.NOT_REPRODUCED, "CompleteP -0.2 [-0.6, 0.3], SP -2.5"),
+        (_m(diff=(-0.5, -1.0, 0.01)), study.INCONCLUSIVE, "D's interval straddles 0 [decides it: more seeds"),
+        (_m(diff=(-0.1, -1.0, 0.5), sp=(-0.3, -0.8, 0.2)), study.INCONCLUSIVE, "SP's own shift interval includes 0"),
+        # an optimum at the lr grid's edge at an end depth (CompleteP's or SP's decides; Depth-µP's does not)
+        (_m(edge=("SP @ depth 16",)), study.INCONCLUSIVE, "edge at ['SP @ depth 16'] [decides it: extend the lr grid"),
+        (_m(edge=("CompleteP @ depth 2",)), study.INCONCLUSIVE, "edge at ['CompleteP @ depth 2']"),
+        (_m(edge=("Depth-µP @ depth 16",)), study.REPRODUCED, "rule: below 0"),
+        # no trained lr at an end depth; one seed; fewer than two depths
+        (_m(missing=("SP @ depth 16",)), study.INCONCLUSIVE, "no lr trained at ['SP @ depth 16']"),
+        (_m(missing=("Depth-µP @ depth 2",)), study.REPRODUCED, "rule: below 0"),
+        (_m(seeds=1), study.INCONCLUSIVE, "1 seed(s) per cell: no interval [decides it: ≥ 2 seeds]"),
+        ({**_m(), "ends": [], "depths": [2]}, study.INCONCLUSIVE, "depths every arm ran: [2], not two"),
+        # runs that crashed or have no outcome class
+        (_m(crashed=["x seed 0: boom"]), study.INCONCLUSIVE, "1 run(s) crashed"),
+        (_m(unclassed=["SP @ depth 2 η 0.01"]), study.INCONCLUSIVE, "without an outcome class"),
+    ],
+)  # fmt: skip
+def test_verdict_on_both_sides_of_every_threshold(m, verdict, why):
+  v = claim.verdict(json.loads(json.dumps(m)))
+  assert v.verdict == verdict, v.reason
+  assert why in v.reason, v.reason
+
+
+# ----------------------------------------------------------------------------- measure on hand-made run folders
+
+MOVES = {SP: -1.0, CP: 0.0, DMU: -0.5}  # log₂ η* per doubling of depth: SP falls, CompleteP stays
+
+
+def _fake_sweep(tmp_path, seeds=2):
+  """Runs whose loss is (log2 lr − log2 η*(L))²/4 + 3 + 0.01·seed, η*(2) = 2^−6 and moving by MOVES per depth
+  doubling; a loss ≥ 6 diverged (no final loss); Depth-µP at the end depths only (as at cpu)."""
+  records, lrs = [], [2.0**k for k in range(-12, -2)]
+  for arm, move in MOVES.items():
+    for depth in (2, 16) if arm == DMU else (2, 4, 8, 16):
+      for lr in lrs:
+        for seed in range(seeds):
+          folder = tmp_path / "cells" / f"{arm}{depth}{lr}" / f"seed_{seed}"
+          folder.mkdir(parents=True)
+          loss = (math.log2(lr) - (-6 + move * math.log2(depth / 2))) ** 2 / 4 + 3 + 0.01 * seed
+          records.append(dict(cell=f"{arm}{depth}{lr}", arm=f"{arm} @ depth {depth}", seed=seed, outcome="finished",
+                              params={"model.num_encoder_layers": depth, "optim.learning_rate": lr},
+                              workdir=str(folder), final={"eval/loss": loss if loss < 6 else None},
+                              **{"class": "trained" if loss < 6 else "diverged"}))  # fmt: skip
+  return study.Results(str(tmp_path), records, depth_config.get_config("tiny"))
+
+
+def test_measure_reads_the_optima_and_the_shifts_between_the_end_depths(tmp_path):
+  m = claim.measure(_fake_sweep(tmp_path))
+  assert m["seeds"] == 2 and m["depths"] == [2, 4, 8, 16] and m["ends"] == [2, 16] and not m["crashed"]
+  assert m["optima"][SP]["16"] == {"log2_lr": pytest.approx(-9.0), "lr": pytest.approx(2**-9), "edge": False}
+  assert m["optima"][SP]["4"]["log2_lr"] == pytest.approx(-7.0) and set(m["optima"][DMU]) == {"2", "16"}
+  assert m["optima"][CP]["16"]["log2_lr"] == pytest.approx(-6.0)
+  assert m["shifts"][SP] == pytest.approx([-3.0] * 3) and m["shifts"][CP] == pytest.approx([0.0] * 3)
+  assert m["shifts"][claim.D] == pytest.approx([-3.0] * 3) and m["shifts"]["|Depth-µP| − |SP|"][0] == pytest.approx(-1.5)  # fmt: skip
+  assert m["runs"][SP]["16"]["0.00390625"][1]["final_loss"] == pytest.approx(3.26)  # 2^-8: (−8 + 9)²/4 + 3 + 0.01
+  assert m["runs"][SP]["16"]["0.125"][0] == {"seed": 0, "cls": "diverged", "final_loss": None}  # (−3 + 9)²/4 + 3
+  v = claim.verdict(m)
+  assert v.verdict == study.REPRODUCED and "CompleteP 0 [0, 0], SP -3 [-3, -3]" in v.reason, v.reason
+  assert claim.summary(m)["shift |CompleteP| − |SP|"] == "-3 [-3, -3]"
+
+
+def test_measure_names_crashed_and_unclassed_runs(tmp_path):
+  results = _fake_sweep(tmp_path)
+  crashed = dict(results.runs[0].record, outcome="crashed", error="boom", final={}, **{"class": None})
+  unclassed = dict(results.runs[1].record, **{"class": None})
+  records = [crashed, unclassed] + [r.record for r in results.runs[2:]]
+  m = claim.measure(study.Results(str(tmp_path), records, results.config))
+  assert m["crashed"] == [f"{crashed['cell']} seed 0: boom"] and m["unclassed"] == ["SP @ depth 2 η 0.000244141"]
+  assert claim.verdict(m).verdict == study.INCONCLUSIVE and claim.summary(m) == {}
+
+
+# ------------------------------------------------------------------------------------------ the design, end to end
+
+
+def _closed_form(arm: str, depth: int, base: int) -> tuple[float, float]:
+  """(branch multiplier, in-layer lr multiplier) of `arm` at `depth`: 1 and 1 for SP; (L/L_base)^{−α} and
+  (L/L_base)^{α−1} for CompleteP (α = 1) and Depth-µP (α = 1/2) (Dey et al. 2025, Table 1)."""
+  alpha = {CP: 1.0, DMU: 0.5}.get(arm)
+  return (1.0, 1.0) if alpha is None else ((depth / base) ** -alpha, (depth / base) ** (alpha - 1))
+
+
+@pytest.mark.parametrize("scale", ("tiny", "cpu", "paper"))
+def test_the_design_at_every_scale(scale):
+  config = depth_config.get_config(scale)
+  config.data.dir = "/the/user/s/multi30k"
+  base = min(depth_config.DEPTHS[scale])
+  arms: dict[str, dict] = {}
+  for c in grid_lib.cells(config):
+    arm, depth = transfer.parse_label(c.arm, "depth")
+    arms.setdefault(arm, {}).setdefault(depth, set()).add(c.params["optim.learning_rate"])
+    r = train.config.resolve(grid_lib.cell_config(config, c, 0))
+    mc = r.model
+    assert mc.num_encoder_layers == mc.num_decoder_layers == depth and mc.depth_base == base
+    assert mc.norm_position == "pre" and mc.parameterization == "standard" and r.init.scheme == "xavier"
+    assert r.train.eval_at_init and r.train.curvature_every == 0 and r.optim.warmup_steps == depth_config.WARMUP[scale]
+    assert mc.residual == ("plain" if arm == SP else "completep")
+    for stack in ("encoder", "decoder"):  # the multipliers these keys give the model (closed forms)
+      branch = residual.depth_multiplier(mc, stack) if mc.residual == "completep" else 1.0
+      lr = parameterization.lr_multiplier(ParamRole("mlp_in", stack, depth - 1, "mlp", 1, 1, ""), mc)
+      assert (branch, lr) == pytest.approx(_closed_form(arm, depth, base))
+  assert list(arms) == list(claim.ARMS)
+  lrs = depth_config.LRS[scale]
+  for arm, per in arms.items():
+    assert tuple(per) == depth_config.arm_depths(arm, scale) and all(v == set(lrs) for v in per.values())
+  assert tuple(arms[SP]) == tuple(arms[CP]) == depth_config.DEPTHS[scale]  # the verdict's arms at every depth
+  if scale != "tiny":  # tiny: two lrs 20× apart, 1 → 2 layers (a failure to draw)
+    assert all(b / a == pytest.approx(2) for a, b in zip(lrs, lrs[1:]))  # a factor-2 grid
+    assert max(arms[SP]) / min(arms[SP]) >= 8 and config.sweep.seeds >= 2 and 100 <= config.train.num_steps
+    assert max(lrs) / min(lrs) >= 64
+  if scale == "cpu":  # the atlas's shallow optimum ~1e-2..2e-2 with 2 steps above and 3 below (module docstring)
+    assert max(lrs) >= 4 * 2e-2 and min(lrs) <= 1e-2 / 8
+
+
+def test_the_grid_keys_build_the_intended_model_at_tiny():
+  """Each arm's cell at 2 layers per stack (L_base 1) built from the config the grid writes: every sublayer's
+  residual update x_out − x_in is (branch multiplier)·F, 1 for SP, 1/2 for CompleteP, 1/√2 for Depth-µP; every
+  parameter inside a layer has lr multiplier 1, 1, 1/√2; the embeddings 1."""
+  config = depth_config.get_config("tiny")
+  for c in grid_lib.cells(config):
+    arm, depth = transfer.parse_label(c.arm, "depth")
+    if depth != 2 or c.params["optim.learning_rate"] != 1e-3:
+      continue
+    mc = dataclasses.replace(train.config.resolve(grid_lib.cell_config(config, c, 0)).model, vocab_size=VOCAB)
+    factor, lr = _closed_form(arm, 2, 1)
+    model = models.get_model(mc)
+    variables = model.init(jax.random.key(0), batch())
+    _, state = model.apply(variables, batch(), mutable=["intermediates"])
+    for stack in ("encoder", "decoder"):
+      for i in range(2):
+        inter = state["intermediates"][stack][f"layer_{i}"]
+        for sub in ("self_attn", "mlp"):
+          delta = inter[f"{sub}_residual_out"][0] - inter[f"{sub}_residual_in"][0]
+          np.testing.assert_allclose(delta, factor * inter[f"{sub}_branch"][0], rtol=1e-5, atol=1e-6)
+    mult = models.lr_multipliers(variables["params"], mc)
+    for stack in ("encoder", "decoder"):
+      layer = jax.tree.leaves(mult[stack]["layer_1"])
+      assert len(layer) > 4 and all(m == pytest.approx(lr) for m in layer), arm
+    outside = [m for k, v in mult.items() if k not in ("encoder", "decoder") for m in jax.tree.leaves(v)]
+    assert outside and all(m == 1.0 for m in outside)
+
+
+def test_the_study_end_to_end_at_tiny(tmp_path):
+  """SP and CompleteP × 1 and 2 layers at one lr (the tiny grid cut to 4 runs: the whole tiny grid is 12 runs, about
+  a minute here). At L_base = 1 the two arms are one model: the same final loss to the bit."""
+  config = depth_config.get_config("tiny")
+  parts = [p for p in depth_config.grid("tiny").split(" | ") if p.startswith(("SP @", "CompleteP @"))]
+  config.sweep.grid = " | ".join(parts).replace("optim.learning_rate=0.001,0.02", "optim.learning_rate=0.001")
+  result = run.run_claim(config, str(tmp_path))
+  m = result["measured"]
+  assert list(m["runs"]) == [SP, CP] and m["depths"] == [1, 2] and m["ends"] == [1, 2]
+  for arm in (SP, CP):
+    for depth in ("1", "2"):
+      (r,) = m["runs"][arm][depth]["0.001"]
+      assert r["cls"] in ("diverged", "collapsed", "undertrained", "trained") and r["final_loss"] > 0
+  assert m["runs"][SP]["1"]["0.001"][0]["final_loss"] == m["runs"][CP]["1"]["0.001"][0]["final_loss"]
+  assert m["runs"][SP]["2"]["0.001"][0]["final_loss"] != m["runs"][CP]["2"]["0.001"][0]["final_loss"]
+  assert result["verdict"] == study.INCONCLUSIVE  # one seed: no interval
+  assert result["settings"].startswith("d=32, pre-norm") and "layers" not in result["settings"]
+  assert result["figures"] == ["depth.png"] and (tmp_path / "depth.png").stat().st_size > 10_000
