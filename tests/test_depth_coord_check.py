@@ -3,12 +3,14 @@ multiplier (L/L_base)^{−α} and the learning-rate rule (L/L_base)^{α−1} aga
 coordinate check (analysis/coord_check.py: `depth_coord_check`).
 
 The coordinate check's setting: a Pre-LN causal LM of width 64 (4 heads, d_ff 128, embeddings ×√d), Xavier init,
-one batch of 8 sequences of 8 tokens, one Adam step at a constant η = 1e-3, depths L = 2, 4, 8, 16, 32, 2 inits
+one batch of 8 sequences of 8 tokens, one Adam step at a constant η = 1e-3, depths L = 2, 4, 8, 16 (8×), 2 inits
 averaged. CompleteP with α = 1 and L_base = 1 (branches × 1/L, the paper's L^{−α}): the residual stream after the last
 layer at init, its change after the step and the change of the logits are each within 1.3× (max/min) across depths
-(measured 1.16×, 1.27×, 1.07×: the stream converges to x_0 + O(L^{−1/2}) from above). With the plain residual the
-same three grow with depth, by more than 2× from L = 2 to 32 (measured 3.2×, 29×, 6.6×): the stream's size like √L,
-its one-step change like L.
+(measured 1.16×, 1.20×, 1.08×: the stream converges to x_0 + O(L^{−1/2}) from above; with L = 32 added, 1.16×,
+1.27×, 1.07×). With the plain residual the same three grow monotonically with depth, by more than `GROWTH` = 1.6×
+from L = 2 to 16 (measured 2.2×, 15×, 5.2×; to L = 32: 3.2×, 29×, 6.6×): the stream's size like √L, its one-step
+change like L. L = 32 is left out of the test: it alone cost as much as L = 2 to 16 together (22 s of 51 s per
+residual rule on 2 cores), and the 8× range already separates the two rules by 45× in the stream's change.
 """
 
 import jax
@@ -21,9 +23,10 @@ from configs import default
 from tests.test_models import batch, tiny
 from train import config as config_lib
 
-DEPTHS = (2, 4, 8, 16, 32)
+DEPTHS = (2, 4, 8, 16)
 VOCAB = 64
 TOLERANCE = 1.3
+GROWTH = 1.6  # the plain residual's least growth from L = 2 to 16, above CompleteP's TOLERANCE
 
 
 def test_completep_branch_multiplier_is_l_over_l_base_to_the_minus_alpha():
@@ -142,5 +145,5 @@ def test_completep_activations_and_one_step_updates_are_flat_in_depth(depth_size
 def test_plain_residual_activations_and_updates_grow_with_depth(depth_sizes):
   for name, values in depth_sizes["plain"].items():
     sizes = [values[d] for d in DEPTHS]
-    assert all(b > a for a, b in zip(sizes, sizes[1:])) and sizes[-1] > 2 * sizes[0], (name, sizes)
-  assert depth_sizes["plain"]["delta/stream"][32] > 10 * depth_sizes["completep"]["delta/stream"][32]
+    assert all(b > a for a, b in zip(sizes, sizes[1:])) and sizes[-1] > GROWTH * sizes[0], (name, sizes)
+  assert depth_sizes["plain"]["delta/stream"][16] > 10 * depth_sizes["completep"]["delta/stream"][16]

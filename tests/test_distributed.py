@@ -6,7 +6,9 @@ collectives through gloo, bounded in time and killed at teardown (`jax_processes
 """
 
 import json
+import os
 import pathlib
+import subprocess
 import sys
 
 import ml_collections
@@ -204,7 +206,24 @@ def _ok(results):
     assert r.returncode == 0, f"process {r.process_id} (returncode {r.returncode}):\n{r.output[-4000:]}"
 
 
-def test_two_processes_train_like_one_process_with_four_devices(tmp_path, jax_processes):
+def _one_process(workdir: pathlib.Path, extra: list) -> pathlib.Path:
+  """main.py with `TINY + extra` as 1 process × 4 simulated devices (data parallelism): the reference of the
+  two-process runs, bounded to 300 s."""
+  flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": " ".join([*flags, "--xla_force_host_platform_device_count=4"])}  # fmt: skip
+  argv = [sys.executable, "main.py", *TINY, *extra, f"--workdir={workdir}"]
+  proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+  return workdir
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+  """The 1-process reference of TINY's training, shared by the data-parallel and the FSDP test (the same command)."""
+  return _one_process(tmp_path_factory.mktemp("one") / "run", [])
+
+
+def test_two_processes_train_like_one_process_with_four_devices(tmp_path, jax_processes, one_process):
   """2 processes x 2 CPU devices through main.py == 1 process x 4 devices through main.py (the global batches do not
   depend on the process count, train/data/pipeline.py): the 20 train losses and the evals to 1e-6 relative; metrics.jsonl, TensorBoard, status.json and config.json written once (by
   process 0); every process logs."""
@@ -222,14 +241,7 @@ def test_two_processes_train_like_one_process_with_four_devices(tmp_path, jax_pr
   )
   results = job.wait(timeout=300)
   _ok(results)
-  # The reference: the same command as one process with 4 devices.
-  one = tmp_path / "one"
-  ref = jax_processes(
-      lambda i, address: [sys.executable, "main.py", *TINY, f"--workdir={one}"],
-      num_processes=1,
-      devices_per_process=4,
-  )
-  _ok(ref.wait(timeout=300))
+  one = one_process  # the reference: the same command as one process with 4 devices
 
   train_two, train_one = read_metrics(str(two), split="train"), read_metrics(str(one), split="train")
   assert [r["step"] for r in train_two] == list(range(1, 21))  # one record per logged step, not one per process
@@ -280,10 +292,10 @@ def test_tokenizer_trained_once_and_decoding_gathered(tmp_path, jax_processes):
     assert p["hypotheses"] == p["sources"] == p0["sources"]
 
 
-def _fsdp_and_one_process(tmp_path, jax_processes, extra: list) -> tuple:
-  """Runs main.py with `TINY + extra` as 2 processes × 2 devices under FSDP 1 × 4, then as 1 process × 4 devices in
-  data parallelism; returns the two workdirs (each run bounded to 400 s)."""
-  fsdp, one = tmp_path / "fsdp", tmp_path / "one"
+def _fsdp(tmp_path, jax_processes, extra: list) -> pathlib.Path:
+  """Runs main.py with `TINY + extra` as 2 processes × 2 devices under FSDP 1 × 4; returns its workdir (bounded to
+  400 s)."""
+  fsdp = tmp_path / "fsdp"
   job = jax_processes(
       lambda i, address: [
           sys.executable,
@@ -298,20 +310,14 @@ def _fsdp_and_one_process(tmp_path, jax_processes, extra: list) -> tuple:
       ]
   )
   _ok(job.wait(timeout=400))
-  ref = jax_processes(
-      lambda i, address: [sys.executable, "main.py", *TINY, *extra, f"--workdir={one}"],
-      num_processes=1,
-      devices_per_process=4,
-  )
-  _ok(ref.wait(timeout=400))
-  return fsdp, one
+  return fsdp
 
 
-def test_fsdp_across_two_processes_trains_evaluates_and_decodes_like_one_process(tmp_path, jax_processes):
+def test_fsdp_across_two_processes_trains_evaluates_and_decodes_like_one_process(tmp_path, jax_processes, one_process):
   """FSDP over the devices of two processes (mesh 1 × 4: every parameter and Adam moment split across hosts) gives
   the losses and the evaluation (BLEU of the gathered greedy decodes included) of one process with four devices in
   plain data parallelism, to 1e-5 relative. About 2 minutes."""
-  fsdp, one = _fsdp_and_one_process(tmp_path, jax_processes, [])
+  fsdp, one = _fsdp(tmp_path, jax_processes, []), one_process
   losses = {p: [r["loss"] for r in read_metrics(str(p), split="train")] for p in (fsdp, one)}
   assert len(losses[fsdp]) == 20 and losses[fsdp] == pytest.approx(losses[one], rel=1e-5, abs=0)
   assert json.loads((fsdp / "config.json").read_text())["mesh"]["fsdp"] == 4
@@ -338,7 +344,7 @@ def test_analysis_with_fsdp_across_two_processes_equals_one_process(tmp_path, ja
   """The analysis at init with parameters split over two processes (FSDP 1 × 4) and batch rows split too gives the top
   Hessian eigenvalue, the gradient norms and the signal profile of one process with four devices (float64). Lanczos
   prints no progress across processes (a host callback in a program spanning processes hangs). About 2 minutes."""
-  fsdp, one = _fsdp_and_one_process(tmp_path, jax_processes, ANALYSIS)
+  fsdp, one = _fsdp(tmp_path, jax_processes, ANALYSIS), _one_process(tmp_path / "one", ANALYSIS)
   step_0 = {p: p / "analysis" / "step_0" for p in (fsdp, one)}
   top = {p: json.loads((d / "eigenvalues.json").read_text())["top"]["values"][0] for p, d in step_0.items()}
   assert top[fsdp] == pytest.approx(top[one], rel=1e-8)
