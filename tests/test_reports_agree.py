@@ -16,7 +16,6 @@ REPORTS = REPO / "reports"
 # The atlas's driver rewrote reports/ATLAS.md in the repository after every cell, so its own output made the tree
 # dirty from the first cell on (experiments/provenance.py now leaves reports/ out of the check); rerunning it takes
 # ~4.6 hours of 2 cores (configs/atlas.py's calibration), more than a session.
-KNOWN_DIRTY_MEASUREMENTS = {"ec9e64c94428340ecac8976db2bd001354576662": "the cpu atlas, run 2026-11-22..24"}
 
 
 def _records() -> list[dict]:
@@ -65,17 +64,14 @@ def test_verdicts_agree_across_the_files():
   assert _table_verdicts(readme[readme.index(report.README_BEGIN) : readme.index(report.README_END)]) == expected
   atlas = _table_verdicts((REPORTS / "ATLAS.md").read_text(encoding="utf-8"))
   assert atlas == {n: v for n, v in expected.items() if records[n]["claim"] in report.ATLAS_STUDIES}
-  atlas_json = json.loads((REPORTS / "atlas" / "atlas.json").read_text(encoding="utf-8"))
-  assert "claims" not in atlas_json
-  for r in records.values():  # a record decided from the atlas's data names it, and its figure is its own copy
+  for r in records.values():  # each record's figures are its own copies, beside it
     folder = REPORTS / "reproduction" / r["claim"]
     if r.get("pending"):  # no record: no verdict anywhere, at most the records of its runs so far
       assert r["verdict"] == reproduce.NOT_RUN and set(os.listdir(folder) if folder.exists() else []) <= {
           reproduce.RECORDS_DIR
       }
       continue
-    if r.get("decided_from"):
-      assert r["decided_from"] == "reports/atlas/atlas.json" and r["settings"].startswith(atlas_json["settings"])
+    assert not r.get("decided_from"), r["claim"]  # every record was decided from its own runs
     # beside them only the records of a rerun still under way (experiments/claims/reproduce.py RECORDS_DIR)
     listed = set(os.listdir(folder)) - {reproduce.RECORDS_DIR}
     assert sorted(listed) == sorted(["claim.json", *r["figures"]])
@@ -84,18 +80,12 @@ def test_verdicts_agree_across_the_files():
 def test_no_committed_result_records_a_dirty_tree():
   dirty = []
   for r in _records():
-    for key in ("provenance", "decided_by", "redecided_by"):
+    for key in ("provenance", "redecided_by"):
       p = r.get(key)
-      if p and p.get("git_dirty") and p.get("git_commit") not in KNOWN_DIRTY_MEASUREMENTS:
+      if p and p.get("git_dirty"):
         dirty.append(f"{r['claim']} {key} {p.get('git_commit')}")
       if key != "provenance" and p:
         assert p.get("git_dirty") is False, f"{r['claim']}: {key} a dirty tree"
-  atlas_json = json.loads((REPORTS / "atlas" / "atlas.json").read_text(encoding="utf-8"))
-  if (
-      atlas_json["provenance"].get("git_dirty")
-      and atlas_json["provenance"]["git_commit"] not in KNOWN_DIRTY_MEASUREMENTS
-  ):
-    dirty.append("atlas.json")
   assert not dirty, dirty
   for record in (REPORTS / "reproduction").glob(f"*/{reproduce.RECORDS_DIR}/cells/*/seed_*/sweep_record.json"):
     assert json.loads(record.read_text(encoding="utf-8"))["provenance"]["git_dirty"] is False, record  # runs too

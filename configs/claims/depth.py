@@ -21,9 +21,11 @@ Scales: tiny (tests: 1+1 vs 2+2 layers of the tiny preset, L_base 1, lrs {1e-3, 
 task: 12 runs); cpu (the committed report: SP and CompleteP at `DEPTHS['cpu']`, Depth-µP at 2 and 16 only
 (`ENDS_ONLY`), × 7 lrs × 2 seeds = 140 runs of 200 steps on Multi30k); paper (an accelerator: d 256, 4 heads,
 d_ff 1024, 2+2 → 32+32 layers, 2000 steps of 4096-token packed batches, 8 lrs, 3 seeds).
-Why the lr grid. The atlas's cpu cells (d 32, 200 steps, batch 32): Pre-LN at 6+6 with warmup 20 ends at 4.07 nats at
-3.16e-3, 3.82 at 1e-2, 3.88 at 3.16e-2 (reports/atlas/atlas.json), its retired transfer part's SP at 2+2 (100 steps)
-4.19 at 1e-2 and 4.30 at 3.16e-2: the shallow optimum sits near 1e-2..2e-2. CompleteP's should stay there, and SP's
+Why the lr grid. The atlas's cpu cells (d 32, 200 steps, batch 32): Pre-LN at 6+6 with warmup 20 ended at 4.07 nats
+at 3.16e-3, 3.82 at 1e-2, 3.88 at 3.16e-2 (the retired atlas's record, commit ec9e64c), and without warmup at 4.05,
+3.86 and 4.28, at 12+12 at 4.15, 4.04 and 4.42 (claim 10's record, reports/reproduction/deep_no_warmup/claim.json,
+3 seeds' means); the retired atlas's transfer part's SP at 2+2 (100 steps) 4.19 at 1e-2 and 4.30 at 3.16e-2: the
+shallow optimum sits near 1e-2..2e-2. CompleteP's should stay there, and SP's
 is expected to fall with depth (Dey et al. 2025, abstract: some parameterizations "fail to transfer"): 16 layers may
 put it 2-3 steps lower, so the grid runs from 1.25e-3 to 8e-2, 2 steps above the shallow optimum and 3 below.
 Why cpu is this size. Calibration (2026-11-26; 2 cores shared with two other training jobs, load average 4-5; SP at

@@ -10,9 +10,7 @@ Contract:
   readme_table(results)   the Markdown table the README shows between `<!-- claims:begin -->` and `<!-- claims:end -->`
   update_readme(readme_path, results)   rewrites that block in place (ValueError if the markers are missing).
   write_atlas(results, path, command=)   reports/ATLAS.md: the atlas's studies (ATLAS_STUDIES) and their verdicts.
-One record per claim: `reports/reproduction/<claim>/claim.json`, written by the claim's own study (a record built
-from the atlas's runs by an earlier reproduce.py, with `decided_from`/`decided_by`/`caveat`, is rendered as such
-until its claim is rerun). The report and the README's table are written from those records, so they state the
+One record per claim: `reports/reproduction/<claim>/claim.json`, written by the claim's own study. The report and the README's table are written from those records, so they state the
 same verdicts and numbers (tests/test_reports_agree.py regenerates them from the records and compares).
 """
 
@@ -82,8 +80,7 @@ def write_reproduction(
   ]
   for r in results:
     lines.append(
-        f"| {r.get('number', '?')} | [{r['claim']}](#{_anchor(r['claim'])}) | **{r['verdict']}**"
-        f"{' (atlas)' if r.get('decided_from') else ''} | "
+        f"| {r.get('number', '?')} | [{r['claim']}](#{_anchor(r['claim'])}) | **{r['verdict']}** | "
         f"{r.get('scale') or '—'} | {_data(r) if not r.get('pending') else '—'} | {_runs(r)} | "
         f"{_fmt(r.get('seconds'))} | {_commit(r) if not r.get('pending') else '—'} |"
     )
@@ -120,16 +117,8 @@ def write_reproduction(
       i = r["identity"]
       lines += ["", f"Identity half (the claim's at-init run, commit {i.get('commit', '?')}): {i.get('reason', '')}"]
     lines += ["", f"**Verdict: {r['verdict']}.** {r.get('reason', '')}", ""]
-    if r.get("caveat"):
-      lines += [f"Scale caveat: {r['caveat']}.", ""]
     for fig in r.get("figures", []):
       lines.append(f"![{r['claim']}]({figure_dir}/{r['claim']}/{fig})")
-    if r.get("decided_from"):
-      lines += [
-          "",
-          f"Decided from `{r['decided_from']}` by the rules above, at commit {_commit(r, 'decided_by')}; the runs "
-          f"were measured at commit {_commit(r)}.",
-      ]
     if r.get("redecided_by"):
       lines += [
           "",
@@ -178,12 +167,6 @@ def write_atlas(results: list[dict], path: str, *, command: str) -> str:
   for r in mine:
     lines += ["", f"## {r['claim']}", "", f"**Study {r.get('number', '?')}.** {r.get('statement', '')}", ""]
     lines += [f"**{r['verdict'][0].upper() + r['verdict'][1:]}.** {r.get('reason', '')}"]
-  lines += [
-      "",
-      "The retired atlas driver's measurements (commit ec9e64c, run 2026-11-22..24 on a dirty tree) stay in "
-      "`reports/atlas/atlas.json` only as the source claim 10's current record was decided from; its rerun "
-      "replaces both.",
-  ]
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
@@ -198,8 +181,7 @@ def readme_table(results: list[dict], report_link: str = "reports/REPRODUCTION.m
     numbers = "; ".join(f"{_cell(k)} {_fmt(v)}" for k, v in (summary or {}).items()) or "—"
     lines.append(
         f"| {r.get('number', '?')} | [{r['claim']}]({report_link}#{_anchor(r['claim'])}) | "
-        f"{'**' + r['verdict'] + '**' if r['verdict'] != 'reproduced' else r['verdict']}"
-        f"{' (atlas)' if r.get('decided_from') else ''} | {numbers} | "
+        f"{'**' + r['verdict'] + '**' if r['verdict'] != 'reproduced' else r['verdict']} | {numbers} | "
         f"{r.get('scale') or '—'} |"
     )
   return "\n".join(lines)
