@@ -14,7 +14,7 @@ One sweep (measure and verdict: experiments/claims/width.py), one named product 
   model    heads fixed (`HEADS`: µP's head dim grows with width, Tensor Programs V), d_ff = 4d (Vaswani et al.
            2017), 2+2 layers at cpu (the atlas's width model);
   widths   `SHARPNESS_WIDTHS` at the reference lr `REF_LR` for every arm, plus `WIDEST` for the two arms rule (a)
-           compares (µP, SP: 32 → 512 = 16× at cpu; Noci et al. 2024 Fig. 1 spans a similar range);
+           compares (µP, SP: 32 → 512 = 16× at cpu);
            `TRANSFER_WIDTHS` × the lr grid `LRS` for `TRANSFER_ARMS` (rule (b): 32 → 256 = 8× at cpu);
   lrs      a factor-2 grid (one step = 1 in log₂ lr, the unit of the optimum's shift);
   schedule linear warmup over `WARMUP` steps (a tenth of the run, docs/science.md §8), then constant: after the
@@ -66,7 +66,7 @@ LRS = {  # factor 2, REF_LR in each; cpu: µP's optimum at d 32 is expected near
     "paper": (6.25e-5, 1.25e-4, 2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3),
 }
 REF_LR = {"tiny": 1e-3, "cpu": 2e-3, "paper": 5e-4}  # the sharpness runs' lr: near µP's optimum at d_base
-STEPS = {"tiny": 8, "cpu": 200, "paper": 2000}  # "the first few hundred steps" (issue 28; Noci et al. 2024 Fig. 1)
+STEPS = {"tiny": 8, "cpu": 200, "paper": 2000}  # "the first few hundred steps" (issue 28)
 WARMUP = {"tiny": 2, "cpu": 20, "paper": 200}  # a tenth of the run (docs/science.md §8)
 CURVATURE_EVERY = {"tiny": 2, "cpu": 20, "paper": 100}  # 10 records at cpu (steps 20, 40, …, 200)
 HEADS = {"tiny": 2, "cpu": 2, "paper": 8}

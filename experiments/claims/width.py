@@ -4,8 +4,8 @@ training does not depend on width while under SP it does, and µP's optimal lear
 The statements tested, quoted. Noci et al. 2024 ("Super consistency of neural network landscapes and learning rate
 transfer", arXiv 2402.17457, abstract): "certain spectral properties under µP are largely independent of the size of
 the network, and remain consistent as training progresses [...] in the Neural Tangent Kernel (NTK) and other scaling
-regimes, the sharpness exhibits very different dynamics at different scales"; their Fig. 1 shows the sharpness along
-training per width with the loss-vs-lr curves whose optimum transfers under µP. For Adam the sharpness is that of the
+regimes, the sharpness exhibits very different dynamics at different scales" (the abstract also ties this to the
+learning rate's transfer; only the abstract was checked, not the figures). For Adam the sharpness is that of the
 preconditioned Hessian, and it is read scaled by the learning rate (the quantity whose stability threshold is
 width-free): here η(t)·λ_max(M·P_t⁻¹H), M the run's per-layer lr multipliers (analysis/tracking.py). Kalra &
 Barkeshli 2026 (arXiv 2605.21486, abstract): "the overwhelming benefit of µP relative to SP when training with AdamW
@@ -262,7 +262,7 @@ CLAIM = study.Study(
     statement="Noci et al. 2024: under µP the (Adam-preconditioned, lr-scaled) sharpness along training is "
     "independent of width while under SP it is not; and µP's optimal learning rate shifts less with width than SP's "
     "(with Kalra & Barkeshli 2026's arm, SP with µP's embedding lr, measured beside it).",
-    source="Noci et al. 2024 (arXiv 2402.17457), abstract and Fig. 1; Kalra & Barkeshli 2026 (arXiv 2605.21486), "
+    source="Noci et al. 2024 (arXiv 2402.17457), abstract; Kalra & Barkeshli 2026 (arXiv 2605.21486), "
     "abstract; Yang et al. 2022 (Tensor Programs V), Table 3",
     paper_scale="Transformers on WikiText, widths over 8–16×, SP/NTK/µP (Noci et al. 2024); LLMs under AdamW "
     "(Kalra & Barkeshli 2026)",
