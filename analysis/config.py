@@ -2,10 +2,11 @@
 
 Contract: `AnalysisConfig.from_config(config.analysis)` (an `AnalysisConfig`, its ConfigDict or a mapping) returns a
 frozen dataclass whose values were all checked before any compute: the choices of `dtype` (`DTYPES`), `operator`
-(`OPERATORS`), `trace_method` and `reorthogonalize`, the integer ranges, `top_k` / `bottom_k` /
+(`OPERATORS`), `trace_method`, `reorthogonalize` and `progress`, the integer ranges, `top_k` / `bottom_k` /
 `preconditioned_top_k` ≤ `lanczos_steps`, enough trace probes for the method, `block_filter` a regular expression
 and `sigma` ≥ 0; a bad value raises ValueError naming `analysis.<key>`, the value and the valid choices.
-`ANALYSIS_KEYS` lists every key; `resolved_dtype` turns `analysis.dtype = "auto"` into the backend's dtype.
+`ANALYSIS_KEYS` lists every key; `resolved_dtype` turns `analysis.dtype = "auto"` into the backend's dtype and
+`progress_enabled` `analysis.progress` into whether progress lines are printed.
 `analysis.run.run_analysis` and `analysis.tracking` type their subtree with it, and main.py passes its builder to
 `train.config.resolve` (through `experiments.GROUPS`).
 """
@@ -21,6 +22,9 @@ from models.config import Section, contradiction, invalid
 
 DTYPES = ("auto", "float64", "float32")
 OPERATORS = ("hessian", "gauss_newton")
+PROGRESS = ("auto", "on", "off")
+# `analysis.progress='auto'` prints Lanczos/SLQ progress lines from this many parameters on (`progress_enabled`).
+PROGRESS_MIN_PARAMS = 5_000_000
 _INT_KEYS = dict(
     checkpoint_step=-1,
     probe_batch=0,
@@ -83,6 +87,7 @@ class AnalysisConfig(Section):
   tracking_tol: float
   seed: int
   max_basis_bytes: int
+  progress: str
 
   def __post_init__(self):
     _check_values(self)
@@ -98,6 +103,7 @@ def _check_values(cfg: AnalysisConfig) -> None:
       ("operator", OPERATORS),
       ("trace_method", tuple(TRACE_METHODS)),
       ("reorthogonalize", REORTHOGONALIZATIONS),
+      ("progress", PROGRESS),
   ):
     if cfg[key] not in choices:
       raise invalid(f"analysis.{key}", cfg[key], list(choices))
@@ -132,6 +138,18 @@ def _check_values(cfg: AnalysisConfig) -> None:
     raise invalid("analysis.tracking_tol", tol, "a number in [0, 1) (0: a cold Lanczos at every record)")
   if isinstance(cfg.sigma, bool) or not (isinstance(cfg.sigma, (int, float)) and cfg.sigma >= 0):
     raise invalid("analysis.sigma", cfg.sigma, "a number >= 0 (0: 1% of the node range)")
+
+
+def progress_enabled(setting: str, num_params: int) -> bool:
+  """Whether the analysis prints Lanczos/SLQ progress lines (`analysis.progress`). A progress line is a host callback
+  inside the compiled program, and JAX's persistent compilation cache does not store programs that hold one, so the
+  choice is between progress lines and a second run that loads its programs instead of compiling them. 'auto' picks
+  by size: from `PROGRESS_MIN_PARAMS` parameters on (the 'small' preset's 5.8M and up: on 2 CPU cores a Lanczos
+  product takes about a second there, so a routine runs for minutes and its compile is a small part) the lines;
+  below, the cache (a `tiny` analysis computes in about a second and compiles for ten: bench/vs_pyhessian.py)."""
+  if setting not in PROGRESS:
+    raise invalid("analysis.progress", setting, list(PROGRESS))
+  return setting == "on" or (setting == "auto" and num_params >= PROGRESS_MIN_PARAMS)
 
 
 def resolved_dtype(name: str) -> str:

@@ -147,6 +147,10 @@ def get_config() -> ml_collections.ConfigDict:
   # 'auto' (float64 on CPU/GPU, float32 on TPU, which has no native float64) | 'float64' (x64 on for the analysis
   # only; model and variables cast) | 'float32'.
   a.dtype = "auto"
+  # Lanczos/SLQ progress lines: 'auto' (on from 5M parameters, where a routine runs for minutes; off below, so JAX's
+  # persistent compilation cache can store the programs: a host callback keeps a program out of it) | 'on' | 'off'.
+  # A sweep's runs never print them.
+  a.progress = "auto"
   a.operator = "hessian"  # 'hessian' (exact, indefinite) or 'gauss_newton' (PSD GGN of the cross-entropy).
   a.num_batches = 1  # Batches whose token-weighted average Hessian is analyzed (the first ones given).
   a.batch_size = 16  # Sequences per analysis batch (checked against the batches given).

@@ -85,13 +85,17 @@ def final_metrics(run_workdir: str) -> dict[str, float]:
   return out
 
 
-def analyze(exp: train.loop.Experiment, workdir: str, progress: bool = True) -> str:
+def analyze(exp: train.loop.Experiment, workdir: str, progress: Optional[bool] = None) -> str:
   """The configured analysis (`config.analysis`) of the experiment's current state (step k: at init, or a restored
   checkpoint) into `<workdir>/analysis/step_<k>/`, on the run's mesh; main.py's analyze mode and `analysis.at_init`
-  and a sweep's `sweep.analysis_at_init`. Returns that folder. A sweep's runs pass `progress=False`: no Lanczos
-  progress lines, so no host callback in the programs and the persistent compilation cache serves them to the next
-  run of the same shapes (a cell's next seed) instead of compiling them again (analysis/run.py)."""
+  and a sweep's `sweep.analysis_at_init`. Returns that folder. Lanczos progress lines as `analysis.progress` says
+  (`analysis.config.progress_enabled`: by default only for models of 5M parameters and more) unless `progress` is
+  given; a sweep's runs pass `progress=False`: no host callback in the programs, so the persistent compilation cache
+  serves them to the next run of the same shapes (a cell's next seed) instead of compiling them again."""
   config = exp.config
+  if progress is None:
+    size = sum(x.size for x in jax.tree.leaves(exp.state.params))
+    progress = analysis.config.progress_enabled(config.analysis.progress, size)
   step = int(exp.state.step)
   n, size = config.analysis.num_batches, config.analysis.batch_size
   out_dir = os.path.join(workdir, "analysis")

@@ -12,7 +12,7 @@ import numpy as np
 import optax
 import pytest
 
-from analysis.config import AnalysisConfig
+from analysis.config import PROGRESS_MIN_PARAMS, AnalysisConfig, progress_enabled
 from analysis.hessian import dense_hessian, ggn_vp_fn
 from analysis.run import run_analysis
 from configs import default
@@ -146,6 +146,7 @@ def test_top_eigenvalue_matches_dense_within_bound(result):
             "cgs",
             r"config.analysis.reorthogonalize='cgs' is invalid; valid: \['full', 'partial', 'none'\]",
         ),
+        ("progress", "yes", r"config.analysis.progress='yes' is invalid; valid: \['auto', 'on', 'off'\]"),
     ],
 )
 def test_validation_names_the_key(key, value, match):
@@ -153,6 +154,16 @@ def test_validation_names_the_key(key, value, match):
   cfg[key] = value
   with pytest.raises(ValueError, match=match):
     AnalysisConfig.from_config(cfg)
+
+
+def test_progress_lines_by_default_only_from_5m_parameters():
+  """'auto': progress lines (a host callback, which keeps a program out of JAX's persistent cache) from
+  PROGRESS_MIN_PARAMS = 5M parameters on, the compilation cache below; 'on' / 'off' whatever the size."""
+  assert PROGRESS_MIN_PARAMS == 5_000_000
+  assert not progress_enabled("auto", 4_999_999) and progress_enabled("auto", 5_000_000)
+  assert progress_enabled("on", 10) and not progress_enabled("off", 10**9)
+  with pytest.raises(ValueError, match=r"config.analysis.progress='yes' is invalid; valid: \['auto', 'on', 'off'\]"):
+    progress_enabled("yes", 10)
 
 
 def test_missing_batches_fail_before_compute(result):

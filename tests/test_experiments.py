@@ -304,6 +304,29 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
   assert f"| 0.001 | post | {losses[1]:.4f} | 1 | 1 finished, 1 crashed |" in (workdir / "results.md").read_text()
 
 
+@pytest.mark.parametrize(
+    "setting, params, given, expected",
+    [("auto", 1000, None, False), ("auto", 5_000_000, None, True), ("on", 1000, None, True), ("auto", 5_000_000, False, False)],
+)  # fmt: skip
+def test_analyze_prints_progress_as_analysis_progress_says(setting, params, given, expected, monkeypatch):
+  """main.py's `analyze(exp, workdir)` resolves `analysis.progress` by the model's parameter count ('auto': lines from
+  5M parameters on, so a tiny analysis's programs stay cacheable); a sweep's explicit `progress=False` wins."""
+  import types  # noqa: PLC0415
+
+  import analysis.run as analysis_run  # noqa: PLC0415
+
+  seen = []
+  monkeypatch.setattr(analysis_run, "run_analysis", lambda *a, **k: seen.append(k["progress"]))
+  config = tiny_config(**{"analysis.progress": setting})
+  leaves = {"w": np.zeros((params,), np.float32)}
+  state = types.SimpleNamespace(step=0, params=leaves, model_variables=lambda: {"params": leaves})
+  exp = types.SimpleNamespace(
+      config=config, state=state, model=None, batches=lambda n, size: [], init_variables=None, mesh=None
+  )
+  sweep_lib.analyze(exp, "/unused", **({} if given is None else {"progress": given}))
+  assert seen == [expected]
+
+
 def test_analysis_at_init_writes_step_0_of_each_run(tmp_path, monkeypatch):
   """`sweep.analysis_at_init`: analysis.run at step 0 into the run's analysis/step_0/ (as main.py's at_init), its
   Lanczos programs built without a progress callback (a host callback keeps the persistent cache from storing them,
