@@ -22,6 +22,7 @@ from jax.sharding import PartitionSpec as P
 
 import models
 from models.config import ModelConfig
+from tests.conftest import xla_flags
 from tests.test_train import tiny_config
 from train import config as config_lib
 from train import loop
@@ -153,7 +154,7 @@ def test_mesh_config_round_trips_through_config_json():
 def _run(tmp_path, *layouts, timeout=300):
   env = {
       **os.environ,
-      "XLA_FLAGS": "--xla_force_host_platform_device_count=4 --xla_backend_optimization_level=0",
+      "XLA_FLAGS": xla_flags(4),  # the suite's flags (tests/conftest.py)
       "JAX_PLATFORMS": "cpu",
   }
   proc = subprocess.run(
