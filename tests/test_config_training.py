@@ -17,6 +17,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.conftest import xla_flags
 from tests.test_configs import CONFIG_FILES
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -28,7 +29,7 @@ NAMES = [os.path.basename(f) for f in CONFIG_FILES]
 def records(tmp_path_factory):
   env = {
       **os.environ,
-      "XLA_FLAGS": "--xla_force_host_platform_device_count=2 --xla_backend_optimization_level=0",
+      "XLA_FLAGS": xla_flags(2),  # the suite's flags (tests/conftest.py)
       "JAX_PLATFORMS": "cpu",
   }
   workdir = tmp_path_factory.mktemp("configs")

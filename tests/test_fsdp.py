@@ -22,6 +22,7 @@ from jax.sharding import PartitionSpec as P
 
 import models
 from models.config import ModelConfig
+from tests.conftest import xla_flags
 from tests.test_train import tiny_config
 from train import config as config_lib
 from train import loop
@@ -150,10 +151,17 @@ def test_mesh_config_round_trips_through_config_json():
   assert again.mesh == config.mesh
 
 
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory):
+  """One subprocess for both tests below: data parallel (1), FSDP 1 × 4 (4, its uninterrupted run also the run the
+  resume is compared with) and 2 × 2 (2)."""
+  return _run(tmp_path_factory.mktemp("fsdp"), "1", "4:resume", "2")
+
+
 def _run(tmp_path, *layouts, timeout=300):
   env = {
       **os.environ,
-      "XLA_FLAGS": "--xla_force_host_platform_device_count=4 --xla_backend_optimization_level=0",
+      "XLA_FLAGS": xla_flags(4),  # the suite's flags (tests/conftest.py)
       "JAX_PLATFORMS": "cpu",
   }
   proc = subprocess.run(
@@ -170,11 +178,11 @@ def _run(tmp_path, *layouts, timeout=300):
   return out
 
 
-def test_fsdp_matches_data_parallel(tmp_path):
+def test_fsdp_matches_data_parallel(layouts):
   """20 steps on 4 devices: FSDP 1 × 4 and 2 × 2 give the losses of replicated data parallelism (4 × 1) to 1e-5
   relative, and the parameters and their Adam moments really are split over `fsdp` (D of a [D, F] kernel, of the
   [V, D] embedding and of the [H, K, D] output projection is 1/fsdp on each device; replicated under fsdp = 1)."""
-  out = _run(tmp_path, "1", "4", "2")
+  out = layouts
   dp = np.asarray(out["1"]["losses"])
   assert out["1"]["steps"] == list(range(1, 21)) and np.all(np.isfinite(dp)) and dp[-1] < dp[0] - 1.0
   for fsdp in (4, 2):
@@ -195,10 +203,10 @@ def test_fsdp_matches_data_parallel(tmp_path):
     assert shard["param"] == shard["mu"] == shard["shape"]
 
 
-def test_fsdp_checkpoint_restores(tmp_path):
+def test_fsdp_checkpoint_restores(layouts):
   """A checkpoint saved under FSDP (1 × 4) restores sharded as it was saved, and resuming from step 10 gives the
   uninterrupted run's losses of steps 11..20 bit for bit."""
-  run = _run(tmp_path, "4:resume")["4"]
+  run = layouts["4"]
   assert run["resumed_from"] == 10
   assert run["resumed_losses"] == run["losses"][10:]
   assert run["shards"]["restored"] == run["shards"]["setup"]
