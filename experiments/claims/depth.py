@@ -99,17 +99,11 @@ def _read(m: dict) -> tuple[str, str, str]:
       f"D = |CompleteP| − |SP| {fmt(D)} (rule: below 0); reported, not decisive: Depth-µP {fmt(DMU)}, "
       f"|Depth-µP| − |SP| {fmt('|Depth-µP| − |SP|')}"
   )
-  if edges:
-    return study.INCONCLUSIVE, f"{text}; optimum at the lr grid's edge at {edges}", "extend the lr grid past the edge"
-  if diff[2] < 0:
-    return study.REPRODUCED, text, ""
-  if diff[1] >= 0:
-    return study.NOT_REPRODUCED, text, ""
   sp = m["shifts"][SP]
   advice = "more seeds (a narrower interval on D)"
   if sp[1] <= 0 <= sp[2]:  # advice only: SP's own optimum may not move over these depths
     advice += "; SP's own shift interval includes 0, so deeper stacks or longer runs may be what decides"
-  return study.INCONCLUSIVE, f"{text}: D's interval straddles 0", advice
+  return transfer.read_difference(diff, text, edges, advice)
 
 
 def verdict(m: dict) -> study.Verdict:

@@ -21,7 +21,7 @@ from typing import Optional
 import numpy as np
 
 from analysis import outcomes
-from experiments import report, stats
+from experiments import report, stats, study
 
 
 def parse_label(label: str, axis: str) -> tuple[str, int]:
@@ -148,3 +148,16 @@ def optima_vs_size(ax, optima: dict, shifts: dict, colours: dict, sizes: list[in
   ax.set(xlabel=xlabel, ylabel="optimal peak lr", title=f"optimal lr vs {word}")
   if ax.get_legend_handles_labels()[0]:  # no arm has an optimum: no empty legend box
     ax.legend(fontsize=7, loc="best")
+
+
+def read_difference(diff: list, text: str, edges: list, advice: str = "more seeds (a narrower interval on D)") -> tuple:
+  """(verdict, reason, advice) of a transfer rule on D = [point, lo, hi], "the optimum moves less than the
+  reference's" (studies 12 and 13): inconclusive with an optimum at the lr grid's edge (`edges`), reproduced when D's
+  interval lies below 0, not reproduced when it lies at or above 0, else inconclusive (straddling 0, `advice`)."""
+  if edges:
+    return study.INCONCLUSIVE, f"{text}; optimum at the lr grid's edge at {edges}", "extend the lr grid past the edge"
+  if diff[2] < 0:
+    return study.REPRODUCED, text, ""
+  if diff[1] >= 0:
+    return study.NOT_REPRODUCED, text, ""
+  return study.INCONCLUSIVE, f"{text}: D's interval straddles 0", advice

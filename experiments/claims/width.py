@@ -166,13 +166,7 @@ def _read_transfer(m: dict) -> tuple[str, str, str]:
     return study.INCONCLUSIVE, "no shift difference (an optimum is missing)", "smaller lrs or more steps"
   mu, sp = m["shifts"][MU], m["shifts"][SP]
   text = f"optimum's shift {m['transfer_widths'][0]} → {m['transfer_widths'][-1]} in log₂ lr: µP {stats.fmt(tuple(mu))}, SP {stats.fmt(tuple(sp))}; D = |µP| − |SP| {stats.fmt(tuple(diff))} (rule: below 0)"  # fmt: skip
-  if edges:
-    return study.INCONCLUSIVE, f"{text}; optimum at the lr grid's edge at {edges}", "extend the lr grid past the edge"
-  if diff[2] < 0:
-    return study.REPRODUCED, text, ""
-  if diff[1] >= 0:
-    return study.NOT_REPRODUCED, text, ""
-  return study.INCONCLUSIVE, f"{text}: D's interval straddles 0", "more seeds (a narrower interval on D)"
+  return transfer.read_difference(diff, text, edges)
 
 
 def verdict(m: dict) -> study.Verdict:
