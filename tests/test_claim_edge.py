@@ -307,8 +307,10 @@ def test_every_method_has_its_at_init_cell_on_the_runs_own_first_batch():
 
 
 def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
-  """One method, its at-init analysis and its training cells: the runner adds the lr above the grid until the
-  early boundary is bracketed, then decides (inconclusive: one method); a rerun trains nothing."""
+  """One method, its at-init analysis and its training cells, run as two shards one after the other (a job array;
+  `sweep.parallel`'s children): the first runs its half and leaves the claim undecided; the second gathers, adds the
+  lr above the grid until the early boundary is bracketed, trains every added run itself and decides (inconclusive:
+  one method); a rerun trains nothing."""
   config = edge_config.get_config("tiny")
   config.sweep.grid = (
       "Pre-LN: model.norm_position=pre;init.scheme=xavier;optim.warmup_steps=0;optim.learning_rate=0.001,0.1 | "
@@ -316,9 +318,15 @@ def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
   )
   config.analysis.update_sharpness = False
   config.analysis.edge_predictors = False
+  config.sweep.shard = "1/2"  # of the plan's 3 runs, the second; shard 0/2 then gathers and the round adds run 3,
+  first = claims_run.run_claim(config, str(tmp_path), emit=print)  # which is shard 1/2's by the plan's order
+  assert "verdict" not in first and sum(first["runs"].values()) == 1, first  # not decided
+  assert not (tmp_path / "claim.json").exists()
+  config.sweep.shard = "0/2"
   lines = []
   result = claims_run.run_claim(config, str(tmp_path), emit=lines.append)
   assert any("round 1 of at most 4 adds {'Pre-LN': {'optim.learning_rate': [0.2]}}" in x for x in lines), lines
+  assert (tmp_path / "claim.json").exists()
   assert result["number"] == 11 and result["verdict"] == study.INCONCLUSIVE
   assert set(result["measured"]["lam0"]["Pre-LN"]) == {"gd", "adam"}
   assert result["measured"]["grid"]["Pre-LN"]["bracketed"]

@@ -159,3 +159,30 @@ def test_done_runs_records_land_as_they_come_and_a_later_session_restores_them(t
   assert (restored / "b" / "seed_0" / "metrics.jsonl").read_text() == "b 0 metrics.jsonl"
   assert not (restored / "a" / "seed_0" / "checkpoints").exists() and not (restored / "a" / "seed_1").exists()
   assert reproduce.restore_records(str(records), str(fresh / "warmup")) == 0  # nothing done is copied twice
+
+
+def test_parallel_reaches_the_claims_sweep(tmp_path, monkeypatch):
+  """`--parallel=k` runs the claim's main.py with `--config.sweep.parallel=k` (its runs k at once; a claim whose grid
+  grows is decided by the child that gathers: tests/test_claim_edge.py); 1 (the default) leaves the command as it was.
+  """
+  from experiments.claims import reproduce  # pylint: disable=g-import-not-at-top
+
+  commands = []
+
+  class Fake:
+
+    def __init__(self, cmd, **kw):
+      commands.append(cmd)
+      self.stdout = iter([])
+
+    def wait(self):
+      return 0
+
+    def kill(self):
+      raise AssertionError("the fake process ended at once")
+
+  monkeypatch.setattr(reproduce.subprocess, "Popen", Fake)
+  reproduce.run_one("warmup", "cpu", "", str(tmp_path), 10, parallel=2)
+  reproduce.run_one("warmup", "cpu", "", str(tmp_path), 10)
+  assert [a for a in commands[0] if a.startswith("--config.sweep.parallel")] == ["--config.sweep.parallel=2"]
+  assert not any(a.startswith("--config.sweep.parallel") for a in commands[1])

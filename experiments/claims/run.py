@@ -93,8 +93,10 @@ def run_seconds(records: list[dict]) -> float:
 
 def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging.info) -> dict:
   """Runs (or resumes) the claim's sweep in `workdir`, then `decide`s; returns the claim.json dict. A shard of a job
-  array decides only when it gathered every run (experiments/shard.py), `sweep.stage=prepare` never: they return
-  just their runs' outcome counts."""
+  array (or a child of `sweep.parallel`) decides only when it gathered every run (experiments/shard.py),
+  `sweep.stage=prepare` never: they return just their runs' outcome counts. An adaptive grid's extension rounds run
+  in the shard that gathered, every added run of them (the other shards have ended; the runs' claims keep a shard
+  that gathered at the same moment from training one twice), so that the claim is decided."""
   cc = ClaimConfig.from_config(config.claim)
   claim = get_claim(cc.name)  # an unknown claim fails before any compute
   records = sweep_lib.run_sweep(config, workdir, emit=emit)
@@ -109,6 +111,7 @@ def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging
     emit(f"Claim {cc.name}: round {round_ + 1} of at most {claim.max_rounds} adds {additions}")
     config = copy.deepcopy(config)
     config.sweep.grid = grid
+    config.sweep.shard = "0/1"  # the round's runs are all this process's (docstring)
     records = sweep_lib.run_sweep(config, workdir, emit=emit)
     expected = len(grid_lib.cells(config)) * config.sweep.seeds
   if len(records) < expected:  # sweep.stage=prepare, or a shard of a job array whose sweep other shards still run
