@@ -33,7 +33,7 @@ import os
 import pickle
 import posixpath
 import sys
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import matplotlib
 import matplotlib.font_manager
@@ -282,16 +282,26 @@ def log_loss_axis(ax, values: Iterable[float], top: Optional[float] = None) -> t
   return low, high
 
 
-def plain_log_ticks(axis, low: float, high: float) -> None:
+def _short_e(v: float) -> str:
+  """5e-5, 1.6e-2: two significant digits at most, no padding of the exponent."""
+  mantissa, exponent = f"{v:.1e}".split("e")
+  return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def plain_log_ticks(axis, low: float, high: float, at: Optional[Sequence[float]] = None) -> None:
   """Ticks of a log `axis` spanning [low, high] labelled as plain numbers, denser the shorter the span: over less
-  than a decade or two the default ticks label nothing, or 4×10⁰ beside 10⁰; over more, the decades."""
+  than a decade or two the default ticks label nothing, or 4×10⁰ beside 10⁰; over more, the decades. `at`: ticks
+  exactly there instead (a grid's values, e.g. lrs 4e-3, 8e-3, 1.6e-2, which no decade's subdivision holds)."""
   decades = math.log10(high / low)
-  if decades >= 2.5:
+  if at is None and decades >= 2.5:
     return
   subs = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0) if decades < 0.7 else (1.0, 2.0, 5.0)
-  axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=subs))
+  if at is None:
+    axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=subs))
+  else:
+    axis.set_major_locator(matplotlib.ticker.FixedLocator(sorted(set(at))))
   # below 0.01, 5e-5 and 1e-3 rather than 0.00005 and 0.001 (long labels crowd a narrow panel)
-  short = (lambda v: f"{v:.0e}".replace("e-0", "e-")) if low < 0.01 else (lambda v: f"{v:g}")
+  short = _short_e if low < 0.01 else (lambda v: f"{v:g}")
   axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: short(v)))
   axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 

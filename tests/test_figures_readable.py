@@ -262,3 +262,21 @@ def test_edge_figure_reads_with_every_method_of_the_registry(kept, tmp_path):
   (fig,) = kept
   assert all(ax.get_xscale() == "log" for ax in fig.axes)
   assert_readable(fig)
+
+
+def test_log_ticks_at_a_grids_values_label_each_one_exactly():
+  """A factor-2 lr grid (4e-3, 8e-3, 1.6e-2) gets a tick at each value and no other, labelled to its digits: no
+  decade subdivision holds 1.6e-2, and one significant digit would call it 2e-2."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  fig, ax = plt.subplots()
+  grid = [4e-3, 8e-3, 1.6e-2]
+  ax.plot(grid, [1.0, 2.0, 3.0])
+  ax.set_xscale("log")
+  ax.set_xlim(3e-3, 2e-2)
+  report.plain_log_ticks(ax.xaxis, min(grid), max(grid), at=grid + [8e-3])
+  FigureCanvasAgg(fig).draw()
+  ticks = [t for t in ax.get_xticks() if 3e-3 <= t <= 2e-2]
+  assert ticks == pytest.approx(grid)
+  assert [t.get_text() for t in ax.get_xticklabels() if t.get_text()] == ["4e-3", "8e-3", "1.6e-2"]
+  plt.close(fig)

@@ -233,7 +233,8 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     )
   ax.set_xscale("log")
   xs = [float(lr) for a in arms.values() for lr in a["cells"]]
-  report.plain_log_ticks(ax.xaxis, min(xs), max(xs))
+  ax.set_xlim(min(xs) / 1.25, max(xs) * 1.25)  # the grid's end points off the frame
+  report.plain_log_ticks(ax.xaxis, min(xs), max(xs), at=xs)  # a tick at every lr of the grid, none between
   report.log_loss_axis(ax, [r["final_loss"] for r in runs], top)
   ax.set(xlabel="peak lr", ylabel="final validation loss (nats)", title="(a) every seed by outcome class; line: mean")
   shown = []
