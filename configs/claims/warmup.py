@@ -34,6 +34,11 @@ run measured). The horizon was fixed before any of these runs, from the first ru
 still-improving cell changed by 4–5% per 200 steps at 1000 under a decaying lr) and the cost, not from the new runs.
 On the H200 this model trains at 28.7 steps/s alone after ~50 s of start-up and compile (one run of 300 steps,
 2026-11-26), so the accelerator does not make these 36 small runs cheap: they run on the CPU.
+What the 3000-step record says of a longer horizon (2026-11-27, read off its curves, no new runs): fitting
+L(t) = a + b·t^(−c) to each deciding run's validation curve from step 900 on, the best Pre-LN cell (8e-3) would meet
+the 2% rule by 6,000–9,000 steps, but Post-LN with warmup 400 declines log-linearly (fitted c → 0 at 4e-3: the rule
+is not met within 100,000 steps; 27,500 for one seed at 8e-3). No cpu horizon within the budget decides the rule as
+stated; the `paper` config on an accelerator, or a rule stated anew before new runs, would.
 """
 
 from configs.claims._base import check_scale, set_keys
