@@ -308,7 +308,7 @@ def test_every_method_has_its_at_init_cell_on_the_runs_own_first_batch():
 
 def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
   """One method, its at-init analysis and its training cells, run as two shards one after the other (a job array;
-  `sweep.parallel`'s children): the first runs its half and leaves the claim undecided; the second gathers, adds the
+  `sweep.parallel`'s children): the first runs its share and leaves the claim undecided; the second gathers, adds the
   lr above the grid until the early boundary is bracketed, trains every added run itself and decides (inconclusive:
   one method); a rerun trains nothing."""
   config = edge_config.get_config("tiny")
