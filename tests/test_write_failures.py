@@ -16,6 +16,7 @@ import pytest
 from tests.test_preemption import REPO, TIMEOUT, TINY, config
 from train import checkpoint as checkpoint_lib
 from train import loop
+from train import metrics as metrics_lib
 from train.metrics import read_metrics, read_status
 
 TENSORSTORE_ENOSPC = (
@@ -145,6 +146,11 @@ FILLS_THE_DISK = [
     "--config.train.num_steps=40",
     "--config.train.checkpoint_every=2",
     "--config.train.keep_checkpoints=100",
+    # no metrics between checkpoints: a checkpoint is the write that finds the disk full (with a record every step,
+    # one that crosses a block could find it first when a checkpoint left less than a block; then there are no
+    # orbax tracebacks to hide)
+    "--config.train.log_every=40",
+    "--config.train.eval_every=40",
 ]
 
 
@@ -166,3 +172,48 @@ def test_main_py_on_a_full_disk_says_one_error_without_orbaxs_tracebacks(small_d
   assert "the tracebacks of orbax's writer threads, which failed the same way, are not shown" in lines[0]
   assert "could not be written to" in lines[1] and "No space left on device [errno 28]" in lines[1]
   assert read_status(str(disk / "run"))["status"] == "failed"
+
+
+def test_status_json_says_failed_on_a_disk_with_no_block_left(small_disk):
+  """The atomic write needs a new block for its temp file, which a full disk does not have; status.json is then
+  rewritten over its own block (CI once saw 'status.json could not be written either' and a stale 'running')."""
+  disk, _ = small_disk
+  metrics_lib.write_status(disk, "running", 8, total_steps=40)
+  fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+  try:
+    with pytest.raises(OSError) as full:  # noqa: PT012 (a block at a time until none is left)
+      while True:
+        os.write(fd, b"\0" * 4096)
+  finally:
+    os.close(fd)
+  assert full.value.errno == errno.ENOSPC
+  with pytest.raises(OSError, match="No space left"):
+    metrics_lib.write_text_atomic(disk / "other.json", "{}")
+  reason = "checkpoint 10 could not be written to /x: No space left on device [errno 28]; the last good one is 8"
+  metrics_lib.write_status(disk, "failed", 10, reason=reason, last_checkpoint=8)
+  status = read_status(disk)
+  assert (status["status"], status["step"], status["reason"], status["last_checkpoint"]) == ("failed", 10, reason, 8)
+  assert sorted(os.listdir(disk)) == ["filler", "status.json"]  # no temp file left behind
+
+
+def test_status_json_is_rewritten_in_place_only_when_the_disk_is_full(tmp_path, monkeypatch):
+  """The fallback on any machine (no tmpfs needed): ENOSPC/EDQUOT rewrite the existing file, a shorter record leaves
+  no tail of the longer one; any other error, or a disk full before the first status.json, is raised."""
+  metrics_lib.write_status(tmp_path, "running", 1, note="x" * 500)
+
+  def fails_with(code):
+    def write(path, text):
+      raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(metrics_lib, "write_text_atomic", write)
+
+  for code in (errno.ENOSPC, errno.EDQUOT):
+    fails_with(code)
+    metrics_lib.write_status(tmp_path, "failed", 2 + code, reason="full")
+    assert read_status(tmp_path)["step"] == 2 + code and "note" not in read_status(tmp_path)
+  fails_with(errno.EACCES)
+  with pytest.raises(PermissionError):
+    metrics_lib.write_status(tmp_path, "failed", 3)
+  fails_with(errno.ENOSPC)
+  with pytest.raises(OSError, match="No space left"):
+    metrics_lib.write_status(tmp_path / "new", "failed", 3)

@@ -289,7 +289,7 @@ def train_and_evaluate(exp: Experiment, hooks: Sequence[StepHook] = ()) -> Train
       step = getattr(e, "step", None) or at["step"]
       last_good = getattr(e, "last_good", None)
       reason = str(e) if isinstance(e, checkpoint_lib.CheckpointWriteError) else checkpoint_lib.write_failure_reason(e)
-      try:  # the disk may be full: status.json is small and may still fit; if not, the error below says it all
+      try:  # on a full disk status.json is rewritten over its own block (train/metrics.py); else the error below
         metrics_lib.write_status(exp.workdir, "failed", step, reason=reason, last_checkpoint=last_good)
       except OSError as status_error:
         logging.error("status.json could not be written either: %s", checkpoint_lib.write_failure_reason(status_error))

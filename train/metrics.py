@@ -15,7 +15,11 @@ Contract:
     ETA 0:03:14" from an injectable clock; steps/s is measured over a sliding window.
   * `write_status` / `read_status`: `<workdir>/status.json` is replaced atomically (temp
     file in the same directory, fsync, `os.replace`), so a reader sees the old or the new
-    status, never a partial one.
+    status, never a partial one. On a full disk (ENOSPC, EDQUOT) the temp file cannot be
+    made, so the existing status.json is rewritten in place instead: a record is far smaller
+    than one block, and rewriting a file over its own block allocates nothing, so a run that
+    fails because the disk is full still says so (non-atomic, but a reader of that file
+    at that moment is the rare case; a stale "running" is the common one it prevents).
   * One writer: in a multi-process run only process 0 (`primary`, default
     `jax.process_index() == 0`) writes files; the other processes validate the same values
     and write nothing. Progress lines are logged by every process.
@@ -29,6 +33,7 @@ Contract:
 """
 
 import collections
+import errno
 import json
 import math
 import os
@@ -340,8 +345,28 @@ def write_status(
     return record
   workdir = epath.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  write_text_atomic(workdir / STATUS_FILE, json.dumps(record, indent=1) + "\n")
+  text = json.dumps(record, indent=1) + "\n"
+  try:
+    write_text_atomic(workdir / STATUS_FILE, text)
+  except OSError as e:
+    if e.errno not in _DISK_FULL or not is_local(workdir) or not (workdir / STATUS_FILE).exists():
+      raise
+    _rewrite_in_place(os.fspath(workdir / STATUS_FILE), text)
   return record
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _rewrite_in_place(path: str, text: str) -> None:
+  """Overwrites the existing file `path` with `text` without truncating it first ("r+": its blocks are reused, so
+  nothing is allocated while `text` fits them), then cuts it to the new length."""
+  data = text.encode("utf-8")
+  with open(path, "r+b") as f:
+    f.write(data)
+    f.truncate(len(data))
+    f.flush()
+    os.fsync(f.fileno())
 
 
 def read_status(workdir: epath.PathLike) -> Optional[dict]:
