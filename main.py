@@ -109,6 +109,8 @@ def main(argv):
     raise app.UsageError(f"config.mode={FLAGS.config.mode!r} is invalid; valid: {list(MODES)}")
   # The config boundary, before any device or data is touched: 'auto' keys derived, every subtree validated.
   config = _config_boundary(lambda: train.config.resolve(FLAGS.config, groups=experiments.GROUPS))
+  config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
+  workdir = FLAGS.workdir or os.fspath(epath.Path("runs") / config_name)  # a URI (gs://...) is kept as it is
   if (
       config.mode in ("sweep", "claim")
       and config.groups["sweep"].parallel > 1
@@ -116,13 +118,16 @@ def main(argv):
   ):
     # k runs at once: k processes of this command, each a shard of this one's runs on its own devices (before this
     # process touches a device: JAX would take the GPUs' memory)
+    # (a claim's processes train; this one runs its extension rounds and decides: experiments/claims/run.py)
     sweep = config.sweep
     shard = _config_boundary(lambda: experiments.shard.resolve_shard(sweep.shard, sweep.num_shards)[:2])
-    sys.exit(_config_boundary(lambda: experiments.shard.run_parallel(sys.argv[1:], sweep.parallel, shard)))
+    if config.mode == "claim":
+      run = lambda: experiments.claims.run_claim_parallel(FLAGS.config, workdir, sys.argv[1:], sweep.parallel, shard)
+    else:
+      run = lambda: experiments.shard.run_parallel(sys.argv[1:], sweep.parallel, shard)
+    sys.exit(_config_boundary(run))
   # Several hosts: join the run before anything touches a device (train/distributed.py; one process: nothing).
   train.distributed.initialize(config.distributed)
-  config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
-  workdir = FLAGS.workdir or os.fspath(epath.Path("runs") / config_name)  # a URI (gs://...) is kept as it is
   logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())
   if config.mode in ("sweep", "claim"):  # every cell × seed in <workdir>/cells/, diverged and crashed runs
     experiments.sweep.use_compilation_cache(FLAGS.config, workdir)  # recorded; the runs share compiled programs

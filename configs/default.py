@@ -253,6 +253,9 @@ def get_config() -> ml_collections.ConfigDict:
   c = config.claim = ml_collections.ConfigDict()
   c.name = ""  # The claim (experiments.claims.CLAIM_NAMES).
   c.scale = "cpu"  # 'tiny' (tests, seconds) | 'cpu' (the committed report, 2 cores) | 'paper' (the papers' sizes).
+  # False: run (this shard of) the claim's sweep and stop, with no extension round and no claim.json. The processes
+  # of `sweep.parallel` get it: their parent runs an adaptive claim's rounds, each over all of them, and decides.
+  c.decide = True
 
   # Several processes (hosts) in one run: train/distributed.py; every process runs the same command.
   p = config.distributed = ml_collections.ConfigDict()

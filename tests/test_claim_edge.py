@@ -10,6 +10,7 @@ import pytest
 from analysis import outcomes, stability
 from configs.claims import edge as edge_config
 from experiments import grid as grid_lib
+from experiments import shard as shard_lib
 from experiments import study
 from experiments import sweep as sweep_lib
 from experiments.claims import edge, edge_rules
@@ -307,10 +308,10 @@ def test_every_method_has_its_at_init_cell_on_the_runs_own_first_batch():
 
 
 def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
-  """One method, its at-init analysis and its training cells, run as two shards one after the other (a job array;
-  `sweep.parallel`'s children): the first runs its share and leaves the claim undecided; the second gathers, adds the
-  lr above the grid until the early boundary is bracketed, trains every added run itself and decides (inconclusive:
-  one method); a rerun trains nothing."""
+  """One method, its at-init analysis and its training cells, run as two shards one after the other (a job
+  array): the first runs its share and leaves the claim undecided; the second gathers, adds the lr above the grid
+  until the early boundary is bracketed, trains every added run itself and decides (inconclusive: one method); a
+  rerun trains nothing."""
   config = edge_config.get_config("tiny")
   config.sweep.grid = (
       "Pre-LN: model.norm_position=pre;init.scheme=xavier;optim.warmup_steps=0;optim.learning_rate=0.001,0.1 | "
@@ -335,6 +336,44 @@ def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
   again = []
   claims_run.run_claim(config, str(tmp_path), emit=again.append)
   assert not any(x.startswith("cell ") and not x.endswith("skipped") for x in again), again
+
+
+def test_parallel_claim_runs_every_round_in_k_processes_and_decides_once(tmp_path, monkeypatch):
+  """`sweep.parallel=2` (experiments/claims/run.py `run_claim_parallel`), as two tasks of a job array: each round's
+  runs go to 2 processes with `claim.decide=false` and the round's grid, the first round as the invocation's shard,
+  the extension round as every run (the other task has ended); only the parent decides, once. The processes are
+  `run_claim` here, in this process (main.py's subprocesses: tests/test_shard.py)."""
+  config = edge_config.get_config("tiny")
+  config.sweep.grid = (
+      "Pre-LN: model.norm_position=pre;init.scheme=xavier;optim.warmup_steps=0;optim.learning_rate=0.001,0.1 | "
+      "Pre-LN: model.norm_position=pre;init.scheme=xavier;train.num_steps=0;analysis.at_init=true"
+  )
+  config.analysis.update_sharpness = False
+  config.analysis.edge_predictors = False
+  calls = []
+
+  def processes(argv, k, shard):  # shard_lib.run_parallel's children, one after the other
+    grids = [a.split("=", 1)[1] for a in argv if a.startswith("--config.sweep.grid=")]
+    assert len(grids) == 1 and argv[-1] == "--config.claim.decide=false" and "--config.claim.decide=true" not in argv
+    calls.append((grids[0], k, shard))
+    for spec in shard_lib.child_shards(shard, k):
+      child = copy.deepcopy(config)
+      child.sweep.grid, child.sweep.shard, child.claim.decide = grids[0], spec, False
+      assert "verdict" not in claims_run.run_claim(child, str(tmp_path), emit=print)
+    return 0
+
+  monkeypatch.setattr(shard_lib, "run_parallel", processes)
+  argv = ["--config=configs/claims/edge.py:tiny", "--config.sweep.grid=ignored", "--config.claim.decide=true"]
+  lines = []
+  assert claims_run.run_claim_parallel(config, str(tmp_path), argv, 2, (1, 2), emit=lines.append) == 0
+  assert calls == [(config.sweep.grid, 2, (1, 2))] and not (tmp_path / "claim.json").exists()  # task 0 still runs
+  assert claims_run.run_claim_parallel(config, str(tmp_path), argv, 2, (0, 2), emit=lines.append) == 0
+  assert [(k, shard) for _, k, shard in calls] == [(2, (1, 2)), (2, (0, 2)), (2, (0, 1))]
+  assert "optim.learning_rate=0.2" in calls[2][0] and "0.2" not in calls[1][0]  # round 1 adds the lr above
+  decided = [x for x in lines if x.startswith("Claim 11 (edge, scale tiny)")]
+  assert len(decided) == 1 and json.loads((tmp_path / "claim.json").read_text())["verdict"] == study.INCONCLUSIVE
+  result = json.loads((tmp_path / "claim.json").read_text())
+  assert sorted({r["lr"] for r in result["measured"]["runs"]}) == [0.001, 0.1, 0.2]
 
 
 def test_skipinit_at_alpha_0_is_rezero_bit_for_bit(tmp_path):

@@ -6,6 +6,7 @@ workdir through main.py, a killed shard's run resumed by its resubmission, and t
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -296,6 +297,25 @@ def test_local_children_split_the_shard_and_the_devices():
   )
   with pytest.raises(ValueError, match="1 on a TPU host"):
     shard_lib.child_env(0, 2, {"JAX_PLATFORMS": "tpu"})
+
+
+def test_parallel_claim_its_processes_train_and_main_py_decides_once(tmp_path):
+  """A claim with `sweep.parallel=2` through main.py: two processes train a run each (`claim.decide=false`), and
+  main.py, which touched no device, gathers and decides once (the rounds of an adaptive grid:
+  tests/test_claim_edge.py)."""
+  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+  env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+  cmd = ["--config=configs/claims/identity_path.py:tiny", f"--workdir={tmp_path}", "--config.sweep.parallel=2"]
+  proc = subprocess.run(
+      [sys.executable, "main.py", *cmd], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  for spec in ("0/2", "1/2"):
+    assert f"2 run(s); shard {spec} (sweep.shard) runs 1 of them; 0 already done, 1 to run" in proc.stderr
+  assert len(re.findall(r"Claim \d+ \(identity_path, scale tiny\): ", proc.stderr)) == 1, proc.stderr[-3000:]
+  claim = json.loads((tmp_path / "claim.json").read_text())
+  assert claim["runs"] == {"finished": 2}
+  assert claim["provenance"]["device_count"] == 2  # main.py's view of the host (a process's is 1 device)
 
 
 def test_parallel_two_runs_at_once_each_on_its_own_device_equal_sequential(tmp_path):

@@ -8,7 +8,7 @@ registry; experiments/study.py the contract every claim module follows.
 """
 
 from experiments.claims.registry import CLAIM_NAMES, SCALES, ClaimConfig, get_claim
-from experiments.claims.run import decide, run_claim
+from experiments.claims.run import decide, run_claim, run_claim_parallel
 from experiments.study import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Results, Study, Verdict
 
 __all__ = [
@@ -24,4 +24,5 @@ __all__ = [
     "decide",
     "get_claim",
     "run_claim",
+    "run_claim_parallel",
 ]

@@ -48,6 +48,7 @@ class ClaimConfig(Section):
   KEY = "claim"
   name: str
   scale: str
+  decide: bool
 
   def __post_init__(self):
     if self.name and self.name not in CLAIM_NAMES:

@@ -7,13 +7,18 @@ claim's identity (number, statement, source, paper scale), `scale` and `settings
 `data` (which data: name, languages, folder), `thresholds`, `summary`, `measured`, `verdict`, `reason`, `figures`,
 `runs` (outcome counts), `provenance`, `seconds` (the runs' summed wall times, `run_seconds`) and the time.
 `decide` alone re-decides a finished sweep without training.
+
+`sweep.parallel=k` (main.py): `run_claim_parallel` starts k processes of main.py per round (experiments/shard.py),
+each a shard of the round's runs with `claim.decide=false`; between rounds it reads the runs' records, so an adaptive
+grid's extension rounds are trained k at a time too, and it decides once at the end. It never touches a device (its
+JAX is the CPU's), so the children have the GPUs to themselves.
 """
 
 import copy
 import datetime
 import json
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import jax
 from absl import logging
@@ -21,6 +26,7 @@ from absl import logging
 from experiments import grid as grid_lib
 from experiments import provenance as provenance_lib
 from experiments import report, study
+from experiments import shard as shard_lib
 from experiments import sweep as sweep_lib
 from experiments.claims.registry import ClaimConfig, get_claim
 from experiments.grid import SweepConfig, parse_grid
@@ -93,14 +99,16 @@ def run_seconds(records: list[dict]) -> float:
 
 def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging.info) -> dict:
   """Runs (or resumes) the claim's sweep in `workdir`, then `decide`s; returns the claim.json dict. A shard of a job
-  array (or a child of `sweep.parallel`) decides only when it gathered every run (experiments/shard.py),
-  `sweep.stage=prepare` never: they return just their runs' outcome counts. An adaptive grid's extension rounds run
+  array decides only when it gathered every run (experiments/shard.py); `sweep.stage=prepare` and `claim.decide=false`
+  (the processes of `sweep.parallel`: `run_claim_parallel`) never: they return just their runs' outcome counts. An adaptive grid's extension rounds run
   in the shard that gathered, every added run of them (the other shards have ended; the runs' claims keep a shard
   that gathered at the same moment from training one twice), so that the claim is decided."""
   cc = ClaimConfig.from_config(config.claim)
   claim = get_claim(cc.name)  # an unknown claim fails before any compute
   records = sweep_lib.run_sweep(config, workdir, emit=emit)
   expected = len(grid_lib.cells(config)) * config.sweep.seeds
+  if not cc.decide:  # a process of `run_claim_parallel`: its parent extends and decides
+    return dict(runs=_counts(records))
   for round_ in range(claim.max_rounds if claim.extend else 0):  # an adaptive grid (experiments/study.py)
     if len(records) < expected:
       break
@@ -116,7 +124,53 @@ def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging
     expected = len(grid_lib.cells(config)) * config.sweep.seeds
   if len(records) < expected:  # sweep.stage=prepare, or a shard of a job array whose sweep other shards still run
     emit(f"Claim {cc.name}: {len(records)} of {expected} runs recorded here; decided once every run is done")
-    return dict(runs={o: sum(r["outcome"] == o for r in records) for o in ("finished", "diverged", "crashed")})
+    return dict(runs=_counts(records))
   result = decide(config, workdir, records, run_seconds(records))
   emit(f"Claim {result['number']} ({result['claim']}, scale {cc.scale}): {result['verdict']}. {result['reason']}")
   return result
+
+
+def _counts(records: list[dict]) -> dict[str, int]:
+  return {o: sum(r["outcome"] == o for r in records) for o in ("finished", "diverged", "crashed")}
+
+
+def run_claim_parallel(
+    config: Any,
+    workdir: str,
+    argv: Sequence[str],
+    k: int,
+    shard: tuple[int, int],
+    *,
+    emit: Callable[[str], Any] = logging.info,
+) -> int:
+  """`sweep.parallel=k` for a claim (module docstring): each round's runs in k processes of `main.py <argv>`, this
+  invocation's `shard` of the first round and every run of the extension rounds (the other shards of a job array
+  have ended when they start), then `decide`. Returns the first non-zero exit status of a round's processes, else 0
+  (also when other shards' runs are not done yet: the shard that ends last decides)."""
+  cc = ClaimConfig.from_config(config.claim)
+  claim = get_claim(cc.name)
+  jax.config.update("jax_platforms", "cpu")  # records and figures only: the devices are the children's
+  keep = [a for a in argv if not a.startswith(("--config.sweep.grid=", "--config.claim.decide="))]
+  config = copy.deepcopy(config)
+  for round_ in range(claim.max_rounds + 1 if claim.extend else 1):
+    worker = [*keep, f"--config.sweep.grid={config.sweep.grid}", "--config.claim.decide=false"]
+    code = shard_lib.run_parallel(worker, k, shard if round_ == 0 else (0, 1))
+    if code:
+      return code
+    gather = copy.deepcopy(config)
+    gather.sweep.stage, gather.sweep.shard = "gather", "0/1"
+    records = sweep_lib.run_sweep(gather, workdir, emit=emit)
+    if len(records) < len(grid_lib.cells(config)) * config.sweep.seeds:
+      emit(f"Claim {cc.name}: {len(records)} runs recorded; decided by the shard that ends last")
+      return 0
+    if not claim.extend:
+      break
+    additions = claim.extend(study.Results(workdir, records, config))
+    grid = grid_lib.extend_grid(config.sweep.grid, config, additions)
+    if grid == config.sweep.grid or round_ == claim.max_rounds:
+      break
+    emit(f"Claim {cc.name}: round {round_ + 1} of at most {claim.max_rounds} adds {additions}")
+    config.sweep.grid = grid
+  result = decide(config, workdir, records, run_seconds(records))
+  emit(f"Claim {result['number']} ({result['claim']}, scale {cc.scale}): {result['verdict']}. {result['reason']}")
+  return 0
