@@ -135,7 +135,13 @@ def test_done_runs_records_land_as_they_come_and_a_later_session_restores_them(t
   class Fake:
 
     def __init__(self, cmd, **kw):
-      self.stdout = iter(["I1126 sweep.py] cell 2/2, seed 1: a | elapsed 0:01:00 | ETA 0:01:00 | ...\n"])
+      self.stdout = iter(
+          [
+              "I1126 sweep.py] cell 1/2, seed 0: a | already finished, skipped\n",  # no copy: a run starts below
+              "I1126 sweep.py] cell 2/2, seed 0: b | claimed by vm:12:ab, skipped\n",
+              "I1126 sweep.py] cell 2/2, seed 1: a | elapsed 0:01:00 | ETA 0:01:00 | ...\n",
+          ]
+      )
 
     def wait(self):
       seen.append(sorted(str(p.relative_to(records)) for p in records.rglob("*") if p.is_file()))
@@ -145,7 +151,10 @@ def test_done_runs_records_land_as_they_come_and_a_later_session_restores_them(t
       raise AssertionError("the fake process ended at once")
 
   monkeypatch.setattr(reproduce.subprocess, "Popen", Fake)
+  saves, save = [], reproduce.save_records
+  monkeypatch.setattr(reproduce, "save_records", lambda *a: saves.append(a) or save(*a))
   reproduce.run_one("warmup", "cpu", "", str(tmp_path / "runs"), 10, records=str(records))
+  assert len(saves) == 1  # at the run that starts, not at the skipped ones
   done = [
       f"cells/{c}/seed_0/{n}" for c in "ab" for n in ("config.json", "data_stats.json", "metrics.jsonl", "status.json")
   ]
@@ -186,3 +195,33 @@ def test_parallel_reaches_the_claims_sweep(tmp_path, monkeypatch):
   reproduce.run_one("warmup", "cpu", "", str(tmp_path), 10)
   assert [a for a in commands[0] if a.startswith("--config.sweep.parallel")] == ["--config.sweep.parallel=2"]
   assert not any(a.startswith("--config.sweep.parallel") for a in commands[1])
+
+
+def test_saving_records_copies_only_what_changed(tmp_path, monkeypatch):
+  """save_records at every run's start copies a done run once (a resumed sweep of 500 runs copied every record at
+  each of them), and again when its status.json changed."""
+  from experiments.claims import reproduce  # pylint: disable=g-import-not-at-top
+
+  for cell in ("a", "b"):
+    d = tmp_path / "runs" / "cells" / cell / "seed_0"
+    d.mkdir(parents=True)
+    (d / "status.json").write_text('{"status": "finished"}')
+    (d / "metrics.jsonl").write_text(cell)
+  copied = []
+  copy2 = reproduce.shutil.copy2
+
+  def counted(a, b):
+    copied.append(a.split("/cells/")[1].split("/")[0])  # the cell
+    return copy2(a, b)
+
+  monkeypatch.setattr(reproduce.shutil, "copy2", counted)
+  dest = str(tmp_path / "records")
+  assert reproduce.save_records(str(tmp_path / "runs"), dest) == 2 and sorted(set(copied)) == ["a", "b"]
+  copied.clear()
+  assert reproduce.save_records(str(tmp_path / "runs"), dest) == 2 and copied == []
+  status = tmp_path / "runs" / "cells" / "b" / "seed_0" / "status.json"
+  status.write_text('{"status": "diverged"}')  # re-run with another outcome
+  reproduce.save_records(str(tmp_path / "runs"), dest)
+  assert set(copied) == {"b"} and (tmp_path / "records" / "cells" / "b" / "seed_0" / "status.json").read_text() == (
+      '{"status": "diverged"}'
+  )

@@ -95,14 +95,24 @@ def _done(run: str) -> bool:
 
 def save_records(workdir: str, dest: str) -> int:
   """Copies the records (`RECORD_FILES`) of every done run under `workdir`/cells to `dest`/cells (module
-  docstring); returns how many runs `dest` holds."""
+  docstring), but for those `dest` holds already (their status.json as it is in `workdir`: `shutil.copy2` keeps its
+  time); returns how many runs `dest` holds."""
   for run in _run_dirs(workdir):
-    if _done(os.path.join(workdir, "cells", run)):
-      os.makedirs(os.path.join(dest, "cells", run), exist_ok=True)
+    src, out = os.path.join(workdir, "cells", run), os.path.join(dest, "cells", run)
+    if _done(src) and not _same_file(os.path.join(src, "status.json"), os.path.join(out, "status.json")):
+      os.makedirs(out, exist_ok=True)
       for name in RECORD_FILES:
         if os.path.exists(os.path.join(workdir, "cells", run, name)):
           shutil.copy2(os.path.join(workdir, "cells", run, name), os.path.join(dest, "cells", run, name))
   return len(_run_dirs(dest))
+
+
+def _same_file(a: str, b: str) -> bool:
+  try:
+    sa, sb = os.stat(a), os.stat(b)
+  except OSError:
+    return False
+  return (sa.st_size, sa.st_mtime_ns) == (sb.st_size, sb.st_mtime_ns)
 
 
 def restore_records(src: str, workdir: str) -> int:
@@ -154,8 +164,8 @@ def run_one(
       for line in proc.stdout:  # the child's progress lines, as they come
         sys.stdout.write(line)
         log.write(line)
-        if records and RUN_STARTS in line and ", seed " in line:
-          save_records(root, records)
+        if records and RUN_STARTS in line and ", seed " in line and not line.rstrip().endswith("skipped"):
+          save_records(root, records)  # a run starts: the ones before it are done (a resumed sweep skips hundreds)
       code = proc.wait()
     finally:
       watchdog.cancel()
