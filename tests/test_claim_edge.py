@@ -307,11 +307,8 @@ def test_every_method_has_its_at_init_cell_on_the_runs_own_first_batch():
   assert "skipinit" not in edge_config.get_config("cpu").sweep.grid  # SkipInit counted once, as ReZero
 
 
-def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
-  """One method, its at-init analysis and its training cells, run as two shards one after the other (a job
-  array): the first runs its share and leaves the claim undecided; the second gathers, adds the lr above the grid
-  until the early boundary is bracketed, trains every added run itself and decides (inconclusive: one method); a
-  rerun trains nothing."""
+def _one_method():
+  """Study 11 at tiny on one method (Pre-LN): its at-init analysis (λ_max(H) and Adam's) and two lrs, 3 runs."""
   config = edge_config.get_config("tiny")
   config.sweep.grid = (
       "Pre-LN: model.norm_position=pre;init.scheme=xavier;optim.warmup_steps=0;optim.learning_rate=0.001,0.1 | "
@@ -319,6 +316,15 @@ def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
   )
   config.analysis.update_sharpness = False
   config.analysis.edge_predictors = False
+  return config
+
+
+def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
+  """One method, its at-init analysis and its training cells, run as two shards one after the other (a job
+  array): the first runs its share and leaves the claim undecided; the second gathers, adds the lr above the grid
+  until the early boundary is bracketed, trains every added run itself and decides (inconclusive: one method); a
+  rerun trains nothing."""
+  config = _one_method()
   config.sweep.shard = "1/2"  # of the plan's 3 runs, the second; shard 0/2 then gathers and the round adds run 3,
   first = claims_run.run_claim(config, str(tmp_path), emit=print)  # which is shard 1/2's by the plan's order
   assert "verdict" not in first and sum(first["runs"].values()) == 1, first  # not decided
@@ -343,13 +349,7 @@ def test_parallel_claim_runs_every_round_in_k_processes_and_decides_once(tmp_pat
   runs go to 2 processes with `claim.decide=false` and the round's grid, the first round as the invocation's shard,
   the extension round as every run (the other task has ended); only the parent decides, once. The processes are
   `run_claim` here, in this process (main.py's subprocesses: tests/test_shard.py)."""
-  config = edge_config.get_config("tiny")
-  config.sweep.grid = (
-      "Pre-LN: model.norm_position=pre;init.scheme=xavier;optim.warmup_steps=0;optim.learning_rate=0.001,0.1 | "
-      "Pre-LN: model.norm_position=pre;init.scheme=xavier;train.num_steps=0;analysis.at_init=true"
-  )
-  config.analysis.update_sharpness = False
-  config.analysis.edge_predictors = False
+  config = _one_method()
   calls = []
 
   def processes(argv, k, shard):  # shard_lib.run_parallel's children, one after the other
