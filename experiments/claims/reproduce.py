@@ -102,8 +102,8 @@ def save_records(workdir: str, dest: str) -> int:
     if _done(src) and not _same_file(os.path.join(src, "status.json"), os.path.join(out, "status.json")):
       os.makedirs(out, exist_ok=True)
       for name in RECORD_FILES:
-        if os.path.exists(os.path.join(workdir, "cells", run, name)):
-          shutil.copy2(os.path.join(workdir, "cells", run, name), os.path.join(dest, "cells", run, name))
+        if os.path.exists(os.path.join(src, name)):
+          shutil.copy2(os.path.join(src, name), os.path.join(out, name))
   return len(_run_dirs(dest))
 
 

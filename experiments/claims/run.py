@@ -99,8 +99,9 @@ def run_seconds(records: list[dict]) -> float:
 
 def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging.info) -> dict:
   """Runs (or resumes) the claim's sweep in `workdir`, then `decide`s; returns the claim.json dict. A shard of a job
-  array decides only when it gathered every run (experiments/shard.py); `sweep.stage=prepare` and `claim.decide=false`
-  (the processes of `sweep.parallel`: `run_claim_parallel`) never: they return just their runs' outcome counts. An adaptive grid's extension rounds run
+  array decides only when it gathered every run (experiments/shard.py); `sweep.stage=prepare` and
+  `claim.decide=false` (the processes of `sweep.parallel`: `run_claim_parallel`) never: they return just their runs'
+  outcome counts. An adaptive grid's extension rounds run
   in the shard that gathered, every added run of them (the other shards have ended; the runs' claims keep a shard
   that gathered at the same moment from training one twice), so that the claim is decided."""
   cc = ClaimConfig.from_config(config.claim)
@@ -112,11 +113,9 @@ def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging
   for round_ in range(claim.max_rounds if claim.extend else 0):  # an adaptive grid (experiments/study.py)
     if len(records) < expected:
       break
-    additions = claim.extend(study.Results(workdir, records, config))
-    grid = grid_lib.extend_grid(config.sweep.grid, config, additions)
-    if grid == config.sweep.grid:
+    grid = _next_round(claim, config, workdir, records, round_ + 1, emit)
+    if grid is None:
       break
-    emit(f"Claim {cc.name}: round {round_ + 1} of at most {claim.max_rounds} adds {additions}")
     config = copy.deepcopy(config)
     config.sweep.grid = grid
     config.sweep.shard = "0/1"  # the round's runs are all this process's (docstring)
@@ -125,8 +124,24 @@ def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging
   if len(records) < expected:  # sweep.stage=prepare, or a shard of a job array whose sweep other shards still run
     emit(f"Claim {cc.name}: {len(records)} of {expected} runs recorded here; decided once every run is done")
     return dict(runs=_counts(records))
+  return _decide_and_say(config, workdir, records, emit)
+
+
+def _next_round(claim: study.Study, config: Any, workdir: str, records: list[dict], round_: int, emit) -> Any:
+  """The grid of an adaptive claim's extension round `round_` (1-based) from the runs so far, said in a line; None
+  when the grid is complete."""
+  additions = claim.extend(study.Results(workdir, records, config))
+  grid = grid_lib.extend_grid(config.sweep.grid, config, additions)
+  if grid == config.sweep.grid:
+    return None
+  emit(f"Claim {claim.name}: round {round_} of at most {claim.max_rounds} adds {additions}")
+  return grid
+
+
+def _decide_and_say(config: Any, workdir: str, records: list[dict], emit) -> dict:
   result = decide(config, workdir, records, run_seconds(records))
-  emit(f"Claim {result['number']} ({result['claim']}, scale {cc.scale}): {result['verdict']}. {result['reason']}")
+  scale = ClaimConfig.from_config(config.claim).scale
+  emit(f"Claim {result['number']} ({result['claim']}, scale {scale}): {result['verdict']}. {result['reason']}")
   return result
 
 
@@ -163,14 +178,9 @@ def run_claim_parallel(
     if len(records) < len(grid_lib.cells(config)) * config.sweep.seeds:
       emit(f"Claim {cc.name}: {len(records)} runs recorded; decided by the shard that ends last")
       return 0
-    if not claim.extend:
+    grid = _next_round(claim, config, workdir, records, round_ + 1, emit) if round_ < claim.max_rounds else None
+    if grid is None:
       break
-    additions = claim.extend(study.Results(workdir, records, config))
-    grid = grid_lib.extend_grid(config.sweep.grid, config, additions)
-    if grid == config.sweep.grid or round_ == claim.max_rounds:
-      break
-    emit(f"Claim {cc.name}: round {round_ + 1} of at most {claim.max_rounds} adds {additions}")
     config.sweep.grid = grid
-  result = decide(config, workdir, records, run_seconds(records))
-  emit(f"Claim {result['number']} ({result['claim']}, scale {cc.scale}): {result['verdict']}. {result['reason']}")
+  _decide_and_say(config, workdir, records, emit)
   return 0
