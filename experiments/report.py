@@ -1,13 +1,18 @@
 """A sweep's table and figures, drawn from its records alone (results.jsonl and each run's metrics.jsonl).
 
 Contract: `write_report(records, workdir, swept=..., metric=..., config=...)` writes into `workdir`:
-  results.md         one row per cell: the swept keys' values, the final `metric` as mean ± std (sample std, over
-                     the cell's finished seeds with a finite value; n says how many) and the outcomes' counts;
+  results.md         one row per cell: its arm (a union grid's named product, when there are some), the swept keys'
+                     values, the final `metric` as mean ± std (sample std, over the cell's finished seeds with a
+                     finite value; n says how many) and the outcomes' counts;
   curves.png         the training loss (log axis) against the step, one line per cell (the mean over seeds) with the
                      min–max band over seeds; a run that did not finish ends at its last finite loss, marked ×;
   final_metric.png   the final `metric` against each swept key (one panel per key; the other keys' values are the
                      series): mean ± std over seeds and every seed's value (a loss on a log axis); cells with no
                      finite value are named at the bottom of the panel with their outcomes.
+A sweep of more than MAX_LINES cells is drawn as small multiples (`panels`): one panel per arm of a union grid (a
+study's methods, each labelled by the keys that vary within it, e.g. the learning rate and the warmup) or per value of
+a product grid's first key, so that a study of 19 methods × 9 learning rates reads as 19 panels, not as one axes with
+173 legend entries naming 20 keys each. A series keeps its colour in every panel, under one legend.
 Every figure's title names the settings the sweep holds fixed (size, data, optimizer, learning rate, warmup, steps,
 seeds), so a figure read alone says what was compared; it is wrapped to the figure's width (`fit_text`).
 
@@ -151,11 +156,13 @@ def redrawn_on_change(name: Optional[str] = None) -> Callable[[Callable[..., str
 
 
 def summarize(records: list[dict], metric: str) -> list[dict]:
-  """One row per cell, in record order: {cell, params, values (finished seeds' finite metric), mean, std, n,
+  """One row per cell, in record order: {cell, params, arm, values (finished seeds' finite metric), mean, std, n,
   outcomes (Counter)}."""
   rows: dict[str, dict] = {}
   for r in records:
-    row = rows.setdefault(r["cell"], {"cell": r["cell"], "params": r["params"], "values": [], "outcomes": {}})
+    row = rows.setdefault(
+        r["cell"], {"cell": r["cell"], "params": r["params"], "arm": r.get("arm", ""), "values": [], "outcomes": {}}
+    )
     row["outcomes"][r["outcome"]] = row["outcomes"].get(r["outcome"], 0) + 1
     value = r["final"].get(metric)
     if r["outcome"] == "finished" and finite(value):
@@ -175,10 +182,12 @@ def _outcomes(counts: dict) -> str:
 def markdown_table(rows: list[dict], swept: list[str], metric: str) -> str:
   """The results.md table (see the module docstring)."""
   keys = swept or ["cell"]
-  head = [*keys, f"final {metric} (mean ± std)", "n", "outcomes"]
+  arms = any(row.get("arm") for row in rows)  # a union grid's named products (a study's methods): a column first
+  head = [*(["arm"] if arms else []), *keys, f"final {metric} (mean ± std)", "n", "outcomes"]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for row in rows:
     values = [str(row["params"][k]) for k in swept] if swept else [row["cell"]]
+    values = [row.get("arm") or "", *values] if arms else values
     if row["mean"] is None:
       stat = "—"
     else:
@@ -306,20 +315,95 @@ def plain_log_ticks(axis, low: float, high: float, at: Optional[Sequence[float]]
   axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
-def _cell_label(row: dict, swept: list[str]) -> str:
-  return ", ".join(f"{k.split('.')[-1]}={row['params'][k]}" for k in swept) or row["cell"]
+MAX_LINES = 12  # the cells one panel draws; a sweep with more is drawn as small multiples (`panels`)
+
+
+def _varying(cells: list[dict], keys: Sequence[str]) -> list[str]:
+  return [k for k in keys if len({repr(c["params"][k]) for c in cells}) > 1]
+
+
+def panels(cells: list[dict], swept: list[str]) -> tuple[list[tuple[str, list[dict]]], list[str], bool]:
+  """How a sweep's `cells` (one record or row per cell: params, arm) are laid out: ([(panel title, its cells)], the
+  keys that tell a cell from the others of its panel, whether a cell's label names its arm).
+
+  At most MAX_LINES cells, or a product grid over one key: one panel. More, in a union grid whose products are named
+  (a study's methods): one panel per arm, its cells told apart by the keys that vary within arms (the learning rate,
+  the warmup), not by the 20 keys in which the arms differ. More, in a product grid: one panel per value of its first
+  varying key."""
+  arms = list(dict.fromkeys(c.get("arm", "") for c in cells))
+  named = any(arms) and len(arms) > 1
+  if named:
+    by_arm = {a: [c for c in cells if c.get("arm", "") == a] for a in arms}
+    within = [k for k in swept if any(k in _varying(group, swept) for group in by_arm.values())]
+    if len(cells) <= MAX_LINES:
+      return [("", cells)], within, True
+    return [(a or "(unnamed)", group) for a, group in by_arm.items()], within, False
+  keys = _varying(cells, swept)
+  if len(cells) <= MAX_LINES or len(keys) < 2:
+    return [("", cells)], keys, False
+  first, rest = keys[0], keys[1:]
+  values = list(dict.fromkeys(repr(c["params"][first]) for c in cells))
+  return (
+      [(f"{first.split('.')[-1]}={v}", [c for c in cells if repr(c["params"][first]) == v]) for v in values],
+      rest,
+      False,
+  )
+
+
+def cell_label(cell: dict, keys: Sequence[str], with_arm: bool, drop: Optional[str] = None) -> str:
+  """`cell`'s legend entry: its arm (if `with_arm`) and its values of `keys` (short names; `drop` left out)."""
+  values = ", ".join(f"{k.split('.')[-1]}={cell['params'][k]}" for k in keys if k != drop)
+  arm = cell.get("arm", "") if with_arm else ""
+  return f"{arm}: {values}" if arm and values else (arm or values or cell["cell"])
+
+
+def _palette(labels: Iterable[str]) -> dict[str, Any]:
+  """One colour per label, the same in every panel (tab10, tab20, or viridis samples past 20)."""
+  labels = list(dict.fromkeys(labels))
+  if len(labels) <= 10:
+    colors = plt.get_cmap("tab10").colors
+  elif len(labels) <= 20:
+    colors = plt.get_cmap("tab20").colors
+  else:
+    colors = plt.get_cmap("viridis")(np.linspace(0, 0.95, len(labels)))
+  return dict(zip(labels, colors))
+
+
+def _grid_of_axes(n: int, width: float, height: float, extra: float = 0.0):
+  """`n` panels, at most 4 a row (one row up to 4), in a constrained-layout figure; the unused panels hidden."""
+  ncols = min(4, n)
+  nrows = math.ceil(n / ncols)
+  fig, axes = plt.subplots(
+      nrows, ncols, figsize=(width * ncols, height * nrows + extra), squeeze=False, layout="constrained"
+  )
+  axes = list(axes.flat)
+  for ax in axes[n:]:
+    ax.set_axis_off()
+  return fig, axes[:n]
+
+
+def _bottom_xlabels(axes: list, text: str) -> None:
+  """`text` under the lowest panel of each column of `_grid_of_axes`'s panels (a figure's supxlabel would sit where
+  the legend under the panels goes)."""
+  ncols = min(4, len(axes))
+  for col in range(ncols):
+    axes[max(range(col, len(axes), ncols))].set_xlabel(text, fontsize=8)
+
+
+def _legend_rows(n_labels: int, cols: int) -> int:
+  return math.ceil(n_labels / cols)
 
 
 def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str, path: str) -> str:
   """curves.png: the training loss per cell, mean over seeds with the min–max band (module docstring), on a log axis;
-  the legend under the axes, the title wrapped to the figure's width."""
+  more than MAX_LINES cells as small multiples (`panels`); one legend under the panels (a series keeps its colour in
+  every panel), the title wrapped to the figure's width. A cell with no training curve (an analysis at init) is left
+  out."""
   by_cell: dict[str, list[dict]] = collections.defaultdict(list)
   for r in records:
     by_cell[r["cell"]].append(r)
-  legend_rows = math.ceil(len(by_cell) / 3)
-  fig, ax = plt.subplots(figsize=(7.5, 4.4 + 0.2 * legend_rows), layout="constrained")
-  shown = []
-  for runs in by_cell.values():
+  drawn = {}  # cell -> (runs, steps, lo, mean, hi, ends)
+  for cell, runs in by_cell.items():
     per_step: dict[int, list[float]] = collections.defaultdict(list)
     ends = []  # (step, loss) where a run that did not finish last had a finite loss
     for r in runs:
@@ -332,74 +416,131 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
         per_step[step].append(loss)
       if r["outcome"] != "finished" and curve:
         ends.append(curve[-1])
-    if not per_step:
-      continue
-    steps = np.asarray(sorted(per_step))
-    lo, mean, hi = (np.asarray([f(per_step[s]) for s in steps]) for f in (np.min, np.mean, np.max))
-    shown += [*lo, *hi]
-    bad = {o: n for o, n in collections.Counter(r["outcome"] for r in runs).items() if o != "finished"}
-    label = _cell_label(runs[0], swept) + "".join(f" ({n}/{len(runs)} {o})" for o, n in bad.items())
-    (line,) = ax.plot(steps, mean, marker="o" if len(steps) < 12 else None, ms=3, lw=1.4, label=label)
-    if len(runs) > 1:
-      ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
-    if ends:
-      ax.plot(*zip(*ends), "x", color=line.get_color(), ms=8, mew=2)
-  ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, steps=[1, 2, 2.5, 5, 10]))
-  log_loss_axis(ax, shown)
-  ax.set_xlabel("training step")
-  ax.set_ylabel("training loss (nats per token, log scale)")
-  ax.set_title("Training loss, mean over seeds (band: min–max; ×: a run's last finite loss)", fontsize=9)
-  suptitle(fig, title, fontsize=9)
-  if ax.lines:
-    figure_legend(fig)
+    if per_step:
+      steps = np.asarray(sorted(per_step))
+      lo, mean, hi = (np.asarray([f(per_step[s]) for s in steps]) for f in (np.min, np.mean, np.max))
+      drawn[cell] = (runs, steps, lo, mean, hi, ends)
+  layout, keys, with_arm = panels([v[0][0] for v in drawn.values()], swept)
+  labels = {cell: cell_label(v[0][0], keys, with_arm) for cell, v in drawn.items()}
+  colors = _palette(labels.values())
+  cols = 3 if len(layout) == 1 else 6
+  extra = 0.2 * _legend_rows(len(colors), cols) + 0.6
+  fig, axes = _grid_of_axes(len(layout), 7.5 if len(layout) == 1 else 3.8, 3.8 if len(layout) == 1 else 2.8, extra)
+  shown = [v for runs, steps, lo, mean, hi, ends in drawn.values() for v in (*lo, *hi)]
+  for ax, (name, cells) in zip(axes, layout):
+    notes = []
+    for cell in cells:
+      runs, steps, lo, mean, hi, ends = drawn[cell["cell"]]
+      color = colors[labels[cell["cell"]]]
+      bad = {o: n for o, n in collections.Counter(r["outcome"] for r in runs).items() if o != "finished"}
+      label = labels[cell["cell"]]
+      ax.plot(steps, mean, marker="o" if len(steps) < 12 else None, ms=3, lw=1.4, color=color, label=label)
+      if len(runs) > 1:
+        ax.fill_between(steps, lo, hi, color=color, alpha=0.2, lw=0)
+      if ends:
+        ax.plot(*zip(*ends), "x", color=color, ms=8, mew=2)
+      if bad:
+        notes.append(f"{label}: " + ", ".join(f"{n}/{len(runs)} {o}" for o, n in bad.items()))
+    if notes:  # the outcomes other than finished, one line per cell, in the panel's upper right corner
+      ax.text(0.98, 0.98, "\n".join(notes), transform=ax.transAxes, ha="right", va="top", fontsize=6)
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, steps=[1, 2, 2.5, 5, 10], nbins=5))
+    log_loss_axis(ax, shown)
+    if name:
+      ax.set_title(name, fontsize=9)
+  if len(layout) == 1:
+    axes[0].set_xlabel("training step")
+    axes[0].set_ylabel("training loss (nats per token, log scale)")
+    axes[0].set_title("Training loss, mean over seeds (band: min–max; ×: a run's last finite loss)", fontsize=9)
+  else:
+    _bottom_xlabels(axes, "training step")
+    fig.supylabel("training loss (nats per token, log scale)", fontsize=9)
+  head = "" if len(layout) == 1 else "Training loss, mean over seeds (band: min–max; ×: a run's last finite loss)\n"
+  suptitle(fig, head + title, fontsize=9)
+  if drawn:
+    figure_legend(fig, max_cols=cols)
   return save_figure(fig, path)
 
 
 @redrawn_on_change()
 def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: str, path: str) -> str:
-  """final_metric.png: the final metric against each swept key, one panel per key (module docstring)."""
-  keys = swept or [None]
-  fig, axes = plt.subplots(1, len(keys), figsize=(5.0 * len(keys), 4.2), squeeze=False, layout="constrained")
-  for ax, key in zip(axes[0], keys):
-    xs = list(dict.fromkeys(row["params"][key] for row in rows)) if key else [None]
-    others = [k for k in swept if k != key]
+  """final_metric.png: the final metric (mean ± std over seeds, and each seed) against a swept key. At most MAX_LINES
+  cells: one panel per key that varies, the other keys' values being the series. More (`panels`): one panel per arm
+  (or per value of the first key), against the key with most values there. A series keeps its colour in every panel,
+  under one legend; a cell whose runs did not finish is named by its outcomes at the bottom of the panel; a cell that
+  finished with no value of `metric` (an analysis at init) is left out."""
+  rows = [r for r in rows if r["mean"] is not None or set(r["outcomes"]) - {"finished"}]
+  layout, keys, with_arm = panels(rows, swept)
+  if len(layout) == 1:
+    specs = [(f"final {metric} vs {k}", rows, k) for k in keys] or [(f"final {metric}", rows, None)]
+  else:
+    main = max(keys, key=lambda k: len({repr(r["params"][k]) for r in rows}), default=None)
+    specs = [(name, cells, main) for name, cells in layout]
+  series_of = {
+      (i, r["cell"]): cell_label(r, keys, with_arm, drop=key) for i, (_, cells, key) in enumerate(specs) for r in cells
+  }
+  colors = _palette(series_of.values())
+  cols = 3 if len(specs) <= 4 else 6
+  extra = 0.2 * _legend_rows(len(colors), cols) + 0.6
+  single = len(layout) == 1
+  fig, axes = _grid_of_axes(len(specs), 5.0 if single else 3.8, 4.2 if single else 2.8, extra)
+  values = [v for r in rows for v in r["values"]]
+  for i, (ax, (name, cells, key)) in enumerate(zip(axes, specs)):
+    xs = list(dict.fromkeys(r["params"][key] for r in rows)) if key else [None]
+    numeric = key is not None and all(finite(v) for v in xs)  # lines join ordered values, not categories
+    if numeric:
+      xs = sorted(xs)
     series: dict[str, list[dict]] = collections.defaultdict(list)
-    for row in rows:
-      series[", ".join(f"{k.split('.')[-1]}={row['params'][k]}" for k in others) or metric].append(row)
+    for r in cells:
+      series[series_of[(i, r["cell"])]].append(r)
     width = 0.3 / max(len(series), 1)
-    for j, (label, cells) in enumerate(series.items()):
+    failed = 0
+    for j, (label, group) in enumerate(series.items()):
       shift = (j - (len(series) - 1) / 2) * width
-      done = [c for c in cells if c["mean"] is not None]
+      done = sorted(
+          (c for c in group if c["mean"] is not None), key=lambda c: xs.index(c["params"][key] if key else None)
+      )
       x = [xs.index(c["params"][key] if key else None) + shift for c in done]
       err = [c["std"] or 0.0 for c in done]
-      numeric = key is not None and all(finite(v) for v in xs)  # lines join ordered values, not categories
-      bars = ax.errorbar(x, [c["mean"] for c in done], yerr=err, fmt="o-" if numeric else "o", capsize=4, label=label)
+      color = colors[label]
+      ax.errorbar(
+          x, [c["mean"] for c in done], yerr=err, fmt="o-" if numeric else "o", capsize=3, color=color, label=label
+      )
       for c, xc in zip(done, x):
-        ax.plot([xc] * len(c["values"]), c["values"], ".", color=bars[0].get_color(), alpha=0.5)
-      for c in cells:
-        if c["mean"] is None:
+        ax.plot([xc] * len(c["values"]), c["values"], ".", color=color, alpha=0.5)
+      for c in group:
+        if c["mean"] is None:  # stacked up from the bottom, one line per such cell: none overprints another
           xc = xs.index(c["params"][key] if key else None) + shift
           ax.annotate(
               _outcomes(c["outcomes"]),
-              (xc, 0.02),
+              (xc, 0.02 + 0.07 * failed),
               xycoords=ax.get_xaxis_transform(),
               ha="center",
-              fontsize=7,
-              color="red",
+              fontsize=6,
+              color=color,
           )
-    ax.set_xticks(range(len(xs)), [str(x) for x in xs] if key else ["base"])
+          failed += 1
+    ax.set_xticks(range(len(xs)), [str(x) for x in xs] if key else ["base"], fontsize=7)
+    if len(xs) > 4:
+      ax.tick_params(axis="x", labelrotation=45)
     ax.set_xlim(-0.5, len(xs) - 0.5)
-    ax.set_xlabel(key or "cell")
-    values = [v for cells in series.values() for c in cells for v in c["values"]]
-    if "loss" in metric and all(v > 0 for v in values):  # a loss: log axis (nats)
+    if "loss" in metric and values and all(v > 0 for v in values):  # a loss: log axis (nats)
       log_loss_axis(ax, values)
-      ax.set_ylabel(f"final {metric} (nats, log scale)")
+      ylabel = f"final {metric} (nats, log scale)"
     else:
-      ax.set_ylabel(f"final {metric}")
-    ax.set_title(f"final {metric} vs {key or 'cell'}\n(mean ± std over seeds; dots: seeds)", fontsize=9)
-    if len(series) > 1:
-      ax.legend(fontsize=7)
-  suptitle(fig, title, fontsize=9)
+      ylabel = f"final {metric}"
+    if single:
+      ax.set_xlabel(key or "cell")
+      ax.set_ylabel(ylabel)
+      ax.set_title(f"{name}\n(mean ± std over seeds; dots: seeds)", fontsize=9)
+    else:
+      ax.set_title(name, fontsize=9)
+  if not single:
+    _bottom_xlabels(axes, specs[0][2] or "cell")
+    fig.supylabel(ylabel, fontsize=9)
+  head = "" if single else f"final {metric}, mean ± std over seeds (dots: seeds)\n"
+  suptitle(fig, head + title, fontsize=9)
+  if len(colors) > 1:
+    figure_legend(fig, max_cols=cols)
   return save_figure(fig, path)
 
 

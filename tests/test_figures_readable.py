@@ -237,6 +237,80 @@ def test_fit_text_wraps_to_the_figure_width():
   report.plt.close(fig)
 
 
+def _union_sweep(tmp_path, arms, lrs=(1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2), warmups=(0, 100)):
+  """A study's union grid: each arm (method) sets its own 3 of 20 model keys; each sweeps warmup × lr over 2 seeds,
+  plus one analysis at init (no training, no metric). The largest lr without warmup diverges in every arm."""
+  keys = [f"model.key_{i}" for i in range(20)]
+  records = []
+
+  def add(arm, params, cell, outcome, loss0, steps):
+    for seed in (0, 1):
+      run = tmp_path / cell / f"seed_{seed}"
+      run.mkdir(parents=True)
+      lines = [json.dumps(dict(split="train", step=s, loss=loss0 * math.exp(-0.01 * s) + 0.1 * seed)) for s in steps]
+      (run / "metrics.jsonl").write_text("".join(line + "\n" for line in lines))
+      final = {} if not steps or outcome != "finished" else {"eval/loss": loss0 * 0.2 + 0.01 * seed}
+      records.append(dict(cell=cell, params=params, arm=arm, seed=seed, workdir=str(run.relative_to(tmp_path)),
+                          outcome=outcome, final=final))  # fmt: skip
+
+  for a, arm in enumerate(arms):
+    base = {k: (f"arm{a}" if i in (a % 20, (a + 1) % 20, (a + 2) % 20) else "base") for i, k in enumerate(keys)}
+    for w in warmups:
+      for lr in lrs:
+        params = {**base, "optim.warmup_steps": w, "optim.learning_rate": lr, "train.num_steps": 200}
+        bad = lr == lrs[-1] and w == 0
+        add(arm, params, f"a{a}_w{w}_lr{lr}", "diverged" if bad else "finished", 8.0 + a, range(0, 200, 20))
+    add(arm, {**base, "optim.warmup_steps": 0, "optim.learning_rate": lrs[0], "train.num_steps": 0}, f"a{a}_init",
+        "finished", 8.0, [])  # fmt: skip
+  return records, [*keys, "optim.warmup_steps", "optim.learning_rate", "train.num_steps"]
+
+
+def test_a_study_of_19_methods_draws_one_panel_per_method_labelled_by_what_varies_within_it(kept, tmp_path):
+  """Study 11's grid as the sweep layer sees it (19 arms × 2 warmups × 5 lrs and an analysis at init each, 20 keys in
+  which the arms differ): one panel per arm, legend entries naming warmup and lr only, one colour per entry in every
+  panel, the at-init cells left out, nothing overprinted, a figure a screen can show (it was 11,000 px wide)."""
+  arms = [f"method {i}" for i in range(19)]
+  records, swept = _union_sweep(tmp_path, arms)
+  report.plot_curves(records, str(tmp_path), swept, LONG_SETTINGS, str(tmp_path / "c.png"))
+  rows = report.summarize(records, "eval/loss")
+  report.plot_final_metric(rows, swept, "eval/loss", LONG_SETTINGS, str(tmp_path / "f.png"))
+  curves, final = kept
+  for fig in (curves, final):
+    panels = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title() for ax in panels] == arms
+    assert fig.get_size_inches()[0] <= 16
+    assert_readable(fig)
+    (legend,) = fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert all("key_" not in label and "num_steps" not in label for label in labels), labels
+    assert all(len(c) == 1 for c in _line_colors(fig, _label).values())  # one colour per series, every panel
+  curve_labels = [t.get_text() for t in curves.legends[0].get_texts()]
+  assert len(curve_labels) == 10 and "warmup_steps=100, learning_rate=0.016" in curve_labels
+  assert all(len([ln for ln in ax.get_lines() if _label(ln)]) == 10 for ax in curves.axes if ax.axison)
+  # the diverged cell is named in its panel; in final_metric, lr is the x-axis and warmup the series
+  assert all(any("2/2 diverged" in t.get_text() for t in ax.texts) for ax in curves.axes if ax.axison)
+  assert sorted(t.get_text() for t in final.legends[0].get_texts()) == ["warmup_steps=0", "warmup_steps=100"]
+  assert all(ax.get_yscale() == "log" for ax in (*curves.axes, *final.axes) if ax.axison)
+
+
+def test_few_cells_of_named_arms_share_one_panel_and_a_product_grid_splits_on_its_first_key(kept, tmp_path):
+  """Two arms × 2 lrs (4 cells): one panel, each label naming its arm. A product grid of 3 × 5 = 15 cells: one
+  panel per value of its first key, the cells told apart by the second."""
+  records, swept = _union_sweep(tmp_path / "u", ["Pre-LN", "Post-LN"], lrs=(1e-3, 2e-3), warmups=(0,))
+  report.plot_curves(records, str(tmp_path / "u"), swept, "t", str(tmp_path / "c.png"))
+  (fig,) = kept
+  assert sum(ax.axison for ax in fig.axes) == 1
+  assert sorted(t.get_text() for t in fig.legends[0].get_texts()) == [
+      "Post-LN: learning_rate=0.001", "Post-LN: learning_rate=0.002", "Pre-LN: learning_rate=0.001",
+      "Pre-LN: learning_rate=0.002"]  # fmt: skip
+  cells = [dict(cell=f"w{w}_lr{lr}", params={"optim.warmup_steps": w, "optim.learning_rate": lr})
+           for w in (0, 30, 100) for lr in (1, 2, 3, 4, 5)]  # fmt: skip
+  layout, keys, with_arm = report.panels(cells, ["optim.warmup_steps", "optim.learning_rate"])
+  assert [name for name, _ in layout] == ["warmup_steps=0", "warmup_steps=30", "warmup_steps=100"]
+  assert keys == ["optim.learning_rate"] and not with_arm and all(len(c) == 5 for _, c in layout)
+  assert report.panels(cells[:5], ["optim.warmup_steps", "optim.learning_rate"])[1] == ["optim.learning_rate"]
+
+
 # ------------------------------------------------------------------------------ study 11's figure (the atlas's cells)
 
 
