@@ -259,14 +259,20 @@ def test_verdict_reads_the_adam_gap_interval_on_both_sides_of_0(interval, verdic
   v = edge.verdict(m)
   assert v.verdict == verdict
   if verdict == study.INCONCLUSIVE:
-    assert "contains 0" in v.reason and "would decide" in v.reason
+    assert "contains 0" in v.reason and "would decide" in v.reason and "bracket" not in v.reason
   assert edge.verdict(dict(m, crashed=["x seed 0: boom"])).verdict == study.INCONCLUSIVE
 
 
 def test_verdict_without_an_interval_names_what_would_decide():
   s = dict(auc=None, auc_lr=None, cells=2, methods=1, verdicts={"beats the lr": study.INCONCLUSIVE})
-  v = edge.verdict(dict(crashed=[], scores={"early": {"adam": s}}, grid={"a": {"bracketed": False}}))
-  assert v.verdict == study.INCONCLUSIVE and "fewer than 4 methods" in v.reason and "does not bracket a" in v.reason
+  grid = {
+      "a": {"bracketed": False, "seeds": {1e-3: 2, 2e-3: 2}, "add": [4e-3]},
+      "b": {"bracketed": False, "seeds": {1e-3: 2}, "add": [5e-4]},
+      "c": {"bracketed": True, "seeds": {1e-3: 3, 2e-3: 3}, "add": []},
+  }
+  v = edge.verdict(dict(crashed=[], scores={"early": {"adam": s}}, grid=grid))
+  assert v.verdict == study.INCONCLUSIVE and "fewer than 4 methods" in v.reason and "More methods" in v.reason
+  assert "a (stable up to η 0.002), b (unstable down to η 0.001)" in v.reason and "c (" not in v.reason
 
 
 def test_the_figure_draws_every_method_and_predictor(tmp_path):

@@ -222,22 +222,43 @@ def verdict(m: dict) -> study.Verdict:
       + (stats.fmt(tuple(gap)) if gap else "without an interval")
       + f" over {s['cells']} cells of {s['methods']} methods ({s.get('unstable', 0)} unstable)"
   )
-  unbracketed = [k for k, g in m["grid"].items() if not g["bracketed"]]
   if result == study.INCONCLUSIVE:
     why = (
         f"fewer than {MIN_METHODS} methods scored, or cells of one class only"
         if gap is None
         else "the interval contains 0"
     )
-    more = "; the grid does not bracket " + ", ".join(unbracketed) if unbracketed else ""
-    return study.Verdict(
-        result, f"{numbers}: {why}{more}. More methods (the registry's rules) or the extension rounds would decide it"
-    )
+    return study.Verdict(result, f"{numbers}: {why}. {_what_would_decide(m)}")
   return study.Verdict(
       result,
       f"{numbers}: step-0 preconditioned sharpness {'beats' if result == study.REPRODUCED else 'is beaten by'} "
       "the lr alone across methods",
   )
+
+
+def _what_would_decide(m: dict) -> str:
+  """The design change an inconclusive verdict names: more methods (the bootstrap resamples methods, so its interval
+  narrows with more of them), and for each method the grid did not bracket, the side its boundary lies beyond (the
+  lr grid extended past the last of `MAX_ROUNDS` rounds is then a change to state before the new runs)."""
+  sides = []
+  for method, g in m["grid"].items():
+    if g["bracketed"]:
+      continue
+    lrs = sorted(g.get("seeds", {}))
+    if not lrs:
+      sides.append(method)
+    elif max(lrs) * 2 in g.get("add", ()):
+      sides.append(f"{method} (stable up to η {max(lrs):g})")
+    else:
+      sides.append(f"{method} (unstable down to η {min(lrs):g})")
+  text = "More methods (the registry's rules; the interval is a bootstrap over methods) would decide it"
+  if sides:
+    text += (
+        "; so would bracketing the boundary of the methods the grid does not bracket: "
+        + ", ".join(sides)
+        + f" (the grid extends at most {MAX_ROUNDS} rounds per direction)"
+    )
+  return text
 
 
 MARKERS = {True: ("x", "unstable"), False: ("o", "stable")}
