@@ -61,6 +61,9 @@ class Study:
   verdict: Callable[[dict], Verdict]
   figure: Callable[[dict, "Results", str, str], list[str]]
   summary: Callable[[dict], dict] = lambda measured: {}  # headline numbers (name -> value) for the report's table
+  # The report's further tables, below the headline numbers (REPRODUCTION.md only: the README's table keeps the
+  # summary): [{"title": str, "header": [column names], "rows": [[cells]]}], e.g. every predictor's scores.
+  tables: Callable[[dict], list] = lambda measured: []
   # An adaptive grid: `extend(results)` -> {product label: {key: values}}, the next round's products (each labelled
   # product of the grid that sets those keys, with those values instead); {} when the grid is complete. The runner
   # (experiments/claims/run.py) runs up to `max_rounds` rounds; the same results give the same rounds, so a rerun

@@ -110,6 +110,20 @@ def test_the_baseline_config_is_the_tutorials_recipe():
   assert t.num_steps * 129.2 / baseline.TRAIN_PAIRS == pytest.approx(10.0, abs=0.05)  # 129.2 pairs a batch
 
 
+def test_a_records_tables_are_in_the_report_and_not_in_the_readme(tmp_path):
+  """Study.tables: each table under the headline numbers of its section of REPRODUCTION.md ('|' escaped, None as
+  '—'), none of them in the README's table, which keeps the summary."""
+  from experiments.claims import report
+
+  table = {"title": "Every predictor", "header": ["λ₀", "AUC"], "rows": [["a|b", 0.8312345], ["c", None]]}
+  claim = {"claim": "edge", "number": 11, "verdict": "inconclusive", "summary": {"AUC": 0.83}, "tables": [table]}
+  text = open(report.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c"), "rb").read()
+  text = text.decode("utf-8")
+  assert "Every predictor:\n\n| λ₀ | AUC |\n|---|---|\n| a\\|b | 0.8312 |\n| c | — |\n" in text
+  assert text.index("| AUC | 0.83 |") < text.index("Every predictor:") < text.index("**Verdict: inconclusive.**")
+  assert "Every predictor" not in report.readme_table([claim])
+
+
 def test_the_baseline_heads_the_report_and_the_readme(tmp_path):
   from experiments.claims import report
 

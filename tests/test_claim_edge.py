@@ -221,6 +221,26 @@ def test_measure_reads_lambda0_per_method_the_classes_and_scores_them(tmp_path):
   assert edge.summary(m)["cells scored (adam, early)"] == 12
 
 
+def test_the_reports_tables_read_every_predictor_and_read_the_same_from_claim_json(tmp_path):
+  """Study 11's tables (Study.tables): every predictor × outcome against both baselines, the warmup question, and per
+  method λ₀, what ε decides and the boundary; the same from claim.json's measurements (JSON keys are strings there)."""
+  m = edge.measure(_study_runs(tmp_path, {"a": 1e2, "b": 1e3, "c": 1e4, "d": 1e5, "e": 3e5}, eps_decides=("e",)))
+  scores, rescue, methods = edge.tables(m)
+  assert [(r[0], r[1]) for r in scores["rows"]] == [
+      (which, edge.PREDICTOR_NAMES[p]) for which in ("early", "final") for p in edge_rules.PREDICTORS
+  ]
+  adam = next(r for r in scores["rows"] if r[:2] == ["early", "λ_max(P⁻¹H)"])
+  row = dict(zip(scores["header"], adam))
+  assert (row["methods"], row["cells"], row["unstable"], row["AUC"], row["accuracy"]) == (4, 12, 6, 1.0, 1.0)
+  assert all(len(r) == len(t["header"]) for t in (scores, rescue, methods) for r in t["rows"])
+  assert [r[:3] for r in rescue["rows"] if r[0] == "early" and r[2] == "λ_max(P⁻¹H)"] == [["early", 5, "λ_max(P⁻¹H)"]]
+  per = {r[0]: dict(zip(methods["header"], r)) for r in methods["rows"]}
+  assert per["e"]["ε decides"] == "adam" and per["a"]["ε decides"] == "—"
+  assert per["b"]["boundary"] == "0.01 → 0.1" and per["a"]["boundary"] == "not bracketed"
+  assert per["b"]["lrs run"] == "0.001 – 0.1" and per["b"]["λ_max(P⁻¹H)"] == pytest.approx(1005.0)
+  assert edge.tables(json.loads(json.dumps(study.jsonable(m)))) == edge.tables(m)
+
+
 def test_a_trace_reads_the_sharpness_at_the_end_of_the_warmup_against_the_same_seeds_step0(tmp_path):
   """Kalra & Barkeshli 2024's mechanism measured: λ(P⁻¹H) falls from λ₀ = 1000 (the at-init run) to 250 by the end
   of a 20-step warmup (ratio 0.25); η(t)·λ(t) peaks at its first record, 1e-2·500 = 5 = 38 × 0.132."""
@@ -343,6 +363,7 @@ def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
   assert result["number"] == 11 and result["verdict"] == study.INCONCLUSIVE
   assert set(result["measured"]["lam0"]["Pre-LN"]) == {"gd", "adam"}
   assert result["measured"]["grid"]["Pre-LN"]["bracketed"]
+  assert result["tables"] == edge.tables(result["measured"])  # claim.json holds the report's tables (run.py)
   assert sorted({r["lr"] for r in result["measured"]["runs"]}) == [0.001, 0.1, 0.2]
   assert (tmp_path / "edge.png").exists()
   again = []

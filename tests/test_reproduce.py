@@ -105,6 +105,7 @@ def test_redecide_applies_the_current_rule_to_a_records_measurements(tmp_path):
   new = json.loads((dest / "claim.json").read_text())
   expected = get_claim("hessian_spectrum").verdict(old["measured"])
   assert (new["verdict"], new["reason"]) == (expected.verdict, expected.reason)
+  assert new["tables"] == get_claim("hessian_spectrum").tables(old["measured"])
   assert new["provenance"] == old["provenance"] and new["measured"] == old["measured"]
   assert "git_commit" in new["redecided_by"]
   assert "Re-decided from this record's measurements" in (tmp_path / "REPRODUCTION.md").read_text()

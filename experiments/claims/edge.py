@@ -350,6 +350,9 @@ def summary(m: dict) -> dict:
     out["AUC lr alone"] = round(s["auc_lr"], 3)
   if s.get("auc_gap_interval"):
     out["AUC gap, 95% interval"] = stats.fmt(tuple(s["auc_gap_interval"]))
+  if s.get("accuracy") is not None:
+    out["accuracy of η·λ(P⁻¹H) > c"] = round(s["accuracy"], 3)
+    out["majority class"] = round(s["majority"], 3)
   for w in sorted({t["warmup"] for t in m.get("traces") or []}):
     ts = [t for t in m["traces"] if t["warmup"] == w]
     peak = [t["max_over_c"]["adam"] for t in ts if t["max_over_c"]["adam"] is not None]
@@ -360,6 +363,76 @@ def summary(m: dict) -> dict:
     if ratio and w:
       out[f"trace, warmup {w}: λ(P⁻¹H) at its end / λ₀"] = round(float(np.median(ratio)), 3)
   return out
+
+
+PREDICTOR_NAMES = {
+    "gd": "λ_max(H)",
+    "adam": "λ_max(P⁻¹H)",
+    "update": "dᵀHd/gᵀd (Adam's first update)",
+    "ggn": "λ_max(G) (Gauss–Newton)",
+    "batch": "batch sharpness",
+}
+
+
+def _interval(v) -> str:
+  return stats.fmt(tuple(v)) if v else "—"
+
+
+def _lr_range(lrs) -> str:
+  """'lowest – highest' of a grid's lrs (keys of a JSON object, strings once read back)."""
+  lrs = sorted(float(lr) for lr in lrs)
+  return f"{lrs[0]:g} – {lrs[-1]:g}" if lrs else "—"
+
+
+def _r(v) -> Optional[float]:
+  return None if v is None else round(v, 3)
+
+
+def tables(m: dict) -> list[dict]:
+  """The report's tables below the headline (Study.tables): every predictor on both outcomes against both baselines,
+  the warmup question per predictor, and per method its λ₀ and where the grid put its boundary."""
+  if m.get("crashed") or not m.get("scores"):
+    return []
+  scores = {
+      "title": "Every predictor on the cells without warmup (η·λ₀ > c predicts unstable; gaps with 95% bootstrap "
+      "intervals over methods; the verdict reads λ_max(P⁻¹H) on the early outcome against the lr alone)",
+      "header": ["outcome", "λ₀", "c", "methods", "cells", "unstable", "AUC", "AUC lr alone", "AUC gap",
+                 "vs the lr", "accuracy", "majority class", "accuracy gap", "vs the majority"],  # fmt: skip
+      "rows": [
+          [which, PREDICTOR_NAMES[p], _r(s["threshold"]), s["methods"], s["cells"], s.get("unstable", 0),
+           _r(s.get("auc")), _r(s.get("auc_lr")), _interval(s.get("auc_gap_interval")), s["verdicts"]["beats the lr"],
+           _r(s.get("accuracy")), _r(s.get("majority")), _interval(s.get("accuracy_gap_interval")),
+           s["verdicts"]["beats the majority"]]  # fmt: skip
+          for which in (EARLY, FINAL)
+          for p, s in m["scores"][which].items()
+      ],
+  }
+  rescue = {
+      "title": "The warmup question: of the (method, η) unstable (early) or failing (final) without warmup, those "
+      "the warmup rescues; does a smaller overshoot η·λ₀/c predict them better than a smaller lr (AUC gap, 95% "
+      "interval over methods)?",
+      "header": ["outcome", "warmup", "λ₀", "methods", "cells", "rescued", "AUC", "AUC lr alone", "AUC gap", "verdict"],
+      "rows": [
+          [which, int(w), PREDICTOR_NAMES[p], r["methods"], r["unstable without warmup"], r["rescued"], _r(r["auc"]),
+           _r(r["auc_lr"]), _interval(r.get("auc_gap_interval")), r["verdict"]]  # fmt: skip
+          for which in (EARLY, FINAL)
+          for w, by_p in m["rescue"].get(which, {}).items()
+          for p, r in by_p.items()
+      ],
+  }
+  methods = {
+      "title": "Per method: λ₀ at step 0 (median over seeds; float64, the runs' own first batch), the predictors ε "
+      "decides (not scored), and the early boundary without warmup (largest stable η → smallest unstable η)",
+      "header": ["method", *(PREDICTOR_NAMES[p] for p in PREDICTORS), "ε decides", "lrs run", "boundary"],
+      "rows": [
+          [method, *(_r(m["lam0"].get(method, {}).get(p)) for p in PREDICTORS),
+           ", ".join(m["flagged"].get(method, [])) or "—",
+           _lr_range(g["seeds"]),
+           " → ".join(f"{lr:g}" for lr in g["boundary"]) if g["boundary"] else "not bracketed"]  # fmt: skip
+          for method, g in m["grid"].items()
+      ],
+  }
+  return [scores, rescue, methods]
 
 
 def extensions(results: study.Results) -> dict[str, dict[str, list]]:
@@ -404,6 +477,7 @@ CLAIM = study.Study(
     verdict=verdict,
     figure=figure,
     summary=summary,
+    tables=tables,
     extend=extensions,
     max_rounds=MAX_ROUNDS,
 )

@@ -113,6 +113,10 @@ def write_reproduction(
     if r.get("summary"):
       lines += ["", "| quantity | value |", "|---|---|"]
       lines += [f"| {_cell(k)} | {_fmt(v)} |" for k, v in r["summary"].items()]
+    for table in r.get("tables") or []:  # the study's further tables (Study.tables)
+      lines += ["", f"{table['title']}:", "", "| " + " | ".join(map(_cell, table["header"])) + " |"]
+      lines += ["|" + "---|" * len(table["header"])]
+      lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in table["rows"]]
     if r.get("identity"):
       i = r["identity"]
       lines += ["", f"Identity half (the claim's at-init run, commit {i.get('commit', '?')}): {i.get('reason', '')}"]

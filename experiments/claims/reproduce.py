@@ -239,7 +239,7 @@ def collect(out: str) -> list[dict]:
 
 def redecide(record: dict) -> dict:
   """`record` with its claim's current verdict applied to the measurements it stores: verdict, reason, thresholds and
-  summary replaced, `redecided_by` this invocation's provenance (the runs' stays in `provenance`)."""
+  summary and tables replaced, `redecided_by` this invocation's provenance (the runs' stays in `provenance`)."""
   claim = get_claim(record["claim"])
   verdict = claim.verdict(record["measured"])
   return dict(
@@ -248,6 +248,7 @@ def redecide(record: dict) -> dict:
       reason=verdict.reason,
       thresholds=claim.thresholds,
       summary=study.jsonable(claim.summary(record["measured"])),
+      tables=study.jsonable(claim.tables(record["measured"])),
       redecided_by=provenance_lib.provenance(),
   )
 

@@ -4,7 +4,7 @@ Contract: `run_claim(config, workdir)` takes a claim config (configs/claims/<nam
 group), runs its sweep in `workdir` (finished runs skipped, diverged and crashed runs recorded), then `decide`s:
 `measure(results)`, `verdict(measured)`, `figure(...)` into `workdir`, and writes `<workdir>/claim.json`: the
 claim's identity (number, statement, source, paper scale), `scale` and `settings` (the sizes actually run, in words),
-`data` (which data: name, languages, folder), `thresholds`, `summary`, `measured`, `verdict`, `reason`, `figures`,
+`data` (which data: name, languages, folder), `thresholds`, `summary`, `tables`, `measured`, `verdict`, `reason`, `figures`,
 `runs` (outcome counts), `provenance`, `seconds` (the runs' summed wall times, `run_seconds`) and the time.
 `decide` alone re-decides a finished sweep without training.
 
@@ -74,6 +74,7 @@ def decide(config: Any, workdir: str, records: list[dict], seconds: float = floa
           data=data_description(config),
           thresholds=claim.thresholds,
           summary=claim.summary(measured),
+          tables=claim.tables(measured),
           measured=measured,
           verdict=verdict.verdict,
           reason=verdict.reason,
