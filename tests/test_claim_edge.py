@@ -238,7 +238,11 @@ def test_the_reports_tables_read_every_predictor_and_read_the_same_from_claim_js
   assert per["e"]["ε decides"] == "adam" and per["a"]["ε decides"] == "—"
   assert per["b"]["boundary"] == "0.01 → 0.1" and per["a"]["boundary"] == "not bracketed"
   assert per["b"]["lrs run"] == "0.001 – 0.1" and per["b"]["λ_max(P⁻¹H)"] == pytest.approx(1005.0)
-  assert edge.tables(json.loads(json.dumps(study.jsonable(m)))) == edge.tables(m)
+  read_back = json.loads(json.dumps(study.jsonable(m)))  # claim.json's measurements, as --redecide reads them
+  assert edge.tables(read_back) == edge.tables(m)
+  assert edge.verdict(read_back) == edge.verdict(m) and edge.summary(read_back) == edge.summary(m)
+  unbracketed = {"a": {"bracketed": False, "seeds": {"0.001": 2, "0.002": 2}, "add": [4e-3]}}  # read back from JSON
+  assert "a (stable up to η 0.002)" in edge._what_would_decide({"grid": unbracketed})
 
 
 def test_a_trace_reads_the_sharpness_at_the_end_of_the_warmup_against_the_same_seeds_step0(tmp_path):

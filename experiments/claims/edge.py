@@ -244,7 +244,7 @@ def _what_would_decide(m: dict) -> str:
   for method, g in m["grid"].items():
     if g["bracketed"]:
       continue
-    lrs = sorted(g.get("seeds", {}))
+    lrs = sorted(float(lr) for lr in g.get("seeds", {}))  # keys of a JSON object: strings once read back
     if not lrs:
       sides.append(method)
     elif max(lrs) * 2 in g.get("add", ()):
