@@ -122,6 +122,9 @@ def test_a_records_tables_are_in_the_report_and_not_in_the_readme(tmp_path):
   assert "Every predictor:\n\n| λ₀ | AUC |\n|---|---|\n| a\\|b | 0.8312 |\n| c | — |\n" in text
   assert text.index("| AUC | 0.83 |") < text.index("Every predictor:") < text.index("**Verdict: inconclusive.**")
   assert "Every predictor" not in report.readme_table([claim])
+  claim["tables"] = [dict(table, title="Does it?")]  # a title ending in a question keeps its mark alone
+  text = open(report.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c"), "rb").read()
+  assert "\nDoes it?\n\n| λ₀ | AUC |" in text.decode("utf-8")
 
 
 def test_the_baseline_heads_the_report_and_the_readme(tmp_path):

@@ -114,7 +114,8 @@ def write_reproduction(
       lines += ["", "| quantity | value |", "|---|---|"]
       lines += [f"| {_cell(k)} | {_fmt(v)} |" for k, v in r["summary"].items()]
     for table in r.get("tables") or []:  # the study's further tables (Study.tables)
-      lines += ["", f"{table['title']}:", "", "| " + " | ".join(map(_cell, table["header"])) + " |"]
+      title = table["title"] if table["title"].endswith(("?", ".", ":")) else table["title"] + ":"
+      lines += ["", title, "", "| " + " | ".join(map(_cell, table["header"])) + " |"]
       lines += ["|" + "---|" * len(table["header"])]
       lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in table["rows"]]
     if r.get("identity"):
