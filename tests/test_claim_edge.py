@@ -362,7 +362,8 @@ def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
   config.sweep.shard = "0/2"
   lines = []
   result = claims_run.run_claim(config, str(tmp_path), emit=lines.append)
-  assert any("round 1 of at most 4 adds {'Pre-LN': {'optim.learning_rate': [0.2]}}" in x for x in lines), lines
+  added = "adds {'Pre-LN': {'optim.learning_rate': [0.2]}}"
+  assert any(f"round 1 of at most {edge_rules.MAX_ROUNDS} {added}" in x for x in lines), lines
   assert (tmp_path / "claim.json").exists()
   assert result["number"] == 11 and result["verdict"] == study.INCONCLUSIVE
   assert set(result["measured"]["lam0"]["Pre-LN"]) == {"gd", "adam"}

@@ -42,6 +42,13 @@ get `BOUNDARY_SEEDS` = 3 seeds, the others `SEEDS` = 2.
 The warmup question, the same way: among the (method, η) whose cell without warmup is unstable (early) or fails
 (final), *rescued* when its cell with warmup T_w is stable (early) or trains (final); scored by the AUC of −margin
 for the rescued (a smaller overshoot η·λ₀/c predicts a rescue) against the lr alone (the AUC of −log η).
+
+Changed after a run, with its reason: `MAX_ROUNDS` was 4 before the cpu run. That run (915 runs, commit c422928,
+2026-11-27; reports/reproduction/edge/claim.json at 346385a) reached η = 0.128 (the first grid's 8e-3 × 2⁴) with 12 of
+the 19 methods still stable at every lr, and 5 unstable cells among the 99 scored, so the design could not decide:
+inconclusive, AUC gap -0.00957 [-0.0686, 0.0474]. Issue 28's design extends each method's grid "until both a stable
+and an unstable lr are found"; 4 was a compute budget, not part of the rule. It is now 7 (η up to 1.024). The
+verdict's rule, its thresholds, the early window, the seeds and every predictor are unchanged.
 """
 
 import dataclasses
@@ -57,7 +64,7 @@ PREDICTORS = ("gd", "adam", "update", "ggn", "batch")
 EARLY_WINDOW = outcomes.EARLY_WINDOW
 MIN_METHODS = 4
 SEEDS, BOUNDARY_SEEDS = 2, 3
-MAX_ROUNDS = 4  # grid extensions per direction before a method is reported unbracketed
+MAX_ROUNDS = 7  # grid extensions before a method is reported unbracketed (4 until the cpu run: module docstring)
 EARLY, FINAL = "early", "final"
 
 
