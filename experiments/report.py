@@ -292,19 +292,28 @@ def log_loss_axis(ax, values: Iterable[float], top: Optional[float] = None) -> t
 
 
 def _short_e(v: float) -> str:
-  """5e-5, 1.6e-2: two significant digits at most, no padding of the exponent."""
-  mantissa, exponent = f"{v:.1e}".split("e")
+  """5e-5, 1.6e-2, 1.25e-3: three significant digits at most (a grid's 1.25e-3 is not 1.3e-3), no padding of the
+  exponent."""
+  mantissa, exponent = f"{v:.2e}".split("e")
   return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 def plain_log_ticks(axis, low: float, high: float, at: Optional[Sequence[float]] = None) -> None:
   """Ticks of a log `axis` spanning [low, high] labelled as plain numbers, denser the shorter the span: over less
-  than a decade or two the default ticks label nothing, or 4×10⁰ beside 10⁰; over more, the decades. `at`: ticks
-  exactly there instead (a grid's values, e.g. lrs 4e-3, 8e-3, 1.6e-2, which no decade's subdivision holds)."""
-  decades = math.log10(high / low)
+  than a decade or two the default ticks label nothing, or 4×10⁰ beside 10⁰; over more, the decades; over less than
+  a third of a decade (where even 1, 2, 3, ... × 10ᵏ may leave one tick in view), 3 to 5 round values (0.01, 0.012,
+  0.014, 0.016). `at`: ticks exactly there instead (a grid's values, e.g. lrs 4e-3, 8e-3, 1.6e-2, which no decade's
+  subdivision holds)."""
+  decades = math.log10(high / low) if high > low else 0.0
   if at is None and decades >= 2.5:
     return
   subs = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0) if decades < 0.7 else (1.0, 2.0, 5.0)
+  if at is None and decades < 0.35:
+    for nbins in (4, 6, 8):  # the fewest round values that put 3 in view
+      at = [v for v in matplotlib.ticker.MaxNLocator(nbins=nbins, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high)]
+      if sum(low <= v <= high for v in at) >= 3:
+        break
+    at = [v for v in at if v > 0]
   if at is None:
     axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=subs))
   else:

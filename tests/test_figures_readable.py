@@ -338,6 +338,54 @@ def test_edge_figure_reads_with_every_method_of_the_registry(kept, tmp_path):
   assert_readable(fig)
 
 
+def _depth_measured():
+  """Study 13's measurements as claim.json holds them: three arms at 2–16 layers per stack, a 7-lr factor-2 grid
+  (1.25e-3 to 8e-2), two seeds; one run at the largest lr did not train."""
+  lrs = [1.25e-3 * 2**k for k in range(7)]
+  runs, optima = {}, {}
+  for i, arm in enumerate(("SP", "CompleteP", "Depth-µP")):
+    depths = (2, 16) if arm == "Depth-µP" else (2, 4, 8, 16)
+    runs[arm] = {
+        str(L): {
+            f"{lr:g}": [dict(seed=s, cls="trained" if k < 6 or s else "diverged",
+                             final_loss=None if k == 6 and not s else 3.6 + 0.1 * (k - 3) ** 2 + 0.01 * L + 0.01 * s)
+                        for s in (0, 1)]  # fmt: skip
+            for k, lr in enumerate(lrs)
+        }
+        for L in depths
+    }
+    optima[arm] = {str(L): {"lr": 1.2e-2 * (1 + 0.05 * i) * L**-0.1, "edge": False} for L in depths}
+  shifts = {"SP": [-0.218, -0.423, -0.0758], "CompleteP": [-0.425, -0.609, -0.288], "Depth-µP": [0.248, 0.0753, 0.363],
+            "|CompleteP| − |SP|": [0.207, -0.0678, 0.461], "|Depth-µP| − |SP|": [0.03, -0.282, 0.225]}  # fmt: skip
+  return dict(crashed=[], depths=[2, 4, 8, 16], runs=runs, optima=optima, shifts=shifts)
+
+
+def test_depth_figure_labels_each_lr_of_the_grid_and_fits_its_titles(kept, tmp_path):
+  """Study 13's figure (it once overprinted its lr axes' minor labels and cut panel (d)'s title at the right edge):
+  the grid's lrs each labelled once, log axes, nothing overprinted or cut, the arms' legend clear of the data."""
+  from experiments.claims import depth  # noqa: PLC0415
+
+  assert depth.figure(_depth_measured(), None, str(tmp_path), LONG_SETTINGS) == ["depth.png"]
+  (fig,) = kept
+  assert_readable(fig)
+  loss_panels = [
+      ax for ax in fig.axes if ax.get_xscale() == "log" and ax.get_yscale() == "log" and "loss" in ax.get_title()
+  ]
+  assert len(loss_panels) == 3
+  for ax in loss_panels:
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels == ["1.25e-3", "2.5e-3", "5e-3", "1e-2", "2e-2", "4e-2", "8e-2"], labels
+  (optima,) = [ax for ax in fig.axes if ax.get_xscale() == "log" and "optimal lr" in ax.get_title()]
+  low, high = optima.get_ylim()
+  shown = [
+      t for t, label in zip(optima.get_yticks(), optima.get_yticklabels()) if low <= t <= high and label.get_text()
+  ]
+  assert len(shown) >= 3, shown  # the optima span 0.15 decades: round values between, not a lone 1e-2
+  for ax in loss_panels:  # the losses span 0.2 decades: at least 3 labelled values
+    low, high = ax.get_ylim()
+    assert sum(low <= t <= high and bool(lab.get_text()) for t, lab in zip(ax.get_yticks(), ax.get_yticklabels())) >= 3
+
+
 def test_log_ticks_at_a_grids_values_label_each_one_exactly():
   """A factor-2 lr grid (4e-3, 8e-3, 1.6e-2) gets a tick at each value and no other, labelled to its digits: no
   decade subdivision holds 1.6e-2, and one significant digit would call it 2e-2."""

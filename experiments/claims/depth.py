@@ -134,11 +134,14 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   for i, a in enumerate(arms):  # final loss vs lr per depth; not-trained runs as 'x', at a clipped top without a loss
     x = ax[f"l{i}"]
     transfer.loss_vs_lr(x, runs[a], [int(L) for L in runs[a]], m["optima"][a], lcol, losses, top)
-    x.set(title=f"({chr(97 + i)}) {a}: final loss vs lr", xlabel="peak lr", ylabel="final val. loss (nats)" if i % ncol == 0 else None)  # fmt: skip
+    x.set_title(f"({chr(97 + i)}) {a}: final loss vs lr", fontsize=10)
+    x.set(xlabel="peak lr", ylabel="final val. loss (nats, log scale)" if i % ncol == 0 else None)
   o = ax["o"]
   transfer.optima_vs_size(o, m["optima"], m["shifts"], acol, depths, word="depth", xlabel="layers per stack L")
   d = m["shifts"].get(D)
-  o.set_title(f"({chr(97 + len(arms))}) optimal lr vs depth" + (f"\nD = {D} {stats.fmt(tuple(d))}" if d else ""))
+  o.set_title(
+      f"({chr(97 + len(arms))}) optimal lr vs depth" + (f"\nD = {D} = {stats.fmt(tuple(d))}" if d else ""), fontsize=10
+  )
   handles = [figures.plt.Line2D([], [], color=lcol[L], label=f"L = {L}") for L in depths]
   handles.append(figures.plt.Line2D([], [], ls="", marker="x", color="grey", label=f"not trained (without a loss: at {top:.3g})"))  # fmt: skip
   report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)

@@ -132,6 +132,10 @@ def loss_vs_lr(ax, grid: dict[str, dict], sizes: list[int], optima: dict, colour
     if o:
       ax.axvline(o["lr"], color=colours[d], ls=":", lw=1)
   ax.set_xscale("log")
+  grid_lrs = sorted({float(lr) for d in sizes for lr in grid[str(d)]})
+  if grid_lrs:  # each lr of the grid labelled (the default log ticks label 2×10⁻³, 3×10⁻³, ... over each other)
+    report.plain_log_ticks(ax.xaxis, grid_lrs[0], grid_lrs[-1], at=grid_lrs)
+    ax.tick_params(axis="x", labelrotation=45, labelsize=7)
   report.log_loss_axis(ax, losses, top)
 
 
@@ -145,9 +149,12 @@ def optima_vs_size(ax, optima: dict, shifts: dict, colours: dict, sizes: list[in
       ax.plot(*zip(*pts), "o-", color=colours[a], label=f"{a}: shift {stats.fmt(tuple(s))} log₂" if s else a)
   size_axis(ax, sizes)
   ax.set_yscale("log")
+  lrs = [v["lr"] for per in optima.values() for v in per.values() if v]
+  if lrs:
+    report.plain_log_ticks(ax.yaxis, min(lrs), max(lrs))
   ax.set(xlabel=xlabel, ylabel="optimal peak lr", title=f"optimal lr vs {word}")
-  if ax.get_legend_handles_labels()[0]:  # no arm has an optimum: no empty legend box
-    ax.legend(fontsize=7, loc="best")
+  if ax.get_legend_handles_labels()[0]:  # no arm has an optimum: no empty legend box; under the panel, off the data
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
 
 
 def read_difference(diff: list, text: str, edges: list, advice: str = "more seeds (a narrower interval on D)") -> tuple:
