@@ -386,6 +386,23 @@ def test_depth_figure_labels_each_lr_of_the_grid_and_fits_its_titles(kept, tmp_p
     assert sum(low <= t <= high and bool(lab.get_text()) for t, lab in zip(ax.get_yticks(), ax.get_yticklabels())) >= 3
 
 
+def test_width_figure_reads(kept, tmp_path):
+  """Study 12's figure on hand-made runs (tests/test_claim_width.py's: µP flat, SP's sharpness growing with d and
+  its optimum moving a grid step per width doubling): log axes, the grid's lrs each labelled, nothing overprinted."""
+  from experiments.claims import width  # noqa: PLC0415
+  from tests.test_claim_width import _fake_sweep  # noqa: PLC0415
+
+  m = width.measure(_fake_sweep(tmp_path))
+  assert width.figure(m, None, str(tmp_path), LONG_SETTINGS) == ["width.png"]
+  (fig,) = kept
+  assert_readable(fig)
+  loss_panels = [ax for ax in fig.axes if "final loss vs lr" in ax.get_title()]
+  assert loss_panels and all(ax.get_xscale() == "log" and ax.get_yscale() == "log" for ax in loss_panels)
+  for ax in loss_panels:
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels == [report._short_e(2.0**k) for k in range(-12, -5)], labels
+
+
 def test_log_ticks_at_a_grids_values_label_each_one_exactly():
   """A factor-2 lr grid (4e-3, 8e-3, 1.6e-2) gets a tick at each value and no other, labelled to its digits: no
   decade subdivision holds 1.6e-2, and one significant digit would call it 2e-2."""

@@ -185,6 +185,13 @@ def verdict(m: dict) -> study.Verdict:
   return study.Verdict(study.INCONCLUSIVE, reason)
 
 
+def _plain_log_y(ax) -> None:
+  """`ax`'s log y axis labelled as plain numbers over the data drawn on it (report.plain_log_ticks)."""
+  ys = [y for line in ax.get_lines() for y in np.asarray(line.get_ydata(), dtype=float) if np.isfinite(y) and y > 0]
+  if ys:
+    report.plain_log_ticks(ax.yaxis, min(ys), max(ys))
+
+
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed") or not m.get("runs"):
     return []
@@ -212,13 +219,14 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
         if pts:
           x.plot(*zip(*pts), "-", color=wcol[int(d)], alpha=0.8)
     x.set_yscale("log")
+    _plain_log_y(x)
     x.set(title=f"({chr(97 + i)}) {a}: sharpness at η {ref:.3g}", xlabel="step", ylabel="η·λ_max(M·P⁻¹H)" if i == 0 else None)  # fmt: skip
   losses = [r["final_loss"] for a in tarms for c in runs[a].values() for rs in c.values() for r in rs]
   top = transfer.clipped_top(losses)
   for i, a in enumerate(tarms):  # final loss vs lr per transfer width; diverged at a clipped top
     x = ax[f"l{i}"]
     transfer.loss_vs_lr(x, runs[a], m["transfer_widths"], m["optima"][a], wcol, losses, top)
-    x.set(title=f"({chr(97 + len(arms) + i)}) {a}: final loss vs lr", xlabel="peak lr", ylabel="final val. loss (nats)" if i == 0 else None)  # fmt: skip
+    x.set(title=f"({chr(97 + len(arms) + i)}) {a}: final loss vs lr", xlabel="peak lr", ylabel="final val. loss (nats, log scale)" if i == 0 else None)  # fmt: skip
   w = ax["w"]
   for a in arms:  # sharpness vs width, log-log, seeds' spread
     rows = sorted((int(d), s) for d, s in m["sharpness"].get(a, {}).items() if s["mean"])
@@ -227,6 +235,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
       w.errorbar(ds, [s["mean"] for s in ss], yerr=[s["std"] or 0 for s in ss], fmt="o-", color=acol[a], capsize=3, label=f"{a}: slope {stats.fmt(tuple(m['slopes'][a]))}" if m["slopes"].get(a) else a)  # fmt: skip
   transfer.size_axis(w, widths)
   w.set_yscale("log")
+  _plain_log_y(w)
   w.set(xlabel="width d", ylabel="window median η·λ_max(M·P⁻¹H)", title="sharpness vs width (mean ± seeds' std)")
   w.legend(fontsize=7, loc="best")
   if tarms:  # the optimum vs width
