@@ -310,7 +310,7 @@ def plain_log_ticks(axis, low: float, high: float, at: Optional[Sequence[float]]
   subs = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0) if decades < 0.7 else (1.0, 2.0, 5.0)
   if at is None and decades < 0.35:
     for nbins in (4, 6, 8):  # the fewest round values that put 3 in view
-      at = [v for v in matplotlib.ticker.MaxNLocator(nbins=nbins, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high)]
+      at = list(matplotlib.ticker.MaxNLocator(nbins=nbins, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high))
       if sum(low <= v <= high for v in at) >= 3:
         break
     at = [v for v in at if v > 0]
@@ -399,10 +399,6 @@ def _bottom_xlabels(axes: list, text: str) -> None:
     axes[max(range(col, len(axes), ncols))].set_xlabel(text, fontsize=8)
 
 
-def _legend_rows(n_labels: int, cols: int) -> int:
-  return math.ceil(n_labels / cols)
-
-
 def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str, path: str) -> str:
   """curves.png: the training loss per cell, mean over seeds with the min–max band (module docstring), on a log axis;
   more than MAX_LINES cells as small multiples (`panels`); one legend under the panels (a series keeps its colour in
@@ -433,7 +429,7 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
   labels = {cell: cell_label(v[0][0], keys, with_arm) for cell, v in drawn.items()}
   colors = _palette(labels.values())
   cols = 3 if len(layout) == 1 else 6
-  extra = 0.2 * _legend_rows(len(colors), cols) + 0.6
+  extra = 0.2 * math.ceil(len(colors) / cols) + 0.6
   fig, axes = _grid_of_axes(len(layout), 7.5 if len(layout) == 1 else 3.8, 3.8 if len(layout) == 1 else 2.8, extra)
   shown = [v for runs, steps, lo, mean, hi, ends in drawn.values() for v in (*lo, *hi)]
   for ax, (name, cells) in zip(axes, layout):
@@ -489,7 +485,7 @@ def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: st
   }
   colors = _palette(series_of.values())
   cols = 3 if len(specs) <= 4 else 6
-  extra = 0.2 * _legend_rows(len(colors), cols) + 0.6
+  extra = 0.2 * math.ceil(len(colors) / cols) + 0.6
   single = len(layout) == 1
   fig, axes = _grid_of_axes(len(specs), 5.0 if single else 3.8, 4.2 if single else 2.8, extra)
   values = [v for r in rows for v in r["values"]]

@@ -236,6 +236,11 @@ def verdict(m: dict) -> study.Verdict:
   )
 
 
+def _lrs(g: dict) -> list[float]:
+  """The lrs a method's grid ran (`extend`'s "seeds" keys: strings once claim.json is read back), ascending."""
+  return sorted(float(lr) for lr in g.get("seeds", {}))
+
+
 def _what_would_decide(m: dict) -> str:
   """The design change an inconclusive verdict names: more methods (the bootstrap resamples methods, so its interval
   narrows with more of them), and for each method the grid did not bracket, the side its boundary lies beyond (the
@@ -244,7 +249,7 @@ def _what_would_decide(m: dict) -> str:
   for method, g in m["grid"].items():
     if g["bracketed"]:
       continue
-    lrs = sorted(float(lr) for lr in g.get("seeds", {}))  # keys of a JSON object: strings once read back
+    lrs = _lrs(g)
     if not lrs:
       sides.append(method)
     elif max(lrs) * 2 in g.get("add", ()):
@@ -256,7 +261,7 @@ def _what_would_decide(m: dict) -> str:
     text += (
         "; so would bracketing the boundary of the methods the grid does not bracket: "
         + ", ".join(sides)
-        + f" (the grid extends at most {MAX_ROUNDS} rounds per direction)"
+        + f" (the grid extends at most {MAX_ROUNDS} rounds)"
     )
   return text
 
@@ -378,9 +383,9 @@ def _interval(v) -> str:
   return stats.fmt(tuple(v)) if v else "—"
 
 
-def _lr_range(lrs) -> str:
-  """'lowest – highest' of a grid's lrs (keys of a JSON object, strings once read back)."""
-  lrs = sorted(float(lr) for lr in lrs)
+def _lr_range(g: dict) -> str:
+  """'lowest – highest' of a method's lrs run (`_lrs`)."""
+  lrs = _lrs(g)
   return f"{lrs[0]:g} – {lrs[-1]:g}" if lrs else "—"
 
 
@@ -427,7 +432,7 @@ def tables(m: dict) -> list[dict]:
       "rows": [
           [method, *(_r(m["lam0"].get(method, {}).get(p)) for p in PREDICTORS),
            ", ".join(m["flagged"].get(method, [])) or "—",
-           _lr_range(g["seeds"]),
+           _lr_range(g),
            " → ".join(f"{lr:g}" for lr in g["boundary"]) if g["boundary"] else "not bracketed"]  # fmt: skip
           for method, g in m["grid"].items()
       ],
