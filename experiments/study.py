@@ -143,10 +143,6 @@ class Results:
         workdir, [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()], config
     )
 
-  def by_run(self) -> dict[tuple[str, int], "Run"]:
-    """{(cell name, seed): run}."""
-    return {(r.cell, r.seed): r for r in self.runs}
-
   def cells(self) -> dict[str, list[Run]]:
     out: dict[str, list[Run]] = {}
     for run in self.runs:

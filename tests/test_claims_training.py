@@ -244,6 +244,13 @@ def test_the_figure_draws_diverged_runs_at_the_clipped_top_and_one_colour_per_me
   assert [ax.get_xscale() for ax in (shallow, deep)] == ["log", "log"] and deep.get_yscale() == "log"
 
 
+@pytest.mark.parametrize("name", sorted(CLAIMS))
+def test_no_figure_before_any_arm_has_runs(name, tmp_path):
+  claim = CLAIMS[name]
+  m = {"arms": {a: {} for a in claim.ARMS}} if hasattr(claim, "ARMS") else {"arms": {}, "depths": []}
+  assert claim.figure(m, None, str(tmp_path), "") == [] and not list(tmp_path.iterdir())
+
+
 # ------------------------------------------------------------------------------------------------------ the configs
 
 

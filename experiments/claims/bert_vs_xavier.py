@@ -33,7 +33,7 @@ Rules (stated before the cpu run; cells read as claim 6's, experiments/claims/tr
 
 from experiments import study
 from experiments.claims import training
-from experiments.claims.training import FAILED, MIN_SEEDS, fails, few_seeds, lrs_text, show, trains
+from experiments.claims.training import MIN_SEEDS, fails, lrs_text, show, trains
 
 XAVIER = "Post-LN + Xavier"
 BERT = "Post-LN + BERT 0.02"
@@ -79,46 +79,30 @@ def decide(m: dict) -> tuple[str, str, dict]:
       f"project's; BERT's embeddings alone rescue Xavier at η {lrs_text(embeddings)}, BERT's recipe at "
       f"{lrs_text(recipe)}"
   )
-  if not failing:
-    return (
-        study.INCONCLUSIVE,
-        reason + "; Xavier with BERT's embeddings never fails on this grid, so the 0.02 scale has nothing to rescue: "
-        "extend the lr grid upwards",
-        numbers,
-    )
-  deciding = rescued or (failing if all(b.get(lr, ("", 0))[0] in FAILED for lr in failing) else [])
-  if not deciding:
-    return study.INCONCLUSIVE, reason + "; the 0.02 cells there are mixed or undertrained: more seeds or steps", numbers
-  few = few_seeds([e, b], deciding)
-  if few:
-    return (
-        study.INCONCLUSIVE,
-        reason + f"; the deciding cells at η {lrs_text(few)} have fewer than {MIN_SEEDS} seeds: run more",
-        numbers,
-    )
-  if rescued:
-    return study.REPRODUCED, reason, numbers
-  return study.NOT_REPRODUCED, reason + "; with BERT's embeddings the 0.02 init fails wherever Xavier does", numbers
+  return training.rescue(
+      e,
+      b,
+      failing,
+      rescued,
+      reason,
+      numbers,
+      never="; Xavier with BERT's embeddings never fails on this grid, so the 0.02 scale has nothing to rescue: "
+      "extend the lr grid upwards",
+      unsettled="; the 0.02 cells there are mixed or undertrained: more seeds or steps",
+      refuted="; with BERT's embeddings the 0.02 init fails wherever Xavier does",
+  )
 
 
-def verdict(m: dict) -> study.Verdict:
-  bad = training.unusable(m)
-  return bad or study.Verdict(*decide(m)[:2])
+verdict, summary = training.rule(decide)
 
 
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
-  if not any(m["arms"].values()):
-    return []
   panels = [
       ("(a) BERT's embeddings: Xavier vs 0.02 (deciding)", (XAVIER_BERT_EMBEDDINGS, BERT)),
       ("(b) this project's embeddings: Xavier vs 0.02", (XAVIER, SCALE_PROJECT_EMBEDDINGS)),
   ]
   headline = "Claim 9 (Su 2021b): does BERT's 0.02 init train Post-LN without warmup where Xavier's fails?"
-  return [training.plot_loss_vs_lr(m, panels, out_dir, "bert_vs_xavier.png", headline, settings)]
-
-
-def summary(m: dict) -> dict:
-  return {} if training.unusable(m) else decide(m)[2]
+  return training.plot_loss_vs_lr(m, panels, out_dir, "bert_vs_xavier.png", headline, settings)
 
 
 CLAIM = study.Study(

@@ -104,33 +104,21 @@ def decide(m: dict) -> tuple[str, str, dict]:
     return study.NOT_REPRODUCED, reason + f"; fails where Pre-LN trains: {name(failures)}", numbers
   few = sorted({lr for lr, f in deciding if f})
   if few:
-    return (
-        study.INCONCLUSIVE,
-        reason + f"; deciding cells at η {lrs_text(few)} have fewer than {MIN_SEEDS} seeds: run more",
-        numbers,
-    )
+    return study.INCONCLUSIVE, reason + training.too_few(few, "deciding cells"), numbers
   if pending:
     why = f"; mixed or undertrained where Pre-LN trains: {name(pending)}: more seeds or steps"
     return study.INCONCLUSIVE, reason + why, numbers
   return study.REPRODUCED, reason, numbers
 
 
-def verdict(m: dict) -> study.Verdict:
-  bad = training.unusable(m)
-  return bad or study.Verdict(*decide(m)[:2])
+verdict, summary = training.rule(decide)
 
 
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
-  if not any(m["arms"].values()):
-    return []
   panels = [(f"{n}+{n} layers", [label(x, n) for x in (*METHODS, PRE)]) for n in m["depths"]]
   names = {label(x, n): x for n in m["depths"] for x in (*METHODS, PRE)}  # one colour per method in every panel
   headline = "Claim 10: do ReZero, scheduled α, DeepNorm and Admin train without warmup where Pre-LN does, at depth?"
-  return [training.plot_loss_vs_lr(m, panels, out_dir, "deep_no_warmup.png", headline, settings, names)]
-
-
-def summary(m: dict) -> dict:
-  return {} if training.unusable(m) else decide(m)[2]
+  return training.plot_loss_vs_lr(m, panels, out_dir, "deep_no_warmup.png", headline, settings, names)
 
 
 CLAIM = study.Study(

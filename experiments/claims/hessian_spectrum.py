@@ -52,7 +52,6 @@ from analysis.plots import slq_floor
 from experiments import stats, study
 from experiments.claims import at_init, figures
 
-TOP_K = 3
 THRESHOLDS = {
     "larger": "λ_max(Post)/λ_max(Pre), paired by seed: 95% Student-t interval of the mean log ratio over the seeds, "
     "widened by the Lanczos residual bounds, exponentiated, > 1",

@@ -25,7 +25,7 @@ verdict now also needs its deciding cells at ≥ 3 seeds):
 
 from experiments import study
 from experiments.claims import training
-from experiments.claims.training import FAILED, MIN_SEEDS, fails, few_seeds, lrs_text, show, trains
+from experiments.claims.training import MIN_SEEDS, fails, lrs_text, show, trains
 
 POST, TFIXUP = "Post-LN + Xavier", "T-Fixup"  # the arms' labels (configs/atlas.py NAMES)
 ARMS = (POST, TFIXUP)
@@ -53,41 +53,25 @@ def decide(m: dict) -> tuple[str, str, dict]:
       f"without warmup, cells by class{training.reference_text(m)}: T-Fixup [{show(ct)}]; Post-LN + Xavier "
       f"[{show(cp)}]; T-Fixup trains where Post-LN fails at η {lrs_text(where)}"
   )
-  if not failing:
-    return study.INCONCLUSIVE, reason + "; Post-LN never fails: extend the lr grid upwards", numbers
-  deciding = where or (failing if all(ct.get(lr, ("", 0))[0] in FAILED for lr in failing) else [])
-  if not deciding:
-    return (
-        study.INCONCLUSIVE,
-        reason + "; T-Fixup's cells there are mixed or undertrained: more seeds or steps",
-        numbers,
-    )
-  few = few_seeds([ct, cp], deciding)
-  if few:
-    return (
-        study.INCONCLUSIVE,
-        reason + f"; the deciding cells at η {lrs_text(few)} have fewer than {MIN_SEEDS} seeds: run more",
-        numbers,
-    )
-  if where:
-    return study.REPRODUCED, reason, numbers
-  return study.NOT_REPRODUCED, reason + "; T-Fixup fails wherever Post-LN does", numbers
+  return training.rescue(
+      cp,
+      ct,
+      failing,
+      where,
+      reason,
+      numbers,
+      never="; Post-LN never fails: extend the lr grid upwards",
+      unsettled="; T-Fixup's cells there are mixed or undertrained: more seeds or steps",
+      refuted="; T-Fixup fails wherever Post-LN does",
+  )
 
 
-def verdict(m: dict) -> study.Verdict:
-  bad = training.unusable(m)
-  return bad or study.Verdict(*decide(m)[:2])
+verdict, summary = training.rule(decide)
 
 
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
-  if not any(m["arms"].values()):
-    return []
   headline = "Claim 8 (Huang et al. 2020): does T-Fixup (no LayerNorm) train where Post-LN fails, both without warmup?"
-  return [training.plot_loss_vs_lr(m, [("without warmup", ARMS)], out_dir, "tfixup.png", headline, settings)]
-
-
-def summary(m: dict) -> dict:
-  return {} if training.unusable(m) else decide(m)[2]
+  return training.plot_loss_vs_lr(m, [("without warmup", ARMS)], out_dir, "tfixup.png", headline, settings)
 
 
 CLAIM = study.Study(

@@ -20,17 +20,21 @@ Contract:
       disagree: a bug, not a measurement).
   unusable(measured) -> Verdict | None   INCONCLUSIVE for a crashed run, an arm without runs, or a run without a
       class (`train.eval_at_init` off); None when the cells can be read.
+  rule(decide) -> (verdict, summary)   a claim's verdict and summary from its `decide(measured) -> (verdict,
+      reason, numbers)` on readable cells (`unusable` first).
+  rescue(bad, good, failing, rescued, reason, numbers, ...) -> (verdict, reason, numbers)   claims 8 and 9's reading:
+      does an arm train where the reference arm fails?
   cells(measured, arm) -> {lr: (class or 'mixed', seeds)}; few_seeds(cells, lrs): the lrs where one of the cells has
-      fewer than MIN_SEEDS seeds; show(cells), lrs_text(lrs): the reasons' text.
-  plot_loss_vs_lr(measured, panels, ...) -> file name   each seed's final validation loss against the peak lr, one
+      fewer than MIN_SEEDS seeds; show(cells), lrs_text(lrs), too_few(lrs): the reasons' text.
+  plot_loss_vs_lr(measured, panels, ...) -> [file name]   each seed's final validation loss against the peak lr, one
       panel per group of arms (a log lr axis, a log loss axis in nats), a marker per outcome class, a line through
       each cell's mean where no seed diverged; a diverged run is a × on a dotted clip line at the top, never a loss;
       one colour per arm (or per `names[arm]`) across panels, one legend under the panels; the unigram reference H
-      as a dashed line.
+      as a dashed line; no figure ([]) before any arm has runs.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 import numpy as np
@@ -40,7 +44,7 @@ from experiments import report, study
 from experiments.claims import figures, warmup
 from train import loop as train_loop
 
-MIN_SEEDS, FAILED, MIXED, cell_class = warmup.MIN_SEEDS, warmup.FAILED, warmup.MIXED, warmup.cell_class
+MIN_SEEDS, FAILED, cell_class = warmup.MIN_SEEDS, warmup.FAILED, warmup.cell_class
 MARKERS = warmup.MARKERS  # outcome class -> marker (trained o, collapsed s, undertrained ^, diverged x)
 Cells = dict[float, tuple[str, int]]  # lr -> (the cell's class or 'mixed', its seeds)
 
@@ -112,6 +116,49 @@ def unusable(m: dict) -> Optional[study.Verdict]:
   return None
 
 
+def rule(decide: Callable[[dict], tuple[str, str, dict]]) -> tuple[Callable, Callable]:
+  """(verdict, summary) of a claim whose rule is `decide(measured) -> (verdict, reason, numbers)` on readable cells:
+  while `unusable(measured)`, its verdict and no numbers."""
+
+  def verdict(m: dict) -> study.Verdict:
+    return unusable(m) or study.Verdict(*decide(m)[:2])
+
+  def summary(m: dict) -> dict:
+    return {} if unusable(m) else decide(m)[2]
+
+  return verdict, summary
+
+
+def rescue(
+    bad: Cells,
+    good: Cells,
+    failing: list,
+    rescued: list,
+    reason: str,
+    numbers: dict,
+    *,
+    never: str,
+    unsettled: str,
+    refuted: str,
+) -> tuple[str, str, dict]:
+  """Claims 8 and 9's reading of `failing` (the lrs where the reference arm's cells `bad` fail) and `rescued` (those
+  where the arm's cells `good` train): reproduced when some lr is rescued; not reproduced when `good` fails at every
+  failing lr; inconclusive (`reason` + `never`) when nothing fails, (+ `unsettled`) when `good`'s cells there are
+  mixed or undertrained, or when a deciding cell has fewer than MIN_SEEDS seeds; `refuted` ends a not-reproduced
+  reason."""
+  if not failing:
+    return study.INCONCLUSIVE, reason + never, numbers
+  deciding = rescued or (failing if all(fails(good, lr) for lr in failing) else [])
+  if not deciding:
+    return study.INCONCLUSIVE, reason + unsettled, numbers
+  few = few_seeds([bad, good], deciding)
+  if few:
+    return study.INCONCLUSIVE, reason + too_few(few), numbers
+  if rescued:
+    return study.REPRODUCED, reason, numbers
+  return study.NOT_REPRODUCED, reason + refuted, numbers
+
+
 def cells(m: dict, arm: str) -> Cells:
   """lr -> (the cell's class or 'mixed', its seeds) of one arm."""
   return {float(lr): (cell_class([r["cls"] for r in runs]), len(runs)) for lr, runs in m["arms"][arm].items()}
@@ -138,6 +185,11 @@ def lrs_text(lrs) -> str:
   return "{" + ", ".join(format(lr, "g") for lr in sorted(lrs)) + "}" if lrs else "none"
 
 
+def too_few(lrs, lead: str = "the deciding cells") -> str:
+  """The inconclusive reason's tail for deciding cells at `lrs` with fewer than MIN_SEEDS seeds."""
+  return f"; {lead} at η {lrs_text(lrs)} have fewer than {MIN_SEEDS} seeds: run more"
+
+
 def reference_text(m: dict) -> str:
   h = (m.get("reference") or {}).get("unigram_entropy")
   return f" (unigram reference H = {h:.3f} nats)" if h is not None else ""
@@ -151,9 +203,11 @@ def plot_loss_vs_lr(
     headline: str,
     settings: str,
     names: Optional[dict[str, str]] = None,
-) -> str:
+) -> list[str]:
   """The loss-vs-lr figure (module docstring): `panels` = [(title, [arm, ...])]; `names[arm]` the legend's name of an
   arm (arms sharing a name share a colour: claim 10's method at two depths), default the arm itself."""
+  if not any(m["arms"].values()):
+    return []
   names = names or {}
   key = lambda arm: names.get(arm, arm)
   colors = {k: f"C{i}" for i, k in enumerate(dict.fromkeys(key(a) for _, arms in panels for a in arms))}
@@ -197,4 +251,4 @@ def plot_loss_vs_lr(
     (handles[text],) = axes[0][0].plot([], [], marker, color="grey", mfc="none")
   report.figure_legend(fig, list(handles.values()), list(handles), max_cols=4, fontsize=8)
   figures.suptitle(fig, headline, settings)
-  return figures.save(fig, out_dir, name)
+  return [figures.save(fig, out_dir, name)]
