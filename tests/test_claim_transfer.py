@@ -67,3 +67,23 @@ def test_shift_and_its_bootstrap_interval_over_seeds():
   assert out["|flat| − |down|"] == pytest.approx([-2.5, -3.0, -2.0])
   assert out["gone"] is None and "|gone| − |flat|" not in out
   assert transfer.shift_intervals(grids, [1, 4], diffs, n=400, seed=0) == out  # seeded: the same draws
+
+
+def test_the_loss_panel_draws_a_run_that_did_not_train_as_an_x_and_a_diverged_one_at_the_clip():
+  from experiments.claims import figures
+
+  grid = {"32": {"0.001": [_cell(3.5), _cell(3.7, seed=1)], "0.002": [_cell(4.5, "undertrained"), _cell(3.0, "diverged", 1)], "0.004": [_cell(None, "diverged")]}}  # fmt: skip
+  losses = [r["final_loss"] for c in grid["32"].values() for r in c]
+  top = transfer.clipped_top(losses)
+  fig, ax = figures.plt.subplots()
+  transfer.loss_vs_lr(ax, grid, [32], {"32": {"lr": 1e-3}}, {32: "C0"}, losses, top)
+  points = {(line.get_marker(), float(line.get_xdata()[0]), float(line.get_ydata()[0])) for line in ax.lines if len(line.get_xdata()) == 1}  # fmt: skip
+  # the diverged run's finite loss (3.0) is not drawn: it sits at the clip; the undertrained run at its loss
+  assert points == {("o", 1e-3, 3.5), ("o", 1e-3, 3.7), ("x", 2e-3, 4.5), ("x", 2e-3, top), ("x", 4e-3, top)}
+  (means,) = [line for line in ax.lines if len(line.get_xdata()) == 3]
+  assert list(means.get_ydata()[:1]) == [3.6] and all(
+      y != y for y in means.get_ydata()[1:]
+  )  # no mean with a divergence
+  assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and top == pytest.approx(1.1 * 4.5)
+  assert "diverged" in transfer.not_trained_handle(top).get_label()
+  figures.plt.close(fig)

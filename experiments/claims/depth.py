@@ -143,7 +143,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
       f"({chr(97 + len(arms))}) optimal lr vs depth" + (f"\nD = {D} = {stats.fmt(tuple(d))}" if d else ""), fontsize=10
   )
   handles = [figures.plt.Line2D([], [], color=lcol[L], label=f"L = {L}") for L in depths]
-  handles.append(figures.plt.Line2D([], [], ls="", marker="x", color="grey", label=f"not trained (without a loss: at {top:.3g})"))  # fmt: skip
+  handles.append(transfer.not_trained_handle(top))
   report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
   figures.suptitle(fig, "Study 13 (Dey et al. 2025, CompleteP): the optimal lr across depth", settings)
   return [figures.save(fig, out_dir, "depth.png")]

@@ -12,7 +12,9 @@ factor-2 lr grid; an arm's grid is {size: cells}.
                                     with percentile-bootstrap intervals (95%), each (arm, size)'s seeds resampled
                                     independently
   loss_vs_lr(ax, ...), optima_vs_size(ax, ...), size_axis(ax, sizes)   the panels that draw them: final loss vs lr
-                                    (not-trained runs as 'x' at a clipped top), the optimum vs size (log₂ size axis)
+                                    (a run that did not train as 'x': at its loss, or at a clipped top when it
+                                    diverged or has no loss, never at a diverged run's loss), the optimum vs size
+                                    (log₂ size axis); not_trained_handle(top) the legend's entry for the 'x'
 """
 
 import math
@@ -116,17 +118,18 @@ def clipped_top(losses: list) -> float:
 def loss_vs_lr(ax, grid: dict[str, dict], sizes: list[int], optima: dict, colours: dict, losses: list, top: float):
   """One arm's final loss vs lr on `ax`, a line of seed means per size in `sizes` (`grid` {str(size): {lr string:
   runs}}, `optima` {str(size): {'lr': ...} or None}, `colours` {size: colour}): each run a dot, or an 'x' when it did
-  not train (at `top` when it has no loss or its loss is above), the optimum a dotted line; log x, log loss axis
-  over `losses`."""
+  not train (at `top` when it diverged, has no loss or its loss is above), the optimum a dotted line; a line through
+  each lr's mean where every run has a loss and none diverged; log x, log loss axis over `losses`."""
+  clipped = lambda r: r["final_loss"] is None or r["cls"] == outcomes.DIVERGED
   for d in sizes:
     cells = grid[str(d)]
     lrs = sorted(cells, key=float)
     for lr in lrs:
       for r in cells[lr]:
         failed = r["cls"] != outcomes.TRAINED or r["final_loss"] is None
-        y = top if r["final_loss"] is None else min(r["final_loss"], top)
+        y = top if clipped(r) else min(r["final_loss"], top)
         ax.plot(float(lr), y, "x" if failed else "o", color=colours[d], ms=5, mfc="none" if failed else colours[d])
-    mean = [np.mean([r["final_loss"] for r in cells[lr]]) if all(r["final_loss"] is not None for r in cells[lr]) else math.nan for lr in lrs]  # fmt: skip
+    mean = [math.nan if any(map(clipped, cells[lr])) else np.mean([r["final_loss"] for r in cells[lr]]) for lr in lrs]
     ax.plot([float(lr) for lr in lrs], mean, "-", color=colours[d])
     o = optima.get(str(d))
     if o:
@@ -137,6 +140,12 @@ def loss_vs_lr(ax, grid: dict[str, dict], sizes: list[int], optima: dict, colour
     report.plain_log_ticks(ax.xaxis, grid_lrs[0], grid_lrs[-1], at=grid_lrs)
     ax.tick_params(axis="x", labelrotation=45, labelsize=7)
   report.log_loss_axis(ax, losses, top)
+
+
+def not_trained_handle(top: float):
+  """The legend's entry for loss_vs_lr's 'x'."""
+  text = f"not trained: at its loss; diverged or without a loss: at {top:.3g} (clipped)"
+  return report.plt.Line2D([], [], ls="", marker="x", color="grey", label=text)
 
 
 def optima_vs_size(ax, optima: dict, shifts: dict, colours: dict, sizes: list[int], *, word: str, xlabel: str):

@@ -243,9 +243,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     transfer.optima_vs_size(ax["o"], optima, m["shifts"], acol, m["transfer_widths"], word="width", xlabel="width d")
   handles = [figures.plt.Line2D([], [], color=wcol[d], label=f"d = {d}") for d in widths]
   if tarms:
-    handles += [
-        figures.plt.Line2D([], [], ls="", marker="x", color="grey", label=f"not trained (at {top:.3g}: clipped)")
-    ]
+    handles.append(transfer.not_trained_handle(top))
   report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
   figures.suptitle(fig, "Study 12 (Noci et al. 2024; Kalra & Barkeshli 2026): sharpness and the optimal lr across width", settings)  # fmt: skip
   return [figures.save(fig, out_dir, "width.png")]
