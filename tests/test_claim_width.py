@@ -163,11 +163,11 @@ def test_verdict_on_both_sides_of_every_threshold(m, verdict, why):
 # ----------------------------------------------------------------------------- measure on hand-made run folders
 
 
-def _fake_sweep(tmp_path, seeds=2):
+def _fake_sweep(tmp_path, seeds=2, arms=((claim.MU, 0.0, 0.0), (claim.SP, 1.0, -1.0))):
   """Runs whose sharpness is S = c·d^slope (µP 0, SP 1) and whose loss is (log2 lr − log2 η*(d))² + 3, η* moving
-  by 0 (µP) or −1 per width doubling (SP); seeds differ by ±1% of S."""
+  by 0 (µP) or −1 per width doubling (SP); seeds differ by ±1% of S. `arms`: (label, slope, move)."""
   records, lrs = [], [2.0**k for k in range(-12, -5)]
-  for arm, slope, move in ((claim.MU, 0.0, 0.0), (claim.SP, 1.0, -1.0)):
+  for arm, slope, move in arms:
     for d in (32, 64, 256):
       for lr in lrs if d != 64 else [2.0**-9]:
         for seed in range(seeds):

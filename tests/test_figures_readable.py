@@ -388,11 +388,13 @@ def test_depth_figure_labels_each_lr_of_the_grid_and_fits_its_titles(kept, tmp_p
 
 def test_width_figure_reads(kept, tmp_path):
   """Study 12's figure on hand-made runs (tests/test_claim_width.py's: µP flat, SP's sharpness growing with d and
-  its optimum moving a grid step per width doubling): log axes, the grid's lrs each labelled, nothing overprinted."""
+  its optimum moving a grid step per width doubling; NTK and the embedding arm between): log axes, the grid's lrs
+  each labelled, nothing overprinted."""
   from experiments.claims import width  # noqa: PLC0415
   from tests.test_claim_width import _fake_sweep  # noqa: PLC0415
 
-  m = width.measure(_fake_sweep(tmp_path))
+  arms = ((width.MU, 0.0, 0.0), (width.SP, 1.0, -1.0), (width.NTK, 0.5, 0.0), (width.EMB, 0.5, -0.5))
+  m = width.measure(_fake_sweep(tmp_path, arms=arms))  # the cpu design's four arms, their names as long as there
   assert width.figure(m, None, str(tmp_path), LONG_SETTINGS) == ["width.png"]
   (fig,) = kept
   assert_readable(fig)

@@ -220,13 +220,15 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
           x.plot(*zip(*pts), "-", color=wcol[int(d)], alpha=0.8)
     x.set_yscale("log")
     _plain_log_y(x)
-    x.set(title=f"({chr(97 + i)}) {a}: sharpness at η {ref:.3g}", xlabel="step", ylabel="η·λ_max(M·P⁻¹H)" if i == 0 else None)  # fmt: skip
+    x.set(xlabel="step", ylabel="η·λ_max(M·P⁻¹H)" if i == 0 else None)
+    x.set_title(f"({chr(97 + i)}) {a}:\nsharpness at η {ref:.3g}", fontsize=10)  # two lines: the arms' names are long
   losses = [r["final_loss"] for a in tarms for c in runs[a].values() for rs in c.values() for r in rs]
   top = transfer.clipped_top(losses)
   for i, a in enumerate(tarms):  # final loss vs lr per transfer width; diverged at a clipped top
     x = ax[f"l{i}"]
     transfer.loss_vs_lr(x, runs[a], m["transfer_widths"], m["optima"][a], wcol, losses, top)
-    x.set(title=f"({chr(97 + len(arms) + i)}) {a}: final loss vs lr", xlabel="peak lr", ylabel="final val. loss (nats, log scale)" if i == 0 else None)  # fmt: skip
+    x.set(xlabel="peak lr", ylabel="final val. loss (nats, log scale)" if i == 0 else None)
+    x.set_title(f"({chr(97 + len(arms) + i)}) {a}:\nfinal loss vs lr", fontsize=10)
   w = ax["w"]
   for a in arms:  # sharpness vs width, log-log, seeds' spread
     rows = sorted((int(d), s) for d, s in m["sharpness"].get(a, {}).items() if s["mean"])
