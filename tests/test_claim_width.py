@@ -250,3 +250,17 @@ def test_the_study_end_to_end_at_tiny(tmp_path):
       assert [s for s, _ in r["curve"]] == [2, 4, 6, 8] and all(v > 0 for _, v in r["curve"])
   assert result["verdict"] == study.INCONCLUSIVE  # one seed, two widths: no interval
   assert result["figures"] == ["width.png"] and (tmp_path / "width.png").stat().st_size > 10_000
+
+
+def test_extensions_step_past_an_edge_optimum_and_the_grid_takes_them(tmp_path):
+  # SP's optimum moves a grid step down per width doubling: at d = 256 it is the grid's lowest lr, 2^-12
+  assert claim.extensions(_fake_sweep(tmp_path / "down")) == {"SP @ width 256": {"optim.learning_rate": [2.0**-13]}}
+  up = _fake_sweep(tmp_path / "up", arms=((claim.MU, 0.0, 0.0), (claim.SP, 1.0, 1.0)))  # to 2^-6, the highest
+  assert claim.extensions(up) == {"SP @ width 256": {"optim.learning_rate": [2.0**-5]}}
+  flat = _fake_sweep(tmp_path / "flat", arms=((claim.MU, 0.0, 0.0), (claim.SP, 1.0, 0.0)))
+  assert claim.extensions(flat) == {}  # every optimum inside its grid: the grid is complete
+  assert claim.CLAIM.extend is claim.extensions and claim.CLAIM.max_rounds == claim.MAX_ROUNDS >= 1
+  config = width_config.get_config("cpu")  # the next round is one more product of the labelled (arm, width)
+  grid = grid_lib.extend_grid(config.sweep.grid, config, {"SP @ width 32": {"optim.learning_rate": [0.016]}})
+  added = grid.split(" | ")[len(config.sweep.grid.split(" | ")) :]
+  assert len(added) == 1 and added[0].startswith("SP @ width 32: ") and added[0].endswith("optim.learning_rate=0.016")

@@ -16,7 +16,9 @@ One sweep (measure and verdict: experiments/claims/width.py), one named product 
   widths   `SHARPNESS_WIDTHS` at the reference lr `REF_LR` for every arm, plus `WIDEST` for the two arms rule (a)
            compares (µP, SP: 32 → 512 = 16× at cpu);
            `TRANSFER_WIDTHS` × the lr grid `LRS` for `TRANSFER_ARMS` (rule (b): 32 → 256 = 8× at cpu);
-  lrs      a factor-2 grid (one step = 1 in log₂ lr, the unit of the optimum's shift);
+  lrs      a factor-2 grid (one step = 1 in log₂ lr, the unit of the optimum's shift), extended by one step past
+           an (arm, width)'s optimum at its edge for up to 3 rounds (experiments/claims/width.py `extensions`;
+           added after the cpu run's first 18 runs: SP's optimum at d = 32 sat at 8e-3, the grid's top);
   schedule linear warmup over `WARMUP` steps (a tenth of the run, docs/science.md §8), then constant: after the
            warmup η(t) = η, so a window of the lr-scaled sharpness compares runs at one η;
   records  `train.curvature_every` with `analysis.preconditioned_top_k=1`: λ_max(H)(t), η(t)·λ_max(H) and Adam's

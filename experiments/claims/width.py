@@ -32,6 +32,12 @@ Rules (stated before any run):
                  transfer width (extend the grid), or with fewer than 2 seeds (no interval);
   claim          reproduced when (a) and (b) are; not reproduced when either is not; else inconclusive. A crashed run,
                  or a run without an outcome class (`train.eval_at_init` off), makes it inconclusive.
+The lr grid is extended where an optimum sits at its edge (`extensions`, the study's adaptive rounds as in study
+11): after the grid's runs, every (arm, width) of the lr grid (≥ 3 lrs: two cannot bracket) whose optimum is its
+lowest or highest lr gets one factor-2 step past that edge, for `MAX_ROUNDS` rounds at most, so that rule (b) reads
+bracketed optima; an edge left after them stays inconclusive. Added after seeing the cpu run's first 18 runs, before
+its decision (2026-11-27, with its reason): SP's optimum at d = 32 sat at the grid's top, 8e-3, so rule (b) could
+only have been inconclusive; the rules and thresholds are unchanged.
 `FLAT` = 0.1 in log₂-log₂ slope: at most 2^0.4 = 1.32× over the 16× of widths, a tenth of the slope 1 of SP's
 λ ∝ d that sets its 1/d optimal lr under Adam (Tensor Programs V §J, Table 3).
 """
@@ -48,6 +54,7 @@ METRIC = "curvature/lr_times_preconditioned_lambda_max"
 WINDOW = (1 / 3, 1.0)  # fractions of the run whose records give S
 FLAT = 0.1
 BOOT = 2000
+MAX_ROUNDS = 3  # lr-grid extensions past an edge optimum, one factor-2 step per round (module docstring)
 MU, SP, NTK, EMB = "µP", "SP", "NTK", "SP + µP emb. lr"
 ARMS = (SP, NTK, MU, EMB)
 THRESHOLDS = {
@@ -185,6 +192,24 @@ def verdict(m: dict) -> study.Verdict:
   return study.Verdict(study.INCONCLUSIVE, reason)
 
 
+def extensions(results: study.Results) -> dict[str, dict[str, list]]:
+  """The next round of the lr grid (module docstring): {"<arm> @ width <d>": {"optim.learning_rate": [lr]}} for
+  every (arm, width) of ≥ 3 lrs whose optimum is at the grid's edge, lr one factor-2 step past it; {} when none."""
+  m = measure(results)
+  grid: dict[tuple[str, str], set] = {}
+  for run in results.runs:  # the lrs as the grid holds them (measure's keys are rounded for the report)
+    a, d = parse_arm(run.arm)
+    grid.setdefault((a, str(d)), set()).add(float(run.params["optim.learning_rate"]))
+  out = {}
+  for a, per in m["optima"].items():
+    for d, o in per.items():
+      lrs = sorted(grid[a, d])
+      if o and o["edge"] and len(lrs) >= 3:
+        past = 2 * lrs[-1] if o["lr"] >= math.sqrt(lrs[0] * lrs[-1]) else lrs[0] / 2
+        out[f"{a} @ width {d}"] = {"optim.learning_rate": [past]}
+  return out
+
+
 def _plain_log_y(ax) -> None:
   """`ax`'s log y axis labelled as plain numbers over the data drawn on it (report.plain_log_ticks)."""
   ys = [y for line in ax.get_lines() for y in np.asarray(line.get_ydata(), dtype=float) if np.isfinite(y) and y > 0]
@@ -274,4 +299,6 @@ CLAIM = study.Study(
     verdict=verdict,
     figure=figure,
     summary=summary,
+    extend=extensions,
+    max_rounds=MAX_ROUNDS,
 )
