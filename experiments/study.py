@@ -14,11 +14,13 @@ one and writes its record, claim.json; experiments/claims/report.py writes every
 `Results` is a sweep read back from its results.jsonl (grid order; no file: no runs), grouped by cell, each `Run`
 with its arm (its grid product's label), params, seed, outcome, class and final metrics, able to read its own
 metrics, analysis and other files; the atlas's parts are read through the same `Results`
-(study 11, experiments/claims/edge.py, and the claims on the atlas's cells). A run that crashed is not a measurement: `crashed(runs)` lists them and the
-claims' verdicts say INCONCLUSIVE naming it (a diverged run is a measurement: it failed to train).
+(study 11, experiments/claims/edge.py, and the claims on the atlas's cells). A run that crashed is not a measurement:
+`crashed(runs)` lists them and the claims' verdicts say INCONCLUSIVE naming it (`@crashed_first` on a verdict; a
+diverged run is a measurement: it failed to train).
 """
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -165,6 +167,16 @@ def crashed_verdict(measured: dict) -> Optional[Verdict]:
   if bad:
     return Verdict(INCONCLUSIVE, f"{len(bad)} run(s) crashed, so the comparison is incomplete: " + "; ".join(bad))
   return None
+
+
+def crashed_first(verdict: Callable[[dict], Verdict]) -> Callable[[dict], Verdict]:
+  """`verdict`, answering `crashed_verdict(measured)` instead while a run crashed (a claim's verdict decorator)."""
+
+  @functools.wraps(verdict)
+  def decide(measured: dict) -> Verdict:
+    return crashed_verdict(measured) or verdict(measured)
+
+  return decide
 
 
 def mean_std(values) -> tuple[Optional[float], Optional[float]]:

@@ -98,10 +98,8 @@ def measure(results: study.Results) -> dict:
   return out
 
 
+@study.crashed_first
 def verdict(m: dict) -> study.Verdict:
-  bad = study.crashed_verdict(m)
-  if bad:
-    return bad
   s, acts = m.get("selu"), m["activations"]
   missing = [n for n in (*STABLE, *DRIFTING) if n not in acts] + ([] if s else ["SELU's solved constants"])
   if missing:

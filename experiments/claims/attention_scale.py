@@ -158,10 +158,8 @@ def intervals(m: dict) -> Optional[dict]:
   }
 
 
+@study.crashed_first
 def verdict(m: dict) -> study.Verdict:
-  bad = study.crashed_verdict(m)
-  if bad:
-    return bad
   v, pred = m["variants"], m["predicted"]
   iv = intervals(m)
   if iv is None:

@@ -206,12 +206,10 @@ def measure(results: study.Results) -> dict:
 PRIMARY = ("adam", EARLY, "beats the lr")  # the predictor, outcome and score the verdict reads (module docstring)
 
 
+@study.crashed_first
 def verdict(m: dict) -> study.Verdict:
   """The `adam` predictor's AUC gap over the lr alone on the early outcome (module docstring): reproduced when its
   bootstrap interval lies above 0, not reproduced below, inconclusive across 0 or when too few methods are scored."""
-  bad = study.crashed_verdict(m)
-  if bad:
-    return bad
   predictor, which, name = PRIMARY
   s = m["scores"][which][predictor]
   result = s["verdicts"][name]

@@ -165,10 +165,8 @@ def intervals(m: dict) -> dict:
   }
 
 
+@study.crashed_first
 def verdict(m: dict) -> study.Verdict:
-  bad = study.crashed_verdict(m)
-  if bad:
-    return bad
   iv = intervals(m)
   g, s = iv["growth"], iv["slope"]
   missing = [f"{pos} {k}" for pos in POSITIONS for k in DECISIVE if g[pos].get(k) is None]

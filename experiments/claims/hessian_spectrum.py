@@ -157,10 +157,8 @@ def intervals(m: dict) -> Optional[dict]:
   return out
 
 
+@study.crashed_first
 def verdict(m: dict) -> study.Verdict:
-  bad = study.crashed_verdict(m)
-  if bad:
-    return bad
   seeds = {pos: [r["seed"] for r in m[pos]] for pos in POSITIONS}
   if seeds["post"] != seeds["pre"]:
     return study.Verdict(study.INCONCLUSIVE, f"the arms ran different seeds ({seeds}): no paired comparison")

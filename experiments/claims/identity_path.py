@@ -173,10 +173,8 @@ def intervals(m: dict) -> dict:
   }
 
 
+@study.crashed_first
 def verdict(m: dict) -> study.Verdict:
-  bad = study.crashed_verdict(m)
-  if bad:
-    return bad
   iv, band = intervals(m), bands(m)
   unread = [f"{k} ({v['steps']} step(s))" for k, v in iv.items() if v["interval"] is None]
   if unread:

@@ -165,10 +165,8 @@ def _error(interval: tuple[float, float, float]) -> str:
   return f"error {v:+.3%} [{lo:+.3%}, {hi:+.3%}]"
 
 
+@study.crashed_first
 def verdict(m: dict) -> study.Verdict:
-  bad = study.crashed_verdict(m)
-  if bad:
-    return bad
   b, x = m["bert"], m["xavier"]
   if not x.get("square_d"):
     return study.Verdict(study.INCONCLUSIVE, "the xavier cells have no d×d kernel: the d×d rule has nothing to read")

@@ -153,10 +153,8 @@ def _best(arm: dict) -> Optional[str]:
   return min(trained, key=trained.get) if trained else None
 
 
+@study.crashed_first
 def verdict(m: dict) -> study.Verdict:
-  bad = study.crashed_verdict(m)
-  if bad:
-    return bad
   arms = m["arms"]
   unclassed = [f"{a} η {lr}" for a, arm in arms.items() for lr, runs in arm["cells"].items() if any(
       r["cls"] is None for r in runs)]  # fmt: skip

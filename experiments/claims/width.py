@@ -176,10 +176,8 @@ def _read_transfer(m: dict) -> tuple[str, str, str]:
   return transfer.read_difference(diff, text, edges)
 
 
+@study.crashed_first
 def verdict(m: dict) -> study.Verdict:
-  bad = study.crashed_verdict(m)
-  if bad:
-    return bad
   if m.get("unclassed"):
     return study.Verdict(study.INCONCLUSIVE, f"runs without an outcome class (train.eval_at_init off): {m['unclassed'][:4]}")  # fmt: skip
   parts = {"(a) sharpness": _read_sharpness(m), "(b) transfer": _read_transfer(m)}
