@@ -95,16 +95,22 @@ def parse_arm(label: str) -> tuple[str, int]:
 DIFFS = {"|µP| − |SP|": (MU, SP), "|SP + µP emb. lr| − |µP|": (EMB, MU), "|SP + µP emb. lr| − |SP|": (EMB, SP)}
 
 
-def measure(results: study.Results) -> dict:
-  out: dict = {"crashed": study.crashed(results.runs)}
-  cfg = results.config
-  steps = cfg.train.num_steps if cfg is not None else None
+def _arms(results: study.Results) -> dict[str, dict[int, dict[float, list[dict]]]]:
+  """{arm: {width: {lr: [run]}}} (`_run`), the lrs as the grid holds them."""
+  steps = results.config.train.num_steps if results.config is not None else None
   arms: dict[str, dict] = {}
   for run in results.runs:
     arm, d = parse_arm(run.arm)
     lr = float(run.params["optim.learning_rate"])
     t = steps or run.config()["train"]["num_steps"]
     arms.setdefault(arm, {}).setdefault(d, {}).setdefault(lr, []).append(_run(run, t))
+  return arms
+
+
+def measure(results: study.Results) -> dict:
+  out: dict = {"crashed": study.crashed(results.runs)}
+  steps = results.config.train.num_steps if results.config is not None else None
+  arms = _arms(results)
   ref = _reference_lr(arms)
   sharp, slopes = {}, {}
   for arm, widths in arms.items():
@@ -193,17 +199,12 @@ def verdict(m: dict) -> study.Verdict:
 def extensions(results: study.Results) -> dict[str, dict[str, list]]:
   """The next round of the lr grid (module docstring): {"<arm> @ width <d>": {"optim.learning_rate": [lr]}} for
   every (arm, width) of ≥ 3 lrs whose optimum is at the grid's edge, lr one factor-2 step past it; {} when none."""
-  m = measure(results)
-  grid: dict[tuple[str, str], set] = {}
-  for run in results.runs:  # the lrs as the grid holds them (measure's keys are rounded for the report)
-    a, d = parse_arm(run.arm)
-    grid.setdefault((a, str(d)), set()).add(float(run.params["optim.learning_rate"]))
   out = {}
-  for a, per in m["optima"].items():
-    for d, o in per.items():
-      lrs = sorted(grid[a, d])
-      if o and o["edge"] and len(lrs) >= 3:
-        past = 2 * lrs[-1] if o["lr"] >= math.sqrt(lrs[0] * lrs[-1]) else lrs[0] / 2
+  for a, widths in _arms(results).items():  # the optima alone: no shift bootstrapped
+    for d, cells in widths.items():
+      o, lrs = transfer.optimum(cells) if len(cells) >= 3 else None, sorted(cells)
+      if o and o[1]:
+        past = 2 * lrs[-1] if o[0] >= math.log2(lrs[-1]) else lrs[0] / 2
         out[f"{a} @ width {d}"] = {"optim.learning_rate": [past]}
   return out
 
