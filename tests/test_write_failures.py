@@ -112,12 +112,14 @@ def test_a_full_disk_fails_the_run_cleanly_and_the_rerun_resumes(small_disk):
 
 
 def test_the_echoes_of_a_failed_write_are_dropped_while_saving_and_after(monkeypatch):
-  """orbax's writer threads' tracebacks, asyncio's unretrieved futures and tensorstore's 'Event loop is closed'
-  (module docstring of train/checkpoint.py) are dropped while a save runs or after one failed; any other record or
-  unraisable error passes, and all pass at --verbosity=1."""
+  """orbax's writer threads' tracebacks, asyncio's unretrieved futures, tensorstore's 'Event loop is closed' and
+  the write's coroutines never awaited (module docstring of train/checkpoint.py) are dropped while a save runs or
+  after one failed; any other record, unraisable error or warning passes, and all pass at --verbosity=1."""
   quiet = checkpoint_lib._QuietWriteFailures()  # noqa: SLF001
-  seen = []
+  seen, warned = [], []
   quiet._previous_unraisable = seen.append  # noqa: SLF001 (what sys.unraisablehook was)
+  quiet._previous_showwarning = lambda message, *_: warned.append(str(message))  # noqa: SLF001
+  never_awaited = "coroutine 'async_serialize.<locals>.write_fragment' was never awaited"
   failure = ValueError("RESOURCE_EXHAUSTED: Failed to write 204 bytes to file 21: No space left on device")
 
   def record(name, pathname, msg, exc=None):
@@ -129,11 +131,16 @@ def test_the_echoes_of_a_failed_write_are_dropped_while_saving_and_after(monkeyp
   closed = types.SimpleNamespace(exc_type=RuntimeError, exc_value=RuntimeError("Event loop is closed"))
   assert quiet.filter(orbax_echo) and quiet.filter(asyncio_echo)  # no save running: shown
   quiet._unraisable(closed)  # noqa: SLF001
-  assert len(seen) == 1
+  quiet._showwarning(never_awaited, RuntimeWarning, "f.py", 1)  # noqa: SLF001
+  assert len(seen) == 1 and warned == [never_awaited]
   quiet.active = 1  # a save runs
   assert not quiet.filter(orbax_echo) and not quiet.filter(asyncio_echo) and quiet.filter(other)
   quiet._unraisable(closed)  # noqa: SLF001
-  assert len(seen) == 1 and quiet.dropped == 3 and quiet.failed
+  quiet._showwarning(never_awaited, RuntimeWarning, "f.py", 1)  # noqa: SLF001
+  quiet._showwarning("coroutine 'x' was never awaited", UserWarning, "f.py", 1)  # noqa: SLF001 (not a RuntimeWarning)
+  quiet._showwarning("divide by zero", RuntimeWarning, "f.py", 1)  # noqa: SLF001
+  assert len(seen) == 1 and quiet.dropped == 4 and quiet.failed
+  assert warned == [never_awaited, "coroutine 'x' was never awaited", "divide by zero"]
   quiet.active = 0  # after the failure: still dropped
   assert not quiet.filter(orbax_echo)
   quiet._unraisable(types.SimpleNamespace(exc_type=KeyError, exc_value=KeyError("x")))  # noqa: SLF001

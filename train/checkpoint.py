@@ -41,7 +41,9 @@ Contract:
     only when it restored on every process (an all-gather of the outcome).
   * A failed save is one error, `CheckpointWriteError`: orbax's writer threads each log the same OS error with a
     traceback, asyncio logs the futures nobody retrieved, and tensorstore's callbacks into orbax's closed event loop
-    print `RuntimeError: Event loop is closed` (sys.unraisablehook), ~100 lines around the one that matters. While a
+    print `RuntimeError: Event loop is closed` (sys.unraisablehook), and the coroutines of a write left behind when
+    the process exits warn `coroutine '...write_fragment' was never awaited` (warnings.showwarning, seen in about one
+    CI run in twenty): ~100 lines around the one that matters. While a
     save is in progress, and after one failed, those are dropped (`_QuietWriteFailures`, installed by the first
     Checkpointer) and one warning line says so; at absl verbosity 1 (`--verbosity=1`) every line shows.
   * Paths go through `etils.epath`: a relative local directory is made absolute, a URI such as
@@ -60,6 +62,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from typing import Any, Optional
 
 import grain.checkpoint
@@ -121,14 +124,14 @@ WRITE_FAILURES = (  # what a failed write says, in the OS's words (tensorstore's
 
 class _QuietWriteFailures(logging_std.Filter):
   """Drops the echoes of a failed checkpoint write (module docstring): records of orbax's and asyncio's loggers that
-  carry a failed write's words (`WRITE_FAILURES`), and 'Event loop is closed' errors raised where no one can catch
-  them, while a save is in progress (`active`) or after one failed (`failed`); counts them in `dropped`. Shows
+  carry a failed write's words (`WRITE_FAILURES`), 'Event loop is closed' errors raised where no one can catch
+  them, and RuntimeWarnings of coroutines never awaited, while a save is in progress (`active`) or after one failed (`failed`); counts them in `dropped`. Shows
   everything at absl's DEBUG verbosity."""
 
   def __init__(self):
     super().__init__()
     self.active, self.failed, self.dropped = 0, False, 0
-    self._previous_unraisable = None
+    self._previous_unraisable = self._previous_showwarning = None
 
   def install(self) -> None:
     if self._previous_unraisable is not None:
@@ -137,6 +140,8 @@ class _QuietWriteFailures(logging_std.Filter):
     logging_std.getLogger("asyncio").addFilter(self)
     self._previous_unraisable = sys.unraisablehook
     sys.unraisablehook = self._unraisable
+    self._previous_showwarning = warnings.showwarning
+    warnings.showwarning = self._showwarning
 
   def _quiet(self) -> bool:
     return (self.active > 0 or self.failed) and not logging.level_debug()
@@ -161,6 +166,15 @@ class _QuietWriteFailures(logging_std.Filter):
       self.dropped += 1
       return
     self._previous_unraisable(unraisable)
+
+  def _showwarning(self, message, category, filename, lineno, file=None, line=None) -> None:
+    if self._quiet() and issubclass(category, RuntimeWarning) and _NEVER_AWAITED.fullmatch(str(message)):
+      self.dropped += 1
+      return
+    self._previous_showwarning(message, category, filename, lineno, file, line)
+
+
+_NEVER_AWAITED = re.compile(r"coroutine '[^']*' was never awaited")
 
 
 _QUIET = _QuietWriteFailures()
