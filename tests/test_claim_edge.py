@@ -8,6 +8,7 @@ import math
 import pytest
 
 from analysis import outcomes, stability
+from analysis import records as analysis_records
 from configs.claims import edge as edge_config
 from experiments import grid as grid_lib
 from experiments import shard as shard_lib
@@ -157,6 +158,14 @@ def test_step0_lambdas_reads_each_predictor_from_stability_json():
   }
   # A first step that never overshoots (dᵀHd ≤ 0: critical lr ∞) predicts stable at every η: λ₀ = 0.
   assert edge.step0_lambdas({"first_step_critical_lr": math.inf}, 0.9) == {"update": {"lambda": 0.0, "bound": None}}
+  # ... as stability.json holds it: strict JSON writes the ∞ as null, and the negative dᵀHd/dᵀd says why (Post-LN +
+  # BERT 0.02 in the cpu run, every seed); a null critical lr with no negative curvature (NaN) is no λ₀.
+  written = json.loads(
+      json.dumps(analysis_records.jsonable({"first_step_critical_lr": math.inf, "update_sharpness": -0.01}))
+  )
+  assert written == {"first_step_critical_lr": None, "update_sharpness": -0.01}
+  assert edge.step0_lambdas(written, 0.9) == {"update": {"lambda": 0.0, "bound": None}}
+  assert edge.step0_lambdas({"first_step_critical_lr": None, "update_sharpness": None}, 0.9) == {}
   # At the threshold: η·λ₀ = c exactly at η = the critical first step.
   assert edge_rules.margin(0.5, got["update"]["lambda"], 2.0) == pytest.approx(0.0)
 

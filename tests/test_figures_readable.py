@@ -315,7 +315,8 @@ def test_few_cells_of_named_arms_share_one_panel_and_a_product_grid_splits_on_it
 
 
 def test_edge_figure_reads_with_every_method_of_the_registry(kept, tmp_path):
-  """Nine methods on the rows of five predictor panels, the long settings line in the title: nothing overprints."""
+  """Nine methods on the rows of five predictor panels, the long settings line in the title: nothing overprints. A
+  method whose λ₀ is negative (Post-LN + BERT 0.02's batch sharpness in the cpu run) or missing has its row say so."""
   names = ["Post-LN + Xavier", "Post-LN + BERT 0.02", "Pre-LN", "T-Fixup", "ReZero", "scheduled α", "DeepNorm",
            "Admin", "DS-Init"]  # fmt: skip
   runs, lam0 = [], {}
@@ -325,6 +326,8 @@ def test_edge_figure_reads_with_every_method_of_the_registry(kept, tmp_path):
       bad = lr * 10.0 * (i + 1) > 0.2
       runs += [dict(method=method, lr=lr, warmup=0, seed=s, early="unstable" if bad else "stable", final=None)
                for s in (0, 1)]  # fmt: skip
+  lam0["Post-LN + BERT 0.02"]["batch"] = -0.21
+  del lam0["T-Fixup"]["update"]
   m = dict(
       runs=runs,
       lam0=lam0,
@@ -335,6 +338,12 @@ def test_edge_figure_reads_with_every_method_of_the_registry(kept, tmp_path):
   assert edge.figure(m, None, str(tmp_path), LONG_SETTINGS) == ["edge.png"]
   (fig,) = kept
   assert all(ax.get_xscale() == "log" for ax in fig.axes)
+  notes = {p: [t.get_text() for t in ax.texts] for ax, p in zip(fig.axes, edge.PREDICTORS)}
+  assert notes["batch"] == ["λ₀ = -0.21 ≤ 0: every η predicted stable"] and notes["update"] == ["no λ₀"]
+  assert not notes["gd"] and not notes["adam"] and not notes["ggn"]
+  row = sorted(names).index("Post-LN + BERT 0.02")  # the rows in order of name
+  batch = fig.axes[edge.PREDICTORS.index("batch")]
+  assert all(row not in line.get_ydata() for line in batch.lines if len(line.get_ydata()) == 1)  # no marker there
   assert_readable(fig)
 
 

@@ -55,6 +55,8 @@ def step0_lambdas(stability: Mapping, beta1: float) -> dict[str, dict]:
   if s.get("preconditioned_lambda_max") is not None:
     out["adam"] = {"lambda": s["preconditioned_lambda_max"], "bound": s.get("preconditioned_lambda_max_bound")}
   critical = s.get("first_step_critical_lr")
+  if critical is None and s.get("update_sharpness") is not None and s["update_sharpness"] <= 0:
+    critical = math.inf  # dᵀHd ≤ 0: the critical lr is ∞, which stability.json (strict JSON) holds as null
   if critical is not None:  # c/λ₀ = the critical first step 2gᵀd/dᵀHd, so λ₀ = 2/it (0 when the step never overshoots)
     out["update"] = {"lambda": 2.0 / critical if math.isfinite(critical) and critical > 0 else 0.0, "bound": None}
   if s.get("ggn_lambda_max") is not None:
@@ -269,7 +271,8 @@ MARKERS = {True: ("x", "unstable"), False: ("o", "stable")}
 
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   """Per predictor, each cell without warmup at its overshoot η·λ₀/c (log x; 1 is the prediction's threshold), one
-  row per method, by its early class (× unstable, ○ stable); a method whose λ₀ ε decides is drawn grey."""
+  row per method, by its early class (× unstable, ○ stable); a method whose λ₀ ε decides is drawn grey. A row with
+  λ₀ ≤ 0 (no overshoot on a log axis: every η predicted stable) or without a λ₀ says so in words."""
   del results
   cells = _cells_of(m.get("runs") or [])
   methods = sorted({c.method for c in cells if not c.warmup})
@@ -282,7 +285,9 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     c = m["thresholds"][p]
     for row, method in enumerate(methods):
       lam = m["lam0"].get(method, {}).get(p)
-      if not lam or lam <= 0:
+      if lam is None or lam <= 0:
+        note = "no λ₀" if lam is None else f"λ₀ = {lam:.2g} ≤ 0: every η predicted stable"
+        ax.text(0.03, row, note, transform=ax.get_yaxis_transform(), fontsize=7, color="0.35", va="center")
         continue
       grey = p in m["flagged"].get(method, ())
       for cell in cells:
