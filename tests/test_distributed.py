@@ -187,6 +187,8 @@ def test_only_process_0_writes_files(tmp_path):
 TINY = [
     "--config=configs/default.py",
     "--config.model.preset=tiny",
+    "--config.model.num_encoder_layers=1",  # one layer each: what is compared does not depend on depth
+    "--config.model.num_decoder_layers=1",
     "--config.data.embedded.num_train=300",
     "--config.data.embedded.num_eval=16",
     "--config.data.batch_size=8",
@@ -198,6 +200,20 @@ TINY = [
     "--config.train.checkpoint_every=20",
     "--config.optim.warmup_steps=5",
     "--config.optim.learning_rate=5e-3",
+]
+
+
+# The analysis at init before training (main.py in train mode with analysis.at_init): the reference run and the FSDP
+# run both do it, so one 2-process job tests training and analysis across processes.
+AT_INIT = [
+    "--config.analysis.at_init=true",
+    "--config.analysis.batch_size=8",
+    "--config.analysis.lanczos_steps=10",
+    "--config.analysis.top_k=1",
+    "--config.analysis.bottom_k=0",
+    "--config.analysis.spectrum=false",
+    "--config.analysis.blocks=false",
+    "--config.analysis.trace_probes=0",
 ]
 
 
@@ -219,8 +235,9 @@ def _one_process(workdir: pathlib.Path, extra: list) -> pathlib.Path:
 
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
-  """The 1-process reference of TINY's training, shared by the data-parallel and the FSDP test (the same command)."""
-  return _one_process(tmp_path_factory.mktemp("one") / "run", [])
+  """The 1-process reference of TINY's training with its analysis at init, shared by the data-parallel and the FSDP
+  test (the analysis at init changes no training number: the losses with and without it are the same bits)."""
+  return _one_process(tmp_path_factory.mktemp("one") / "run", AT_INIT)
 
 
 def test_two_processes_train_like_one_process_with_four_devices(tmp_path, jax_processes, one_process):
@@ -313,11 +330,15 @@ def _fsdp(tmp_path, jax_processes, extra: list) -> pathlib.Path:
   return fsdp
 
 
-def test_fsdp_across_two_processes_trains_evaluates_and_decodes_like_one_process(tmp_path, jax_processes, one_process):
+def test_fsdp_across_two_processes_trains_evaluates_decodes_and_analyzes_like_one_process(
+    tmp_path, jax_processes, one_process
+):
   """FSDP over the devices of two processes (mesh 1 × 4: every parameter and Adam moment split across hosts) gives
   the losses and the evaluation (BLEU of the gathered greedy decodes included) of one process with four devices in
-  plain data parallelism, to 1e-5 relative. About 2 minutes."""
-  fsdp, one = _fsdp(tmp_path, jax_processes, []), one_process
+  plain data parallelism, to 1e-5 relative; its analysis at init, with parameters and batch rows split over the two
+  processes, gives the top Hessian eigenvalue, the gradient norms and the signal profile of the one process (float64).
+  Lanczos prints no progress across processes (a host callback in a program spanning processes hangs)."""
+  fsdp, one = _fsdp(tmp_path, jax_processes, AT_INIT), one_process
   losses = {p: [r["loss"] for r in read_metrics(str(p), split="train")] for p in (fsdp, one)}
   assert len(losses[fsdp]) == 20 and losses[fsdp] == pytest.approx(losses[one], rel=1e-5, abs=0)
   assert json.loads((fsdp / "config.json").read_text())["mesh"]["fsdp"] == 4
@@ -326,25 +347,6 @@ def test_fsdp_across_two_processes_trains_evaluates_and_decodes_like_one_process
   for a, b in zip(*evals):
     for key in ("loss", "accuracy", "bleu", "exact_match"):
       assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-9), key
-
-
-ANALYSIS = [
-    "--config.mode=analyze",
-    "--config.analysis.batch_size=8",
-    "--config.analysis.lanczos_steps=10",
-    "--config.analysis.top_k=1",
-    "--config.analysis.bottom_k=0",
-    "--config.analysis.spectrum=false",
-    "--config.analysis.blocks=false",
-    "--config.analysis.trace_probes=0",
-]
-
-
-def test_analysis_with_fsdp_across_two_processes_equals_one_process(tmp_path, jax_processes):
-  """The analysis at init with parameters split over two processes (FSDP 1 × 4) and batch rows split too gives the top
-  Hessian eigenvalue, the gradient norms and the signal profile of one process with four devices (float64). Lanczos
-  prints no progress across processes (a host callback in a program spanning processes hangs). About 2 minutes."""
-  fsdp, one = _fsdp(tmp_path, jax_processes, ANALYSIS), _one_process(tmp_path / "one", ANALYSIS)
   step_0 = {p: p / "analysis" / "step_0" for p in (fsdp, one)}
   top = {p: json.loads((d / "eigenvalues.json").read_text())["top"]["values"][0] for p, d in step_0.items()}
   assert top[fsdp] == pytest.approx(top[one], rel=1e-8)
@@ -355,6 +357,7 @@ def test_analysis_with_fsdp_across_two_processes_equals_one_process(tmp_path, ja
   for a, b in zip(norms[fsdp], norms[one]):
     assert a["norm"] == pytest.approx(b["norm"], rel=1e-8, abs=1e-12), a["path"]
   signal = {p: json.loads((d / "signal.json").read_text())[0]["records"] for p, d in step_0.items()}
+  assert norms[one] and signal[one] and len(signal[fsdp]) == len(signal[one])
   for a, b in zip(signal[fsdp], signal[one]):
     for key in ("second_moment_out", "x0_coefficient"):
       if key in b:

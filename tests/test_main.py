@@ -8,6 +8,8 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TINY = [
     "--config.model.preset=tiny",
+    "--config.model.num_encoder_layers=1",  # one layer each: the files and keys tested do not depend on depth
+    "--config.model.num_decoder_layers=1",
     "--config.data.embedded.num_train=300",
     "--config.data.embedded.num_eval=16",
     "--config.data.batch_size=8",
