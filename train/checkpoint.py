@@ -41,11 +41,11 @@ Contract:
     only when it restored on every process (an all-gather of the outcome).
   * A failed save is one error, `CheckpointWriteError`: orbax's writer threads each log the same OS error with a
     traceback, asyncio logs the futures nobody retrieved, and tensorstore's callbacks into orbax's closed event loop
-    print `RuntimeError: Event loop is closed` (sys.unraisablehook), and the coroutines of a write left behind when
-    the process exits warn `coroutine '...write_fragment' was never awaited` (warnings.showwarning, seen in about one
-    CI run in twenty): ~100 lines around the one that matters. While a
-    save is in progress, and after one failed, those are dropped (`_QuietWriteFailures`, installed by the first
-    Checkpointer) and one warning line says so; at absl verbosity 1 (`--verbosity=1`) every line shows.
+    print `RuntimeError: Event loop is closed` (sys.unraisablehook), and a coroutine of the write collected unawaited
+    warns `coroutine '...write_fragment' was never awaited` (warnings.showwarning; it depends on timing, and showed in
+    one CI run of several): ~100 lines around the one that matters. While a save is in progress, and after one
+    failed, those are dropped (`_QuietWriteFailures`, installed by the first Checkpointer) and one warning line says
+    so; at absl verbosity 1 (`--verbosity=1`) every line shows.
   * Paths go through `etils.epath`: a relative local directory is made absolute, a URI such as
     `gs://bucket/run` is kept as it is (`epath.Path.absolute()` would turn it into
     `<cwd>/gs:/bucket/run`).
@@ -125,8 +125,8 @@ WRITE_FAILURES = (  # what a failed write says, in the OS's words (tensorstore's
 class _QuietWriteFailures(logging_std.Filter):
   """Drops the echoes of a failed checkpoint write (module docstring): records of orbax's and asyncio's loggers that
   carry a failed write's words (`WRITE_FAILURES`), 'Event loop is closed' errors raised where no one can catch
-  them, and RuntimeWarnings of coroutines never awaited, while a save is in progress (`active`) or after one failed (`failed`); counts them in `dropped`. Shows
-  everything at absl's DEBUG verbosity."""
+  them, and RuntimeWarnings of coroutines never awaited, while a save is in progress (`active`) or after one failed
+  (`failed`); counts them in `dropped`. Shows everything at absl's DEBUG verbosity."""
 
   def __init__(self):
     super().__init__()
