@@ -1,9 +1,11 @@
 """The lr-transfer machinery of studies 12 and 13 (experiments/claims/transfer.py) on hand-made cells whose answer is
 known: the optimum's parabola, the shift between the end sizes, and its bootstrap interval over seeds."""
 
+import math
+
 import pytest
 
-from experiments.claims import transfer
+from experiments.claims import figures, transfer
 
 LRS = [2.0**k for k in range(-14, -5)]
 
@@ -70,8 +72,6 @@ def test_shift_and_its_bootstrap_interval_over_seeds():
 
 
 def test_the_loss_panel_draws_a_run_that_did_not_train_as_an_x_and_a_diverged_one_at_the_clip():
-  from experiments.claims import figures
-
   grid = {"32": {"0.001": [_cell(3.5), _cell(3.7, seed=1)], "0.002": [_cell(4.5, "undertrained"), _cell(3.0, "diverged", 1)], "0.004": [_cell(None, "diverged")]}}  # fmt: skip
   losses = [r["final_loss"] for c in grid["32"].values() for r in c]
   top = transfer.clipped_top(losses)
@@ -81,9 +81,8 @@ def test_the_loss_panel_draws_a_run_that_did_not_train_as_an_x_and_a_diverged_on
   # the diverged run's finite loss (3.0) is not drawn: it sits at the clip; the undertrained run at its loss
   assert points == {("o", 1e-3, 3.5), ("o", 1e-3, 3.7), ("x", 2e-3, 4.5), ("x", 2e-3, top), ("x", 4e-3, top)}
   (means,) = [line for line in ax.lines if len(line.get_xdata()) == 3]
-  assert list(means.get_ydata()[:1]) == [3.6] and all(
-      y != y for y in means.get_ydata()[1:]
-  )  # no mean with a divergence
+  assert means.get_ydata()[0] == 3.6  # the mean of 3.5 and 3.7
+  assert all(math.isnan(y) for y in means.get_ydata()[1:])  # no mean through a divergence
   assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and top == pytest.approx(1.1 * 4.5)
   assert "diverged" in transfer.not_trained_handle(top).get_label()
   figures.plt.close(fig)
