@@ -13,7 +13,12 @@ straddles the threshold; the report then names the design change that would deci
   proportion_interval(k, n, level)   a fraction k/n's exact binomial interval (Clopper & Pearson 1934);
   roc_auc(scores, labels)            the area under the ROC curve: the probability that a positive outranks a
                                      negative, ties counted ½ (Mann–Whitney's U / (n₊n₋), Hanley & McNeil 1982);
-  reading(interval, low=, high=)     True (inside [low, high]) / False (disjoint) / None (straddles).
+  reading(interval, low=, high=)     True (inside [low, high]) / False (disjoint) / None (straddles);
+  repeats_to_decide(x, y, thresholds)   the design change an undecided slope names: the fewest repeats of its x
+                                     levels (seeds per width) whose interval would clear every threshold, were the
+                                     slope and the scatter about the line to hold;
+  groups_to_decide(interval, n, t)   the same for a bootstrap interval over n groups (seeds, methods), were it to
+                                     narrow as 1/√n about its point.
 
 Written here (not taken from a library) because scipy.stats gives the pieces but not the three-way reading the
 verdicts share; tests/test_stats.py checks each interval against scipy's own or a closed form.
@@ -110,3 +115,37 @@ def fmt(interval: tuple[float, float, float], digits: int = 3) -> str:
   """'v [lo, hi]' with `digits` significant digits."""
   v, lo, hi = interval
   return f"{v:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
+
+
+def repeats_to_decide(
+    x: Sequence[float], y: Sequence[float], thresholds: Sequence[float], level: float = LEVEL, most: int = 100
+) -> Optional[int]:
+  """The fewest repeats r of the design's distinct x levels (r points at each, e.g. r seeds per width) whose slope
+  interval, t_{rL−2}·s/√(r·Σ(x_l − x̄)²) about the measured slope (L levels, s the residual standard deviation of the
+  measured fit), would clear every threshold: a power extrapolation that holds the slope and the scatter fixed. None
+  when the slope sits on a threshold or more than `most` repeats would be needed."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  fit = scipy.stats.linregress(x, y)
+  s = math.sqrt(float(np.sum((y - fit.intercept - fit.slope * x) ** 2)) / (len(x) - 2))
+  levels = np.unique(x)
+  sxx = float(np.sum((levels - levels.mean()) ** 2))
+  gap = min(abs(fit.slope - t) for t in thresholds)
+  for r in range(1, most + 1):
+    dof = r * len(levels) - 2
+    if dof > 0 and scipy.stats.t.ppf(0.5 + level / 2, dof) * s / math.sqrt(r * sxx) < gap:
+      return r
+  return None
+
+
+def groups_to_decide(interval: Sequence[float], n: int, threshold: float, most: int = 1000) -> Optional[int]:
+  """The fewest groups n' whose interval, the measured one (value, lo, hi) over n groups narrowed by √(n/n') about
+  its value, would exclude `threshold` (n itself when it already does): a bootstrap interval's power extrapolation,
+  holding the point and the spread fixed. None when the value is the threshold or more than `most` are needed."""
+  v, lo, hi = interval
+  if v == threshold:
+    return None
+  reach = (v - lo) if v > threshold else (hi - v)  # the half of the interval on the threshold's side
+  for m in range(n, most + 1):
+    if reach * math.sqrt(n / m) < abs(v - threshold):
+      return m
+  return None

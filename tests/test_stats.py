@@ -90,3 +90,25 @@ def test_roc_auc_is_mann_whitney_u_over_the_pairs():
   assert stats.roc_auc([1, 2, 2, 3], [False, True, False, True]) == pytest.approx((1 + 0.5 + 1 + 1) / 4)
   with pytest.raises(ValueError, match="both classes"):
     stats.roc_auc([1.0, 2.0], [True, True])
+
+
+def test_repeats_to_decide_is_the_closed_form_power_extrapolation():
+  """x = 0, 0, 1, 1 and y = 0, 0.2, 1, 1.2: slope 1, residuals ±0.1, s² = 0.04 / 2, Σ(x_l − x̄)² = 0.5 over the two
+  levels. Clearing 0.9 needs t_{2r−2}·√0.02 / √(0.5 r) < 0.1, i.e. t_{2r−2} / √r < 0.5: r = 16 gives
+  t_30 / 4 = 2.042 / 4 = 0.511, r = 17 gives t_32 / √17 = 2.037 / 4.123 = 0.494."""
+  x, y = [0, 0, 1, 1], [0, 0.2, 1, 1.2]
+  assert stats.repeats_to_decide(x, y, [0.9]) == 17
+  assert stats.repeats_to_decide(x, y, [0.9, 1.5]) == 17  # the nearest threshold decides
+  assert stats.repeats_to_decide(x, y, [1.0]) is None  # the slope on its threshold: no number of seeds
+  assert stats.repeats_to_decide(x, y, [0.9], most=16) is None
+  assert stats.repeats_to_decide([0, 0, 1, 1], [0, 0.02, 1, 1.02], [0.0]) == 2  # narrow already at 2 repeats
+
+
+def test_groups_to_decide_narrows_the_interval_as_one_over_root_n():
+  """(1, [−1, 3]) over 4 groups against 0: the lower half, 2, shrinks as √(4/m) and must fall below 1: m > 16."""
+  assert stats.groups_to_decide((1.0, -1.0, 3.0), 4, 0.0) == 17
+  assert stats.groups_to_decide((-1.0, -3.0, 1.0), 4, 0.0) == 17  # the upper half when the value is below
+  assert stats.groups_to_decide((1.0, 0.5, 1.5), 4, 0.0) == 4  # already decided
+  assert stats.groups_to_decide((0.0, -1.0, 1.0), 4, 0.0) is None
+  # study 13's first cpu run (configs/claims/depth.py): D = 0.207 [−0.0678, 0.461] over 2 seeds, 2·(0.2748/0.207)² = 3.5
+  assert stats.groups_to_decide((0.207, -0.0678, 0.461), 2, 0.0) == 4

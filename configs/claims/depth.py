@@ -16,10 +16,15 @@ One sweep (measure and verdict: experiments/claims/depth.py), one named product 
   model    d = 32, 2 heads, d_ff 128 at cpu (the atlas's cpu model, configs/atlas.py), SentencePiece 2000, batch 32;
   schedule linear warmup over `WARMUP` steps (a tenth of the run, docs/science.md §8), then constant, as study 12;
   records  `train.eval_at_init` for the outcome classes (analysis/outcomes.py); no curvature records;
-  seeds    `SEEDS`: 2 at cpu (the bootstrap interval over seeds of the shift difference).
+  seeds    `SEEDS`: 4 at cpu (the bootstrap interval over seeds of the shift difference). Changed after seeing data,
+           with its reason (2026-11-27): the first cpu run (2 seeds, 140 runs, commit f38f344) gave D = 0.207
+           [−0.0678, 0.461], straddling 0; were the seeds' spread to hold, the interval narrows as 1/√n and clears 0
+           from n > 2·((0.207 + 0.0678)/0.207)² = 3.5 seeds (experiments/stats.py `groups_to_decide`), so the
+           study is run again, all of it, with 4; the rule, its threshold, the arms, depths, lrs and steps are
+           unchanged.
 Scales: tiny (tests: 1+1 vs 2+2 layers of the tiny preset, L_base 1, lrs {1e-3, 2e-2}, 8 steps, 1 seed, synthetic
 task: 12 runs); cpu (the committed report: SP and CompleteP at `DEPTHS['cpu']`, Depth-µP at 2 and 16 only
-(`ENDS_ONLY`), × 7 lrs × 2 seeds = 140 runs of 200 steps on Multi30k); paper (an accelerator: d 256, 4 heads,
+(`ENDS_ONLY`), × 7 lrs × 4 seeds = 280 runs of 200 steps on Multi30k); paper (an accelerator: d 256, 4 heads,
 d_ff 1024, 2+2 → 32+32 layers, 2000 steps of 4096-token packed batches, 8 lrs, 3 seeds).
 Why the lr grid. The atlas's cpu cells (d 32, 200 steps, batch 32): Pre-LN at 6+6 with warmup 20 ended at 4.07 nats
 at 3.16e-3, 3.82 at 1e-2, 3.88 at 3.16e-2 (the retired atlas's record, commit ec9e64c), and without warmup at 4.05,
@@ -36,8 +41,9 @@ of 30 steps at 16+16, 2 lrs × 2 seeds) every run after the first of an (arm, de
 compiled in ~13-18 s instead of ~27, a new lr included. So a 200-step run costs ≈ 31 s at L = 2 and ≈ 92 s at L = 16
 cold, ≈ 26 s and ≈ 70 s warm, about linearly in L between (≈ 40 and 57 s cold at L = 4 and 8). All three arms at all
 four depths (168 runs) would take ≈ 2.0 h warm to 2.6 h cold, no margin for a ±30% extrapolation within 3 h; so
-Depth-µP, which the verdict does not read and whose shift uses the end depths alone, runs only L = 2 and 16: 140 runs,
-≈ 1.7 h warm to 2.2 h cold. These are extrapolations from 60-step runs under load, not a measurement of the design.
+Depth-µP, which the verdict does not read and whose shift uses the end depths alone, runs only L = 2 and 16: 70 runs
+per seed. These were extrapolations from 60-step runs under load; measured, the 2-seed run (140 runs) took 49 min of
+wall time with `--parallel=2` (96 min summed over runs), so 4 seeds take ≈ 1.6 h.
 """
 
 from configs.claims._base import check_scale, claim_config, set_keys
@@ -57,7 +63,7 @@ LRS = {
 }
 STEPS = {"tiny": 8, "cpu": 200, "paper": 2000}
 WARMUP = {"tiny": 2, "cpu": 20, "paper": 200}  # a tenth of the run (docs/science.md §8)
-SEEDS = {"tiny": 1, "cpu": 2, "paper": 3}
+SEEDS = {"tiny": 1, "cpu": 4, "paper": 3}
 SIZES = {
     "tiny": {
         "model.preset": "tiny",
