@@ -293,6 +293,8 @@ def test_verdict_reads_the_adam_gap_interval_on_both_sides_of_0(interval, verdic
   assert v.verdict == verdict
   if verdict == study.INCONCLUSIVE:
     assert "contains 0" in v.reason and "would decide" in v.reason and "bracket" not in v.reason
+    # the lower half 0.15 narrowed by √(5/n) falls below 0.1 from n > 5·1.5² = 11.25
+    assert "≈ 12 methods were the gap's point and spread to hold (now 5;" in v.reason, v.reason
   assert edge.verdict(dict(m, crashed=["x seed 0: boom"])).verdict == study.INCONCLUSIVE
 
 

@@ -18,7 +18,7 @@ from analysis.spectrum import top_eigenvalues
 from analysis.stability import PreconditionedOperator, adam_state_preconditioner_scale, lr_multiplier_scale
 from configs.claims import width as width_config
 from experiments import grid as grid_lib
-from experiments import study
+from experiments import stats, study
 from experiments.claims import run
 from experiments.claims import width as claim
 from models.config import ModelConfig
@@ -118,9 +118,15 @@ def test_embedding_lr_scale_is_validated_with_the_key_the_value_and_the_choices(
 FLAT_MU, GROW_SP = [0.02, -0.05, 0.08], [0.9, 0.6, 1.2]
 
 
-def _m(mu=FLAT_MU, sp=GROW_SP, diff=(-2.0, -3.0, -1.0), seeds=2, edge=False, crashed=()):
+def _sharp(slope, offset=0.0):
+  """Rule (a)'s window medians at widths 32 and 64, two seeds each: log₂ S = slope·log₂(d/32) ± 0.1 + offset."""
+  return {str(d): {"seeds": [2 ** (slope * k + offset + e) for e in (-0.1, 0.1)]} for k, d in enumerate((32, 64))}
+
+
+def _m(mu=FLAT_MU, sp=GROW_SP, diff=(-2.0, -3.0, -1.0), seeds=2, edge=False, crashed=(), sharp=None):
   opt = lambda e: {"log2_lr": -9.0, "lr": 2**-9, "edge": e}
   return {
+      "sharpness": sharp or {claim.MU: _sharp(0.2), claim.SP: _sharp(1.0)},
       "crashed": list(crashed),
       "unclassed": [],
       "seeds": seeds,
@@ -158,6 +164,26 @@ def test_verdict_on_both_sides_of_every_threshold(m, verdict, why):
   v = claim.verdict(json.loads(json.dumps(m)))
   assert v.verdict == verdict, v.reason
   assert why in v.reason, v.reason
+
+
+def test_an_undecided_rule_a_names_the_seeds_per_width_that_would_decide_it():
+  """µP's points: log₂ S = 0.2·k ± 0.1 at two widths, the closed form of tests/test_stats.py (slope 0.2, s² = 0.02,
+  0.1 from +FLAT): 17 seeds per width. SP's undecided reading is against 0 as well as ±FLAT: at slope −0.04 the
+  nearest threshold is 0 (0.04 away), not −0.1 (0.06)."""
+  v = claim.verdict(json.loads(json.dumps(_m(mu=[0.1, 0.05, 0.15]))))
+  assert "[decides it: more seeds per width at the reference lr, were the slope and its scatter to hold: µP: ≈ 17 per width (now 2)]" in v.reason, v.reason  # fmt: skip
+  sharp = {claim.MU: _sharp(0.0), claim.SP: _sharp(-0.04)}
+  v = claim.verdict(json.loads(json.dumps(_m(sp=[0.3, -0.01, 0.6], sharp=sharp))))
+  x, y = [5, 5, 6, 6], [-0.1, 0.1, -0.14, 0.06]
+  need = stats.repeats_to_decide(x, y, (-0.1, 0.0, 0.1))
+  assert need != stats.repeats_to_decide(x, y, (-0.1, 0.1))
+  assert f"SP: ≈ {need} per width (now 2)]" in v.reason and "µP: ≈" not in v.reason, v.reason
+
+
+def test_a_straddling_shift_difference_names_the_seeds_per_cell_that_would_decide_it():
+  """D = −0.5 [−1, 0.01] over 2 seeds: its upper half, 0.51, narrowed by √(2/n) falls below 0.5 from n = 3."""
+  v = claim.verdict(json.loads(json.dumps(_m(diff=(-0.5, -1.0, 0.01)))))
+  assert "[decides it: more seeds: ≈ 3 seeds per cell, were D's point and spread to hold (now 2;" in v.reason, v.reason
 
 
 # ----------------------------------------------------------------------------- measure on hand-made run folders

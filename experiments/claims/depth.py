@@ -100,10 +100,10 @@ def _read(m: dict) -> tuple[str, str, str]:
       f"|Depth-µP| − |SP| {fmt('|Depth-µP| − |SP|')}"
   )
   sp = m["shifts"][SP]
-  advice = "more seeds (a narrower interval on D)"
+  advice = ""
   if sp[1] <= 0 <= sp[2]:  # advice only: SP's own optimum may not move over these depths
-    advice += "; SP's own shift interval includes 0, so deeper stacks or longer runs may be what decides"
-  return transfer.read_difference(diff, text, edges, advice)
+    advice = "SP's own shift interval includes 0, so deeper stacks or longer runs may be what decides"
+  return transfer.read_difference(diff, text, edges, m["seeds"], advice)
 
 
 @study.crashed_first

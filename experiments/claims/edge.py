@@ -228,7 +228,7 @@ def verdict(m: dict) -> study.Verdict:
         if gap is None
         else "the interval contains 0"
     )
-    return study.Verdict(result, f"{numbers}: {why}. {_what_would_decide(m)}")
+    return study.Verdict(result, f"{numbers}: {why}. {_what_would_decide(m, gap, s['methods'])}")
   return study.Verdict(
       result,
       f"{numbers}: step-0 preconditioned sharpness {'beats' if result == study.REPRODUCED else 'is beaten by'} "
@@ -241,10 +241,12 @@ def _lrs(g: dict) -> list[float]:
   return sorted(float(lr) for lr in g.get("seeds", {}))
 
 
-def _what_would_decide(m: dict) -> str:
+def _what_would_decide(m: dict, gap: Optional[Sequence[float]] = None, methods: int = 0) -> str:
   """The design change an inconclusive verdict names: more methods (the bootstrap resamples methods, so its interval
-  narrows with more of them), and for each method the grid did not bracket, the side its boundary lies beyond (the
-  lr grid extended past the last of `MAX_ROUNDS` rounds is then a change to state before the new runs)."""
+  narrows with more of them; with the `gap` interval over `methods` methods, how many would clear 0 were its point
+  and spread to hold, stats.groups_to_decide), and for each method the grid did not bracket, the side its boundary
+  lies beyond (the lr grid extended past the last of `MAX_ROUNDS` rounds is then a change to state before the new
+  runs)."""
   sides = []
   for method, g in m["grid"].items():
     if g["bracketed"]:
@@ -257,6 +259,9 @@ def _what_would_decide(m: dict) -> str:
     else:
       sides.append(f"{method} (unstable down to η {min(lrs):g})")
   text = "More methods (the registry's rules; the interval is a bootstrap over methods) would decide it"
+  need = stats.groups_to_decide(gap, methods, 0.0) if gap and methods else None
+  if need:
+    text += f": ≈ {need} methods were the gap's point and spread to hold (now {methods}; it narrows as 1/√n)"
   if sides:
     text += (
         "; so would bracketing the boundary of the methods the grid does not bracket: "

@@ -166,14 +166,23 @@ def optima_vs_size(ax, optima: dict, shifts: dict, colours: dict, sizes: list[in
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
 
 
-def read_difference(diff: list, text: str, edges: list, advice: str = "more seeds (a narrower interval on D)") -> tuple:
-  """(verdict, reason, advice) of a transfer rule on D = [point, lo, hi], "the optimum moves less than the
-  reference's" (studies 12 and 13): inconclusive with an optimum at the lr grid's edge (`edges`), reproduced when D's
-  interval lies below 0, not reproduced when it lies at or above 0, else inconclusive (straddling 0, `advice`)."""
+def read_difference(diff: list, text: str, edges: list, seeds: int, advice: str = "") -> tuple:
+  """(verdict, reason, advice) of a transfer rule on D = [point, lo, hi] over `seeds` seeds per cell, "the optimum
+  moves less than the reference's" (studies 12 and 13): inconclusive with an optimum at the lr grid's edge (`edges`),
+  reproduced when D's interval lies below 0, not reproduced when it lies at or above 0, else inconclusive
+  (straddling 0): the advice names the seeds per cell that would clear 0 were D's point and spread to hold
+  (stats.groups_to_decide), then `advice`."""
   if edges:
     return study.INCONCLUSIVE, f"{text}; optimum at the lr grid's edge at {edges}", "extend the lr grid past the edge"
   if diff[2] < 0:
     return study.REPRODUCED, text, ""
   if diff[1] >= 0:
     return study.NOT_REPRODUCED, text, ""
-  return study.INCONCLUSIVE, f"{text}: D's interval straddles 0", advice
+  need = stats.groups_to_decide(diff, seeds, 0.0)
+  more = f"≈ {need} seeds per cell" if need else "many more seeds per cell (D sits at 0)"
+  more += f", were D's point and spread to hold (now {seeds}; the interval narrowed as 1/√n)"
+  return (
+      study.INCONCLUSIVE,
+      f"{text}: D's interval straddles 0",
+      f"more seeds: {more}" + (f"; {advice}" if advice else ""),
+  )

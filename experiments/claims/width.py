@@ -163,7 +163,22 @@ def _read_sharpness(m: dict) -> tuple[str, str, str]:
   if flat_mu and zero_sp is False:
     return study.REPRODUCED, text, ""
   which = "µP's straddles ±%g" % FLAT if not flat_mu else "SP's includes 0"
-  return study.INCONCLUSIVE, f"{text}: {which}", "more seeds per width (a narrower slope interval)"
+  undecided = [a for a, none in ((MU, flat_mu is None), (SP, zero_sp is None)) if none]
+  return study.INCONCLUSIVE, f"{text}: {which}", _seeds_to_decide(m, undecided)
+
+
+def _seeds_to_decide(m: dict, arms: list) -> str:
+  """The design change an undecided rule (a) names: per undecided arm, the seeds per width at the reference lr whose
+  slope interval would clear each of ±FLAT (and 0 for SP), were its slope and scatter to hold
+  (stats.repeats_to_decide)."""
+  out = []
+  for arm in arms:
+    rows = m["sharpness"][arm]
+    pts = [(math.log2(int(d)), math.log2(v)) for d, r in rows.items() for v in r["seeds"] if v and v > 0]
+    need = stats.repeats_to_decide(*zip(*pts), thresholds=(-FLAT, FLAT) if arm == MU else (-FLAT, 0.0, FLAT))
+    now = min(len(r["seeds"]) for r in rows.values())
+    out.append(f"{arm}: ≈ {need} per width (now {now})" if need else f"{arm}: over 100 per width (now {now})")
+  return "more seeds per width at the reference lr, were the slope and its scatter to hold: " + "; ".join(out)
 
 
 def _read_transfer(m: dict) -> tuple[str, str, str]:
@@ -179,7 +194,7 @@ def _read_transfer(m: dict) -> tuple[str, str, str]:
     return study.INCONCLUSIVE, "no shift difference (an optimum is missing)", "smaller lrs or more steps"
   mu, sp = m["shifts"][MU], m["shifts"][SP]
   text = f"optimum's shift {m['transfer_widths'][0]} → {m['transfer_widths'][-1]} in log₂ lr: µP {stats.fmt(tuple(mu))}, SP {stats.fmt(tuple(sp))}; D = |µP| − |SP| {stats.fmt(tuple(diff))} (rule: below 0)"  # fmt: skip
-  return transfer.read_difference(diff, text, edges)
+  return transfer.read_difference(diff, text, edges, m["seeds"])
 
 
 @study.crashed_first
