@@ -86,7 +86,7 @@ def test_claims_on_the_atlas_cells_read_the_atlas_runs(tmp_path, monkeypatch):
 def test_redecide_applies_the_current_rule_to_a_records_measurements(tmp_path):
   """--redecide: claim 7's committed 2-seed record (measured before its rule read intervals) re-decided by today's
   rule, without runs: the verdict is the rule's on the stored numbers, the runs' provenance stays, and the report says
-  which commit re-decided it."""
+  which commit re-decided it. --redecide alone runs no claim (no --report_only needed: --claims defaults to all)."""
   import json  # pylint: disable=g-import-not-at-top
   import shutil  # pylint: disable=g-import-not-at-top
 
@@ -97,11 +97,13 @@ def test_redecide_applies_the_current_rule_to_a_records_measurements(tmp_path):
   shutil.copytree(src, dest)
   old = json.loads((dest / "claim.json").read_text())
   done = subprocess.run(
-      [sys.executable, "-m", "experiments.claims.reproduce", f"--out={tmp_path}", "--report_only",
+      [sys.executable, "-m", "experiments.claims.reproduce", f"--out={tmp_path}", f"--runs={tmp_path / 'runs'}",
        "--redecide=hessian_spectrum"],
       cwd=REPO, capture_output=True, text=True, timeout=300,
   )  # fmt: skip
   assert done.returncode == 0, done.stderr[-2000:]
+  assert sorted(p.name for p in (tmp_path / "reproduction").iterdir()) == ["hessian_spectrum"]
+  assert not (tmp_path / "runs").exists()
   new = json.loads((dest / "claim.json").read_text())
   expected = get_claim("hessian_spectrum").verdict(old["measured"])
   assert (new["verdict"], new["reason"]) == (expected.verdict, expected.reason)

@@ -10,7 +10,8 @@ this console and to `<runs>/<claim>/main.log`. Then claim.json and the figures a
 not run by this invocation keep their earlier results; a claim whose process left no claim.json is listed as
 inconclusive with its exit status and the end of its log). With --readme, the README's results table is rebuilt
 from the same results; --report_only runs nothing and only rewrites them; --redecide=<claims> applies those
-claims' current rules to the measurements their records store (a rule changed, the runs are gone). Exits 1 if a claim's process failed.
+claims' current rules to the measurements their records store (a rule changed, the runs are gone), and runs no claim
+unless --claims names some. Exits 1 if a claim's process failed.
 
 Results land as they come: before each run the claim's sweep starts (its progress line `cell k/K, seed s: ...`),
 the records of every run it has finished or seen diverge (`RECORD_FILES`: config, metrics, status, data statistics
@@ -60,7 +61,8 @@ flags.DEFINE_list(
     "redecide",
     [],
     "Claims whose record in <out> is re-decided by the claim's current rule from the measurements it stores (no "
-    "runs needed: a rule changed and the runs are gone); `redecided_by` records this commit.",
+    "runs needed: a rule changed and the runs are gone); `redecided_by` records this commit. Runs no claim unless "
+    "--claims names some.",
 )
 flags.DEFINE_string(
     "atlas_runs",
@@ -258,7 +260,8 @@ def main(argv):
   for name in FLAGS.claims + FLAGS.redecide:
     get_claim(name)  # every name checked before anything runs
   failed = []
-  for name in [] if FLAGS.report_only else FLAGS.claims:
+  only_redecide = FLAGS.redecide and not FLAGS["claims"].present  # --claims' default (all) is not a request to run
+  for name in [] if FLAGS.report_only or only_redecide else FLAGS.claims:
     cells = FLAGS.atlas_runs if FLAGS.atlas_runs and name in ON_ATLAS_CELLS else ""
     dest = os.path.join(FLAGS.out, "reproduction", name)
     records = os.path.join(dest, RECORDS_DIR)
