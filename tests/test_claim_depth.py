@@ -148,7 +148,9 @@ def test_the_design_at_every_scale(scale):
     mc = r.model
     assert mc.num_encoder_layers == mc.num_decoder_layers == depth and mc.depth_base == base
     assert mc.norm_position == "pre" and mc.parameterization == "standard" and r.init.scheme == "xavier"
-    assert r.train.eval_at_init and r.train.curvature_every == 0 and r.optim.warmup_steps == depth_config.WARMUP[scale]
+    ref = c.params["optim.learning_rate"] == depth_config.REF_LR[scale]  # the sharpness cells record curvature
+    assert r.train.curvature_every == (depth_config.CURVATURE_EVERY[scale] if ref else 0)
+    assert r.train.eval_at_init and r.optim.warmup_steps == depth_config.WARMUP[scale]
     assert mc.residual == ("plain" if arm == SP else "completep")
     for stack in ("encoder", "decoder"):  # the multipliers these keys give the model (closed forms)
       branch = residual.depth_multiplier(mc, stack) if mc.residual == "completep" else 1.0

@@ -15,7 +15,12 @@ One sweep (measure and verdict: experiments/claims/depth.py), one named product 
            depth;
   model    d = 32, 2 heads, d_ff 128 at cpu (the atlas's cpu model, configs/atlas.py), SentencePiece 2000, batch 32;
   schedule linear warmup over `WARMUP` steps (a tenth of the run, docs/science.md §8), then constant, as study 12;
-  records  `train.eval_at_init` for the outcome classes (analysis/outcomes.py); no curvature records;
+  records  `train.eval_at_init` for the outcome classes (analysis/outcomes.py); at `REF_LR` only, study 12's curvature
+           records every `CURVATURE_EVERY` steps (η(t)·λ_max(M·P_t⁻¹H), warm-started, `analysis.tracking_tol`), for
+           the sharpness along training vs depth that Noci et al. 2024 state for µP's depth extension (measured and
+           reported, not decided: experiments/claims/depth.py). Added with the 4-seed run (2026-11-27), before its
+           runs: the 2-seed run recorded no curvature, and issue 28 asks for the sharpness across depth as across
+           width;
   seeds    `SEEDS`: 4 at cpu (the bootstrap interval over seeds of the shift difference). Changed after seeing data,
            with its reason (2026-11-27): the first cpu run (2 seeds, 140 runs, commit f38f344) gave D = 0.207
            [−0.0678, 0.461], straddling 0; were the seeds' spread to hold, the interval narrows as 1/√n and clears 0
@@ -64,6 +69,8 @@ LRS = {
 STEPS = {"tiny": 8, "cpu": 200, "paper": 2000}
 WARMUP = {"tiny": 2, "cpu": 20, "paper": 200}  # a tenth of the run (docs/science.md §8)
 SEEDS = {"tiny": 1, "cpu": 4, "paper": 3}
+REF_LR = {"tiny": 1e-3, "cpu": 1e-2, "paper": 1.25e-3}  # the sharpness runs' lr, one of LRS: near the shallow optimum
+CURVATURE_EVERY = {"tiny": 4, "cpu": 40, "paper": 100}  # records at REF_LR only (cpu: steps 40, 80, …, 200)
 SIZES = {
     "tiny": {
         "model.preset": "tiny",
@@ -71,6 +78,9 @@ SIZES = {
         "data.eval_batch_size": 16,
         "data.max_eval_loss_examples": 32,
         "train.num_decode_examples": 0,
+        "analysis.batch_size": 8,
+        "analysis.lanczos_steps": 4,
+        "analysis.tracking_tol": 0.0,  # one Lanczos program per run (study 12's tiny)
     },
     "cpu": {
         "model.d_model": 32,  # the atlas's cpu model (configs/atlas.py SIZES['cpu'])
@@ -80,6 +90,9 @@ SIZES = {
         "data.batch_size": 32,
         "data.max_eval_loss_examples": 256,
         "train.num_decode_examples": 0,
+        "analysis.batch_size": 16,  # study 12's curvature records (configs/claims/width.py SIZES['cpu'])
+        "analysis.lanczos_steps": 20,
+        "analysis.tracking_tol": 1e-2,
     },
     "paper": {
         "model.d_model": 256,
@@ -91,6 +104,9 @@ SIZES = {
         "data.batch_size": 32,
         "data.max_eval_loss_examples": -1,
         "train.num_decode_examples": 0,
+        "analysis.batch_size": 64,
+        "analysis.lanczos_steps": 40,
+        "analysis.tracking_tol": 1e-2,
     },
 }
 _TRAIN = {
@@ -104,7 +120,11 @@ _TRAIN = {
     "train.label_smoothing": 0.0,
     "train.keep_checkpoints": 1,
     "train.eval_at_init": True,  # the loss at init and the unigram reference: each run's outcome class
-    "train.curvature_every": 0,
+    "train.curvature_every": 0,  # REF_LR's cells set it (`grid`)
+    "analysis.preconditioned_top_k": 1,  # the records add η(t)·λ_max(M·P_t⁻¹H), as study 12's
+    "analysis.num_batches": 1,
+    "analysis.top_k": 1,
+    "analysis.bottom_k": 0,
 }
 
 
@@ -113,13 +133,16 @@ def _values(xs) -> str:
 
 
 def grid(scale: str) -> str:
-  """One product per arm × depth, labelled "<arm> @ depth <L>", each over `LRS[scale]` (module docstring)."""
-  return " | ".join(
-      f"{arm} @ depth {depth}: {keys};model.num_encoder_layers={depth};model.num_decoder_layers={depth};"
-      f"optim.learning_rate={_values(LRS[scale])}"
-      for arm, keys in ARMS.items()
-      for depth in arm_depths(arm, scale)
-  )
+  """Two products per arm × depth, both labelled "<arm> @ depth <L>": `LRS[scale]` without `REF_LR`, and `REF_LR`
+  with the curvature records (`CURVATURE_EVERY`) the sharpness reads (module docstring)."""
+  parts = []
+  for arm, keys in ARMS.items():
+    for depth in arm_depths(arm, scale):
+      head = f"{arm} @ depth {depth}: {keys};model.num_encoder_layers={depth};model.num_decoder_layers={depth};"
+      parts.append(head + f"optim.learning_rate={_values(lr for lr in LRS[scale] if lr != REF_LR[scale])}")
+      parts.append(head + f"optim.learning_rate={_values((REF_LR[scale],))};"
+                   f"train.curvature_every={CURVATURE_EVERY[scale]}")  # fmt: skip
+  return " | ".join(parts)
 
 
 def arm_depths(arm: str, scale: str) -> tuple[int, ...]:
