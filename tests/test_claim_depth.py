@@ -80,11 +80,15 @@ def test_verdict_on_both_sides_of_every_threshold(m, verdict, why):
 # ----------------------------------------------------------------------------- measure on hand-made run folders
 
 MOVES = {SP: -1.0, CP: 0.0, DMU: -0.5}  # log₂ η* per doubling of depth: SP falls, CompleteP stays
+SLOPES = {SP: 1.0, CP: 0.5, DMU: 0.0}  # log₂ S per doubling of depth at the reference lr
+REF = 2.0**-6
 
 
 def _fake_sweep(tmp_path, seeds=2):
   """Runs whose loss is (log2 lr − log2 η*(L))²/4 + 3 + 0.01·seed, η*(2) = 2^−6 and moving by MOVES per depth
-  doubling; a loss ≥ 6 diverged (no final loss); Depth-µP at the end depths only (as at cpu)."""
+  doubling; a loss ≥ 6 diverged (no final loss); Depth-µP at the end depths only (as at cpu). The runs at `REF`
+  carry curvature records at steps 2, 4, 6, 8 of the tiny config's 8: S = 10·(L/2)^SLOPES·(1 ± 1%) inside the window
+  (steps 8/3 … 8), 100× that at step 2 (outside it), each record 5 Lanczos steps."""
   records, lrs = [], [2.0**k for k in range(-12, -2)]
   for arm, move in MOVES.items():
     for depth in (2, 16) if arm == DMU else (2, 4, 8, 16):
@@ -92,6 +96,11 @@ def _fake_sweep(tmp_path, seeds=2):
         for seed in range(seeds):
           folder = tmp_path / "cells" / f"{arm}{depth}{lr}" / f"seed_{seed}"
           folder.mkdir(parents=True)
+          if lr == REF:
+            s = 10 * (depth / 2) ** SLOPES[arm] * (1 + 0.01 * (seed - 0.5))
+            lines = [{"split": "train", "step": t, transfer.SHARPNESS: s * (100 if t == 2 else 1), transfer.LANCZOS: 5}
+                     for t in (2, 4, 6, 8)]  # fmt: skip
+            (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
           loss = (math.log2(lr) - (-6 + move * math.log2(depth / 2))) ** 2 / 4 + 3 + 0.01 * seed
           records.append(dict(cell=f"{arm}{depth}{lr}", arm=f"{arm} @ depth {depth}", seed=seed, outcome="finished",
                               params={"model.num_encoder_layers": depth, "optim.learning_rate": lr},
@@ -109,7 +118,13 @@ def test_measure_reads_the_optima_and_the_shifts_between_the_end_depths(tmp_path
   assert m["shifts"][SP] == pytest.approx([-3.0] * 3) and m["shifts"][CP] == pytest.approx([0.0] * 3)
   assert m["shifts"][claim.D] == pytest.approx([-3.0] * 3) and m["shifts"]["|Depth-µP| − |SP|"][0] == pytest.approx(-1.5)  # fmt: skip
   assert m["runs"][SP]["16"]["0.00390625"][1]["final_loss"] == pytest.approx(3.26)  # 2^-8: (−8 + 9)²/4 + 3 + 0.01
-  assert m["runs"][SP]["16"]["0.125"][0] == {"seed": 0, "cls": "diverged", "final_loss": None}  # (−3 + 9)²/4 + 3
+  run = m["runs"][SP]["16"]["0.125"][0]  # (−3 + 9)²/4 + 3
+  assert (run["seed"], run["cls"], run["final_loss"], run["curve"]) == (0, "diverged", None, [])
+  # the sharpness at the reference lr: the window's records only, a slope per arm on log₂ L
+  assert m["ref_lr"] == [REF] and m["sharpness"][SP]["16"]["mean"] == pytest.approx(80.0)
+  for arm, slope in SLOPES.items():
+    assert m["slopes"][arm][0] == pytest.approx(slope, abs=1e-9) and m["slopes"][arm][1] < slope < m["slopes"][arm][2]
+  assert m["lanczos_steps"] == {"records": 4 * 10 * 2, "median": 5.0, "max": 5}  # every record, 10 (arm, depth)
   v = claim.verdict(m)
   assert v.verdict == study.REPRODUCED and "CompleteP 0 [0, 0], SP -3 [-3, -3]" in v.reason, v.reason
   assert claim.summary(m)["shift |CompleteP| − |SP|"] == "-3 [-3, -3]"

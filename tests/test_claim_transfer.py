@@ -86,3 +86,16 @@ def test_the_loss_panel_draws_a_run_that_did_not_train_as_an_x_and_a_diverged_on
   assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and top == pytest.approx(1.1 * 4.5)
   assert "diverged" in transfer.not_trained_handle(top).get_label()
   figures.plt.close(fig)
+
+
+def test_the_bootstrap_resamples_seeds_as_units_shared_by_every_arm_and_size():
+  """Arms 'a' and 'b' share their base runs (the same model at the base size, as every arm of study 13 at L_base):
+  the seeds' vertices there are −9 and −10; at size 4 a's are −12 and −13, b's −11 and −12. Every seed shifts a by −3
+  and b by −2, so every resample that takes the same seeds for every (arm, size) gives a's shift −3 and
+  D = |a| − |b| = 1 exactly; drawing each (arm, size)'s seeds independently would mix one seed's base with the
+  other's end (a's shift from −2 to −4)."""
+  base = {1: [-9.0, -10.0]}
+  grids = {"a": _grid({**base, 4: [-12.0, -13.0]}), "b": _grid({**base, 4: [-11.0, -12.0]})}
+  out = transfer.shift_intervals(grids, [1, 4], {"|a| − |b|": ("a", "b")}, n=400, seed=0)
+  assert out["a"] == pytest.approx([-3.0, -3.0, -3.0]) and out["b"] == pytest.approx([-2.0, -2.0, -2.0])
+  assert out["|a| − |b|"] == pytest.approx([1.0, 1.0, 1.0])

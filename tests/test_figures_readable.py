@@ -366,7 +366,12 @@ def _depth_measured():
     optima[arm] = {str(L): {"lr": 1.2e-2 * (1 + 0.05 * i) * L**-0.1, "edge": False} for L in depths}
   shifts = {"SP": [-0.218, -0.423, -0.0758], "CompleteP": [-0.425, -0.609, -0.288], "Depth-µP": [0.248, 0.0753, 0.363],
             "|CompleteP| − |SP|": [0.207, -0.0678, 0.461], "|Depth-µP| − |SP|": [0.03, -0.282, 0.225]}  # fmt: skip
-  return dict(crashed=[], depths=[2, 4, 8, 16], runs=runs, optima=optima, shifts=shifts)
+  sharpness = {a: {str(L): dict(mean=12.0 * L**e, std=0.5 * L**e, seeds=[11.5 * L**e, 12.5 * L**e], max=30.0 * L**e)
+                    for L in ((2, 16) if a == "Depth-µP" else (2, 4, 8, 16))}
+               for a, e in (("SP", 0.4), ("CompleteP", 0.1), ("Depth-µP", 0.0))}  # fmt: skip
+  slopes = {"SP": [0.4, 0.31, 0.49], "CompleteP": [0.1, 0.01, 0.19], "Depth-µP": [0.0, -0.12, 0.12]}
+  return dict(crashed=[], depths=[2, 4, 8, 16], runs=runs, optima=optima, shifts=shifts, ref_lr=[1e-2],
+              sharpness=sharpness, slopes=slopes)  # fmt: skip
 
 
 def test_depth_figure_labels_each_lr_of_the_grid_and_fits_its_titles(kept, tmp_path):
@@ -390,6 +395,8 @@ def test_depth_figure_labels_each_lr_of_the_grid_and_fits_its_titles(kept, tmp_p
       t for t, label in zip(optima.get_yticks(), optima.get_yticklabels()) if low <= t <= high and label.get_text()
   ]
   assert len(shown) >= 3, shown  # the optima span 0.15 decades: round values between, not a lone 1e-2
+  (sharp,) = [ax for ax in fig.axes if "sharpness vs depth" in ax.get_title()]  # the reported sharpness, log-log
+  assert sharp.get_xscale() == sharp.get_yscale() == "log" and len(sharp.get_legend().get_texts()) == 3
   for ax in loss_panels:  # the losses span 0.2 decades: at least 3 labelled values
     low, high = ax.get_ylim()
     assert sum(low <= t <= high and bool(lab.get_text()) for t, lab in zip(ax.get_yticks(), ax.get_yticklabels())) >= 3

@@ -19,7 +19,17 @@ the encoder and L in the decoder, × a factor-2 lr grid × seeds; L_base the sma
            (experiments/claims/transfer.py `optimum`, shared with study 12);
   shift    per arm, log₂ η*(deepest) − log₂ η*(shallowest) in grid steps (factor 2 = 1), over the end depths every arm
            ran, and D = |shift CompleteP| − |shift SP|; beside it |shift Depth-µP| − |shift SP|; intervals:
-           percentile bootstrap (95%, `BOOT` draws) resampling the seeds of each (arm, depth) independently.
+           percentile bootstrap (95%, `BOOT` draws) resampling the seeds as units shared by every (arm, depth)
+           (experiments/claims/transfer.py: one seed's runs share their data order, and at L_base the three arms
+           are the same runs). Until the 4-seed run (2026-11-27) each (arm, depth)'s seeds were resampled
+           independently; changed after the 2-seed run's decision, before the 4-seed run's, for that reason;
+  sharpness (reported, not decisive) per arm × depth at the reference lr (configs/claims/depth.py REF_LR), S = the
+           median of the run's records η(t)·λ_max(M·P_t⁻¹H) over the last two thirds of the run, and per arm the
+           slope of log₂ S on log₂ L with its Student-t interval, as study 12 reads it across width
+           (transfer.sharpness_slopes). Noci et al. 2024 (NeurIPS version, abstract): "certain spectral properties
+           under µP are largely independent of the width and depth of the network along the training trajectory",
+           under "µP and its depth extension", i.e. Depth-µP's arm here (its 1/√L branches; Bordelon et al. 2024).
+           Only two depths of that arm run at cpu (`ENDS_ONLY`), so its slope is read from two depths' seeds.
 Rule (stated before any run):
   reproduced      D's interval lies below 0 (CompleteP's optimum moves less than SP's);
   not reproduced  D's interval lies at or above 0;
@@ -28,6 +38,8 @@ Rule (stated before any run):
                   trained lr at an end depth (smaller lrs or more steps). A crashed run, or a run without an outcome
                   class (`train.eval_at_init` off), makes it inconclusive.
 """
+
+import numpy as np
 
 from experiments import report, stats, study
 from experiments.claims import figures, transfer
@@ -44,30 +56,41 @@ THRESHOLDS = {
     "transfer": f"D = |shift CompleteP| − |shift SP|, 95% percentile-bootstrap interval ({BOOT} draws, each (arm, depth)'s "
     "seeds resampled independently): below 0 reproduced; at or above 0 not reproduced; straddling 0, an optimum of "
     "CompleteP or SP at the lr grid's edge at an end depth, no trained lr there, or < 2 seeds: inconclusive",
-    "reported": "Depth-µP's shift and |Depth-µP| − |SP|: measured beside the verdict, not decisive",
+    "reported": "Depth-µP's shift and |Depth-µP| − |SP|, and every arm's log₂-log₂ slope of the sharpness S vs depth "
+    "at the reference lr (S: the median of η(t)·λ_max(M·P_t⁻¹H) over the last two thirds of the run): measured beside "
+    "the verdict, not decisive",
 }
 
 
-def _run(run: study.Run) -> dict:
+def _run(run: study.Run, steps: int) -> dict:
   loss = run.final.get("eval/loss")
-  return dict(seed=run.seed, cls=run.record.get("class"), final_loss=float(loss) if report.finite(loss) else None)  # fmt: skip
+  final = float(loss) if report.finite(loss) else None
+  return dict(seed=run.seed, cls=run.record.get("class"), final_loss=final, **transfer.sharpness_record(run, steps))
 
 
 def measure(results: study.Results) -> dict:
   out: dict = {"crashed": study.crashed(results.runs)}
+  steps = results.config.train.num_steps if results.config is not None else None
   arms: dict[str, dict] = {}
   for run in results.runs:
     arm, depth = transfer.parse_label(run.arm, "depth")
     lr = float(run.params["optim.learning_rate"])
-    arms.setdefault(arm, {}).setdefault(depth, {}).setdefault(lr, []).append(_run(run))
+    t = steps or run.config()["train"]["num_steps"]
+    arms.setdefault(arm, {}).setdefault(depth, {}).setdefault(lr, []).append(_run(run, t))
+  # the sharpness: the runs with curvature records (configs/claims/depth.py REF_LR), per arm × depth
+  rows = {a: {L: [r for runs in c.values() for r in runs if r["curve"]] for L, c in sorted(g.items())} for a, g in arms.items()}  # fmt: skip
+  rows = {a: {L: rs for L, rs in g.items() if rs} for a, g in rows.items()}
+  sharp, slopes = transfer.sharpness_slopes({a: g for a, g in rows.items() if g})
+  ref = sorted({lr for g in arms.values() for c in g.values() for lr, runs in c.items() if any(r["curve"] for r in runs)})  # fmt: skip
+  lanczos = [n for g in rows.values() for rs in g.values() for r in rs for n in r["lanczos"]]
   common = sorted(set.intersection(*[set(g) for g in arms.values()])) if arms else []
   ends = [common[0], common[-1]] if len(common) >= 2 else []
   optima = {a: {str(L): transfer.optimum(c) for L, c in sorted(g.items())} for a, g in arms.items()}
   grids = {a: {L: g[L] for L in ends} for a, g in arms.items()}
   seeds = min((len(runs) for g in arms.values() for c in g.values() for runs in c.values()), default=0)
   unclassed = [f"{a} @ depth {L} η {lr:g}" for a, g in arms.items() for L, c in g.items() for lr, runs in c.items() if any(r["cls"] is None for r in runs)]  # fmt: skip
-  out.update(
-      steps=results.config.train.num_steps if results.config is not None else None,
+  out.update(steps=steps, ref_lr=ref, sharpness=sharp, slopes=slopes, lanczos_steps=dict(
+      records=len(lanczos), median=float(np.median(lanczos)), max=max(lanczos)) if lanczos else None,  # fmt: skip
       seeds=seeds,
       unclassed=unclassed,
       depths=sorted({L for g in arms.values() for L in g}),
@@ -123,8 +146,9 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   cmap = figures.plt.get_cmap("viridis")
   lcol = {L: cmap(i / max(1, len(depths) - 1) * 0.9) for i, L in enumerate(depths)}
   acol = {a: f"C{i}" for i, a in enumerate(arms)}
-  panels = [f"l{i}" for i in range(len(arms))] + ["o"]
-  ncol = 2 if len(panels) == 4 else len(panels)
+  sharp = {a: m["sharpness"][a] for a in arms if (m.get("sharpness") or {}).get(a)}
+  panels = [f"l{i}" for i in range(len(arms))] + ["o"] + (["s"] if sharp else [])
+  ncol = 2 if len(panels) == 4 else min(3, len(panels))
   mosaic = [panels[i : i + ncol] + ["."] * (i + ncol - len(panels)) for i in range(0, len(panels), ncol)]
   fig, ax = figures.plt.subplot_mosaic(mosaic, figsize=(4.2 * ncol, 3.6 * len(mosaic) + 0.9), layout="constrained")
   losses = [r["final_loss"] for g in runs.values() for c in g.values() for rs in c.values() for r in rs]
@@ -140,17 +164,26 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   o.set_title(
       f"({chr(97 + len(arms))}) optimal lr vs depth" + (f"\nD = {D} = {stats.fmt(tuple(d))}" if d else ""), fontsize=10
   )
+  if sharp:  # the sharpness along training vs depth at the reference lr (reported, not decisive)
+    ref = ", ".join(format(lr, "g") for lr in m["ref_lr"])
+    transfer.sharpness_vs_size(ax["s"], sharp, m["slopes"], acol, depths, word="depth", xlabel="layers per stack L")
+    ax["s"].set_title(f"({chr(98 + len(arms))}) sharpness vs depth at η {ref}\n(mean ± seeds' std; reported)", fontsize=10)  # fmt: skip
   handles = [figures.plt.Line2D([], [], color=lcol[L], label=f"L = {L}") for L in depths]
   handles.append(transfer.not_trained_handle(top))
   report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
-  figures.suptitle(fig, "Study 13 (Dey et al. 2025, CompleteP): the optimal lr across depth", settings)
+  figures.suptitle(fig, "Study 13 (Dey et al. 2025, CompleteP): the optimal lr and the sharpness across depth", settings)  # fmt: skip
   return [figures.save(fig, out_dir, "depth.png")]
 
 
 def summary(m: dict) -> dict:
   if m.get("crashed") or not m.get("runs"):
     return {}
-  return {f"shift {k}": stats.fmt(tuple(s)) for k, s in m["shifts"].items() if s}
+  out = {f"shift {k}": stats.fmt(tuple(s)) for k, s in m["shifts"].items() if s}
+  out.update({f"sharpness slope {a} (reported)": stats.fmt(tuple(s)) for a, s in (m.get("slopes") or {}).items() if s})  # fmt: skip
+  n = m.get("lanczos_steps")
+  if n:
+    out["Lanczos steps per curvature record"] = f"median {n['median']:g}, max {n['max']} over {n['records']} records"
+  return out
 
 
 CLAIM = study.Study(

@@ -9,16 +9,27 @@ factor-2 lr grid; an arm's grid is {size: cells}.
                                     trained, refined by the parabola through it and its grid neighbours in log₂ lr
   shift(grid, sizes, seeds=None)    log₂ η*(largest size) − log₂ η*(smallest), one seed resample per size if given
   shift_intervals(grids, sizes, diffs, n=, seed=)   every arm's shift and each difference of magnitudes |a| − |b|
-                                    with percentile-bootstrap intervals (95%), each (arm, size)'s seeds resampled
-                                    independently
+                                    with percentile-bootstrap intervals (95%), the seeds resampled as units: one
+                                    draw of seeds per resample, shared by every (arm, size) (below)
   loss_vs_lr(ax, ...), optima_vs_size(ax, ...), size_axis(ax, sizes)   the panels that draw them: final loss vs lr
                                     (a run that did not train as 'x': at its loss, or at a clipped top when it
                                     diverged or has no loss, never at a diverged run's loss), the optimum vs size
                                     (log₂ size axis); not_trained_handle(top) the legend's entry for the 'x'
+The sharpness along training at one lr (Noci et al. 2024), read the same way along either axis:
+  sharpness_record(run, steps)      a run's records of η(t)·λ_max(M·P_t⁻¹H) (`SHARPNESS`), their median over the
+                                    `WINDOW` of the run (S), their maximum after step 0 and each record's Lanczos
+                                    steps (what a warm-started record cost)
+  sharpness_slopes(rows)            per arm, S's mean ± std per size and the least-squares slope of log₂ S on log₂ size
+                                    over every (size, seed) with its Student-t interval
+  sharpness_vs_size(ax, ...)        its panel: S vs size, log-log, mean ± the seeds' std, each arm labelled by its slope
+Why the seeds are resampled as units: `train.seed` sets a run's initialisation and its data order, so the runs of
+one seed share their batches across arms and sizes, and at the base size some arms are one model (study 13's three
+at L_base, study 12's SP and SP + µP emb. lr at d_base), i.e. the same runs. Resampling each (arm, size)'s seeds independently, as this module did until 2026-11-27, counted
+those shared runs as independent draws and widened every interval on a difference.
 """
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -84,17 +95,16 @@ def shift_intervals(
     grids: dict[str, dict], sizes: list[int], diffs: dict[str, tuple[str, str]], *, n: int, seed: int = 0
 ) -> dict:
   """{arm: [shift, lo, hi]} and {diffs key: [|a| − |b|, lo, hi]} over `grids` {arm: {size: {lr: runs}}} between
-  sizes[0] and sizes[-1]: percentile bootstrap intervals (95%, `n` draws), the seeds of each (arm, size) resampled
-  independently; None where an optimum is missing (in the point estimate or in every draw)."""
+  sizes[0] and sizes[-1]: percentile bootstrap intervals (95%, `n` draws), each draw one resample of the seeds shared
+  by every (arm, size) (module docstring); None where an optimum is missing (in the point estimate or in every
+  draw)."""
   rng = np.random.default_rng(seed)
-  seeds = {a: {d: sorted({r["seed"] for runs in g[d].values() for r in runs}) for d in sizes} for a, g in grids.items()}
+  units = sorted({r["seed"] for g in grids.values() for d in sizes for runs in g[d].values() for r in runs})
   point = _with_diffs({a: shift(g, sizes) for a, g in grids.items()}, diffs)
   draws: dict[str, list] = {k: [] for k in point}
   for _ in range(n):
-    one = {
-        a: shift(g, sizes, {d: list(rng.choice(seeds[a][d], len(seeds[a][d]))) for d in sizes})
-        for a, g in grids.items()
-    }
+    drawn = list(rng.choice(units, len(units)))  # one draw of seeds for every (arm, size): the module docstring
+    one = {a: shift(g, sizes, {d: drawn for d in sizes}) for a, g in grids.items()}
     one = _with_diffs(one, diffs)
     for k in draws:
       if one.get(k) is not None:
@@ -186,3 +196,61 @@ def read_difference(diff: list, text: str, edges: list, seeds: int, advice: str 
       f"{text}: D's interval straddles 0",
       f"more seeds: {more}" + (f"; {advice}" if advice else ""),
   )
+
+
+SHARPNESS = "curvature/lr_times_preconditioned_lambda_max"  # η(t)·λ_max(M·P_t⁻¹H): analysis/tracking.py
+WINDOW = (1 / 3, 1.0)  # fractions of the run whose records give S: after the warmup, "along training"
+LANCZOS = "curvature/lanczos_steps"  # a record's Lanczos steps (warm-started: it stops at analysis.tracking_tol)
+
+
+def window_median(curve: list, steps: int) -> Optional[float]:
+  """The median of `curve`'s [step, value] records with step in `WINDOW`·steps (finite, positive); None if none."""
+  vals = [v for s, v in curve if WINDOW[0] * steps <= s <= WINDOW[1] * steps and report.finite(v) and v > 0]
+  return float(np.median(vals)) if vals else None
+
+
+def sharpness_record(run: Any, steps: int) -> dict:
+  """`curve` (a run's [step, η(t)·λ_max(M·P_t⁻¹H)] records), `stat` (their `window_median`: S) and `max` (the largest
+  after step 0) of a study.Run; an empty curve and None for a run without curvature records."""
+  records = [r for r in run.metrics(split="train") if SHARPNESS in r]
+  curve = [[r["step"], r[SHARPNESS]] for r in records]
+  late = [v for s, v in curve if s > 0 and report.finite(v)]
+  lanczos = [int(r[LANCZOS]) for r in records if report.finite(r.get(LANCZOS))]
+  return dict(curve=curve, stat=window_median(curve, steps), max=max(late) if late else None, lanczos=lanczos)
+
+
+def sharpness_slopes(rows: dict[str, dict[int, list[dict]]]) -> tuple[dict, dict]:
+  """({arm: {str(size): {mean, std, seeds, max}}}, {arm: [slope, lo, hi] or None}) from `rows` {arm: {size: [runs
+  with `stat` and `max`]}}: the log₂ S vs log₂ size slope over every (size, seed) with S > 0, with its Student-t
+  interval (experiments/stats.py `slope_interval`); None with fewer than 3 points or one size."""
+  sharp, slopes = {}, {}
+  for arm, sizes in rows.items():
+    sharp[arm] = {str(d): dict(zip(("mean", "std"), study.mean_std([r["stat"] for r in runs])), seeds=[r["stat"] for r in runs], max=study.mean_std([r["max"] for r in runs])[0]) for d, runs in sorted(sizes.items())}  # fmt: skip
+    pts = [(math.log2(d), math.log2(r["stat"])) for d, runs in sizes.items() for r in runs if r["stat"]]
+    ok = len(pts) >= 3 and len({x for x, _ in pts}) >= 2
+    slopes[arm] = list(stats.slope_interval(*zip(*pts))) if ok else None
+  return sharp, slopes
+
+
+def plain_log_y(ax) -> None:
+  """`ax`'s log y axis labelled as plain numbers over the data drawn on it (report.plain_log_ticks)."""
+  ys = [y for line in ax.get_lines() for y in np.asarray(line.get_ydata(), dtype=float) if np.isfinite(y) and y > 0]
+  if ys:
+    report.plain_log_ticks(ax.yaxis, min(ys), max(ys))
+
+
+def sharpness_vs_size(ax, sharp: dict, slopes: dict, colours: dict, sizes: list[int], *, word: str, xlabel: str):
+  """S vs size per arm (`sharp`, `slopes`: `sharpness_slopes`' pair), log-log, mean ± the seeds' std, each arm
+  labelled by its slope with its interval."""
+  for a, per in sharp.items():
+    rows = sorted((int(d), s) for d, s in per.items() if s["mean"])
+    if rows:
+      ds, ss = zip(*rows)
+      label = f"{a}: slope {stats.fmt(tuple(slopes[a]))}" if slopes.get(a) else a
+      ax.errorbar(ds, [s["mean"] for s in ss], yerr=[s["std"] or 0 for s in ss], fmt="o-", color=colours[a], capsize=3, label=label)  # fmt: skip
+  size_axis(ax, sizes)
+  ax.set_yscale("log")
+  plain_log_y(ax)
+  ax.set(xlabel=xlabel, ylabel="window median η·λ_max(M·P⁻¹H)", title=f"sharpness vs {word} (mean ± seeds' std)")
+  if ax.get_legend_handles_labels()[0]:
+    ax.legend(fontsize=7, loc="best")

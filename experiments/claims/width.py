@@ -45,13 +45,10 @@ only have been inconclusive; the rules and thresholds are unchanged.
 import math
 from typing import Optional
 
-import numpy as np
-
 from experiments import report, stats, study
 from experiments.claims import figures, transfer
 
-METRIC = "curvature/lr_times_preconditioned_lambda_max"
-WINDOW = (1 / 3, 1.0)  # fractions of the run whose records give S
+METRIC, WINDOW = transfer.SHARPNESS, transfer.WINDOW  # the records and the fractions of the run that give S
 FLAT = 0.1
 BOOT = 2000
 MAX_ROUNDS = 3  # lr-grid extensions past an edge optimum, one factor-2 step per round (module docstring)
@@ -68,23 +65,10 @@ THRESHOLDS = {
 }
 
 
-def _window_median(curve: list, steps: int) -> Optional[float]:
-  vals = [v for s, v in curve if WINDOW[0] * steps <= s <= WINDOW[1] * steps and report.finite(v) and v > 0]
-  return float(np.median(vals)) if vals else None
-
-
 def _run(run: study.Run, steps: int) -> dict:
-  curve = [[r["step"], r[METRIC]] for r in run.metrics(split="train") if METRIC in r]
   loss = run.final.get("eval/loss")
-  late = [v for s, v in curve if s > 0 and report.finite(v)]
-  return dict(
-      seed=run.seed,
-      cls=run.record.get("class"),
-      final_loss=float(loss) if report.finite(loss) else None,
-      curve=curve,
-      stat=_window_median(curve, steps),
-      max=max(late) if late else None,
-  )
+  final = float(loss) if report.finite(loss) else None
+  return dict(seed=run.seed, cls=run.record.get("class"), final_loss=final, **transfer.sharpness_record(run, steps))
 
 
 def parse_arm(label: str) -> tuple[str, int]:
@@ -112,13 +96,8 @@ def measure(results: study.Results) -> dict:
   steps = results.config.train.num_steps if results.config is not None else None
   arms = _arms(results)
   ref = _reference_lr(arms)
-  sharp, slopes = {}, {}
-  for arm, widths in arms.items():
-    rows = {d: [r for r in cells.get(ref, [])] for d, cells in sorted(widths.items()) if ref in cells}
-    sharp[arm] = {str(d): dict(zip(("mean", "std"), study.mean_std([r["stat"] for r in runs])), seeds=[r["stat"] for r in runs], max=study.mean_std([r["max"] for r in runs])[0]) for d, runs in rows.items()}  # fmt: skip
-    pts = [(math.log2(d), math.log2(r["stat"])) for d, runs in rows.items() for r in runs if r["stat"]]
-    ok = len(pts) >= 3 and len({x for x, _ in pts}) >= 2
-    slopes[arm] = list(stats.slope_interval(*zip(*pts))) if ok else None
+  rows = {a: {d: list(cells[ref]) for d, cells in sorted(w.items()) if ref in cells} for a, w in arms.items()}
+  sharp, slopes = transfer.sharpness_slopes(rows)
   grids = {a: w for a, w in arms.items() if sum(len(c) > 1 for c in w.values()) >= 2}
   twidths = sorted(set.intersection(*[{d for d, c in w.items() if len(c) > 1} for w in grids.values()])) if grids else []  # fmt: skip
   optima = {a: {str(d): transfer.optimum(w[d]) for d in twidths} for a, w in grids.items()}
@@ -224,13 +203,6 @@ def extensions(results: study.Results) -> dict[str, dict[str, list]]:
   return out
 
 
-def _plain_log_y(ax) -> None:
-  """`ax`'s log y axis labelled as plain numbers over the data drawn on it (report.plain_log_ticks)."""
-  ys = [y for line in ax.get_lines() for y in np.asarray(line.get_ydata(), dtype=float) if np.isfinite(y) and y > 0]
-  if ys:
-    report.plain_log_ticks(ax.yaxis, min(ys), max(ys))
-
-
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed") or not m.get("runs"):
     return []
@@ -258,7 +230,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
         if pts:
           x.plot(*zip(*pts), "-", color=wcol[int(d)], alpha=0.8)
     x.set_yscale("log")
-    _plain_log_y(x)
+    transfer.plain_log_y(x)
     x.set(xlabel="step", ylabel="η·λ_max(M·P⁻¹H)" if i == 0 else None)
     x.set_title(f"({chr(97 + i)}) {a}:\nsharpness at η {ref:.3g}", fontsize=10)  # two lines: the arms' names are long
   losses = [r["final_loss"] for a in tarms for c in runs[a].values() for rs in c.values() for r in rs]
@@ -268,17 +240,8 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     transfer.loss_vs_lr(x, runs[a], m["transfer_widths"], m["optima"][a], wcol, losses, top)
     x.set(xlabel="peak lr", ylabel="final val. loss (nats, log scale)" if i == 0 else None)
     x.set_title(f"({chr(97 + len(arms) + i)}) {a}:\nfinal loss vs lr", fontsize=10)
-  w = ax["w"]
-  for a in arms:  # sharpness vs width, log-log, seeds' spread
-    rows = sorted((int(d), s) for d, s in m["sharpness"].get(a, {}).items() if s["mean"])
-    if rows:
-      ds, ss = zip(*rows)
-      w.errorbar(ds, [s["mean"] for s in ss], yerr=[s["std"] or 0 for s in ss], fmt="o-", color=acol[a], capsize=3, label=f"{a}: slope {stats.fmt(tuple(m['slopes'][a]))}" if m["slopes"].get(a) else a)  # fmt: skip
-  transfer.size_axis(w, widths)
-  w.set_yscale("log")
-  _plain_log_y(w)
-  w.set(xlabel="width d", ylabel="window median η·λ_max(M·P⁻¹H)", title="sharpness vs width (mean ± seeds' std)")
-  w.legend(fontsize=7, loc="best")
+  sharp = {a: m["sharpness"].get(a, {}) for a in arms}  # (sharpness vs width, log-log, the seeds' spread)
+  transfer.sharpness_vs_size(ax["w"], sharp, m["slopes"], acol, widths, word="width", xlabel="width d")
   if tarms:  # the optimum vs width
     optima = {a: m["optima"][a] for a in tarms}
     transfer.optima_vs_size(ax["o"], optima, m["shifts"], acol, m["transfer_widths"], word="width", xlabel="width d")
