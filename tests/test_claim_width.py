@@ -226,7 +226,11 @@ def test_measure_reads_the_sharpness_window_the_optima_and_the_shifts(tmp_path):
   assert m["shifts"][claim.MU][0] == pytest.approx(0.0) and m["shifts"]["|µP| − |SP|"][0] == pytest.approx(-3.0)
   v = claim.verdict(m)
   assert v.verdict == study.INCONCLUSIVE and "(a) sharpness reproduced" in v.reason and "edge" in v.reason
-  assert claim.summary(m)["slope SP"].startswith("1 [")
+  summary = claim.summary(json.loads(json.dumps(m)))  # as claim.json holds it: the lrs as strings
+  assert summary["slope SP"].startswith("1 [")
+  # µP's loss at 2^−9: 3 + 0.01·seed over seeds 0, 1 (mean 3.005, std 0.01/√2); SP's lowest lr at d 256 (its edge)
+  assert summary["best loss µP @ width 32"] == "3 ± 0.0071 at η 0.00195312"
+  assert summary["best loss SP @ width 256"] == "3 ± 0.0071 at η 0.000244141"
 
 
 # ------------------------------------------------------------------------------------------ the design, end to end

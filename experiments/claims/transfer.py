@@ -6,7 +6,8 @@ Contract. A run is a dict with at least `seed`, `cls` (its outcome class, analys
 factor-2 lr grid; an arm's grid is {size: cells}.
   parse_label(label, axis)          ('µP', 128) from the grid's label 'µP @ width 128' (axis 'width' or 'depth')
   optimum(cells)                    (log₂ η*, at the grid's edge): the lowest mean final loss among lrs whose runs all
-                                    trained, refined by the parabola through it and its grid neighbours in log₂ lr
+                                    trained, refined by the parabola through it and its grid neighbours in log₂ lr;
+                                    best_loss(cells) that loss itself (mean ± std over seeds) and its lr
   shift(grid, sizes, seeds=None)    log₂ η*(largest size) − log₂ η*(smallest), one seed resample per size if given
   shift_intervals(grids, sizes, diffs, n=, seed=)   every arm's shift and each difference of magnitudes |a| − |b|
                                     with percentile-bootstrap intervals (95%), the seeds resampled as units: one
@@ -64,6 +65,18 @@ def optimum(cells: dict[float, list[dict]]) -> Optional[tuple[float, bool]]:
   )
   h, curv = (xr - xl) / 2, yl - 2 * y + yr
   return (x - h * (yr - yl) / (2 * curv) if curv > 0 else x), False
+
+
+def best_loss(cells: dict) -> Optional[tuple[float, float, float]]:
+  """(mean, sample std, lr) of the lowest seed-mean final loss over {lr: runs} among lrs whose runs all trained (the
+  grid point `optimum` starts from; the lrs as floats or as claim.json's strings); None when no lr trained."""
+  means = {float(lr): [r["final_loss"] for r in runs] for lr, runs in cells.items() if runs and all(
+      r["cls"] == outcomes.TRAINED and r["final_loss"] is not None for r in runs)}  # fmt: skip
+  if not means:
+    return None
+  lr = min(means, key=lambda k: np.mean(means[k]))
+  mean, std = study.mean_std(means[lr])
+  return mean, std, lr
 
 
 def resample(cells: dict[float, list[dict]], seeds: list[int]) -> dict[float, list[dict]]:

@@ -258,6 +258,12 @@ def summary(m: dict) -> dict:
     return {}
   out = {f"slope {a}": stats.fmt(tuple(s)) for a, s in m["slopes"].items() if s}
   out.update({f"shift {k}": stats.fmt(tuple(s)) for k, s in m["shifts"].items() if s})
+  for a in m.get("optima", {}):  # reported, not decisive: what Kalra & Barkeshli 2026 call µP's benefit, the loss
+    for d in m["transfer_widths"]:
+      best = transfer.best_loss(m["runs"][a][str(d)])
+      if best:
+        spread = "" if best[1] is None else f" ± {best[1]:.2g}"
+        out[f"best loss {a} @ width {d}"] = f"{best[0]:.3g}{spread} at η {best[2]:g}"
   return out
 
 
