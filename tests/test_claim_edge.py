@@ -275,8 +275,16 @@ def test_a_trace_reads_the_sharpness_at_the_end_of_the_warmup_against_the_same_s
   assert t["end_of_warmup"]["step"] == 20 and t["end_of_warmup"]["adam_over_step0"] == pytest.approx(0.25)
   assert t["end_of_warmup"]["gd_over_step0"] == pytest.approx(0.25)  # 2.5 / 10
   assert t["max_over_c"]["adam"] == pytest.approx(5.0 / 38.0) and t["max_over_c"]["gd"] == pytest.approx(0.025)
-  assert edge.summary(dict(m, crashed=[]))["trace, warmup 20: λ(P⁻¹H) at its end / λ₀"] == 0.25
+  assert edge.summary(dict(m, crashed=[]))["trace, warmup 20: λ(P⁻¹H) at step 20 / λ₀"] == "0.25 (seeds 0.25–0.25)"
   assert edge._trace_figure(m, str(tmp_path), "s") == ["trace.png"]
+  # the control: the same method without warmup, read at the same step 20 (it falls to 100: 0.1 of λ₀)
+  lines0 = [dict(x, **{"curvature/preconditioned_lambda_max": 3e4 / x["step"] - 1400}) if "curvature/lambda_max" in x else x for x in lines]  # fmt: skip
+  rec0 = _write_run(tmp_path, "a-trace0", 0, arm="a", params=dict(params, **{"optim.warmup_steps": 0}), cls=outcomes.TRAINED)  # fmt: skip
+  (tmp_path / rec0["workdir"] / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines0))
+  m = edge.measure(study.Results(str(tmp_path), records + [rec, rec0], _Config()))
+  summary = edge.summary(json.loads(json.dumps(study.jsonable(dict(m, crashed=[])))))
+  assert summary["trace, warmup 0: λ(P⁻¹H) at step 20 / λ₀"] == "0.1 (seeds 0.1–0.1)"  # (3e4/20 − 1400) / 1000
+  assert summary["trace, warmup 20: λ(P⁻¹H) at step 20 / λ₀"] == "0.25 (seeds 0.25–0.25)"
 
 
 @pytest.mark.parametrize(
