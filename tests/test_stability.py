@@ -120,6 +120,34 @@ def test_preconditioned_top_eigenvalues_match_numpy_on_a_quadratic():
   assert stability.max_stable_lr_adam(float(got.values[0]), 0.9) == pytest.approx(38.0 / want[0], rel=1e-8)
 
 
+def test_frozen_preconditioner_momentum_diverges_exactly_past_38_over_the_codes_preconditioned_lambda():
+  """Cohen et al. 2022's Adam threshold with P ≠ I: on ½θᵀAθ (A SPD) with P = |g| + ε frozen, EMA momentum on
+  P⁻¹-scaled steps (θ -= η·P⁻¹m, m = β₁m + (1 − β₁)Aθ) is `_run_ema_momentum` on P⁻¹A, so it contracts just below
+  η = (2 + 2β₁)/((1 − β₁)·λ_max(P⁻¹A)) and diverges just above; λ_max(P⁻¹A) from the code's preconditioned operator
+  and Lanczos, P spanning four orders of magnitude."""
+  with jax.enable_x64(True):
+    _, params, _, _, batch = _quadratic(2)
+    a = _spd(7)
+    rng = np.random.default_rng(3)
+    grad = rng.choice([-1.0, 1.0], N) * 10.0 ** rng.uniform(-4, 0, N)
+    eps = 1e-6
+    a_j = jnp.asarray(a)
+
+    def loss_fn(p, _):
+      theta = jax.flatten_util.ravel_pytree(p)[0]
+      return 0.5 * theta @ a_j @ theta
+
+    g = jax.flatten_util.ravel_pytree(params)[1](jnp.asarray(grad))
+    pre = stability.adam_preconditioned_operator(hvp_fn(loss_fn, params, batch), g, eps)
+    lam = float(top_eigenvalues(pre, params, 1, num_steps=N, key=jax.random.key(0)).values[0])
+  p_inv_a = a / (np.abs(grad) + eps)[:, None]
+  assert lam == pytest.approx(np.max(np.linalg.eigvals(p_inv_a).real), rel=1e-8)
+  lr = stability.max_stable_lr_adam(lam, 0.9)
+  assert lr * lam == pytest.approx(38.0)
+  below, above = _run_ema_momentum(p_inv_a, 0.99 * lr, 0.9), _run_ema_momentum(p_inv_a, 1.01 * lr, 0.9)
+  assert below[-1] < 1e-3 * below[0] and np.isfinite(above[-1]) and above[-1] > 1e4 * above[0]
+
+
 def test_step0_predictors_read_the_preconditioned_lambda_at_a_second_eps_and_flag_where_eps_decides():
   """A zero gradient entry makes P = ε there: at ε = 1e-3 and at ε' = 1e-8·RMS(g) the top eigenvalue of P⁻¹A moves by
   orders of magnitude (flagged); with every entry of g well away from 0 both ε are negligible (not flagged)."""
