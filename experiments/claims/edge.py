@@ -28,6 +28,7 @@ from analysis import outcomes
 from experiments import report, stats, study
 from experiments.claims import figures
 from experiments.claims.edge_rules import (
+    BOUNDARY_SEEDS,
     EARLY,
     EARLY_WINDOW,
     FINAL,
@@ -213,7 +214,12 @@ PRIMARY = ("adam", EARLY, "beats the lr")  # the predictor, outcome and score th
 @study.crashed_first
 def verdict(m: dict) -> study.Verdict:
   """The `adam` predictor's AUC gap over the lr alone on the early outcome (module docstring): reproduced when its
-  bootstrap interval lies above 0, not reproduced below, inconclusive across 0 or when too few methods are scored."""
+  bootstrap interval lies above 0, not reproduced below, inconclusive across 0, when too few methods are scored or
+  when a method's boundary cell has fewer than `BOUNDARY_SEEDS` seeds."""
+  short = [f"{method} η {lr:g}" for method, g in m["grid"].items() for lr in g.get("boundary", ())
+           if g.get("seeds", {}).get(lr, g.get("seeds", {}).get(str(lr), 0)) < BOUNDARY_SEEDS]  # fmt: skip
+  if short:
+    return study.Verdict(study.INCONCLUSIVE, f"boundary cells with fewer than {BOUNDARY_SEEDS} seeds: {short}")
   predictor, which, name = PRIMARY
   s = m["scores"][which][predictor]
   result = s["verdicts"][name]

@@ -36,8 +36,10 @@ decide: the registry's rules).
 
 The grid, per method (`extend`): a factor-2 lr grid, extended upwards by ×2 while no cell without warmup is
 unstable and downwards by ÷2 while none is stable (up to `MAX_ROUNDS` extensions), so that every method's boundary
-is bracketed; the two cells on either side of each method's boundary (its largest stable and smallest unstable lr)
-get `BOUNDARY_SEEDS` = 3 seeds, the others `SEEDS` = 2.
+is bracketed. Seeds: at least `SEEDS` = 2 per cell and `BOUNDARY_SEEDS` = 3 at the two cells on either side of each
+method's boundary (its largest stable and smallest unstable lr); the cpu and paper configs run 3 at every cell
+(configs/claims/edge.py SEEDS), and a verdict that finds a boundary cell with fewer is inconclusive
+(experiments/claims/edge.py `verdict`, naming the cells).
 
 The warmup question, the same way: among the (method, η) whose cell without warmup is unstable (early) or fails
 (final), *rescued* when its cell with warmup T_w is stable (early) or trains (final); scored by the AUC of −margin
