@@ -53,8 +53,8 @@ THRESHOLDS = {
     "optimum": "per arm × depth, the lowest seed-mean final validation loss among lrs whose runs all trained, refined "
     "by the parabola through its grid neighbours in log₂ lr; flagged at the lr grid's edge",
     "shift": "log₂ η*(deepest) − log₂ η*(shallowest), in factor-2 grid steps",
-    "transfer": f"D = |shift CompleteP| − |shift SP|, 95% percentile-bootstrap interval ({BOOT} draws, each (arm, depth)'s "
-    "seeds resampled independently): below 0 reproduced; at or above 0 not reproduced; straddling 0, an optimum of "
+    "transfer": f"D = |shift CompleteP| − |shift SP|, 95% percentile-bootstrap interval ({BOOT} draws, the seeds "
+    "resampled as units shared by every (arm, depth)): below 0 reproduced; at or above 0 not reproduced; straddling 0, an optimum of "
     "CompleteP or SP at the lr grid's edge at an end depth, no trained lr there, or < 2 seeds: inconclusive",
     "reported": "Depth-µP's shift and |Depth-µP| − |SP|, and every arm's log₂-log₂ slope of the sharpness S vs depth "
     "at the reference lr (S: the median of η(t)·λ_max(M·P_t⁻¹H) over the last two thirds of the run): measured beside "

@@ -21,9 +21,10 @@ Measured (configs/claims/width.py: SP, NTK, µP and SP + µP's embedding lr × w
              trained (analysis/outcomes.py: diverged, collapsed and undertrained runs excluded), refined by the
              parabola through it and its two grid neighbours in log₂ lr (an optimum at the grid's edge is flagged);
   shift      per arm, log₂ η*(widest) − log₂ η*(narrowest transfer width) in grid steps (factor 2 = 1), and the
-             difference of magnitudes D = |shift µP| − |shift SP|; intervals: percentile bootstrap resampling each
-             (arm, width)'s seeds independently (`BOOT` draws); the optimum, the shift and their intervals are
-             experiments/claims/transfer.py's, shared with study 13 (depth).
+             difference of magnitudes D = |shift µP| − |shift SP|; intervals: percentile bootstrap (`BOOT` draws)
+             resampling the seeds as units shared by every (arm, width) (since 2026-11-27; the committed cpu record,
+             decided before, resampled each (arm, width)'s seeds independently: transfer.py says why it changed);
+             the optimum, the shift and their intervals are experiments/claims/transfer.py's, shared with study 13.
 Rules (stated before any run):
   (a) sharpness  reproduced when µP's slope interval lies inside ±`FLAT` and SP's excludes 0; not reproduced when
                  µP's lies outside ±FLAT or SP's inside ±FLAT; otherwise inconclusive (more seeds narrow them);
