@@ -54,8 +54,9 @@ THRESHOLDS = {
     "by the parabola through its grid neighbours in log₂ lr; flagged at the lr grid's edge",
     "shift": "log₂ η*(deepest) − log₂ η*(shallowest), in factor-2 grid steps",
     "transfer": f"D = |shift CompleteP| − |shift SP|, 95% percentile-bootstrap interval ({BOOT} draws, the seeds "
-    "resampled as units shared by every (arm, depth)): below 0 reproduced; at or above 0 not reproduced; straddling 0, an optimum of "
-    "CompleteP or SP at the lr grid's edge at an end depth, no trained lr there, or < 2 seeds: inconclusive",
+    "resampled as units shared by every (arm, depth)): below 0 reproduced; at or above 0 not reproduced; straddling "
+    "0, an optimum of CompleteP or SP at the lr grid's edge at an end depth, no trained lr there, or < 2 seeds: "
+    "inconclusive",
     "reported": "Depth-µP's shift and |Depth-µP| − |SP|, and every arm's log₂-log₂ slope of the sharpness S vs depth "
     "at the reference lr (S: the median of η(t)·λ_max(M·P_t⁻¹H) over the last two thirds of the run): measured beside "
     "the verdict, not decisive",
@@ -83,14 +84,19 @@ def measure(results: study.Results) -> dict:
   sharp, slopes = transfer.sharpness_slopes({a: g for a, g in rows.items() if g})
   ref = sorted({lr for g in arms.values() for c in g.values() for lr, runs in c.items() if any(r["curve"] for r in runs)})  # fmt: skip
   lanczos = [n for g in rows.values() for rs in g.values() for r in rs for n in r["lanczos"]]
+  cost = dict(records=len(lanczos), median=float(np.median(lanczos)), max=max(lanczos)) if lanczos else None
   common = sorted(set.intersection(*[set(g) for g in arms.values()])) if arms else []
   ends = [common[0], common[-1]] if len(common) >= 2 else []
   optima = {a: {str(L): transfer.optimum(c) for L, c in sorted(g.items())} for a, g in arms.items()}
   grids = {a: {L: g[L] for L in ends} for a, g in arms.items()}
   seeds = min((len(runs) for g in arms.values() for c in g.values() for runs in c.values()), default=0)
   unclassed = [f"{a} @ depth {L} η {lr:g}" for a, g in arms.items() for L, c in g.items() for lr, runs in c.items() if any(r["cls"] is None for r in runs)]  # fmt: skip
-  out.update(steps=steps, ref_lr=ref, sharpness=sharp, slopes=slopes, lanczos_steps=dict(
-      records=len(lanczos), median=float(np.median(lanczos)), max=max(lanczos)) if lanczos else None,  # fmt: skip
+  out.update(
+      steps=steps,
+      ref_lr=ref,
+      sharpness=sharp,
+      slopes=slopes,
+      lanczos_steps=cost,
       seeds=seeds,
       unclassed=unclassed,
       depths=sorted({L for g in arms.values() for L in g}),
