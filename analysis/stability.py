@@ -169,8 +169,8 @@ def adam_preconditioner_scale(grads: Any, eps: float, dtype=None) -> jax.Array:
   return _inverse_sqrt_preconditioner(ravel_leaves(grads, dtype), jnp.asarray(eps, dtype))
 
 
-EPS_PROBE = 1e-8  # ε' = EPS_PROBE·RMS(g): the second ε at which step0_predictors reads λ_max(P⁻¹H) (issue 28)
-EPS_FACTOR = 2.0  # ε decides λ_max(P⁻¹H) when the two readings differ by more than this factor
+EPS_PROBE = 1e-8  # ε' = EPS_PROBE·RMS(g): the second ε of step0_predictors' λ_max(P⁻¹H) and update λ₀ (issue 28)
+EPS_FACTOR = 2.0  # ε decides such a λ when its two readings differ by more than this factor
 
 
 def eps_decides(lam: float, lam_alt: float, factor: float = EPS_FACTOR) -> bool:
@@ -398,7 +398,8 @@ def step0_predictors(
 
   Returns:
     A dict of floats and lists: λ_max(H) with its bound and 2/λ_max, λ_max(P⁻¹H) with its bound and the Adam
-    bound, the update sharpness and the critical first learning rate, and the assumptions.
+    bound, the update sharpness and the critical first learning rate, each ε-dependent λ (λ_max(P⁻¹H), the
+    update's dᵀHd/gᵀd) again at ε' = `EPS_PROBE`·RMS(g) with its flag, and the assumptions.
   """
   momentum_stability_threshold(beta1)
   _check_eps(eps)
@@ -451,14 +452,31 @@ def step0_predictors(
           eps_decides=eps_decides(float(e.values[0]), lam_alt),
       )
   if with_update_sharpness:
-    direction = adam_first_update(grads, -1.0, eps)  # d = M·g/(|g| + ε); the update at η is −η·d
-    if scaled:
-      direction = jax.tree.map(lambda d, m: d * jnp.asarray(m, d.dtype), direction, lr_multipliers)
-    dhd, dd = directional_curvature(operator, direction)
-    gd = jnp.vdot(ravel_leaves(grads, operator.dtype), ravel_leaves(direction, operator.dtype))
+
+    def along_update(e):  # (dᵀHd, dᵀd, gᵀd) for Adam's first update at ε = e
+      direction = adam_first_update(grads, -1.0, e)  # d = M·g/(|g| + ε); the update at η is −η·d
+      if scaled:
+        direction = jax.tree.map(lambda d, m: d * jnp.asarray(m, d.dtype), direction, lr_multipliers)
+      dhd, dd = directional_curvature(operator, direction)
+      return dhd, dd, jnp.vdot(ravel_leaves(grads, operator.dtype), ravel_leaves(direction, operator.dtype))
+
+    dhd, dd, gd = along_update(eps)
     record.update(
         update_sharpness=float(dhd / dd),
         update_norm_per_lr=float(jnp.sqrt(dd)),
         first_step_critical_lr=first_step_critical_lr(gd, dhd),
     )
+    # ε's influence on the update predictor too: d = g/(|g| + ε) is ε's where |g| ≲ ε. Its λ₀ = 2/(critical first
+    # step) = dᵀHd/gᵀd, read at ε' as λ_max(P⁻¹H) is; flagged the same way.
+    g_flat = ravel_leaves(grads, operator.dtype)
+    eps_alt = EPS_PROBE * float(jnp.sqrt(jnp.mean(g_flat**2)))
+    if eps_alt > 0:
+      dhd_alt, _, gd_alt = along_update(eps_alt)
+      lam, lam_alt = float(dhd / gd) if gd else 0.0, float(dhd_alt / gd_alt) if gd_alt else 0.0
+      record.update(
+          update_lambda=lam,
+          update_lambda_at_eps_probe=lam_alt,
+          # both ≤ 0 (dᵀHd ≤ 0 at either ε: every η is predicted stable) agree; one sign flip is ε's
+          update_eps_decides=(lam > 0) != (lam_alt > 0) or (lam > 0 and eps_decides(lam, lam_alt)),
+      )
   return record

@@ -184,13 +184,15 @@ def _write_run(root, cell, seed, *, arm, params, train=(), stability=None, cls=N
   )  # fmt: skip
 
 
-def _study_runs(tmp_path, lam_adam: dict, eps_decides=()):
+def _study_runs(tmp_path, lam_adam: dict, eps_decides=(), update_eps_decides=()):
   """Per method an at-init run with λ_max(P⁻¹H) = lam_adam[method] and training runs (warmup 0 and 5) whose early
-  class follows Adam's rule: unstable (a 3-nat spike at step 3) iff η·λ > 38."""
+  class follows Adam's rule: unstable (a 3-nat spike at step 3) iff η·λ > 38. ε decides λ(P⁻¹H) of the methods in
+  `eps_decides` and the update predictor's λ₀ of those in `update_eps_decides` (seed 1 only)."""
   records = []
   for method, lam in lam_adam.items():
     for seed in (0, 1):
-      stab = dict(lambda_max=1.0, preconditioned_lambda_max=lam * (1 + 0.01 * seed), eps_decides=method in eps_decides)
+      stab = dict(lambda_max=1.0, preconditioned_lambda_max=lam * (1 + 0.01 * seed), eps_decides=method in eps_decides,
+                  update_eps_decides=seed == 1 and method in update_eps_decides)  # fmt: skip
       records.append(
           _write_run(tmp_path, f"{method}-init", seed, arm=method, params={"analysis.at_init": True}, stability=stab)
       )
@@ -214,9 +216,9 @@ class _Config:
 
 def test_measure_reads_lambda0_per_method_the_classes_and_scores_them(tmp_path):
   lam = {"a": 1e2, "b": 1e3, "c": 1e4, "d": 1e5, "e": 3e5}
-  m = edge.measure(_study_runs(tmp_path, lam, eps_decides=("e",)))
+  m = edge.measure(_study_runs(tmp_path, lam, eps_decides=("e",), update_eps_decides=("a", "e")))
   assert m["lam0"]["b"]["adam"] == pytest.approx(1e3 * 1.005)  # the median of the two seeds
-  assert m["flagged"] == {"e": ["adam"]}
+  assert m["flagged"] == {"a": ["update"], "e": ["adam", "update"]}  # any seed's flag flags the method
   assert m["thresholds"]["adam"] == pytest.approx(38.0)
   early = m["scores"]["early"]["adam"]
   # e is flagged (ε decides its λ): 4 methods × 3 lrs scored; unstable where η·λ > 38: b at 0.1, c at 0.01 and 0.1,

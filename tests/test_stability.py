@@ -170,6 +170,27 @@ def test_step0_predictors_read_the_preconditioned_lambda_at_a_second_eps_and_fla
   assert not fine["eps_decides"]
 
 
+@pytest.mark.parametrize("b, flagged", [((1.0, 1e-7), True), ((1.0, 0.5), False)])
+def test_the_update_predictor_is_read_at_the_second_eps_and_flagged_where_eps_decides(b, flagged):
+  """½θᵀdiag(1, 1e4)θ + bᵀθ at θ = 0, so g = b and d = g/(|g| + ε): λ₀ of the update predictor is dᵀHd/gᵀd (2 over
+  the critical first step). With a gradient entry of 1e-7 under ε = 1e-3, d is ~1e-4 there at ε and ~0.93 at
+  ε' = 1e-8·RMS(g): that coordinate's curvature 1e4 enters only at ε', so ε decides λ₀ (flagged); with both entries
+  far above both ε, the readings agree."""
+  h, g = np.array([1.0, 1e4]), np.array(b)
+  with jax.enable_x64(True):
+    params = {"w": jnp.zeros(2)}
+    loss_fn = lambda p, _: 0.5 * jnp.sum(jnp.asarray(h) * p["w"] ** 2) + jnp.vdot(jnp.asarray(g), p["w"])
+    batch = {"targets": jnp.ones((1, 1), jnp.int32)}
+    kw = dict(beta1=0.9, preconditioned_top_k=0, with_update_sharpness=True, num_steps=2, key=jax.random.key(0))
+    rec = stability.step0_predictors(hvp_fn(loss_fn, params, batch), loss_fn, params, [batch], eps=1e-3, **kw)
+  lam = lambda e: float(np.sum(h * (g / (np.abs(g) + e)) ** 2) / np.sum(g * g / (np.abs(g) + e)))
+  eps_alt = 1e-8 * np.sqrt(np.mean(g**2))
+  assert rec["update_lambda"] == pytest.approx(lam(1e-3), rel=1e-10)
+  assert rec["update_lambda_at_eps_probe"] == pytest.approx(lam(eps_alt), rel=1e-10)
+  assert rec["update_lambda"] == pytest.approx(2.0 / rec["first_step_critical_lr"], rel=1e-10)
+  assert rec["update_eps_decides"] is flagged
+
+
 def test_lr_multipliers_give_the_eigenvalues_of_m_p_inverse_h():
   """Per-leaf learning-rate multipliers m (µP's): the preconditioned eigenvalues are those of M·P⁻¹A, through the
   symmetric M^{1/2}P^{-1/2}AP^{-1/2}M^{1/2}; all-ones multipliers change nothing."""

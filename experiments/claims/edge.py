@@ -152,8 +152,9 @@ def measure(results: study.Results) -> dict:
     if run.params.get("analysis.at_init"):
       stability = run.analysis("stability", 0, required=False) or {}
       per_seed.setdefault(run.arm, {})[run.seed] = step0_lambdas(stability, beta1)
-      if stability.get("eps_decides"):
-        flagged.setdefault(run.arm, set()).add("adam")
+      for predictor, flag in (("adam", "eps_decides"), ("update", "update_eps_decides")):
+        if stability.get(flag):
+          flagged.setdefault(run.arm, set()).add(predictor)
       continue
     warmup = int(run.params["optim.warmup_steps"])
     if run.params.get("train.curvature_every"):
