@@ -467,7 +467,8 @@ def step0_predictors(
         first_step_critical_lr=first_step_critical_lr(gd, dhd),
     )
     # ε's influence on the update predictor too: d = g/(|g| + ε) is ε's where |g| ≲ ε. Its λ₀ = 2/(critical first
-    # step) = dᵀHd/gᵀd, read at ε' as λ_max(P⁻¹H) is; flagged the same way.
+    # step) = dᵀHd/gᵀd, read at ε' as λ_max(P⁻¹H) is, and flagged by the same factor, except that two non-positive
+    # readings agree (below), where `eps_decides` would flag them.
     g_flat = ravel_leaves(grads, operator.dtype)
     eps_alt = EPS_PROBE * float(jnp.sqrt(jnp.mean(g_flat**2)))
     if eps_alt > 0:

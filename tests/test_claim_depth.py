@@ -130,6 +130,18 @@ def test_measure_reads_the_optima_and_the_shifts_between_the_end_depths(tmp_path
   assert claim.summary(m)["shift |CompleteP| − |SP|"] == "-3 [-3, -3]"
 
 
+def test_the_sharpness_is_read_at_one_lr_and_a_reference_run_without_records_is_named(tmp_path):
+  results = _fake_sweep(tmp_path)
+  (tmp_path / "cells" / f"{SP}16{REF}" / "seed_1" / "metrics.jsonl").write_text("")  # diverged before a record
+  m = claim.measure(results)
+  assert m["sharpness_missing"] == ["SP @ depth 16 seed 1"] and m["sharpness"][SP]["16"]["seeds"][1] is None
+  assert claim.summary(m)["sharpness: reference-lr runs without a window median"] == "SP @ depth 16 seed 1"
+  other = tmp_path / "cells" / f"{CP}2{2 * REF}" / "seed_0" / "metrics.jsonl"  # curvature records at a second lr
+  other.write_text(json.dumps({"split": "train", "step": 8, transfer.SHARPNESS: 1.0}) + "\n")
+  with pytest.raises(ValueError, match="sharpness at one lr; curvature records were found at lrs"):
+    claim.measure(results)
+
+
 def test_measure_names_crashed_and_unclassed_runs(tmp_path):
   results = _fake_sweep(tmp_path)
   crashed = dict(results.runs[0].record, outcome="crashed", error="boom", final={}, **{"class": None})

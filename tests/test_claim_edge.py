@@ -304,7 +304,7 @@ def test_verdict_reads_the_adam_gap_interval_on_both_sides_of_0(interval, verdic
   if verdict == study.INCONCLUSIVE:
     assert "contains 0" in v.reason and "would decide" in v.reason and "bracket" not in v.reason
     # the lower half 0.15 narrowed by √(5/n) falls below 0.1 from n > 5·1.5² = 11.25
-    assert "≈ 12 methods were the gap's point and spread to hold (now 5;" in v.reason, v.reason
+    assert "at least ≈ 12 methods were the gap's point and spread to hold (now 5;" in v.reason, v.reason
   assert edge.verdict(dict(m, crashed=["x seed 0: boom"])).verdict == study.INCONCLUSIVE
   # a boundary cell under BOUNDARY_SEEDS = 3 seeds (claim.json's keys are strings): inconclusive, naming it
   grid = {"a": {"bracketed": True, "boundary": [1e-3, 2e-3], "seeds": {"0.001": 3, "0.002": 2}}}

@@ -99,3 +99,14 @@ def test_the_bootstrap_resamples_seeds_as_units_shared_by_every_arm_and_size():
   out = transfer.shift_intervals(grids, [1, 4], {"|a| − |b|": ("a", "b")}, n=400, seed=0)
   assert out["a"] == pytest.approx([-3.0, -3.0, -3.0]) and out["b"] == pytest.approx([-2.0, -2.0, -2.0])
   assert out["|a| − |b|"] == pytest.approx([1.0, 1.0, 1.0])
+
+
+def test_cells_with_unequal_seeds_are_resampled_on_their_own_and_no_draw_is_lost():
+  """One (arm, size) ran a third seed the others lack: a shared draw of seed 2 would empty every other cell, so each
+  (arm, size) is resampled over its own seeds (as before the paired bootstrap). Every draw then has a shift, and the
+  interval is that of the independent resampling; an arm without a point estimate gets None, not [None, lo, hi]."""
+  grids = {"a": _grid({1: [-9.0, -10.0], 4: [-12.0, -13.0, -12.5]}), "b": _grid({1: [-9.0, -10.0], 4: [-11.0, -12.0]})}
+  out = transfer.shift_intervals(grids, [1, 4], {"|a| − |b|": ("a", "b")}, n=400, seed=0)
+  assert out["a"][0] == pytest.approx(-12.5 + 9.5) and out["a"][1] < -3.0 < out["a"][2]  # base −9 or −10 drawn alone
+  gone = {"g": _grid({1: [-9.0, -9.0], 4: [-9.0, -9.0]}, diverge_at=4)}
+  assert transfer.shift_intervals(gone, [1, 4], {}, n=50)["g"] is None

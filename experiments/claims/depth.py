@@ -78,11 +78,14 @@ def measure(results: study.Results) -> dict:
     lr = float(run.params["optim.learning_rate"])
     t = steps or run.config()["train"]["num_steps"]
     arms.setdefault(arm, {}).setdefault(depth, {}).setdefault(lr, []).append(_run(run, t))
-  # the sharpness: the runs with curvature records (configs/claims/depth.py REF_LR), per arm × depth
-  rows = {a: {L: [r for runs in c.values() for r in runs if r["curve"]] for L, c in sorted(g.items())} for a, g in arms.items()}  # fmt: skip
-  rows = {a: {L: rs for L, rs in g.items() if rs} for a, g in rows.items()}
-  sharp, slopes = transfer.sharpness_slopes({a: g for a, g in rows.items() if g})
+  # the sharpness at the reference lr (configs/claims/depth.py REF_LR): the one lr whose runs carry curvature records
   ref = sorted({lr for g in arms.values() for c in g.values() for lr, runs in c.items() if any(r["curve"] for r in runs)})  # fmt: skip
+  if len(ref) > 1:
+    raise ValueError(f"study 13 reads the sharpness at one lr; curvature records were found at lrs {ref}")
+  rows = {a: {L: list(c[ref[0]]) for L, c in sorted(g.items()) if ref[0] in c} for a, g in arms.items()} if ref else {}
+  sharp, slopes = transfer.sharpness_slopes({a: g for a, g in rows.items() if g})
+  # a reference-lr run without a window median (no records: it diverged first) is named, not silently dropped
+  no_stat = [f"{a} @ depth {L} seed {r['seed']}" for a, g in rows.items() for L, rs in g.items() for r in rs if r["stat"] is None]  # fmt: skip
   lanczos = [n for g in rows.values() for rs in g.values() for r in rs for n in r["lanczos"]]
   cost = dict(records=len(lanczos), median=float(np.median(lanczos)), max=max(lanczos)) if lanczos else None
   common = sorted(set.intersection(*[set(g) for g in arms.values()])) if arms else []
@@ -97,6 +100,7 @@ def measure(results: study.Results) -> dict:
       sharpness=sharp,
       slopes=slopes,
       lanczos_steps=cost,
+      sharpness_missing=no_stat,
       seeds=seeds,
       unclassed=unclassed,
       depths=sorted({L for g in arms.values() for L in g}),
@@ -186,6 +190,8 @@ def summary(m: dict) -> dict:
     return {}
   out = {f"shift {k}": stats.fmt(tuple(s)) for k, s in m["shifts"].items() if s}
   out.update({f"sharpness slope {a} (reported)": stats.fmt(tuple(s)) for a, s in (m.get("slopes") or {}).items() if s})  # fmt: skip
+  if m.get("sharpness_missing"):
+    out["sharpness: reference-lr runs without a window median"] = ", ".join(m["sharpness_missing"])
   n = m.get("lanczos_steps")
   if n:
     out["Lanczos steps per curvature record"] = f"median {n['median']:g}, max {n['max']} over {n['records']} records"

@@ -270,7 +270,7 @@ def _what_would_decide(m: dict, gap: Optional[Sequence[float]] = None, methods: 
   text = "More methods (the registry's rules; the interval is a bootstrap over methods) would decide it"
   need = stats.groups_to_decide(gap, methods, 0.0) if gap and methods else None
   if need:
-    text += f": ≈ {need} methods were the gap's point and spread to hold (now {methods}; it narrows as 1/√n)"
+    text += f": at least ≈ {need} methods were the gap's point and spread to hold (now {methods}; it narrows as 1/√n)"
   if sides:
     text += (
         "; so would bracketing the boundary of the methods the grid does not bracket: "

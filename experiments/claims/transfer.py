@@ -109,20 +109,25 @@ def shift_intervals(
 ) -> dict:
   """{arm: [shift, lo, hi]} and {diffs key: [|a| − |b|, lo, hi]} over `grids` {arm: {size: {lr: runs}}} between
   sizes[0] and sizes[-1]: percentile bootstrap intervals (95%, `n` draws), each draw one resample of the seeds shared
-  by every (arm, size) (module docstring); None where an optimum is missing (in the point estimate or in every
-  draw)."""
+  by every (arm, size) (module docstring) when every (arm, size, lr) ran the same seeds, else each (arm, size)'s seeds
+  resampled on their own (a drawn seed a cell lacks would empty it); None where an optimum is missing in the point
+  estimate or in every draw. With few seeds a percentile interval covers less than its level (at 2 seeds it is the
+  range of the two: about a 50% interval for a mean), so the seeds a verdict names are a lower bound."""
   rng = np.random.default_rng(seed)
-  units = sorted({r["seed"] for g in grids.values() for d in sizes for runs in g[d].values() for r in runs})
+  per_cell = {(a, d, lr): tuple(sorted(r["seed"] for r in runs)) for a, g in grids.items() for d in sizes for lr, runs in g[d].items()}  # fmt: skip
+  units = sorted({s for seeds in per_cell.values() for s in seeds})
+  paired = all(seeds == tuple(units) for seeds in per_cell.values())  # else: each (arm, size) on its own, as before
+  own = {a: {d: sorted({r["seed"] for runs in g[d].values() for r in runs}) for d in sizes} for a, g in grids.items()}
   point = _with_diffs({a: shift(g, sizes) for a, g in grids.items()}, diffs)
   draws: dict[str, list] = {k: [] for k in point}
   for _ in range(n):
     drawn = list(rng.choice(units, len(units)))  # one draw of seeds for every (arm, size): the module docstring
-    one = {a: shift(g, sizes, {d: drawn for d in sizes}) for a, g in grids.items()}
-    one = _with_diffs(one, diffs)
+    pick = lambda a, d: drawn if paired else list(rng.choice(own[a][d], len(own[a][d])))
+    one = _with_diffs({a: shift(g, sizes, {d: pick(a, d) for d in sizes}) for a, g in grids.items()}, diffs)
     for k in draws:
       if one.get(k) is not None:
         draws[k].append(one[k])
-  return {k: ([point[k], *np.quantile(v, [0.025, 0.975]).tolist()] if v else None) for k, v in draws.items()}
+  return {k: ([point[k], *np.quantile(v, [0.025, 0.975]).tolist()] if v and point.get(k) is not None else None) for k, v in draws.items()}  # fmt: skip
 
 
 def size_axis(ax, sizes: list[int]) -> None:
@@ -202,7 +207,7 @@ def read_difference(diff: list, text: str, edges: list, seeds: int, advice: str 
   if diff[1] >= 0:
     return study.NOT_REPRODUCED, text, ""
   need = stats.groups_to_decide(diff, seeds, 0.0)
-  more = f"≈ {need} seeds per cell" if need else "many more seeds per cell (D sits at 0)"
+  more = f"at least ≈ {need} seeds per cell" if need else "many more seeds per cell (D sits at 0)"
   more += f", were D's point and spread to hold (now {seeds}; the interval narrowed as 1/√n)"
   return (
       study.INCONCLUSIVE,

@@ -149,15 +149,16 @@ def _read_sharpness(m: dict) -> tuple[str, str, str]:
 
 def _seeds_to_decide(m: dict, arms: list) -> str:
   """The design change an undecided rule (a) names: per undecided arm, the seeds per width at the reference lr whose
-  slope interval would clear each of ±FLAT (and 0 for SP), were its slope and scatter to hold
-  (stats.repeats_to_decide)."""
+  slope interval would decide its reading, were its slope and scatter to hold (stats.repeats_to_decide): µP's by
+  clearing ±FLAT (inside or outside), SP's by clearing 0 or by lying inside ±FLAT, whichever needs fewer."""
   out = []
   for arm in arms:
     rows = m["sharpness"][arm]
     pts = [(math.log2(int(d)), math.log2(v)) for d, r in rows.items() for v in r["seeds"] if v and v > 0]
-    need = stats.repeats_to_decide(*zip(*pts), thresholds=(-FLAT, FLAT) if arm == MU else (-FLAT, 0.0, FLAT))
+    ways = [(-FLAT, FLAT)] if arm == MU else [(0.0,), (-FLAT, FLAT)]
+    found = [n for n in (stats.repeats_to_decide(*zip(*pts), thresholds=t) for t in ways) if n]
     now = min(len(r["seeds"]) for r in rows.values())
-    out.append(f"{arm}: ≈ {need} per width (now {now})" if need else f"{arm}: over 100 per width (now {now})")
+    out.append(f"{arm}: at least ≈ {min(found)} per width (now {now})" if found else f"{arm}: none within 100 per width (now {now}; its slope sits on a threshold or its scatter is too wide)")  # fmt: skip
   return "more seeds per width at the reference lr, were the slope and its scatter to hold: " + "; ".join(out)
 
 
