@@ -423,7 +423,10 @@ def step0_predictors(
       assumptions="quadratic model at step 0; one learning rate for all parameters; no clipping; P frozen",
   )
   grads = mean_gradient(loss_fn, params, batches, weights=weights)
-  record["grad_norm"] = float(jnp.linalg.norm(ravel_leaves(grads, operator.dtype)))
+  g_flat = ravel_leaves(grads, operator.dtype)
+  record["grad_norm"] = float(jnp.linalg.norm(g_flat))
+  # ε' = EPS_PROBE·RMS(g), the second ε at which each ε-dependent λ is read (issue 28): ε relative to the gradient
+  eps_alt = EPS_PROBE * float(jnp.sqrt(jnp.mean(g_flat**2)))
   scaled = lr_multipliers is not None and any(float(m) != 1.0 for m in jax.tree.leaves(lr_multipliers))
   if scaled:
     record["lr_multipliers"] = "in P: the eigenvalues are those of M P^-1 H, M = diag(the per-leaf lr multipliers)"
@@ -438,10 +441,8 @@ def step0_predictors(
         preconditioned_lambda_max_bound=float(e.bounds[0]),
         max_stable_lr_adam=max_stable_lr_adam(float(e.values[0]), beta1),
     )
-    # ε's influence (issue 28): the same λ at ε' = EPS_PROBE·RMS(g), a different scale of ε relative to the gradient.
-    # Where they differ by more than EPS_FACTOR, ε decides λ (coordinates whose gradient is ~0 at init: P = ε there).
-    g_flat = ravel_leaves(grads, operator.dtype)
-    eps_alt = EPS_PROBE * float(jnp.sqrt(jnp.mean(g_flat**2)))
+    # ε's influence (issue 28): the same λ at ε'. Where they differ by more than EPS_FACTOR, ε decides λ
+    # (coordinates whose gradient is ~0 at init: P = ε there).
     if eps_alt > 0:
       alt = adam_preconditioned_operator(operator, grads, eps_alt, lr_multipliers if scaled else None)
       e_alt = top_eigenvalues(alt, params, k, num_steps=num_steps, key=k_preconditioned, **lanczos_kwargs)
@@ -469,8 +470,6 @@ def step0_predictors(
     # ε's influence on the update predictor too: d = g/(|g| + ε) is ε's where |g| ≲ ε. Its λ₀ = 2/(critical first
     # step) = dᵀHd/gᵀd, read at ε' as λ_max(P⁻¹H) is, and flagged by the same factor, except that two non-positive
     # readings agree (below), where `eps_decides` would flag them.
-    g_flat = ravel_leaves(grads, operator.dtype)
-    eps_alt = EPS_PROBE * float(jnp.sqrt(jnp.mean(g_flat**2)))
     if eps_alt > 0:
       dhd_alt, _, gd_alt = along_update(eps_alt)
       lam, lam_alt = float(dhd / gd) if gd else 0.0, float(dhd_alt / gd_alt) if gd_alt else 0.0

@@ -25,8 +25,9 @@ The sharpness along training at one lr (Noci et al. 2024), read the same way alo
   sharpness_vs_size(ax, ...)        its panel: S vs size, log-log, mean ± the seeds' std, each arm labelled by its slope
 Why the seeds are resampled as units: `train.seed` sets a run's initialisation and its data order, so the runs of
 one seed share their batches across arms and sizes, and at the base size some arms are one model (study 13's three
-at L_base, study 12's SP and SP + µP emb. lr at d_base), i.e. the same runs. Resampling each (arm, size)'s seeds independently, as this module did until 2026-11-27, counted
-those shared runs as independent draws and widened every interval on a difference.
+at L_base, study 12's SP and SP + µP emb. lr at d_base), i.e. the same runs. Resampling each (arm, size)'s seeds
+independently, as this module did until 2026-11-27, counted those shared runs as independent draws and widened every
+interval on a difference.
 """
 
 import math
@@ -50,8 +51,7 @@ def optimum(cells: dict[float, list[dict]]) -> Optional[tuple[float, bool]]:
   """(log₂ η*, at the grid's edge) over {lr: runs}: the lowest mean final loss among lrs whose runs all trained,
   refined by the parabola through it and its grid neighbours in log₂ lr; None when no lr trained."""
   lrs = sorted(cells)
-  mean = {lr: np.mean([r["final_loss"] for r in cells[lr]]) for lr in lrs if cells[lr] and all(
-      r["cls"] == outcomes.TRAINED and r["final_loss"] is not None for r in cells[lr])}  # fmt: skip
+  mean = {lr: np.mean(losses) for lr, losses in _trained(cells).items()}
   if not mean:
     return None
   k = lrs.index(min(mean, key=mean.get))
@@ -67,11 +67,16 @@ def optimum(cells: dict[float, list[dict]]) -> Optional[tuple[float, bool]]:
   return (x - h * (yr - yl) / (2 * curv) if curv > 0 else x), False
 
 
+def _trained(cells: dict) -> dict:
+  """{lr: its runs' final losses} over the lrs of {lr: runs} whose runs all trained (`optimum`'s candidates)."""
+  return {lr: [r["final_loss"] for r in runs] for lr, runs in cells.items() if runs and all(
+      r["cls"] == outcomes.TRAINED and r["final_loss"] is not None for r in runs)}  # fmt: skip
+
+
 def best_loss(cells: dict) -> Optional[tuple[float, float, float]]:
   """(mean, sample std, lr) of the lowest seed-mean final loss over {lr: runs} among lrs whose runs all trained (the
   grid point `optimum` starts from; the lrs as floats or as claim.json's strings); None when no lr trained."""
-  means = {float(lr): [r["final_loss"] for r in runs] for lr, runs in cells.items() if runs and all(
-      r["cls"] == outcomes.TRAINED and r["final_loss"] is not None for r in runs)}  # fmt: skip
+  means = {float(lr): losses for lr, losses in _trained(cells).items()}
   if not means:
     return None
   lr = min(means, key=lambda k: np.mean(means[k]))
