@@ -112,6 +112,20 @@ def adam_state(opt_state: Any) -> optax.ScaleByAdamState:
   return found[0]
 
 
+def check_basis(analysis_config: Any, num_params: int, mesh: Optional[jax.sharding.Mesh] = None) -> None:
+  """Raise ValueError if a record's Lanczos basis, `min(analysis.lanczos_steps, n) + 1` vectors of `num_params` = n
+  entries in the analysis dtype, split along n over `mesh`'s devices, exceeds `analysis.max_basis_bytes` on one
+  device (`curvax.check_basis_memory`). No basis is kept without reorthogonalization and warm start. `curvature_hook`
+  calls it before its first record, and `experiments.sweep.plan` before a sweep's first run."""
+  cfg = AnalysisConfig.from_config(analysis_config)
+  if cfg.reorthogonalize == "none" and cfg.tracking_tol <= 0:  # a warm start keeps the basis for its Ritz vector
+    return
+  dtype = jnp.dtype(resolved_dtype(cfg.dtype))
+  basis_sharding = None if mesh is None else NamedSharding(mesh, P(tuple(mesh.axis_names)))
+  steps = min(cfg.lanczos_steps, num_params)
+  check_basis_memory(steps, num_params, dtype, cfg.max_basis_bytes, 1, basis_sharding=basis_sharding)
+
+
 def curvature_hook(
     analysis_config: Any,
     *,
@@ -156,9 +170,8 @@ def curvature_hook(
     if b["targets"].shape[0] != cfg.batch_size:
       raise ValueError(f"analysis.batch_size={cfg.batch_size} but batch {i} has {b['targets'].shape[0]} rows")
   steps = min(cfg.lanczos_steps, num_params)
+  check_basis(analysis_config, num_params, mesh)
   basis_sharding = None if mesh is None else NamedSharding(mesh, P(tuple(mesh.axis_names)))
-  if cfg.reorthogonalize != "none" or cfg.tracking_tol > 0:  # a warm start keeps the basis for its Ritz vector
-    check_basis_memory(steps, num_params, dtype, cfg.max_basis_bytes, 1, basis_sharding=basis_sharding)
   if model.config.arch == "encoder":  # the masking of analysis.run: one fixed masking per batch
     keys = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), 1), len(batches))
     batches = [mlm_masked(model.config, b, k, mlm_mask_rate) for b, k in zip(batches, keys)]

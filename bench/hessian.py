@@ -110,6 +110,17 @@ def flops(fn, *args):
   return float(cost.get("flops", float("nan"))) if cost else float("nan")
 
 
+class _Landed(dict):
+  """A section's measurements, each printed as it lands (its numbers: seconds, or first call, second call,
+  compiles), so a run stopped at a time limit (an accelerator's lease) still reports what it measured before the
+  table. On an H200 (2026-11-27, reports/BENCH_H200.md) the public section at batch 16 had not finished in 170 s."""
+
+  def __setitem__(self, name, value):
+    super().__setitem__(name, value)
+    numbers = [v for v in (value if isinstance(value, tuple) else (value,)) if isinstance(v, (int, float))]
+    print(f"  measured {name}: " + ", ".join(format(v, ".4g") for v in numbers), flush=True)
+
+
 def section_public(model, params, batches, args, rows):
   loss_fn = make_loss_fn(model)
   n = FlatSpec.of(params).size
@@ -124,7 +135,8 @@ def section_public(model, params, batches, args, rows):
   t_hvp = best(lambda: ops[1](v), args.repeats)
   m = args.steps
   key = jax.random.key(0)
-  r = dict(grad=t_grad, hvp=t_hvp, build=(t_build1, t_build2))
+  r = _Landed()
+  r["grad"], r["hvp"], r["build"] = t_grad, t_hvp, (t_build1, t_build2)
   short = args.repeats if args.repeats % 2 else args.repeats + 1  # odd: the last short call is on operator 1
   r["lanczos1"] = first_and_second(lambda i: lanczos(ops[i], v, 1), short)
   for mode in ("partial", "full", "none"):

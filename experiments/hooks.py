@@ -8,12 +8,23 @@ import `analysis/`): main.py's train mode and every run of a sweep or claim use 
     with the run's per-layer lr multipliers (µP's) in it: M·P_t⁻¹H.
 """
 
+import dataclasses
+
 import jax
+import numpy as np
 
 import analysis.tracking
 import models
+import train.config
 import train.loop
+import train.step
 from models.config import contradiction
+from models.inventory import boxed_param_shapes
+from models.roles import Declared
+
+# The fewest token ids a vocabulary has (pad, EOS, unknown: train/data/tokenizers.py): `check_before_runs` counts the
+# parameters with this vocabulary, a lower bound on every run's n whatever its tokenizer turns out to be.
+_MIN_VOCAB = 3
 
 
 def _adam(config) -> dict:
@@ -49,3 +60,28 @@ def step_hooks(exp: train.loop.Experiment) -> list[train.loop.StepHook]:
     )
     hooks.append(train.loop.StepHook(config.train.curvature_every, fn))
   return hooks
+
+
+def num_params_without_vocab(model_config) -> int:
+  """The parameter count of `model_config` with a `_MIN_VOCAB`-row vocabulary, from one abstract init (no compute;
+  cached per config): a lower bound on the n of every run of that model, known before its tokenizer is built."""
+  boxed = boxed_param_shapes(dataclasses.replace(model_config, vocab_size=_MIN_VOCAB))
+  leaves = jax.tree.leaves(boxed, is_leaf=lambda x: isinstance(x, Declared))
+  return int(sum(np.prod(getattr(x, "value", x).shape) for x in leaves))
+
+
+def check_before_runs(config: train.config.Config, where: str) -> None:
+  """The step hooks' memory checks, made before any run trains (`experiments.sweep.plan`): with
+  `train.curvature_every`, the records' Lanczos basis on the run's mesh (`analysis.tracking.check_basis`) for a model
+  of at least `num_params_without_vocab` parameters. `step_hooks` checks the exact n again when the run starts."""
+  if not config.train.curvature_every:
+    return
+  n = num_params_without_vocab(config.model)
+  mesh = train.step.make_mesh(fsdp=config.mesh.fsdp)
+  try:
+    analysis.tracking.check_basis(config.analysis, n, mesh)
+  except ValueError as e:
+    raise ValueError(
+        f"{where}: train.curvature_every={config.train.curvature_every} records λ_max with a basis of at least "
+        f"{n} parameters (the model without its vocabulary rows): {e}"
+    ) from None

@@ -107,6 +107,9 @@ SIZES = {
         "analysis.batch_size": 64,
         "analysis.lanczos_steps": 40,
         "analysis.tracking_tol": 1e-2,
+        # A float64 basis of 41 vectors: 10 GiB at 16+16 layers (31.5M parameters), 20 GiB at 32+32; the 4 GiB
+        # default stopped every deep REF_LR run before its first step (tests/test_paper_configs.py).
+        "analysis.max_basis_bytes": 40 * 2**30,
     },
 }
 _TRAIN = {

@@ -29,7 +29,7 @@ One sweep (measure and verdict: experiments/claims/width.py), one named product 
            every (width, seed) point).
 Scales: tiny (tests: 1+1 layers, widths 16 and 32, lrs {1e-3, 2e-2} for SP and µP, 8 steps, 1 seed, cold Lanczos
 of 4 steps); cpu (44 cells × 2 seeds = 88 runs of 200 steps, batch 32, Multi30k, SentencePiece 2000); paper (6+6
-layers, 8 heads, widths 128 → 2048, 4096-token packed batches, 2000 steps, 3 seeds: an accelerator).
+layers, 8 heads, widths 128 → 2048, 4096-token packed batches, 2000 steps, 3 seeds: 4 accelerators, `DEVICES`).
 Why cpu is this size. Calibration (2026-11-26, 2 cores shared with another training job; one cell, µP at d = 512,
 2+2 layers, batch 32, lr 2e-3, killed after 3 minutes): start-up and the step-0 evaluation 16 s, steps 1–10 19 s
 (compile included), steps 10–20 13.7 s (1.4 s/step); the first curvature record (compiling the Hessian and the
@@ -106,10 +106,18 @@ SIZES = {
         "data.max_eval_loss_examples": -1,
         "train.num_decode_examples": 0,
         "analysis.batch_size": 64,
-        "analysis.lanczos_steps": 40,
+        # A cap: the warm-started records stopped at the 1% residual bound within 10 products at cpu (median 6:
+        # study 13's first 120 records). The basis of 21 float64 vectors is 110 GiB at d = 2048 (n ≈ 7.1e8): it
+        # is split along n over the mesh, so the paper scale needs 3 devices of 40 GiB each (half an 80 GB
+        # accelerator), 4 for a power-of-two mesh: `DEVICES['paper']` (tests/test_paper_configs.py). Was 40 steps, which no single device held at
+        # d ≥ 1024 (54 GiB there, 215 GiB at 2048): found by the sweep's check before any run (issue 28 note).
+        "analysis.lanczos_steps": 20,
         "analysis.tracking_tol": 1e-2,
+        "analysis.max_basis_bytes": 40 * 2**30,
     },
 }
+# The fewest devices each scale's runs fit on (the curvature records' basis: above).
+DEVICES = {"tiny": 1, "cpu": 1, "paper": 4}
 _TRAIN = {
     "model.norm_position": "pre",
     "model.tie_embeddings": False,
