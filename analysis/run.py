@@ -174,6 +174,21 @@ def on_mesh(batches, mesh, print_fn):
   return [{k: put(v) for k, v in b.items()} for b in batches], spec != P()
 
 
+def check_basis(analysis_config, num_params: int, mesh=None, *, preconditioned: bool = False) -> None:
+  """Raise ValueError if the Lanczos bases an analysis keeps, `analysis.lanczos_steps + 1` vectors of `num_params`
+  entries in the analysis dtype (one per SLQ probe in lockstep), split along n over `mesh`'s devices, exceed
+  `analysis.max_basis_bytes` on one device (`curvax.check_basis_memory`); none is kept without reorthogonalization
+  or without an eigenvalue, spectrum or preconditioned routine. `run_analysis` calls it before any routine, and
+  `experiments.sweep.plan` before a sweep's first run."""
+  cfg = AnalysisConfig.from_config(analysis_config)
+  if cfg.reorthogonalize == "none" or not (cfg.top_k or cfg.bottom_k or cfg.spectrum or preconditioned):
+    return
+  lockstep = (_probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1  # SLQ: a basis per probe
+  dtype = jnp.dtype(resolved_dtype(cfg.dtype))
+  basis_sharding = None if mesh is None else NamedSharding(mesh, P(tuple(mesh.axis_names)))
+  check_basis_memory(cfg.lanczos_steps, num_params, dtype, cfg.max_basis_bytes, lockstep, basis_sharding=basis_sharding)
+
+
 def _run(
     cfg, dtype_name, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh, adam, progress
 ):
@@ -190,9 +205,7 @@ def _run(
   variables = _cast(variables, dtype)
   params = variables["params"]
   n = int(sum(np.size(x) for x in jax.tree.leaves(params)))
-  if cfg.reorthogonalize != "none" and (cfg.top_k or cfg.bottom_k or cfg.spectrum or adam):  # SLQ: a basis per probe
-    lockstep = (_probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1
-    check_basis_memory(cfg.lanczos_steps, n, dtype, cfg.max_basis_bytes, lockstep, basis_sharding=basis_sharding)
+  check_basis(cfg, n, mesh, preconditioned=bool(adam))
   steps = min(cfg.lanczos_steps, n)
   loss_fn = make_loss_fn(model, variables=variables)
   timings, out = {}, {}

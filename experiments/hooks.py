@@ -13,6 +13,7 @@ import dataclasses
 import jax
 import numpy as np
 
+import analysis.run
 import analysis.tracking
 import models
 import train.config
@@ -70,18 +71,29 @@ def num_params_without_vocab(model_config) -> int:
   return int(sum(np.prod(getattr(x, "value", x).shape) for x in leaves))
 
 
-def check_before_runs(config: train.config.Config, where: str) -> None:
-  """The step hooks' memory checks, made before any run trains (`experiments.sweep.plan`): with
-  `train.curvature_every`, the records' Lanczos basis on the run's mesh (`analysis.tracking.check_basis`) for a model
-  of at least `num_params_without_vocab` parameters. `step_hooks` checks the exact n again when the run starts."""
-  if not config.train.curvature_every:
+def check_before_runs(config: train.config.Config, where: str, analyzes: bool = False) -> None:
+  """The memory checks of a run's curvature, made before any run trains (`experiments.sweep.plan`), for a model of
+  at least `num_params_without_vocab` parameters on the run's mesh: with `train.curvature_every`, the records'
+  Lanczos basis (`analysis.tracking.check_basis`); with `analyzes` (the run is analyzed at init or at checkpoints),
+  the analysis's bases (`analysis.run.check_basis`). The run checks the exact n again when it starts."""
+  checks = []
+  if config.train.curvature_every:
+    checks.append(
+        (f"train.curvature_every={config.train.curvature_every} records λ_max", analysis.tracking.check_basis)
+    )
+  if analyzes:
+    preconditioned = bool(config.analysis.preconditioned_top_k or config.analysis.update_sharpness)
+    checks.append(
+        ("the run's analysis", lambda a, n, mesh: analysis.run.check_basis(a, n, mesh, preconditioned=preconditioned))
+    )
+  if not checks:
     return
   n = num_params_without_vocab(config.model)
   mesh = train.step.make_mesh(fsdp=config.mesh.fsdp)
-  try:
-    analysis.tracking.check_basis(config.analysis, n, mesh)
-  except ValueError as e:
-    raise ValueError(
-        f"{where}: train.curvature_every={config.train.curvature_every} records λ_max with a basis of at least "
-        f"{n} parameters (the model without its vocabulary rows): {e}"
-    ) from None
+  for what, check in checks:
+    try:
+      check(config.analysis, n, mesh)
+    except ValueError as e:
+      raise ValueError(
+          f"{where}: {what} with a basis of at least {n} parameters (the model without its vocabulary rows): {e}"
+      ) from None

@@ -216,8 +216,8 @@ def sweep_name(workdir: str) -> str:
 def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib.Cell, int, train.config.Config]]:
   """(cell, seed, resolved config) of every run of the sweep, in grid order, each checked before any compute: the
   config boundary (an error names the cell), the run's config.json of an earlier invocation
-  (`train.config.check_unchanged`), `sweep.analysis_steps` and the step hooks' memory (`hooks.check_before_runs`:
-  the curvature records' Lanczos basis). A driver running several sweeps checks them all with this first."""
+  (`train.config.check_unchanged`), `sweep.analysis_steps` and the Lanczos bases of the curvature records and
+  analyses (`hooks.check_before_runs`). A driver running several sweeps checks them all with this first."""
   sweep = grid_lib.SweepConfig.from_config(config.sweep)
   root = runs_root(config, workdir)
   runs = []
@@ -233,7 +233,8 @@ def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib
       train.config.check_unchanged(run_dir(root, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
       grid_lib.check_analysis_steps(sweep.analysis_steps, resolved.train, f"sweep cell {cell.name}, seed {seed}")
       if seed == 0:  # the seeds of a cell share its model and mesh
-        hooks.check_before_runs(resolved, f"sweep cell {cell.name}")
+        analyzes = sweep.analysis_at_init or bool(sweep.analysis_steps) or resolved.analysis.at_init
+        hooks.check_before_runs(resolved, f"sweep cell {cell.name}", analyzes)
       runs.append((cell, seed, resolved))
   return runs
 

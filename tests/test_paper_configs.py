@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from jax.sharding import AbstractMesh
 
+import analysis.run
 import analysis.tracking
 import train.config
 from configs import default
@@ -27,15 +28,27 @@ from .conftest import SHARED_MULTI30K
 
 
 def _curvature_runs(name: str, scale: str):
-  """Seed 0 of every cell of claim `name` at `scale` that records curvature, resolved as a sweep resolves it."""
+  """(cell, resolved config, whether it is analyzed) for seed 0 of every cell of claim `name` at `scale` that
+  records curvature or is analyzed, resolved as a sweep resolves it (`experiments.sweep.plan`)."""
   module = importlib.import_module(f"configs.claims.{name}")
   config = module.get_config(scale)
   config.data.dir = str(SHARED_MULTI30K)
+  swept = grid_lib.SweepConfig.from_config(config.sweep)
   for cell in grid_lib.cells(config):
     cell_config = grid_lib.cell_config(config, cell, 0, tokenizer_dir="/nonexistent/tokenizer")
     resolved = train.config.resolve(cell_config, groups=sweep.GROUPS)
-    if resolved.train.curvature_every:
-      yield cell.name, resolved
+    analyzes = swept.analysis_at_init or bool(swept.analysis_steps) or resolved.analysis.at_init
+    if resolved.train.curvature_every or analyzes:
+      yield cell.name, resolved, analyzes
+
+
+def _check(resolved, analyzes, n, mesh):
+  """The two checks `hooks.check_before_runs` makes, on a mesh of the devices the config states."""
+  if resolved.train.curvature_every:
+    analysis.tracking.check_basis(resolved.analysis, n, mesh)
+  if analyzes:
+    a = resolved.analysis
+    analysis.run.check_basis(a, n, mesh, preconditioned=bool(a.preconditioned_top_k or a.update_sharpness))
 
 
 @pytest.mark.parametrize("name", list(claims.CLAIM_NAMES))
@@ -46,21 +59,25 @@ def test_paper_scale_curvature_records_fit_the_devices_the_config_states(name):
   devices = getattr(module, "DEVICES", {}).get("paper", 1)
   mesh = AbstractMesh((devices,), ("data",))
   largest = {}
-  for cell, resolved in _curvature_runs(name, "paper"):
+  for cell, resolved, analyzes in _curvature_runs(name, "paper"):
     n = hooks.num_params_without_vocab(resolved.model)
-    analysis.tracking.check_basis(resolved.analysis, n, mesh)  # raises where a record's basis does not fit
-    largest = max(largest, {"n": n, "cell": cell, "analysis": resolved.analysis}, key=lambda r: r.get("n", 0))
+    try:
+      _check(resolved, analyzes, n, mesh)
+    except ValueError as e:
+      pytest.fail(f"{name} at paper on {devices} device(s), cell {cell}: {e}")
+    largest = max(largest, {"n": n, "args": (resolved, analyzes, n)}, key=lambda r: r.get("n", 0))
   if devices > 1:  # a stated count above 1 is needed: one device does not hold the largest run's basis
     with pytest.raises(ValueError, match="Lanczos basis too large"):
-      analysis.tracking.check_basis(largest["analysis"], largest["n"], AbstractMesh((1,), ("data",)))
+      _check(*largest["args"], AbstractMesh((1,), ("data",)))
 
 
 def test_the_paper_configs_that_record_curvature_are_the_ones_checked():
-  """The parametrized test above is not vacuous: the three studies with curvature records have such cells."""
+  """The parametrized test above is not vacuous: the three studies with curvature records and the Hessian spectrum's
+  analyses have such cells."""
   if not (SHARED_MULTI30K / "train.de.gz").exists():
     pytest.skip(f"Multi30k not found at {SHARED_MULTI30K}")
-  recording = {name for name in claims.CLAIM_NAMES if next(_curvature_runs(name, "paper"), None)}
-  assert {"edge", "width", "depth"} <= recording
+  checked = {name for name in claims.CLAIM_NAMES if next(_curvature_runs(name, "paper"), None)}
+  assert {"edge", "width", "depth", "hessian_spectrum"} <= checked
 
 
 def test_num_params_without_vocab_is_the_model_at_three_ids_and_a_lower_bound():
@@ -105,3 +122,15 @@ def test_a_sweep_whose_records_cannot_fit_stops_before_any_run(tmp_path):
   # Exactly the lower bound's basis: the plan passes (the exact n, vocabulary included, is checked at run start).
   runs = sweep.plan(_tracking_sweep(tmp_path, needed), str(tmp_path / "sweep2"))
   assert len(runs) == 4
+
+
+def test_a_sweep_whose_analysis_cannot_fit_stops_before_any_run(tmp_path):
+  config = _tracking_sweep(tmp_path, 1)
+  config.train.curvature_every = 0
+  config.sweep.analysis_at_init = True
+  config.analysis.spectrum = False
+  with pytest.raises(ValueError, match=r"sweep cell optim.learning_rate=0.001: the run's analysis .*too large"):
+    sweep.run_sweep(config, str(tmp_path / "sweep"))
+  assert not (tmp_path / "sweep" / "cells").exists()
+  config.sweep.analysis_at_init = False  # no analysis, no basis: nothing to check
+  assert len(sweep.plan(config, str(tmp_path / "sweep2"))) == 4
