@@ -178,10 +178,12 @@ def check_basis(analysis_config, num_params: int, mesh=None, *, preconditioned: 
   """Raise ValueError if the Lanczos bases an analysis keeps, `analysis.lanczos_steps + 1` vectors of `num_params`
   entries in the analysis dtype (one per SLQ probe in lockstep), split along n over `mesh`'s devices, exceed
   `analysis.max_basis_bytes` on one device (`curvax.check_basis_memory`); none is kept without reorthogonalization
-  or without an eigenvalue, spectrum or preconditioned routine. `run_analysis` calls it before any routine, and
-  `experiments.sweep.plan` before a sweep's first run."""
+  or without an eigenvalue, spectrum, preconditioned or edge-predictor (the Gauss–Newton's λ_max) routine.
+  `run_analysis` calls it before any routine, and `experiments.sweep.check_memory` before a sweep's first run."""
   cfg = AnalysisConfig.from_config(analysis_config)
-  if cfg.reorthogonalize == "none" or not (cfg.top_k or cfg.bottom_k or cfg.spectrum or preconditioned):
+  if cfg.reorthogonalize == "none" or not (
+      cfg.top_k or cfg.bottom_k or cfg.spectrum or preconditioned or cfg.edge_predictors
+  ):
     return
   lockstep = (_probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1  # SLQ: a basis per probe
   dtype = jnp.dtype(resolved_dtype(cfg.dtype))

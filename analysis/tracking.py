@@ -116,7 +116,7 @@ def check_basis(analysis_config: Any, num_params: int, mesh: Optional[jax.shardi
   """Raise ValueError if a record's Lanczos basis, `min(analysis.lanczos_steps, n) + 1` vectors of `num_params` = n
   entries in the analysis dtype, split along n over `mesh`'s devices, exceeds `analysis.max_basis_bytes` on one
   device (`curvax.check_basis_memory`). No basis is kept without reorthogonalization and warm start. `curvature_hook`
-  calls it before its first record, and `experiments.sweep.plan` before a sweep's first run."""
+  calls it before its first record, and `experiments.sweep.check_memory` before a sweep's first run."""
   cfg = AnalysisConfig.from_config(analysis_config)
   if cfg.reorthogonalize == "none" and cfg.tracking_tol <= 0:  # a warm start keeps the basis for its Ritz vector
     return

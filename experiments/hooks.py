@@ -9,6 +9,7 @@ import `analysis/`): main.py's train mode and every run of a sweep or claim use 
 """
 
 import dataclasses
+from typing import Optional
 
 import jax
 import numpy as np
@@ -63,19 +64,33 @@ def step_hooks(exp: train.loop.Experiment) -> list[train.loop.StepHook]:
   return hooks
 
 
-def num_params_without_vocab(model_config) -> int:
-  """The parameter count of `model_config` with a `_MIN_VOCAB`-row vocabulary, from one abstract init (no compute;
-  cached per config): a lower bound on the n of every run of that model, known before its tokenizer is built."""
-  boxed = boxed_param_shapes(dataclasses.replace(model_config, vocab_size=_MIN_VOCAB))
+def num_params_at_vocab(model_config, vocab_size: int) -> int:
+  """The parameter count of `model_config` with a `vocab_size`-row vocabulary, from one abstract init (no compute;
+  cached per config)."""
+  boxed = boxed_param_shapes(dataclasses.replace(model_config, vocab_size=vocab_size))
   leaves = jax.tree.leaves(boxed, is_leaf=lambda x: isinstance(x, Declared))
   return int(sum(np.prod(getattr(x, "value", x).shape) for x in leaves))
 
 
-def check_before_runs(config: train.config.Config, where: str, analyzes: bool = False) -> None:
-  """The memory checks of a run's curvature, made before any run trains (`experiments.sweep.plan`), for a model of
-  at least `num_params_without_vocab` parameters on the run's mesh: with `train.curvature_every`, the records'
+def num_params_without_vocab(model_config) -> int:
+  """`num_params_at_vocab` at `_MIN_VOCAB` ids: a lower bound on the n of every run of that model (the bytes a basis
+  needs only grow with n), known before its tokenizer is built."""
+  return num_params_at_vocab(model_config, _MIN_VOCAB)
+
+
+def check_before_runs(
+    config: train.config.Config,
+    where: str,
+    analyzes: bool = False,
+    *,
+    mesh: Optional[jax.sharding.Mesh | jax.sharding.AbstractMesh] = None,
+    num_params: Optional[int] = None,
+) -> None:
+  """The memory checks of a run's curvature, made before any run trains (`experiments.sweep.check_memory`), on the
+  run's mesh (`mesh`: default this process's, `train.step.make_mesh`): with `train.curvature_every`, the records'
   Lanczos basis (`analysis.tracking.check_basis`); with `analyzes` (the run is analyzed at init or at checkpoints),
-  the analysis's bases (`analysis.run.check_basis`). The run checks the exact n again when it starts."""
+  the analysis's bases (`analysis.run.check_basis`). `num_params` defaults to `num_params_without_vocab`, a lower
+  bound, so the check never refuses a run that fits; the run checks its exact n again when it starts."""
   checks = []
   if config.train.curvature_every:
     checks.append(
@@ -88,12 +103,14 @@ def check_before_runs(config: train.config.Config, where: str, analyzes: bool = 
     )
   if not checks:
     return
-  n = num_params_without_vocab(config.model)
-  mesh = train.step.make_mesh(fsdp=config.mesh.fsdp)
-  for what, check in checks:
-    try:
-      check(config.analysis, n, mesh)
-    except ValueError as e:
-      raise ValueError(
-          f"{where}: {what} with a basis of at least {n} parameters (the model without its vocabulary rows): {e}"
-      ) from None
+  n = num_params_without_vocab(config.model) if num_params is None else num_params
+  bound = " (the model without its vocabulary rows)" if num_params is None else ""
+  try:
+    mesh = train.step.make_mesh(fsdp=config.mesh.fsdp) if mesh is None else mesh
+    for what, check in checks:
+      try:
+        check(config.analysis, n, mesh)
+      except ValueError as e:
+        raise ValueError(f"{what} with a basis of at least {n} parameters{bound}: {e}") from None
+  except ValueError as e:
+    raise ValueError(f"{where}: {e}") from None

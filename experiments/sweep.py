@@ -216,8 +216,9 @@ def sweep_name(workdir: str) -> str:
 def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib.Cell, int, train.config.Config]]:
   """(cell, seed, resolved config) of every run of the sweep, in grid order, each checked before any compute: the
   config boundary (an error names the cell), the run's config.json of an earlier invocation
-  (`train.config.check_unchanged`), `sweep.analysis_steps` and the Lanczos bases of the curvature records and
-  analyses (`hooks.check_before_runs`). A driver running several sweeps checks them all with this first."""
+  (`train.config.check_unchanged`) and `sweep.analysis_steps`. `run_sweep`'s run stage then checks the memory of the
+  runs it has to train, on the devices that train them (`check_memory`). A driver running several sweeps checks them all
+  with this first."""
   sweep = grid_lib.SweepConfig.from_config(config.sweep)
   root = runs_root(config, workdir)
   runs = []
@@ -232,11 +233,27 @@ def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib
         raise ValueError(f"sweep cell {cell.name}, seed {seed}: {e}") from None
       train.config.check_unchanged(run_dir(root, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
       grid_lib.check_analysis_steps(sweep.analysis_steps, resolved.train, f"sweep cell {cell.name}, seed {seed}")
-      if seed == 0:  # the seeds of a cell share its model and mesh
-        analyzes = sweep.analysis_at_init or bool(sweep.analysis_steps) or resolved.analysis.at_init
-        hooks.check_before_runs(resolved, f"sweep cell {cell.name}", analyzes)
       runs.append((cell, seed, resolved))
   return runs
+
+
+def analyzed(sweep: grid_lib.SweepConfig, config: train.config.Config) -> bool:
+  """Whether a run of the sweep is analyzed (`run_one`): at init (`sweep.analysis_at_init`, `analysis.at_init`) or
+  at checkpoints (`sweep.analysis_steps`)."""
+  return bool(sweep.analysis_at_init or sweep.analysis_steps or config.analysis.at_init)
+
+
+def check_memory(runs: list, todo: list[int], sweep: grid_lib.SweepConfig) -> None:
+  """Before the first of `todo`'s runs trains: the Lanczos bases of each of their cells' curvature records and
+  analyses fit this process's devices (`hooks.check_before_runs`, once per cell: its seeds share its model and mesh).
+  Only the run stage calls it: `prepare` and `gather` may run where no run trains (a login node, a claim's CPU parent).
+  """
+  checked = set()
+  for i in todo:
+    cell, _, resolved = runs[i]
+    if cell.name not in checked:
+      checked.add(cell.name)
+      hooks.check_before_runs(resolved, f"sweep cell {cell.name}", analyzed(sweep, resolved))
 
 
 def run_sweep(
@@ -272,6 +289,7 @@ def run_sweep(
   todo = [
       i for i, (c, s, _) in enumerate(runs) if _status(run_dir(root, c, s)) not in DONE and shard_lib.mine(i, shard)
   ]
+  check_memory(runs, todo, sweep)
   owner = shard_lib.owner_id()
   ours = sum(shard_lib.mine(i, shard) for i in range(len(runs)))
   emit(

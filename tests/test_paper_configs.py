@@ -1,9 +1,11 @@
-"""The `paper` scale of every claim fits the devices it states, and a sweep whose curvature records cannot fit stops
-before its first run (experiments/hooks.py `check_before_runs`, called by `experiments.sweep.plan`).
+"""The `paper` scale of every claim fits the devices it states, and a sweep whose curvature records or analyses cannot
+fit stops before its first run (experiments/hooks.py `check_before_runs`, called by `experiments.sweep.check_memory`
+in the run stage).
 
-Found on an H200 (2026-11-27): study 13's paper config stopped its SP @ 16+16 layers run at its start, after the
-shallow runs before it had trained, because its float64 records needed a 9.6 GiB Lanczos basis against the 4 GiB
-default of `analysis.max_basis_bytes`; the same check then found studies 11 and 12's paper configs over it too.
+Found on 2026-11-27 while preparing an H200 run (reports/BENCH_H200.md), by starting that run on the CPU first:
+study 13's paper config stopped its SP @ 16+16 layers run at its start, because its float64 records needed a 9.6 GiB
+Lanczos basis against the 4 GiB default of `analysis.max_basis_bytes`; a whole paper sweep would have crashed every
+deep reference-lr run while the others trained. The same check then found studies 11 and 12's paper configs over it.
 """
 
 import dataclasses
@@ -16,8 +18,6 @@ import numpy as np
 import pytest
 from jax.sharding import AbstractMesh
 
-import analysis.run
-import analysis.tracking
 import train.config
 from configs import default
 from experiments import claims, hooks, sweep
@@ -27,9 +27,9 @@ from models.transformer import Transformer
 from .conftest import SHARED_MULTI30K
 
 
-def _curvature_runs(name: str, scale: str):
-  """(cell, resolved config, whether it is analyzed) for seed 0 of every cell of claim `name` at `scale` that
-  records curvature or is analyzed, resolved as a sweep resolves it (`experiments.sweep.plan`)."""
+def _checked_runs(name: str, scale: str):
+  """(cell, resolved config, whether it is analyzed) for seed 0 of every cell of claim `name` at `scale`, resolved as
+  a sweep resolves it (`experiments.sweep.plan`)."""
   module = importlib.import_module(f"configs.claims.{name}")
   config = module.get_config(scale)
   config.data.dir = str(SHARED_MULTI30K)
@@ -37,38 +37,32 @@ def _curvature_runs(name: str, scale: str):
   for cell in grid_lib.cells(config):
     cell_config = grid_lib.cell_config(config, cell, 0, tokenizer_dir="/nonexistent/tokenizer")
     resolved = train.config.resolve(cell_config, groups=sweep.GROUPS)
-    analyzes = swept.analysis_at_init or bool(swept.analysis_steps) or resolved.analysis.at_init
+    analyzes = sweep.analyzed(swept, resolved)
     if resolved.train.curvature_every or analyzes:
       yield cell.name, resolved, analyzes
 
 
-def _check(resolved, analyzes, n, mesh):
-  """The two checks `hooks.check_before_runs` makes, on a mesh of the devices the config states."""
-  if resolved.train.curvature_every:
-    analysis.tracking.check_basis(resolved.analysis, n, mesh)
-  if analyzes:
-    a = resolved.analysis
-    analysis.run.check_basis(a, n, mesh, preconditioned=bool(a.preconditioned_top_k or a.update_sharpness))
-
-
 @pytest.mark.parametrize("name", list(claims.CLAIM_NAMES))
-def test_paper_scale_curvature_records_fit_the_devices_the_config_states(name):
+def test_paper_scale_curvature_fits_the_devices_the_config_states(name):
+  """At the run's full n (SentencePiece gives at most `data.vocab_size` ids), not only the lower bound the sweep
+  checks before its runs."""
   if not (SHARED_MULTI30K / "train.de.gz").exists():
     pytest.skip(f"Multi30k not found at {SHARED_MULTI30K}")
   module = importlib.import_module(f"configs.claims.{name}")
   devices = getattr(module, "DEVICES", {}).get("paper", 1)
-  mesh = AbstractMesh((devices,), ("data",))
-  largest = {}
-  for cell, resolved, analyzes in _curvature_runs(name, "paper"):
-    n = hooks.num_params_without_vocab(resolved.model)
+  largest = None
+  for cell, resolved, analyzes in _checked_runs(name, "paper"):
+    n = hooks.num_params_at_vocab(resolved.model, resolved.data.vocab_size)
     try:
-      _check(resolved, analyzes, n, mesh)
+      hooks.check_before_runs(resolved, cell, analyzes, mesh=AbstractMesh((devices,), ("data",)), num_params=n)
     except ValueError as e:
-      pytest.fail(f"{name} at paper on {devices} device(s), cell {cell}: {e}")
-    largest = max(largest, {"n": n, "args": (resolved, analyzes, n)}, key=lambda r: r.get("n", 0))
+      pytest.fail(f"{name} at paper on {devices} device(s): {e}")
+    if largest is None or n > largest[-1]:
+      largest = (resolved, cell, analyzes, n)
   if devices > 1:  # a stated count above 1 is needed: one device does not hold the largest run's basis
+    resolved, cell, analyzes, n = largest
     with pytest.raises(ValueError, match="Lanczos basis too large"):
-      _check(*largest["args"], AbstractMesh((1,), ("data",)))
+      hooks.check_before_runs(resolved, cell, analyzes, mesh=AbstractMesh((1,), ("data",)), num_params=n)
 
 
 def test_the_paper_configs_that_record_curvature_are_the_ones_checked():
@@ -76,7 +70,7 @@ def test_the_paper_configs_that_record_curvature_are_the_ones_checked():
   analyses have such cells."""
   if not (SHARED_MULTI30K / "train.de.gz").exists():
     pytest.skip(f"Multi30k not found at {SHARED_MULTI30K}")
-  checked = {name for name in claims.CLAIM_NAMES if next(_curvature_runs(name, "paper"), None)}
+  checked = {name for name in claims.CLAIM_NAMES if next(_checked_runs(name, "paper"), None)}
   assert {"edge", "width", "depth", "hessian_spectrum"} <= checked
 
 
@@ -109,28 +103,52 @@ def _tracking_sweep(workdir: pathlib.Path, max_basis_bytes: int):
   return config
 
 
+def _lower_bound_basis_bytes(config) -> int:
+  """Bytes of (4 steps + 1) float32 vectors of the per-device share of the lower-bound n (the tiny preset)."""
+  n = hooks.num_params_without_vocab(train.config.resolve(config).model)
+  return 5 * -(-n // jax.device_count()) * 4
+
+
 def test_a_sweep_whose_records_cannot_fit_stops_before_any_run(tmp_path):
-  n = hooks.num_params_without_vocab(train.config.resolve(_tracking_sweep(tmp_path, 1)).model)
-  mesh_devices = jax.device_count()
-  per_device = -(-n // mesh_devices)
-  needed = 5 * per_device * 4  # (4 steps + 1) float32 vectors of the per-device share of n
-  # One byte short of the lower bound's basis: refused at plan time, naming the cell and the key, nothing trained.
+  needed = _lower_bound_basis_bytes(_tracking_sweep(tmp_path, 1))
+  # One byte short of the lower bound's basis: refused before any run, naming the cell and the key, nothing trained.
   config = _tracking_sweep(tmp_path, needed - 1)
   with pytest.raises(ValueError, match=r"sweep cell optim.learning_rate=0.001: train.curvature_every=1 .*too large"):
     sweep.run_sweep(config, str(tmp_path / "sweep"))
   assert not (tmp_path / "sweep" / "cells").exists()
-  # Exactly the lower bound's basis: the plan passes (the exact n, vocabulary included, is checked at run start).
-  runs = sweep.plan(_tracking_sweep(tmp_path, needed), str(tmp_path / "sweep2"))
+  swept = grid_lib.SweepConfig.from_config(config.sweep)
+  runs = sweep.plan(config, str(tmp_path / "sweep"))  # planning alone does not check: prepare and gather plan too
+  with pytest.raises(ValueError, match="too large"):
+    sweep.check_memory(runs, list(range(len(runs))), swept)
+  # The prepare stage (a login node without the training devices) plans without the check.
+  config.sweep.stage = "prepare"
+  sweep.run_sweep(config, str(tmp_path / "sweep"))
+  # Exactly the lower bound's basis passes (the exact n, vocabulary included, is checked at the run's start).
+  config = _tracking_sweep(tmp_path, needed)
+  runs = sweep.plan(config, str(tmp_path / "sweep2"))
+  sweep.check_memory(runs, list(range(len(runs))), swept)
   assert len(runs) == 4
 
 
-def test_a_sweep_whose_analysis_cannot_fit_stops_before_any_run(tmp_path):
+@pytest.mark.parametrize("how", ["sweep.analysis_at_init", "analysis.at_init", "sweep.analysis_steps"])
+def test_a_sweep_whose_analysis_cannot_fit_stops_before_any_run(tmp_path, how):
   config = _tracking_sweep(tmp_path, 1)
   config.train.curvature_every = 0
-  config.sweep.analysis_at_init = True
   config.analysis.spectrum = False
+  if how == "sweep.analysis_at_init":
+    config.sweep.analysis_at_init = True
+  elif how == "analysis.at_init":
+    config.analysis.at_init = True
+  else:
+    config.train.checkpoint_every = 2
+    config.sweep.analysis_steps = (2,)
   with pytest.raises(ValueError, match=r"sweep cell optim.learning_rate=0.001: the run's analysis .*too large"):
     sweep.run_sweep(config, str(tmp_path / "sweep"))
   assert not (tmp_path / "sweep" / "cells").exists()
-  config.sweep.analysis_at_init = False  # no analysis, no basis: nothing to check
-  assert len(sweep.plan(config, str(tmp_path / "sweep2"))) == 4
+
+
+def test_a_sweep_without_analysis_or_records_is_not_checked(tmp_path):
+  config = _tracking_sweep(tmp_path, 1)
+  config.train.curvature_every = 0  # no records, no analysis: no basis, whatever max_basis_bytes says
+  runs = sweep.plan(config, str(tmp_path / "sweep"))
+  sweep.check_memory(runs, list(range(len(runs))), grid_lib.SweepConfig.from_config(config.sweep))

@@ -48,7 +48,9 @@ cold, ≈ 26 s and ≈ 70 s warm, about linearly in L between (≈ 40 and 57 s c
 four depths (168 runs) would take ≈ 2.0 h warm to 2.6 h cold, no margin for a ±30% extrapolation within 3 h; so
 Depth-µP, which the verdict does not read and whose shift uses the end depths alone, runs only L = 2 and 16: 70 runs
 per seed. These were extrapolations from 60-step runs under load; measured, the 2-seed run (140 runs) took 49 min of
-wall time with `--parallel=2` (96 min summed over runs), so 4 seeds take ≈ 1.6 h.
+wall time with `--parallel=2` (96 min summed over runs), so 4 seeds take ≈ 1.6 h. Measured, the 4-seed run, with the
+reference-lr cells' curvature records added, summed 7.1 h over its 280 runs (25,421 s; claim.json `seconds`), the
+deep records' cells dominating: it ran over three sessions, resumed from its committed records.
 """
 
 from configs.claims._base import check_scale, claim_config, set_keys
@@ -107,8 +109,8 @@ SIZES = {
         "analysis.batch_size": 64,
         "analysis.lanczos_steps": 40,
         "analysis.tracking_tol": 1e-2,
-        # A float64 basis of 41 vectors: 10 GiB at 16+16 layers (31.5M parameters), 20 GiB at 32+32; the 4 GiB
-        # default stopped every deep REF_LR run before its first step (tests/test_paper_configs.py).
+        # A float64 basis of 41 vectors: 9.6 GiB at 16+16 layers (31.5M parameters), 18.6 GiB at 32+32; the 4 GiB
+        # default stopped every REF_LR run from 8+8 layers on at its start (tests/test_paper_configs.py).
         "analysis.max_basis_bytes": 40 * 2**30,
     },
 }

@@ -107,10 +107,10 @@ SIZES = {
         "train.num_decode_examples": 0,
         "analysis.batch_size": 64,
         # A cap: the warm-started records stopped at the 1% residual bound within 10 products at cpu (median 6:
-        # study 13's first 120 records). The basis of 21 float64 vectors is 110 GiB at d = 2048 (n ≈ 7.1e8): it
-        # is split along n over the mesh, so the paper scale needs 3 devices of 40 GiB each (half an 80 GB
-        # accelerator), 4 for a power-of-two mesh: `DEVICES['paper']` (tests/test_paper_configs.py). Was 40 steps, which no single device held at
-        # d ≥ 1024 (54 GiB there, 215 GiB at 2048): found by the sweep's check before any run (issue 28 note).
+        # study 13's 200 records). The basis of 21 float64 vectors is 115 GiB at d = 2048 (n ≈ 7.4e8): it is split
+        # along n over the mesh, so the paper scale needs 3 devices of 40 GiB each (half an 80 GB accelerator), 4
+        # for a power-of-two mesh: `DEVICES['paper']` (tests/test_paper_configs.py). Was 40 steps, which no single
+        # device held from d = 1024 on (59 GiB there, 225 GiB at 2048), found by the check before any run.
         "analysis.lanczos_steps": 20,
         "analysis.tracking_tol": 1e-2,
         "analysis.max_basis_bytes": 40 * 2**30,
