@@ -107,10 +107,10 @@ def check_before_runs(
   bound = " (the model without its vocabulary rows)" if num_params is None else ""
   try:
     mesh = train.step.make_mesh(fsdp=config.mesh.fsdp) if mesh is None else mesh
-    for what, check in checks:
-      try:
-        check(config.analysis, n, mesh)
-      except ValueError as e:
-        raise ValueError(f"{what} with a basis of at least {n} parameters{bound}: {e}") from None
-  except ValueError as e:
+  except ValueError as e:  # mesh.fsdp does not divide this process's devices
     raise ValueError(f"{where}: {e}") from None
+  for what, check in checks:
+    try:
+      check(config.analysis, n, mesh)
+    except ValueError as e:
+      raise ValueError(f"{where}: {what} with a basis of at least {n} parameters{bound}: {e}") from None
