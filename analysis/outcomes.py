@@ -163,3 +163,47 @@ def early_class(
       return Outcome(UNSTABLE, f"loss spike at step {step}: {loss:.4g}, more than {spike:g} nat above {lowest:.4g}")
     lowest = min(lowest, loss)
   return Outcome(STABLE, f"no non-finite loss and no spike > {spike:g} nat in steps 1..{end}")
+
+
+# The collapse-aware outcome (issue 40): what "where a rule breaks" means for the boundary a step-0 model predicts.
+FAILED_CLASSES = (DIVERGED, COLLAPSED, UNSTABLE)
+
+
+def failed(cls: Optional[str]) -> Optional[bool]:
+  """A run's class read as failure: True for diverged, collapsed or unstable (a spike or a non-finite loss early),
+  False for trained, None for undertrained or unknown (neither: a run that has not reached the unigram model's
+  loss says nothing about stability)."""
+  if cls in FAILED_CLASSES:
+    return True
+  return False if cls == TRAINED else None
+
+
+def combine(early: Optional[str], final: Optional[str]) -> Optional[str]:
+  """One class from a run's early outcome (`early_class`) and its final class (`classify`): a spike or non-finite
+  loss in the early window (`unstable`) wins over a final class that recovered from it (a run that spikes has
+  broken, whatever it reaches later); a divergence or a collapse at the horizon wins over an early window that
+  looked stable (the collapse the early window cannot see). None when neither is known."""
+  if final == DIVERGED:
+    return DIVERGED
+  return UNSTABLE if early == UNSTABLE else final
+
+
+def collapse_aware(
+    train: Sequence[tuple[int, float]],
+    evals: Sequence[tuple[int, float]],
+    *,
+    init_loss: float,
+    unigram_entropy: float,
+    warmup_steps: int,
+    stopped_nonfinite: bool = False,
+) -> Outcome:
+  """A run's collapse-aware outcome from its curves: the first of a non-finite loss anywhere (diverged), a spike in
+  the warmup + `EARLY_WINDOW` steps (unstable), then the final class of `classify` (diverged, collapsed,
+  undertrained or trained). `failed(outcome.cls)` is the boundary's reading of it."""
+  if stopped_nonfinite or any(not math.isfinite(v) for _, v in train):
+    bad = next(((s, v) for s, v in train if not math.isfinite(v)), None)
+    return Outcome(DIVERGED, f"training loss {bad[1]} at step {bad[0]}" if bad else "a non-finite loss stopped it")
+  early = early_class(train, warmup_steps=warmup_steps)
+  if early.cls == UNSTABLE:
+    return early
+  return classify(evals, init_loss=init_loss, unigram_entropy=unigram_entropy)

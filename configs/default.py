@@ -220,7 +220,8 @@ def get_config() -> ml_collections.ConfigDict:
   # Sweep mode (experiments/): the product of the grid's values × seeds, each run trained like mode='train'.
   w = config.sweep = ml_collections.ConfigDict()
   w.grid = ""  # 'key=v1,v2;key2=a,b' over any config keys, e.g. 'optim.warmup_steps=0,400'; '' = base config only.
-  w.seeds = 1  # Runs per cell, with train.seed = 0 .. seeds-1.
+  w.seeds = 1  # Runs per cell, with train.seed = first_seed .. first_seed + seeds - 1.
+  w.first_seed = 0  # The first seed: fresh seeds for a confirmation run (e.g. 3 after a study of seeds 0-2).
   w.analysis_at_init = False  # Also run the `analysis` group's analysis at step 0 of every run (analysis/step_0/).
   # Also analyze these checkpoint steps (> 0) of every run after it trains (analysis/step_<k>/); each must be saved
   # (a multiple of train.checkpoint_every, or train.num_steps) and among the train.keep_checkpoints latest.
@@ -256,6 +257,9 @@ def get_config() -> ml_collections.ConfigDict:
   # False: run (this shard of) the claim's sweep and stop, with no extension round and no claim.json. The processes
   # of `sweep.parallel` get it: their parent runs an adaptive claim's rounds, each over all of them, and decides.
   c.decide = True
+  # A claim.json whose step-0 predictors (measured: lam0, flagged) a study reads instead of measuring its own (study
+  # 14 reads study 11's); a path relative to the repository, or absolute. '' = the study's own default.
+  c.predictors_from = ""
 
   # Several processes (hosts) in one run: train/distributed.py; every process runs the same command.
   p = config.distributed = ml_collections.ConfigDict()

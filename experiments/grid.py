@@ -46,6 +46,7 @@ class SweepConfig(Section):
   KEY = "sweep"
   grid: str
   seeds: int
+  first_seed: int
   analysis_at_init: bool
   analysis_steps: Any
   metric: str
@@ -60,6 +61,8 @@ class SweepConfig(Section):
   def __post_init__(self):
     if self.seeds < 1:
       raise invalid("sweep.seeds", self.seeds, "an integer >= 1")
+    if self.first_seed < 0:
+      raise invalid("sweep.first_seed", self.first_seed, "an integer >= 0")
     if self.shard != "auto":
       shard_lib.parse_shard(self.shard)
     if self.num_shards < 0:

@@ -196,7 +196,7 @@ def markdown_table(rows: list[dict], swept: list[str], metric: str) -> str:
   return "\n".join(lines) + "\n"
 
 
-def fixed_settings(config: Any, swept: list[str], seeds: int) -> str:
+def fixed_settings(config: Any, swept: list[str], seeds: int, first_seed: int = 0) -> str:
   """The settings the sweep holds fixed, as a figure title (swept keys left out; no optimizer at 0 steps)."""
   m, o, d, t = config.model, config.optim, config.data, config.train
   sizes = {k: (m[k] if m[k] is not None else PRESETS[m.preset][k]) for k in PRESETS[m.preset]}
@@ -224,7 +224,8 @@ def fixed_settings(config: Any, swept: list[str], seeds: int) -> str:
   else:
     items.append(("train.num_steps", "at init"))
   kept = [text for key, text in items if key not in swept and not (key == "model.preset" and "model.d_model" in swept)]
-  return ", ".join(kept) + (f"; seeds 0–{seeds - 1}" if seeds > 1 else "; seed 0")
+  last = first_seed + seeds - 1
+  return ", ".join(kept) + (f"; seeds {first_seed}–{last}" if seeds > 1 else f"; seed {first_seed}")
 
 
 def fit_text(fig, text: str, fontsize: float, fraction: float = 0.95) -> str:
@@ -555,8 +556,9 @@ def write_report(
   """results.md, curves.png and final_metric.png of `records` in `workdir`; returns their paths. A sweep that trains
   nothing (train.num_steps = 0: analyses at init) has no curves: only the table is written."""
   rows = summarize(records, metric)
-  seeds = seeds or max((r["seed"] for r in records), default=0) + 1
-  title = fixed_settings(config, swept, seeds)
+  first = min((r["seed"] for r in records), default=0)
+  seeds = seeds or max((r["seed"] for r in records), default=0) + 1 - first
+  title = fixed_settings(config, swept, seeds, first)
   table = os.path.join(workdir, "results.md")
   metrics_lib.write_text_atomic(table, f"# Sweep results\n\nFixed: {title}.\n\n{markdown_table(rows, swept, metric)}")
   if not config.train.num_steps:

@@ -2,7 +2,7 @@
 
 Contract: `run_sweep(config, workdir)` takes the experiment ConfigDict (base config + `config.sweep`), validates
 every cell's config before any compute (`train.config.resolve`; an error names the cell), then for each cell and
-seed s in 0..sweep.seeds-1 (train.seed = s) runs `train.loop.setup` + `train_and_evaluate` in
+seed s in first_seed..first_seed+seeds-1 (`sweep.first_seed`, default 0; train.seed = s) runs `train.loop.setup` + `train_and_evaluate` in
 `<root>/cells/<cell>/seed_<s>/` (`<root>`: `sweep.cells_dir`, else the workdir; the runs share one SentencePiece
 model in `<root>/tokenizer/` unless
 `data.tokenizer_dir` says otherwise; with `sweep.analysis_at_init`, `analysis.run.run_analysis` first, on the same
@@ -223,7 +223,7 @@ def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib
   root = runs_root(config, workdir)
   runs = []
   for cell in grid_lib.cells(config):
-    for seed in range(sweep.seeds):
+    for seed in range(sweep.first_seed, sweep.first_seed + sweep.seeds):
       cell_config = grid_lib.cell_config(config, cell, seed, tokenizer_dir=os.path.join(root, "tokenizer"))
       if "metrics" in cell_config and not cell_config.metrics.group:
         cell_config.metrics.group = sweep_name(workdir)  # the runs' W&B / Trackio group

@@ -28,7 +28,6 @@ from analysis import outcomes
 from experiments import report, stats, study
 from experiments.claims import figures
 from experiments.claims.edge_rules import (
-    BOUNDARY_SEEDS,
     EARLY,
     EARLY_WINDOW,
     FINAL,
@@ -36,11 +35,15 @@ from experiments.claims.edge_rules import (
     MIN_METHODS,
     PREDICTORS,
     Cell,
+    boundary_measure,
+    boundary_summary,
+    boundary_tables,
+    boundary_verdict,
     extend,
     rescue_score,
+    row,
     score,
     threshold,
-    unstable,
 )
 
 
@@ -121,23 +124,6 @@ def _is_cell(run: study.Run) -> bool:
   )
 
 
-def _row(run: study.Run, warmup: int) -> dict:
-  """A grid run's method, lr, warmup, seed, early class (from its training losses) and final class (its record's)."""
-  train = [(m["step"], m["loss"]) for m in run.metrics("train") if "loss" in m]
-  try:
-    early = outcomes.early_class(train, warmup_steps=warmup).cls
-  except ValueError:  # nothing logged in the window
-    early = None
-  return dict(
-      method=run.arm,
-      lr=float(run.params["optim.learning_rate"]),
-      warmup=warmup,
-      seed=run.seed,
-      early=early,
-      final=run.record.get("class"),
-  )
-
-
 def measure(results: study.Results) -> dict:
   """The runs read back: per method its step-0 λ₀ (the median over seeds of each predictor; `flagged`: the
   predictors ε decides in any seed), per training run its early and final class, and every score."""
@@ -160,7 +146,7 @@ def measure(results: study.Results) -> dict:
     if run.params.get("train.curvature_every"):
       traces.append(trace(run, warmup))
       continue
-    rows.append(_row(run, warmup))
+    rows.append(row(run, warmup))
   seeds = {method: list(by_seed.values()) for method, by_seed in per_seed.items()}
   lam0 = {
       method: {p: _median([s[p]["lambda"] for s in ss if p in s]) for p in PREDICTORS if any(p in s for s in ss)}
@@ -182,6 +168,7 @@ def measure(results: study.Results) -> dict:
     }
   cells = _cells_of(rows)
   flags = {m: sorted(f) for m, f in flagged.items()}
+  boundary = boundary_measure(rows, lam0, flags, beta1=beta1)
   warmups = sorted({c.warmup for c in cells if c.warmup})
   return dict(
       beta1=beta1,
@@ -192,6 +179,7 @@ def measure(results: study.Results) -> dict:
       flagged=flags,
       thresholds={p: threshold(p, beta1) for p in PREDICTORS},
       grid=extend(cells),
+      boundary=boundary,
       traces=traces,
       scores={
           which: {p: score(cells, lam0, p, beta1=beta1, which=which, flagged=flags) for p in PREDICTORS}
@@ -209,40 +197,26 @@ def measure(results: study.Results) -> dict:
   )
 
 
-PRIMARY = ("adam", EARLY, "beats the lr")  # the predictor, outcome and score the verdict reads (module docstring)
+def boundary_of(m: dict) -> dict:
+  """The boundary rules' measurement of `m`: its own, or computed from the rows, λ₀ and flags it stores (a record
+  measured before the rules existed, re-decided: experiments/claims/reproduce.py --redecide)."""
+  if m.get("boundary"):
+    return m["boundary"]
+  return study.jsonable(boundary_measure(m["runs"], m["lam0"], m["flagged"], beta1=m.get("beta1", 0.9)))
+
+
+REREADING = (
+    "A re-reading of seeds 0–2 by the boundary rules (experiments/claims/edge_rules.py), stated after these runs "
+    "were seen (issue 40); study 14 (edge_boundary) decides the same rules on fresh seeds 3–5, and its verdict is "
+    "the one reported"
+)
 
 
 @study.crashed_first
 def verdict(m: dict) -> study.Verdict:
-  """The `adam` predictor's AUC gap over the lr alone on the early outcome (module docstring): reproduced when its
-  bootstrap interval lies above 0, not reproduced below, inconclusive across 0, when too few methods are scored or
-  when a method's boundary cell has fewer than `BOUNDARY_SEEDS` seeds."""
-  short = [f"{method} η {lr:g}" for method, g in m["grid"].items() for lr in g.get("boundary", ())
-           if g.get("seeds", {}).get(lr, g.get("seeds", {}).get(str(lr), 0)) < BOUNDARY_SEEDS]  # fmt: skip
-  if short:
-    return study.Verdict(study.INCONCLUSIVE, f"boundary cells with fewer than {BOUNDARY_SEEDS} seeds: {short}")
-  predictor, which, name = PRIMARY
-  s = m["scores"][which][predictor]
-  result = s["verdicts"][name]
-  gap = s.get("auc_gap_interval")
-  numbers = (
-      f"AUC of η·λ_max(P⁻¹H)/c {s.get('auc') if s.get('auc') is None else round(s['auc'], 3)} vs the lr alone "
-      f"{s.get('auc_lr') if s.get('auc_lr') is None else round(s['auc_lr'], 3)}; gap "
-      + (stats.fmt(tuple(gap)) if gap else "without an interval")
-      + f" over {s['cells']} cells of {s['methods']} methods ({s.get('unstable', 0)} unstable)"
-  )
-  if result == study.INCONCLUSIVE:
-    why = (
-        f"fewer than {MIN_METHODS} methods scored, or cells of one class only"
-        if gap is None
-        else "the interval contains 0"
-    )
-    return study.Verdict(result, f"{numbers}: {why}. {_what_would_decide(m, gap, s['methods'])}")
-  return study.Verdict(
-      result,
-      f"{numbers}: step-0 preconditioned sharpness {'beats' if result == study.REPRODUCED else 'is beaten by'} "
-      "the lr alone across methods",
-  )
+  """The boundary rules on the `adam` predictor (edge_rules.boundary_verdict), said as a re-reading (`REREADING`)."""
+  result, reason = boundary_verdict(boundary_of(m))
+  return study.Verdict(result, f"{REREADING}. {reason}")
 
 
 def _lrs(g: dict) -> list[float]:
@@ -250,84 +224,54 @@ def _lrs(g: dict) -> list[float]:
   return sorted(float(lr) for lr in g.get("seeds", {}))
 
 
-def _what_would_decide(m: dict, gap: Optional[Sequence[float]] = None, methods: int = 0) -> str:
-  """The design change an inconclusive verdict names: more methods (the bootstrap resamples methods, so its interval
-  narrows with more of them; with the `gap` interval over `methods` methods, how many would clear 0 were its point
-  and spread to hold, stats.groups_to_decide), and for each method the grid did not bracket, the side its boundary
-  lies beyond (the lr grid extended past the last of `MAX_ROUNDS` rounds is then a change to state before the new
-  runs)."""
-  sides = []
-  for method, g in m["grid"].items():
-    if g["bracketed"]:
-      continue
-    lrs = _lrs(g)
-    if not lrs:
-      sides.append(method)
-    elif max(lrs) * 2 in g.get("add", ()):
-      sides.append(f"{method} (stable up to η {max(lrs):g})")
-    else:
-      sides.append(f"{method} (unstable down to η {min(lrs):g})")
-  text = "More methods (the registry's rules; the interval is a bootstrap over methods) would decide it"
-  need = stats.groups_to_decide(gap, methods, 0.0) if gap and methods else None
-  if need:
-    text += f": at least ≈ {need} methods were the gap's point and spread to hold (now {methods}; it narrows as 1/√n)"
-  if sides:
-    text += (
-        "; so would bracketing the boundary of the methods the grid does not bracket: "
-        + ", ".join(sides)
-        + f" (the grid extends at most {MAX_ROUNDS} rounds)"
-    )
-  return text
-
-
-MARKERS = {True: ("x", "unstable"), False: ("o", "stable")}
-
-
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
-  """Per predictor, each cell without warmup at its overshoot η·λ₀/c (log x; 1 is the prediction's threshold), one
-  row per method, by its early class (× unstable, ○ stable); a method whose λ₀ ε decides is drawn grey. A row with
-  λ₀ ≤ 0 (no overshoot on a log axis: every η predicted stable) or without a λ₀ says so in words."""
+  """edge.png: per predictor, each run without warmup at its overshoot η·λ₀/c (log x; 1 is the prediction's
+  threshold), one row per method, the seeds side by side, by its collapse-aware class (figures.CLASS_MARKERS:
+  trained, undertrained, unstable, collapsed, diverged); a method whose λ₀ ε decides is drawn grey. A row with λ₀ ≤ 0
+  or without a λ₀ says so in words. boundary.png: the boundary rules' regression (figures.boundary). trace.png."""
   del results
-  cells = _cells_of(m.get("runs") or [])
-  methods = sorted({c.method for c in cells if not c.warmup})
+  runs = [r for r in m.get("runs") or [] if not int(r["warmup"])]
+  methods = sorted({r["method"] for r in runs})
   if not methods or not m.get("lam0"):
     return []
   fig, axes = figures.plt.subplots(
       1, len(PREDICTORS), figsize=(3.2 * len(PREDICTORS), 2.2 + 0.35 * len(methods)), sharey=True, layout="constrained"
   )
   for ax, p in zip(axes, PREDICTORS):
-    c = m["thresholds"][p]
-    for row, method in enumerate(methods):
+    c = threshold(p, m.get("beta1", 0.9))
+    for i, method in enumerate(methods):
       lam = m["lam0"].get(method, {}).get(p)
       if lam is None or lam <= 0:
         note = "no λ₀" if lam is None else f"λ₀ = {lam:.2g} ≤ 0: every η predicted stable"
-        ax.text(0.03, row, note, transform=ax.get_yaxis_transform(), fontsize=7, color="0.35", va="center")
+        ax.text(0.03, i, note, transform=ax.get_yaxis_transform(), fontsize=7, color="0.35", va="center")
         continue
       grey = p in m["flagged"].get(method, ())
-      for cell in cells:
-        y = unstable(cell, EARLY)
-        if cell.method != method or cell.warmup or y is None:
+      for r in runs:
+        if r["method"] != method:
           continue
-        x = cell.lr * lam / c
-        marker, _ = MARKERS[y]
-        ax.plot(x, row, marker, color="0.6" if grey else ("C3" if y else "C0"), mfc="none", ms=7)
+        marker, color = figures.CLASS_MARKERS.get(outcomes.combine(r.get("early"), r.get("final")), ("?", "k"))
+        color = "0.6" if grey else color
+        ax.plot(r["lr"] * lam / c, i + 0.18 * ((int(r["seed"]) % 3) - 1), marker, color=color,
+                mfc="none" if marker not in ("x", ".") else color, ms=5)  # fmt: skip
     ax.axvline(1.0, color="k", lw=0.8, ls="--")
     ax.set_xscale("log")
-    auc = m["scores"][EARLY][p].get("auc")
-    ax.set_title(f"{p}: c = {c:.3g}" + (f", AUC {auc:.2f}" if auc is not None else ""), fontsize=9)
+    ax.set_title(f"{p}: c = {c:.3g}", fontsize=9)
     ax.set_xlabel("η·λ₀ / c (no warmup)", fontsize=8)
   axes[0].set_yticks(range(len(methods)), methods, fontsize=8)
   axes[0].set_ylim(-0.6, len(methods) - 0.4)
   handles = [
-      figures.plt.Line2D(
-          [], [], marker=MARKERS[y][0], ls="", color="C3" if y else "C0", mfc="none", label=MARKERS[y][1]
-      )
-      for y in (False, True)
+      figures.plt.Line2D([], [], marker=mk, ls="", color=col, mfc="none" if mk not in ("x", ".") else col, label=k)
+      for k, (mk, col) in figures.CLASS_MARKERS.items()
   ]
   handles.append(figures.plt.Line2D([], [], marker="o", ls="", color="0.6", mfc="none", label="λ₀ decided by ε"))
-  report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=3, fontsize=8)
-  figures.suptitle(fig, "Study 11: does η·λ₀ at step 0 predict the early outcome, cell by cell?", settings)
-  return [figures.save(fig, out_dir, "edge.png"), *_trace_figure(m, out_dir, settings)]
+  report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=6, fontsize=8)
+  figures.suptitle(fig, "Study 11: each run at its step-0 overshoot η·λ₀/c, by its collapse-aware class", settings)
+  headline = "Study 11 (re-reading of seeds 0–2): log η* against log(c/λ₀), one point per method"
+  return [
+      figures.save(fig, out_dir, "edge.png"),
+      *figures.boundary(boundary_of(m), out_dir, headline, settings),
+      *_trace_figure(m, out_dir, settings),
+  ]
 
 
 def _trace_figure(m: dict, out_dir: str, settings: str) -> list[str]:
@@ -365,16 +309,7 @@ def _trace_figure(m: dict, out_dir: str, settings: str) -> list[str]:
 def summary(m: dict) -> dict:
   if m.get("crashed") or not m.get("scores"):
     return {}
-  s = m["scores"][EARLY]["adam"]
-  out = {"cells scored (adam, early)": s["cells"], "methods scored": s["methods"]}
-  if s.get("auc") is not None:
-    out["AUC η·λ(P⁻¹H)"] = round(s["auc"], 3)
-    out["AUC lr alone"] = round(s["auc_lr"], 3)
-  if s.get("auc_gap_interval"):
-    out["AUC gap, 95% interval"] = stats.fmt(tuple(s["auc_gap_interval"]))
-  if s.get("accuracy") is not None:
-    out["accuracy of η·λ(P⁻¹H) > c"] = round(s["accuracy"], 3)
-    out["majority class"] = round(s["majority"], 3)
+  out = boundary_summary(boundary_of(m))
   longest = max((t["warmup"] for t in m.get("traces") or []), default=0)
   for w in sorted({t["warmup"] for t in m.get("traces") or []}):
     ts = [t for t in m["traces"] if t["warmup"] == w]
@@ -430,8 +365,8 @@ def tables(m: dict) -> list[dict]:
   if m.get("crashed") or not m.get("scores"):
     return []
   scores = {
-      "title": "Every predictor on the cells without warmup (η·λ₀ > c predicts unstable; gaps with 95% bootstrap "
-      "intervals over methods; the verdict reads λ_max(P⁻¹H) on the early outcome against the lr alone)",
+      "title": "Issue 28's reading, reported, not decided (its early outcome cannot see collapse): every predictor on "
+      "the cells without warmup (η·λ₀ > c predicts unstable; gaps with percentile bootstrap intervals over methods)",
       "header": ["outcome", "λ₀", "c", "methods", "cells", "unstable", "AUC", "AUC lr alone", "AUC gap",
                  "vs the lr", "accuracy", "majority class", "accuracy gap", "vs the majority"],  # fmt: skip
       "rows": [
@@ -468,13 +403,13 @@ def tables(m: dict) -> list[dict]:
           for method, g in m["grid"].items()
       ],
   }
-  return [scores, rescue, methods]
+  return [*boundary_tables(boundary_of(m)), scores, rescue, methods]
 
 
 def extensions(results: study.Results) -> dict[str, dict[str, list]]:
   """The next round of the grid (module docstring, `extend`): {method label: {"optim.learning_rate": lrs}} for every
   method whose boundary (early outcome, without warmup) is not bracketed yet; {} when every one is."""
-  rows = [_row(run, int(run.params["optim.warmup_steps"])) for run in results.runs if _is_cell(run)]
+  rows = [row(run, int(run.params["optim.warmup_steps"])) for run in results.runs if _is_cell(run)]
   grid = extend(_cells_of(rows))  # the grid's cells only: no analysis read, no score bootstrapped
   return {method: {"optim.learning_rate": g["add"]} for method, g in grid.items() if g["add"]}
 

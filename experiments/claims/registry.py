@@ -24,6 +24,7 @@ CLAIM_NAMES = (
     "edge",
     "width",
     "depth",
+    "edge_boundary",
 )
 SCALES = ("tiny", "cpu", "paper")
 
@@ -49,6 +50,7 @@ class ClaimConfig(Section):
   name: str
   scale: str
   decide: bool
+  predictors_from: str
 
   def __post_init__(self):
     if self.name and self.name not in CLAIM_NAMES:

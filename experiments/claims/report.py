@@ -144,7 +144,7 @@ def write_reproduction(
 
 
 # The atlas's questions, each a study of the registry (configs/claims/<name>.py).
-ATLAS_STUDIES = ("edge", "width", "depth")
+ATLAS_STUDIES = ("edge", "width", "depth", "edge_boundary")
 
 
 def write_atlas(results: list[dict], path: str, *, command: str) -> str:

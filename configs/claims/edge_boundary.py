@@ -1,0 +1,89 @@
+"""Study 14: does the curvature at step 0 predict each method's boundary, on fresh seeds (issue 40)?
+
+    python main.py --config=configs/claims/edge_boundary.py:cpu --config.data.dir=<Multi30k folder> \\
+        --workdir=runs/claims/edge_boundary
+
+The design, fixed here before its runs (the rules: experiments/claims/edge_rules.py, the boundary rules):
+  methods   every method of study 11 (configs/atlas.py's registry), with study 11's model, data, optimizer, 200
+            steps and per-step training-loss log (configs/claims/edge.py);
+  lrs       per method, the bracket [η_lo, η_hi] that study 11's record gives on the collapse-aware outcome
+            (`BRACKETS`: tests/test_claim_edge.py checks them against that record), refined with its √2 midpoint;
+            both ends and the midpoint without warmup; the grid extends by √2 past an end that does not hold on
+            the fresh seeds (`MAX_ROUNDS`). LayerScale never failed in study 11 (1 of 3 seeds at 0.128): its
+            bracket is [0.128, 0.256], 0.256 not yet run;
+  warmup    T_w = 2/(1 − β₂) = 100 steps at each method's η_hi, the smallest failing lr (Ma & Yarats 2021 §4);
+  seeds     3 fresh ones, 3–5 (`sweep.first_seed`; study 11 ran 0–2); the data order is study 11's;
+  λ₀        each method's step-0 predictors are study 11's (its at-init analyses, seeds 0–2, median), read from
+            its record: the predictor is measured apart from the outcomes it predicts.
+Runs at cpu: 19 methods × 3 lrs × 3 seeds + 19 × 3 warmup runs = 228 of 200 steps (≈ 44 s each on 2 cores: 2.8 h,
+committed as they land; experiments/claims/reproduce.py resumes them).
+"""
+
+import math
+
+from configs import atlas
+from configs.claims import edge
+from configs.claims._atlas_cells import method_keys
+from configs.claims._base import check_scale
+
+# Study 11's brackets [η_lo, η_hi] (cpu: its record's collapse-aware re-reading; tiny: the tests' synthetic task).
+BRACKETS = {
+    "tiny": {"Post-LN + Xavier": (0.01, 0.02), "Pre-LN": (0.01, 0.02)},
+    "cpu": {
+        "Admin": (0.008, 0.016),
+        "CompleteP": (0.128, 0.256),
+        "DS-Init": (0.004, 0.008),
+        "DeepNorm": (0.016, 0.032),
+        "Derf": (0.008, 0.016),
+        "DyT": (0.008, 0.016),
+        "HybridNorm": (0.004, 0.008),
+        "LayerNorm scaling": (0.128, 0.256),
+        "LayerScale": (0.128, 0.256),  # open above in study 11: 0.256 is the next lr of its grid
+        "Mix-LN": (0.016, 0.032),
+        "Peri-LN": (0.128, 0.256),
+        "Post-LN + BERT 0.02": (0.008, 0.016),
+        "Post-LN + Xavier": (0.002, 0.004),
+        "Pre-LN": (0.128, 0.256),
+        "Pre-LN + QK-norm": (0.128, 0.256),
+        "Pre-LN + z-loss": (0.128, 0.256),
+        "ReZero": (0.016, 0.032),
+        "T-Fixup": (0.004, 0.008),
+        "scheduled α": (0.004, 0.008),
+    },
+}
+WARMUP = {"tiny": 2, "cpu": 100}
+FIRST_SEED, SEEDS = 3, {"tiny": 1, "cpu": 3}
+MAX_ROUNDS = 3  # √2 steps past an end of the bracket that the fresh seeds move
+
+
+def midpoint(lo: float, hi: float) -> float:
+  """√(lo·hi) to 3 significant digits (a cell's name carries the lr)."""
+  return float(f"{math.sqrt(lo * hi):.3g}")
+
+
+def grid(scale: str) -> str:
+  """Every method's product without warmup (its bracket's ends and midpoint) first, then its warmup product at
+  η_hi: an extension round repeats a label's first product (experiments/grid.py `extend_grid`)."""
+  names = {atlas.NAMES[m]: m for m in atlas.METHODS[scale]}
+  first, warm = [], []
+  for label, (lo, hi) in BRACKETS[scale].items():
+    keys = method_keys(names[label], scale)
+    lrs = ",".join(repr(lr) for lr in (lo, midpoint(lo, hi), hi))
+    first.append(f"{label}: {keys};optim.warmup_steps=0;optim.learning_rate={lrs}")
+    warm.append(f"{label}: {keys};optim.warmup_steps={WARMUP[scale]};optim.learning_rate={hi!r}")
+  return " | ".join(first + warm)
+
+
+def get_config(scale: str = "cpu"):
+  check_scale(scale)
+  if scale not in BRACKETS:
+    raise ValueError(
+        f"config string (the claim's scale) {scale!r} is invalid for edge_boundary: its lrs are study 11's brackets "
+        f"at that scale, and study 11 has no {scale} record yet; valid: {list(BRACKETS)}"
+    )
+  config = edge.get_config(scale)
+  config.claim.name = "edge_boundary"
+  config.sweep.grid = grid(scale)
+  config.sweep.seeds = SEEDS[scale]
+  config.sweep.first_seed = FIRST_SEED
+  return config
