@@ -177,6 +177,12 @@ RECIPE = (
 )
 
 
+def _portable_arg(arg: str) -> str:
+  """'--flag=/abs/path/file' as '--flag=<file>' (the record states no machine path); other arguments as they are."""
+  flag, eq, value = arg.partition("=")
+  return f"{flag}=<{os.path.basename(value)}>" if eq and os.path.isabs(value) else arg
+
+
 def main(argv):
   from absl import flags  # noqa: PLC0415
 
@@ -188,7 +194,8 @@ def main(argv):
   test = evaluate_test(config, f.workdir, pairs=f.test_pairs or None)
   summary = training_summary(f.workdir)
   pairs = pairs_trained(config, summary["steps"], f.workdir)
-  evaluate = " ".join(["python -m experiments.baseline", *sys.argv[1:]])
+  # A flag's absolute path (a scratch file, this machine's data folder) is this machine's: the record names the file.
+  evaluate = " ".join(["python -m experiments.baseline", *(_portable_arg(a) for a in sys.argv[1:])])
   path = f["config"].config_filename
   train_cmd = f"python main.py --config={path} --config.data.dir={config.data.dir} --workdir={f.workdir}"
   prov = provenance_lib.provenance()

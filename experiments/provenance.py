@@ -48,8 +48,31 @@ def _version(package: str) -> Optional[str]:
     return None
 
 
+ISA = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile", "neon", "sve")
+
+
+def cpu() -> dict[str, Any]:
+  """The host CPU's model and the instruction-set extensions among `ISA` it has (XLA:CPU compiles for them, so two
+  CPUs of one pinned JAX can differ in the last digits: a record names the one it came from), from /proc/cpuinfo
+  where there is one, else `platform`."""
+  model, flags = platform.processor() or platform.machine(), set()
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key in ("model name", "cpu model") and model in ("", platform.processor(), platform.machine()):
+          model = value.strip()
+        elif key in ("flags", "features") and not flags:
+          flags = set(value.split())
+  except OSError:
+    pass
+  return {"model": model, "isa": [f for f in ISA if f in flags], "cores": os.cpu_count()}
+
+
 def provenance(repo: str = REPO) -> dict[str, Any]:
-  """Commit, dirty flag, package versions, JAX backend and devices, host, Python and the time (UTC)."""
+  """Commit, dirty flag, package versions, JAX backend and devices, host and its CPU, `XLA_FLAGS`, Python and the
+  time (UTC)."""
   devices = jax.devices()
   return {
       **git_state(repo),
@@ -59,6 +82,29 @@ def provenance(repo: str = REPO) -> dict[str, Any]:
       "device_count": len(devices),
       "process_count": jax.process_count(),
       "hostname": socket.gethostname(),
+      "cpu": cpu(),
+      "xla_flags": os.environ.get("XLA_FLAGS", ""),
       "python": platform.python_version(),
       "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
   }
+
+
+def trained_at(provs: list[Optional[dict]]) -> dict[str, Any]:
+  """What the runs of a record trained at, from each run's `provenance`: the distinct commits ('<sha>' or
+  '<sha>+dirty') and machines ('<cpu model> [isa…] / <backend> <device kinds> / XLA_FLAGS=…'), each sorted; a run
+  that kept none counts as 'unrecorded'. A claim whose runs span several machines says so in its record."""
+  commits, machines = set(), set()
+  for p in provs:
+    if not p:
+      commits.add("unrecorded")
+      machines.add("unrecorded")
+      continue
+    c = p.get("git_commit")
+    commits.add(f"{c}{'+dirty' if p.get('git_dirty') else ''}" if c else "unrecorded")
+    cpu_ = p.get("cpu") or {}
+    where = f"{cpu_.get('model', 'cpu unrecorded')} [{' '.join(cpu_.get('isa') or [])}]" if cpu_ else "cpu unrecorded"
+    machines.add(
+        f"{where} / {p.get('backend', '?')} {','.join(p.get('device_kinds') or [])}"
+        + (f" / XLA_FLAGS={p['xla_flags']}" if p.get("xla_flags") else "")
+    )
+  return {"git_commits": sorted(commits), "machines": sorted(machines)}

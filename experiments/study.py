@@ -72,6 +72,8 @@ class Study:
   # resumes them.
   extend: Optional[Callable[["Results"], dict]] = None
   max_rounds: int = 0
+  # `figure` draws from `measured` alone (results=None): a re-decision from the record redraws the figures too.
+  figures_from_record: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

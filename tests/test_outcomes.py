@@ -157,3 +157,40 @@ def test_early_window_is_the_warmup_plus_w_steps_after_it():
     outcomes.early_class([(10, 5.0)], warmup_steps=0, window=5)
   with pytest.raises(ValueError, match="window=0"):
     outcomes.early_class([(1, 5.0)], warmup_steps=0, window=0)
+
+
+# The collapse-aware outcome (issue 40): hand-made curves of 200 steps against H = 5.0, the loss at init 7.0.
+CA_H, CA_INIT = 5.0, 7.0
+
+
+def _curve(f, steps=200):
+  return [(s, f(s)) for s in range(1, steps + 1)]
+
+
+@pytest.mark.parametrize(
+    "train, final, expected",
+    [
+        (_curve(lambda s: max(5.0, 7.0 - 0.1 * s)), 5.02, COLLAPSED),  # the unigram plateau, smooth all the way
+        (_curve(lambda s: 7.0 - 2.5 * s / 200), 4.6, TRAINED),  # slow but training: below H − δ at the horizon
+        (_curve(lambda s: 7.0 - 1.0 * s / 200), 6.0, UNDERTRAINED),  # too slow: above H + δ
+        (_curve(lambda s: 9.0 if s == 30 else 6.5 - s / 100), 4.0, outcomes.UNSTABLE),  # a spike, then it recovers
+        (_curve(lambda s: math.nan if s > 40 else 6.5), math.nan, DIVERGED),  # NaN
+    ],
+)
+def test_collapse_aware_outcome_on_hand_made_curves(train, final, expected):
+  out = outcomes.collapse_aware(
+      train, [(0, CA_INIT), (200, final)], init_loss=CA_INIT, unigram_entropy=CA_H, warmup_steps=0
+  )
+  assert out.cls == expected, out.reason
+  assert outcomes.failed(out.cls) is {COLLAPSED: True, TRAINED: False, UNDERTRAINED: None}.get(expected, True)
+
+
+def test_combine_reads_collapse_the_early_window_cannot_see_and_spikes_that_recover():
+  assert outcomes.combine(outcomes.STABLE, COLLAPSED) == COLLAPSED  # early-stable Post-LN that ends collapsed fails
+  assert outcomes.combine(outcomes.UNSTABLE, TRAINED) == outcomes.UNSTABLE  # a spike that recovers still failed
+  assert outcomes.combine(outcomes.UNSTABLE, DIVERGED) == DIVERGED
+  assert outcomes.combine(outcomes.STABLE, TRAINED) == TRAINED
+  assert outcomes.combine(None, UNDERTRAINED) == UNDERTRAINED
+  assert [outcomes.failed(c) for c in (DIVERGED, COLLAPSED, outcomes.UNSTABLE, TRAINED, UNDERTRAINED, None)] == [
+      True, True, True, False, None, None,
+  ]  # fmt: skip

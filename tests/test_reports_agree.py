@@ -92,3 +92,39 @@ def test_no_committed_result_records_a_dirty_tree():
   baseline = REPORTS / "baseline" / "result.json"
   if baseline.exists():
     assert json.loads(baseline.read_text(encoding="utf-8"))["provenance"]["git_dirty"] is False
+
+
+SHA = re.compile(r"^[0-9a-f]{40}(\+dirty)?$")
+MACHINE_PATH = re.compile(r"(?<![\w.~<])/(work|home|tmp|root|Users|mnt|scratch|var|opt)/")
+
+
+def test_every_record_names_the_commit_its_runs_trained_at_beside_the_one_that_decided():
+  """claim.json's `provenance` is the deciding process's; `trained_at` lists the commits (and machines) of its runs,
+  or says 'unrecorded' where no run record survived to tell (the record's `from` says which)."""
+  for r in _records():
+    if r.get("pending"):
+      continue
+    assert SHA.match(r["provenance"]["git_commit"]), r["claim"]
+    t = r.get("trained_at")
+    assert t and t["git_commits"] and t["machines"] and t.get("from", "runs"), r["claim"]
+    assert all(SHA.match(c) or c == "unrecorded" for c in t["git_commits"]), (r["claim"], t)
+
+
+def test_no_report_holds_a_machine_path():
+  found = []
+  for path in [*REPORTS.glob("*.md"), *REPORTS.glob("*/*.json"), *REPORTS.glob("reproduction/*/claim.json")]:
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+      if MACHINE_PATH.search(line):
+        found.append(f"{path.relative_to(REPO)}:{i}: {line.strip()[:120]}")
+  assert not found, found
+
+
+def test_the_provenance_names_the_cpu_and_xla_flags(monkeypatch):
+  from experiments import provenance  # noqa: PLC0415
+
+  monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_max_isa=AVX2")
+  p = provenance.provenance()
+  assert p["xla_flags"] == "--xla_cpu_max_isa=AVX2" and p["cpu"]["model"] and isinstance(p["cpu"]["isa"], list)
+  t = provenance.trained_at([p, dict(p, git_dirty=True), None])
+  assert t["git_commits"] == sorted({p["git_commit"], p["git_commit"] + "+dirty", "unrecorded"})
+  assert any("XLA_FLAGS=--xla_cpu_max_isa=AVX2" in m for m in t["machines"]) and "unrecorded" in t["machines"]

@@ -4,9 +4,11 @@ and where warmup rescues it? Its sweep: configs/claims/edge.py.
 The statement tested (the verdict): Cohen et al. 2022 ("Adaptive Gradient Methods at the Edge of Stability",
 arXiv:2207.14484, §3 and Eq. 1-2): for Adam with its preconditioner P frozen, the quadratic model is stable iff
 η·λ_max(P⁻¹H) < (2 + 2β₁)/(1 − β₁) (38 at β₁ = 0.9), "the preconditioned sharpness" that Adam trains at the edge of.
-Read at step 0, it predicts which cells (method, η) without warmup are unstable in their first steps. The verdict
-is the `adam` predictor's, on the early outcome, against the lr alone (below: 'beats the lr'); every other predictor,
-the final outcome and the warmup question are measured and reported with their own verdicts, none of them decisive.
+Read at step 0 across methods, each method's boundary is η* = c/λ₀. The verdict reads the boundary rules
+(experiments/claims/edge_rules.py: a run fails when it diverges, spikes or collapses; log η* regressed on log(c/λ₀))
+on the `adam` predictor; they were stated after these runs were seen (issue 40: issue 28's early outcome could not
+see collapse), so this study's verdict is a re-reading, and study 14 (experiments/claims/edge_boundary.py) decides
+them on fresh seeds. Issue 28's cell-by-cell AUC scores on the early outcome stay as reported tables.
 Kalra & Barkeshli 2024 ("Why Warmup the Learning Rate?", NeurIPS 2024, §4) say warmup's benefit is that it lets the
 sharpness fall before the lr peaks, so a cell that fails without warmup can train with it: the rescue scores below.
 Their mechanism is measured on the trace runs (one method, one lr, with and without warmup): λ(P⁻¹H) at the longest
@@ -29,10 +31,8 @@ from experiments import report, stats, study
 from experiments.claims import figures
 from experiments.claims.edge_rules import (
     EARLY,
-    EARLY_WINDOW,
     FINAL,
     MAX_ROUNDS,
-    MIN_METHODS,
     PREDICTORS,
     Cell,
     boundary_measure,
@@ -418,9 +418,9 @@ CLAIM = study.Study(
     name="edge",
     number=11,
     statement=(
-        "Adam is unstable at a learning rate η when η·λ_max(P⁻¹H) exceeds (2 + 2β₁)/(1 − β₁): read at step 0, the "
-        "preconditioned sharpness predicts, cell by cell across methods, which (method, η) become unstable in their "
-        "first steps, better than the learning rate alone."
+        "Adam is unstable at η when η·λ_max(P⁻¹H) exceeds (2 + 2β₁)/(1 − β₁): read at step 0, the preconditioned "
+        "sharpness predicts each method's boundary η* = c/λ₀ (slope 1 of log η* on log(c/λ₀) across methods), where "
+        "a run fails when it diverges, spikes or collapses to the unigram plateau."
     ),
     source=(
         "Cohen et al. 2022, Adaptive Gradient Methods at the Edge of Stability, §3, Eq. 1-2; warmup's mechanism: "
@@ -431,18 +431,18 @@ CLAIM = study.Study(
         "sharpness tracked along training; Kalra & Barkeshli 2024: CIFAR-10 ResNets and WikiText Transformers"
     ),
     thresholds={
-        "early outcome": (
-            f"unstable if any seed has a non-finite training loss or a spike > {outcomes.SPIKE:g} nat above the running "
-            f"minimum within the warmup + {EARLY_WINDOW} steps (analysis/outcomes.py early_class); stable if every seed "
-            "has neither"
-        ),
-        "prediction": "unstable iff η·λ₀ > c: c = (2 + 2β₁)/(1 − β₁) for λ_max(P⁻¹H), 2 for the others",
-        "ε": "a method whose λ_max(P⁻¹H) changes by more than the stability module's EPS_FACTOR between ε and "
-        "1e-8·RMS(g) is not scored for 'adam'",
-        "verdict": (
-            "the 'adam' predictor's ROC AUC minus the lr alone's, on cells without warmup, 95% bootstrap interval over "
-            f"methods: reproduced above 0, not reproduced below 0, else inconclusive (or fewer than {MIN_METHODS} methods)"
-        ),
+        "re-reading": "the boundary rules (experiments/claims/edge_rules.py) were stated after these runs were seen "
+        "(issue 40); study 14 (edge_boundary) applies them to fresh seeds, and its verdict is the one reported",
+        "outcome": "a run fails if it diverges, spikes (> 1 nat within the warmup + 50 steps) or ends collapsed "
+        "(within 0.1 nat of the unigram entropy); undertrained runs are neither (analysis/outcomes.py combine, failed)",
+        "boundary": "a cell fails at a failing fraction k/n ≥ 1/2; η_hi the smallest failing lr, η_lo the largest lr "
+        "below it, η* = √(η_lo·η_hi)",
+        "verdict": "the least-squares slope of log η* on log(c/λ₀) for λ₀ = λ_max(P⁻¹H), c = 38 (a method whose λ₀ ε "
+        "decides is left out), percentile bootstrap over ≥ 8 methods: reproduced if it excludes 0 and contains 1; "
+        "not reproduced if it lies at or below 0; else inconclusive, naming the methods a Student-t interval would "
+        "need",
+        "reported": "the other predictors' slopes, the warmup question (Spearman ρ of the rescued fraction at η_hi on "
+        "log λ₀), and issue 28's early-outcome AUC scores",
     },
     measure=measure,
     verdict=verdict,
@@ -451,4 +451,5 @@ CLAIM = study.Study(
     tables=tables,
     extend=extensions,
     max_rounds=MAX_ROUNDS,
+    figures_from_record=True,
 )

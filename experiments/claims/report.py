@@ -103,7 +103,7 @@ def write_reproduction(
         *head,
         f"- Run here ({r.get('scale', '?')}): {r.get('settings', '?')}; "
         f"swept: {', '.join(r.get('swept') or []) or '—'}",
-        f"- Data: {_data(r)}" + (f" (data.dir `{d['dir']}`)" if d.get("dir") else ""),
+        f"- Data: {_data(r)}" + (f" (data.dir `{d['dir']}`)" if d.get("dir") and not os.path.isabs(d["dir"]) else ""),
         f"- Runs: {_runs(r)}",
         "",
         "Thresholds (as coded; a change made after a run is stated, with its reason, in the claim module's docstring):",
@@ -124,6 +124,10 @@ def write_reproduction(
     lines += ["", f"**Verdict: {r['verdict']}.** {r.get('reason', '')}", ""]
     for fig in r.get("figures", []):
       lines.append(f"![{r['claim']}]({figure_dir}/{r['claim']}/{fig})")
+    if r.get("trained_at"):
+      t = r["trained_at"]
+      lines += ["", f"The runs trained at commit(s) {', '.join(c[:10] + c[40:] for c in t['git_commits'])}, on "
+                f"{'; '.join(t['machines'])}; decided at commit {_commit(r)}."]  # fmt: skip
     if r.get("redecided_by"):
       lines += [
           "",

@@ -239,13 +239,22 @@ def collect(out: str) -> list[dict]:
   return results
 
 
-def redecide(record: dict) -> dict:
+def redecide(record: dict, folder: str = "") -> dict:
   """`record` with its claim's current verdict applied to the measurements it stores: verdict, reason, thresholds and
-  summary and tables replaced, `redecided_by` this invocation's provenance (the runs' stays in `provenance`)."""
+  summary and tables replaced, `redecided_by` this invocation's provenance (the runs' stays in `provenance`); with
+  `folder`, a claim whose figures draw from the record alone (`Study.figures_from_record`) redraws them there."""
   claim = get_claim(record["claim"])
   verdict = claim.verdict(record["measured"])
+  figures = record.get("figures", [])
+  if folder and claim.figures_from_record:
+    for old in figures:
+      if os.path.exists(os.path.join(folder, old)):
+        os.remove(os.path.join(folder, old))
+    figures = claim.figure(record["measured"], None, folder, record.get("settings", ""))
   return dict(
       record,
+      figures=list(figures),
+      statement=claim.statement,
       verdict=verdict.verdict,
       reason=verdict.reason,
       thresholds=claim.thresholds,
@@ -292,7 +301,7 @@ def main(argv):
   for name in FLAGS.redecide:
     path = os.path.join(FLAGS.out, "reproduction", name, "claim.json")
     with open(path, encoding="utf-8") as f:
-      record = redecide(json.load(f))
+      record = redecide(json.load(f), os.path.dirname(path))
     with open(path, "w", encoding="utf-8") as f:
       json.dump(record, f, indent=1)
     print(f"[reproduce] {name}: {record['verdict']} (re-decided from {path})", flush=True)

@@ -41,8 +41,16 @@ def data_description(config: Any) -> dict:
   if d.name == "embedded":
     out.update(note="the synthetic offline translation task (train/data/grammar.py)", num_train=d.embedded.num_train)
   else:
-    out.update(dir=d.dir, source_lang=d.source_lang, target_lang=d.target_lang)
+    out.update(dir=portable_path(d.dir), source_lang=d.source_lang, target_lang=d.target_lang)
   return out
+
+
+def portable_path(path: str) -> str:
+  """`path` as a record may state it: relative to the repository (e.g. '../shared/data/multi30k') when it is a local
+  path, a URI as it is; never this machine's absolute path."""
+  if not path or "://" in path:
+    return path
+  return os.path.relpath(os.path.abspath(path), provenance_lib.REPO)
 
 
 def decide(config: Any, workdir: str, records: list[dict], seconds: float = float("nan")) -> dict:
@@ -81,6 +89,7 @@ def decide(config: Any, workdir: str, records: list[dict], seconds: float = floa
           figures=list(figures),
           runs=outcomes,
           provenance=provenance_lib.provenance(),
+          trained_at=provenance_lib.trained_at([r.get("provenance") for r in records]),
           seconds=round(float(seconds), 1) if seconds == seconds else None,
           finished=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
       )
