@@ -229,14 +229,16 @@ def test_measure_reads_lambda0_per_method_the_classes_and_scores_them(tmp_path):
   # Warmup 5 rescues every cell unstable without it.
   rescue = m["rescue"]["early"]["5"]["adam"]
   assert rescue["rescued"] == rescue["unstable without warmup"] == 6
-  assert edge.summary(m)["cells scored (adam, early)"] == 12
+  assert edge.summary(m) == edge_rules.boundary_summary(m["boundary"])  # the boundary rules head the summary
+  assert m["boundary"]["bounds"] == edge_rules.boundaries(m["runs"], 0)
 
 
 def test_the_reports_tables_read_every_predictor_and_read_the_same_from_claim_json(tmp_path):
   """Study 11's tables (Study.tables): every predictor × outcome against both baselines, the warmup question, and per
   method λ₀, what ε decides and the boundary; the same from claim.json's measurements (JSON keys are strings there)."""
   m = edge.measure(_study_runs(tmp_path, {"a": 1e2, "b": 1e3, "c": 1e4, "d": 1e5, "e": 3e5}, eps_decides=("e",)))
-  scores, rescue, methods = edge.tables(m)
+  *boundary_tables, scores, rescue, methods = edge.tables(m)
+  assert boundary_tables == edge_rules.boundary_tables(m["boundary"])
   assert [(r[0], r[1]) for r in scores["rows"]] == [
       (which, edge.PREDICTOR_NAMES[p]) for which in ("early", "final") for p in edge_rules.PREDICTORS
   ]
@@ -252,8 +254,6 @@ def test_the_reports_tables_read_every_predictor_and_read_the_same_from_claim_js
   read_back = json.loads(json.dumps(study.jsonable(m)))  # claim.json's measurements, as --redecide reads them
   assert edge.tables(read_back) == edge.tables(m)
   assert edge.verdict(read_back) == edge.verdict(m) and edge.summary(read_back) == edge.summary(m)
-  unbracketed = {"a": {"bracketed": False, "seeds": {"0.001": 2, "0.002": 2}, "add": [4e-3]}}  # read back from JSON
-  assert "a (stable up to η 0.002)" in edge._what_would_decide({"grid": unbracketed})
 
 
 def test_a_trace_reads_the_sharpness_at_the_end_of_the_warmup_against_the_same_seeds_step0(tmp_path):
@@ -289,46 +289,28 @@ def test_a_trace_reads_the_sharpness_at_the_end_of_the_warmup_against_the_same_s
   assert summary["trace, warmup 20: λ(P⁻¹H) at step 20 / λ₀"] == "0.25 (seeds 0.25–0.25)"
 
 
-@pytest.mark.parametrize(
-    "interval,verdict",
-    [((0.2, 0.05, 0.3), study.REPRODUCED), ((-0.2, -0.3, -0.05), study.NOT_REPRODUCED), ((0.1, -0.05, 0.2), study.INCONCLUSIVE)],
-)  # fmt: skip
-def test_verdict_reads_the_adam_gap_interval_on_both_sides_of_0(interval, verdict):
-  s = dict(
-      auc=0.9, auc_lr=0.7, auc_gap_interval=list(interval), cells=20, methods=5, unstable=8,
-      verdicts={"beats the lr": edge_rules._verdict(interval)},
-  )  # fmt: skip
-  m = dict(crashed=[], scores={"early": {"adam": s}}, grid={"a": {"bracketed": True}})
+def test_verdict_is_the_boundary_rules_said_as_a_re_reading():
+  """Study 11's verdict is edge_rules.boundary_verdict on its rows (computed from them for a record measured before
+  the rules: --redecide), prefixed by the re-reading's label; a crash still decides first."""
+  rows, lam0 = [], {}
+  for i in range(10):
+    lam = 38.0 * 10 ** (1 + 2.0 * i / 9)
+    lam0[f"m{i}"] = {"adam": lam}
+    eta = 0.02 * (38.0 / lam / 0.01)  # η* = c/λ₀ up to a constant: slope 1
+    for lr in [1e-3 * 2**k for k in range(10)]:
+      for seed in range(3):
+        final = outcomes.COLLAPSED if lr > eta else outcomes.TRAINED
+        rows.append(dict(method=f"m{i}", lr=lr, warmup=0, seed=seed, early=outcomes.STABLE, final=final))
+  m = dict(crashed=[], runs=rows, lam0=lam0, flagged={}, beta1=0.9)
   v = edge.verdict(m)
-  assert v.verdict == verdict
-  if verdict == study.INCONCLUSIVE:
-    assert "contains 0" in v.reason and "would decide" in v.reason and "bracket" not in v.reason
-    # the lower half 0.15 narrowed by √(5/n) falls below 0.1 from n > 5·1.5² = 11.25
-    assert "at least ≈ 12 methods were the gap's point and spread to hold (now 5;" in v.reason, v.reason
+  result, reason = edge_rules.boundary_verdict(edge.boundary_of(m))
+  assert v.verdict == result == study.REPRODUCED and v.reason == f"{edge.REREADING}. {reason}"
   assert edge.verdict(dict(m, crashed=["x seed 0: boom"])).verdict == study.INCONCLUSIVE
-  # a boundary cell under BOUNDARY_SEEDS = 3 seeds (claim.json's keys are strings): inconclusive, naming it
-  grid = {"a": {"bracketed": True, "boundary": [1e-3, 2e-3], "seeds": {"0.001": 3, "0.002": 2}}}
-  v = edge.verdict(json.loads(json.dumps(dict(m, grid=grid))))
-  assert v.verdict == study.INCONCLUSIVE and v.reason == "boundary cells with fewer than 3 seeds: ['a η 0.002']"
-  grid["a"]["seeds"]["0.002"] = 3
-  assert edge.verdict(json.loads(json.dumps(dict(m, grid=grid)))).verdict == verdict
-
-
-def test_verdict_without_an_interval_names_what_would_decide():
-  s = dict(auc=None, auc_lr=None, cells=2, methods=1, verdicts={"beats the lr": study.INCONCLUSIVE})
-  grid = {
-      "a": {"bracketed": False, "seeds": {1e-3: 2, 2e-3: 2}, "add": [4e-3]},
-      "b": {"bracketed": False, "seeds": {1e-3: 2}, "add": [5e-4]},
-      "c": {"bracketed": True, "seeds": {1e-3: 3, 2e-3: 3}, "add": []},
-  }
-  v = edge.verdict(dict(crashed=[], scores={"early": {"adam": s}}, grid=grid))
-  assert v.verdict == study.INCONCLUSIVE and "fewer than 4 methods" in v.reason and "More methods" in v.reason
-  assert "a (stable up to η 0.002), b (unstable down to η 0.001)" in v.reason and "c (" not in v.reason
 
 
 def test_the_figure_draws_every_method_and_predictor(tmp_path):
   m = edge.measure(_study_runs(tmp_path / "runs", {"a": 1e2, "b": 1e3}))
-  assert edge.figure(m, None, str(tmp_path), "settings") == ["edge.png"]
+  assert edge.figure(m, None, str(tmp_path), "settings")[0] == "edge.png"
   assert (tmp_path / "edge.png").stat().st_size > 10_000
 
 

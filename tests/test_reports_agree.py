@@ -125,6 +125,6 @@ def test_the_provenance_names_the_cpu_and_xla_flags(monkeypatch):
   monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_max_isa=AVX2")
   p = provenance.provenance()
   assert p["xla_flags"] == "--xla_cpu_max_isa=AVX2" and p["cpu"]["model"] and isinstance(p["cpu"]["isa"], list)
-  t = provenance.trained_at([p, dict(p, git_dirty=True), None])
+  t = provenance.trained_at([dict(p, git_dirty=False), dict(p, git_dirty=True), None])
   assert t["git_commits"] == sorted({p["git_commit"], p["git_commit"] + "+dirty", "unrecorded"})
   assert any("XLA_FLAGS=--xla_cpu_max_isa=AVX2" in m for m in t["machines"]) and "unrecorded" in t["machines"]
