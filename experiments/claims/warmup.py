@@ -9,27 +9,37 @@ IWSLT14 De→En: Post-LN without warmup ends far worse, Post-LN with warmup and 
 Measured (configs/claims/warmup.py: Post-LN + Xavier × warmup lengths × a factor-2 lr grid, Pre-LN without warmup
 on the same grid, one post-warmup decay for every arm, ≥ 3 seeds): each run's outcome class (analysis/outcomes.py,
 recorded by the sweep: diverged, collapsed, undertrained, trained), its final validation loss and its validation
-curve. A cell (arm, lr) *fails* when all its seeds collapsed or diverged, *trains* when all trained, else it is
-mixed or undertrained. A run is *near convergence* at the horizon when its validation loss changed by less than
-`CONVERGED` = 2% over the last 20% of the steps (the last evaluation against the one at or before 80% of the run).
+curve. A cell (arm, lr) *fails* when at least half its seeds collapsed or diverged, *trains* when more than half trained
+(a fraction, not "every seed alike": a boundary cell may land either side on another CPU), else it is mixed.
 
-Rules (stated before the cpu run; `rescue`, the per-lr reading claims 8 and 10 share):
+Rules (issue 40, stated before the fresh-seed runs; `rescue` reads the cells lr by lr):
   rescued η   Post-LN without warmup fails at η and Post-LN with a warmup length of the grid trains at η;
-  reproduced  a rescued η whose deciding cells have ≥ `MIN_SEEDS` = 3 seeds, Pre-LN without warmup trains at every
-              rescued η, and the horizon suffices;
+  the failing arm, at a rescued η (what Xiong et al.'s Fig. 2 shows: Post-LN without warmup stuck where the warmed-up
+              one trains): every collapsed seed of the cell without warmup stays within δ = 0.1 nat of the unigram
+              entropy H at every evaluation of the second half of the run (a plateau to the horizon, not a slow
+              start), and the cell ends ≥ 1 nat above the rescued cell (the Welch 95% interval of the difference of
+              their mean final losses lies above 1 nat; a diverged seed counts as above);
+  reproduced  a rescued η whose failing arm holds, whose deciding cells have ≥ `MIN_SEEDS` = 3 seeds, and where
+              Pre-LN without warmup trains;
   not reproduced  the design could show it and did not: Post-LN with warmup trains at some η, Post-LN without
-              warmup fails at some η, the horizon suffices, yet no η is rescued (or Pre-LN fails at every rescued η);
-  inconclusive  otherwise, saying which change decides it: the horizon (Pre-LN's best cell or the best
-              Post-LN-with-warmup cell not near convergence in every seed: more steps), the grid (Post-LN without
-              warmup never fails: larger lrs; Post-LN with warmup never trains: smaller lrs or more steps), the
-              seeds (a deciding cell with fewer than 3 seeds, or mixed), or a crashed run, or runs without a class
-              (`train.eval_at_init` off).
+              warmup fails at some η, yet no η is rescued (or Pre-LN fails at every rescued η);
+  inconclusive  otherwise, saying which change decides it: the failing arm (it leaves the plateau, or the gap's
+              interval reaches below 1 nat: more seeds or steps), the grid (Post-LN without warmup never fails:
+              larger lrs; Post-LN with warmup never trains: smaller lrs or more steps), the seeds (a deciding cell
+              with fewer than 3 seeds, or mixed), or a crashed run, or runs without a class (`train.eval_at_init`).
+A run is reported *near convergence* when its validation loss changed by less than `CONVERGED` = 2% over the last
+20% of the steps; that reading is no longer part of the verdict.
+Changed after the cpu run of seeds 0–2 (issue 40): that rule asked the good arms to be near convergence, which the
+project's own power-law fit puts beyond 27,500–100,000 steps, so no cpu horizon could decide it; the rule is now
+about the failing arm, and the cells read fractions of seeds. The cpu config runs fresh seeds 3–5 at the rescued η,
+and their verdict is the one reported (configs/claims/warmup.py).
 """
 
 import math
 from typing import Optional
 
 import numpy as np
+import scipy.stats
 
 from analysis import outcomes
 from experiments import report, study
@@ -40,14 +50,15 @@ MIN_SEEDS = 3
 FAILED = (outcomes.COLLAPSED, outcomes.DIVERGED)
 MIXED = "mixed"
 THRESHOLDS = {
-    "cells": "a cell fails when all its seeds collapsed or diverged and trains when all trained "
+    "cells": "a cell fails when at least half its seeds collapsed or diverged and trains when more than half trained "
     f"(analysis/outcomes.py); a deciding cell needs ≥ {MIN_SEEDS} seeds",
     "rescued η": "Post-LN without warmup fails at η and Post-LN with a warmup of the grid trains at η",
-    "horizon": f"Pre-LN's best cell and the best Post-LN-with-warmup cell near convergence in every seed (validation "
-    f"loss changes < {CONVERGED:.0%} over the last 20% of the steps)",
-    "reproduced": "a rescued η, Pre-LN without warmup trains at every rescued η, the horizon suffices",
-    "not reproduced": "Post-LN with warmup trains somewhere, without fails somewhere, the horizon suffices, and no η "
-    "is rescued (or Pre-LN fails at every rescued η)",
+    "the failing arm": "at a rescued η, every collapsed seed without warmup within 0.1 nat of the unigram entropy at "
+    "every evaluation of the run's second half, and the cell's mean final loss ≥ 1 nat above the rescued cell's "
+    "(Welch 95% interval)",
+    "reproduced": "a rescued η where the failing arm holds and Pre-LN without warmup trains",
+    "not reproduced": "Post-LN with warmup trains somewhere, without fails somewhere, and no η is rescued (or Pre-LN "
+    "fails at every rescued η)",
 }
 Cells = dict[float, tuple[str, int]]  # lr -> (the cell's class or 'mixed', its seeds)
 
@@ -63,8 +74,61 @@ def near_convergence(curve: list[tuple[int, float]], steps: int) -> Optional[boo
 
 
 def cell_class(classes: list[Optional[str]]) -> str:
-  """The class all seeds share, else 'mixed' (a run without a class makes the cell mixed)."""
-  return classes[0] if classes and len(set(classes)) == 1 and classes[0] is not None else MIXED
+  """The cell's reading by fractions (module docstring): its commonest failing class when at least half its seeds
+  collapsed or diverged, 'trained' when more than half trained, else 'mixed' (a run without a class counts as
+  neither)."""
+  n = len(classes)
+  failed = [c for c in classes if c in FAILED]
+  if n and 2 * len(failed) >= n:
+    return max(FAILED, key=failed.count)
+  if n and 2 * sum(c == outcomes.TRAINED for c in classes) > n:
+    return outcomes.TRAINED
+  return MIXED
+
+
+DELTA, GAP = outcomes.COLLAPSE_MARGIN, 1.0  # nats: the plateau's width and the failing arm's least gap
+
+
+def plateau(curve: list, entropy: float, steps: int) -> bool:
+  """Every evaluation of the second half of the run (step ≥ steps/2) within `DELTA` of the unigram entropy."""
+  late = [loss for step, loss in curve if step >= steps / 2]
+  return bool(late) and all(report.finite(v) and abs(v - entropy) <= DELTA for v in late)
+
+
+def gap_interval(failing: list[Optional[float]], rescued: list[float]) -> Optional[tuple[float, float, float]]:
+  """(difference of mean final losses, Welch 95% interval) of the failing cell over the rescued cell; a diverged
+  failing seed (None) is left out (it lies above any finite loss), (inf, inf, inf) when every one diverged; None
+  with fewer than 2 finite values on a side."""
+  f = [v for v in failing if v is not None]
+  if not f and failing:
+    return (math.inf, math.inf, math.inf)
+  if len(f) < 2 or len(rescued) < 2:
+    return None
+  test = scipy.stats.ttest_ind(f, rescued, equal_var=False)
+  ci = test.confidence_interval(0.95)
+  return float(np.mean(f) - np.mean(rescued)), float(ci.low), float(ci.high)
+
+
+def failing_arm(m: dict, lr: str) -> dict:
+  """The failing-arm rule (module docstring) at `lr` (a cell key): {"ok", "plateau", "gap", "against", "text"}."""
+  arms, steps, h = m["arms"], m["steps"], m.get("unigram_entropy")
+  post = {a["warmup"]: a for a in arms.values() if a["norm"] == "post"}
+  fail = post[0]["cells"][lr]
+  rescued = {w: a["cells"][lr] for w, a in post.items() if w and lr in a["cells"] and cell_class(
+      [r["cls"] for r in a["cells"][lr]]) == outcomes.TRAINED}  # fmt: skip
+  if h is None or not rescued:
+    return {"ok": False, "text": "no unigram entropy recorded" if h is None else "no rescued cell"}
+  w = min(rescued, key=lambda k: np.mean([r["final_loss"] for r in rescued[k]]))
+  stuck = [plateau(r["curve"], h, steps) for r in fail if r["cls"] == outcomes.COLLAPSED]
+  gap = gap_interval([r["final_loss"] for r in fail], [r["final_loss"] for r in rescued[w]])
+  ok = all(stuck) and gap is not None and gap[1] >= GAP
+  text = (
+      f"at η {lr}, without warmup {sum(stuck)} of {len(stuck)} collapsed seeds on the plateau (±{DELTA:g} nat of "
+      f"H = {h:.4g}) through the second half; its final loss minus warmup {w}'s "
+      + (f"{gap[0]:.3g} [{gap[1]:.3g}, {gap[2]:.3g}]" if gap else "without an interval")
+      + f" (≥ {GAP:g} nat needed)"
+  )
+  return {"ok": ok, "plateau": stuck, "gap": gap, "against": w, "text": text}
 
 
 def rescue(c0: Cells, cws: dict[int, Cells], cp: Cells, *, min_seeds: int = MIN_SEEDS) -> tuple[str, str, dict]:
@@ -138,7 +202,9 @@ def measure(results: study.Results) -> dict:
     lr = float(run.params["optim.learning_rate"])
     arm = arms.setdefault(arm_name(norm, warmup), {"norm": norm, "warmup": warmup, "cells": {}})
     arm["cells"].setdefault(format(lr, "g"), []).append(_run(run, steps or run.config()["train"]["num_steps"]))
-  out.update(arms=arms, steps=steps)
+  entropies = {(run.json("data_stats.json") or {}).get("target_unigram_entropy") for run in results.runs}
+  entropies.discard(None)
+  out.update(arms=arms, steps=steps, unigram_entropy=entropies.pop() if len(entropies) == 1 else None)
   return out
 
 
@@ -164,12 +230,17 @@ def verdict(m: dict) -> study.Verdict:
   pre = [a for a in arms.values() if a["norm"] == "pre"]
   if 0 not in post or len(post) < 2 or not pre:
     return study.Verdict(study.INCONCLUSIVE, f"the grid lacks an arm: has {sorted(arms)}")
-  verdict_, reason, _ = rescue(_cells(post[0]), {w: _cells(a) for w, a in post.items() if w}, _cells(pre[0]))
-  horizon = horizon_check(m)
-  reason += f". Horizon {m['steps']} steps: {horizon['text']}"
-  if verdict_ != study.INCONCLUSIVE and not horizon["ok"]:
-    return study.Verdict(study.INCONCLUSIVE, reason + f" (was {verdict_} before the horizon check): more steps")
-  return study.Verdict(verdict_, reason)
+  verdict_, reason, numbers = rescue(_cells(post[0]), {w: _cells(a) for w, a in post.items() if w}, _cells(pre[0]))
+  if verdict_ != study.REPRODUCED:
+    return study.Verdict(verdict_, reason)
+  pre_ok = set(numbers["rescued lrs"]) - set(numbers["Pre-LN fails (no warmup) at a rescued lr"])
+  checks = {lr: failing_arm(m, format(lr, "g")) for lr in sorted(pre_ok)}
+  reason += ". The failing arm " + "; ".join(c["text"] for c in checks.values())
+  if any(c["ok"] for c in checks.values()):
+    return study.Verdict(study.REPRODUCED, reason)
+  return study.Verdict(
+      study.INCONCLUSIVE, reason + ": the failing arm does not hold at any rescued η (more seeds, or more steps)"
+  )
 
 
 def horizon_check(m: dict) -> dict:
@@ -204,6 +275,16 @@ def _lowest(arm: dict) -> str:
   return min(ok, key=ok.get) if ok else min(arm["cells"], key=float)
 
 
+def _rescued_key(m: dict) -> Optional[str]:
+  """The cell key of the smallest rescued η, or None."""
+  post = {a["warmup"]: a for a in m["arms"].values() if a["norm"] == "post"}
+  pre = [a for a in m["arms"].values() if a["norm"] == "pre"]
+  if 0 not in post or not pre:
+    return None
+  _, _, numbers = rescue(_cells(post[0]), {w: _cells(a) for w, a in post.items() if w}, _cells(pre[0]))
+  return format(numbers["rescued lrs"][0], "g") if numbers["rescued lrs"] else None
+
+
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed") or not m.get("arms"):
     return []
@@ -236,15 +317,19 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   report.log_loss_axis(ax, [r["final_loss"] for r in runs], top)
   ax.set(xlabel="peak lr", ylabel="final validation loss (nats)", title="(a) every seed by outcome class; line: mean")
   shown = []
+  rescued = _rescued_key(m)
   for a in names:
-    lr = _lowest(arms[a])
+    lr = rescued if rescued in arms[a]["cells"] else _lowest(arms[a])
     for r in arms[a]["cells"][lr]:
       if r["curve"]:
         steps, losses = zip(*r["curve"])
         cx.plot(steps, losses, "-", color=colors[a], alpha=0.7)
         shown += list(losses)
     cx.plot([], [], "-", color=colors[a], label=f"{a}: η {lr}")
-  cx.set(xlabel="step", ylabel="validation loss (nats)", title="(b) each arm's lowest-loss cell, every seed")
+  if m.get("unigram_entropy"):
+    cx.axhline(m["unigram_entropy"], color="k", ls=":", lw=0.8, label=f"unigram entropy H = {m['unigram_entropy']:.3g}")
+  where = f"at the rescued η {rescued}" if rescued else "each arm's lowest-loss cell"
+  cx.set(xlabel="step", ylabel="validation loss (nats)", title=f"(b) {where}, every seed")
   report.log_loss_axis(cx, shown, top)
   cx.legend(fontsize=7, loc="upper right")
   report.figure_legend(fig, *ax.get_legend_handles_labels(), max_cols=4, fontsize=8)
@@ -261,7 +346,13 @@ def summary(m: dict) -> dict:
   if 0 not in post or not pre:
     return {}
   _, _, numbers = rescue(_cells(post[0]), {w: _cells(a) for w, a in post.items() if w}, _cells(pre[0]))
-  return {**numbers, "horizon near convergence": horizon_check(m)["ok"]}
+  for lr in numbers["rescued lrs"]:
+    check = failing_arm(m, format(lr, "g"))
+    if check.get("gap"):
+      g = check["gap"]
+      numbers[f"η {lr:g}: no-warmup final − warmup {check['against']}'s, nats"] = f"{g[0]:.3g} [{g[1]:.3g}, {g[2]:.3g}]"
+      numbers[f"η {lr:g}: no-warmup seeds on the plateau"] = f"{sum(check['plateau'])}/{len(check['plateau'])}"
+  return {**numbers, "good arms near convergence (reported)": horizon_check(m)["ok"]}
 
 
 CLAIM = study.Study(
@@ -276,4 +367,5 @@ CLAIM = study.Study(
     verdict=verdict,
     figure=figure,
     summary=summary,
+    figures_from_record=True,
 )
