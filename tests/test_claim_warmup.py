@@ -159,3 +159,14 @@ def test_the_study_end_to_end_at_tiny(tmp_path):
   assert result["verdict"] in study.VERDICTS and m["unigram_entropy"] > 0
   again = run.decide(config, str(tmp_path), records)
   assert (again["verdict"], again["reason"]) == (result["verdict"], result["reason"])
+
+
+def test_a_record_of_the_seeds_that_saw_the_rule_written_is_said_as_a_re_reading():
+  m = _rescue_at_2e3()
+  assert claim.verdict(m).reason.startswith(claim.REREADING)
+  for arm in m["arms"].values():
+    for runs in arm["cells"].values():
+      for r in runs:
+        r["seed"] += 3  # fresh seeds 3–5
+  v = claim.verdict(m)
+  assert v.verdict == study.REPRODUCED and not v.reason.startswith(claim.REREADING)

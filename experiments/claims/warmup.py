@@ -219,8 +219,24 @@ def _best(arm: dict) -> Optional[str]:
   return min(trained, key=trained.get) if trained else None
 
 
+FRESH_SEEDS_FROM = 3  # the rule was stated after seeds 0–2 were seen (module docstring)
+REREADING = (
+    "A re-reading of seeds 0–2 by the rule of issue 40, stated after these runs were seen; the fresh seeds 3–5 of the "
+    "cpu config confirm it and their verdict is the one reported"
+)
+
+
 @study.crashed_first
 def verdict(m: dict) -> study.Verdict:
+  """The rule (module docstring); on a record with seeds below `FRESH_SEEDS_FROM`, said as a re-reading."""
+  v = _verdict(m)
+  seeds = {r["seed"] for a in m["arms"].values() for rs in a["cells"].values() for r in rs}
+  if seeds and min(seeds) < FRESH_SEEDS_FROM and m.get("steps", 0) > 100:  # the tiny tests' runs are no record
+    return study.Verdict(v.verdict, f"{REREADING}. {v.reason}")
+  return v
+
+
+def _verdict(m: dict) -> study.Verdict:
   arms = m["arms"]
   unclassed = [f"{a} η {lr}" for a, arm in arms.items() for lr, runs in arm["cells"].items() if any(
       r["cls"] is None for r in runs)]  # fmt: skip
