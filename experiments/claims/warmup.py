@@ -292,13 +292,15 @@ def _lowest(arm: dict) -> str:
 
 
 def _rescued_key(m: dict) -> Optional[str]:
-  """The cell key of the smallest rescued η, or None."""
+  """The cell key of the smallest rescued η where the failing arm holds, else of the smallest rescued η, or None."""
   post = {a["warmup"]: a for a in m["arms"].values() if a["norm"] == "post"}
   pre = [a for a in m["arms"].values() if a["norm"] == "pre"]
   if 0 not in post or not pre:
     return None
   _, _, numbers = rescue(_cells(post[0]), {w: _cells(a) for w, a in post.items() if w}, _cells(pre[0]))
-  return format(numbers["rescued lrs"][0], "g") if numbers["rescued lrs"] else None
+  keys = [format(lr, "g") for lr in numbers["rescued lrs"]]
+  held = [k for k in keys if failing_arm(m, k)["ok"]]  # the η that decides, where there is one
+  return (held or keys or [None])[0]
 
 
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
