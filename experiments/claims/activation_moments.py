@@ -193,7 +193,8 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
       )
     ax.set_yscale("log")
     verdict_line = (
-        f"mean-field slope at q = 1: {a['fixed_point_slope']:.3f} (tested ≤ 1)"
+        f"mean-field slope at q = 1: {a['fixed_point_slope']:.3f} "
+        + ("(tested < 1: Theorem 1)" if name in ATTRACTING else "(reported)")
         if name in STABLE
         else f"mean-field q_{a['depth']} = {a['mean_field'][-1]:.2g}"
     )
@@ -242,4 +243,5 @@ CLAIM = study.Study(
     verdict=verdict,
     figure=figure,
     summary=summary,
+    figures_from_record=True,
 )
