@@ -130,9 +130,13 @@ def test_the_design_is_study_11s_record_re_read():
   assert (cfg.sweep.first_seed, cfg.sweep.seeds) == (3, 3)  # fresh seeds: study 11 ran 0–2
 
 
-def test_paper_scale_says_why_there_is_no_design():
-  with pytest.raises(ValueError, match="study 11 has no paper record"):
-    config_lib.get_config("paper")
+def test_paper_scale_runs_study_11s_paper_grid_on_fresh_seeds():
+  from configs.claims import edge as edge_config  # noqa: PLC0415
+
+  cfg = config_lib.get_config("paper")
+  lrs = ",".join(repr(lr) for lr in edge_config.LRS["paper"])
+  assert cfg.sweep.grid.count(f"optim.learning_rate={lrs}") == 19 and "warmup_steps=100" not in cfg.sweep.grid
+  assert (cfg.sweep.first_seed, cfg.sweep.seeds) == (3, 3)
 
 
 def test_study_11_redecides_its_record_as_a_labelled_re_reading():

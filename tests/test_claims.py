@@ -23,6 +23,7 @@ import train.config
 from experiments import claims, study
 from experiments import grid as grid_lib
 from experiments.claims import activation_moments, identity_path, registry, truncated_normal
+from experiments.claims import run as claims_run
 from init.math import truncated_normal_std_factor, xavier_std
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -114,7 +115,11 @@ def test_a_claim_runs_on_multi30k_from_a_read_only_folder_of_the_users_choosing(
     os.chmod(data_dir, 0o755)
   assert out.returncode == 0, out.stderr[-3000:]
   result = json.loads((workdir / "claim.json").read_text())
-  assert result["data"] == {"name": "multi30k", "dir": str(data_dir), "source_lang": "de", "target_lang": "en"}
+  portable = claims_run.portable_path(str(data_dir))  # the record states no machine path
+  assert not portable.startswith("/") and os.path.normpath(
+      os.path.join(claims_run.provenance_lib.REPO, portable)
+  ) == str(data_dir)
+  assert result["data"] == {"name": "multi30k", "dir": portable, "source_lang": "de", "target_lang": "en"}
   assert result["runs"] == {"finished": 2} and result["verdict"] in study.VERDICTS
   assert len(list((workdir / "tokenizer").glob("spm_*.model"))) == 1 and not list(data_dir.glob("spm_*"))
   for run in (workdir / "cells").glob("*/seed_0"):

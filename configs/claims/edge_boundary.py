@@ -15,6 +15,8 @@ The design, fixed here before its runs (the rules: experiments/claims/edge_rules
   seeds     3 fresh ones, 3–5 (`sweep.first_seed`; study 11 ran 0–2); the data order is study 11's;
   λ₀        each method's step-0 predictors are study 11's (its at-init analyses, seeds 0–2, median), read from
             its record: the predictor is measured apart from the outcomes it predicts.
+At paper, where study 11 has no record, each method runs study 11's paper grid (configs/claims/edge.py LRS) on the
+fresh seeds, extended by √2 steps until bracketed; its warmup runs wait for those brackets.
 Runs at cpu: 19 methods × 3 lrs × 3 seeds + 19 × 3 warmup runs = 228 of 200 steps (≈ 44 s each on 2 cores: 2.8 h,
 committed as they land; experiments/claims/reproduce.py resumes them).
 """
@@ -52,7 +54,7 @@ BRACKETS = {
     },
 }
 WARMUP = {"tiny": 2, "cpu": 100}
-FIRST_SEED, SEEDS = 3, {"tiny": 1, "cpu": 3}
+FIRST_SEED, SEEDS = 3, {"tiny": 1, "cpu": 3, "paper": 3}
 MAX_ROUNDS = 3  # √2 steps past an end of the bracket that the fresh seeds move
 
 
@@ -66,6 +68,10 @@ def grid(scale: str) -> str:
   η_hi: an extension round repeats a label's first product (experiments/grid.py `extend_grid`)."""
   names = {atlas.NAMES[m]: m for m in atlas.METHODS[scale]}
   first, warm = [], []
+  if scale not in BRACKETS:  # no study 11 record at this scale: its grid, extended until bracketed (docstring)
+    lrs = ",".join(repr(lr) for lr in edge.LRS[scale])
+    return " | ".join(f"{label}: {method_keys(m, scale)};optim.warmup_steps=0;optim.learning_rate={lrs}"
+                      for label, m in names.items())  # fmt: skip
   for label, (lo, hi) in BRACKETS[scale].items():
     keys = method_keys(names[label], scale)
     lrs = ",".join(repr(lr) for lr in (lo, midpoint(lo, hi), hi))
@@ -76,11 +82,6 @@ def grid(scale: str) -> str:
 
 def get_config(scale: str = "cpu"):
   check_scale(scale)
-  if scale not in BRACKETS:
-    raise ValueError(
-        f"config string (the claim's scale) {scale!r} is invalid for edge_boundary: its lrs are study 11's brackets "
-        f"at that scale, and study 11 has no {scale} record yet; valid: {list(BRACKETS)}"
-    )
   config = edge.get_config(scale)
   config.claim.name = "edge_boundary"
   config.sweep.grid = grid(scale)
