@@ -1,37 +1,34 @@
-"""Claim 10: ReZero, scheduled α, DeepNorm and Admin train without warmup at depth (Bachlechner et al. 2020; Su 2021a
-§6; Wang et al. 2022; Liu et al. 2020); decided per learning rate by outcome class at two depths, against Pre-LN.
+"""Claim 10: DeepNorm and Admin train where Post-LN at the same depth fails, ReZero where the plain un-normalized
+residual fails, without warmup (Wang et al. 2022; Liu et al. 2020; Bachlechner et al. 2020); decided per learning
+rate at two depths.
 
-The statements, quoted: ReZero (Bachlechner et al. 2020), each residual branch gated by "a single zero-initialized
-parameter" (abstract), with which "we are the first to train Transformers over 100 layers without learning rate warmup
-or LayerNorm" (§1); DeepNorm (Wang et al. 2022, abstract), a residual rescaling "accompanying with theoretically
+The statements, quoted: DeepNorm (Wang et al. 2022, abstract), a residual rescaling "accompanying with theoretically
 derived initialization" with which "model updates can be bounded in a stable way" and "We successfully scale
-Transformers up to 1,000 layers"; Admin (Liu et al. 2020, abstract), "Admin (Adaptive model initialization) to
-stabilize the early stage's training"; the scheduled α (Su 2021a §6, a blog post in Chinese, paraphrased):
-ReZero's x + α·F with α raised from 0 to 1 on a schedule instead of learned. Each keeps the residual branches from
-dominating the stream early, the instability warmup otherwise guards against (docs/science.md §6, §8). The reading
-tested is the strong one this project's claim states: each trains *without* warmup, and keeps doing so as the model
-deepens (ReZero says so; the others do not all drop warmup: Liu et al.'s IWSLT14 recipe warms up for 6000 updates).
+Transformers up to 1,000 layers", where Post-LN's training is unstable as it deepens; Admin (Liu et al. 2020,
+abstract), "Admin (Adaptive model initialization) to stabilize the early stage's training", the stage where Post-LN
+fails; ReZero (Bachlechner et al. 2020), each residual branch gated by "a single zero-initialized parameter"
+(abstract), with which "we are the first to train Transformers over 100 layers without learning rate warmup or
+LayerNorm" (§1): against the same residual network without the gate. Each states a rescue against its own baseline
+at the same depth; none states that it trains wherever Pre-LN does (the stronger rule this claim tested until issue
+40), and the scheduled α (Su 2021a §6, a blog post: the project's own reading of it) left the claim with that rule.
 
-Measured (configs/claims/deep_no_warmup.py: the atlas's method cells at two depths N+N, the shallower the atlas's
-6+6 and the deeper 12+12 at cpu and paper (1+1 and 2+2 at tiny), arms labelled '<method> at <N>+<N>', the atlas's
-lrs, ≥ 3 seeds; experiments/claims/training.py): each run's outcome class and each cell's (all seeds alike, else
-mixed; it fails when collapsed or diverged, trains when trained). Pre-LN without warmup is the reference: the lrs
-where it trains at a depth are those at which a model of that depth can train in this run length at all.
+Measured (configs/claims/deep_no_warmup.py: the atlas's cells at two depths N+N, 6+6 and 12+12 at cpu and paper, 1+1
+and 2+2 at tiny, arms labelled '<method> at <N>+<N>', lrs from where Post-LN starts to fail upwards, 3 fresh seeds;
+experiments/claims/training.py): each run's outcome class and each cell's, read by fractions (a cell fails when at
+least half its seeds collapsed or diverged, trains when more than half trained: experiments/claims/warmup.py
+cell_class).
 
-Rules (the atlas's reading of claim 10 since 2026-11-25, "at every η where Pre-LN trains, does each method train?",
-experiments/atlas/claims.py, moved here and now applied at each of two depths):
-  at each depth   each method trains at every η where Pre-LN trains at that depth. At the deeper depth (12+12) this
-                  is the claim itself; at 6+6 it must hold as well: a method that fails without warmup at the
-                  papers' base depth does not train without warmup at any depth in the sense claimed;
-  reproduced      it holds at both depths, every deciding cell (Pre-LN's trained cells and the methods' cells at
-                  those η) with ≥ `MIN_SEEDS` = 3 seeds;
-  not reproduced  at some depth a method fails (every seed collapsed, or every seed diverged) at an η where Pre-LN
-                  trains, both cells with ≥ 3 seeds (the reason names the method, depth and η);
-  inconclusive    otherwise, naming what decides it: fewer than two depths (run 6+6 and 12+12), Pre-LN trains at no
-                  η at a depth (no reference: smaller lrs or more steps), a deciding cell with fewer than 3 seeds
-                  (run more), a method mixed or undertrained where Pre-LN trains (more seeds or steps), a crashed
-                  run, or runs without a class (`train.eval_at_init` off).
-Reported, not judged: each method's lrs lost with depth (trained at the shallower depth, not at the deeper).
+Rules (issue 40, stated before the fresh-seed runs):
+  a rescue        at a depth and η, the method's cell trains where its reference's cell fails (`REFERENCES`:
+                  DeepNorm and Admin against Post-LN + Xavier, ReZero against the plain residual without a norm);
+  reproduced      every method has a rescue at the deeper depth (the papers' claims are about depth), its deciding
+                  cells with ≥ `MIN_SEEDS` = 3 seeds;
+  not reproduced  a method's reference fails at the deeper depth at some η of the grid, and at every such η the
+                  method fails too (cells with ≥ 3 seeds);
+  inconclusive    otherwise, naming what decides it: fewer than two depths, a reference that never fails at the
+                  deeper depth (larger lrs), mixed or undertrained cells where the reference fails (more seeds or
+                  steps), too few seeds, a crash, or runs without a class.
+Reported, not judged: the same reading at the shallower depth, and each method's lrs lost with depth.
 """
 
 import re
@@ -40,18 +37,19 @@ from experiments import study
 from experiments.claims import training
 from experiments.claims.training import MIN_SEEDS, fails, few_seeds, lrs_text, show, trains
 
-METHODS = ("ReZero", "scheduled α", "DeepNorm", "Admin")  # configs/atlas.py NAMES
-PRE = "Pre-LN"
+REFERENCES = {"DeepNorm": "Post-LN + Xavier", "Admin": "Post-LN + Xavier", "ReZero": "plain residual"}
+METHODS = tuple(REFERENCES)
+ARMS = (*METHODS, "Post-LN + Xavier", "plain residual")
 LABEL = re.compile(r"^(?P<method>.+) at (?P<n>\d+)\+(?P=n)$")  # an arm: '<method> at <N>+<N>'
 THRESHOLDS = {
-    "cells": "a cell (arm, lr) fails when all its seeds collapsed, or all diverged, and trains when all trained "
-    f"(analysis/outcomes.py); a deciding cell needs ≥ {MIN_SEEDS} seeds",
-    "at each depth": "ReZero, scheduled α, DeepNorm and Admin each train, without warmup, at every η where Pre-LN "
-    "without warmup trains at that depth",
-    "reproduced": "it holds at both depths (6+6 and 12+12 at cpu)",
-    "not reproduced": "at some depth a method fails at an η where Pre-LN trains",
-    "inconclusive": "fewer than two depths; Pre-LN trains nowhere at a depth; a deciding cell mixed, undertrained or "
-    "with fewer than 3 seeds; a crash; runs without a class",
+    "cells": "a cell (arm, lr) fails when at least half its seeds collapsed or diverged, trains when more than half "
+    f"trained (analysis/outcomes.py); a deciding cell needs ≥ {MIN_SEEDS} seeds",
+    "a rescue": "the method trains at an η where its reference at the same depth fails (DeepNorm, Admin: Post-LN + "
+    "Xavier; ReZero: the plain residual without a norm)",
+    "reproduced": "every method has a rescue at the deeper depth (12+12 at cpu)",
+    "not reproduced": "a method fails at every η where its reference fails at the deeper depth",
+    "inconclusive": "fewer than two depths; a reference that never fails at the deeper depth; a deciding cell mixed, "
+    "undertrained or with fewer than 3 seeds; a crash; runs without a class",
 }
 
 
@@ -60,32 +58,37 @@ def label(method: str, n: int) -> str:
 
 
 def measure(results: study.Results) -> dict:
-  """The runs by arm and lr (experiments/claims/training.py) for every method and Pre-LN at each depth the sweep ran;
-  `depths`: those N, ascending."""
+  """The runs by arm and lr (experiments/claims/training.py) for every method and reference at each depth the sweep
+  ran; `depths`: those N, ascending."""
   found = [LABEL.match(r.arm) for r in results.runs]
-  depths = sorted({int(f["n"]) for f in found if f and f["method"] in (*METHODS, PRE)})
-  out = training.measure_arms(results, [label(x, n) for n in depths for x in (*METHODS, PRE)])
+  depths = sorted({int(f["n"]) for f in found if f and f["method"] in ARMS})
+  out = training.measure_arms(results, [label(x, n) for n in depths for x in ARMS])
   return {**out, "depths": depths}
+
+
+def _rescues(m: dict, x: str, n: int) -> tuple[list, list, list]:
+  """(η where the reference fails, η where x trains there, η where x fails there) at depth n."""
+  c, ref = training.cells(m, label(x, n)), training.cells(m, label(REFERENCES[x], n))
+  bad = sorted(lr for lr in ref if fails(ref, lr))
+  return bad, [lr for lr in bad if trains(c, lr)], [lr for lr in bad if fails(c, lr)]
 
 
 def decide(m: dict) -> tuple[str, str, dict]:
   """(verdict, reason, numbers) of the rule (module docstring) on readable cells."""
   depths = m["depths"]
+  absent = [label(x, n) for n in depths for x in ARMS if label(x, n) not in m["arms"]]
+  if absent:  # a record measured before the references were in the design
+    return study.INCONCLUSIVE, f"no runs of {absent}: the design (configs/claims/deep_no_warmup.py) runs them", {}
   numbers: dict = {}
-  parts, failures, pending, deciding = [], [], [], []
+  parts = []
   for n in depths:
-    pre = training.cells(m, label(PRE, n))
-    ref = sorted(lr for lr in pre if trains(pre, lr))
-    numbers[f"Pre-LN at {n}+{n} trains at"] = ref
-    text = [f"Pre-LN trains at η {lrs_text(ref)}"]
+    text = []
     for x in METHODS:
-      c = training.cells(m, label(x, n))
-      short = [lr for lr in ref if not trains(c, lr)]
-      numbers[f"{x} at {n}+{n}: Pre-LN's lrs it does not train at"] = short
-      failures += [(x, n, lr) for lr in short if fails(c, lr) and not few_seeds([c, pre], [lr])]
-      pending += [(x, n, lr) for lr in short if not fails(c, lr)]
-      deciding += [(lr, few_seeds([c, pre], [lr])) for lr in ref]
-      text.append(f"{x} [{show(c)}]")
+      bad, saved, lost = _rescues(m, x, n)
+      numbers[f"{x} at {n}+{n}: trains where {REFERENCES[x]} fails at"] = saved
+      numbers[f"{REFERENCES[x]} at {n}+{n} fails at"] = bad
+      text.append(f"{x} [{show(training.cells(m, label(x, n)))}] against {REFERENCES[x]} "
+                  f"[{show(training.cells(m, label(REFERENCES[x], n)))}]: rescues at η {lrs_text(saved)}")  # fmt: skip
     parts.append(f"at {n}+{n}: " + "; ".join(text))
   if len(depths) >= 2:
     for x in METHODS:
@@ -93,20 +96,32 @@ def decide(m: dict) -> tuple[str, str, dict]:
       lost = sorted(lr for lr in shallow if trains(shallow, lr) and not trains(deep, lr))
       numbers[f"{x}: lrs lost from {depths[0]}+{depths[0]} to {depths[-1]}+{depths[-1]}"] = lost
   reason = f"without warmup, cells by class{training.reference_text(m)}, " + "; ".join(parts)
-  name = lambda xs: ", ".join(f"{x} at {n}+{n} η {lr:g}" for x, n, lr in xs)
   if len(depths) < 2:
     return study.INCONCLUSIVE, reason + "; one depth: the statement is about depth, run 6+6 and 12+12", numbers
-  no_ref = [n for n in depths if not numbers[f"Pre-LN at {n}+{n} trains at"]]
-  if no_ref:
-    where = ", ".join(f"{n}+{n}" for n in no_ref)
-    return study.INCONCLUSIVE, reason + f"; Pre-LN trains at no η at {where}: smaller lrs or more steps", numbers
-  if failures:
-    return study.NOT_REPRODUCED, reason + f"; fails where Pre-LN trains: {name(failures)}", numbers
-  few = sorted({lr for lr, f in deciding if f})
+  n = depths[-1]
+  never, refuted, pending, few = [], [], [], []
+  for x in METHODS:
+    bad, saved, lost = _rescues(m, x, n)
+    cs = [training.cells(m, label(x, n)), training.cells(m, label(REFERENCES[x], n))]
+    if not bad:
+      never.append(f"{REFERENCES[x]} (against {x})")
+    elif saved and not few_seeds(cs, saved[:1]):
+      continue
+    elif saved:
+      few += saved[:1]
+    elif len(lost) == len(bad) and not few_seeds(cs, bad):
+      refuted.append(x)
+    else:
+      pending.append(x)
+  at = f" at {n}+{n}"
+  if refuted:
+    return study.NOT_REPRODUCED, reason + f"; fails wherever its reference fails{at}: {refuted}", numbers
+  if never:
+    return study.INCONCLUSIVE, reason + f"; never fails{at}: {never}: extend the lr grid upwards", numbers
   if few:
-    return study.INCONCLUSIVE, reason + training.too_few(few, "deciding cells"), numbers
+    return study.INCONCLUSIVE, reason + training.too_few(sorted(set(few)), "deciding cells"), numbers
   if pending:
-    why = f"; mixed or undertrained where Pre-LN trains: {name(pending)}: more seeds or steps"
+    why = f"; mixed or undertrained where the reference fails{at}: {pending}: more seeds or steps"
     return study.INCONCLUSIVE, reason + why, numbers
   return study.REPRODUCED, reason, numbers
 
@@ -115,18 +130,20 @@ verdict, summary = training.rule(decide)
 
 
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
-  panels = [(f"{n}+{n} layers", [label(x, n) for x in (*METHODS, PRE)]) for n in m["depths"]]
-  names = {label(x, n): x for n in m["depths"] for x in (*METHODS, PRE)}  # one colour per method in every panel
-  headline = "Claim 10: do ReZero, scheduled α, DeepNorm and Admin train without warmup where Pre-LN does, at depth?"
+  depths = m.get("depths") or []
+  panels = [(f"{n}+{n} layers", [label(x, n) for x in ARMS]) for n in depths]
+  names = {label(x, n): x for n in depths for x in ARMS}  # one colour per method in every panel
+  headline = "Claim 10: do DeepNorm and Admin train where Post-LN fails, ReZero where the plain residual fails?"
   return training.plot_loss_vs_lr(m, panels, out_dir, "deep_no_warmup.png", headline, settings, names)
 
 
 CLAIM = study.Study(
     name="deep_no_warmup",
     number=10,
-    statement="ReZero, scheduled α, DeepNorm and Admin train without warmup at depth: at 6+6 and at 12+12 layers, "
-    "each trains at every learning rate where Pre-LN without warmup trains.",
-    source="Bachlechner et al. 2020; Su 2021a §6; Wang et al. 2022; Liu et al. 2020; docs/science.md §6, §8",
+    statement="Without warmup, at depth, DeepNorm and Admin train at a learning rate where Post-LN of the same depth "
+    "fails, and ReZero where the plain residual without a norm fails.",
+    source="Wang et al. 2022, abstract; Liu et al. 2020, abstract; Bachlechner et al. 2020, abstract and §1; "
+    "docs/science.md §6, §8",
     paper_scale="12–1000 layers, d ≥ 512, WMT / IWSLT",
     thresholds=THRESHOLDS,
     measure=measure,
