@@ -17,8 +17,8 @@ straddles the threshold; the report then names the design change that would deci
   repeats_to_decide(x, y, thresholds)   the design change an undecided slope names: the fewest repeats of its x
                                      levels (seeds per width) whose interval would clear every threshold, were the
                                      slope and the scatter about the line to hold;
-  groups_to_decide(interval, n, t)   the same for a bootstrap interval over n groups (seeds, methods), were it to
-                                     narrow as 1/√n about its point.
+  seeds_to_decide(interval, n, t)    the same for a mean's Student-t interval over n seeds: the fewest seeds whose
+                                     interval would exclude t, were the mean and the seeds' spread to hold.
 
 Written here (not taken from a library) because scipy.stats gives the pieces but not the three-way reading the
 verdicts share; tests/test_stats.py checks each interval against scipy's own or a closed form.
@@ -137,15 +137,19 @@ def repeats_to_decide(
   return None
 
 
-def groups_to_decide(interval: Sequence[float], n: int, threshold: float, most: int = 1000) -> Optional[int]:
-  """The fewest groups n' whose interval, the measured one (value, lo, hi) over n groups narrowed by √(n/n') about
-  its value, would exclude `threshold` (n itself when it already does): a bootstrap interval's power extrapolation,
-  holding the point and the spread fixed. None when the value is the threshold or more than `most` are needed."""
+def seeds_to_decide(
+    interval: Sequence[float], n: int, threshold: float, level: float = LEVEL, most: int = 100
+) -> Optional[int]:
+  """The fewest seeds m whose Student-t interval of a mean, (value, lo, hi) measured over n seeds, would exclude
+  `threshold` were the mean and the seeds' standard deviation to hold: half-width t_{m−1}·s/√m with s recovered
+  from the measured interval (s = (hi − value)·√n / t_{n−1}); n itself when it already does; None when the value is
+  the threshold or more than `most` are needed. A projection of a t interval (which covers at any n for normal
+  seeds), not of a percentile bootstrap."""
   v, lo, hi = interval
-  if v == threshold:
+  if v == threshold or n < 2:
     return None
-  reach = (v - lo) if v > threshold else (hi - v)  # the half of the interval on the threshold's side
+  sd = (hi - v) * math.sqrt(n) / scipy.stats.t.ppf(0.5 + level / 2, n - 1)
   for m in range(n, most + 1):
-    if reach * math.sqrt(n / m) < abs(v - threshold):
+    if scipy.stats.t.ppf(0.5 + level / 2, m - 1) * sd / math.sqrt(m) < abs(v - threshold):
       return m
   return None

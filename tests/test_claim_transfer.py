@@ -4,6 +4,7 @@ known: the optimum's parabola, the shift between the end sizes, and its bootstra
 import math
 
 import pytest
+import scipy.stats
 
 from experiments.claims import figures, transfer
 
@@ -49,26 +50,30 @@ def _grid(vertices: dict[int, list[float]], diverge_at: int = 0) -> dict:
   return out
 
 
-def test_shift_and_its_bootstrap_interval_over_seeds():
+def test_shift_and_its_student_t_interval_over_seeds():
   """Arm 'flat': η* = 2^−9 at both sizes in both seeds (shift 0, no spread). Arm 'down': η* = 2^−9 at size 1, and at
-  size 4 seed 0's vertex is −11, seed 1's −12: the point estimate is −2.5; a resample of the two seeds gives −2
-  ({0, 0}), −2.5 or −3 ({1, 1}), each end with probability 1/4, so the 95% interval is [−3, −2]. D = |flat| −
-  |down| is its mirror; an arm without a trained lr at an end has no shift and no difference."""
+  size 4 seed 0's vertex is −11, seed 1's −12: the seeds' own shifts are −2 and −3, their mean −2.5 with the
+  Student-t interval over 2 seeds (t₁ = 12.7: as wide as 2 seeds honestly are). D = |flat| − |down| is its mirror;
+  an arm without a trained lr at an end has no shift and no difference."""
   grids = {
       "flat": _grid({1: [-9.0, -9.0], 4: [-9.0, -9.0]}),
       "down": _grid({1: [-9.0, -9.0], 4: [-11.0, -12.0]}),
       "gone": _grid({1: [-9.0, -9.0], 4: [-9.0, -9.0]}, diverge_at=4),
   }
   assert transfer.shift(grids["down"], [1, 4]) == pytest.approx(-2.5)
-  assert transfer.shift(grids["down"], [1, 4], {1: [0, 1], 4: [1, 1]}) == pytest.approx(-3.0)
+  assert transfer.shift(grids["down"], [1, 4], {1: [0], 4: [1]}) == pytest.approx(-3.0)
   assert transfer.shift(grids["gone"], [1, 4]) is None
   diffs = {"|flat| − |down|": ("flat", "down"), "|gone| − |flat|": ("gone", "flat")}
-  out = transfer.shift_intervals(grids, [1, 4], diffs, n=400, seed=0)
+  out = transfer.shift_intervals(grids, [1, 4], diffs)
+  t = scipy.stats.t.interval(0.95, 1, loc=-2.5, scale=scipy.stats.sem([-2.0, -3.0]))
   assert out["flat"] == pytest.approx([0.0, 0.0, 0.0])
-  assert out["down"] == pytest.approx([-2.5, -3.0, -2.0])
-  assert out["|flat| − |down|"] == pytest.approx([-2.5, -3.0, -2.0])
-  assert out["gone"] is None and "|gone| − |flat|" not in out
-  assert transfer.shift_intervals(grids, [1, 4], diffs, n=400, seed=0) == out  # seeded: the same draws
+  assert out["down"] == pytest.approx([-2.5, *t], abs=1e-4)  # the vertices recovered by the parabola to ~1e-6
+  assert out["|flat| − |down|"] == pytest.approx([-2.5, *t], abs=1e-4)
+  assert out["gone"] is None and out["|gone| − |flat|"] is None
+  record = {a: {str(d): {format(lr, "g"): rs for lr, rs in c.items()} for d, c in g.items()} for a, g in grids.items()}
+  again = transfer.shifts_from_record(record, [1, 4], diffs)  # a claim.json's runs (lrs as 6-digit strings)
+  assert {k: v is None for k, v in again.items()} == {k: v is None for k, v in out.items()}
+  assert all(again[k] == pytest.approx(v, abs=1e-4) for k, v in out.items() if v is not None)
 
 
 def test_the_loss_panel_draws_a_run_that_did_not_train_as_an_x_and_a_diverged_one_at_the_clip():
@@ -88,25 +93,23 @@ def test_the_loss_panel_draws_a_run_that_did_not_train_as_an_x_and_a_diverged_on
   figures.plt.close(fig)
 
 
-def test_the_bootstrap_resamples_seeds_as_units_shared_by_every_arm_and_size():
+def test_differences_are_taken_within_a_seed_shared_by_every_arm_and_size():
   """Arms 'a' and 'b' share their base runs (the same model at the base size, as every arm of study 13 at L_base):
   the seeds' vertices there are −9 and −10; at size 4 a's are −12 and −13, b's −11 and −12. Every seed shifts a by −3
-  and b by −2, so every resample that takes the same seeds for every (arm, size) gives a's shift −3 and
-  D = |a| − |b| = 1 exactly; drawing each (arm, size)'s seeds independently would mix one seed's base with the
-  other's end (a's shift from −2 to −4)."""
+  and b by −2, so D = |a| − |b| = 1 in every seed, with no spread; mixing one seed's base with the other's end would
+  give a's shift from −2 to −4."""
   base = {1: [-9.0, -10.0]}
   grids = {"a": _grid({**base, 4: [-12.0, -13.0]}), "b": _grid({**base, 4: [-11.0, -12.0]})}
-  out = transfer.shift_intervals(grids, [1, 4], {"|a| − |b|": ("a", "b")}, n=400, seed=0)
+  out = transfer.shift_intervals(grids, [1, 4], {"|a| − |b|": ("a", "b")})
   assert out["a"] == pytest.approx([-3.0, -3.0, -3.0]) and out["b"] == pytest.approx([-2.0, -2.0, -2.0])
   assert out["|a| − |b|"] == pytest.approx([1.0, 1.0, 1.0])
 
 
-def test_cells_with_unequal_seeds_are_resampled_on_their_own_and_no_draw_is_lost():
-  """One (arm, size) ran a third seed the others lack: a shared draw of seed 2 would empty every other cell, so each
-  (arm, size) is resampled over its own seeds (as before the paired bootstrap). Every draw then has a shift, and the
-  interval is that of the independent resampling; an arm without a point estimate gets None, not [None, lo, hi]."""
+def test_a_seed_missing_at_an_end_has_no_shift_and_is_left_out():
+  """One (arm, size) ran a third seed the others lack: that seed has no optimum at the other end, so it gives no
+  shift; the interval is over the seeds that have one. An arm without one gets None."""
   grids = {"a": _grid({1: [-9.0, -10.0], 4: [-12.0, -13.0, -12.5]}), "b": _grid({1: [-9.0, -10.0], 4: [-11.0, -12.0]})}
-  out = transfer.shift_intervals(grids, [1, 4], {"|a| − |b|": ("a", "b")}, n=400, seed=0)
-  assert out["a"][0] == pytest.approx(-12.5 + 9.5) and out["a"][1] < -3.0 < out["a"][2]  # base −9 or −10 drawn alone
+  out = transfer.shift_intervals(grids, [1, 4], {"|a| − |b|": ("a", "b")})
+  assert out["a"] == pytest.approx([-3.0, -3.0, -3.0])
   gone = {"g": _grid({1: [-9.0, -9.0], 4: [-9.0, -9.0]}, diverge_at=4)}
-  assert transfer.shift_intervals(gone, [1, 4], {}, n=50)["g"] is None
+  assert transfer.shift_intervals(gone, [1, 4], {})["g"] is None

@@ -182,10 +182,11 @@ def test_an_undecided_rule_a_names_the_seeds_per_width_that_would_decide_it():
 
 
 def test_a_straddling_shift_difference_names_the_seeds_per_cell_that_would_decide_it():
-  """D = −0.5 [−1, 0.01] over 2 seeds: its upper half, 0.51, narrowed by √(2/n) falls below 0.5 from n = 3."""
+  """D = −0.5 [−1, 0.01] over 2 seeds is a Student-t interval with s = 0.51·√2/t₁ = 0.0568; t₂·s/√3 = 0.141 < 0.5,
+  so 3 seeds would exclude 0."""
   v = claim.verdict(json.loads(json.dumps(_m(diff=(-0.5, -1.0, 0.01)))))
   assert (
-      "[decides it: more seeds: at least ≈ 3 seeds per cell, were D's point and spread to hold (now 2;" in v.reason
+      "[decides it: more seeds: ≈ 3 seeds per cell, were D's mean and its seeds' spread to hold (now 2;" in v.reason
   ), v.reason
 
 

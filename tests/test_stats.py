@@ -104,11 +104,15 @@ def test_repeats_to_decide_is_the_closed_form_power_extrapolation():
   assert stats.repeats_to_decide([0, 0, 1, 1], [0, 0.02, 1, 1.02], [0.0]) == 2  # narrow already at 2 repeats
 
 
-def test_groups_to_decide_narrows_the_interval_as_one_over_root_n():
-  """(1, [−1, 3]) over 4 groups against 0: the lower half, 2, shrinks as √(4/m) and must fall below 1: m > 16."""
-  assert stats.groups_to_decide((1.0, -1.0, 3.0), 4, 0.0) == 17
-  assert stats.groups_to_decide((-1.0, -3.0, 1.0), 4, 0.0) == 17  # the upper half when the value is below
-  assert stats.groups_to_decide((1.0, 0.5, 1.5), 4, 0.0) == 4  # already decided
-  assert stats.groups_to_decide((0.0, -1.0, 1.0), 4, 0.0) is None
-  # study 13's first cpu run (configs/claims/depth.py): D = 0.207 [−0.0678, 0.461] over 2 seeds, 2·(0.2748/0.207)² = 3.5
-  assert stats.groups_to_decide((0.207, -0.0678, 0.461), 2, 0.0) == 4
+def test_seeds_to_decide_projects_the_student_t_interval():
+  """Against the t interval itself: 4 seeds with mean 1 and sd 2 straddle 0; the projected m is the first n whose
+  interval from the same mean and sd excludes 0."""
+  v = [1.0 - 2.0 * z for z in (1.3, -0.4, 0.5, -1.4)]
+  v = [x - np.mean(v) + 1.0 for x in v]
+  v = [1.0 + (x - 1.0) * 2.0 / np.std(v, ddof=1) for x in v]  # mean 1, sd 2
+  interval = stats.mean_interval(v)
+  m = stats.seeds_to_decide(interval, 4, 0.0)
+  half = lambda k: scipy.stats.t.ppf(0.975, k - 1) * 2.0 / math.sqrt(k)
+  assert half(m) < 1.0 <= half(m - 1) and m == 18
+  assert stats.seeds_to_decide((1.0, 0.5, 1.5), 4, 0.0) == 4  # already decided
+  assert stats.seeds_to_decide((0.0, -1.0, 1.0), 4, 0.0) is None

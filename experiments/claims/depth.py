@@ -19,10 +19,10 @@ the encoder and L in the decoder, × a factor-2 lr grid × seeds; L_base the sma
            (experiments/claims/transfer.py `optimum`, shared with study 12);
   shift    per arm, log₂ η*(deepest) − log₂ η*(shallowest) in grid steps (factor 2 = 1), over the end depths every arm
            ran, and D = |shift CompleteP| − |shift SP|; beside it |shift Depth-µP| − |shift SP|; intervals:
-           percentile bootstrap (95%, `BOOT` draws) resampling the seeds as units shared by every (arm, depth)
-           (experiments/claims/transfer.py: one seed's runs share their data order, and at L_base the three arms
-           are the same runs). Until the 4-seed run (2026-11-27) each (arm, depth)'s seeds were resampled
-           independently; changed after the 2-seed run's decision, before the 4-seed run's, for that reason;
+           Student-t (95%) over the seeds' own shifts and differences, paired within a seed (experiments/claims/
+           transfer.py: one seed's runs share their data order, and at L_base the three arms are the same runs).
+           Until issue 40 a percentile bootstrap over the seeds, which covers well under 95% at 2–4 seeds; the
+           committed record's intervals were recomputed from its runs;
   sharpness (reported, not decisive) per arm × depth at the reference lr (configs/claims/depth.py REF_LR), S = the
            median of the run's records η(t)·λ_max(M·P_t⁻¹H) over the last two thirds of the run, and per arm the
            slope of log₂ S on log₂ L with its Student-t interval, as study 12 reads it across width
@@ -44,7 +44,6 @@ import numpy as np
 from experiments import report, stats, study
 from experiments.claims import figures, transfer
 
-BOOT = 2000
 SP, CP, DMU = "SP", "CompleteP", "Depth-µP"
 ARMS = (SP, CP, DMU)
 D = "|CompleteP| − |SP|"
@@ -53,8 +52,8 @@ THRESHOLDS = {
     "optimum": "per arm × depth, the lowest seed-mean final validation loss among lrs whose runs all trained, refined "
     "by the parabola through its grid neighbours in log₂ lr; flagged at the lr grid's edge",
     "shift": "log₂ η*(deepest) − log₂ η*(shallowest), in factor-2 grid steps",
-    "transfer": f"D = |shift CompleteP| − |shift SP|, 95% percentile-bootstrap interval ({BOOT} draws, the seeds "
-    "resampled as units shared by every (arm, depth)): below 0 reproduced; at or above 0 not reproduced; straddling "
+    "transfer": "D = |shift CompleteP| − |shift SP|, the Student-t 95% interval over the seeds' own differences: "
+    "below 0 reproduced; at or above 0 not reproduced; straddling "
     "0, an optimum of CompleteP or SP at the lr grid's edge at an end depth, no trained lr there, or < 2 seeds: "
     "inconclusive",
     "reported": "Depth-µP's shift and |Depth-µP| − |SP|, and every arm's log₂-log₂ slope of the sharpness S vs depth "
@@ -107,7 +106,7 @@ def measure(results: study.Results) -> dict:
       ends=ends,
       runs={a: {str(L): {format(lr, "g"): runs for lr, runs in sorted(c.items())} for L, c in sorted(g.items())} for a, g in arms.items()},  # fmt: skip
       optima={a: {L: (None if o is None else {"log2_lr": o[0], "lr": 2 ** o[0], "edge": o[1]}) for L, o in x.items()} for a, x in optima.items()},  # fmt: skip
-      shifts=transfer.shift_intervals(grids, ends, DIFFS, n=BOOT) if ends else {},
+      shifts=transfer.shift_intervals(grids, ends, DIFFS) if ends else {},
   )
   return study.jsonable(out)
 

@@ -9,9 +9,8 @@ factor-2 lr grid; an arm's grid is {size: cells}.
                                     trained, refined by the parabola through it and its grid neighbours in log₂ lr;
                                     best_loss(cells) that loss itself (mean ± std over seeds) and its lr
   shift(grid, sizes, seeds=None)    log₂ η*(largest size) − log₂ η*(smallest), one seed resample per size if given
-  shift_intervals(grids, sizes, diffs, n=, seed=)   every arm's shift and each difference of magnitudes |a| − |b|
-                                    with percentile-bootstrap intervals (95%), the seeds resampled as units: one
-                                    draw of seeds per resample, shared by every (arm, size) (below)
+  shift_intervals(grids, sizes, diffs)   every arm's shift and each difference of magnitudes |a| − |b|, per seed
+                                    (its own optimum at each end), with the Student-t interval (95%) over the seeds
   loss_vs_lr(ax, ...), optima_vs_size(ax, ...), size_axis(ax, sizes)   the panels that draw them: final loss vs lr
                                     (a run that did not train as 'x': at its loss, or at a clipped top when it
                                     diverged or has no loss, never at a diverged run's loss), the optimum vs size
@@ -23,11 +22,11 @@ The sharpness along training at one lr (Noci et al. 2024), read the same way alo
   sharpness_slopes(rows)            per arm, S's mean ± std per size and the least-squares slope of log₂ S on log₂ size
                                     over every (size, seed) with its Student-t interval
   sharpness_vs_size(ax, ...)        its panel: S vs size, log-log, mean ± the seeds' std, each arm labelled by its slope
-Why the seeds are resampled as units: `train.seed` sets a run's initialisation and its data order, so the runs of
-one seed share their batches across arms and sizes, and at the base size some arms are one model (study 13's three
-at L_base, study 12's SP and SP + µP emb. lr at d_base), i.e. the same runs. Resampling each (arm, size)'s seeds
-independently, as this module did until 2026-11-27, counted those shared runs as independent draws and widened every
-interval on a difference.
+Why per seed, and paired: `train.seed` sets a run's initialisation and its data order, so the runs of one seed
+share their batches across arms and sizes, and at the base size some arms are one model (study 13's three at L_base,
+study 12's SP and SP + µP emb. lr at d_base), i.e. the same runs: a difference is taken within a seed. Why Student-t:
+these studies run 2–4 seeds, where a percentile bootstrap (this module's interval until issue 40) covers well under
+its nominal 95%.
 """
 
 import math
@@ -109,30 +108,29 @@ def _with_diffs(shifts: dict, diffs: dict[str, tuple[str, str]]) -> dict:
   return out
 
 
-def shift_intervals(
-    grids: dict[str, dict], sizes: list[int], diffs: dict[str, tuple[str, str]], *, n: int, seed: int = 0
-) -> dict:
+def shift_intervals(grids: dict[str, dict], sizes: list[int], diffs: dict[str, tuple[str, str]]) -> dict:
   """{arm: [shift, lo, hi]} and {diffs key: [|a| − |b|, lo, hi]} over `grids` {arm: {size: {lr: runs}}} between
-  sizes[0] and sizes[-1]: percentile bootstrap intervals (95%, `n` draws), each draw one resample of the seeds shared
-  by every (arm, size) (module docstring) when every (arm, size, lr) ran the same seeds, else each (arm, size)'s seeds
-  resampled on their own (a drawn seed a cell lacks would empty it); None where an optimum is missing in the point
-  estimate or in every draw. With few seeds a percentile interval covers less than its level (at 2 seeds it is the
-  range of the two: about a 50% interval for a mean), so the seeds a verdict names are a lower bound."""
-  rng = np.random.default_rng(seed)
-  per_cell = {(a, d, lr): tuple(sorted(r["seed"] for r in runs)) for a, g in grids.items() for d in sizes for lr, runs in g[d].items()}  # fmt: skip
-  units = sorted({s for seeds in per_cell.values() for s in seeds})
-  paired = all(seeds == tuple(units) for seeds in per_cell.values())  # else: each (arm, size) on its own, as before
-  own = {a: {d: sorted({r["seed"] for runs in g[d].values() for r in runs}) for d in sizes} for a, g in grids.items()}
-  point = _with_diffs({a: shift(g, sizes) for a, g in grids.items()}, diffs)
-  draws: dict[str, list] = {k: [] for k in point}
-  for _ in range(n):
-    drawn = list(rng.choice(units, len(units)))  # one draw of seeds for every (arm, size): the module docstring
-    pick = lambda a, d: drawn if paired else list(rng.choice(own[a][d], len(own[a][d])))
-    one = _with_diffs({a: shift(g, sizes, {d: pick(a, d) for d in sizes}) for a, g in grids.items()}, diffs)
-    for k in draws:
-      if one.get(k) is not None:
-        draws[k].append(one[k])
-  return {k: ([point[k], *np.quantile(v, [0.025, 0.975]).tolist()] if v and point.get(k) is not None else None) for k, v in draws.items()}  # fmt: skip
+  sizes[0] and sizes[-1]: each seed's own shift (its optimum at each end from its runs alone) and each seed's
+  difference (paired: a seed shares its init and data order across arms and sizes), their mean with its Student-t
+  95% interval over the seeds (a percentile bootstrap over 2–4 seeds covers well under 95%: at 2 seeds it is about
+  a 50% interval). None where fewer than 2 seeds have the value."""
+  seeds = sorted({r["seed"] for g in grids.values() for d in sizes for runs in g[d].values() for r in runs})
+  per_seed: dict[str, list] = {}
+  for s in seeds:
+    one = _with_diffs({a: shift(g, sizes, {d: [s] for d in sizes}) for a, g in grids.items()}, diffs)
+    for k, v in one.items():
+      if v is not None:
+        per_seed.setdefault(k, []).append(v)
+  keys = [*grids, *diffs]
+  return {k: (list(stats.mean_interval(per_seed[k])) if len(per_seed.get(k, [])) >= 2 else None) for k in keys}
+
+
+def shifts_from_record(runs: dict, sizes: list[int], diffs: dict[str, tuple[str, str]]) -> dict:
+  """`shift_intervals` over a record's measured runs {arm: {str(size): {lr string: runs}}} (claim.json's form), for
+  re-deciding a record whose stored intervals were computed another way."""
+  grids = {a: {d: {float(lr): rs for lr, rs in g[str(d)].items()} for d in sizes} for a, g in runs.items() if all(
+      str(d) in g for d in sizes)}  # fmt: skip
+  return shift_intervals(grids, sizes, diffs)
 
 
 def size_axis(ax, sizes: list[int]) -> None:
@@ -203,17 +201,17 @@ def read_difference(diff: list, text: str, edges: list, seeds: int, advice: str 
   """(verdict, reason, advice) of a transfer rule on D = [point, lo, hi] over `seeds` seeds per cell, "the optimum
   moves less than the reference's" (studies 12 and 13): inconclusive with an optimum at the lr grid's edge (`edges`),
   reproduced when D's interval lies below 0, not reproduced when it lies at or above 0, else inconclusive
-  (straddling 0): the advice names the seeds per cell that would clear 0 were D's point and spread to hold
-  (stats.groups_to_decide), then `advice`."""
+  (straddling 0): the advice names the seeds per cell that would clear 0 were D's mean and spread to hold
+  (stats.seeds_to_decide), then `advice`."""
   if edges:
     return study.INCONCLUSIVE, f"{text}; optimum at the lr grid's edge at {edges}", "extend the lr grid past the edge"
   if diff[2] < 0:
     return study.REPRODUCED, text, ""
   if diff[1] >= 0:
     return study.NOT_REPRODUCED, text, ""
-  need = stats.groups_to_decide(diff, seeds, 0.0)
-  more = f"at least ≈ {need} seeds per cell" if need else "many more seeds per cell (D sits at 0)"
-  more += f", were D's point and spread to hold (now {seeds}; the interval narrowed as 1/√n)"
+  need = stats.seeds_to_decide(diff, seeds, 0.0)
+  more = f"≈ {need} seeds per cell" if need else "more than 100 seeds per cell (D sits near 0)"
+  more += f", were D's mean and its seeds' spread to hold (now {seeds}; a projection of the Student-t interval)"
   return (
       study.INCONCLUSIVE,
       f"{text}: D's interval straddles 0",

@@ -21,9 +21,9 @@ Measured (configs/claims/width.py: SP, NTK, µP and SP + µP's embedding lr × w
              trained (analysis/outcomes.py: diverged, collapsed and undertrained runs excluded), refined by the
              parabola through it and its two grid neighbours in log₂ lr (an optimum at the grid's edge is flagged);
   shift      per arm, log₂ η*(widest) − log₂ η*(narrowest transfer width) in grid steps (factor 2 = 1), and the
-             difference of magnitudes D = |shift µP| − |shift SP|; intervals: percentile bootstrap (`BOOT` draws)
-             resampling the seeds as units shared by every (arm, width) (since 2026-11-27; the committed cpu record,
-             decided before, resampled each (arm, width)'s seeds independently: transfer.py says why it changed);
+             difference of magnitudes D = |shift µP| − |shift SP|; intervals: Student-t (95%) over the seeds' own shifts
+             and differences (since issue 40: a percentile bootstrap over 2 seeds, this study's interval before, is
+             about a 50% interval; transfer.py says more; the committed record's were recomputed from its runs);
              the optimum, the shift and their intervals are experiments/claims/transfer.py's, shared with study 13.
 Rules (stated before any run):
   (a) sharpness  reproduced when µP's slope interval lies inside ±`FLAT` and SP's excludes 0; not reproduced when
@@ -51,7 +51,6 @@ from experiments.claims import figures, transfer
 
 METRIC, WINDOW = transfer.SHARPNESS, transfer.WINDOW  # the records and the fractions of the run that give S
 FLAT = 0.1
-BOOT = 2000
 MAX_ROUNDS = 3  # lr-grid extensions past an edge optimum, one factor-2 step per round (module docstring)
 MU, SP, NTK, EMB = "µP", "SP", "NTK", "SP + µP emb. lr"
 ARMS = (SP, NTK, MU, EMB)
@@ -102,7 +101,7 @@ def measure(results: study.Results) -> dict:
   grids = {a: w for a, w in arms.items() if sum(len(c) > 1 for c in w.values()) >= 2}
   twidths = sorted(set.intersection(*[{d for d, c in w.items() if len(c) > 1} for w in grids.values()])) if grids else []  # fmt: skip
   optima = {a: {str(d): transfer.optimum(w[d]) for d in twidths} for a, w in grids.items()}
-  shifts = transfer.shift_intervals({a: {d: w[d] for d in twidths} for a, w in grids.items()}, twidths, DIFFS, n=BOOT) if len(twidths) >= 2 else {}  # fmt: skip
+  shifts = transfer.shift_intervals({a: {d: w[d] for d in twidths} for a, w in grids.items()}, twidths, DIFFS) if len(twidths) >= 2 else {}  # fmt: skip
   seeds = min((len(runs) for w in arms.values() for c in w.values() for runs in c.values()), default=0)
   unclassed = [f"{a} @ width {d} η {lr:g}" for a, w in arms.items() for d, c in w.items() for lr, runs in c.items() if any(r["cls"] is None for r in runs)]  # fmt: skip
   out.update(
@@ -143,6 +142,9 @@ def _read_sharpness(m: dict) -> tuple[str, str, str]:
   if flat_mu and zero_sp is False:
     return study.REPRODUCED, text, ""
   which = "µP's straddles ±%g" % FLAT if not flat_mu else "SP's includes 0"
+  if not flat_mu:  # which way the point leans: a reading, not a verdict
+    which += f" (its point {mu[0]:.3g} lies {'outside' if abs(mu[0]) > FLAT else 'inside'} ±{FLAT:g}: it leans to "
+    which += f"{'not reproduced' if abs(mu[0]) > FLAT else 'reproduced'})"
   undecided = [a for a, none in ((MU, flat_mu is None), (SP, zero_sp is None)) if none]
   return study.INCONCLUSIVE, f"{text}: {which}", _seeds_to_decide(m, undecided)
 
