@@ -28,7 +28,8 @@ FFN matrices W¹ (mlp_in) and W² (mlp_out).
 Thresholds (the numbers stated before the first run, those of analysis/reproduce/gradients.py (retired; git commit
 35e9f30); the rule was narrowed on 2026-11-25 to what the paper states, after the cpu run: the earlier rule also
 required Post-LN growth in the encoder and a two-sided "flat within ×/÷1.5" for Pre-LN, neither of which the paper
-says, and failed the claim on the encoder alone (Post-LN encoder W² growth 1.03):
+says, and failed the claim on the encoder alone (Post-LN encoder W² growth 1.03). Confirmed on fresh seeds 2–3
+(issue 40: configs/claims/grad_norms.py), whose verdict is the one reported:
   (a) decoder  Post-LN growth ≥ 1.5 for W¹ and W² of the decoder; Pre-LN growth ≤ 1.5 for both (not growing);
   (b) slope    Post-LN slope in [−0.2, 0.2] (≈ constant in L); Pre-LN slope in [−0.75, −0.25] (≈ −1/2).
 Each rule reads the 95% interval: it holds when the whole interval satisfies it, fails when none does, and is
