@@ -14,7 +14,8 @@ in a sweep is an outcome, exit 0); 143 (= 128 + SIGTERM, what a shell reports fo
 JAX's preemption notice checkpointed the current step, and rerunning the same command resumes it; 130 (= 128 + SIGINT)
 interrupted: a first Ctrl-C checkpointed the current step the same way (a second Ctrl-C aborts at once); 2 a config
 error, before any compute: one line naming the key, the value and the valid choices (the traceback with --verbosity=1);
-5 a file could not be written (a full disk, a quota): status.json says `failed`, the last good checkpoint stays.
+5 a file could not be written (a full disk, a quota): status.json says `failed`, the last good checkpoint stays; 6 a
+sweep shard ended with runs of its own share undone, held by live processes elsewhere (it names them).
 """
 
 import difflib
@@ -85,6 +86,7 @@ EXIT_CRASHED = 4  # a sweep or claim in which some run crashed (after every othe
 EXIT_PREEMPTED = 143  # 128 + SIGTERM
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_WRITE_FAILED = 5  # a file could not be written (a full disk, a quota): status.json says `failed`
+EXIT_INCOMPLETE = 6  # a sweep shard ended with runs of its own share undone (held by a live process elsewhere)
 
 
 REPO = os.path.dirname(os.path.abspath(__file__))
@@ -139,6 +141,9 @@ def main(argv):
     except train.loop.Preempted as e:
       logging.warning("Sweep %s; rerun the same command to resume", e)
       sys.exit(_exit_code(e))
+    except experiments.sweep.SweepIncomplete as e:
+      logging.error("Sweep incomplete: %s", e)
+      sys.exit(EXIT_INCOMPLETE)
     if crashed:
       logging.error("%d run(s) crashed (tracebacks above; results.jsonl has their errors)", crashed)
       sys.exit(EXIT_CRASHED)

@@ -22,7 +22,8 @@ one process owns a host's chips: shard over hosts instead.
 
 Claims. Before a shard trains a run it claims it: an atomic exclusive create of `<run>/claim.json` ({owner, host,
 pid, heartbeat}), the heartbeat rewritten every `timeout/4` seconds while the run trains (`Heartbeat`). A claim whose
-heartbeat is older than `sweep.claim_timeout_s` is stale (its owner was killed or preempted) and is taken over; a
+heartbeat is older than `sweep.claim_timeout_s`, or whose pid is gone from this host (`dead_here`: a rerun right
+after kill -9), is stale (its owner was killed or preempted) and is taken over; a
 fresh one is not, so overlapping shard sets, a re-submitted array or two sweeps on one workdir never train a run
 twice. The claim is released (removed) when the run ends; a finished run is skipped by its status.json, claim or not.
 Written by hand (no library claims files on a shared filesystem without a server); `O_CREAT | O_EXCL` is atomic on
@@ -260,9 +261,9 @@ def claim(run_dir: str, owner: str, timeout_s: float, *, clock: Callable[[], flo
         beat = epath.Path(path).stat().mtime
       except OSError:
         continue  # released meanwhile: try again
-    if clock() - beat <= timeout_s:
+    if clock() - beat <= timeout_s and not dead_here(held):
       return (held or {}).get("owner", "another process (its claim is being written)")
-    _set_aside(path)  # stale: its owner died
+    _set_aside(path)  # stale: its owner died (its heartbeat stopped, or its pid is gone from this host)
   held = _read(path)
   return (held or {}).get("owner", "another process")
 
@@ -280,6 +281,22 @@ def claim_together(run_dir: str, owner: str, timeout_s: float) -> Optional[str]:
     taken = multihost_utils.broadcast_one_to_all(np.asarray(holder is not None))
     holder = (holder or "another shard") if bool(taken) else None
   return holder
+
+
+def dead_here(held: Optional[dict]) -> bool:
+  """Whether the claim `held` names a process of this host that no longer exists (kill -9, a crash): its claim is
+  then stale at once, not after `claim_timeout_s`. A pid that exists may be another process reusing it: alive."""
+  if not held or held.get("host") != socket.gethostname() or not isinstance(held.get("pid"), int):
+    return False
+  if held["pid"] == os.getpid():
+    return False  # this process's own claim
+  try:
+    os.kill(held["pid"], 0)
+  except ProcessLookupError:
+    return True
+  except OSError:  # PermissionError: it exists, another user's
+    return False
+  return False
 
 
 def _claim_record(owner: str, now: float) -> dict:

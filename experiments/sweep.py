@@ -64,6 +64,13 @@ from train import metrics as metrics_lib
 RESULTS_FILE = "results.jsonl"
 RECORD_FILE = "sweep_record.json"
 DONE = ("finished", "diverged")  # statuses a rerun skips
+
+
+class SweepIncomplete(RuntimeError):
+  """A shard (or a whole sweep) ended with runs of its own share undone: claimed by a live process elsewhere.
+  main.py exits EXIT_INCOMPLETE, so a job array's task that did not do its share does not report success."""
+
+
 GROUPS = {"analysis": analysis.config.AnalysisConfig.from_config, "sweep": grid_lib.SweepConfig.from_config}
 
 
@@ -72,9 +79,16 @@ def run_dir(workdir: str, cell: grid_lib.Cell, seed: int) -> str:
 
 
 def read_json(path: str) -> Optional[dict]:
-  """The JSON object in `path` (local or a URI), None when there is no such file."""
+  """The JSON object in `path` (local or a URI), None when there is no such file or it does not parse (torn: a
+  warning names it, and the caller rebuilds what it held)."""
   path = epath.Path(path)
-  return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+  if not path.exists():
+    return None
+  try:
+    return json.loads(path.read_text(encoding="utf-8"))
+  except ValueError as e:
+    logging.warning("%s does not parse (%s): read as absent", path, e)
+    return None
 
 
 def final_metrics(run_workdir: str) -> dict[str, float]:
@@ -297,7 +311,7 @@ def run_sweep(
       + (f"; shard {shard_i}/{shard_n} ({shard_source}) runs {ours} of them" if sharded else "")
       + f"; {ours - len(todo)} already done, {len(todo)} to run"
   )
-  t0, times, finished_times, records = clock(), [], [], []
+  t0, times, finished_times, records, held_elsewhere = clock(), [], [], [], []
   for i, (cell, seed, resolved) in enumerate(runs):
     if not shard_lib.mine(i, shard):
       continue  # another shard's run
@@ -308,6 +322,7 @@ def run_sweep(
       holder = shard_lib.claim_together(rdir, owner, sweep.claim_timeout_s)
       if holder is not None:
         emit(f"cell {k}/{len(cells)}, seed {seed}: {cell.name} | claimed by {holder}, skipped")
+        held_elsewhere.append((f"{cell.name}/seed_{seed}", rdir, holder))
         continue
       left = len(todo) - todo.index(i)
       measured = finished_times or times  # a diverged run stops early: finished runs say what a run costs
@@ -342,6 +357,14 @@ def run_sweep(
       _write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
     if on_run is not None and i in todo and not sharded:
       on_run(records)
+  undone = [(name, holder) for name, rdir, holder in held_elsewhere if _status(rdir) not in DONE]
+  if undone:  # this shard's own runs, held by live processes elsewhere: not done, so not a success
+    raise SweepIncomplete(
+        f"{len(undone)} run(s) of this shard's share not done, held by other live processes: "
+        + "; ".join(f"{n} (by {h})" for n, h in undone[:5])
+        + (" ..." if len(undone) > 5 else "")
+        + ". Rerun once they end (or after sweep.claim_timeout_s if their owner died on another host)"
+    )
   if sharded:
     left = [f"{c.name}/seed_{s}" for c, s, _ in runs if _status(run_dir(root, c, s)) not in DONE]
     if left:

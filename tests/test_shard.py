@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -193,9 +194,10 @@ def test_two_shards_at_once_train_every_run_once_and_gather_the_unsharded_record
 
 
 def test_a_killed_shards_run_is_resumed_by_its_resubmission(tmp_path, monkeypatch):
-  """Shard 0/2 is stopped in its first run (the process dies: its claim stays, with a heartbeat); resubmitted at
-  once it skips the run (a fresh claim may be a live shard); once the claim is stale it takes the run over and
-  resumes it from its checkpoint."""
+  """Shard 0/2 is stopped in its first run (its claim stays, with a heartbeat and this process's pid, which is alive);
+  resubmitted at once it skips the run (a fresh claim of a live process may be a live shard), trains its others and
+  raises SweepIncomplete naming the run; once the claim is stale it takes the run over and resumes it from its
+  checkpoint."""
   config = tiny_config(
       **{"sweep.grid": GRID, "sweep.shard": "0/2", "sweep.claim_timeout_s": 3.0, "train.checkpoint_every": 2}
   )
@@ -216,13 +218,52 @@ def test_a_killed_shards_run_is_resumed_by_its_resubmission(tmp_path, monkeypatc
   rdir = sweep_lib.run_dir(workdir, first, 0)
   assert metrics_lib.read_status(rdir)["status"] == "running"
   lines = []
-  again = sweep_lib.run_sweep(config, workdir, emit=lines.append, env={})
-  assert any("claimed by" in line for line in lines) and len(again) == 3  # the fresh claim held
+  with pytest.raises(sweep_lib.SweepIncomplete, match=f"{first.name}/seed_0"):  # its own run undone: not a success
+    sweep_lib.run_sweep(config, workdir, emit=lines.append, env={})
+  assert any("claimed by" in line for line in lines)  # the fresh claim held (this process's pid: it is alive)
   time.sleep(3.1)  # the killed shard's heartbeat is now older than sweep.claim_timeout_s
   resumed = sweep_lib.run_sweep(config, workdir, emit=print, env={})
   assert len(resumed) == 4 and resumed[0]["resumed_from_step"] == 2 and resumed[0]["outcome"] == "finished"
   steps = [r["step"] for r in metrics_lib.read_metrics(rdir, split="train")]
   assert steps == [1, 2, 3, 4]
+
+
+def _dead_pid() -> int:
+  proc = subprocess.Popen([sys.executable, "-c", "pass"])
+  proc.wait()
+  return proc.pid
+
+
+def test_a_claim_of_a_dead_process_on_this_host_is_taken_over_at_once(tmp_path):
+  run = tmp_path / "run"
+  run.mkdir()
+  path = run / shard_lib.CLAIM_FILE
+  host = socket.gethostname()
+  for pid, other_host, taken in (
+      (_dead_pid(), host, True),
+      (os.getppid(), host, False),
+      (_dead_pid(), "elsewhere", False),
+  ):
+    path.write_text(json.dumps({"owner": "x", "host": other_host, "pid": pid, "heartbeat": time.time()}))
+    assert shard_lib.dead_here(json.loads(path.read_text())) is taken
+    holder = shard_lib.claim(str(run), "me", timeout_s=600)
+    assert (holder is None) is taken, holder  # a dead pid here: at once; a live one or another host's: the timeout
+    shard_lib.release(str(run), "me")
+
+
+def test_a_killed_shard_rerun_at_once_takes_its_run_over_and_completes(tmp_path):
+  """kill -9 leaves a claim with a fresh heartbeat and a pid that no longer exists on this host: the rerun takes the
+  run over at once (no claim_timeout_s wait), trains every run of the sweep and returns them all."""
+  config = tiny_config(**{"sweep.grid": GRID, "sweep.claim_timeout_s": 600.0})
+  workdir = str(tmp_path / "w")
+  first = sweep_lib.grid_lib.cells(config)[0]
+  rdir = sweep_lib.run_dir(workdir, first, 0)
+  os.makedirs(rdir)
+  held = {"owner": f"{socket.gethostname()}:1:dead", "host": socket.gethostname(), "pid": _dead_pid()}
+  (pathlib.Path(rdir) / shard_lib.CLAIM_FILE).write_text(json.dumps({**held, "heartbeat": time.time()}))
+  records = sweep_lib.run_sweep(config, workdir, emit=print, env={})
+  assert len(records) == len(sweep_lib.grid_lib.cells(config)) * config.sweep.seeds
+  assert all(r["outcome"] == "finished" for r in records)
 
 
 def test_prepare_builds_the_tokenizer_once_for_every_shard(tmp_path, multi30k_copy):  # noqa: F811
@@ -347,3 +388,42 @@ def test_parallel_two_runs_at_once_each_on_its_own_device_equal_sequential(tmp_p
       tiny_config(**{"sweep.grid": grid, "sweep.seeds": 1}), str(tmp_path / "one"), emit=print, env={}
   )
   assert [_comparable(r) for r in records] == [_comparable(r) for r in one]
+
+
+# ------------------------------------------------------------------------------------------------------ torn files
+
+
+def test_a_torn_status_record_or_config_is_named_and_the_sweep_completes(tmp_path, caplog):
+  """A finished sweep whose run files were cut short (a crash while a file was rewritten in place on a full disk):
+  status.json, sweep_record.json or config.json that does not parse is named in one warning; the run is read as not
+  finished and resumed (status, config) or its record rebuilt (sweep_record), and every run ends finished."""
+  config = tiny_config(**{"sweep.grid": GRID})
+  workdir = str(tmp_path / "w")
+  first = sweep_lib.run_sweep(config, workdir, emit=print, env={})
+  cells = sweep_lib.grid_lib.cells(config)
+  torn = {name: sweep_lib.run_dir(workdir, cells[i], 0) for i, name in enumerate(("status.json", "sweep_record.json", "config.json"))}  # fmt: skip
+  for name, rdir in torn.items():
+    path = pathlib.Path(rdir) / name
+    path.write_text(path.read_text()[: len(path.read_text()) // 2])
+  with caplog.at_level("WARNING"):
+    again = sweep_lib.run_sweep(config, workdir, emit=print, env={})
+  assert [r["outcome"] for r in again] == ["finished"] * len(first)
+  assert [r["final"] for r in again] == [r["final"] for r in first]  # resumed bit for bit, or its record rebuilt
+  for name, rdir in torn.items():
+    assert any(str(pathlib.Path(rdir) / name) in m and "does not parse" in m for m in caplog.messages), name
+  assert metrics_lib.read_status(torn["status.json"])["status"] == "finished"
+
+
+def test_main_exits_6_naming_its_own_run_that_a_live_process_holds(tmp_path):
+  """A run of this shard claimed by a live process (here: this test's, on this host) is skipped; the sweep trains
+  the others and main.py exits EXIT_INCOMPLETE (6) naming the run, so a requeued array task does not "succeed"."""
+  workdir = tmp_path / "w"
+  config = tiny_config(**{"sweep.grid": GRID, "sweep.seeds": 2})
+  first = sweep_lib.grid_lib.cells(config)[0]
+  rdir = pathlib.Path(sweep_lib.run_dir(str(workdir), first, 1))
+  rdir.mkdir(parents=True)
+  live = {"owner": "a-live-shard", "host": socket.gethostname(), "pid": os.getpid(), "heartbeat": time.time() + 3600}
+  (rdir / shard_lib.CLAIM_FILE).write_text(json.dumps(live))
+  out = subprocess.run(_cli(workdir), cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 6, out.stderr[-3000:]
+  assert f"{first.name}/seed_1 (by a-live-shard)" in out.stderr

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 import ml_collections
+from absl import logging
 from etils import epath
 
 import init as init_lib
@@ -227,7 +228,11 @@ def check_unchanged(
   path = epath.Path(workdir) / "config.json"
   if not path.exists():
     return
-  old = leaves(json.loads(path.read_text()))
+  try:
+    old = leaves(json.loads(path.read_text()))
+  except ValueError as e:  # torn (a crash while it was written): it says nothing; setup writes it again
+    logging.warning("%s does not parse (%s): read as absent, the run's setup writes it again", path, e)
+    return
   new = leaves(json.loads(json.dumps(config.to_dict())))
   from configs import default  # noqa: PLC0415 (the defaults, for keys added after the run was trained)
 

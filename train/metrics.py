@@ -374,4 +374,8 @@ def read_status(workdir: epath.PathLike) -> Optional[dict]:
   path = epath.Path(workdir) / STATUS_FILE
   if not path.exists():
     return None
-  return json.loads(path.read_text(encoding="utf-8"))
+  try:
+    return json.loads(path.read_text(encoding="utf-8"))
+  except ValueError as e:  # torn: rewritten in place on a full disk (write_status) and cut short
+    logging.warning("%s does not parse (%s): the run is read as not finished (a rerun resumes it)", path, e)
+    return None
