@@ -1,6 +1,7 @@
 """The reproduction driver (experiments/claims/reproduce.py) and its report: claims run through main.py, a failed
 claim reported as inconclusive, REPRODUCTION.md and the README's table rebuilt from the results on disk."""
 
+import json
 import subprocess
 import sys
 
@@ -228,3 +229,24 @@ def test_saving_records_copies_only_what_changed(tmp_path, monkeypatch):
   assert set(copied) == {"b"} and (tmp_path / "records" / "cells" / "b" / "seed_0" / "status.json").read_text() == (
       '{"status": "diverged"}'
   )
+
+
+def test_a_claim_whose_process_fails_keeps_its_earlier_record(tmp_path, monkeypatch):
+  """A claim's main.py that exits 2 before any run (here: no --data_dir) leaves no claim.json: the decided record in
+  <out>/reproduction/<claim>/ and its figures stay as they were, and reproduce exits 1 naming the claim."""
+  from experiments.claims import reproduce  # pylint: disable=g-import-not-at-top
+
+  dest = tmp_path / "out" / "reproduction" / "identity_path"
+  dest.mkdir(parents=True)
+  (dest / "claim.json").write_text(json.dumps({"claim": "identity_path", "verdict": "reproduced"}))
+  (dest / "identity_path.png").write_bytes(b"png")
+  monkeypatch.setattr(reproduce, "run_one", lambda *a, **k: (2, str(tmp_path / "main.log")))
+  monkeypatch.setattr(reproduce.report, "write_reproduction", lambda *a, **k: "r")
+  monkeypatch.setattr(reproduce.report, "write_atlas", lambda *a, **k: "a")
+  argv = ["reproduce", "--claims=identity_path", f"--out={tmp_path / 'out'}", f"--runs={tmp_path / 'runs'}"]
+  with pytest.raises(SystemExit) as stop:
+    reproduce.FLAGS(argv)
+    reproduce.main([])
+  assert stop.value.code == 1
+  assert json.loads((dest / "claim.json").read_text())["verdict"] == "reproduced"
+  assert (dest / "identity_path.png").read_bytes() == b"png"

@@ -284,6 +284,10 @@ def main(argv):
       print(f"[reproduce] {name}: not decided (exit {code}); its done runs' records stay in {records}", flush=True)
       failed.append(name)
       continue
+    if not (os.path.exists(claim_json) and code in (0, 4)) and os.path.exists(os.path.join(dest, "claim.json")):
+      print(f"[reproduce] {name}: not decided (exit {code}, {log_path}); its earlier record is kept", flush=True)
+      failed.append(name)  # a failed start (a config error, a crash) never replaces a decided record
+      continue
     if os.path.exists(dest):
       shutil.rmtree(dest)
     os.makedirs(dest)
