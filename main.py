@@ -31,6 +31,7 @@ from ml_collections import config_flags
 
 import curvax
 import experiments
+import experiments.grid
 import experiments.shard
 import train.config
 import train.distributed
@@ -108,9 +109,10 @@ def main(argv):
   if FLAGS.verbosity <= 0:
     logging.get_absl_handler().python_handler.addFilter(_ProjectInfoOnly())  # ABSLHandler delegates to it
   if FLAGS.config.mode not in MODES:
-    raise app.UsageError(f"config.mode={FLAGS.config.mode!r} is invalid; valid: {list(MODES)}")
+    _config_boundary(_raise(ValueError(f"config.mode={FLAGS.config.mode!r} is invalid; valid: {list(MODES)}")))
   # The config boundary, before any device or data is touched: 'auto' keys derived, every subtree validated.
   config = _config_boundary(lambda: train.config.resolve(FLAGS.config, groups=experiments.GROUPS))
+  _config_boundary(lambda: _check_data_dir(FLAGS.config.data))
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
   workdir = FLAGS.workdir or os.fspath(epath.Path("runs") / config_name)  # a URI (gs://...) is kept as it is
   if (
@@ -123,6 +125,7 @@ def main(argv):
     # (a claim's processes train; this one runs its extension rounds and decides: experiments/claims/run.py)
     sweep = config.sweep
     shard = _config_boundary(lambda: experiments.shard.resolve_shard(sweep.shard, sweep.num_shards)[:2])
+    _config_boundary(lambda: experiments.grid.cells(FLAGS.config))
     if config.mode == "claim":
       run = lambda: experiments.claims.run_claim_parallel(FLAGS.config, workdir, sys.argv[1:], sweep.parallel, shard)
     else:
@@ -132,6 +135,9 @@ def main(argv):
   train.distributed.initialize(config.distributed)
   logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())
   if config.mode in ("sweep", "claim"):  # every cell × seed in <workdir>/cells/, diverged and crashed runs
+    # the grid (keys, values, syntax) and the array's shard, before any compute: one line each (EXIT_CONFIG)
+    _config_boundary(lambda: experiments.grid.cells(FLAGS.config))
+    _config_boundary(lambda: experiments.shard.resolve_shard(config.sweep.shard, config.sweep.num_shards))
     experiments.sweep.use_compilation_cache(FLAGS.config, workdir)  # recorded; the runs share compiled programs
     try:
       if config.mode == "claim":
@@ -190,9 +196,48 @@ def _config_boundary(check):
     sys.exit(EXIT_CONFIG)
 
 
+def _check_data_dir(data) -> None:
+  """A local data folder that does not exist is a config error here, before any device is touched (the config's own
+  checks accept any path: a study's config is also built and checked on a machine without the data)."""
+  if data.name == "multi30k" and data.dir and "://" not in data.dir and not os.path.isdir(data.dir):
+    raise ValueError(
+        f"config.data.dir={data.dir!r} is invalid (no such folder); valid: the folder with Multi30k's "
+        "{train,val,test_2016_flickr}.{de,en}.gz"
+    )
+
+
+def _raise(error: Exception):
+  def check():
+    raise error
+
+  return check
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+  """absl's flag parsing, its errors one line on stderr and EXIT_CONFIG (a flag of the wrong type, a config file
+  that is missing or does not load), the traceback only with --verbosity=1."""
+  spec = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), DEFAULT_CONFIG)
+  path = spec.partition(":")[0]
+  if not os.path.isfile(path):
+    print(f"main.py: --config={spec} is invalid (no such file); valid: a config file, e.g. configs/t5_init.py", file=sys.stderr)  # fmt: skip
+    sys.exit(EXIT_CONFIG)
+  try:
+    rest = FLAGS(argv)
+    FLAGS.config  # noqa: B018  (config_flags loads the file lazily: a file that does not load fails here)
+    return rest
+  except (flags.Error, OSError, SyntaxError, AttributeError, ImportError) as e:
+    if any(a in ("--verbosity=1", "-v=1") or a.startswith("--verbosity=") and a[12:].isdigit() and int(a[12:]) >= 1
+           for a in argv):  # fmt: skip
+      raise
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    message = lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}"  # a config's own traceback: its last line
+    print(f"main.py: {message}", file=sys.stderr)
+    sys.exit(EXIT_CONFIG)
+
+
 def _exit_code(stop: train.loop.Preempted) -> int:
   return EXIT_INTERRUPTED if isinstance(stop, train.loop.Interrupted) else EXIT_PREEMPTED
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)
