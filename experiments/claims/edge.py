@@ -30,6 +30,7 @@ from analysis import outcomes
 from experiments import report, stats, study
 from experiments.claims import figures
 from experiments.claims.edge_rules import (
+    BOUNDARY_THRESHOLDS,
     EARLY,
     FINAL,
     MAX_ROUNDS,
@@ -433,14 +434,7 @@ CLAIM = study.Study(
     thresholds={
         "re-reading": "the boundary rules (experiments/claims/edge_rules.py) were stated after these runs were seen "
         "(issue 40); study 14 (edge_boundary) applies them to fresh seeds, and its verdict is the one reported",
-        "outcome": "a run fails if it diverges, spikes (> 1 nat within the warmup + 50 steps) or ends collapsed "
-        "(within 0.1 nat of the unigram entropy); undertrained runs are neither (analysis/outcomes.py combine, failed)",
-        "boundary": "a cell fails at a failing fraction k/n ≥ 1/2; η_hi the smallest failing lr, η_lo the largest lr "
-        "below it, η* = √(η_lo·η_hi)",
-        "verdict": "the least-squares slope of log η* on log(c/λ₀) for λ₀ = λ_max(P⁻¹H), c = 38 (a method whose λ₀ ε "
-        "decides is left out), percentile bootstrap over ≥ 8 methods: reproduced if it excludes 0 and contains 1; "
-        "not reproduced if it lies at or below 0; else inconclusive, naming the methods a Student-t interval would "
-        "need",
+        **BOUNDARY_THRESHOLDS,
         "reported": "the other predictors' slopes, the warmup question (Spearman ρ of the rescued fraction at η_hi on "
         "log λ₀), and issue 28's early-outcome AUC scores",
     },

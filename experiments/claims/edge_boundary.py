@@ -16,7 +16,7 @@ import os
 from experiments import study
 from experiments.claims import figures
 from experiments.claims.edge_rules import (
-    MIN_BOUNDARY_METHODS,
+    BOUNDARY_THRESHOLDS,
     boundaries,
     boundary_measure,
     boundary_summary,
@@ -124,17 +124,7 @@ CLAIM = study.Study(
         "Cohen et al. 2022: CIFAR-10 networks and WikiText-2 Transformers; Kalra & Barkeshli 2024: CIFAR-10 ResNets "
         "and WikiText Transformers"
     ),
-    thresholds={
-        "outcome": "a run fails if it diverges, spikes (> 1 nat within the warmup + 50 steps) or ends collapsed "
-        "(within 0.1 nat of the unigram entropy); undertrained runs are neither (analysis/outcomes.py combine, failed)",
-        "boundary": "a cell fails at a failing fraction k/n ≥ 1/2 (Clopper–Pearson intervals reported); η_hi the "
-        "smallest failing lr, η_lo the largest lr below it, η* = √(η_lo·η_hi)",
-        "verdict": "the least-squares slope of log η* on log(c/λ₀) for λ₀ = λ_max(P⁻¹H), c = 38, percentile bootstrap "
-        f"over ≥ {MIN_BOUNDARY_METHODS} methods: reproduced if it excludes 0 and contains 1; not reproduced if it lies "
-        "at or below 0; else inconclusive, naming the methods a Student-t interval would need",
-        "warmup": "Spearman ρ of the fraction of warmup-100 seeds at η_hi that do not fail on log λ₀, Fisher z: "
-        "reported, not decisive",
-    },
+    thresholds=dict(BOUNDARY_THRESHOLDS),
     measure=measure,
     verdict=verdict,
     figure=figure,

@@ -278,6 +278,18 @@ def rescue_score(
 # falls (< 0) or undecided. Reported, not decisive.
 FAIL_FRACTION = 0.5
 MIN_BOUNDARY_METHODS = 8
+BOUNDARY_THRESHOLDS = {  # the boundary rules in words, as studies 11 and 14 state them in their records
+    "outcome": "a run fails if it diverges, spikes (> 1 nat within the warmup + 50 steps) or ends collapsed (within "
+    "0.1 nat of the unigram entropy); undertrained runs are neither (analysis/outcomes.py combine, failed)",
+    "boundary": "a cell fails at a failing fraction k/n ≥ 1/2 (Clopper–Pearson intervals reported); η_hi the smallest "
+    "failing lr, η_lo the largest lr below it, η* = √(η_lo·η_hi)",
+    "verdict": "the least-squares slope of log η* on log(c/λ₀) for λ₀ = λ_max(P⁻¹H), c = 38 (a method whose λ₀ ε "
+    f"decides is left out), percentile bootstrap over ≥ {MIN_BOUNDARY_METHODS} methods: reproduced if it excludes 0 "
+    "and contains 1; not reproduced if it lies at or below 0; else inconclusive, naming the methods a Student-t "
+    "interval would need",
+    "warmup": "Spearman ρ of the fraction of warmup seeds at η_hi that do not fail on log λ₀, Fisher z: reported, not "
+    "decisive",
+}
 
 
 def cell_failing(rows: Sequence[Mapping]) -> Optional[tuple[int, int]]:
