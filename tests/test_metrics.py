@@ -190,3 +190,12 @@ def test_status_write_is_atomic_when_replace_fails(tmp_path, monkeypatch):
 def test_status_bad_value():
   with pytest.raises(ValueError, match=r"status='done'.*'running', 'finished', 'diverged'"):
     metrics.write_status("/nonexistent-never-created", "done", 1)
+
+
+def test_status_names_the_process_and_host_that_wrote_it(tmp_path):
+  """A reader tells a dead run from a live one: status.json carries the writer's pid and host (issue 41)."""
+  import socket  # noqa: PLC0415
+
+  metrics.write_status(str(tmp_path), "running", 3, primary=True)
+  got = metrics.read_status(str(tmp_path))
+  assert (got["pid"], got["host"], got["status"], got["step"]) == (os.getpid(), socket.gethostname(), "running", 3)

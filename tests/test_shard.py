@@ -158,7 +158,7 @@ def _comparable(record: dict) -> dict:
   """A record without what differs between two invocations that trained the same run: its wall time, the times in
   its status and in its provenance."""
   out = {k: v for k, v in record.items() if k != "wall_time_s"}
-  out["status"] = {k: v for k, v in (record["status"] or {}).items() if k != "time"}
+  out["status"] = {k: v for k, v in (record["status"] or {}).items() if k not in ("time", "pid")}
   out["provenance"] = {k: v for k, v in (record["provenance"] or {}).items() if k != "time"}
   return out
 

@@ -37,6 +37,7 @@ import errno
 import json
 import math
 import os
+import socket
 import tempfile
 import time
 import uuid
@@ -336,11 +337,13 @@ def write_status(
       loss=float("nan").
 
   Returns:
-    The dict written: {"status", "step", "time" (Unix seconds), **fields}.
+    The dict written: {"status", "step", "time" (Unix seconds), "pid", "host", **fields}.
   """
   if status not in STATUSES:
     raise ValueError(f"status={status!r} is invalid; valid choices: {list(STATUSES)}")
-  record = {"status": status, "step": int(step), "time": time.time(), **fields}
+  # pid and host: a reader tells a dead run ('running', its pid gone from its host) from a live one
+  record = {"status": status, "step": int(step), "time": time.time(), "pid": os.getpid(), "host": socket.gethostname(),
+            **fields}  # fmt: skip
   if not _primary(primary):
     return record
   workdir = epath.Path(workdir)
