@@ -119,6 +119,30 @@ def test_a_second_ctrl_c_aborts_at_once():
   assert signal.getsignal(signal.SIGINT) is before
 
 
+def test_a_second_ctrl_c_in_the_loop_leaves_interrupted_and_a_rerun_resumes(tmp_path, monkeypatch, reference):
+  """Two Ctrl-Cs as step 4 is logged: the second aborts the step (KeyboardInterrupt in the loop), status.json says
+  `interrupted` at the step the loop was at with its last checkpoint (none yet: step 4's is saved after this
+  record), Aborted (an Interrupted: exit 130) is raised, and the rerun reaches the uninterrupted run's state."""
+  original = metrics_lib.write_status
+
+  def write_status(workdir, status, step, **fields):
+    if status == "running" and step == 4:
+      os.kill(os.getpid(), signal.SIGINT)
+      os.kill(os.getpid(), signal.SIGINT)  # the second: abort now
+      time.sleep(1)
+    return original(workdir, status, step, **fields)
+
+  monkeypatch.setattr(metrics_lib, "write_status", write_status)
+  exp = loop.setup(config(), str(tmp_path))
+  with pytest.raises(loop.Aborted, match=r"step 4 by a second Ctrl-C, not checkpointed; a rerun starts over"):
+    loop.train_and_evaluate(exp)
+  monkeypatch.setattr(metrics_lib, "write_status", original)
+  got = read_status(str(tmp_path))
+  assert got["status"] == "interrupted" and got["last_checkpoint"] is None and got["pid"] == os.getpid()
+  resumed = loop.train_and_evaluate(loop.setup(config(), str(tmp_path)))
+  assert_same_state(resumed, reference[1])
+
+
 def test_truncated_latest_checkpoint_resumes_from_the_previous_one(tmp_path, caplog, reference):
   """The reference run's checkpoints are 4, 8, 12; with a data file of 12 truncated the rerun warns naming it,
   resumes from 8, saves 12 again (the bad one moved aside) and ends bit for bit where the reference ended."""

@@ -80,6 +80,23 @@ class Interrupted(Preempted):
   status = "interrupted"
 
 
+class Aborted(Interrupted):
+  """Raised when a second Ctrl-C aborted a step (a step that hangs): status.json says `interrupted` with no checkpoint
+  of that step; a rerun resumes from the last checkpoint."""
+
+  def __init__(self, step: int, last_checkpoint: Optional[int]):
+    RuntimeError.__init__(
+        self,
+        f"interrupted at step {step} by a second Ctrl-C, not checkpointed; a rerun "
+        + (
+            f"resumes from checkpoint {last_checkpoint}"
+            if last_checkpoint is not None
+            else "starts over (no checkpoint)"
+        ),
+    )
+    self.step = step
+
+
 @dataclasses.dataclass(frozen=True)
 class StepHook:
   """A measurement taken inside `train_and_evaluate` every `every` steps (the layers above `train/` build it).
@@ -285,6 +302,11 @@ def train_and_evaluate(exp: Experiment, hooks: Sequence[StepHook] = ()) -> Train
   with checkpoint_lib.PreemptionNotice(exp.checkpointer) as preemption:
     try:
       return _train_and_evaluate(exp, preemption, hooks, at)
+    except KeyboardInterrupt:  # the second Ctrl-C (checkpoint.PreemptionNotice): a true status, then stop
+      last = exp.checkpointer.latest_step()
+      with contextlib.suppress(OSError):
+        metrics_lib.write_status(exp.workdir, "interrupted", at["step"], reason="a second Ctrl-C", last_checkpoint=last)
+      raise Aborted(at["step"], last) from None
     except OSError as e:  # a write that failed (a CheckpointWriteError names the checkpoint and the last good one)
       step = getattr(e, "step", None) or at["step"]
       last_good = getattr(e, "last_good", None)
