@@ -115,6 +115,7 @@ def main(argv):
   _config_boundary(lambda: _check_data_dir(FLAGS.config.data))
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
   workdir = FLAGS.workdir or os.fspath(epath.Path("runs") / config_name)  # a URI (gs://...) is kept as it is
+  _config_boundary(lambda: _check_workdir(workdir))
   if (
       config.mode in ("sweep", "claim")
       and config.groups["sweep"].parallel > 1
@@ -197,12 +198,33 @@ def _config_boundary(check):
 
 
 def _check_data_dir(data) -> None:
-  """A local data folder that does not exist is a config error here, before any device is touched (the config's own
-  checks accept any path: a study's config is also built and checked on a machine without the data)."""
+  """A local data folder that does not exist, or whose splits are missing, empty or misaligned, is a config error
+  here, before any device is touched (the config's own checks accept any path: a study's config is also built and
+  checked on a machine without the data)."""
   if data.name == "multi30k" and data.dir and "://" not in data.dir and not os.path.isdir(data.dir):
     raise ValueError(
         f"config.data.dir={data.dir!r} is invalid (no such folder); valid: the folder with Multi30k's "
         "{train,val,test_2016_flickr}.{de,en}.gz"
+    )
+  if data.name == "multi30k" and data.dir and "://" not in data.dir:
+    import train.data.multi30k  # noqa: PLC0415 (the data layer, only to read the splits' line counts)
+
+    train.data.multi30k.check(data.dir, data.source_lang, data.target_lang)  # missing, empty or misaligned splits
+
+
+def _check_workdir(workdir: str) -> None:
+  """A local --workdir that is a file, or a folder (or its nearest existing parent) this process cannot write, is a
+  config error before any compute."""
+  if "://" in workdir:
+    return
+  if os.path.exists(workdir) and not os.path.isdir(workdir):
+    raise ValueError(f"--workdir={workdir!r} is invalid (a file, not a folder); valid: a folder to write the run in")
+  parent = os.path.abspath(workdir)
+  while not os.path.exists(parent):
+    parent = os.path.dirname(parent)
+  if not os.access(parent, os.W_OK):
+    raise ValueError(
+        f"--workdir={workdir!r} is invalid ({parent} is not writable); valid: a folder this user can write"
     )
 
 

@@ -1,6 +1,7 @@
 """Every bad invocation of main.py is one line on stderr and exit status 2, before any compute (issue 41's table):
 the key or input, the bad value and the valid choices. `--verbosity=1` keeps the traceback (tests/test_config.py)."""
 
+import gzip
 import os
 import re
 import subprocess
@@ -33,6 +34,45 @@ CASES = [
 ]
 
 
+def _data(folder, short: str = "", empty: str = "") -> str:
+  """A Multi30k-shaped folder of 5-line splits; `short`: a file 2 lines short; `empty`: a valid empty gzip file."""
+  os.makedirs(folder)
+  for split in ("train", "val", "test_2016_flickr"):
+    for lang in ("de", "en"):
+      name = f"{split}.{lang}.gz"
+      lines = 0 if name == empty else 3 if name == short else 5
+      with gzip.open(os.path.join(folder, name), "wt", encoding="utf-8") as f:
+        f.write("".join(f"a sentence {i}\n" for i in range(lines)))
+  return str(folder)
+
+
+@pytest.mark.parametrize(
+    "make, phrase",
+    [
+        (lambda d: _data(d, short="val.en.gz"), "val.de.gz has 5 lines but"),
+        (lambda d: _data(d, empty="train.de.gz"), "train.de.gz has 0 lines"),
+        (lambda d: _data(d, empty="test_2016_flickr.en.gz"), "test_2016_flickr.en.gz has 0 lines"),
+    ],
+)
+def test_a_bad_data_folder_is_one_line_naming_the_file(make, phrase, tmp_path):
+  folder = make(tmp_path / "multi30k")
+  args = ["--config=configs/t5_init.py", "--config.data.name=multi30k", f"--config.data.dir={folder}"]
+  test_a_bad_invocation_is_one_line_and_exit_2(args, {}, phrase, tmp_path)
+
+
+def test_a_workdir_that_is_a_file_is_one_line(tmp_path):
+  (tmp_path / "w").write_text("a file")
+  out = subprocess.run(
+      [sys.executable, "main.py", "--config=configs/t5_init.py", f"--workdir={tmp_path / 'w'}"],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
+  lines = [line for line in out.stderr.splitlines() if line.strip() and not LOG.match(line)]
+  assert out.returncode == 2 and len(lines) == 1 and "(a file, not a folder)" in lines[0], out.stderr[-2000:]
+
+
 @pytest.mark.parametrize("args, env, phrase", CASES, ids=[" ".join(a[1:]) or a[0] for a, _, _ in CASES])
 def test_a_bad_invocation_is_one_line_and_exit_2(args, env, phrase, tmp_path):
   out = subprocess.run(
@@ -46,4 +86,4 @@ def test_a_bad_invocation_is_one_line_and_exit_2(args, env, phrase, tmp_path):
   lines = [line for line in out.stderr.splitlines() if line.strip() and not LOG.match(line)]
   assert out.returncode == 2, out.stderr[-3000:]
   assert len(lines) == 1 and lines[0].startswith("main.py: ") and phrase in lines[0], lines
-  assert not (tmp_path / "w" / "checkpoints").exists()  # nothing trained
+  assert not (tmp_path / "w" / "checkpoints").exists()  # nothing trained (a file named w would not have it either)

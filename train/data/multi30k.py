@@ -22,15 +22,20 @@ from train.data.corpus import Corpus, translation_examples
 SPLIT_FILES = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
 
 
+class MissingData(FileNotFoundError, ValueError):
+  """A data folder or split file that is not there: a bad input (main.py: one line, exit 2), and a
+  FileNotFoundError."""
+
+
 def _path(data_dir: str, split: str, lang: str) -> str:
   if not os.path.isdir(data_dir):
-    raise FileNotFoundError(
+    raise MissingData(
         f"config.data.dir={data_dir!r}: no such directory (multi30k needs "
         "{train,val,test_2016_flickr}.{de,en}.gz there)."
     )
   path = os.path.join(data_dir, f"{SPLIT_FILES[split]}.{lang}.gz")
   if not os.path.isfile(path):
-    raise FileNotFoundError(
+    raise MissingData(
         f"config.data.dir={data_dir!r}: split file {path!r} is missing " f"(split {split!r}, language {lang!r})."
     )
   return path
@@ -59,12 +64,22 @@ def read_split(data_dir: str, split: str, source_lang: str, target_lang: str) ->
   """
   source_path, target_path = _path(data_dir, split, source_lang), _path(data_dir, split, target_lang)
   source, target = _read_lines(source_path), _read_lines(target_path)
+  for path, lines in ((source_path, source), (target_path, target)):
+    if not lines:
+      raise ValueError(f"config.data.dir={data_dir!r}: {path} has 0 lines; the split {split!r} needs its sentences")
   if len(source) != len(target):
     raise ValueError(
         f"config.data.dir={data_dir!r}: {source_path} has {len(source)} lines but "
         f"{target_path} has {len(target)}; the files of a split must be line-aligned."
     )
   return list(zip(source, target))
+
+
+def check(data_dir: str, source_lang: str, target_lang: str) -> None:
+  """Every split of the folder is there, non-empty and line-aligned (ValueError naming the file and its line count
+  otherwise): what main.py checks before any compute."""
+  for split in SPLIT_FILES:
+    read_split(data_dir, split, source_lang, target_lang)
 
 
 def tokenizer(config: ml_collections.ConfigDict, workdir: str) -> tuple[tokenizers.SentencePieceTokenizer, str]:
