@@ -250,7 +250,8 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
       for r in runs:
         if r["method"] != method:
           continue
-        marker, color = figures.CLASS_MARKERS.get(outcomes.combine(r.get("early"), r.get("final")), ("?", "k"))
+        cls = outcomes.combine(r.get("early"), r.get("final"))
+        marker, color = figures.CLASS_MARKERS.get(cls, figures.CLASS_MARKERS[None])
         color = "0.6" if grey else color
         ax.plot(r["lr"] * lam / c, i + 0.18 * ((int(r["seed"]) % 3) - 1), marker, color=color,
                 mfc="none" if marker not in ("x", ".") else color, ms=5)  # fmt: skip
@@ -263,6 +264,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   handles = [
       figures.plt.Line2D([], [], marker=mk, ls="", color=col, mfc="none" if mk not in ("x", ".") else col, label=k)
       for k, (mk, col) in figures.CLASS_MARKERS.items()
+      if k is not None
   ]
   handles.append(figures.plt.Line2D([], [], marker="o", ls="", color="0.6", mfc="none", label="λ₀ decided by ε"))
   report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=6, fontsize=8)

@@ -76,6 +76,7 @@ CLASS_MARKERS = {  # a run's collapse-aware class (analysis/outcomes.py `combine
     "unstable": ("^", "C4"),
     "collapsed": ("s", "C1"),
     "diverged": ("x", "C3"),
+    None: ("+", "0.6"),  # a run without a final class (no evaluation at its end): drawn, not read
 }
 
 
@@ -93,7 +94,7 @@ def run_classes(runs: list[dict], out_dir: str, headline: str, settings: str, na
       if int(r["warmup"]) != w:
         continue
       cls = outcomes.combine(r.get("early"), r.get("final"))
-      marker, color = CLASS_MARKERS.get(cls, ("?", "k"))
+      marker, color = CLASS_MARKERS.get(cls, CLASS_MARKERS[None])
       y = methods.index(r["method"]) + 0.18 * ((int(r["seed"]) % 3) - 1)
       ax.plot(r["lr"], y, marker, color=color, mfc="none" if marker not in ("x", ".") else color, ms=5)
     ax.set_xscale("log")
@@ -101,7 +102,7 @@ def run_classes(runs: list[dict], out_dir: str, headline: str, settings: str, na
     ax.set_title(f"warmup {w}", fontsize=9)
   axes[0][0].set_yticks(range(len(methods)), methods, fontsize=8)
   axes[0][0].set_ylim(-0.6, len(methods) - 0.4)
-  handles = [plt.Line2D([], [], marker=m, ls="", color=c, mfc="none" if m not in ("x", ".") else c, label=k)
+  handles = [plt.Line2D([], [], marker=m, ls="", color=c, mfc="none" if m not in ("x", ".") else c, label=k or "no class")
              for k, (m, c) in CLASS_MARKERS.items()]  # fmt: skip
   report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=5, fontsize=8)
   suptitle(fig, headline, settings)
