@@ -70,12 +70,18 @@ def cpu() -> dict[str, Any]:
   return {"model": model, "isa": [f for f in ISA if f in flags], "cores": os.cpu_count()}
 
 
+_AT_START: dict[str, dict] = {}  # repo -> its git state when this process first asked
+
+
 def provenance(repo: str = REPO) -> dict[str, Any]:
   """Commit, dirty flag, package versions, JAX backend and devices, host and its CPU, `XLA_FLAGS`, Python and the
-  time (UTC)."""
+  time (UTC). The git state is the one this process first read (its code does not change after import, while the
+  checkout may: a long sweep's later runs still name the commit they run)."""
   devices = jax.devices()
+  if repo not in _AT_START:
+    _AT_START[repo] = git_state(repo)
   return {
-      **git_state(repo),
+      **_AT_START[repo],
       "packages": {p: _version(p) for p in PACKAGES},
       "backend": jax.default_backend(),
       "device_kinds": sorted({d.device_kind for d in devices}),
