@@ -128,3 +128,13 @@ def test_the_provenance_names_the_cpu_and_xla_flags(monkeypatch):
   t = provenance.trained_at([dict(p, git_dirty=False), dict(p, git_dirty=True), None])
   assert t["git_commits"] == sorted({p["git_commit"], p["git_commit"] + "+dirty", "unrecorded"})
   assert any("XLA_FLAGS=--xla_cpu_max_isa=AVX2" in m for m in t["machines"]) and "unrecorded" in t["machines"]
+
+
+def test_atlas_states_the_answer_of_the_study_that_decides_it():
+  """ATLAS.md opens with the atlas's answer in one sentence: the deciding study's verdict and reason, or that its
+  runs are under way, as its record says."""
+  record = next(r for r in _records() if r["claim"] == report.ANSWER)
+  text = (REPORTS / "ATLAS.md").read_text(encoding="utf-8")
+  line = next(x for x in text.splitlines() if x.startswith("**The answer**"))
+  said = "not decided yet" if record.get("pending") else f"{record['verdict']}. {record['reason']}"
+  assert said in line

@@ -149,6 +149,7 @@ def write_reproduction(
 
 # The atlas's questions, each a study of the registry (configs/claims/<name>.py).
 ATLAS_STUDIES = ("edge", "width", "depth", "edge_boundary")
+ANSWER = "edge_boundary"  # the study whose verdict answers the atlas's question (ATLAS.md says it first)
 
 
 def write_atlas(results: list[dict], path: str, *, command: str) -> str:
@@ -164,9 +165,13 @@ def write_atlas(results: list[dict], path: str, *, command: str) -> str:
       "shared with claims 8, 9 and 10; its questions are the studies below, each a sweep with its verdict code fixed "
       "before its runs (configs/claims/<study>.py, experiments/claims/<study>.py).",
       "",
-      "| # | study | verdict | headline numbers | scale | commit |",
-      "|---|---|---|---|---|---|",
   ]
+  answer = next((r for r in mine if r["claim"] == ANSWER), None)
+  if answer is not None:  # the question's answer, in one sentence, from the record that decides it
+    said = "not decided yet: its runs are under way" if answer.get("pending") else answer["verdict"]
+    lines += [f"**The answer** (study {answer.get('number', '?')}, {answer['claim']}, on fresh seeds): {said}. "
+              f"{'' if answer.get('pending') else answer.get('reason', '')}".rstrip(), ""]  # fmt: skip
+  lines += ["| # | study | verdict | headline numbers | scale | commit |", "|---|---|---|---|---|---|"]
   for r in mine:
     numbers = "; ".join(f"{_cell(k)} {_fmt(v)}" for k, v in (r.get("summary") or {}).items()) or "—"
     lines.append(
