@@ -229,8 +229,8 @@ def test_measure_reads_lambda0_per_method_the_classes_and_scores_them(tmp_path):
   # Warmup 5 rescues every cell unstable without it.
   rescue = m["rescue"]["early"]["5"]["adam"]
   assert rescue["rescued"] == rescue["unstable without warmup"] == 6
-  assert edge.summary(m) == edge_rules.boundary_summary(m["boundary"])  # the boundary rules head the summary
-  assert m["boundary"]["bounds"] == edge_rules.boundaries(m["runs"], 0)
+  assert edge.summary(m) == edge_rules.boundary_summary(edge.boundary_of(m))  # the boundary rules head the summary
+  assert edge.boundary_of(m)["bounds"] == study.jsonable(edge_rules.boundaries(m["runs"], 0)) and "boundary" not in m
 
 
 def test_the_reports_tables_read_every_predictor_and_read_the_same_from_claim_json(tmp_path):
@@ -238,7 +238,7 @@ def test_the_reports_tables_read_every_predictor_and_read_the_same_from_claim_js
   method λ₀, what ε decides and the boundary; the same from claim.json's measurements (JSON keys are strings there)."""
   m = edge.measure(_study_runs(tmp_path, {"a": 1e2, "b": 1e3, "c": 1e4, "d": 1e5, "e": 3e5}, eps_decides=("e",)))
   *boundary_tables, scores, rescue, methods = edge.tables(m)
-  assert boundary_tables == edge_rules.boundary_tables(m["boundary"])
+  assert boundary_tables == edge_rules.boundary_tables(edge.boundary_of(m))
   assert [(r[0], r[1]) for r in scores["rows"]] == [
       (which, edge.PREDICTOR_NAMES[p]) for which in ("early", "final") for p in edge_rules.PREDICTORS
   ]

@@ -46,17 +46,21 @@ def test_a_cell_fails_at_a_failing_fraction_of_one_half_and_brackets_its_boundar
   assert edge_rules.boundaries(_runs({"a": 1e-4}))["a"]["open"] == "below"
 
 
-def _record(slope, noise=0.0, methods=12, seed=0):
-  """A measured record whose methods' λ₀ span two decades and whose η* = 0.02·(100·c/λ₀)^slope·e^noise, in the grid."""
+def _design(slope, noise=0.0, methods=12, seed=0):
+  """(rows, λ₀) of methods whose λ₀ span two decades and whose η* = 0.02·(100·c/λ₀)^slope·e^noise, in the grid."""
   rng = np.random.default_rng(seed)
   c = edge_rules.threshold("adam", 0.9)
   lam0, etas = {}, {}
   for i in range(methods):
     lam = 38.0 * 10 ** (1 + 2.0 * i / (methods - 1))  # c/λ₀ from 1e-1 to 1e-3
-    eta = 0.02 * math.exp(slope * math.log(c / lam / 0.01) + noise * rng.standard_normal())  # inside the grid
     lam0[f"m{i}"] = {"adam": lam}
-    etas[f"m{i}"] = eta
-  return edge_rules.boundary_measure(_runs(etas), lam0, {}, beta1=0.9)
+    etas[f"m{i}"] = 0.02 * math.exp(slope * math.log(c / lam / 0.01) + noise * rng.standard_normal())
+  return _runs(etas), lam0
+
+
+def _record(slope, noise=0.0, methods=12, seed=0):
+  """The boundary rules' measurement of `_design`."""
+  return edge_rules.boundary_measure(*_design(slope, noise, methods, seed), {}, beta1=0.9)
 
 
 @pytest.mark.parametrize(
@@ -104,15 +108,30 @@ def test_methods_to_decide_projects_the_t_interval_and_grows_as_the_slope_shrink
 
 
 def test_warmup_rescue_rises_with_lambda0_when_the_sharper_methods_are_rescued():
-  b = _record(1.0, 0.05)
-  rows = []
+  cold, lam0 = _design(1.0, 0.05)
+  b = edge_rules.boundary_measure(cold, lam0, {}, beta1=0.9)
+  rows = list(cold)
   for i, (method, bb) in enumerate(sorted(b["bounds"].items(), key=lambda kv: int(kv[0][1:]))):
     for seed in range(3):
       final = outcomes.TRAINED if seed < i // 4 else outcomes.COLLAPSED  # m0–m3: 0 of 3 rescued … m8+: 2 of 3
       rows.append(dict(method=method, lr=bb["hi"], warmup=100, seed=seed, early=outcomes.STABLE, final=final))
-  lam0 = {f"m{i}": {"adam": 38.0 * 10 ** (1 + 2.0 * i / 11)} for i in range(12)}
   r = edge_rules.rescue(rows, b["bounds"], lam0, "adam", warmup=100)
   assert r["reading"] == "rises with λ₀" and r["spearman"][1] > 0
+  assert all(c[3] == b["bounds"][m]["hi"] for m, c in r["cells"].items())
+
+
+def test_the_rescue_reads_the_warmup_cell_the_design_ran_where_it_fails_without_warmup():
+  """Study 14 runs its warmup at study 11's η_hi: the rescue reads that cell when the fresh seeds fail there without
+  warmup (a bracket that moved down), and leaves out a method whose fresh seeds train there (nothing to rescue)."""
+  fail, train = outcomes.COLLAPSED, outcomes.TRAINED
+  rows = [dict(method=m, lr=lr, warmup=0, seed=s, early=outcomes.STABLE, final=train if lr < hi else fail)
+          for m, hi in (("a", 0.004), ("b", 0.016)) for lr in (0.002, 0.004, 0.008, 0.016) for s in range(3)]  # fmt: skip
+  rows += [
+      dict(method=m, lr=0.008, warmup=100, seed=s, early=outcomes.STABLE, final=train) for m in "ab" for s in range(3)
+  ]
+  bounds = edge_rules.boundaries(rows, 0)
+  r = edge_rules.rescue(rows, bounds, {"a": {"gd": 10.0}, "b": {"gd": 20.0}}, "gd", warmup=100)
+  assert bounds["a"]["hi"] == 0.004 and r["cells"] == {"a": [3, 3, 10.0, 0.008]}  # b trains at 0.008 without warmup
 
 
 def test_the_design_is_study_11s_record_re_read():

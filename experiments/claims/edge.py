@@ -169,7 +169,6 @@ def measure(results: study.Results) -> dict:
     }
   cells = _cells_of(rows)
   flags = {m: sorted(f) for m, f in flagged.items()}
-  boundary = boundary_measure(rows, lam0, flags, beta1=beta1)
   warmups = sorted({c.warmup for c in cells if c.warmup})
   return dict(
       beta1=beta1,
@@ -180,7 +179,6 @@ def measure(results: study.Results) -> dict:
       flagged=flags,
       thresholds={p: threshold(p, beta1) for p in PREDICTORS},
       grid=extend(cells),
-      boundary=boundary,
       traces=traces,
       scores={
           which: {p: score(cells, lam0, p, beta1=beta1, which=which, flagged=flags) for p in PREDICTORS}
@@ -199,10 +197,8 @@ def measure(results: study.Results) -> dict:
 
 
 def boundary_of(m: dict) -> dict:
-  """The boundary rules' measurement of `m`: its own, or computed from the rows, λ₀ and flags it stores (a record
-  measured before the rules existed, re-decided: experiments/claims/reproduce.py --redecide)."""
-  if m.get("boundary"):
-    return m["boundary"]
+  """The boundary rules' measurement of `m`, computed from the rows, λ₀ and flags it stores (never stored itself:
+  a record re-decided by changed rules, experiments/claims/reproduce.py --redecide, reads them afresh)."""
   return study.jsonable(boundary_measure(m["runs"], m["lam0"], m["flagged"], beta1=m.get("beta1", 0.9)))
 
 

@@ -59,14 +59,18 @@ def measure(results: study.Results) -> dict:
       lam0=pred["lam0"],
       flagged=pred["flagged"],
       predictors_from={"path": pred["from"], "commit": pred["commit"]},
-      boundary=study.jsonable(boundary_measure(rows, pred["lam0"], pred["flagged"], beta1=pred["beta1"])),
   )
+
+
+def boundary_of(m: dict) -> dict:
+  """The boundary rules on the record's runs and λ₀ (computed, never stored: a re-decision reads them afresh)."""
+  return study.jsonable(boundary_measure(m["runs"], m["lam0"], m["flagged"], beta1=m.get("beta1", 0.9)))
 
 
 @study.crashed_first
 def verdict(m: dict) -> study.Verdict:
   """The boundary rules on λ_max(P⁻¹H) (edge_rules.boundary_verdict), over the fresh seeds' brackets."""
-  result, reason = boundary_verdict(m["boundary"])
+  result, reason = boundary_verdict(boundary_of(m))
   return study.Verdict(result, f"On fresh seeds: {reason}")
 
 
@@ -75,7 +79,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   del results
   head = "Study 14 (fresh seeds): log η* against log(c/λ₀), one point per method"
   return [
-      *figures.boundary(m["boundary"], out_dir, head, settings),
+      *figures.boundary(boundary_of(m), out_dir, head, settings),
       *figures.run_classes(
           m["runs"], out_dir, "Study 14: every run by its collapse-aware class", settings, "classes.png"
       ),
@@ -83,11 +87,11 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
 
 
 def summary(m: dict) -> dict:
-  return {} if m.get("crashed") else boundary_summary(m["boundary"])
+  return {} if m.get("crashed") else boundary_summary(boundary_of(m))
 
 
 def tables(m: dict) -> list[dict]:
-  return [] if m.get("crashed") else boundary_tables(m["boundary"])
+  return [] if m.get("crashed") else boundary_tables(boundary_of(m))
 
 
 def _step(lr: float, up: bool) -> float:
@@ -132,4 +136,5 @@ CLAIM = study.Study(
     tables=tables,
     extend=extensions,
     max_rounds=MAX_ROUNDS,
+    figures_from_record=True,
 )

@@ -416,21 +416,30 @@ def rescue(
     *,
     warmup: int,
 ) -> dict:
-  """The warmup question (the rules above) at each method's η_hi: {"cells": {method: [rescued, n, λ₀]}, "spearman":
-  ρ of the rescued fraction on log λ₀ with its Fisher-z interval (None under 4 methods), "reading"}."""
+  """The warmup question (the rules above) at each method's smallest failing lr: {"cells": {method: [rescued, n,
+  λ₀, η]}, "spearman": ρ of the rescued fraction on log λ₀ with its Fisher-z interval (None under 4 methods),
+  "reading"}. η is the method's one warmup lr where its design ran one (study 14 runs it at study 11's η_hi, fixed
+  before its runs), else its bracket's η_hi; a method whose cell without warmup does not fail there has nothing to
+  rescue and is left out."""
   cells = {}
   for method, b in bounds.items():
     lam = lam0.get(method, {}).get(predictor)
-    if b["hi"] is None or lam is None or lam <= 0:
+    warm_lrs = {float(r["lr"]) for r in runs if r["method"] == method and int(r["warmup"]) == warmup}
+    lr = warm_lrs.pop() if len(warm_lrs) == 1 else b["hi"]
+    if lr is None or lam is None or lam <= 0:
       continue
-    rows = [r for r in runs if r["method"] == method and int(r["warmup"]) == warmup and float(r["lr"]) == b["hi"]]
-    kn = cell_failing(rows)
+    cold = cell_failing([r for r in runs if r["method"] == method and not int(r["warmup"]) and float(r["lr"]) == lr])
+    if cold is None or cold[0] / cold[1] < FAIL_FRACTION:
+      continue
+    kn = cell_failing(
+        [r for r in runs if r["method"] == method and int(r["warmup"]) == warmup and float(r["lr"]) == lr]
+    )
     if kn is not None:
-      cells[method] = [kn[1] - kn[0], kn[1], lam]
+      cells[method] = [kn[1] - kn[0], kn[1], lam, lr]
   out = {"predictor": predictor, "warmup": warmup, "cells": cells, "spearman": None, "reading": "undecided"}
-  frac = [k / n for k, n, _ in cells.values()]
+  frac = [c[0] / c[1] for c in cells.values()]
   if len(cells) >= 4 and len(set(frac)) > 1:
-    rho = float(scipy.stats.spearmanr(frac, [math.log(lam) for *_, lam in cells.values()]).statistic)
+    rho = float(scipy.stats.spearmanr(frac, [math.log(c[2]) for c in cells.values()]).statistic)
     out["spearman"] = stats.fisher_z_interval(rho, len(cells))
     _, lo, hi = out["spearman"]
     out["reading"] = "rises with λ₀" if lo > 0 else "falls with λ₀" if hi < 0 else "undecided"
@@ -570,7 +579,7 @@ def boundary_tables(b: Mapping) -> list[dict]:
       "header": ["warmup", "λ₀", "methods", "rescued / seeds", "Spearman ρ", "reading"],
       "rows": [
           [int(w), p, len(r["cells"]), f"{sum(k for k, *_ in r['cells'].values())}/"
-           f"{sum(n for _, n, _ in r['cells'].values())}",
+           f"{sum(c[1] for c in r['cells'].values())}",
            stats.fmt(tuple(r["spearman"])) if r.get("spearman") else "—", r["reading"]]  # fmt: skip
           for w, by_p in b.get("rescue", {}).items()
           for p, r in by_p.items()
