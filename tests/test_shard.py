@@ -155,11 +155,12 @@ def _cli(workdir) -> list[str]:
 
 
 def _comparable(record: dict) -> dict:
-  """A record without what differs between two invocations that trained the same run: its wall time, the times in
-  its status and in its provenance."""
+  """A record without what differs between two invocations that trained the same run: its wall time, the times and
+  pid in its status, and the time and XLA_FLAGS in its provenance."""
   out = {k: v for k, v in record.items() if k != "wall_time_s"}
   out["status"] = {k: v for k, v in (record["status"] or {}).items() if k not in ("time", "pid")}
-  out["provenance"] = {k: v for k, v in (record["provenance"] or {}).items() if k != "time"}
+  # XLA_FLAGS: sweep.parallel's children get their own host-platform device count (shard.child_env), named per run
+  out["provenance"] = {k: v for k, v in (record["provenance"] or {}).items() if k not in ("time", "xla_flags")}
   return out
 
 
