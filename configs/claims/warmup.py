@@ -41,7 +41,7 @@ the 2% rule by 6,000–9,000 steps, but Post-LN with warmup 400 declines log-lin
 is not met within 100,000 steps; 27,500 for one seed at 8e-3). No cpu horizon within the budget decides the rule as
 stated; the `paper` config on an accelerator, or a rule stated anew before new runs, would.
 The rule was stated anew (issue 40: about the failing arm) after that record (36 runs, seeds 0–2, lrs {4, 8, 16}e-3,
-trained at d4c7c7b; its re-reading by the new rule is the record's until the confirmation lands), so the cpu config
+its commit in the record's trained_at; its re-reading by the new rule is the record's until the confirmation lands), so the cpu config
 now confirms it on fresh seeds 3–5 at the η that record rescued, 8e-3, with every arm: their verdict is the one
 reported.
 """

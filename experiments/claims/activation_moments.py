@@ -38,7 +38,7 @@ Changed on 2026-11-25 after the cpu runs (stated, with its reason): the earlier 
 over 8 draws against a factor 1.5 at ± 2 standard errors and was inconclusive for the normalized GELU (mean
 E[x_20²] 1.38), while the slope that decides the statement (1.144 > 1: a repelling fixed point) was already measured.
 The factor 1.5 and the draws remain in the figure.
-Changed on 2026-11-28 (issue 40), after the runs: (1) the mean-field map's quadrature, Gauss–Hermite across SELU's
+Changed after the runs (issue 40): (1) the mean-field map's quadrature, Gauss–Hermite across SELU's
 kink (error ~2e-5, so SELU's q_1 = 1.00002 failed the 1e-6 tolerance), is Gauss–Legendre on each half-line; (2) the
 normalized activations' stability is no longer tested (Su states no stability property), SELU's stays (Theorem 1).
 Both are confirmed on fresh weight draws (`analysis.seed` = 1 at cpu), whose verdict is the one reported.
