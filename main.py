@@ -166,22 +166,22 @@ def main(argv):
   restore_step = None
   if config.mode == "analyze" and config.analysis.checkpoint_step >= 0:
     restore_step = config.analysis.checkpoint_step
-  exp = train.loop.setup(config, workdir, restore_step=restore_step)
-
-  if config.mode == "analyze" or (config.analysis.at_init and exp.start_step == 0):
-    logging.info("Analysis written to %s", experiments.analyze(exp, workdir))
-  if config.mode == "train":
-    try:
+  try:
+    with train.loop.stops_during_setup(workdir):  # a signal while data, init or analysis compile: one line
+      exp = train.loop.setup(config, workdir, restore_step=restore_step)
+      if config.mode == "analyze" or (config.analysis.at_init and exp.start_step == 0):
+        logging.info("Analysis written to %s", experiments.analyze(exp, workdir))
+    if config.mode == "train":
       train.loop.train_and_evaluate(exp, experiments.step_hooks(exp))  # e.g. train.curvature_every
-    except train.loop.Diverged as e:
-      logging.error("Run diverged: %s (see %s/status.json)", e, workdir)
-      sys.exit(EXIT_DIVERGED)
-    except train.loop.Preempted as e:
-      logging.warning("Run %s (see %s/status.json)", e, workdir)
-      sys.exit(_exit_code(e))
-    except train.loop.WriteFailed as e:
-      logging.error("Run %s (see %s/status.json); rerun the same command once there is space", e, workdir)
-      sys.exit(EXIT_WRITE_FAILED)
+  except train.loop.Diverged as e:
+    logging.error("Run diverged: %s (see %s/status.json)", e, workdir)
+    sys.exit(EXIT_DIVERGED)
+  except train.loop.Preempted as e:
+    logging.warning("Run %s (see %s/status.json)", e, workdir)
+    sys.exit(_exit_code(e))
+  except train.loop.WriteFailed as e:
+    logging.error("Run %s (see %s/status.json); rerun the same command once there is space", e, workdir)
+    sys.exit(EXIT_WRITE_FAILED)
 
 
 def _config_boundary(check):
@@ -258,7 +258,7 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 
 def _exit_code(stop: train.loop.Preempted) -> int:
-  return EXIT_INTERRUPTED if isinstance(stop, train.loop.Interrupted) else EXIT_PREEMPTED
+  return EXIT_INTERRUPTED if stop.status == "interrupted" else EXIT_PREEMPTED
 
 
 if __name__ == "__main__":

@@ -79,6 +79,20 @@ def parse_shard(spec: str, key: str = "sweep.shard") -> tuple[int, int]:
   return i, n
 
 
+def _env_int(env: Mapping[str, str], name: str, low: int, default: Optional[int] = None) -> int:
+  """The integer `env[name]` (>= low), or `default` when unset; else the one-line error naming the variable."""
+  text = env.get(name)
+  if text is None and default is not None:
+    return default
+  try:
+    value = int(text)
+  except (TypeError, ValueError):
+    value = None
+  if value is None or value < low:
+    raise _invalid(name, text, f"an integer >= {low}")
+  return value
+
+
 def resolve_shard(
     spec: str, num_shards: int = 0, env: Optional[Mapping[str, str]] = None, process_count: int = 1
 ) -> tuple[int, int, str]:
@@ -89,8 +103,8 @@ def resolve_shard(
   if env.get(SHARD_ENV):
     return (*parse_shard(env[SHARD_ENV], SHARD_ENV), SHARD_ENV)
   if env.get("SLURM_ARRAY_TASK_ID") is not None and env.get("SLURM_ARRAY_TASK_COUNT"):
-    task, count = int(env["SLURM_ARRAY_TASK_ID"]), int(env["SLURM_ARRAY_TASK_COUNT"])
-    low, step = int(env.get("SLURM_ARRAY_TASK_MIN", 0)), int(env.get("SLURM_ARRAY_TASK_STEP", 1))
+    task, count = _env_int(env, "SLURM_ARRAY_TASK_ID", 0), _env_int(env, "SLURM_ARRAY_TASK_COUNT", 1)
+    low, step = _env_int(env, "SLURM_ARRAY_TASK_MIN", 0, 0), _env_int(env, "SLURM_ARRAY_TASK_STEP", 1, 1)
     position, off = divmod(task - low, step)
     if off or not 0 <= position < count:
       raise _invalid(

@@ -154,10 +154,11 @@ def run_one(
   from). Preempted propagates."""
   start = 0
   try:
-    exp = train.loop.setup(config, run_workdir)
-    start = exp.start_step
-    if (analysis_at_init or config.analysis.at_init) and start == 0:  # the sweep's, or the cell's own (its grid)
-      analyze(exp, run_workdir, progress=False)
+    with train.loop.stops_during_setup(run_workdir):  # a signal here: the run's status says so, the sweep stops
+      exp = train.loop.setup(config, run_workdir)
+      start = exp.start_step
+      if (analysis_at_init or config.analysis.at_init) and start == 0:  # the sweep's, or the cell's own (its grid)
+        analyze(exp, run_workdir, progress=False)
     train.loop.train_and_evaluate(exp, hooks.step_hooks(exp))
     analyze_checkpoints(config, run_workdir, analysis_steps)
   except train.loop.Diverged as e:

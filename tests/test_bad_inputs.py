@@ -13,6 +13,7 @@ from tests.conftest import REPO
 
 LOG = re.compile(r"^[IWEF]\d{4} ")  # absl's log lines (a warning about a platform, say): not the error's lines
 SWEEP = "--config=configs/sweeps/warmup.py"
+T5 = "--config=configs/t5_init.py"
 CASES = [
     # (arguments, environment, a phrase of the one line)
     (["--config=configs/t5_init.py", "--config.model.nonexistent=1"], {}, "no such key"),
@@ -26,6 +27,26 @@ CASES = [
     ([SWEEP, "--config.sweep.grid=optim.learning_rate"], {}, "needs exactly one '='"),
     ([SWEEP, "--config.sweep.shard=3/2"], {}, "sweep.shard"),
     ([SWEEP], {"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "2"}, "SLURM_ARRAY_TASK_ID=5 is invalid"),
+    (
+        [T5, "--config.model.norm_position=middle"],
+        {},
+        "config.model.norm_position='middle' is invalid; valid: ['post', 'pre'",
+    ),
+    ([T5, "--config.model.preset=huge"], {}, "config.model.preset='huge' is invalid; valid: ['base'"),
+    ([T5, "--config.model.activation=swish"], {}, "config.model.activation='swish' is invalid"),
+    ([T5, "--config.model.dtype=float8"], {}, "config.model.dtype='float8' is invalid"),
+    ([T5, "--config.model.d_model=100", "--config.model.num_heads=3"], {}, "d_model=100 contradicts"),
+    ([T5, "--config.model.residual=deepnorm"], {}, "config.model.residual='deepnorm' contradicts"),
+    ([T5, "--config.optim.name=sgdd"], {}, "config.optim.name='sgdd' is invalid; valid: ['adafactor'"),
+    ([T5, "--config.optim.schedule=cosine"], {}, "config.optim.schedule='cosine' is invalid"),
+    ([T5, "--config.train.num_steps=-5"], {}, "config.train.num_steps=-5 is invalid; valid: an integer >= 0"),
+    ([T5, "--config.data.name=foo"], {}, "config.data.name='foo' is invalid"),
+    ([T5, "--config.data.batch_size=0"], {}, "config.data.batch_size=0 is invalid; valid: an integer >= 1"),
+    ([T5, "--config.metrics.writers=nope"], {}, "config.metrics.writers=('nope',) is invalid"),
+    ([T5, "--nope=1"], {}, "Unknown command line flag 'nope'"),
+    ([SWEEP, "--config.sweep.seeds=0"], {}, "config.sweep.seeds=0 is invalid"),
+    ([SWEEP, "--config.sweep.shard=abc"], {}, "config.sweep.shard='abc' is invalid"),
+    ([SWEEP], {"SLURM_ARRAY_TASK_ID": "abc", "SLURM_ARRAY_TASK_COUNT": "2"}, "SLURM_ARRAY_TASK_ID='abc' is invalid"),
     (
         ["--config=configs/t5_init.py", "--config.data.name=multi30k", "--config.data.dir=/nonexistent/multi30k"],
         {},

@@ -280,7 +280,7 @@ def test_unrestorable_latest_checkpoint_falls_back_and_is_moved_aside(tmp_path, 
   with Checkpointer(str(tmp_path), save_every=1) as ckpt:
     for s in (1, 2, 3):
       ckpt.save(s, state.replace(step=jnp.asarray(s, jnp.int32)), data_state={"next_index": s})
-  _truncate(tmp_path / "3" / ("state" if item == "state" else "data_state/process_0-of-1.json"))
+  damaged = _truncate(tmp_path / "3" / ("state" if item == "state" else "data_state/process_0-of-1.json"))
   with caplog.at_level("WARNING"), Checkpointer(str(tmp_path), save_every=1) as ckpt:
     restored, data_state = ckpt.restore(_zeros_like(state))
     assert int(restored.step) == 2 and data_state == {"next_index": 2}
@@ -289,6 +289,9 @@ def test_unrestorable_latest_checkpoint_falls_back_and_is_moved_aside(tmp_path, 
     assert ckpt.all_steps() == [1, 2, 3]
   warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
   assert any(f"Checkpoint {tmp_path / '3'} does not restore" in w for w in warnings), warnings
+  # the damaged file is named, not a binding's repr: TensorStore's innermost error, or the JSON file that fails
+  named = (f"{damaged} does not parse", f'in OCDBT database at local file "{tmp_path / "3" / "state"}')
+  assert any(any(n in w for n in named) and "pybind" not in w for w in warnings), (damaged, warnings)
   aside = [p.name for p in tmp_path.iterdir() if p.name.startswith("3.unrestorable-")]
   assert len(aside) == 1 and (tmp_path / aside[0] / item).is_dir()  # kept for inspection
 
@@ -326,3 +329,19 @@ def test_preemption_notice_turns_sigterm_into_a_flag_and_restores_the_handler(tm
     with PreemptionNotice(ckpt) as notice:
       assert signal.getsignal(signal.SIGTERM) is before
     assert not notice.reached(1)
+
+
+def test_unrestorable_array_data_warning_names_the_database_not_a_binding(tmp_path, caplog):
+  """Truncated array data (OCDBT's data file): the warning carries TensorStore's innermost error, which names the
+  array and the database folder, not the `<bound method ... TensorStore(` repr of the outer error."""
+  with Checkpointer(str(tmp_path), save_every=1) as ckpt:
+    for s in (1, 2):
+      ckpt.save(s, {"w": jnp.arange(1000.0)})
+  data = [p for p in (tmp_path / "2" / "state").rglob("*") if p.is_file() and p.parent.name == "d"]
+  assert data, sorted((tmp_path / "2").rglob("*"))
+  _truncate(max(data, key=lambda p: p.stat().st_size))
+  with caplog.at_level("WARNING"), Checkpointer(str(tmp_path), save_every=1) as ckpt:
+    assert ckpt.restore({"w": jnp.zeros(1000)}) is not None
+  warning = next(r.getMessage() for r in caplog.records if "does not restore" in r.getMessage())
+  assert f'Error reading "w/0" in OCDBT database at local file "{tmp_path / "2" / "state"}' in warning, warning
+  assert "bound method" not in warning and "TensorStore({" not in warning

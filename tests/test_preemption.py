@@ -249,3 +249,68 @@ def test_main_py_exit_codes_of_a_stop():
 
   assert main._exit_code(loop.Interrupted(5)) == main.EXIT_INTERRUPTED == 128 + signal.SIGINT
   assert main._exit_code(loop.Preempted(5)) == main.EXIT_PREEMPTED == 128 + signal.SIGTERM
+  assert main._exit_code(loop.SetupStopped("interrupted", 0)) == main.EXIT_INTERRUPTED
+  assert main._exit_code(loop.SetupStopped("preempted", 0)) == main.EXIT_PREEMPTED
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, "preempted"), (signal.SIGINT, "interrupted")])
+def test_a_signal_during_setup_leaves_a_true_status_and_the_handler(tmp_path, signum, status):
+  """SIGTERM or Ctrl-C while setting up (no loop handler yet): SetupStopped, status.json at step 0 with pid and host,
+  SIGTERM's handler back as it was."""
+  before = signal.getsignal(signal.SIGTERM)
+  with pytest.raises(loop.SetupStopped, match=f"^{status} during setup, before step 0 trained") as stop:
+    with loop.stops_during_setup(str(tmp_path)):
+      os.kill(os.getpid(), signum)
+      time.sleep(5)  # the handler raises at the next bytecode: never reached
+  assert stop.value.status == status and stop.value.step == 0
+  written = read_status(str(tmp_path))
+  assert written["status"] == status and written["step"] == 0, written
+  assert written["pid"] == os.getpid() and written["host"]
+  assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_signal_during_setup_resumes_from_the_last_checkpoint_and_keeps_a_finished_status(tmp_path):
+  """The status names the step a rerun resumes from (the newest checkpoint); a finished run's status is kept (an
+  analysis of it stopped midway changes nothing)."""
+  with checkpoint_lib.Checkpointer(tmp_path / "checkpoints", save_every=1) as ckpt:
+    for s in (4, 8):
+      ckpt.save(s, {"w": np.ones(2, np.float32)})
+  with pytest.raises(loop.SetupStopped, match="before step 8"):
+    with loop.stops_during_setup(str(tmp_path)):
+      raise KeyboardInterrupt
+  assert read_status(str(tmp_path))["status"] == "interrupted" and read_status(str(tmp_path))["last_checkpoint"] == 8
+  metrics_lib.write_status(str(tmp_path), "finished", 8)
+  with pytest.raises(loop.SetupStopped):
+    with loop.stops_during_setup(str(tmp_path)):
+      raise KeyboardInterrupt
+  assert read_status(str(tmp_path))["status"] == "finished"
+
+
+def test_main_py_ctrl_c_during_setup_is_one_line_and_interrupted(tmp_path):
+  """A real Ctrl-C to `python main.py` a second after it logs its devices (while setup builds data and compiles): exit
+  130, no traceback, status.json `interrupted` with pid and host."""
+  proc = subprocess.Popen(
+      [sys.executable, "main.py", f"--workdir={tmp_path}", *TINY],
+      cwd=REPO,
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.PIPE,
+      text=True,
+  )
+  try:
+    lines = []
+    for line in proc.stderr:  # the log goes to stderr
+      lines.append(line)
+      if "JAX devices" in line:  # setup (data, init, compiling) takes seconds after it
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        break
+    rest = proc.communicate(timeout=TIMEOUT)[1]
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait()
+  stderr = "".join(lines) + rest
+  assert proc.returncode == 130, stderr[-3000:]
+  assert "Traceback" not in stderr, stderr[-3000:]
+  status = read_status(str(tmp_path))
+  assert status["status"] == "interrupted" and status["pid"] == proc.pid and status["host"], status

@@ -382,7 +382,7 @@ class Checkpointer:
         restored = self._restore_step(candidate, target)
       except Exception as e:  # noqa: BLE001 - any error reading a checkpoint sends us to the one before it
         last_exception = e
-        error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:500]
+        error = _first_cause(e) + _unparsable_json(self.step_path(candidate))
       if _on_every_process(error is None):
         self._set_aside([s for s, _ in failed])
         return restored
@@ -463,7 +463,38 @@ def _jax_preemption_service() -> bool:
   return jax.distributed.is_initialized() and bool(jax.config.jax_enable_preemption_service)
 
 
-def _restorable(handler: Any, default: Any) -> Any:
+def _first_cause(error: BaseException) -> str:
+  """The innermost cause of a failed restore, its first line: TensorStore's names the array and the file it read
+  ('Error reading "w/0" in OCDBT database at local file ...'), where the outer one prints a binding's repr."""
+  seen = []
+  while error is not None and error not in seen:
+    seen.append(error)
+    error = error.__cause__ or error.__context__
+  for e in reversed(seen):
+    text = str(e).strip()
+    if text:
+      return f"{type(e).__name__}: {text.splitlines()[0]}"[:500]
+  return type(seen[0]).__name__
+
+
+def _unparsable_json(step_dir: epath.Path) -> str:
+  """'; <file> does not parse' for each JSON file of a checkpoint (by content: orbax's `_METADATA` has no suffix)
+  that does not: a JSON error names no file."""
+  bad = []
+  # two levels (an item's folder): epath refuses `**` on a bucket
+  for path in sorted([*step_dir.glob("*"), *step_dir.glob("*/*")]) if step_dir.exists() else []:
+    try:
+      if not path.is_file():
+        continue
+      text = path.read_bytes()
+      if text.lstrip()[:1] in (b"{", b"["):
+        json.loads(text)
+    except (ValueError, OSError):
+      bad.append(f"; {path} does not parse")
+  return "".join(bad)
+
+
+def restorable(handler: Any, default: Any) -> Any:
   """`handler` as signal.signal can set it again (None, a handler not set from Python: `default`)."""
   return default if handler is None else handler
 
@@ -513,7 +544,7 @@ class PreemptionNotice:
   def _on_sigint(self, signum, frame) -> None:
     del signum, frame
     if self.interrupted:  # the second Ctrl-C: abort now
-      signal.signal(signal.SIGINT, _restorable(self._previous_int, signal.default_int_handler))
+      signal.signal(signal.SIGINT, restorable(self._previous_int, signal.default_int_handler))
       raise KeyboardInterrupt
     self._received = self.interrupted = True
     logging.warning("Ctrl-C: the current step will be checkpointed and the run stopped (Ctrl-C again: abort now)")
@@ -525,6 +556,6 @@ class PreemptionNotice:
   def __exit__(self, *exc) -> None:
     if self._installed:
       # signal.signal returns None for a handler not set from Python; the default is then the best we can restore.
-      signal.signal(signal.SIGTERM, _restorable(self._previous, signal.SIG_DFL))
-      signal.signal(signal.SIGINT, _restorable(self._previous_int, signal.default_int_handler))
+      signal.signal(signal.SIGTERM, restorable(self._previous, signal.SIG_DFL))
+      signal.signal(signal.SIGINT, restorable(self._previous_int, signal.default_int_handler))
       self._installed = False

@@ -24,12 +24,15 @@ import contextlib
 import dataclasses
 import json
 import math
+import signal
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 from jax.experimental import multihost_utils
@@ -95,6 +98,49 @@ class Aborted(Interrupted):
         ),
     )
     self.step = step
+
+
+class SetupStopped(Preempted):
+  """Raised when SIGTERM or Ctrl-C arrived during setup or the at-init analysis (data, tokenizer, init, compiling),
+  before the loop's own handlers: status.json says `preempted` / `interrupted` at the step a rerun resumes from."""
+
+  def __init__(self, status: str, step: int):
+    RuntimeError.__init__(self, f"{status} during setup, before step {step} trained; rerun the workdir to resume")
+    self.status, self.step = status, step
+
+
+class _Sigterm(BaseException):
+  """SIGTERM during setup, raised from its handler (a BaseException: no `except Exception` in setup swallows it)."""
+
+
+def _raise_sigterm(signum, frame) -> None:
+  del signum, frame
+  raise _Sigterm
+
+
+@contextlib.contextmanager
+def stops_during_setup(workdir: str):
+  """Turns SIGTERM and Ctrl-C inside the block into `SetupStopped` with a true status.json (`preempted` /
+  `interrupted`, at the last checkpoint's step or 0, pid and host), one line instead of a traceback. A run whose
+  status says it ended (finished, diverged) keeps it: an analysis of a trained workdir stopped midway changes
+  nothing. Single process on the main thread only, as `checkpoint.PreemptionNotice`; elsewhere signals keep theirs."""
+  own = jax.process_count() == 1 and threading.current_thread() is threading.main_thread()
+  previous = signal.signal(signal.SIGTERM, _raise_sigterm) if own else None
+  try:
+    yield
+  except (KeyboardInterrupt, _Sigterm) as e:
+    status = "interrupted" if isinstance(e, KeyboardInterrupt) else "preempted"
+    steps = ocp.utils.checkpoint_steps(epath.Path(workdir) / "checkpoints") if epath.Path(workdir).exists() else []
+    step = max(steps, default=0)
+    old = metrics_lib.read_status(workdir) or {}
+    if old.get("status") not in ("finished", "diverged"):
+      with contextlib.suppress(OSError):
+        epath.Path(workdir).mkdir(parents=True, exist_ok=True)  # a signal before setup made it
+        metrics_lib.write_status(workdir, status, step, reason=f"{status} during setup", last_checkpoint=step or None)
+    raise SetupStopped(status, step) from None
+  finally:
+    if own:
+      signal.signal(signal.SIGTERM, checkpoint_lib.restorable(previous, signal.SIG_DFL))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -328,7 +374,7 @@ def _train_and_evaluate(
   cfg = exp.config.train
   workdir = exp.workdir
   if jax.process_index() == 0:  # one writer; every process logs
-    (epath.Path(workdir) / "config.json").write_text(json.dumps(exp.config.to_dict(), indent=2))
+    metrics_lib.write_text_atomic(epath.Path(workdir) / "config.json", json.dumps(exp.config.to_dict(), indent=2))
   metrics = exp.config.metrics if "metrics" in exp.config else None  # a config.json may predate the group
   metrics = metrics or trackers_lib.default_metrics_config()
   writer = metrics_lib.MetricWriter(  # writes on process 0 only
@@ -364,7 +410,7 @@ def _train_and_evaluate(
     writer.write_scalars(0, result, split="eval")
     if jax.process_index() == 0:
       stats = {"split": exp.config.data.eval_split, **exp.data.target_unigram_entropy()}
-      (epath.Path(workdir) / DATA_STATS_FILE).write_text(json.dumps(stats, indent=1))
+      metrics_lib.write_text_atomic(epath.Path(workdir) / DATA_STATS_FILE, json.dumps(stats, indent=1))
     logging.info("eval at step 0: %s", json.dumps({k: round(v, 4) for k, v in result.items()}))
   pending = None  # (step, metrics) of the previous step, checked one step late so the host never stalls the device
 
