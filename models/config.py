@@ -5,9 +5,10 @@ a preset, derives `attention_logit_scale='auto'` from the parameterization, vali
 choices) and raises ValueError naming the key, the bad value and the valid choices — before any parameter is
 created. `models/` never sees a ConfigDict after this point.
 
-The one error format of the whole config boundary lives here (the bottom layer, so every layer above uses it):
-`invalid(key, value, valid)` for a bad value and `contradiction(key_a, value_a, key_b, value_b, why)` for two keys
-that cannot go together. The defaults of `ModelConfig`'s fields equal those of configs/default.py (size fields: its
+The one error format of the whole config boundary (`invalid(key, value, valid)` for a bad value,
+`contradiction(key_a, value_a, key_b, value_b, why)` for two keys that cannot go together) lives in `models.errors`
+and is re-exported here, so every layer above imports it from this module. The decoder-LM block keys (RoPE, gated
+MLPs, GQA, gated attention, soft-capping) are validated in `models.blocks`. The defaults of `ModelConfig`'s fields equal those of configs/default.py (size fields: its
 default preset, 'mini'); tests/test_config.py checks that they agree.
 """
 
@@ -19,14 +20,16 @@ from typing import Any, Optional, Union
 import jax.numpy as jnp
 
 from models.activations import ACTIVATIONS
+from models.blocks import GATED_MLPS, gated_hidden_width, validate_blocks
+from models.errors import contradiction, invalid
 from models.residual import RESIDUALS
 
 ARCHS = ("encoder_decoder", "decoder", "encoder")
 NORM_TYPES = ("layernorm", "rmsnorm", "dyt", "derf", "none")
-NORM_POSITIONS = ("post", "pre", "sandwich", "peri", "mix", "hybrid", "none")  # models/placement.py
+NORM_POSITIONS = ("post", "pre", "sandwich", "peri", "mix", "hybrid", "reordered", "none")  # models/placement.py
 AUTO = "auto"  # a key derived from others at the config boundary
 LOGIT_SCALES = ("sqrt_dk", "none", "dk")
-POSITIONS = ("sinusoidal", "learned")
+POSITIONS = ("sinusoidal", "learned", "rope")
 PARAMETERIZATIONS = ("standard", "ntk", "mup")
 READOUT_SCALES = ("none", "rsqrt_d")
 EMBEDDING_LR_SCALES = ("auto", "width")  # models/parameterization.py: lr_multiplier
@@ -41,17 +44,6 @@ PRESETS = {
     "tiny": dict(num_encoder_layers=2, num_decoder_layers=2, d_model=32, num_heads=2, d_ff=64),
 }
 _SIZE_KEYS = ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "d_ff")
-
-
-def invalid(key: str, value: Any, valid: Any, reason: str = "") -> ValueError:
-  """The config boundary's error for a bad value: `config.<key>=<value> is invalid[ (reason)]; valid: <valid>`."""
-  why = f" ({reason})" if reason else ""
-  return ValueError(f"config.{key}={value!r} is invalid{why}; valid: {valid}")
-
-
-def contradiction(key_a: str, value_a: Any, key_b: str, value_b: Any, why: str) -> ValueError:
-  """The config boundary's error for two keys that cannot go together; names both."""
-  return ValueError(f"config.{key_a}={value_a!r} contradicts config.{key_b}={value_b!r}: {why}")
 
 
 class Section:
@@ -188,13 +180,20 @@ class ModelConfig(Section):
   depth_base: int = 2
   attention_logit_scale: str = AUTO  # derived from parameterization in __post_init__
   qk_norm: bool = False
+  num_kv_heads: Optional[int] = None  # None: num_heads (multi-head attention)
+  attention_gate: bool = False
+  attn_logit_softcap: float = 0.0
+  final_logit_softcap: float = 0.0
   use_bias: bool = True
   tie_embeddings: bool = True
   tied_readout_scale: str = "none"
   scale_embeddings: bool = True
   position: str = "sinusoidal"
+  rope_base: float = 10000.0
   embedding_norm: bool = False
   activation: str = "relu"
+  mlp: str = "plain"
+  mlp_multiple_of: int = 8
   parameterization: str = "standard"
   mup_base_width: int = 32
   embedding_lr_scale: str = AUTO
@@ -207,6 +206,7 @@ class ModelConfig(Section):
     if self.attention_logit_scale == AUTO:
       object.__setattr__(self, "attention_logit_scale", derived_attention_logit_scale(self.parameterization))
     _validate(self)
+    validate_blocks(self)
 
   @property
   def qkv_head_dim(self) -> int:
@@ -233,7 +233,8 @@ class ModelConfig(Section):
   def from_config(cls, cfg: Any, key: Optional[str] = None, *, vocab_size: Optional[int] = None) -> "ModelConfig":
     """Builds the frozen config from the `config.model` ConfigDict (or any mapping, or a ModelConfig).
 
-    Size keys left at None are taken from `cfg.preset`. `vocab_size` (the tokenizer's) replaces the one `cfg` has,
+    Size keys left at None are taken from `cfg.preset`, except a gated MLP's `d_ff`: 8/3·d_model rounded up to a
+    multiple of `mlp_multiple_of` (`models.blocks.gated_hidden_width`). `vocab_size` (the tokenizer's) replaces the one `cfg` has,
     if any.
     """
     if isinstance(cfg, cls):
@@ -247,6 +248,14 @@ class ModelConfig(Section):
     if preset is not None:
       if preset not in PRESETS:
         raise invalid("model.preset", preset, list(PRESETS))
+      if (
+          values.get("d_ff") is None
+          and values.get("mlp") in GATED_MLPS
+          and isinstance(values.get("mlp_multiple_of"), int)
+      ):
+        # Shazeer 2020 §2, LLaMA: a gated MLP's unset width is 8/3·d rounded up (models.blocks.gated_hidden_width).
+        d_model = values.get("d_model") or PRESETS[preset]["d_model"]
+        values["d_ff"] = gated_hidden_width(d_model, values["mlp_multiple_of"])
       for key in _SIZE_KEYS:
         if values.get(key) is None:
           values[key] = PRESETS[preset][key]
