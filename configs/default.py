@@ -91,10 +91,12 @@ def get_config() -> ml_collections.ConfigDict:
 
   i = config.init = ml_collections.ConfigDict()
   # 'auto' (from model.parameterization / model.residual: mup→mup, ntk→ntk, deepnorm→deepnet, admin→admin,
-  # rezero→rezero, else xavier) | xavier | bert | t5 | gpt2 | tfixup | dsinit | deepnet | admin | fixup | rezero |
-  # ntk | mup (init/schemes.py).
+  # rezero→rezero, else xavier) | xavier | bert | t5 | gpt2 | megatron (= gpt2) | tfixup | dsinit | deepnet | admin |
+  # fixup | rezero | ntk | mup | mitchell (OLMo 1) | olmo2 | small_init (init/schemes.py).
   i.scheme = "auto"
-  i.std = 0.02  # bert: truncated_normal_tf std before truncation (realized 0.0176); gpt2: base normal std.
+  # bert: truncated_normal_tf std before truncation (realized 0.0176); gpt2 / megatron: base normal std; olmo2: std
+  # before the ±3σ truncation (realized 0.019732).
+  i.std = 0.02
   i.dsinit_alpha = 1.0  # dsinit: the α in (0, 1] of U(±γα/√l) (Zhang, Titov & Sennrich 2019).
   i.mup_readout_zero = True  # mup: untied readout starts at 0 (Yang et al. 2021, App. D.2); False: N(0, 1/fan_in).
   i.mup_query_zero = True  # mup: W_q starts at 0 (Yang et al. 2021, App. D.2); False: N(0, 1/fan_in).
