@@ -106,7 +106,7 @@ def block_hvp_fn(
 
 
 # Per-layer blocks (kernels only: a projection's bias is a separate, far smaller direction).
-_LAYER_BLOCKS = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
+_LAYER_BLOCKS = ("attn_q", "attn_k", "attn_v", "attn_out", "attn_gate", "mlp_in", "mlp_gate", "mlp_out")
 
 
 def _role_is(role, stack, layer, sublayer):
@@ -122,7 +122,8 @@ def model_blocks(model: Any) -> dict:
   that select a parameter), from the roles its parameters declare (`models.param_roles`).
 
   Per stack and layer: "<stack>/layer_<l>/attn_q|attn_k|attn_v|attn_out" (self-attention),
-  "<stack>/layer_<l>/cross_attn_q|..." (cross-attention), "<stack>/layer_<l>/mlp_in|mlp_out" (kernels) and
+  "<stack>/layer_<l>/cross_attn_q|..." (cross-attention; "attn_gate" with model.attention_gate),
+  "<stack>/layer_<l>/mlp_in|mlp_gate|mlp_out" (kernels; mlp_gate in a gated MLP) and
   "<stack>/layer_<l>/norms" (the layer's norm gains and biases); "<stack>/final_norm", "<stack>/embedding_norm"
   (`model.embedding_norm`), "<stack>/position",
   "embedding" (token embedding) and "head" (untied readout kernel) when present.

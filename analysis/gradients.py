@@ -17,7 +17,19 @@ import numpy as np
 from analysis.operators import as_pytree_fn
 from models import ROLES, ParamRole, param_roles
 
-WEIGHT_ROLES = ("embedding", "position", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "head")
+WEIGHT_ROLES = (
+    "embedding",
+    "position",
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_out",
+    "attn_gate",
+    "mlp_in",
+    "mlp_gate",
+    "mlp_out",
+    "head",
+)
 KEY_FIELDS = ("stack", "layer", "sublayer", "role", "path", "size")
 
 

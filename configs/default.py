@@ -40,7 +40,8 @@ def get_config() -> ml_collections.ConfigDict:
   m.max_len = 256  # Longest position for learned position embeddings.
   m.norm_type = "layernorm"  # 'layernorm' | 'rmsnorm' | 'dyt' | 'derf' (point-wise, no statistics) | 'none' (§5).
   # 'post' | 'pre' (+ final norm) | 'sandwich' | 'peri' (= sandwich, Kim et al. 2025) | 'mix' (Mix-LN) | 'hybrid'
-  # (HybridNorm: QKV-norm + Post-LN MLP) | 'none' (docs/science.md §6; models/placement.py).
+  # (HybridNorm: QKV-norm + Post-LN MLP) | 'reordered' (OLMo 2: x + Norm(F(x)), + final norm) | 'none'
+  # (docs/science.md §6; models/placement.py).
   m.norm_position = "post"
   m.mix_ln_ratio = 0.25  # Mix-LN: the first ⌊ratio·L⌋ layers are Post-LN, the rest Pre-LN (Li et al. 2025: 0.25).
   m.layer_norm_scaling = False  # Scale each sublayer's input norm at layer l by 1/√l (Sun et al. 2025, Eq. 8).
@@ -58,14 +59,23 @@ def get_config() -> ml_collections.ConfigDict:
   # 'auto' (µP: 'dk', else 'sqrt_dk') | 'sqrt_dk' (Vaswani) | 'none' (T5) | 'dk' (µP) (docs/science.md §4).
   m.attention_logit_scale = "auto"
   m.qk_norm = False  # QK-norm: model.norm_type on queries and keys per head before the logits (docs/science.md §4).
+  m.num_kv_heads = config_dict.placeholder(int)  # GQA's key/value heads (Ainslie et al. 2023); None: num_heads; 1: MQA.
+  m.attention_gate = False  # σ(X·W_θ) ⊙ every head's attention output before W_o (Qiu et al. 2025 §2.2).
+  m.attn_logit_softcap = 0.0  # c·tanh(z/c) on the attention logits (Gemma Team 2024 §2: 50); 0 = off.
+  m.final_logit_softcap = 0.0  # c·tanh(z/c) on the output logits (Gemma Team 2024 §2: 30); 0 = off.
   m.use_bias = True  # Biases in every dense layer and LayerNorm (T5: False).
   m.tie_embeddings = True  # Output logits through the (shared) input embedding.
   m.tied_readout_scale = "none"  # 'none' | 'rsqrt_d': multiply tied logits by d^{-1/2} (T5/t5x).
   # Multiply token embeddings by √d (Vaswani et al. 2017 §3.4; pairs with std d^-1/2 inits).
   m.scale_embeddings = True
-  m.position = "sinusoidal"  # 'sinusoidal' | 'learned'.
+  m.position = "sinusoidal"  # 'sinusoidal' | 'learned' | 'rope' (rotary, on queries and keys: Su et al. 2021, Eq. 34).
+  m.rope_base = 10000.0  # RoPE's base θ in θ_i = θ^(-2(i-1)/d_k) (Su et al. 2021: 10000).
   m.embedding_norm = False  # LayerNorm on token + position embeddings before the stack (BERT, Devlin et al. 2019 §3).
   m.activation = "relu"  # 'relu' | 'gelu' | 'selu' | 'normalized_relu' | 'normalized_gelu' | 'identity'.
+  # 'plain' (act(x·W₁)·W₂) | 'swiglu' | 'geglu' ((Swish(x·W) or GELU(x·W)) ⊙ x·V)·W₂, Shazeer 2020 Eq. 6; no
+  # model.activation): the gated MLPs' third matrix W has the role 'mlp_gate' (models/mlp.py).
+  m.mlp = "plain"
+  m.mlp_multiple_of = 8  # Gated MLP with d_ff unset: d_ff = 8/3·d_model rounded up to a multiple of this (LLaMA: 256).
   m.parameterization = "standard"  # 'standard' | 'ntk' | 'mup' (docs/science.md §3).
   m.mup_base_width = 32  # µP: d_model at which µP equals SP (width_ratio = d_model / this).
   # 'auto' (the parameterization's rule) | 'width': SP with µP's embedding lr, ×d_model/mup_base_width on the token
@@ -81,10 +91,12 @@ def get_config() -> ml_collections.ConfigDict:
 
   i = config.init = ml_collections.ConfigDict()
   # 'auto' (from model.parameterization / model.residual: mup→mup, ntk→ntk, deepnorm→deepnet, admin→admin,
-  # rezero→rezero, else xavier) | xavier | bert | t5 | gpt2 | tfixup | dsinit | deepnet | admin | fixup | rezero |
-  # ntk | mup (init/schemes.py).
+  # rezero→rezero, else xavier) | xavier | bert | t5 | gpt2 | megatron (= gpt2) | tfixup | dsinit | deepnet | admin |
+  # fixup | rezero | ntk | mup | mitchell (OLMo 1) | olmo2 | small_init (init/schemes.py).
   i.scheme = "auto"
-  i.std = 0.02  # bert: truncated_normal_tf std before truncation (realized 0.0176); gpt2: base normal std.
+  # bert: truncated_normal_tf std before truncation (realized 0.0176); gpt2 / megatron: base normal std; olmo2: std
+  # before the ±3σ truncation (realized 0.019732).
+  i.std = 0.02
   i.dsinit_alpha = 1.0  # dsinit: the α in (0, 1] of U(±γα/√l) (Zhang, Titov & Sennrich 2019).
   i.mup_readout_zero = True  # mup: untied readout starts at 0 (Yang et al. 2021, App. D.2); False: N(0, 1/fan_in).
   i.mup_query_zero = True  # mup: W_q starts at 0 (Yang et al. 2021, App. D.2); False: N(0, 1/fan_in).

@@ -19,7 +19,8 @@ model against its declared scheme. Sampling is delegated to `jax.nn.initializers
 
 The two truncated normals differ on purpose (docs/science.md §1): `truncated_normal(std)` realizes `std` (as
 JAX's variance_scaling does), `truncated_normal_tf(std)` realizes 0.8796·std (TF/BERT and
-`jax.nn.initializers.truncated_normal` semantics: `std` is the std before truncation).
+`jax.nn.initializers.truncated_normal` semantics: `std` is the std before truncation); `truncated_normal_3sigma(std)`
+cuts at ±3·std instead (PyTorch's `trunc_normal_` as OLMo calls it) and realizes 0.98658·std.
 """
 
 import math
@@ -156,6 +157,14 @@ def truncated_normal_tf(std: float) -> Initializer:
   return _on_matrix(jax.nn.initializers.truncated_normal(stddev=std))
 
 
+def truncated_normal_3sigma(std: float) -> Initializer:
+  """Truncated normal with PyTorch's `trunc_normal_(std=σ, a=−3σ, b=3σ)` semantics (OLMo's inits: Groeneveld et al.
+  2024, OLMo Team 2025): N(0, std²) resampled outside ±3·std, `std` the std BEFORE truncation: realized std
+  = 0.98658·std (`init.math.truncated_normal_std_factor(-3, 3)`)."""
+  std = _check_hparam("truncated_normal_3sigma", "std", std, positive=True)
+  return _on_matrix(jax.nn.initializers.truncated_normal(stddev=std, lower=-3.0, upper=3.0))
+
+
 def _variance_scaling(scale: float, mode: str, distribution: str) -> Initializer:
   # On the [fan_in, fan_out] matrix JAX's default in_axis=-2, out_axis=-1 are exactly our fans.
   return _on_matrix(jax.nn.initializers.variance_scaling(scale, mode, distribution))
@@ -237,6 +246,9 @@ INITIALIZERS: dict[str, _Entry] = {
     "truncated_normal": _Entry(truncated_normal, lambda fi, fo, std: std, required=("std",)),
     "truncated_normal_tf": _Entry(
         truncated_normal_tf, lambda fi, fo, std: std * truncated_normal_std_factor(), required=("std",)
+    ),
+    "truncated_normal_3sigma": _Entry(
+        truncated_normal_3sigma, lambda fi, fo, std: std * truncated_normal_std_factor(-3.0, 3.0), required=("std",)
     ),
     "xavier_uniform": _Entry(xavier_uniform, lambda fi, fo, gain: xavier_std(fi, fo, gain), defaults={"gain": 1.0}),
     "xavier_normal": _Entry(xavier_normal, lambda fi, fo, gain: xavier_std(fi, fo, gain), defaults={"gain": 1.0}),

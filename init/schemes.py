@@ -51,7 +51,31 @@ Per-role targets (realized std; Xavier = √(2/(fan_in+fan_out)), fans of `Param
   matrices (attn_*, mlp_*, MLM transform) N(0, 1/fan_in); embeddings/positions N(0, 1); untied readout 0 if
   `mup_readout_zero` else N(0, 1/fan_in); W_q 0 if `mup_query_zero` (TP5 App. D.2 recommends both zero
   inits). A tied readout is the embedding and keeps N(0, 1). Requires parameterization='mup'.
+- megatron (Shoeybi et al. 2019, Megatron-LM's `init_method_normal(σ)` and `scaled_init_method_normal(σ, L)` =
+  σ/√(2L) on the output projections): an alias of gpt2, the same rule (`_gpt2`). Decoder-only and encoder stacks
+  have 2L branches, so σ/√(2L) is GPT-2's 1/√R; in an encoder-decoder's decoder the project counts the cross-attention
+  branch (R = 3L) where Megatron's T5 code keeps 2·num_layers.
+- mitchell (Groeneveld et al. 2024, OLMo 1's `init_fn='mitchell'`, olmo/initialization.py and the blocks'
+  `reset_parameters`): every matrix truncated_normal_3sigma (N(0, σ²) cut at ±3σ, realized 0.98658·σ) with
+  σ = 1/√d for the token and position embeddings, the untied head, the MLM transform, W_q, W_k, W_v (OLMo's fused
+  `att_proj`), mlp_in and mlp_gate (its fused `ff_proj`, gate and value halves alike) and attn_gate (an input
+  projection like `att_proj`; OLMo has none); σ = 1/√(2·d·(l+1)) for attn_out (OLMo's `attn_out`, d = d_model) and
+  σ = 1/√(2·d_ff·(l+1)) for mlp_out (`ff_out`, d = its fan-in), l the 0-based layer in its stack.
+- olmo2 (OLMo Team 2025, "2 OLMo 2 Furious", §3 "Initialization"): every matrix, embeddings included,
+  truncated_normal_3sigma(init.std = 0.02): realized 0.98658·0.02 = 0.019732, no depth or width factor.
+- small_init (Nguyen & Salazar 2019, "Transformers without Tears", §2; GPT-NeoX's `small_init`): every matrix,
+  embeddings included, N(0, 2/(5d)) — Xavier's 2/(fan_in + fan_out) of a d×4d FFN matrix, applied everywhere.
 Every scheme but ntk and mup requires parameterization='standard': a parameterization fixes its init table.
+
+The third matrices of the decoder-LM blocks (`models.blocks.gate_roles`: `mlp_gate`, a gated MLP's W; `attn_gate`,
+gated attention's W_θ) take each scheme's rule for their role: a d → d_ff or d → H·d_k input projection, like mlp_in
+and W_k. xavier, bert, gpt2/megatron, olmo2, small_init, rezero and admin (whose ω is profiled from Var[F], whatever
+F is) draw them as every other input matrix; t5 with fan_in^{-1/2} (T5.1.1's gated-GELU wi_0 and wi_1 alike); dsinit
+with its α/√l of layer l (a per-layer rule, not per path); mitchell with 1/√d (OLMo's fused ff_proj); ntk N(0, 1)
+behind the 1/√fan_in multiplier; mup N(0, 1/fan_in), hidden (both dims grow with width: Tensor Programs V, Table 3).
+tfixup, deepnet and fixup refuse them (`Scheme.gates`): their depth factors are solved for a branch whose signal
+path is a product of two matrices (W_v·W_o, W₁·W₂), and a gate makes it a product of three (the gated MLP) or
+multiplies it by a learned σ(·) (gated attention); the papers give no factor for that branch.
 """
 
 import dataclasses
@@ -62,12 +86,19 @@ from typing import Any, NamedTuple, Optional
 from init import initializers
 from init.math import deepnorm_constants, dsinit_bound, fixup_scale, tfixup_scales
 from models import ModelConfig, ParamRole
+from models.blocks import gate_roles
 from models.config import Section, contradiction, invalid
 from models.norms import alpha_init
 from models.residual import layerscale_init
 
 AUTO = "auto"  # init.scheme derived from the model config (`derived_scheme`)
-KERNEL_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
+KERNEL_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "attn_gate", "mlp_in", "mlp_gate", "mlp_out")
+GATE_ROLES = ("attn_gate", "mlp_gate")
+# Why the two-matrix depth schemes refuse a third matrix (module docstring; `Scheme.gates`).
+_TWO_MATRIX = (
+    "{paper} is solved for a branch whose signal path is two matrices, and a gate (model.mlp='swiglu'/'geglu', "
+    "model.attention_gate) adds a third matrix the paper gives no factor for"
+)
 
 
 class Rule(NamedTuple):
@@ -199,6 +230,25 @@ def _fixup(role, mc, hp) -> Rule:
   return _xavier(role, mc, hp)
 
 
+def _mitchell(role, mc, hp) -> Rule:
+  # Groeneveld et al. 2024 (OLMo), init_fn='mitchell': σ = 1/√d, ÷√(2(l+1)) on the residual outputs, cut at ±3σ.
+  if role.role == "attn_out":
+    return _r("truncated_normal_3sigma", std=(2.0 * mc.d_model * (role.layer + 1)) ** -0.5)
+  if role.role == "mlp_out":
+    return _r("truncated_normal_3sigma", std=(2.0 * mc.d_ff * (role.layer + 1)) ** -0.5)
+  return _r("truncated_normal_3sigma", std=mc.d_model**-0.5)
+
+
+def _olmo2(role, mc, hp) -> Rule:
+  # OLMo Team 2025: every parameter N(0, 0.02²) truncated at ±3σ.
+  return _r("truncated_normal_3sigma", std=hp["std"])
+
+
+def _small_init(role, mc, hp) -> Rule:
+  # Nguyen & Salazar 2019: std √(2/(5d)) for every matrix, embeddings included.
+  return _r("normal", std=math.sqrt(2.0 / (5.0 * mc.d_model)))
+
+
 def _ntk(role, mc, hp) -> Rule:
   return _r("normal", std=1.0)
 
@@ -249,9 +299,12 @@ class Scheme(NamedTuple):
   hparams: tuple[str, ...] = ()
   requires: tuple[tuple[str, tuple[str, ...]], ...] = (("parameterization", ("standard",)),)
   procedure: Optional[str] = None
+  gates: Optional[str] = None  # None: the rule covers GATE_ROLES; else why the scheme refuses them
 
   def rule(self, role: ParamRole, mc: ModelConfig, hparams: Mapping[str, Any]) -> Rule:
     """The initializer rule of one parameter (see the module docstring for the per-role table)."""
+    if self.gates is not None and role.role in GATE_ROLES:
+      raise ValueError(f"init.scheme={self.name!r} has no rule for the role {role.role!r}: {self.gates}")
     fixed = _fixed_rule(role, mc)
     return fixed if fixed is not None else self.matrix_rule(role, mc, hparams)
 
@@ -270,6 +323,9 @@ class Scheme(NamedTuple):
           mc.parameterization,
           f"the parameterization fixes the init table; valid: init.scheme={mc.parameterization!r} " "or 'auto'",
       )
+    if self.gates is not None and gate_roles(mc):
+      key, value = ("model.mlp", mc.mlp) if "mlp_gate" in gate_roles(mc) else ("model.attention_gate", True)
+      raise contradiction("init.scheme", self.name, key, value, f"{self.gates}; valid: a gate-free model")
     for field, allowed in self.requires:
       value = getattr(mc, field)
       if value not in allowed:
@@ -283,16 +339,27 @@ SCHEMES: dict[str, Scheme] = {
     "bert": Scheme("bert", _bert, hparams=("std",)),
     "t5": Scheme("t5", _t5),
     "gpt2": Scheme("gpt2", _gpt2, hparams=("std",)),
-    "tfixup": Scheme("tfixup", _tfixup),
+    "tfixup": Scheme(
+        "tfixup", _tfixup, gates=_TWO_MATRIX.format(paper="T-Fixup's (9N)^(-1/4) (Huang et al. 2020, §3)")
+    ),
     "dsinit": Scheme("dsinit", _dsinit, hparams=("dsinit_alpha",)),
-    "deepnet": Scheme("deepnet", _deepnet, requires=(("parameterization", ("standard",)), ("residual", ("deepnorm",)))),
+    "deepnet": Scheme(
+        "deepnet",
+        _deepnet,
+        requires=(("parameterization", ("standard",)), ("residual", ("deepnorm",))),
+        gates=_TWO_MATRIX.format(paper="DeepNet's β = (8N)^(-1/4) (Wang et al. 2022, §4)"),
+    ),
     "admin": Scheme(
         "admin",
         _xavier,
         procedure="admin_profile",
         requires=(("parameterization", ("standard",)), ("residual", ("admin",))),
     ),
-    "fixup": Scheme("fixup", _fixup),
+    "fixup": Scheme("fixup", _fixup, gates=_TWO_MATRIX.format(paper="Fixup's L^(-1/(2m-2)) (Zhang et al. 2019, §3)")),
+    "megatron": Scheme("megatron", _gpt2, hparams=("std",)),  # an alias of gpt2 (module docstring)
+    "mitchell": Scheme("mitchell", _mitchell),
+    "olmo2": Scheme("olmo2", _olmo2, hparams=("std",)),
+    "small_init": Scheme("small_init", _small_init),
     "rezero": Scheme("rezero", _xavier, requires=(("parameterization", ("standard",)), ("residual", ("rezero",)))),
     "ntk": Scheme("ntk", _ntk, requires=(("parameterization", ("ntk",)),)),
     "mup": Scheme(

@@ -14,6 +14,22 @@ the fix for attention-logit growth). A normalized vector has norm ≤ √d_k, so
 |logit| ≤ √d_k·max|g_q|·max|g_k| whatever the weights (Cauchy–Schwarz). HybridNorm (`model.norm_position='hybrid'`)
 normalizes the values too (`models.placement.qkv_norms`).
 
+Decoder-LM options (`models.blocks`, docs/science.md §4):
+- RoPE (`model.position='rope'`; Su et al. 2021, Eq. 34; `models.rope`): queries and keys of self-attention rotated by
+  their positions after QK-norm (as OLMo 2 orders them), values untouched; cross-attention gets no rotation (a
+  query's and a key's positions index different sequences).
+- Grouped-query attention (`model.num_kv_heads` = G; Ainslie et al. 2023, "GQA", §2.2): W_k and W_v are [D, G, K];
+  query head j reads key/value head ⌊j·G/H⌋ (each of the G heads repeated H/G times, Hugging Face LLaMA's
+  `repeat_kv`), so G = H is multi-head attention, parameter for parameter, and G = 1 multi-query attention.
+- Logit soft-capping (`model.attn_logit_softcap` = c > 0; Gemma Team 2024, "Gemma 2", §2): the scaled logits z become
+  c·tanh(z/c) before the mask, so |logit| < c whatever the weights.
+- Gated attention (`model.attention_gate`; Qiu et al. 2025, "Gated Attention for Large Language Models:
+  Non-linearity, Sparsity, and Attention-Sink-Free", §2.2, their best variant G1): the attention output of every
+  head, before W_o, is multiplied elementwise by σ(X·W_θ + b), X the query-side input of the sublayer (the block
+  input after the input norm), W_θ [D, H, K] (role `attn_gate`, drawn by the init scheme's rule for that role, bias
+  0). At init the gate is σ(X·W_θ), centred on σ(0) = 1/2: the gated model starts with each head's output about
+  halved (exactly halved with W_θ = 0), as Qiu et al.'s gate, a slice of the query projection drawn like it, does.
+
 When the `intermediates` collection is mutable (analysis only; in the train step it is not, so nothing is computed)
 the layer records per head: the std and the largest |logit| over unmasked (query, key) pairs, the entropy of the attention
 distribution and its max probability, both averaged over queries that attend to at least one key, and the entropy of
@@ -30,11 +46,17 @@ from models.dense import Dense
 from models.norms import make_norm
 from models.parameterization import default_kernel_init, hidden_multiplier
 from models.placement import qkv_norms
+from models.rope import apply_rope
 
 
 def logit_scale(kind: str, head_dim: int) -> float:
   """The constant multiplying q·k (see module docstring)."""
   return {"sqrt_dk": head_dim**-0.5, "none": 1.0, "dk": 1.0 / head_dim}[kind]
+
+
+def softcap(z: jax.Array, cap: float) -> jax.Array:
+  """c·tanh(z/c) (Gemma Team 2024, §2): ≈ z for |z| ≪ c, and |·| < c; `cap` 0 returns z unchanged."""
+  return cap * jnp.tanh(z / cap) if cap > 0 else z
 
 
 def _masked_head_stats(logits_BxHxQxK, probs_BxHxQxK, mask_BxHxQxK):
@@ -62,7 +84,8 @@ def _uniform_entropy(mask_BxHxQxK):
 
 
 class MultiHeadAttention(nn.Module):
-  """Attention from `x_q_BxQxD` to `x_kv_BxKxD` under a boolean mask [B, 1, Q, K].
+  """Attention from `x_q_BxQxD` to `x_kv_BxKxD` under a boolean mask [B, 1, Q, K]; with `rope_positions`
+  ([B, Q] = [B, K], self-attention under `model.position='rope'`) queries and keys are rotated by them.
 
   Attributes:
     config: the frozen ModelConfig.
@@ -73,11 +96,12 @@ class MultiHeadAttention(nn.Module):
   sublayer: str
 
   @nn.compact
-  def __call__(self, x_q_BxQxD, x_kv_BxKxD, mask_Bx1xQxK, *, deterministic: bool = True):
+  def __call__(self, x_q_BxQxD, x_kv_BxKxD, mask_Bx1xQxK, *, rope_positions=None, deterministic: bool = True):
     c = self.config
     h, k, d = c.num_heads, c.qkv_head_dim, x_q_BxQxD.shape[-1]
-    proj = lambda name, role: Dense(
-        (h, k),
+    g = c.num_kv_heads or h  # key/value heads (Ainslie et al. 2023)
+    proj = lambda name, role, heads=h: Dense(
+        (heads, k),
         axis=-1,
         use_bias=c.use_bias,
         multiplier=hidden_multiplier(c, d),
@@ -90,19 +114,25 @@ class MultiHeadAttention(nn.Module):
         name=name,
     )
     q_BxQxHxK = proj("query", "attn_q")(x_q_BxQxD)
-    k_BxKxHxK = proj("key", "attn_k")(x_kv_BxKxD)
-    v_BxKxHxK = proj("value", "attn_v")(x_kv_BxKxD)
+    k_BxKxHxK = proj("key", "attn_k", g)(x_kv_BxKxD)  # [B, K, G, K] under GQA
+    v_BxKxHxK = proj("value", "attn_v", g)(x_kv_BxKxD)
     qk_norm, v_norm = qkv_norms(c)
     if qk_norm:  # Dehghani et al. 2023 §2.1; Wortsman et al. 2023 §3.1 (module docstring)
       q_BxQxHxK = make_norm(c, "query_norm", self.sublayer, axes=("kv",))(q_BxQxHxK)
       k_BxKxHxK = make_norm(c, "key_norm", self.sublayer, axes=("kv",))(k_BxKxHxK)
     if v_norm:  # HybridNorm's QKV-norm (Zhuo et al. 2025 §3; models.placement)
       v_BxKxHxK = make_norm(c, "value_norm", self.sublayer, axes=("kv",))(v_BxKxHxK)
+    if rope_positions is not None:  # Su et al. 2021, Eq. 34 (models.rope)
+      q_BxQxHxK = apply_rope(q_BxQxHxK, rope_positions, c.rope_base)
+      k_BxKxHxK = apply_rope(k_BxKxHxK, rope_positions, c.rope_base)
+    if g != h:  # GQA: query head j reads key/value head ⌊j·G/H⌋ (module docstring)
+      k_BxKxHxK, v_BxKxHxK = (jnp.repeat(t, h // g, axis=2) for t in (k_BxKxHxK, v_BxKxHxK))
 
     # Softmax in at least float32 (bfloat16 compute), in float64 when the model computes in float64 (analysis).
     softmax_dtype = jnp.promote_types(c.dtype, jnp.float32)
     logits_BxHxQxK = jnp.einsum("bqhd,bkhd->bhqk", q_BxQxHxK, k_BxKxHxK).astype(softmax_dtype)
     logits_BxHxQxK = logits_BxHxQxK * logit_scale(c.attention_logit_scale, k)
+    logits_BxHxQxK = softcap(logits_BxHxQxK, c.attn_logit_softcap)  # Gemma Team 2024, §2
     mask_BxHxQxK = jnp.broadcast_to(mask_Bx1xQxK, logits_BxHxQxK.shape)
     masked = jnp.where(mask_BxHxQxK, logits_BxHxQxK, jnp.finfo(softmax_dtype).min)
     probs_BxHxQxK = jax.nn.softmax(masked, axis=-1)
@@ -119,6 +149,8 @@ class MultiHeadAttention(nn.Module):
     if c.attention_dropout_rate > 0 and not deterministic:
       probs_BxHxQxK = nn.Dropout(c.attention_dropout_rate)(probs_BxHxQxK, deterministic=False)
     out_BxQxHxK = jnp.einsum("bhqk,bkhd->bqhd", probs_BxHxQxK.astype(c.dtype), v_BxKxHxK)
+    if c.attention_gate:  # Qiu et al. 2025 §2.2: Y ⊙ σ(X·W_θ), head-wise and elementwise (module docstring)
+      out_BxQxHxK = out_BxQxHxK * jax.nn.sigmoid(proj("gate", "attn_gate")(x_q_BxQxD))
     return Dense(
         d,
         axis=(-2, -1),

@@ -5,28 +5,30 @@ a preset, derives `attention_logit_scale='auto'` from the parameterization, vali
 choices) and raises ValueError naming the key, the bad value and the valid choices — before any parameter is
 created. `models/` never sees a ConfigDict after this point.
 
-The one error format of the whole config boundary lives here (the bottom layer, so every layer above uses it):
-`invalid(key, value, valid)` for a bad value and `contradiction(key_a, value_a, key_b, value_b, why)` for two keys
-that cannot go together. The defaults of `ModelConfig`'s fields equal those of configs/default.py (size fields: its
-default preset, 'mini'); tests/test_config.py checks that they agree.
+The one error format of the whole config boundary (`invalid(key, value, valid)` for a bad value,
+`contradiction(key_a, value_a, key_b, value_b, why)` for two keys that cannot go together) lives in `models.boundary`
+(with `Section`, the typed subtree every group's dataclass derives from) and is re-exported here, so every layer above imports it from this module. The decoder-LM block keys (RoPE, gated
+MLPs, GQA, gated attention, soft-capping) are validated in `models.blocks`. The defaults of `ModelConfig`'s fields
+equal those of configs/default.py (size fields: its default preset, 'mini'); tests/test_config.py checks that they
+agree.
 """
 
 import dataclasses
-import types
-import typing
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import jax.numpy as jnp
 
 from models.activations import ACTIVATIONS
+from models.blocks import GATED_MLPS, gated_hidden_width, validate_blocks
+from models.boundary import Section, contradiction, invalid, typed_values
 from models.residual import RESIDUALS
 
 ARCHS = ("encoder_decoder", "decoder", "encoder")
 NORM_TYPES = ("layernorm", "rmsnorm", "dyt", "derf", "none")
-NORM_POSITIONS = ("post", "pre", "sandwich", "peri", "mix", "hybrid", "none")  # models/placement.py
+NORM_POSITIONS = ("post", "pre", "sandwich", "peri", "mix", "hybrid", "reordered", "none")  # models/placement.py
 AUTO = "auto"  # a key derived from others at the config boundary
 LOGIT_SCALES = ("sqrt_dk", "none", "dk")
-POSITIONS = ("sinusoidal", "learned")
+POSITIONS = ("sinusoidal", "learned", "rope")
 PARAMETERIZATIONS = ("standard", "ntk", "mup")
 READOUT_SCALES = ("none", "rsqrt_d")
 EMBEDDING_LR_SCALES = ("auto", "width")  # models/parameterization.py: lr_multiplier
@@ -41,110 +43,6 @@ PRESETS = {
     "tiny": dict(num_encoder_layers=2, num_decoder_layers=2, d_model=32, num_heads=2, d_ff=64),
 }
 _SIZE_KEYS = ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "d_ff")
-
-
-def invalid(key: str, value: Any, valid: Any, reason: str = "") -> ValueError:
-  """The config boundary's error for a bad value: `config.<key>=<value> is invalid[ (reason)]; valid: <valid>`."""
-  why = f" ({reason})" if reason else ""
-  return ValueError(f"config.{key}={value!r} is invalid{why}; valid: {valid}")
-
-
-def contradiction(key_a: str, value_a: Any, key_b: str, value_b: Any, why: str) -> ValueError:
-  """The config boundary's error for two keys that cannot go together; names both."""
-  return ValueError(f"config.{key_a}={value_a!r} contradicts config.{key_b}={value_b!r}: {why}")
-
-
-class Section:
-  """A typed config subtree: a frozen dataclass whose fields are the subtree's keys, built from its ConfigDict by
-  `from_config` (the one place its keys, types and values are checked) and read like the ConfigDict it replaces
-  (`cfg.key`, `cfg["key"]`, `cfg.get`, `cfg.keys()`, `cfg.to_dict()`), so code that reads a subtree takes either.
-
-  Subclasses set `KEY` (the group's path in the config, e.g. "optim") and check values in `__post_init__` (ranges,
-  choices, keys that must agree), raising `invalid` / `contradiction`. Fields without a default must be given:
-  configs/default.py is where their defaults live.
-  """
-
-  KEY: typing.ClassVar[str] = ""
-
-  def __getitem__(self, key: str) -> Any:
-    if key not in self.keys():
-      raise KeyError(key)
-    return getattr(self, key)
-
-  def __contains__(self, key: str) -> bool:
-    return key in self.keys()
-
-  def keys(self) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(self))
-
-  def get(self, key: str, default: Any = None) -> Any:
-    return getattr(self, key) if key in self.keys() else default
-
-  def to_dict(self) -> dict[str, Any]:
-    return {k: (v.to_dict() if isinstance(v, Section) else v) for k, v in ((k, getattr(self, k)) for k in self.keys())}
-
-  @classmethod
-  def from_config(cls, cfg: Any, key: Optional[str] = None):
-    """The frozen subtree from its ConfigDict (or any mapping, or an instance, returned as is).
-
-    Raises:
-      ValueError: an unknown or missing key, or a value of the wrong type (`invalid`), or whatever the subclass's
-        `__post_init__` rejects.
-    """
-    if isinstance(cfg, cls):
-      return cfg
-    return cls(**typed_values(cls, cfg, key or cls.KEY))
-
-
-_TYPE_NAMES = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}
-
-
-def _typed(key: str, value: Any, hint: Any) -> Any:
-  """`value` checked against the field annotation `hint` (bool, int, float, str, Optional[...], a Section)."""
-  optional = False
-  if typing.get_origin(hint) in (Union, types.UnionType):
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    optional = len(args) < len(typing.get_args(hint))
-    hint = args[0] if len(args) == 1 else Any
-  if value is None and optional:
-    return None
-  if isinstance(hint, type) and issubclass(hint, Section):
-    if value is None or not hasattr(value, "keys"):
-      raise invalid(key, value, f"a config subtree with keys {sorted(f.name for f in dataclasses.fields(hint))}")
-    return hint.from_config(value, key)
-  if hint is bool:
-    ok = isinstance(value, bool)
-  elif hint is int:
-    ok = isinstance(value, int) and not isinstance(value, bool)
-  elif hint is float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    value = float(value) if ok else value
-  elif hint is str:
-    ok = isinstance(value, str)
-  else:
-    return value
-  if not ok:
-    raise invalid(key, value, _TYPE_NAMES[hint] + (" or None" if optional else ""))
-  return value
-
-
-def typed_values(cls: type, cfg: Any, key: str) -> dict[str, Any]:
-  """The keyword arguments of dataclass `cls` from the ConfigDict (or mapping) `cfg` of the group `key`: unknown
-  and missing keys rejected, each value checked against its field's annotation."""
-  values = dict(cfg.to_dict() if hasattr(cfg, "to_dict") else cfg)
-  fields = {f.name: f for f in dataclasses.fields(cls)}
-  hints = typing.get_type_hints(cls)
-  unknown = sorted(set(values) - set(fields))
-  if unknown:
-    raise invalid(f"{key}.{unknown[0]}", values[unknown[0]], f"a key of {sorted(fields)}", "unknown key")
-  out = {}
-  for name, field in fields.items():
-    if name not in values:
-      if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
-        raise invalid(f"{key}.{name}", None, "a value: the key is missing (start from configs/default.py)")
-      continue
-    out[name] = _typed(f"{key}.{name}", values[name], hints[name])
-  return out
 
 
 def derived_attention_logit_scale(parameterization: str) -> str:
@@ -188,13 +86,20 @@ class ModelConfig(Section):
   depth_base: int = 2
   attention_logit_scale: str = AUTO  # derived from parameterization in __post_init__
   qk_norm: bool = False
+  num_kv_heads: Optional[int] = None  # None: num_heads (multi-head attention)
+  attention_gate: bool = False
+  attn_logit_softcap: float = 0.0
+  final_logit_softcap: float = 0.0
   use_bias: bool = True
   tie_embeddings: bool = True
   tied_readout_scale: str = "none"
   scale_embeddings: bool = True
   position: str = "sinusoidal"
+  rope_base: float = 10000.0
   embedding_norm: bool = False
   activation: str = "relu"
+  mlp: str = "plain"
+  mlp_multiple_of: int = 8
   parameterization: str = "standard"
   mup_base_width: int = 32
   embedding_lr_scale: str = AUTO
@@ -207,6 +112,7 @@ class ModelConfig(Section):
     if self.attention_logit_scale == AUTO:
       object.__setattr__(self, "attention_logit_scale", derived_attention_logit_scale(self.parameterization))
     _validate(self)
+    validate_blocks(self)
 
   @property
   def qkv_head_dim(self) -> int:
@@ -233,8 +139,9 @@ class ModelConfig(Section):
   def from_config(cls, cfg: Any, key: Optional[str] = None, *, vocab_size: Optional[int] = None) -> "ModelConfig":
     """Builds the frozen config from the `config.model` ConfigDict (or any mapping, or a ModelConfig).
 
-    Size keys left at None are taken from `cfg.preset`. `vocab_size` (the tokenizer's) replaces the one `cfg` has,
-    if any.
+    Size keys left at None are taken from `cfg.preset`, except a gated MLP's `d_ff`: 8/3·d_model rounded up to a
+    multiple of `mlp_multiple_of` (`models.blocks.gated_hidden_width`). `vocab_size` (the tokenizer's) replaces the
+    one `cfg` has, if any.
     """
     if isinstance(cfg, cls):
       return cfg if vocab_size is None else dataclasses.replace(cfg, vocab_size=vocab_size)
@@ -247,6 +154,14 @@ class ModelConfig(Section):
     if preset is not None:
       if preset not in PRESETS:
         raise invalid("model.preset", preset, list(PRESETS))
+      if (
+          values.get("d_ff") is None
+          and values.get("mlp") in GATED_MLPS
+          and isinstance(values.get("mlp_multiple_of"), int)
+      ):
+        # Shazeer 2020 §2, LLaMA: a gated MLP's unset width is 8/3·d rounded up (models.blocks.gated_hidden_width).
+        d_model = values.get("d_model") or PRESETS[preset]["d_model"]
+        values["d_ff"] = gated_hidden_width(d_model, values["mlp_multiple_of"])
       for key in _SIZE_KEYS:
         if values.get(key) is None:
           values[key] = PRESETS[preset][key]

@@ -24,7 +24,8 @@ from typing import Any
 import flax.linen as nn
 
 # Roles of matrices with both dimensions growing with width ("matrix-like" in Tensor Programs V).
-HIDDEN_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
+# The gates (`attn_gate`, `mlp_gate`) map d to H·d_k or d_ff like W_q and mlp_in: hidden by the same definition.
+HIDDEN_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "attn_gate", "mlp_in", "mlp_gate", "mlp_out")
 # The input layer: µP keeps its Adam lr at η at every width (Tensor Programs V, Table 3), so relative to the hidden
 # matrices' η/width_ratio it is width_ratio× larger.
 EMBEDDING_ROLES = ("embedding", "position")

@@ -1,10 +1,13 @@
-"""Where the norm goes, per layer and sublayer: `model.norm_position` read as one of four placements of
+"""Where the norm goes, per layer and sublayer: `model.norm_position` read as one of five placements of
 `models.transformer.Layer._sublayer` (docs/science.md §6), with ⊕ the residual rule:
 
 - `post` (Vaswani et al. 2017): x ← Norm(x ⊕ F(x));  `pre` (Xiong et al. 2020): x ← x ⊕ F(Norm(x));
-- `sandwich` (Ding et al. 2021, CogView §2.4): x ← x ⊕ Norm(F(Norm(x)));  `none`: x ← x ⊕ F(x).
+- `sandwich` (Ding et al. 2021, CogView §2.4): x ← x ⊕ Norm(F(Norm(x)));  `none`: x ← x ⊕ F(x);
+- `reordered` (OLMo Team 2025, "2 OLMo 2 Furious", §3, "reordered norm"): x ← x ⊕ Norm(F(x)), the norm on each
+  sublayer's output inside the residual and none on its input, plus the final norm. Not Peri-LN (`peri`), which
+  keeps the input norm as well: the two differ exactly where Norm(x) ≠ x.
 
-The model-level values that are not one of these four:
+The model-level values that are not one of these five:
 - `peri` (Kim et al. 2025, "Peri-LN: Revisiting Normalization Layer in the Transformer Architecture", §3): a norm
   on the input and the output of every sublayer, x ← x + Norm(F(Norm(x))), plus the final norm: `sandwich` under the
   name the 2025 literature uses (an alias: the same model, parameter for parameter).
@@ -24,7 +27,7 @@ This module imports nothing: the layers read it.
 import math
 from typing import Any
 
-PLACEMENTS = ("post", "pre", "sandwich", "none")
+PLACEMENTS = ("post", "pre", "sandwich", "reordered", "none")
 ATTENTION = ("self_attn", "cross_attn")
 
 
@@ -47,9 +50,10 @@ def sublayer_placement(config: Any, stack: str, layer: int, sublayer: str) -> st
 
 def has_final_norm(config: Any, stack: str) -> bool:
   """Whether `stack` ends with a final norm: when its last layer leaves the stream unnormalized after a norm on the
-  branch input (Pre-LN, sandwich/Peri-LN, Mix-LN's Pre-LN layers)."""
+  branch input (Pre-LN, sandwich/Peri-LN, Mix-LN's Pre-LN layers) or after one on the branch output (OLMo 2's
+  reordered norm, whose model ends with a norm)."""
   last = config.num_layers(stack) - 1
-  return sublayer_placement(config, stack, last, "mlp") in ("pre", "sandwich")
+  return sublayer_placement(config, stack, last, "mlp") in ("pre", "sandwich", "reordered")
 
 
 def qkv_norms(config: Any) -> tuple[bool, bool]:

@@ -14,8 +14,10 @@ This module sits at the bottom of `models/` (every layer that creates a paramete
 nothing of the project; `models.inventory`, above `models.transformer`, traces the whole model and reads its
 declarations back (`param_roles(model)`, `logical_axes(model)`).
 
-Roles: embedding, position, attn_q, attn_k, attn_v, attn_out, mlp_in, mlp_out, norm_scale, norm_bias, norm_alpha
-(DyT's / Derf's α), norm_shift (Derf's s), residual_scale, head, bias. `NORM_ROLES` are the parameters of norms.
+Roles: embedding, position, attn_q, attn_k, attn_v, attn_out, attn_gate (gated attention's W_θ, Qiu et al. 2025),
+mlp_in (a gated MLP's linear V), mlp_gate (a gated MLP's activated W, Shazeer 2020 Eq. 6), mlp_out, norm_scale,
+norm_bias, norm_alpha (DyT's / Derf's α), norm_shift (Derf's s), residual_scale, head, bias. `NORM_ROLES` are the
+parameters of norms.
 """
 
 import dataclasses
@@ -35,7 +37,9 @@ ROLES = (
     "attn_k",
     "attn_v",
     "attn_out",
+    "attn_gate",
     "mlp_in",
+    "mlp_gate",
     "mlp_out",
     "norm_scale",
     "norm_bias",

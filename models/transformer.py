@@ -8,6 +8,7 @@ Every residual sublayer (self-attention, cross-attention, MLP) is one `_sublayer
 - `post` (Vaswani et al. 2017; BERT): x ← Norm(x ⊕ F(x))
 - `pre` (Xiong et al. 2020; GPT-2): x ← x ⊕ F(Norm(x)), plus a final Norm at the end of each stack
 - `sandwich` (Ding et al. 2021, "CogView" §2.4; Peri-LN, Kim et al. 2025): x ← x ⊕ Norm(F(Norm(x))), plus a final Norm
+- `reordered` (OLMo 2, OLMo Team 2025): x ← x ⊕ Norm(F(x)), plus a final Norm: Peri-LN without its input norm
 - `none`: x ← x ⊕ F(x)
 where ⊕ is the residual rule (plain, ReZero, SkipInit, scheduled α, DeepNorm, Admin, LayerScale, CompleteP). Mix-LN and
 HybridNorm pick one of these per layer / sublayer; layer-norm scaling multiplies the input norm by 1/√l.
@@ -29,9 +30,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from models.activations import get_activation
-from models.attention import MultiHeadAttention
+from models.attention import MultiHeadAttention, softcap
 from models.config import ModelConfig
 from models.dense import Dense
+from models.mlp import MLP
 from models.norms import make_norm
 from models.parameterization import default_kernel_init, hidden_multiplier, readout_multiplier
 from models.placement import has_final_norm, input_norm_scale, sublayer_placement
@@ -61,33 +63,6 @@ def _head_norm_type(config) -> str:
   """The norm of BERT's embedding and MLM-head norms, which a model has whatever its placement: the model's norm type,
   LayerNorm when that is 'none' (BERT's own)."""
   return "layernorm" if config.norm_type == "none" else config.norm_type
-
-
-class MLP(nn.Module):
-  """Position-wise feed-forward branch: wo(act(wi(x)))."""
-
-  config: Any
-
-  @nn.compact
-  def __call__(self, x_BxLxD, *, deterministic: bool = True):
-    c = self.config
-    d = x_BxLxD.shape[-1]
-    dense = lambda feats, fan_in, axes, role, name: Dense(
-        feats,
-        use_bias=c.use_bias,
-        multiplier=hidden_multiplier(c, fan_in),
-        kernel_init=default_kernel_init(c),
-        axes=axes,
-        role=role,
-        sublayer="mlp",
-        dtype=c.dtype,
-        param_dtype=c.param_dtype,
-        name=name,
-    )
-    h_BxLxF = get_activation(c.activation)(dense(c.d_ff, d, ("embed", "mlp"), "mlp_in", "wi")(x_BxLxD))
-    if c.dropout_rate > 0 and not deterministic:
-      h_BxLxF = nn.Dropout(c.dropout_rate)(h_BxLxF, deterministic=False)
-    return dense(d, c.d_ff, ("mlp", "embed"), "mlp_out", "wo")(h_BxLxF)
 
 
 class Layer(nn.Module):
@@ -125,6 +100,9 @@ class Layer(nn.Module):
     elif placement == "sandwich":
       branch = make_norm(c, f"{kind}_post_norm", kind)(branch_fn(input_norm(x)))
       out = merge(x, drop(branch))
+    elif placement == "reordered":  # OLMo 2 (OLMo Team 2025): the norm on the branch output only
+      branch = make_norm(c, f"{kind}_post_norm", kind)(branch_fn(x))
+      out = merge(x, drop(branch))
     elif placement == "post":
       branch = branch_fn(x)
       out = make_norm(c, f"{kind}_norm", kind)(merge(x, drop(branch)))
@@ -138,11 +116,17 @@ class Layer(nn.Module):
     return out
 
   @nn.compact
-  def __call__(self, x_BxLxD, self_mask, *, encoded_BxSxD=None, cross_mask=None, deterministic=True):
+  def __call__(
+      self, x_BxLxD, self_mask, *, positions_BxL=None, encoded_BxSxD=None, cross_mask=None, deterministic=True
+  ):
     c = self.config
     attn = lambda name: MultiHeadAttention(c, name, name=name)
+    rope = positions_BxL if c.position == "rope" else None  # RoPE on self-attention only (models.attention)
     x = self._sublayer(
-        "self_attn", x_BxLxD, lambda h: attn("self_attn")(h, h, self_mask, deterministic=deterministic), deterministic
+        "self_attn",
+        x_BxLxD,
+        lambda h: attn("self_attn")(h, h, self_mask, rope_positions=rope, deterministic=deterministic),
+        deterministic,
     )
     if encoded_BxSxD is not None:
       x = self._sublayer(
@@ -175,7 +159,7 @@ class Stack(nn.Module):
           param_dtype=c.param_dtype,
           name="pos_embedding",
       )(positions_BxL)
-    else:
+    elif c.position == "sinusoidal":  # 'rope' adds nothing here: it rotates queries and keys (models.rope)
       x_BxLxD = x_BxLxD + sinusoidal_positions(positions_BxL, c.d_model).astype(x_BxLxD.dtype)
     if c.embedding_norm:
       # BERT's input representation (Devlin et al. 2019 §3; google-research/bert `embedding_postprocessor`):
@@ -187,7 +171,12 @@ class Stack(nn.Module):
       self.sow("intermediates", "stream_0", x_BxLxD)
     for i in range(c.num_layers(self.stack)):
       x_BxLxD = Layer(c, self.stack, i, name=f"layer_{i}")(
-          x_BxLxD, self_mask, encoded_BxSxD=encoded_BxSxD, cross_mask=cross_mask, deterministic=deterministic
+          x_BxLxD,
+          self_mask,
+          positions_BxL=positions_BxL,
+          encoded_BxSxD=encoded_BxSxD,
+          cross_mask=cross_mask,
+          deterministic=deterministic,
       )
     if has_final_norm(c, self.stack):
       x_BxLxD = make_norm(c, "final_norm", "final_norm")(x_BxLxD)
@@ -285,7 +274,8 @@ class Transformer(nn.Module):
       logits = self.head(x_BxLxD)
     if c.arch == "encoder":
       logits = logits + self.mlm_bias.astype(logits.dtype)
-    return logits.astype(jnp.promote_types(logits.dtype, jnp.float32))
+    logits = logits.astype(jnp.promote_types(logits.dtype, jnp.float32))
+    return softcap(logits, c.final_logit_softcap)  # Gemma Team 2024, §2: c·tanh(z/c); 0 = off
 
   def encode(self, inputs_BxS, *, inputs_segmentation=None, inputs_position=None, deterministic=True):
     """Encoder output [B, S, D] for source tokens."""

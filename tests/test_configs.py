@@ -38,6 +38,15 @@ def test_every_experiment_config_exists():
       "dsinit",
       "ntk",
       "mup",
+      "rope",
+      "swiglu",
+      "gqa",
+      "gated_attention",
+      "softcap",
+      "reordered_norm",
+      "mitchell",
+      "olmo2_init",
+      "small_init",
   }
   assert expected <= names, expected - names
 

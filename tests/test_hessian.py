@@ -187,6 +187,24 @@ def test_embedding_norm_is_a_block_of_its_own():
     assert selected == [f"{stack}/embedding_norm/bias", f"{stack}/embedding_norm/scale"], selected
 
 
+def test_gate_matrices_are_blocks_of_their_own():
+  """A gated MLP's W (mlp_gate) and gated attention's W_θ (attn_gate) are per-layer blocks, each selecting its kernel."""
+  config = ModelConfig(
+      vocab_size=VOCAB,
+      arch="decoder",
+      num_decoder_layers=1,
+      d_model=8,
+      num_heads=2,
+      d_ff=8,
+      mlp="swiglu",
+      attention_gate=True,
+  )
+  blocks = model_blocks(config)
+  roles = jax.tree.leaves(param_roles(config), is_leaf=lambda r: isinstance(r, ParamRole))
+  assert [r.path for r in roles if blocks["decoder/layer_0/mlp_gate"](r)] == ["decoder/layer_0/mlp/wg/kernel"]
+  assert [r.path for r in roles if blocks["decoder/layer_0/attn_gate"](r)] == ["decoder/layer_0/self_attn/gate/kernel"]
+
+
 def test_ggn_symmetric_psd_and_equal_to_dense_jt_h_j(setup):
   """On a tiny decoder-only model (its Jacobian compiles far faster than the encoder-decoder's)."""
   s = setup

@@ -18,6 +18,7 @@ HPARAMS = {
     "uniform": {"bound": 0.1},
     "truncated_normal": {"std": 0.02},
     "truncated_normal_tf": {"std": 0.02},
+    "truncated_normal_3sigma": {"std": 0.02},
     "xavier_uniform": {"gain": 0.7},
     "xavier_normal": {"gain": 1.3},
     "lecun_uniform": {},
@@ -52,6 +53,9 @@ EXPECTED_STD_256_128 = {
     "uniform": 0.1 / math.sqrt(3),
     "truncated_normal": 0.02,
     "truncated_normal_tf": 0.02 * 0.87962566,
+    # √(1 − 6φ(3)/(2Φ(3) − 1)) with φ(3) = e^{-4.5}/√(2π), Φ(3) = (1 + erf(3/√2))/2: 0.98658.
+    "truncated_normal_3sigma": 0.02
+    * math.sqrt(1 - 6 * math.exp(-4.5) / math.sqrt(2 * math.pi) / math.erf(3 / math.sqrt(2))),
     "xavier_uniform": 0.7 * math.sqrt(2 / 384),
     "xavier_normal": 1.3 * math.sqrt(2 / 384),
     "lecun_uniform": 1 / 16,

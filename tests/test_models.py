@@ -185,7 +185,7 @@ def test_packed_equals_separate():
         (
             "norm_position",
             "middle",
-            r"model.norm_position='middle' is invalid; valid: \['post', 'pre', 'sandwich', 'peri', 'mix', 'hybrid', 'none'\]",
+            r"model.norm_position='middle' is invalid; valid: \['post', 'pre', 'sandwich', 'peri', 'mix', 'hybrid', 'reordered', 'none'\]",
         ),
         ("residual", "rezero2", r"model.residual='rezero2' is invalid; valid:"),
         ("parameterization", "mu", r"model.parameterization='mu' is invalid; valid:"),

@@ -1,8 +1,9 @@
 """models/placement.py: the 2025 norm placements against their definitions on a forward pass at init — Peri-LN (the
 `sandwich` placement under its 2025 name: a norm on every sublayer's output, the same model parameter for
 parameter), layer-norm scaling's 1/√l at layer l, Mix-LN's Post-LN-then-Pre-LN split, HybridNorm's QKV-norm and
-Post-LN MLP — and their config errors."""
+Post-LN MLP, OLMo 2's reordered norm and where it differs from Peri-LN — and their config errors."""
 
+import flax.linen as nn
 import jax
 import numpy as np
 import pytest
@@ -119,13 +120,59 @@ def test_hybrid_norm_is_qkv_norm_in_attention_and_post_ln_in_the_mlp():
   assert (roles.role, roles.sublayer) == ("norm_scale", "self_attn")
 
 
+def test_reordered_norm_is_x_plus_norm_of_f_of_x_with_a_final_norm():
+  """OLMo Team 2025 ("2 OLMo 2 Furious", reordered norm): x_{l+1} = x_l + Norm(F(x_l)) — each branch is a LayerNorm
+  output (mean 0, variance 1 at init) of F applied to the raw stream, which no norm rescales; one final norm."""
+  c, params, inter = _run(norm_position="reordered", arch="decoder")
+  valid = _valid("decoder")
+  for i in range(LAYERS):
+    layer, p = inter["decoder"][f"layer_{i}"], params["decoder"][f"layer_{i}"]
+    for sub in ("self_attn", "mlp"):
+      x_in, out, branch = (np.asarray(layer[f"{sub}_{k}"][0]) for k in ("residual_in", "residual_out", "branch"))
+      np.testing.assert_allclose(branch[valid].mean(-1), 0.0, atol=1e-5)
+      np.testing.assert_allclose(branch[valid].var(-1), 1.0, rtol=1e-3)
+      np.testing.assert_allclose(out, x_in + branch, rtol=1e-6, atol=1e-6)
+      assert f"{sub}_norm" not in p and f"{sub}_post_norm" in p
+    w = [np.asarray(p["mlp"][n]["kernel"], np.float64) for n in ("wi", "wo")]
+    f = np.maximum(np.asarray(layer["mlp_residual_in"][0], np.float64) @ w[0] + np.asarray(p["mlp"]["wi"]["bias"]), 0)
+    hand = _layernorm(f @ w[1] + np.asarray(p["mlp"]["wo"]["bias"]))  # Norm(F(x)), F on the unnormalized x
+    np.testing.assert_allclose(layer["mlp_branch"][0], hand, rtol=2e-4, atol=2e-4)
+  assert "final_norm" in params["decoder"]
+
+
+def test_reordered_norm_differs_from_peri_ln_exactly_where_the_input_is_not_normalized():
+  """Peri-LN's branch Norm(F(Norm(x))) is blind to the scale of x; the reordered branch Norm(F(x)) is not. With the
+  same F (shared parameters) the two branches agree on a normalized input and differ on 3·x."""
+  from models.transformer import Layer
+
+  kw = dict(arch="decoder", d_model=16, num_heads=2, d_ff=32)
+  peri, reordered = (Layer(tiny(norm_position=n, **kw), "decoder", 0) for n in ("peri", "reordered"))
+  x = np.asarray(jax.random.normal(jax.random.key(0), (2, 6, 16)))
+  x = jax.numpy.asarray(_layernorm(x), jax.numpy.float32)  # rows with mean 0, variance 1: Norm(x) = x at init
+  mask = jax.numpy.ones((2, 1, 6, 6), bool)
+  params = nn.unbox(peri.init(jax.random.key(1), x, mask))["params"]
+  shared = {k: v for k, v in params.items() if k not in ("self_attn_norm", "mlp_norm")}
+  assert set(shared) == set(nn.unbox(reordered.init(jax.random.key(1), x, mask))["params"])
+
+  def branch(layer, p, h):
+    _, state = layer.apply({"params": p}, h, mask, mutable=["intermediates"])
+    return np.asarray(state["intermediates"]["self_attn_branch"][0])
+
+  np.testing.assert_allclose(branch(reordered, shared, x), branch(peri, params, x), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(branch(peri, params, 3 * x), branch(peri, params, x), rtol=1e-4, atol=1e-4)
+  assert np.abs(branch(reordered, shared, 3 * x) - branch(peri, params, 3 * x)).max() > 0.1
+
+
 @pytest.mark.parametrize(
     "kw,match",
     [
         ({"norm_position": "post", "layer_norm_scaling": True}, r"config.model.layer_norm_scaling=True contradicts"),
         ({"norm_position": "hybrid", "layer_norm_scaling": True}, r"norm_position='hybrid'"),
         ({"norm_position": "mix", "mix_ln_ratio": 1.5}, r"config.model.mix_ln_ratio=1.5 is invalid"),
-        ({"norm_position": "peri-ln"}, r"valid: \['post', 'pre', 'sandwich', 'peri', 'mix', 'hybrid', 'none'\]"),
+        (
+            {"norm_position": "peri-ln"},
+            r"valid: \['post', 'pre', 'sandwich', 'peri', 'mix', 'hybrid', 'reordered', 'none'\]",
+        ),
     ],
 )
 def test_bad_placements_are_named(kw, match):
@@ -136,6 +183,7 @@ def test_bad_placements_are_named(kw, match):
 def test_every_norm_position_maps_to_a_placement():
   """`sublayer_placement` of every value of model.norm_position, for layer 0 of 4 (mix ratio 0.25: Post-LN)."""
   expected = {"post": "post", "pre": "pre", "sandwich": "sandwich", "peri": "sandwich", "mix": "post", "none": "none"}
+  expected["reordered"] = "reordered"
   for position, placement in expected.items():
     kw = {"norm_type": "none"} if position == "none" else {}
     cfg = tiny(num_decoder_layers=LAYERS, norm_position=position, **kw)

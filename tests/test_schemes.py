@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 import init
+import models
 from init import schemes
 from models import ModelConfig, get_model, param_roles
 from models.config import ARCHS
 
 TRUNC = 0.87962566  # std of N(0, 1) truncated to ±2 (docs/science.md §1)
-KERNELS = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
+KERNELS = ("attn_q", "attn_k", "attn_v", "attn_out", "attn_gate", "mlp_in", "mlp_gate", "mlp_out")
 # Model knobs each scheme needs (or is meant for); everything else is SIZES.
 SCHEME_MODEL = {
     "xavier": {},
@@ -32,7 +33,15 @@ SCHEME_MODEL = {
     "rezero": {"residual": "rezero", "norm_type": "none", "norm_position": "none"},
     "ntk": {"parameterization": "ntk", "norm_position": "pre"},
     "mup": {"parameterization": "mup", "attention_logit_scale": "dk", "norm_position": "pre"},
+    "megatron": {"norm_position": "pre"},
+    "mitchell": {"norm_position": "pre"},
+    "olmo2": {"norm_position": "reordered", "norm_type": "rmsnorm", "use_bias": False},
+    "small_init": {"norm_position": "pre"},
 }
+# √(1 − 6φ(3)/(2Φ(3) − 1)): std of N(0, 1) cut at ±3, PyTorch's trunc_normal_(a=−3σ, b=3σ) in OLMo's inits.
+TRUNC3 = math.sqrt(1 - 6 * math.exp(-4.5) / math.sqrt(2 * math.pi) / math.erf(3 / math.sqrt(2)))
+# Schemes whose depth factors assume two matrices per branch: they refuse a gate (init/schemes.py docstring).
+REFUSE_GATES = ("deepnet", "fixup", "tfixup")
 # H·d_k = 64 != d = 128, so a swapped fan shows in every fan-dependent rule.
 SIZES = dict(
     vocab_size=512,
@@ -117,8 +126,10 @@ def paper_std(scheme, r, mc):
         "mlp_in": d**-0.5,
         "mlp_out": f**-0.5,
         "head": d**-0.5,
+        "attn_gate": d**-0.5,
+        "mlp_gate": d**-0.5,
     }.get(r.role, 1.0)
-  if scheme == "gpt2":
+  if scheme in ("gpt2", "megatron"):  # Megatron-LM: σ/√(2L) = GPT-2's 1/√R where R = 2L
     return 0.02 / math.sqrt(residual_layers(mc, r.stack)) if r.role in ("attn_out", "mlp_out") else 0.02
   if scheme == "tfixup":
     n = mc.num_encoder_layers if mc.arch != "decoder" else mc.num_decoder_layers
@@ -143,6 +154,16 @@ def paper_std(scheme, r, mc):
     if readout or r.role == "attn_q":  # default config: zero readout and zero query (TP5 App. D.2)
       return ("const", 0.0)
     return r.fan_in**-0.5
+  if scheme == "mitchell":  # Groeneveld et al. 2024 (OLMo): 1/√d; residual outputs ÷ √(2(l+1)), fan d (attn) / d_ff
+    if r.role == "attn_out":
+      return TRUNC3 / math.sqrt(2 * d * (r.layer + 1))
+    if r.role == "mlp_out":
+      return TRUNC3 / math.sqrt(2 * f * (r.layer + 1))
+    return TRUNC3 / math.sqrt(d)
+  if scheme == "olmo2":
+    return 0.02 * TRUNC3
+  if scheme == "small_init":
+    return math.sqrt(2 / (5 * d))
   raise AssertionError(scheme)
 
 
@@ -296,3 +317,53 @@ def test_auto_scheme_follows_the_model_config():
   auto = init.init_params({"scheme": "auto"}, model, jax.random.key(0))
   named = init.init_params({"scheme": "ntk"}, model, jax.random.key(0))
   jax.tree.map(np.testing.assert_array_equal, auto, named)
+
+
+GATED = dict(mlp="swiglu", attention_gate=True, d_ff=192)
+
+
+@pytest.mark.parametrize("scheme", sorted(schemes.SCHEMES))
+def test_every_scheme_draws_the_gate_matrices_by_role_or_refuses_them(scheme):
+  """A gated MLP's W (mlp_gate) and gated attention's W_θ (attn_gate) realize the scheme's rule for their role (the
+  paper_std table, pooled over the decoder's layers); the two-matrix depth schemes refuse the model in one line,
+  naming init.scheme and the model key, before any compute."""
+  model = make_model(scheme, "decoder", **GATED)
+  if scheme in REFUSE_GATES:
+    for kw, key in ((GATED, "model.mlp='swiglu'"), (dict(attention_gate=True), "model.attention_gate=True")):
+      with pytest.raises(ValueError, match=rf"config.init.scheme='{scheme}' contradicts config.{key}: .*third matrix"):
+        init.init_params({"scheme": scheme}, make_model(scheme, "decoder", **kw), jax.random.key(0))
+    return
+  params = init.init_params({"scheme": scheme}, model, jax.random.key(0), make_batch("decoder"))["params"]
+  roles = param_roles(model, params)
+  gates = {k: x for k, x in pooled_groups(params, roles, scheme, model.config).items() if k[0] in schemes.GATE_ROLES}
+  assert {k[0] for k in gates} == {"attn_gate", "mlp_gate"}
+  for (role, _, _, target), x in gates.items():
+    if isinstance(target, tuple):
+      assert np.all(x == target[1]), role
+    else:
+      assert x.std() == pytest.approx(target, rel=0.03), (role, target)
+
+
+def test_new_scheme_constants_at_paper_sizes():
+  """OLMo-7B (d = 4096, d_ff = 11008, 32 layers) under 'mitchell': attn_out of layer 0 has σ = 1/√(2·4096) = 0.011049,
+  of layer 31 1/√(2·4096·32) = 0.0019531, mlp_out of layer 0 1/√(2·11008) = 0.0067395, W_q 1/√4096 = 0.015625 (each
+  realized × 0.98658); 'olmo2' realizes 0.02 × 0.98658 = 0.019732; 'small_init' at d = 768: √(2/3840) = 0.022822;
+  'megatron' is gpt2's rule: σ/√(2L) on the residual outputs (24 layers: 0.02/√48 = 0.0028868)."""
+  mc = ModelConfig(arch="decoder", num_decoder_layers=32, d_model=4096, num_heads=32, d_ff=11008, vocab_size=8)
+  role = lambda r, layer, fi, fo: models.ParamRole(r, "decoder", layer, "self_attn", fi, fo, "")
+  std = lambda name, r, layer, fi, fo, hp={}: schemes.get_scheme(name).target_std(role(r, layer, fi, fo), mc, hp)
+  assert TRUNC3 == pytest.approx(0.98658, abs=1e-5)
+  assert std("mitchell", "attn_out", 0, 4096, 4096) == pytest.approx(0.011049 * TRUNC3, rel=1e-4)
+  assert std("mitchell", "attn_out", 31, 4096, 4096) == pytest.approx(0.0019531 * TRUNC3, rel=1e-4)
+  assert std("mitchell", "mlp_out", 0, 11008, 4096) == pytest.approx(0.0067395 * TRUNC3, rel=1e-4)
+  assert std("mitchell", "attn_q", 5, 4096, 4096) == pytest.approx(0.015625 * TRUNC3, rel=1e-4)
+  assert std("olmo2", "mlp_out", 3, 11008, 4096, {"std": 0.02}) == pytest.approx(0.019732, rel=1e-4)
+  small = ModelConfig(arch="decoder", d_model=768, num_heads=12, d_ff=3072, vocab_size=8)
+  assert schemes.get_scheme("small_init").target_std(role("mlp_in", 0, 768, 3072), small, {}) == pytest.approx(
+      0.022822, rel=1e-4
+  )
+  megatron = ModelConfig(arch="decoder", num_decoder_layers=24, d_model=64, num_heads=4, d_ff=64, vocab_size=8)
+  assert schemes.get_scheme("megatron").target_std(role("mlp_out", 0, 64, 64), megatron, {"std": 0.02}) == (
+      pytest.approx(0.02 / math.sqrt(48), rel=1e-6)
+  )
+  assert schemes.SCHEMES["megatron"].matrix_rule is schemes.SCHEMES["gpt2"].matrix_rule

@@ -1,0 +1,115 @@
+"""The config boundary's building blocks: its one error format, `invalid(key, value, valid)` for a bad value and
+`contradiction(key_a, value_a, key_b, value_b, why)` for two keys that cannot go together, and `Section`, the typed
+frozen subtree every group's dataclass derives from (`typed_values` checks its keys and types). It sits at the bottom
+of `models/` and imports nothing of the project, so every validating module (`models.config`, `models.blocks`) and
+every layer above uses it; `models.config` re-exports these names.
+"""
+
+import dataclasses
+import types
+import typing
+from typing import Any, Optional, Union
+
+
+def invalid(key: str, value: Any, valid: Any, reason: str = "") -> ValueError:
+  """The config boundary's error for a bad value: `config.<key>=<value> is invalid[ (reason)]; valid: <valid>`."""
+  why = f" ({reason})" if reason else ""
+  return ValueError(f"config.{key}={value!r} is invalid{why}; valid: {valid}")
+
+
+def contradiction(key_a: str, value_a: Any, key_b: str, value_b: Any, why: str) -> ValueError:
+  """The config boundary's error for two keys that cannot go together; names both."""
+  return ValueError(f"config.{key_a}={value_a!r} contradicts config.{key_b}={value_b!r}: {why}")
+
+
+class Section:
+  """A typed config subtree: a frozen dataclass whose fields are the subtree's keys, built from its ConfigDict by
+  `from_config` (the one place its keys, types and values are checked) and read like the ConfigDict it replaces
+  (`cfg.key`, `cfg["key"]`, `cfg.get`, `cfg.keys()`, `cfg.to_dict()`), so code that reads a subtree takes either.
+
+  Subclasses set `KEY` (the group's path in the config, e.g. "optim") and check values in `__post_init__` (ranges,
+  choices, keys that must agree), raising `invalid` / `contradiction`. Fields without a default must be given:
+  configs/default.py is where their defaults live.
+  """
+
+  KEY: typing.ClassVar[str] = ""
+
+  def __getitem__(self, key: str) -> Any:
+    if key not in self.keys():
+      raise KeyError(key)
+    return getattr(self, key)
+
+  def __contains__(self, key: str) -> bool:
+    return key in self.keys()
+
+  def keys(self) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(self))
+
+  def get(self, key: str, default: Any = None) -> Any:
+    return getattr(self, key) if key in self.keys() else default
+
+  def to_dict(self) -> dict[str, Any]:
+    return {k: (v.to_dict() if isinstance(v, Section) else v) for k, v in ((k, getattr(self, k)) for k in self.keys())}
+
+  @classmethod
+  def from_config(cls, cfg: Any, key: Optional[str] = None):
+    """The frozen subtree from its ConfigDict (or any mapping, or an instance, returned as is).
+
+    Raises:
+      ValueError: an unknown or missing key, or a value of the wrong type (`invalid`), or whatever the subclass's
+        `__post_init__` rejects.
+    """
+    if isinstance(cfg, cls):
+      return cfg
+    return cls(**typed_values(cls, cfg, key or cls.KEY))
+
+
+_TYPE_NAMES = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}
+
+
+def _typed(key: str, value: Any, hint: Any) -> Any:
+  """`value` checked against the field annotation `hint` (bool, int, float, str, Optional[...], a Section)."""
+  optional = False
+  if typing.get_origin(hint) in (Union, types.UnionType):
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    optional = len(args) < len(typing.get_args(hint))
+    hint = args[0] if len(args) == 1 else Any
+  if value is None and optional:
+    return None
+  if isinstance(hint, type) and issubclass(hint, Section):
+    if value is None or not hasattr(value, "keys"):
+      raise invalid(key, value, f"a config subtree with keys {sorted(f.name for f in dataclasses.fields(hint))}")
+    return hint.from_config(value, key)
+  if hint is bool:
+    ok = isinstance(value, bool)
+  elif hint is int:
+    ok = isinstance(value, int) and not isinstance(value, bool)
+  elif hint is float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    value = float(value) if ok else value
+  elif hint is str:
+    ok = isinstance(value, str)
+  else:
+    return value
+  if not ok:
+    raise invalid(key, value, _TYPE_NAMES[hint] + (" or None" if optional else ""))
+  return value
+
+
+def typed_values(cls: type, cfg: Any, key: str) -> dict[str, Any]:
+  """The keyword arguments of dataclass `cls` from the ConfigDict (or mapping) `cfg` of the group `key`: unknown
+  and missing keys rejected, each value checked against its field's annotation."""
+  values = dict(cfg.to_dict() if hasattr(cfg, "to_dict") else cfg)
+  fields = {f.name: f for f in dataclasses.fields(cls)}
+  hints = typing.get_type_hints(cls)
+  unknown = sorted(set(values) - set(fields))
+  if unknown:
+    raise invalid(f"{key}.{unknown[0]}", values[unknown[0]], f"a key of {sorted(fields)}", "unknown key")
+  out = {}
+  for name, field in fields.items():
+    if name not in values:
+      if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+        raise invalid(f"{key}.{name}", None, "a value: the key is missing (start from configs/default.py)")
+      continue
+    out[name] = _typed(f"{key}.{name}", values[name], hints[name])
+  return out
