@@ -26,23 +26,29 @@ SP, CP, DMU = claim.SP, claim.CP, claim.DMU
 # ----------------------------------------------------------------------------- the verdict on hand-made numbers
 
 
-def _m(diff=(-2.0, -3.0, -1.0), sp=(-2.5, -3.0, -2.0), seeds=2, edge=(), missing=(), crashed=(), unclassed=()):
-  """Measured numbers at ends 2 and 16: `edge` / `missing` name '<arm> @ depth <L>' optima at the grid's edge or
-  absent."""
-  opt = lambda a, L: None if f"{a} @ depth {L}" in missing else {"log2_lr": -6.0, "lr": 2**-6, "edge": f"{a} @ depth {L}" in edge}  # fmt: skip
+def _m(diff=(-0.3, -0.4, -0.2), sp=(0.3, 0.2, 0.4), seeds=2, no_loss=(), base_lr=0.01, crashed=(), unclassed=()):
+  """Measured numbers at ends 2 and 16: `diff` D_loss's interval, `sp` SP's Δ (the control), `no_loss` runs at η_b
+  without a final loss ('<arm> @ depth <L> seed <s>')."""
+  arm = lambda a, delta: {
+      "delta": list(delta),
+      "per_seed": {"0": delta[0], "1": delta[0]},
+      "loss": [3.7, 3.7 + delta[0]],
+      "regret": 0.01,
+      "no_loss": [x for x in no_loss if x.startswith(f"{a} @")],
+  }
   return {
       "crashed": list(crashed),
       "unclassed": list(unclassed),
       "seeds": seeds,
       "depths": [2, 4, 8, 16],
       "ends": [2, 16],
-      "optima": {a: {str(L): opt(a, L) for L in (2, 16)} for a in claim.ARMS},
-      "shifts": {
-          SP: list(sp),
-          CP: [-0.2, -0.6, 0.3],
-          DMU: [-1.0, -1.5, -0.5],
-          claim.D: list(diff),
-          "|Depth-µP| − |SP|": [-1.5, -2.0, -1.0],
+      "optima": {a: {str(L): {"log2_lr": -6.0, "lr": 2**-6, "edge": False} for L in (2, 16)} for a in claim.ARMS},
+      "shifts": {SP: [-2.5, -3.0, -2.0], CP: [-0.2, -0.6, 0.3], claim.D: [-2.0, -3.0, -1.0]},
+      "at_base": {
+          "lr": base_lr,
+          "arms": {SP: arm(SP, sp), CP: arm(CP, (sp[0] + diff[0], 0.0, 0.0)), DMU: arm(DMU, (0.0, -0.1, 0.1))},
+          "diff": list(diff),
+          "paired_seeds": seeds,
       },
   }
 
@@ -50,22 +56,26 @@ def _m(diff=(-2.0, -3.0, -1.0), sp=(-2.5, -3.0, -2.0), seeds=2, edge=(), missing
 @pytest.mark.parametrize(
     "m, verdict, why",
     [
-        (_m(), study.REPRODUCED, "D = |CompleteP| − |SP| -2 [-3, -1] (rule: below 0)"),
-        # D's interval just below / at / above / straddling 0
-        (_m(diff=(-0.5, -1.0, -0.01)), study.REPRODUCED, "reported, not decisive: Depth-µP -1 [-1.5, -0.5]"),
-        (_m(diff=(0.5, 0.0, 1.0)), study.NOT_REPRODUCED, "D = |CompleteP| − |SP| 0.5 [0, 1]"),
-        (_m(diff=(1.0, 0.5, 1.5)), study.NOT_REPRODUCED, "CompleteP -0.2 [-0.6, 0.3], SP -2.5"),
-        (_m(diff=(-0.5, -1.0, 0.01)), study.INCONCLUSIVE, "D's interval straddles 0 [decides it: more seeds"),
-        (_m(diff=(-0.1, -1.0, 0.5), sp=(-0.3, -0.8, 0.2)), study.INCONCLUSIVE, "SP's own shift interval includes 0"),
-        # an optimum at the lr grid's edge at an end depth (CompleteP's or SP's decides; Depth-µP's does not)
-        (_m(edge=("SP @ depth 16",)), study.INCONCLUSIVE, "edge at ['SP @ depth 16'] [decides it: extend the lr grid"),
-        (_m(edge=("CompleteP @ depth 2",)), study.INCONCLUSIVE, "edge at ['CompleteP @ depth 2']"),
-        (_m(edge=("Depth-µP @ depth 16",)), study.REPRODUCED, "rule: below 0"),
-        # no trained lr at an end depth; one seed; fewer than two depths
-        (_m(missing=("SP @ depth 16",)), study.INCONCLUSIVE, "no lr trained at ['SP @ depth 16']"),
-        (_m(missing=("Depth-µP @ depth 2",)), study.REPRODUCED, "rule: below 0"),
+        (_m(), study.REPRODUCED, "D_loss = Δ_CompleteP − Δ_SP -0.3 [-0.4, -0.2] over 2 seeds (rule: below 0"),
+        (_m(), study.REPRODUCED, "SP 3.700 → 4.000, Δ 0.3 [0.2, 0.4]; CompleteP 3.700 → 3.700"),
+        (_m(), study.REPRODUCED, "the optimum's shift in log₂ lr SP -2.5 [-3, -2] (the shift's positive control)"),
+        # D_loss's interval just below / at / above / straddling 0
+        (_m(diff=(-0.1, -0.2, -0.001)), study.REPRODUCED, "regret at depth 16 SP 0.010, CompleteP 0.010"),
+        (_m(diff=(0.1, 0.0, 0.2)), study.NOT_REPRODUCED, "D_loss = Δ_CompleteP − Δ_SP 0.1 [0, 0.2]"),
+        (_m(diff=(0.5, 0.3, 0.7), sp=(0.0, -0.1, 0.1)), study.NOT_REPRODUCED, "Δ_SP 0.5 [0.3, 0.7]"),
+        (_m(diff=(-0.1, -0.3, 0.01)), study.INCONCLUSIVE, "D_loss's interval straddles 0 [decides it: more seeds"),
+        # the control: SP's Δ above 0 (just above, at 0, straddling)
+        (_m(sp=(0.1, 0.001, 0.2)), study.REPRODUCED, "rule: below 0"),
+        (_m(sp=(0.1, 0.0, 0.2)), study.INCONCLUSIVE, "the control fails (SP's Δ interval is not above 0"),
+        (_m(sp=(0.1, -0.05, 0.25)), study.INCONCLUSIVE, "[decides it: deeper stacks or longer runs"),
+        # runs at η_b without a loss (CompleteP's or SP's decide; Depth-µP's do not); no base lr
+        (_m(no_loss=("SP @ depth 16 seed 1",)), study.INCONCLUSIVE, "without a final loss: ['SP @ depth 16 seed 1']"),
+        (_m(no_loss=("Depth-µP @ depth 16 seed 1",)), study.REPRODUCED, "rule: below 0"),
+        (_m(base_lr=None), study.INCONCLUSIVE, "no lr trained at SP's depth 2"),
+        # one seed; fewer than two depths
         (_m(seeds=1), study.INCONCLUSIVE, "1 seed(s) per cell: no interval [decides it: ≥ 2 seeds]"),
         ({**_m(), "ends": [], "depths": [2]}, study.INCONCLUSIVE, "depths every arm ran: [2], not two"),
+        ({**_m(), "at_base": {**_m()["at_base"], "diff": None}}, study.INCONCLUSIVE, "fewer than 2 paired seeds"),
         # runs that crashed or have no outcome class
         (_m(crashed=["x seed 0: boom"]), study.INCONCLUSIVE, "1 run(s) crashed"),
         (_m(unclassed=["SP @ depth 2 η 0.01"]), study.INCONCLUSIVE, "without an outcome class"),
@@ -75,6 +85,15 @@ def test_verdict_on_both_sides_of_every_threshold(m, verdict, why):
   v = claim.verdict(json.loads(json.dumps(m)))
   assert v.verdict == verdict, v.reason
   assert why in v.reason, v.reason
+  assert not v.reason.startswith("A re-reading")  # no runs: no seeds seen before the rule
+
+
+@pytest.mark.parametrize("first, rereading", [(0, True), (claim.FRESH_SEEDS_FROM, False)])
+def test_a_record_of_the_seeds_seen_before_the_rule_is_said_as_a_re_reading(first, rereading):
+  runs = {SP: {"2": {"0.01": [{"seed": first + s} for s in range(2)]}}}
+  v = claim.verdict(json.loads(json.dumps({**_m(), "runs": runs, "steps": 200})))
+  assert v.verdict == study.REPRODUCED and v.reason.startswith(claim.REREADING) == rereading, v.reason
+  assert not claim.verdict({**_m(), "runs": runs, "steps": 8}).reason.startswith("A re-reading")  # tiny: no record
 
 
 # ----------------------------------------------------------------------------- measure on hand-made run folders
@@ -125,8 +144,15 @@ def test_measure_reads_the_optima_and_the_shifts_between_the_end_depths(tmp_path
   for arm, slope in SLOPES.items():
     assert m["slopes"][arm][0] == pytest.approx(slope, abs=1e-9) and m["slopes"][arm][1] < slope < m["slopes"][arm][2]
   assert m["lanczos_steps"] == {"records": 4 * 10 * 2, "median": 5.0, "max": 5}  # every record, 10 (arm, depth)
+  # the loss at the base-tuned lr η_b = 2^−6 (depth 2's best): SP's optimum moved 3 steps, (3)²/4 = 2.25 worse at 16
+  base = m["at_base"]
+  assert base["lr"] == pytest.approx(REF) and base["paired_seeds"] == 2
+  assert base["arms"][SP]["delta"] == pytest.approx([2.25] * 3) and base["arms"][CP]["delta"] == pytest.approx([0] * 3)
+  assert base["arms"][SP]["loss"] == pytest.approx([3.005, 5.255]) and base["diff"] == pytest.approx([-2.25] * 3)
+  assert base["arms"][SP]["regret"] == pytest.approx(2.25) and base["arms"][CP]["regret"] == pytest.approx(0)
+  assert base["arms"][DMU]["delta"][0] == pytest.approx(0.5625) and not base["arms"][SP]["no_loss"]  # (−6 + 7.5)²/4
   v = claim.verdict(m)
-  assert v.verdict == study.REPRODUCED and "CompleteP 0 [0, 0], SP -3 [-3, -3]" in v.reason, v.reason
+  assert v.verdict == study.REPRODUCED and "D_loss = Δ_CompleteP − Δ_SP -2.25 [-2.25, -2.25]" in v.reason, v.reason
   assert claim.summary(m)["shift |CompleteP| − |SP|"] == "-3 [-3, -3]"
 
 
@@ -183,17 +209,19 @@ def test_the_design_at_every_scale(scale):
       branch = residual.depth_multiplier(mc, stack) if mc.residual == "completep" else 1.0
       lr = parameterization.lr_multiplier(ParamRole("mlp_in", stack, depth - 1, "mlp", 1, 1, ""), mc)
       assert (branch, lr) == pytest.approx(_closed_form(arm, depth, base))
-  assert list(arms) == list(claim.ARMS)
   lrs = depth_config.LRS[scale]
   for arm, per in arms.items():
     assert tuple(per) == depth_config.arm_depths(arm, scale) and all(v == set(lrs) for v in per.values())
   assert tuple(arms[SP]) == tuple(arms[CP]) == depth_config.DEPTHS[scale]  # the verdict's arms at every depth
+  assert tuple(arms) == depth_config.SCALE_ARMS[scale]
   if scale != "tiny":  # tiny: two lrs 20× apart, 1 → 2 layers (a failure to draw)
     assert all(b / a == pytest.approx(2) for a, b in zip(lrs, lrs[1:]))  # a factor-2 grid
     assert max(arms[SP]) / min(arms[SP]) >= 8 and config.sweep.seeds >= 2 and 100 <= config.train.num_steps
     assert max(lrs) / min(lrs) >= 64
   if scale == "cpu":  # the atlas's shallow optimum ~1e-2..2e-2 with 2 steps above and 3 below (module docstring)
     assert max(lrs) >= 4 * 2e-2 and min(lrs) <= 1e-2 / 8
+    # fresh seeds (the rule was stated after seeds 0–3 were seen), SP's positive control at 2 vs 32 layers
+    assert config.sweep.first_seed == claim.FRESH_SEEDS_FROM and depth_config.DEPTHS[scale] == (2, 32)
 
 
 def test_the_grid_keys_build_the_intended_model_at_tiny():

@@ -1,56 +1,29 @@
-"""Study 13 (Dey et al. 2025, CompleteP): CompleteP's optimal learning rate moves less with depth than standard
-Pre-LN's.
+"""Study 13 (Dey et al. 2025, CompleteP): depth-wise lr transfer, CompleteP against standard Pre-LN.
 
     python main.py --config=configs/claims/depth.py:cpu --config.data.dir=<Multi30k folder> --workdir=runs/claims/depth
     python main.py --config=configs/claims/depth.py:tiny   # 12 runs of 8 steps on the synthetic task (~80 s)
 
 One sweep (measure and verdict: experiments/claims/depth.py), one named product per arm × depth:
-  arms     `ARMS`, all Pre-LN with SP's width rules (model.parameterization 'standard'), Xavier init, tied embeddings
-           (configs/default.py): "SP", the plain residual x + F; "CompleteP", branches × (L/L_base)^{−1} and the
-           in-layer lrs × 1 (Dey et al. 2025, Table 1; configs/completep.py); "Depth-µP", branches × (L/L_base)^{−1/2}
-           and in-layer lrs × (L/L_base)^{−1/2} (Bordelon et al. 2024: `model.depth_alpha=0.5`). L_base =
-           `model.depth_base` = the smallest depth, where the three arms are one model (branch and lr multipliers 1);
-  depths   `DEPTHS`: L layers in the encoder and L in the decoder (each stack's rule reads its own L, both L);
-  lrs      `LRS`, a factor-2 grid (one step = 1 in log₂ lr, the unit of the optimum's shift), the same at every
-           depth;
-  model    d = 32, 2 heads, d_ff 128 at cpu (the atlas's cpu model, configs/atlas.py), SentencePiece 2000, batch 32;
-  schedule linear warmup over `WARMUP` steps (a tenth of the run, docs/science.md §8), then constant, as study 12;
-  records  `train.eval_at_init` for the outcome classes (analysis/outcomes.py); at `REF_LR` only, study 12's curvature
-           records every `CURVATURE_EVERY` steps (η(t)·λ_max(M·P_t⁻¹H), warm-started, `analysis.tracking_tol`), for
-           the sharpness along training vs depth that Noci et al. 2024 state for µP's depth extension (measured and
-           reported, not decided: experiments/claims/depth.py). Added with the 4-seed run (2026-11-27), before its
-           runs: the 2-seed run recorded no curvature, and issue 28 asks for the sharpness across depth as across
-           width;
-  seeds    `SEEDS`: 4 at cpu (the bootstrap interval over seeds of the shift difference). Changed after seeing data,
-           with its reason (2026-11-27): the first cpu run (2 seeds, 140 runs, commit f38f344) gave D = 0.207
-           [−0.0678, 0.461], straddling 0; were the seeds' spread to hold, the interval narrows as 1/√n and clears 0
-           from n > 2·((0.207 + 0.0678)/0.207)² = 3.5 seeds (experiments/stats.py `groups_to_decide`), so the
-           study is run again, all of it, with 4; the rule, its threshold, the arms, depths, lrs and steps are
-           unchanged.
+  arms     `ARMS`, all Pre-LN with SP's width rules (model.parameterization 'standard'), Xavier init, tied embeddings:
+           "SP", the plain residual x + F; "CompleteP", branches × (L/L_base)^{−1} and the in-layer lrs × 1 (Dey et
+           al. 2025, Table 1; configs/completep.py); "Depth-µP", branches × (L/L_base)^{−1/2} and in-layer lrs ×
+           (L/L_base)^{−1/2} (Bordelon et al. 2024: `model.depth_alpha=0.5`). L_base = `model.depth_base` = the
+           smallest depth, where the arms are one model. `SCALE_ARMS`: the arms a scale runs;
+  depths   `DEPTHS`: L layers in the encoder and L in the decoder;
+  lrs      `LRS`, a factor-2 grid (one step = 1 in log₂ lr, the unit of the optimum's shift), the same at every depth,
+           bracketing the shallow optimum (≈ 1e-2 at cpu) by 3 steps below and 3 above;
+  model    d = 32, 2 heads, d_ff 128 at cpu (the atlas's cpu model), SentencePiece 2000, batch 32, 200 steps;
+           linear warmup over a tenth of the run (docs/science.md §8), then constant;
+  records  `train.eval_at_init` for the outcome classes (analysis/outcomes.py); where `CURVATURE_EVERY` > 0, the
+           sharpness records η(t)·λ_max(M·P_t⁻¹H) at `REF_LR` (reported, not decided);
+  seeds    cpu: 3 fresh seeds from `FIRST_SEED` (the rule on the loss at the base-tuned lr was stated after seeds 0–3
+           at depths 2–16 were seen; experiments/claims/depth.py); these runs confirm it at depths 2 and 32, which
+           also serve as SP's positive control for the optimum's shift.
 Scales: tiny (tests: 1+1 vs 2+2 layers of the tiny preset, L_base 1, lrs {1e-3, 2e-2}, 8 steps, 1 seed, synthetic
-task: 12 runs); cpu (the committed report: SP and CompleteP at `DEPTHS['cpu']`, Depth-µP at 2 and 16 only
-(`ENDS_ONLY`), × 7 lrs × 4 seeds = 280 runs of 200 steps on Multi30k); paper (an accelerator: d 256, 4 heads,
-d_ff 1024, 2+2 → 32+32 layers, 2000 steps of 4096-token packed batches, 8 lrs, 3 seeds).
-Why the lr grid. The atlas's cpu cells (d 32, 200 steps, batch 32): Pre-LN at 6+6 with warmup 20 ended at 4.07 nats
-at 3.16e-3, 3.82 at 1e-2, 3.88 at 3.16e-2 (the retired atlas's record, commit ec9e64c), and without warmup at 4.05,
-3.86 and 4.28, at 12+12 at 4.15, 4.04 and 4.42 (claim 10's record, reports/reproduction/deep_no_warmup/claim.json,
-3 seeds' means); the retired atlas's transfer part's SP at 2+2 (100 steps) 4.19 at 1e-2 and 4.30 at 3.16e-2: the
-shallow optimum sits near 1e-2..2e-2. CompleteP's should stay there, and SP's
-is expected to fall with depth (Dey et al. 2025, abstract: some parameterizations "fail to transfer"): 16 layers may
-put it 2-3 steps lower, so the grid runs from 1.25e-3 to 8e-2, 2 steps above the shallow optimum and 3 below.
-Why cpu is this size. Calibration (2026-11-26; 2 cores shared with two other training jobs, load average 4-5; SP at
-lr 1e-2, one run of 60 steps per depth, no compilation cache): at 16+16 layers start-up and the step-0 evaluation
-19 s, compiling the train step with its first 10 steps 28 s, then 0.22 s/step (4.6 steps/s), the last evaluation and
-checkpoint 3 s; at 2+2 layers 16 s, 5 s, 0.047 s/step (21 steps/s) and 1 s. With the sweep's persistent cache (4 runs
-of 30 steps at 16+16, 2 lrs × 2 seeds) every run after the first of an (arm, depth) started in 4-7 s instead of 11 and
-compiled in ~13-18 s instead of ~27, a new lr included. So a 200-step run costs ≈ 31 s at L = 2 and ≈ 92 s at L = 16
-cold, ≈ 26 s and ≈ 70 s warm, about linearly in L between (≈ 40 and 57 s cold at L = 4 and 8). All three arms at all
-four depths (168 runs) would take ≈ 2.0 h warm to 2.6 h cold, no margin for a ±30% extrapolation within 3 h; so
-Depth-µP, which the verdict does not read and whose shift uses the end depths alone, runs only L = 2 and 16: 70 runs
-per seed. These were extrapolations from 60-step runs under load; measured, the 2-seed run (140 runs) took 49 min of
-wall time with `--parallel=2` (96 min summed over runs), so 4 seeds take ≈ 1.6 h. Measured, the 4-seed run, with the
-reference-lr cells' curvature records added, summed 7.1 h over its 280 runs (25,421 s; claim.json `seconds`), the
-deep records' cells dominating: it ran over three sessions, resumed from its committed records.
+task: 12 runs); cpu (SP and CompleteP at 2+2 and 32+32 layers × 7 lrs × 3 seeds = 84 runs of 200 steps on Multi30k);
+paper (an accelerator: d 256, 4 heads, d_ff 1024, 2+2 → 32+32 layers, 2000 steps of 4096-token packed batches,
+8 lrs, 3 seeds). The design's history (the 2- and 4-seed runs at depths 2–16, their costs) is in the claim's record
+and REPRODUCTION.md.
 """
 
 from configs.claims._base import check_scale, claim_config, set_keys
@@ -60,9 +33,11 @@ ARMS = {  # label -> the keys that make it (models/residual.py, models/parameter
     "CompleteP": "model.residual=completep;model.depth_alpha=1",
     "Depth-µP": "model.residual=completep;model.depth_alpha=0.5",
 }
-DEPTHS = {"tiny": (1, 2), "cpu": (2, 4, 8, 16), "paper": (2, 4, 8, 16, 32)}  # layers per stack: 8× at cpu
+DEPTHS = {"tiny": (1, 2), "cpu": (2, 32), "paper": (2, 4, 8, 16, 32)}  # layers per stack: 16× at cpu
 # Arms run at the shallowest and deepest depths only (the shift reads those two; the verdict does not read Depth-µP).
-ENDS_ONLY = {"tiny": (), "cpu": ("Depth-µP",), "paper": ()}
+ENDS_ONLY = {"tiny": (), "cpu": (), "paper": ()}
+# The arms each scale runs: cpu, the fresh-seed confirmation, runs the two the rule reads.
+SCALE_ARMS = {"tiny": tuple(ARMS), "cpu": ("SP", "CompleteP"), "paper": tuple(ARMS)}
 LRS = {
     "tiny": (1e-3, 2e-2),
     "cpu": (1.25e-3, 2.5e-3, 5e-3, 1e-2, 2e-2, 4e-2, 8e-2),
@@ -70,9 +45,11 @@ LRS = {
 }
 STEPS = {"tiny": 8, "cpu": 200, "paper": 2000}
 WARMUP = {"tiny": 2, "cpu": 20, "paper": 200}  # a tenth of the run (docs/science.md §8)
-SEEDS = {"tiny": 1, "cpu": 4, "paper": 3}
+SEEDS = {"tiny": 1, "cpu": 3, "paper": 3}
+FIRST_SEED = {"tiny": 0, "cpu": 4, "paper": 0}  # cpu: fresh seeds (seeds 0–3 were seen before the rule was stated)
 REF_LR = {"tiny": 1e-3, "cpu": 1e-2, "paper": 1.25e-3}  # the sharpness runs' lr, one of LRS: near the shallow optimum
-CURVATURE_EVERY = {"tiny": 4, "cpu": 40, "paper": 100}  # records at REF_LR only (cpu: steps 40, 80, …, 200)
+# records at REF_LR only; 0: none (cpu: the confirmation's 32-layer records would cost more than its runs)
+CURVATURE_EVERY = {"tiny": 4, "cpu": 0, "paper": 100}
 SIZES = {
     "tiny": {
         "model.preset": "tiny",
@@ -141,9 +118,12 @@ def grid(scale: str) -> str:
   """Two products per arm × depth, both labelled "<arm> @ depth <L>": `LRS[scale]` without `REF_LR`, and `REF_LR`
   with the curvature records (`CURVATURE_EVERY`) the sharpness reads (module docstring)."""
   parts = []
-  for arm, keys in ARMS.items():
+  for arm in SCALE_ARMS[scale]:
     for depth in arm_depths(arm, scale):
-      head = f"{arm} @ depth {depth}: {keys};model.num_encoder_layers={depth};model.num_decoder_layers={depth};"
+      head = f"{arm} @ depth {depth}: {ARMS[arm]};model.num_encoder_layers={depth};model.num_decoder_layers={depth};"
+      if not CURVATURE_EVERY[scale]:
+        parts.append(head + f"optim.learning_rate={_values(LRS[scale])}")
+        continue
       parts.append(head + f"optim.learning_rate={_values(lr for lr in LRS[scale] if lr != REF_LR[scale])}")
       parts.append(head + f"optim.learning_rate={_values((REF_LR[scale],))};"
                    f"train.curvature_every={CURVATURE_EVERY[scale]}")  # fmt: skip
@@ -174,5 +154,6 @@ def get_config(scale: str = "cpu"):
   )
   config.sweep.grid = grid(scale)
   config.sweep.seeds = SEEDS[scale]
+  config.sweep.first_seed = FIRST_SEED[scale]
   config.sweep.metric = "eval/loss"
   return config
