@@ -38,6 +38,8 @@ def test_every_experiment_config_exists():
       "dsinit",
       "ntk",
       "mup",
+      "muon",
+      "schedule_free",
   }
   assert expected <= names, expected - names
 

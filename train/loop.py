@@ -7,7 +7,7 @@ ConfigDict becomes a frozen `ModelConfig` here), the initial parameters (`init.i
 
 `train_and_evaluate(experiment)` runs the jitted, data-parallel step until `train.num_steps`, logging to
 `metrics.jsonl`, TensorBoard and the trackers of `metrics.writers` (train/trackers.py), evaluating every `train.eval_every` steps (loss, token accuracy, perplexity;
-greedy-decoding BLEU and exact match for translation) and checkpointing every `train.checkpoint_every` steps and
+greedy-decoding BLEU and exact match for translation; at `TrainState.eval_variables()`, schedule-free's x) and checkpointing every `train.checkpoint_every` steps and
 at the end. A non-finite loss or gradient stops the run: `status.json` says `diverged` with the step and the
 parameters whose gradients were non-finite, the last good checkpoint stays, and `Diverged` is raised for main.py
 to turn into a non-zero exit code. Step hooks (`StepHook`: a measurement every k steps that the layers above build,
@@ -192,7 +192,12 @@ def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> E
   variables = init_lib.init_params(config.init, model, jax.random.fold_in(rng, 0), first)
   params = variables.pop("params")
   multipliers = models.lr_multipliers(params, model_config)
-  tx, schedule = optim.make_optimizer(config.optim, lr_multipliers=multipliers, total_steps=config.train.num_steps)
+  tx, schedule = optim.make_optimizer(
+      config.optim,
+      lr_multipliers=multipliers,
+      total_steps=config.train.num_steps,
+      param_roles=models.param_roles(model_config, params),
+  )
   state = TrainState(
       step=jnp.asarray(0, jnp.int32),
       params=params,
@@ -360,7 +365,7 @@ def _train_and_evaluate(
   metrics_lib.write_status(workdir, "running", step, total_steps=cfg.num_steps)
   if cfg.eval_at_init and step == 0 and cfg.num_steps > 0:
     # The loss at init and the targets' unigram entropy: what analysis/outcomes.py classifies a run against.
-    result = evaluate(exp, eval_step, decode_fn, state.model_variables())
+    result = evaluate(exp, eval_step, decode_fn, state.eval_variables())
     writer.write_scalars(0, result, split="eval")
     if jax.process_index() == 0:
       stats = {"split": exp.config.data.eval_split, **exp.data.target_unigram_entropy()}
@@ -440,7 +445,7 @@ def _train_and_evaluate(
       if step % cfg.log_every == 0 or at_end or due:
         log(step, metrics, extra)
     if step % cfg.eval_every == 0 or at_end:
-      result = evaluate(exp, eval_step, decode_fn, state.model_variables())
+      result = evaluate(exp, eval_step, decode_fn, state.eval_variables())
       writer.write_scalars(step, result, split="eval")
       last_eval = (step, result)
       logging.info("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in result.items()}))
