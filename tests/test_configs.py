@@ -39,6 +39,7 @@ def test_every_experiment_config_exists():
       "ntk",
       "mup",
       "muon",
+      "muon_clip",
       "schedule_free",
   }
   assert expected <= names, expected - names

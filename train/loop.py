@@ -42,6 +42,7 @@ from train import data as data_lib
 from train import decode as decode_lib
 from train import metrics as metrics_lib
 from train import optim
+from train import qk_clip as qk_clip_lib
 from train import step as step_lib
 from train import trackers as trackers_lib
 from train.state import TrainState
@@ -346,7 +347,12 @@ def _train_and_evaluate(
   progress = metrics_lib.ProgressReporter(max(cfg.num_steps, 1))  # num_steps 0 (init only) reports nothing
   train_step = step_lib.jit_train_step(
       step_lib.make_train_step(
-          exp.model, exp.tx, label_smoothing=cfg.label_smoothing, mlm_mask_rate=cfg.mlm_mask_rate, z_loss=cfg.z_loss
+          exp.model,
+          exp.tx,
+          label_smoothing=cfg.label_smoothing,
+          mlm_mask_rate=cfg.mlm_mask_rate,
+          z_loss=cfg.z_loss,
+          qk_clip=exp.config.optim.qk_clip,
       ),
       exp.mesh,
       jax.tree.map(lambda x: x.sharding, exp.state),  # the state's shardings (setup), kept in and out
@@ -403,6 +409,8 @@ def _train_and_evaluate(
     scalars = {k: float(v) for k, v in scalars.items()}
     if cfg.grad_norms_every and done_step % cfg.grad_norms_every == 0:
       scalars.update({f"grad_norm/{n}": float(v) for n, v in zip(names, jax.tree.leaves(m["grad_norms"]))})
+    if "max_logits" in m:  # QK-clip's measured S_max (train/qk_clip.py)
+      scalars.update(qk_clip_lib.scalars(m["max_logits"], exp.config.optim.qk_clip))
     scalars.update(extra)
     writer.write_scalars(done_step, scalars)
     progress.update(done_step, loss=scalars["loss"])  # logs the progress line itself
