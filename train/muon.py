@@ -4,16 +4,16 @@ Muon (Jordan et al. 2024, "Muon: An optimizer for hidden layers in neural networ
 momentum M_t = β·M_{t−1} + G_t whose matrix is replaced by its orthogonal factor, O_t = NS₅(M̂_t) ≈ U·Vᵀ for
 M̂_t = U·S·Vᵀ (five quintic Newton–Schulz steps, coefficients (3.4445, −4.7750, 2.0315)), then
 W_{t+1} = W_t − η_t·(s·O_t + λ·W_t), with decoupled decay λ. The scale s:
-  * `optim.muon_consistent_rms = r > 0` (Liu et al. 2025, "Muon is Scalable for LLM Training", §2.2, their
-    update W_t = W_{t−1} − η_t·(0.2·O_t·√max(A, B) + λ·W_{t−1}) for an A×B matrix): s = r·√max(m, n). O_t has singular values ≈ 1, so RMS(O_t) = √(min(m, n)/(m·n)) =
-    1/√max(m, n), and RMS(s·O_t) = r: r = 0.2 matches AdamW's typical update RMS (0.2–0.4, their §2.2), so Muon
-    shares AdamW's learning rate and weight decay;
+  * `optim.muon_consistent_rms = r > 0` (Liu et al. 2025, "Muon is Scalable for LLM Training", §2, their update
+    W_t = W_{t−1} − η_t·(0.2·O_t·√max(A, B) + λ·W_{t−1}) for an A×B matrix): s = r·√max(m, n). O_t has singular
+    values ≈ 1, so RMS(O_t) = √(min(m, n)/(m·n)) = 1/√max(m, n) and RMS(s·O_t) = r: r = 0.2 matches AdamW's
+    typical update RMS (their §2), so Muon shares AdamW's learning rate and weight decay;
   * `optim.muon_consistent_rms = 0`: Jordan et al.'s s = √max(1, fan_out/fan_in).
 Which parameters: the 2-D hidden matrices, by role (`MUON_ROLES`: attention q/k/v/out, MLP in/out), each a single
 fan_in × fan_out matrix (the multi-head kernels [D, H, K] / [H, K, D] flattened over heads × head_dim, as
 `models.roles.ParamRole` counts their fans). Everything else (token and position embeddings, readout / MLM head,
 norm gains and biases, DyT/Derf α and shifts, residual scalars, biases) goes to AdamW with `optim.b1`, `optim.b2`,
-`optim.eps`, as in both papers (Jordan et al.: "embeddings, the head, and scalar/vector parameters with AdamW").
+`optim.eps`, as in both papers (Jordan et al. keep embeddings, the head and scalar/vector parameters on AdamW).
 
 Built from optax's own pieces, `optax.partition` of `optax.contrib.scale_by_muon` (Nesterov, β = `optim.muon_beta`,
 `optim.muon_ns_steps` steps, ε = `optim.eps`) and this project's `adamw`, rather than `optax.contrib.muon` as a
@@ -54,7 +54,7 @@ def dimension_numbers(role: str, ndim: int) -> contrib.MuonDimensionNumbers:
 def shape_scale(fan_in: int, fan_out: int, consistent_rms: float) -> float:
   """s of the module docstring for a fan_in × fan_out matrix."""
   if consistent_rms:
-    return consistent_rms * math.sqrt(max(fan_in, fan_out))  # Liu et al. 2025 §2.2: RMS(s·O) = consistent_rms
+    return consistent_rms * math.sqrt(max(fan_in, fan_out))  # Liu et al. 2025 §2: RMS(s·O) = consistent_rms
   return math.sqrt(max(1.0, fan_out / fan_in))  # Jordan et al. 2024 (modded-nanogpt): √max(1, fan_out/fan_in)
 
 
@@ -125,7 +125,7 @@ def muon(
           weight_dimension_numbers=_numbers_fn(roles),
       ),
       scale_by_shape(roles, cfg.muon_consistent_rms),
-      optax.add_decayed_weights(cfg.weight_decay, mask=mask),  # decoupled, η_t·λ·W (Liu et al. 2025 §2.1)
+      optax.add_decayed_weights(cfg.weight_decay, mask=mask),  # decoupled, η_t·λ·W (Liu et al. 2025 §2)
       optax.scale_by_learning_rate(lr),
   )
   return optax.partition({MUON: muon_half, ADAM: adamw(lr, cfg, mask)}, labels(param_roles))
