@@ -14,7 +14,8 @@ command line overrode) and returns a frozen `Config`, before any data is read or
     compared on a rerun: a resumed run may add a tracker); the layers above pass builders for their own groups
     (main.py: `analysis.config.AnalysisConfig`);
   * keys of different subtrees that must agree checked together: µP learning-rate multipliers exist only for the
-    optimizers of `train.optim.MUP_OPTIMIZERS`.
+    optimizers of `train.optim.MUP_OPTIMIZERS`; QK-clip (`optim.qk_clip`) needs logits that scale with W_q, W_k
+    (no QK-norm).
 Every error names the key (two keys for a contradiction), the bad value and the valid choices
 (`models.config.invalid` / `contradiction`). `resolve` is idempotent: `main.py` resolves the command line's config,
 `train.loop.setup` resolves whatever it is given (a `Config` passes through). Code below this boundary reads the
