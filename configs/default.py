@@ -102,7 +102,7 @@ def get_config() -> ml_collections.ConfigDict:
   i.mup_query_zero = True  # mup: W_q starts at 0 (Yang et al. 2021, App. D.2); False: N(0, 1/fan_in).
 
   o = config.optim = ml_collections.ConfigDict()
-  o.name = "adam"  # Optimizer: adam | adamw | sgd | adafactor | radam (train/optim.py OPTIMIZERS).
+  o.name = "adam"  # adam | adamw | sgd | adafactor | radam | muon | schedule_free_adamw (train/optim.py OPTIMIZERS).
   o.learning_rate = 1e-3  # Peak lr η (Noam's factor η_0 when schedule='rsqrt' and rsqrt_d_model > 0).
   o.schedule = "linear_warmup"  # constant | linear_warmup | rsqrt | warmup_rsqrt | warmup_cosine | warmup_linear_decay.
   o.warmup_steps = 1000  # T_w; 0 = no warmup.
@@ -111,7 +111,7 @@ def get_config() -> ml_collections.ConfigDict:
   o.decay_start = 0  # warmup_rsqrt: step T_d after which lr = η·√(T_d/t); 0 = optim.warmup_steps.
   o.decay_steps = 0  # Horizon of warmup_cosine / warmup_linear_decay, warmup included; 0 = train.num_steps.
   o.min_lr_ratio = 0.0  # End lr of cosine / linear decay, as a fraction of the peak lr.
-  o.b1 = 0.9  # Adam/RAdam β1 (Vaswani et al. 2017 §5.3).
+  o.b1 = 0.9  # Adam/RAdam β1 (Vaswani et al. 2017 §5.3); schedule_free_adamw: the y interpolation β.
   o.b2 = 0.98  # Adam/RAdam β2 (Vaswani et al. 2017 §5.3).
   o.eps = 1e-9  # Adam/RAdam ε (Vaswani et al. 2017 §5.3).
   o.second_moment_init = "zero"  # Adam's ν₀: 'zero' | 'gradient' (ν₀ = g₀², GI-Adam, Kalra & Barkeshli 2024).
@@ -123,6 +123,10 @@ def get_config() -> ml_collections.ConfigDict:
   o.adafactor_decay_rate = 0.8  # Adafactor second-moment decay exponent (T5).
   o.adafactor_clipping_threshold = 1.0  # Adafactor update-RMS clip (T5); 0 = off.
   o.adafactor_min_dim_size_to_factor = 128  # Adafactor factors matrices with both dims >= this.
+  o.muon_beta = 0.95  # muon: Nesterov momentum β of the hidden matrices (Jordan et al. 2024); the rest use b1, b2.
+  o.muon_ns_steps = 5  # muon: Newton–Schulz steps orthogonalizing the momentum (Jordan et al. 2024).
+  o.muon_consistent_rms = 0.2  # muon: update RMS r, scale r·√max(m, n) (Liu et al. 2025); 0 = √max(1, n/m).
+  o.qk_clip = 0.0  # QK-clip τ: rescale W_q, W_k of a head whose max logit > τ (Kimi Team 2025, 100); 0 = off.
 
   d = config.data = ml_collections.ConfigDict()
   d.name = "embedded"  # Source: 'embedded' (synthetic, offline), 'multi30k', or 'tfds:<name>' e.g. 'tfds:lm1b'.

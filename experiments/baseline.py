@@ -67,7 +67,7 @@ def evaluate_test(config: Any, workdir: str, *, pairs: Optional[int] = None) -> 
   eval_step = jax.jit(step_lib.make_eval_step(exp.model, mlm_mask_rate=c.mlm_mask_rate))
   decode = decode_lib.make_greedy_decode(exp.model, c.decode_max_length or exp.data.max_target_length)
   start = time.time()
-  metrics = train.loop.evaluate(exp, eval_step, decode, exp.state.model_variables())
+  metrics = train.loop.evaluate(exp, eval_step, decode, exp.state.eval_variables())  # schedule-free: at x
   decoded = len(exp.data.eval_examples()[:pairs])
   return {**metrics, "pairs": decoded, "step": exp.start_step, "eval_time_s": time.time() - start}
 

@@ -34,6 +34,10 @@ When the `intermediates` collection is mutable (analysis only; in the train step
 the layer records per head: the std and the largest |logit| over unmasked (query, key) pairs, the entropy of the attention
 distribution and its max probability, both averaged over queries that attend to at least one key, and the entropy of
 uniform attention over the same keys (log #valid keys, same average): the entropy's ceiling under the mask.
+
+When the `MAX_LOGIT_COLLECTION` collection is mutable (the train step under `optim.qk_clip > 0`; otherwise nothing is
+computed) the layer records per head S_max = the largest logit (signed, as scaled above) over the batch and the
+unmasked (query, key) pairs: the statistic QK-clip rescales W_q and W_k by (Kimi Team 2025; train/qk_clip.py).
 """
 
 from typing import Any
@@ -47,6 +51,8 @@ from models.norms import make_norm
 from models.parameterization import default_kernel_init, hidden_multiplier
 from models.placement import qkv_norms
 from models.rope import apply_rope
+
+MAX_LOGIT_COLLECTION = "max_logits"  # QK-clip's per-head S_max (module docstring)
 
 
 def logit_scale(kind: str, head_dim: int) -> float:
@@ -145,6 +151,10 @@ class MultiHeadAttention(nn.Module):
       self.sow("intermediates", "entropy", entropy_H)
       self.sow("intermediates", "max_prob", max_H)
       self.sow("intermediates", "uniform_entropy", _uniform_entropy(mask_BxHxQxK))
+
+    if self.is_mutable_collection(MAX_LOGIT_COLLECTION) and not self.is_initializing():  # QK-clip's S_max, exact
+      valid_logits = jnp.where(mask_BxHxQxK, logits_BxHxQxK, -jnp.inf)
+      self.sow(MAX_LOGIT_COLLECTION, "max_logit", jnp.max(valid_logits, axis=(0, 2, 3)))
 
     if c.attention_dropout_rate > 0 and not deterministic:
       probs_BxHxQxK = nn.Dropout(c.attention_dropout_rate)(probs_BxHxQxK, deterministic=False)

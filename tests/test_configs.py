@@ -47,6 +47,9 @@ def test_every_experiment_config_exists():
       "mitchell",
       "olmo2_init",
       "small_init",
+      "muon",
+      "muon_clip",
+      "schedule_free",
   }
   assert expected <= names, expected - names
 

@@ -10,6 +10,7 @@ import optax
 import pytest
 
 from configs import default
+from models import ParamRole
 from train import optim, schedules
 
 
@@ -158,10 +159,15 @@ def _params():
   return {"w": jnp.array([[1.0, -2.0, 0.5], [0.3, 1.5, -1.0]]), "b": jnp.array([1.0, -1.0])}
 
 
+# The toy's roles (what `models.param_roles` gives a model): w a hidden matrix (Muon's), b a bias (AdamW's).
+ROLES = {"w": ParamRole("mlp_in", "shared", 0, "mlp", 2, 3, "w"), "b": ParamRole("bias", "shared", 0, "mlp", 2, 2, "b")}
+
+
 @pytest.mark.parametrize("name", sorted(optim.OPTIMIZERS))
 def test_every_optimizer_decreases_a_quadratic(name):
-  cfg = _cfg(name=name, schedule="constant", learning_rate=0.05, weight_decay=0.0, adafactor_min_dim_size_to_factor=2)
-  tx, _ = optim.make_optimizer(cfg)
+  lr = 0.25 if name == "muon" else 0.05  # Muon's update RMS is 0.2·η (Liu et al. 2025), Adam's about η
+  cfg = _cfg(name=name, schedule="constant", learning_rate=lr, weight_decay=0.0, adafactor_min_dim_size_to_factor=2)
+  tx, _ = optim.make_optimizer(cfg, param_roles=ROLES)
   params = _params()
   state = tx.init(params)
   loss0 = _quadratic(params)
@@ -173,13 +179,15 @@ def test_every_optimizer_decreases_a_quadratic(name):
 
 
 def _one_update(cfg, params, lr_multipliers=None, weight_decay_mask=None):
-  tx, _ = optim.make_optimizer(cfg, lr_multipliers=lr_multipliers, weight_decay_mask=weight_decay_mask)
+  tx, _ = optim.make_optimizer(
+      cfg, lr_multipliers=lr_multipliers, weight_decay_mask=weight_decay_mask, param_roles=ROLES
+  )
   grads = jax.grad(_quadratic)(params)
   updates, _ = tx.update(grads, tx.init(params), params)
   return updates
 
 
-@pytest.mark.parametrize("name", ["sgd", "adam", "adamw"])
+@pytest.mark.parametrize("name", ["sgd", "adam", "adamw", "muon"])
 def test_lr_multiplier_scales_update_exactly(name):
   cfg = _cfg(name=name, schedule="constant", learning_rate=0.1, weight_decay=0.01 if name == "adamw" else 0.0)
   params = _params()

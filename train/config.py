@@ -14,7 +14,8 @@ command line overrode) and returns a frozen `Config`, before any data is read or
     compared on a rerun: a resumed run may add a tracker); the layers above pass builders for their own groups
     (main.py: `analysis.config.AnalysisConfig`);
   * keys of different subtrees that must agree checked together: µP learning-rate multipliers exist only for the
-    optimizers of `train.optim.MUP_OPTIMIZERS`.
+    optimizers of `train.optim.MUP_OPTIMIZERS`; QK-clip (`optim.qk_clip`) needs logits that scale with W_q, W_k
+    (no QK-norm).
 Every error names the key (two keys for a contradiction), the bad value and the valid choices
 (`models.config.invalid` / `contradiction`). `resolve` is idempotent: `main.py` resolves the command line's config,
 `train.loop.setup` resolves whatever it is given (a `Config` passes through). Code below this boundary reads the
@@ -34,6 +35,7 @@ from etils import epath
 import init as init_lib
 import models
 from models.config import AUTO, Section, contradiction, invalid
+from models.placement import qkv_norms
 from train import distributed, optim, trackers
 from train import step as step_lib
 from train.data import config as data_config
@@ -175,6 +177,15 @@ def resolve(
         optim_cfg.name,
         f"the depth learning-rate rule η·(L/L_base)^(α-1) is the AdamW column of Dey et al. 2025, Table 1; valid: "
         f"{list(optim.MUP_OPTIMIZERS)} (or model.depth_alpha=1, which changes no learning rate)",
+    )
+  if optim_cfg.qk_clip and qkv_norms(mc)[0]:  # Kimi Team 2025: QK-clip acts on W_q, W_k scale
+    key = "model.qk_norm" if mc.qk_norm else "model.norm_position"
+    raise contradiction(
+        "optim.qk_clip",
+        optim_cfg.qk_clip,
+        key,
+        mc.qk_norm if mc.qk_norm else mc.norm_position,
+        "QK-norm makes the logits independent of W_q and W_k's scale, which QK-clip rescales; valid: qk_clip 0",
     )
   # Divisibility of the global batches by the process count: checked here when the caller knows the count (no
   # device is touched before `jax.distributed` starts), and again by `train.data.build`.

@@ -7,7 +7,7 @@ ConfigDict becomes a frozen `ModelConfig` here), the initial parameters (`init.i
 
 `train_and_evaluate(experiment)` runs the jitted, data-parallel step until `train.num_steps`, logging to
 `metrics.jsonl`, TensorBoard and the trackers of `metrics.writers` (train/trackers.py), evaluating every `train.eval_every` steps (loss, token accuracy, perplexity;
-greedy-decoding BLEU and exact match for translation) and checkpointing every `train.checkpoint_every` steps and
+greedy-decoding BLEU and exact match for translation; at `TrainState.eval_variables()`, schedule-free's x) and checkpointing every `train.checkpoint_every` steps and
 at the end. A non-finite loss or gradient stops the run: `status.json` says `diverged` with the step and the
 parameters whose gradients were non-finite, the last good checkpoint stays, and `Diverged` is raised for main.py
 to turn into a non-zero exit code. Step hooks (`StepHook`: a measurement every k steps that the layers above build,
@@ -45,6 +45,7 @@ from train import data as data_lib
 from train import decode as decode_lib
 from train import metrics as metrics_lib
 from train import optim
+from train import qk_clip as qk_clip_lib
 from train import step as step_lib
 from train import trackers as trackers_lib
 from train.state import TrainState
@@ -238,7 +239,12 @@ def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> E
   variables = init_lib.init_params(config.init, model, jax.random.fold_in(rng, 0), first)
   params = variables.pop("params")
   multipliers = models.lr_multipliers(params, model_config)
-  tx, schedule = optim.make_optimizer(config.optim, lr_multipliers=multipliers, total_steps=config.train.num_steps)
+  tx, schedule = optim.make_optimizer(
+      config.optim,
+      lr_multipliers=multipliers,
+      total_steps=config.train.num_steps,
+      param_roles=models.param_roles(model_config, params),
+  )
   state = TrainState(
       step=jnp.asarray(0, jnp.int32),
       params=params,
@@ -387,7 +393,12 @@ def _train_and_evaluate(
   progress = metrics_lib.ProgressReporter(max(cfg.num_steps, 1))  # num_steps 0 (init only) reports nothing
   train_step = step_lib.jit_train_step(
       step_lib.make_train_step(
-          exp.model, exp.tx, label_smoothing=cfg.label_smoothing, mlm_mask_rate=cfg.mlm_mask_rate, z_loss=cfg.z_loss
+          exp.model,
+          exp.tx,
+          label_smoothing=cfg.label_smoothing,
+          mlm_mask_rate=cfg.mlm_mask_rate,
+          z_loss=cfg.z_loss,
+          qk_clip=exp.config.optim.qk_clip,
       ),
       exp.mesh,
       jax.tree.map(lambda x: x.sharding, exp.state),  # the state's shardings (setup), kept in and out
@@ -406,7 +417,7 @@ def _train_and_evaluate(
   metrics_lib.write_status(workdir, "running", step, total_steps=cfg.num_steps)
   if cfg.eval_at_init and step == 0 and cfg.num_steps > 0:
     # The loss at init and the targets' unigram entropy: what analysis/outcomes.py classifies a run against.
-    result = evaluate(exp, eval_step, decode_fn, state.model_variables())
+    result = evaluate(exp, eval_step, decode_fn, state.eval_variables())
     writer.write_scalars(0, result, split="eval")
     if jax.process_index() == 0:
       stats = {"split": exp.config.data.eval_split, **exp.data.target_unigram_entropy()}
@@ -444,6 +455,8 @@ def _train_and_evaluate(
     scalars = {k: float(v) for k, v in scalars.items()}
     if cfg.grad_norms_every and done_step % cfg.grad_norms_every == 0:
       scalars.update({f"grad_norm/{n}": float(v) for n, v in zip(names, jax.tree.leaves(m["grad_norms"]))})
+    if "max_logits" in m:  # QK-clip's measured S_max (train/qk_clip.py)
+      scalars.update(qk_clip_lib.scalars(m["max_logits"], exp.config.optim.qk_clip))
     scalars.update(extra)
     writer.write_scalars(done_step, scalars)
     progress.update(done_step, loss=scalars["loss"])  # logs the progress line itself
@@ -486,7 +499,7 @@ def _train_and_evaluate(
       if step % cfg.log_every == 0 or at_end or due:
         log(step, metrics, extra)
     if step % cfg.eval_every == 0 or at_end:
-      result = evaluate(exp, eval_step, decode_fn, state.model_variables())
+      result = evaluate(exp, eval_step, decode_fn, state.eval_variables())
       writer.write_scalars(step, result, split="eval")
       last_eval = (step, result)
       logging.info("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in result.items()}))

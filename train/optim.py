@@ -38,6 +38,8 @@ import jax.numpy as jnp
 import optax
 
 from models.config import Section, contradiction, invalid
+from train import muon as muon_lib
+from train import schedule_free as schedule_free_lib
 from train.schedules import DECAYING_SCHEDULES, SCHEDULES, get_schedule
 
 # ---------------------------------------------------------------------------- optimizers
@@ -156,9 +158,16 @@ OPTIMIZERS: dict[str, Callable[..., optax.GradientTransformation]] = {
     "sgd": sgd,
     "adafactor": adafactor,
     "radam": radam,
+    "muon": muon_lib.muon,  # Jordan et al. 2024; Liu et al. 2025 (train/muon.py)
+    "schedule_free_adamw": schedule_free_lib.schedule_free_adamw,  # Defazio et al. 2024 (train/schedule_free.py)
 }
 # Optimizers that read optim.weight_decay; any other with weight_decay > 0 is a config error.
-WEIGHT_DECAY_OPTIMIZERS = ("adamw", "sgd", "adafactor", "radam")
+WEIGHT_DECAY_OPTIMIZERS = ("adamw", "sgd", "adafactor", "radam", "muon", "schedule_free_adamw")
+# Optimizers that split the parameters by their declared roles (`make_optimizer(param_roles=)`).
+ROLE_OPTIMIZERS = ("muon",)
+# Optimizers whose peak lr and per-leaf multipliers go inside them (`tail=`): their update is not linear in a factor
+# applied afterwards (schedule-free's y).
+INNER_LR_OPTIMIZERS = ("schedule_free_adamw",)
 
 
 def get_optimizer(name: str) -> Callable[..., optax.GradientTransformation]:
@@ -274,6 +283,10 @@ class OptimConfig(Section):
   adafactor_min_dim_size_to_factor: int
   second_moment_init: str
   untuned_warmup: bool
+  muon_beta: float
+  muon_ns_steps: int
+  muon_consistent_rms: float
+  qk_clip: float
 
   def __post_init__(self):
     _check_optim_values(self)
@@ -360,6 +373,9 @@ def _check_optim_values(cfg: OptimConfig) -> None:
     )
   if not isinstance(cfg.untuned_warmup, bool):
     _fail("untuned_warmup", cfg.untuned_warmup, "True or False")
+  _check_number(cfg, "qk_clip", 0, inf)
+  muon_lib.check_config(cfg)
+  schedule_free_lib.check_config(cfg)
   if cfg.weight_decay and cfg.name not in WEIGHT_DECAY_OPTIMIZERS:
     _fail(
         "weight_decay",
@@ -387,6 +403,7 @@ def make_optimizer(
     lr_multipliers=None,
     weight_decay_mask=None,
     total_steps: Optional[int] = None,
+    param_roles=None,
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
   """Builds `clip -> optimizer -> lr multipliers` and returns it with its schedule.
 
@@ -397,6 +414,8 @@ def make_optimizer(
     weight_decay_mask: optional pytree of bools with the params' structure; True = decay
       (pass False for biases and norm scales).
     total_steps: number of updates in the run; the horizon when `optim.decay_steps` is 0.
+    param_roles: the `models.roles.ParamRole` of every parameter (`models.param_roles`), read by the optimizers of
+      `ROLE_OPTIMIZERS` (Muon: which parameters are hidden matrices).
 
   Returns:
     `(tx, schedule)`; `schedule(count)` is the lr of the update made when `count` updates
@@ -415,8 +434,13 @@ def make_optimizer(
   parts = []
   if optim_config.grad_clip_norm:
     parts.append(optax.clip_by_global_norm(optim_config.grad_clip_norm))
-  parts.append(get_optimizer(optim_config.name)(unit, optim_config, weight_decay_mask))
-  parts.append(scale_by_peak_lr(peak))  # the peak lr as data (module docstring)
+  tail = [scale_by_peak_lr(peak)]  # the peak lr as data (module docstring)
   if lr_multipliers is not None:
-    parts.append(scale_by_lr_multipliers(lr_multipliers))
-  return optax.chain(*parts), schedule
+    tail.append(scale_by_lr_multipliers(lr_multipliers))
+  name, kwargs = optim_config.name, {}
+  if name in ROLE_OPTIMIZERS:
+    kwargs.update(param_roles=param_roles, adamw=adamw)
+  if name in INNER_LR_OPTIMIZERS:
+    kwargs["tail"], tail = tail, []
+  parts.append(get_optimizer(name)(unit, optim_config, weight_decay_mask, **kwargs))
+  return optax.chain(*parts, *tail), schedule

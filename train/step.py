@@ -32,7 +32,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from models import ALPHA_COLLECTION, LOGICAL_AXES, scheduled_alpha_update
+from models.attention import MAX_LOGIT_COLLECTION
 from models.config import Section, invalid
+from train import qk_clip as qk_clip_lib
 from train.loss import mlm_batch, token_cross_entropy, token_z_loss
 from train.state import TrainState
 
@@ -213,10 +215,15 @@ def make_train_step(
     label_smoothing: float = 0.0,
     mlm_mask_rate: float = 0.15,
     z_loss: float = 0.0,
+    qk_clip: float = 0.0,
 ) -> Callable:
   """The (unjitted) train step for `model` and optimizer `tx`; the loss it differentiates is the token cross-entropy
-  plus `z_loss`·mean log²Z (`train.loss.token_z_loss`; nothing added at 0), which its `loss` metric reports."""
+  plus `z_loss`·mean log²Z (`train.loss.token_z_loss`; nothing added at 0), which its `loss` metric reports. With
+  `qk_clip` = τ > 0 the forward pass also records every attention head's largest logit (metric `max_logits`,
+  {attention module: per head}) and QK-clip rescales the updated W_q, W_k of the heads above τ (`train.qk_clip`);
+  at 0 nothing of it is traced."""
   c = model.config
+  clip_targets = qk_clip_lib.targets(model) if qk_clip else None
 
   def train_step(state: TrainState, batch: dict):
     step_key = jax.random.fold_in(state.rng, state.step)
@@ -225,22 +232,28 @@ def make_train_step(
       batch = mlm_masked(c, batch, mask_key, mlm_mask_rate)
 
     def loss_fn(params):
-      logits = model.apply(
-          {"params": params, **state.variables}, batch, deterministic=False, rngs={"dropout": dropout_key}
-      )
+      variables, rngs = {"params": params, **state.variables}, {"dropout": dropout_key}
+      max_logits = {}
+      if qk_clip:
+        logits, sown = model.apply(variables, batch, deterministic=False, rngs=rngs, mutable=[MAX_LOGIT_COLLECTION])
+        max_logits = qk_clip_lib.max_logits_by_module(sown[MAX_LOGIT_COLLECTION])
+      else:
+        logits = model.apply(variables, batch, deterministic=False, rngs=rngs)
       total, count = token_cross_entropy(logits, batch["targets"], label_smoothing)
       if z_loss:
         total = total + z_loss * token_z_loss(logits, batch["targets"])
       correct = jnp.sum((jnp.argmax(logits, -1) == batch["targets"]) * (batch["targets"] > 0))
-      return total / jnp.maximum(count, 1.0), (count, correct)
+      return total / jnp.maximum(count, 1.0), (count, correct, max_logits)
 
-    (loss, (count, correct)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    (loss, (count, correct, max_logits)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     grad_norms = jax.tree.map(lambda g: jnp.sqrt(jnp.sum(jnp.square(g.astype(jnp.float32)))), grads)
     leaf_finite = jax.tree.map(lambda g: jnp.all(jnp.isfinite(g)), grads)
     finite = jnp.isfinite(loss) & jnp.all(jnp.stack(jax.tree.leaves(leaf_finite)))
 
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
+    if qk_clip:  # after the update, from the logits of this step's forward pass (Kimi Team 2025, Alg. 1)
+      params = qk_clip_lib.clip(params, max_logits, qk_clip, clip_targets)
     variables = dict(state.variables)
     if ALPHA_COLLECTION in variables:
       variables[ALPHA_COLLECTION] = scheduled_alpha_update(variables[ALPHA_COLLECTION], c.alpha_step, c.alpha_final)
@@ -258,6 +271,8 @@ def make_train_step(
         "grad_norms": grad_norms,
         "grad_finite": leaf_finite,
     }
+    if qk_clip:
+      metrics["max_logits"] = max_logits
     return new_state, metrics
 
   return train_step
