@@ -43,11 +43,15 @@ def _tree(key):
   return {k: jax.random.normal(kk, SHAPES[k][0]) for kk, k in zip(keys, SHAPES)}
 
 
-def test_muon_gets_the_hidden_matrices_of_a_model_and_adam_the_rest():
-  """By declared role on the tiny encoder-decoder: attention q/k/v/out and MLP in/out are Muon's, each one
-  fan_in × fan_out matrix (its dimension numbers give the role's fans); embeddings, norms, biases are AdamW's."""
+@pytest.mark.parametrize("gated", [False, True])
+def test_muon_gets_the_hidden_matrices_of_a_model_and_adam_the_rest(gated):
+  """By declared role on the tiny encoder-decoder: attention q/k/v/out (and gate) and MLP in/out (and a gated MLP's
+  gate) are Muon's, each one fan_in × fan_out matrix (its dimension numbers give the role's fans); embeddings,
+  norms, biases are AdamW's."""
   c = default.get_config()
   c.model.preset = "tiny"
+  if gated:
+    c.model.mlp, c.model.attention_gate = "swiglu", True
   mc = dataclasses.replace(models.ModelConfig.from_config(c.model), vocab_size=50)
   roles = models.param_roles(mc)
   is_role = lambda x: isinstance(x, ParamRole)
@@ -63,7 +67,8 @@ def test_muon_gets_the_hidden_matrices_of_a_model_and_adam_the_rest():
       dims = muon.dimension_numbers(r.role, len(shape))
       fans = (math.prod(shape[a] for a in dims.reduction_axis), math.prod(shape[a] for a in dims.output_axis))
       assert fans == (r.fan_in, r.fan_out), r
-  assert seen["muon"] == {"attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out"}
+  gates = {"attn_gate", "mlp_gate"} if gated else set()
+  assert seen["muon"] == {"attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out"} | gates
   assert seen["adam"] == {"embedding", "norm_scale", "norm_bias", "bias"}
 
 

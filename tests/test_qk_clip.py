@@ -123,6 +123,14 @@ def test_scalars_and_config_errors():
   config.model.qk_norm, config.model.norm_position = False, "hybrid"
   with pytest.raises(ValueError, match=r"config.optim.qk_clip=100.0 contradicts config.model.norm_position='hybrid'"):
     config_lib.resolve(config)
-  config.model.norm_position, config.optim.qk_clip = "pre", -1.0
+  config.model.norm_position, config.model.attn_logit_softcap = "pre", 50.0
+  with pytest.raises(ValueError, match=r"config.optim.qk_clip=100.0 contradicts config.model.attn_logit_softcap=50.0"):
+    config_lib.resolve(config)
+  config.model.attn_logit_softcap, config.model.num_heads, config.model.num_kv_heads = 0.0, 4, 2
+  with pytest.raises(ValueError, match=r"config.optim.qk_clip=100.0 contradicts config.model.num_kv_heads=2"):
+    config_lib.resolve(config)
+  config.model.num_kv_heads = 4  # as many groups as heads: multi-head attention, clipped per head
+  config_lib.resolve(config)
+  config.model.num_kv_heads, config.optim.qk_clip = None, -1.0
   with pytest.raises(ValueError, match=r"config.optim.qk_clip=-1.0 is invalid"):
     config_lib.resolve(config)

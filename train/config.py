@@ -187,6 +187,23 @@ def resolve(
         mc.qk_norm if mc.qk_norm else mc.norm_position,
         "QK-norm makes the logits independent of W_q and W_k's scale, which QK-clip rescales; valid: qk_clip 0",
     )
+  if optim_cfg.qk_clip and mc.attn_logit_softcap:  # S_max is read after the cap; rescaling W_q, W_k is not linear there
+    raise contradiction(
+        "optim.qk_clip",
+        optim_cfg.qk_clip,
+        "model.attn_logit_softcap",
+        mc.attn_logit_softcap,
+        "a capped logit c·tanh(z/c) does not scale with W_q and W_k, which QK-clip rescales; valid: one of them 0",
+    )
+  if optim_cfg.qk_clip and mc.num_kv_heads not in (None, mc.num_heads):  # Kimi Team 2025 clip per head's own W_k
+    raise contradiction(
+        "optim.qk_clip",
+        optim_cfg.qk_clip,
+        "model.num_kv_heads",
+        mc.num_kv_heads,
+        "grouped keys are shared by the heads of a group, so one head's clip would rescale the others' logits; "
+        "valid: num_kv_heads = num_heads (or None), or qk_clip 0",
+    )
   # Divisibility of the global batches by the process count: checked here when the caller knows the count (no
   # device is touched before `jax.distributed` starts), and again by `train.data.build`.
   data_cfg = data_config.validate(tree.data, process_count or 1)

@@ -9,7 +9,7 @@ W_{t+1} = W_t − η_t·(s·O_t + λ·W_t), with decoupled decay λ. The scale s
     values ≈ 1, so RMS(O_t) = √(min(m, n)/(m·n)) = 1/√max(m, n) and RMS(s·O_t) = r: r = 0.2 matches AdamW's
     typical update RMS (their §2), so Muon shares AdamW's learning rate and weight decay;
   * `optim.muon_consistent_rms = 0`: Jordan et al.'s s = √max(1, fan_out/fan_in).
-Which parameters: the 2-D hidden matrices, by role (`MUON_ROLES`: attention q/k/v/out, MLP in/out), each a single
+Which parameters: the 2-D hidden matrices, by role (`MUON_ROLES`: attention q/k/v/out and gate, MLP in/gate/out), each a single
 fan_in × fan_out matrix (the multi-head kernels [D, H, K] / [H, K, D] flattened over heads × head_dim, as
 `models.roles.ParamRole` counts their fans). Everything else (token and position embeddings, readout / MLM head,
 norm gains and biases, DyT/Derf α and shifts, residual scalars, biases) goes to AdamW with `optim.b1`, `optim.b2`,
@@ -39,7 +39,7 @@ from models.config import invalid
 from models.roles import ParamRole, key_name
 
 # The hidden matrices Muon orthogonalizes (Jordan et al. 2024; Liu et al. 2025 §2); every other role gets AdamW.
-MUON_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out")
+MUON_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "attn_gate", "mlp_in", "mlp_gate", "mlp_out")
 MUON, ADAM = "muon", "adam"
 
 
