@@ -154,6 +154,11 @@ def test_measure_reads_the_optima_and_the_shifts_between_the_end_depths(tmp_path
   v = claim.verdict(m)
   assert v.verdict == study.REPRODUCED and "D_loss = Δ_CompleteP − Δ_SP -2.25 [-2.25, -2.25]" in v.reason, v.reason
   assert claim.summary(m)["shift |CompleteP| − |SP|"] == "-3 [-3, -3]"
+  assert claim.summary(m)["D_loss = Δ_CompleteP − Δ_SP"] == "-2.25 [-2.25, -2.25]"
+  # a record from before the rule (no `at_base`): read from its own runs, the same numbers
+  old = json.loads(json.dumps({k: v for k, v in m.items() if k != "at_base"}))
+  assert claim.with_at_base(old)["at_base"] == json.loads(json.dumps(base))
+  assert claim.verdict(old) == v
 
 
 def test_the_sharpness_is_read_at_one_lr_and_a_reference_run_without_records_is_named(tmp_path):

@@ -161,6 +161,14 @@ def measure(results: study.Results) -> dict:
   return study.jsonable(out)
 
 
+def with_at_base(m: dict) -> dict:
+  """`m` with its `at_base` computed from its own runs where a record predates it (the 4-seed record)."""
+  if m.get("at_base") is not None or not m.get("runs") or len(m.get("ends") or []) != 2:
+    return m
+  arms = {a: {int(L): {float(lr): rs for lr, rs in c.items()} for L, c in g.items()} for a, g in m["runs"].items()}
+  return {**m, "at_base": study.jsonable(at_base(arms, [int(L) for L in m["ends"]]))}
+
+
 def _read(m: dict) -> tuple[str, str, str]:
   """(verdict, reason, advice) of the rule (module docstring) on the loss at the base-tuned lr."""
   if m.get("seeds", 0) < 2:
@@ -216,6 +224,7 @@ REREADING = (
 def verdict(m: dict) -> study.Verdict:
   if m.get("unclassed"):
     return study.Verdict(study.INCONCLUSIVE, f"runs without an outcome class (train.eval_at_init off): {m['unclassed'][:4]}")  # fmt: skip
+  m = with_at_base(m)
   v, reason, advice = _read(m)
   reason += f" [decides it: {advice}]" if advice else ""
   seeds = {r["seed"] for g in m.get("runs", {}).values() for c in g.values() for rs in c.values() for r in rs}
@@ -265,7 +274,12 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
 def summary(m: dict) -> dict:
   if m.get("crashed") or not m.get("runs"):
     return {}
-  out = {f"shift {k}": stats.fmt(tuple(s)) for k, s in m["shifts"].items() if s}
+  m = with_at_base(m)
+  base = m.get("at_base") or {}
+  out = {f"Δ loss at η_b {a}": stats.fmt(tuple(x["delta"])) for a, x in (base.get("arms") or {}).items() if x["delta"]}
+  if base.get("diff"):
+    out["D_loss = Δ_CompleteP − Δ_SP"] = stats.fmt(tuple(base["diff"]))
+  out.update({f"shift {k}": stats.fmt(tuple(s)) for k, s in m["shifts"].items() if s})
   out.update({f"sharpness slope {a} (reported)": stats.fmt(tuple(s)) for a, s in (m.get("slopes") or {}).items() if s})  # fmt: skip
   if m.get("sharpness_missing"):
     out["sharpness: reference-lr runs without a window median"] = ", ".join(m["sharpness_missing"])
