@@ -49,6 +49,16 @@ def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
   # A '|' in a headline number's name is escaped, so the table keeps its columns.
   row = report.readme_table([{"claim": "x", "number": 1, "verdict": "reproduced", "summary": {"max|c−1|": 0.5}}])
   assert row.splitlines()[-1].count(" | ") == 4 and "max\\|c−1\\|" in row
+  # a verdict read by a rule stated after its runs were seen is said as a re-reading, in the README and the atlas
+  reread = {
+      "claim": "x",
+      "number": 1,
+      "verdict": "reproduced",
+      "reason": "A re-reading of seeds 0–2 ...",
+      "summary": {},
+  }
+  assert "| reproduced (re-reading; fresh seeds decide) |" in report.readme_table([reread])
+  assert "| **inconclusive** |" in report.readme_table([{**reread, "verdict": "inconclusive", "reason": "fresh"}])
   with pytest.raises(ValueError, match="has no <!-- claims:begin -->"):
     report.update_readme(str(tmp_path / "runs" / "truncated_normal" / "results.md"), [])
 

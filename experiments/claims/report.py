@@ -175,7 +175,7 @@ def write_atlas(results: list[dict], path: str, *, command: str) -> str:
   for r in mine:
     numbers = "; ".join(f"{_cell(k)} {_fmt(v)}" for k, v in (r.get("summary") or {}).items()) or "—"
     lines.append(
-        f"| {r.get('number', '?')} | [{r['claim']}](REPRODUCTION.md#{_anchor(r['claim'])}) | **{r['verdict']}** | "
+        f"| {r.get('number', '?')} | [{r['claim']}](REPRODUCTION.md#{_anchor(r['claim'])}) | {verdict_cell(r)} | "
         f"{numbers} | {r.get('scale', '—')} | {_commit(r) if r.get('provenance') else '—'} |"
     )
   for r in mine:
@@ -187,6 +187,13 @@ def write_atlas(results: list[dict], path: str, *, command: str) -> str:
   return path
 
 
+def verdict_cell(r: dict) -> str:
+  """A record's verdict as the tables say it: bold unless reproduced, and a re-reading (a rule stated after its
+  runs were seen: the reason opens "A re-reading") said as one, its fresh seeds deciding."""
+  verdict = r["verdict"] if r["verdict"] == "reproduced" else f"**{r['verdict']}**"
+  return f"{verdict} (re-reading; fresh seeds decide)" if r.get("reason", "").startswith("A re-reading") else verdict
+
+
 def readme_table(results: list[dict], report_link: str = "reports/REPRODUCTION.md") -> str:
   """The README's results table: one row per claim with its verdict and headline numbers, linking the report."""
   lines = ["| # | claim | verdict | headline numbers | scale |", "|---|---|---|---|---|"]
@@ -195,7 +202,7 @@ def readme_table(results: list[dict], report_link: str = "reports/REPRODUCTION.m
     numbers = "; ".join(f"{_cell(k)} {_fmt(v)}" for k, v in (summary or {}).items()) or "—"
     lines.append(
         f"| {r.get('number', '?')} | [{r['claim']}]({report_link}#{_anchor(r['claim'])}) | "
-        f"{'**' + r['verdict'] + '**' if r['verdict'] != 'reproduced' else r['verdict']} | {numbers} | "
+        f"{verdict_cell(r)} | {numbers} | "
         f"{r.get('scale') or '—'} |"
     )
   return "\n".join(lines)
