@@ -23,10 +23,12 @@ def _records() -> list[dict]:
 
 
 def _table_verdicts(text: str) -> dict[int, str]:
-  """'| n | [claim](...) | verdict ...' rows → {n: verdict without markup}."""
+  """'| n | [claim](...) | verdict ...' rows → {n: verdict without markup (bold, '(re-reading; ...)')}."""
   out = {}
   for line in text.splitlines():
-    m = re.match(r"\| (\d+) \| \[?(\w+)\]?[^|]* \| (\*\*)?([a-z ]+?)(\*\*)?( \(atlas\))? \|", line)
+    m = re.match(
+        r"\| (\d+) \| \[?(\w+)\]?[^|]* \| (\*\*)?([a-z ]+?)(\*\*)?( \(atlas\))?( \(re-reading[^)]*\))? \|", line
+    )
     if m:
       out[int(m.group(1))] = m.group(4)
   return out
