@@ -63,6 +63,7 @@ class Study:
   verdict: Callable[[dict], Verdict]
   figure: Callable[[dict, "Results", str, str], list[str]]
   summary: Callable[[dict], dict] = lambda measured: {}  # headline numbers (name -> value) for the report's table
+  headline: tuple[str, ...] = ()  # the summary's keys the README's table shows (none: its first)
   # The report's further tables, below the headline numbers (REPRODUCTION.md only: the README's table keeps the
   # summary): [{"title": str, "header": [column names], "rows": [[cells]]}], e.g. every predictor's scores.
   tables: Callable[[dict], list] = lambda measured: []

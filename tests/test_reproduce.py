@@ -26,8 +26,8 @@ def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
   )
   assert failed.returncode == 1
   text = (out / "REPRODUCTION.md").read_text()
-  assert "| 1 | [truncated_normal](#truncated-normal) | **reproduced** | tiny | synthetic (no data read) |" in text
-  assert "| 4 | [identity_path](#identity-path) | **inconclusive** | cpu |" in text
+  assert "| 1 | [truncated_normal](#truncated_normal) | **reproduced** | tiny | synthetic (no data read) |" in text
+  assert "| 4 | [identity_path](#identity_path) | **inconclusive** | cpu |" in text
   assert "config.data.dir='' is invalid" in text  # the end of the failed claim's log
   assert "![truncated_normal](reproduction/truncated_normal/truncated_normal.png)" in text
   assert (out / "reproduction" / "truncated_normal" / "truncated_normal.png").stat().st_size > 10_000
@@ -40,7 +40,7 @@ def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
   report.update_readme(str(readme), reproduce.collect(str(out)))
   new = readme.read_text()
   assert new.startswith("intro\n<!-- claims:begin -->\n| # | claim |") and new.endswith("<!-- claims:end -->\nrest\n")
-  assert "old table" not in new and "[identity_path](reports/REPRODUCTION.md#identity-path) | **inconclusive**" in new
+  assert "old table" not in new and "[identity_path](reports/REPRODUCTION.md#identity_path) | **inconclusive**" in new
   # --report_only trains nothing and rewrites the same report from the results on disk.
   (out / "REPRODUCTION.md").unlink()
   again = subprocess.run([*cmd, "--report_only"], cwd=REPO, capture_output=True, text=True, timeout=120)

@@ -243,5 +243,6 @@ CLAIM = study.Study(
     verdict=verdict,
     figure=figure,
     summary=summary,
+    headline=("slope at q = 1, normalized_gelu",),
     figures_from_record=True,
 )

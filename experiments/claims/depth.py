@@ -305,4 +305,5 @@ CLAIM = study.Study(
     verdict=verdict,
     figure=figure,
     summary=summary,
+    headline=("D_loss = Δ_CompleteP − Δ_SP",),
 )

@@ -133,6 +133,7 @@ CLAIM = study.Study(
     verdict=verdict,
     figure=figure,
     summary=summary,
+    headline=("slope log η* on log(c/λ₀), gd", "slope log η* on log(c/λ₀), adam"),
     tables=tables,
     extend=extensions,
     max_rounds=MAX_ROUNDS,

@@ -345,4 +345,5 @@ CLAIM = study.Study(
     verdict=verdict,
     figure=figure,
     summary=summary,
+    headline=("λ_max Post/Pre",),
 )

@@ -19,6 +19,7 @@ import re
 from typing import Optional
 
 from experiments import baseline as baseline_lib
+from experiments.claims import registry
 
 README_BEGIN, README_END = "<!-- claims:begin -->", "<!-- claims:end -->"
 BASELINE_BEGIN, BASELINE_END = "<!-- baseline:begin -->", "<!-- baseline:end -->"
@@ -38,7 +39,8 @@ def _cell(text: str) -> str:
 
 
 def _anchor(name: str) -> str:
-  return name.replace("_", "-")
+  """GitHub's anchor of a heading: lower case, spaces to hyphens, punctuation but '-' and '_' dropped."""
+  return re.sub(r"[^\w\- ]", "", name.strip().lower()).replace(" ", "-")
 
 
 def _data(r: dict) -> str:
@@ -194,12 +196,20 @@ def verdict_cell(r: dict) -> str:
   return f"{verdict} (re-reading; fresh seeds decide)" if r.get("reason", "").startswith("A re-reading") else verdict
 
 
+def headline(r: dict) -> dict:
+  """The summary entries the README's table shows: the study's `headline` keys, else the first entry."""
+  summary = r.get("summary") or {}
+  keys = registry.get_claim(r["claim"]).headline if r["claim"] in registry.CLAIM_NAMES else ()
+  keys = [k for k in keys if k in summary] or list(summary)[:1]
+  return {k: summary[k] for k in keys}
+
+
 def readme_table(results: list[dict], report_link: str = "reports/REPRODUCTION.md") -> str:
-  """The README's results table: one row per claim with its verdict and headline numbers, linking the report."""
-  lines = ["| # | claim | verdict | headline numbers | scale |", "|---|---|---|---|---|"]
+  """The README's results table: one row per claim with its verdict and its headline number (`headline`), linking
+  the report, which has the rest."""
+  lines = ["| # | claim | verdict | headline number | scale |", "|---|---|---|---|---|"]
   for r in results:
-    summary = r.get("summary")  # the numbers the verdict read
-    numbers = "; ".join(f"{_cell(k)} {_fmt(v)}" for k, v in (summary or {}).items()) or "—"
+    numbers = "; ".join(f"{_cell(k)} {_fmt(v)}" for k, v in headline(r).items()) or "—"
     lines.append(
         f"| {r.get('number', '?')} | [{r['claim']}]({report_link}#{_anchor(r['claim'])}) | "
         f"{verdict_cell(r)} | {numbers} | "

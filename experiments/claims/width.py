@@ -286,6 +286,7 @@ CLAIM = study.Study(
     verdict=verdict,
     figure=figure,
     summary=summary,
+    headline=("slope µP", "shift |µP| − |SP|"),
     extend=extensions,
     max_rounds=MAX_ROUNDS,
 )
