@@ -71,6 +71,12 @@ def _check_callable(name, fn):
     raise ValueError(f"{name} must be a callable (params, batch) -> ..., got {type(fn).__name__}")
 
 
+def _call(fn, params, batch):
+  """`fn(params, batch)`: a module-level function, so `jax.eval_shape` of it reuses its trace for the same `fn`
+  structure (a lambda made per call would be traced again every call)."""
+  return fn(params, batch)
+
+
 def _weights(batches, weights, spec):
   # Cast on the host and transfer: jnp.asarray compiles a program of its own for this (a conversion or a copy).
   return jax.device_put(np.asarray(normalized_weights(len(batches), weights), jnp.dtype(spec.dtype)))
@@ -291,7 +297,7 @@ def ggn(
   lins, out_hvps = [], []
   for b in batches:
     if isinstance(loss, str):
-      shape = jax.eval_shape(lambda p, b=b: model_fn(p, b), params)
+      shape = jax.eval_shape(_call, fn, params, b)
       if not isinstance(shape, jax.ShapeDtypeStruct) or len(shape.shape) < 1:
         raise ValueError(f"loss={loss!r} needs model_fn to return one array [..., C], got {shape}")
     if loss == "softmax_cross_entropy":
@@ -337,7 +343,7 @@ def empirical_fisher(
   fn = as_pytree_fn(per_example_loss_fn)
   lins, out_hvps = [], []
   for b in batches:
-    shape = jax.eval_shape(lambda p, b=b: per_example_loss_fn(p, b), params)
+    shape = jax.eval_shape(_call, fn, params, b)
     if not isinstance(shape, jax.ShapeDtypeStruct) or len(shape.shape) != 1 or shape.shape[0] < 1:
       raise ValueError(f"per_example_loss_fn must return a [N] vector of per-example losses, got {shape}")
     losses, lin = _linearized_outputs(fn, params, b)
