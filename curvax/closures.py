@@ -10,11 +10,13 @@ keyed on its structure:
     the program nor referenced by the compilation cache. Nested functions are taken apart the same way. Any other
     value must be hashable and keys the program by (type, value): numbers, strings, Flax modules, GraphDefs,
     functions of a library (these by identity; as with `jax.jit`'s static arguments, mutating such an object between
-    calls is not seen).
-  * anything else, and a function capturing an unhashable non-array value or itself, is wrapped in a
-    `jax.tree_util.Partial`, keyed on the object's identity and kept alive by the compilation cache.
-Rebuilding runs the same code on the same values, so calling a `ClosureFn` computes what calling `fn` computes; a
-captured container (a list or dict holding arrays) is rebuilt as a copy, as `jax.jit` rebuilds its arguments. Only
+    calls is not seen). A container of such values (a list, a dict) is keyed by its contents and passed on as
+    itself, so a side effect on it while the loss is traced reaches the caller's object; a container holding arrays
+    is rebuilt around the traced leaves, as `jax.jit` rebuilds its arguments.
+  * anything else, and a function capturing an unhashable non-array value (e.g. a mutable dataclass, whose contents
+    could change unseen), itself, or having attributes, is wrapped in a `jax.tree_util.Partial`: keyed on the
+    object's identity and kept alive by the compilation cache, as before.
+Rebuilding runs the same code on the same values, so calling a `ClosureFn` computes what calling `fn` computes. Only
 jax and numpy.
 """
 
@@ -47,8 +49,27 @@ class _Globals:
     return isinstance(other, _Globals) and other.namespace is self.namespace
 
 
+class _Same:
+  """A captured value with no arrays or functions in it, keyed by its contents (`key`) but passed on as the very
+  object, so that side effects on it (a list a loss appends to while traced) reach the caller's object."""
+
+  def __init__(self, key, obj):
+    self.key, self.obj = key, obj
+
+  def __hash__(self):
+    return hash(self.key)
+
+  def __eq__(self, other):
+    return isinstance(other, _Same) and type(other.obj) is type(self.obj) and other.key == self.key
+
+
 def _is_array(x) -> bool:
   return isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer))
+
+
+def _is_data(x) -> bool:
+  """True for a leaf that is neither an array nor a function to take apart: it keys the program by value."""
+  return not (_is_array(x) or isinstance(x, (types.FunctionType, functools.partial)))
 
 
 def _encode(x, leaves: list, stack: tuple):
@@ -56,12 +77,13 @@ def _encode(x, leaves: list, stack: tuple):
   parts, treedef = jax.tree_util.tree_flatten(x)
   if jax.tree_util.treedef_is_leaf(treedef) and parts:
     return _encode_leaf(parts[0], leaves, stack)
-  keys = tuple(_encode_leaf(p, leaves, stack) for p in parts)
   try:
     hash(treedef)
   except TypeError:
     raise _NotKeyable(f"a pytree node with unhashable static data ({treedef})") from None
-  return ("tree", treedef, keys)
+  if all(_is_data(p) for p in parts):  # a container of plain values: keyed by them, passed on as itself
+    return ("same", _Same((treedef, tuple(_encode_leaf(p, [], stack) for p in parts)), x))
+  return ("tree", treedef, tuple(_encode_leaf(p, leaves, stack) for p in parts))
 
 
 def _encode_leaf(x, leaves: list, stack: tuple):
@@ -120,6 +142,8 @@ def _decode(key, leaves):
     return next(leaves)
   if kind == "value":
     return key[2]
+  if kind == "same":
+    return key[1].obj
   if kind == "tree":
     return jax.tree_util.tree_unflatten(key[1], [_decode(k, leaves) for k in key[2]])
   if kind == "partial":

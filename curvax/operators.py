@@ -119,6 +119,16 @@ class LinearOperator:
   def flat_matvec(self, x: jax.Array) -> jax.Array:
     return self.spec.ravel(self.apply(self.spec.unravel(x))).astype(self.spec.dtype)
 
+  def nonfinite_inputs(self) -> str:
+    """What this operator knows of why its products were not finite ("" if nothing): asked only after a routine
+    found a non-finite result (`curvax.finite`), so it may fetch its arrays."""
+    return ""
+
+  def checked_inputs(self) -> dict:
+    """Small arrays of this operator's inputs (e.g. per-batch losses) that every routine checks are finite, fetched
+    with its result (`curvax.finite`); {} if none."""
+    return {}
+
   def flat_operator(self) -> "LinearOperator":
     """The pytree programs take (for blocks: without parameter names, so equal-sized blocks share programs)."""
     return self
@@ -136,6 +146,40 @@ class LinearOperator:
     if not self.cacheable:
       return self.apply(v)
     return _apply_program(self, v)
+
+  # Algebra: `curvax.algebra` (imported when used, since it builds on this module). numpy defers to these too.
+  __array_ufunc__ = None
+
+  def __matmul__(self, v):
+    from curvax import algebra  # pylint: disable=import-outside-toplevel
+
+    return algebra.matmul(self, v)
+
+  def __add__(self, other):
+    from curvax import algebra  # pylint: disable=import-outside-toplevel
+
+    return algebra.add(self, other)
+
+  def __radd__(self, other):
+    return self if isinstance(other, int) and other == 0 else NotImplemented  # sum([A, B]) starts from 0
+
+  def __sub__(self, other):
+    from curvax import algebra  # pylint: disable=import-outside-toplevel
+
+    return algebra.add(self, other, sign=-1.0)
+
+  def __mul__(self, c):
+    from curvax import algebra  # pylint: disable=import-outside-toplevel
+
+    return algebra.scale(self, c)
+
+  __rmul__ = __mul__
+
+  def __truediv__(self, c):
+    return self * (1.0 / c)
+
+  def __neg__(self):
+    return self * -1.0
 
 
 @jax.jit
@@ -207,6 +251,10 @@ class MatrixOperator(LinearOperator):
 
   def flat_matvec(self, x):
     return self.a_nxn @ x
+
+  def nonfinite_inputs(self) -> str:
+    finite = np.isfinite(np.asarray(jax.device_get(self.a_nxn)))
+    return "" if finite.all() else f"the matrix has {int((~finite).sum())} non-finite entries"
 
   def apply(self, v):
     return self.a_nxn @ v
