@@ -1,8 +1,10 @@
 """Curvature operators of any loss as data: the Hessian, the generalized Gauss–Newton and the empirical Fisher.
 
 Contract: every constructor takes `(fn, params, batch)` with `params` any pytree of real floating arrays and `batch`
-any pytree (a dict, a tuple `(x, y)`, an array) that `fn` reads; a Python `list` of batches means their weighted
-average (`weights=`, normalized to sum 1; equal by default). Nothing is read from the batch by name. The result is a
+any pytree (a dict, a tuple `(x, y)`, an array) that `fn` reads, its array leaves holding the examples on axis 0;
+`batches=[b1, b2]` (or, as before, a positional Python `list`) means their weighted average (`weights=`, normalized
+to sum 1; equal by default). The checks, before any compute: `curvax.inputs`. Nothing is read from the batch by
+name. The result is a
 `curvax.operators.LinearOperator`: a pytree whose leaves are what its products need (linearization residuals,
 weights) and whose static part is only structure, called on pytrees shaped like `params`. Every routine that takes
 it (`curvax.lanczos`, `curvax.top_eigenvalues`, `curvax.spectral_density`, `curvax.trace`, ...) compiles once per

@@ -2,6 +2,11 @@
 equal to the dense sums (float64, to 1e-12), a new coefficient or checkpoint compiles nothing, `to_scipy` gives a
 `scipy.sparse.linalg.LinearOperator` whose `eigsh` agrees with `top_eigenvalues`, and results print a few lines."""
 
+import json
+import re
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -130,3 +135,37 @@ def test_results_print_a_few_lines_not_the_arrays(ops):
   text = repr(top)
   assert f"values: [{float(top.values[0]):.6g}, " in text and "... (8 in all, shape [8])" in text
   assert "bounds: [" in text and "separated=True" in text
+
+
+DOC_CHECK = """
+import json
+from jax.flatten_util import ravel_pytree
+flat, unravel = ravel_pytree(params)
+dense = np.asarray(jax.hessian(lambda f: loss_fn(unravel(f), batch))(flat), np.float64)
+eig_max = float(np.linalg.eigvalsh((dense + dense.T) / 2)[-1])
+combo = curvax.top_eigenvalues(2.0 * H - 0.5 * damped, 1, num_steps=40, key=jax.random.key(5))
+print("CHECK2 " + json.dumps(dict(
+    shift=np.asarray(damped @ v - H @ v).tolist(), scipy=float(lam_scipy), eig_max=eig_max, top=float(top.values[0]),
+    top_bound=float(top.bounds[0]), combo=float(combo.values[0]), combo_bound=float(combo.bounds[0]))))
+"""
+
+
+def test_the_docs_composition_example_runs_and_agrees_with_dense(tmp_path):
+  """docs/curvax.md's second python block, run after the first in a fresh process (its own compilation cache)."""
+  from tests.test_curvax_docs import REPO, TIMEOUT_S, _env  # pylint: disable=import-outside-toplevel
+
+  blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "curvax.md").read_text(), re.S)
+  script = tmp_path / "example.py"
+  script.write_text("import numpy as np\n" + blocks[0] + blocks[1] + DOC_CHECK)
+  env = _env(XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=str(REPO))
+  proc = subprocess.run(
+      [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  r = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("CHECK2 "))[len("CHECK2 ") :])
+  np.testing.assert_allclose(r["shift"], 1e-3, rtol=1e-3)  # float32: (H + λI)v − Hv = λv to rounding
+  scale = abs(r["eig_max"])
+  assert abs(r["scipy"] - r["eig_max"]) <= 1e-5 * scale, r
+  assert abs(r["top"] - r["scipy"]) <= r["top_bound"] + 1e-5 * scale, r
+  assert abs(r["combo"] - (1.5 * r["eig_max"] - 0.5e-3)) <= r["combo_bound"] + 1e-5 * scale, r
+  assert "ExtremeEigenvalues(top k=1" in proc.stdout

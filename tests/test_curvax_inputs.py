@@ -159,3 +159,29 @@ def test_batch_sharpness_of_a_nan_loss_names_the_batch(setup):
   _raises_one_line(
       FloatingPointError, "not finite for batch\\(es\\) \\[1\\]", curvax.batch_sharpness, loss, params, [b1, b2]
   )
+
+
+def test_an_nnx_state_names_its_rng_leaves_and_the_split_state_works():
+  """A real NNX model: the unsplit State is refused naming its RNG count and key; split with nnx.Param, the loss
+  (a closure over the GraphDef and the rest of the State) gives the closed-form top eigenvalue of Σ_rows ‖Wx + b‖²
+  at x = 1 (3 inputs, 4 rows): 2·4·(3 + 1) = 32."""
+  nnx = pytest.importorskip("flax.nnx")
+
+  class Model(nnx.Module):
+
+    def __init__(self):
+      self.lin = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+      self.drop = nnx.Dropout(0.1, rngs=nnx.Rngs(1))
+
+    def __call__(self, x):
+      return self.drop(self.lin(x), deterministic=True)
+
+  model, x = Model(), jnp.ones((4, 3))
+  graphdef, state = nnx.split(model)
+  unsplit = lambda s, b: jnp.sum(nnx.merge(graphdef, s)(b) ** 2)
+  msg = _raises_one_line(ValueError, "real floating arrays", curvax.hessian, unsplit, state, x)
+  assert "'drop/rngs/count/value' (uint32[])" in msg and "'drop/rngs/key/value' (key<fry>[])" in msg
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  loss = lambda p, b: jnp.sum(nnx.merge(graphdef, p, rest)(b) ** 2)
+  top = curvax.top_eigenvalues(curvax.hessian(loss, params, x), 1, num_steps=8, key=jax.random.key(0))
+  np.testing.assert_allclose(float(top.values[0]), 32.0, rtol=1e-5)  # float32 parameters
