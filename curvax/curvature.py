@@ -69,7 +69,7 @@ def _linearized_grad(loss_fn, params, batch):
   `jax.tree_util.Partial` whose stored residuals are pytree leaves (an operand of later programs, not a constant);
   the loss rides along as the gradient's aux output (no extra pass), for `nonfinite_inputs`."""
   value_and_grad = jax.value_and_grad(lambda q: scalar_loss(loss_fn, q, batch))
-  _, lin, loss = jax.linearize(lambda q: value_and_grad(q)[::-1], params, has_aux=True)
+  _, lin, loss = jax.linearize(lambda q: value_and_grad(q)[::-1], params, has_aux=True)  # (gradient, aux loss)
   return lin, loss
 
 
@@ -89,9 +89,8 @@ def _linearized_outputs(model_fn, params, batch):
 @jax.jit
 def _linearized_output_grad(loss, outputs, batch):
   """The linear map u ↦ H_out u of a loss in the outputs: its gradient in the outputs, linearized once."""
-  return jax.linearize(lambda z: jax.grad(lambda y: scalar_loss(loss, y, batch, "loss", "outputs, batch"))(z), outputs)[
-      1
-  ]
+  grad = jax.grad(lambda z: scalar_loss(loss, z, batch, "loss", "outputs, batch"))
+  return jax.linearize(grad, outputs)[1]
 
 
 def weighted_sum(items, ws, product):
