@@ -1,10 +1,13 @@
 """curvax: curvature of any JAX loss as operators that are data, and certified spectra of them.
 
-Build an operator (`hessian`, `ggn`, `empirical_fisher`, `block`, `matrix_operator`, `as_operator`), then pass it,
-operator first, to a routine that takes its shapes from it; `batch_sharpness` reads a loss over mini-batches directly. Imports only jax, numpy and (for XTrace) matfree.
+Build an operator (`hessian`, `ggn`, `empirical_fisher`, `block`, `matrix_operator`, `as_operator`), compose it
+(`A @ v`, `A + B`, `c * A`, `A + lam * identity_like(A)`, `to_scipy(A)`), then pass it, operator first, to a routine
+that takes its shapes from it; `batch_sharpness` reads a loss over mini-batches directly. Imports only jax, numpy and
+(for XTrace) matfree; `to_scipy` imports scipy when called.
 See docs/curvax.md.
 """
 
+from curvax.algebra import IdentityOperator, LinearCombination, identity_like, to_scipy
 from curvax.blocks import BlockOperator, block, block_indices, leaf_paths
 from curvax.cache import enable_compilation_cache
 from curvax.curvature import (
@@ -52,7 +55,9 @@ __all__ = [
     "FlatSpec",
     "GaussNewtonOperator",
     "HessianOperator",
+    "IdentityOperator",
     "JvpHessianOperator",
+    "LinearCombination",
     "LinearOperator",
     "MatrixOperator",
     "as_operator",
@@ -64,6 +69,8 @@ __all__ = [
     "enable_compilation_cache",
     "ggn",
     "hessian",
+    "identity_like",
     "leaf_paths",
     "matrix_operator",
+    "to_scipy",
 ]

@@ -83,6 +83,12 @@ class BlockOperator(LinearOperator):
     parts = [jax.lax.dynamic_slice(y, (self.offsets[j],), (size,)) for j, size in enumerate(self.sizes)]
     return jnp.concatenate(parts).astype(self.spec.dtype)
 
+  def nonfinite_inputs(self) -> str:
+    return self.full.nonfinite_inputs()
+
+  def checked_inputs(self) -> dict:
+    return self.full.checked_inputs()
+
   def flat_operator(self):
     flat = FlatSpec(jax.tree.structure(0), ((self.spec.size,),), (jnp.dtype(self.spec.dtype).name,))
     return BlockOperator(self.full.flat_operator(), self.offsets, self.sizes, flat)

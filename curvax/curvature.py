@@ -1,8 +1,10 @@
 """Curvature operators of any loss as data: the Hessian, the generalized Gauss–Newton and the empirical Fisher.
 
 Contract: every constructor takes `(fn, params, batch)` with `params` any pytree of real floating arrays and `batch`
-any pytree (a dict, a tuple `(x, y)`, an array) that `fn` reads; a Python `list` of batches means their weighted
-average (`weights=`, normalized to sum 1; equal by default). Nothing is read from the batch by name. The result is a
+any pytree (a dict, a tuple `(x, y)`, an array) that `fn` reads, its array leaves holding the examples on axis 0;
+`batches=[b1, b2]` (or, as before, a positional Python `list`) means their weighted average (`weights=`, normalized
+to sum 1; equal by default). The checks, before any compute: `curvax.inputs`. Nothing is read from the batch by
+name. The result is a
 `curvax.operators.LinearOperator`: a pytree whose leaves are what its products need (linearization residuals,
 weights) and whose static part is only structure, called on pytrees shaped like `params`. Every routine that takes
 it (`curvax.lanczos`, `curvax.top_eigenvalues`, `curvax.spectral_density`, `curvax.trace`, ...) compiles once per
@@ -31,44 +33,27 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from curvax.operators import FlatSpec, LinearOperator, as_pytree_fn
+from curvax.inputs import (  # noqa: F401  (as_batches, normalized_weights: clients import them here)
+    NO_BATCH,
+    as_batches,
+    check_params,
+    normalized_weights,
+    scalar_loss,
+)
+from curvax.operators import LinearOperator, as_pytree_fn
 
 GGN_LOSSES = ("softmax_cross_entropy", "mse")
-
-
-def as_batches(batch) -> list:
-  """A list of batches: a Python list is several batches, anything else (dict, tuple, array) is one."""
-  if isinstance(batch, list):
-    if not batch:
-      raise ValueError("batch: an empty list of batches was given; pass one batch (any pytree) or a non-empty list")
-    return batch
-  return [batch]
-
-
-def normalized_weights(num_batches: int, weights: Optional[Sequence[float]] = None) -> np.ndarray:
-  """w_b / Σ w_b (equal weights when `weights` is None); ValueError on a wrong length, a negative entry or a zero sum."""
-  raw = np.ones(num_batches) if weights is None else np.asarray(weights, np.float64)
-  if raw.shape != (num_batches,):
-    raise ValueError(f"weights must have one entry per batch ({num_batches}), got shape {raw.shape}")
-  if not np.all(np.isfinite(raw)) or np.any(raw < 0) or raw.sum() <= 0:
-    raise ValueError(f"weights={raw.tolist()} must be finite and non-negative with a positive sum")
-  return raw / raw.sum()
-
-
-def check_params(params) -> FlatSpec:
-  """The `FlatSpec` of `params`; ValueError unless it has leaves and all of them are real floating arrays."""
-  leaves = jax.tree.leaves(params)
-  if not leaves:
-    raise ValueError("params has no array leaves: pass the pytree of parameters the loss differentiates")
-  bad = [jnp.result_type(x).name for x in leaves if not jnp.issubdtype(jnp.result_type(x), jnp.floating)]
-  if bad:
-    raise ValueError(f"params must be real floating arrays, got leaves of dtype {sorted(set(bad))}")
-  return FlatSpec.of(params)
 
 
 def _check_callable(name, fn):
   if not callable(fn):
     raise ValueError(f"{name} must be a callable (params, batch) -> ..., got {type(fn).__name__}")
+
+
+def _call(fn, params, batch):
+  """`fn(params, batch)`: a module-level function, so `jax.eval_shape` of it reuses its trace for the same `fn`
+  structure (a lambda made per call would be traced again every call)."""
+  return fn(params, batch)
 
 
 def _weights(batches, weights, spec):
@@ -80,9 +65,12 @@ def _weights(batches, weights, spec):
 # and the linearized map it returns has the same tree structure each time, so programs taking it are reused too.
 @jax.jit
 def _linearized_grad(loss_fn, params, batch):
-  """The linear map v ↦ Hv of one batch, linearized once under jit: a `jax.tree_util.Partial` whose stored
-  residuals are pytree leaves (an operand of later programs, not a constant)."""
-  return jax.linearize(lambda q: jax.grad(loss_fn)(q, batch), params)[1]
+  """(the linear map v ↦ Hv of one batch, its loss), linearized once under jit: the map is a
+  `jax.tree_util.Partial` whose stored residuals are pytree leaves (an operand of later programs, not a constant);
+  the loss rides along as the gradient's aux output (no extra pass), for `nonfinite_inputs`."""
+  value_and_grad = jax.value_and_grad(lambda q: scalar_loss(loss_fn, q, batch))
+  _, lin, loss = jax.linearize(lambda q: value_and_grad(q)[::-1], params, has_aux=True)  # (gradient, aux loss)
+  return lin, loss
 
 
 @jax.jit
@@ -101,7 +89,8 @@ def _linearized_outputs(model_fn, params, batch):
 @jax.jit
 def _linearized_output_grad(loss, outputs, batch):
   """The linear map u ↦ H_out u of a loss in the outputs: its gradient in the outputs, linearized once."""
-  return jax.linearize(lambda z: jax.grad(loss)(z, batch), outputs)[1]
+  grad = jax.grad(lambda z: scalar_loss(loss, z, batch, "loss", "outputs, batch"))
+  return jax.linearize(grad, outputs)[1]
 
 
 def weighted_sum(items, ws, product):
@@ -121,18 +110,35 @@ def weighted_sum(items, ws, product):
 class HessianOperator(LinearOperator):
   """v ↦ Σ_b w_b H_b v from each batch's linearized gradient (residuals and weights are leaves)."""
 
-  def __init__(self, lins, weights, spec):
-    self.lins, self.weights, self.spec = tuple(lins), weights, spec
+  def __init__(self, lins, weights, spec, losses=None):
+    self.lins, self.weights, self.spec, self.losses = tuple(lins), weights, spec, losses
 
   def apply(self, v):
     return weighted_sum(self.lins, self.weights, lambda lin: lin(v))
 
+  def nonfinite_inputs(self) -> str:
+    return "" if self.losses is None else describe_losses("loss_fn", self.losses)
+
+  def checked_inputs(self) -> dict:
+    return {} if self.losses is None else {"losses": self.losses}
+
   def tree_flatten(self):
-    return (self.lins, self.weights), (self.spec,)
+    return (self.lins, self.weights, self.losses), (self.spec,)
 
   @classmethod
   def tree_unflatten(cls, aux, children):
-    return cls(children[0], children[1], aux[0])
+    return cls(children[0], children[1], aux[0], children[2])
+
+
+def describe_losses(name: str, losses) -> str:
+  """The message "loss_fn(params, batch) is nan for batch(es) [0]: ..." naming the non-finite losses, else ""."""
+  values = np.asarray(jax.device_get(list(losses)), np.float64).reshape(len(losses), -1)
+  bad = [i for i, v in enumerate(values) if not np.all(np.isfinite(v))]
+  if not bad:
+    return ""
+  value = values[bad[0]]
+  shown = value[0] if value.size == 1 else value.tolist()
+  return f"{name}(params, batch) is {shown} for batch(es) {bad}: the loss is not finite there (a log of 0, a 0/0?)"
 
 
 @jax.tree_util.register_pytree_node_class
@@ -143,8 +149,11 @@ class JvpHessianOperator(LinearOperator):
     self.loss_fn, self.params, self.batches, self.weights, self.spec = loss_fn, params, tuple(batches), weights, spec
 
   def apply(self, v):
-    grad = jax.grad(self.loss_fn)
+    grad = jax.grad(lambda q, b: scalar_loss(self.loss_fn, q, b))  # a non-scalar loss fails at the first trace
     return weighted_sum(self.batches, self.weights, lambda b: jax.jvp(lambda q: grad(q, b), (self.params,), (v,))[1])
+
+  def nonfinite_inputs(self) -> str:
+    return describe_losses("loss_fn", [self.loss_fn(self.params, b) for b in self.batches])
 
   def tree_flatten(self):
     return (self.loss_fn, self.params, self.batches, self.weights), (self.spec,)
@@ -157,8 +166,9 @@ class JvpHessianOperator(LinearOperator):
 def hessian(
     loss_fn: Callable[[Any, Any], jax.Array],
     params: Any,
-    batch: Any,
+    batch: Any = NO_BATCH,
     *,
+    batches: Optional[Sequence[Any]] = None,
     weights: Optional[Sequence[float]] = None,
     linearize: bool = True,
 ) -> LinearOperator:
@@ -167,8 +177,10 @@ def hessian(
   Args:
     loss_fn: `loss_fn(params, batch) -> scalar`.
     params: the point θ (pytree of real floating arrays).
-    batch: one batch (any pytree), or a list of batches: then H = Σ_b w_b H_b, the Hessian of the weighted average
-      of the per-batch losses.
+    batch: one batch (any pytree; its array leaves hold the examples on axis 0), or a Python list of batches (as
+      `batches`; a list whose elements differ in structure, like `[x, y]`, is refused: pass a tuple).
+    batches: several batches, explicitly: then H = Σ_b w_b H_b, the Hessian of the weighted average of the
+      per-batch losses. Give `batch` or `batches`.
     weights: per-batch weights (normalized to sum 1); None: equal weights.
     linearize: True: linearize the gradient once per batch (each product = one tangent pass over stored residuals).
       False: `jax.jvp` of the gradient per product (nothing stored).
@@ -177,12 +189,13 @@ def hessian(
     A `HessianOperator` (or `JvpHessianOperator`) on pytrees shaped like `params`.
   """
   _check_callable("loss_fn", loss_fn)
-  batches = as_batches(batch)
+  batches = as_batches(batch, batches)
   spec = check_params(params)
   ws = _weights(batches, weights, spec)
   fn = as_pytree_fn(loss_fn)
   if linearize:
-    return HessianOperator([_linearized_grad(fn, params, b) for b in batches], ws, spec)
+    lins, losses = zip(*[_linearized_grad(fn, params, b) for b in batches])
+    return HessianOperator(lins, ws, spec, losses)
   return JvpHessianOperator(fn, params, batches, ws, spec)
 
 
@@ -217,6 +230,16 @@ class GaussNewtonOperator(LinearOperator):
 
     return weighted_sum(range(len(self.lins)), self.weights, one)
 
+  def nonfinite_inputs(self) -> str:
+    bad = [
+        b
+        for b, h in enumerate(self.out_hvps)
+        if not all(np.isfinite(jax.device_get(x)).all() for x in jax.tree.leaves(h))
+    ]
+    if not bad:
+      return ""
+    return f"the model's outputs (or the output Hessian built from them) are not finite for batch(es) {bad}"
+
   def tree_flatten(self):
     return (self.lins, self.out_hvps, self.weights), (self.spec,)
 
@@ -244,8 +267,9 @@ def position_weights(shape_without_classes, dtype, output_weights, batch):
 def ggn(
     model_fn: Callable[[Any, Any], Any],
     params: Any,
-    batch: Any,
+    batch: Any = NO_BATCH,
     *,
+    batches: Optional[Sequence[Any]] = None,
     loss: Union[str, Callable[[Any, Any], jax.Array]] = "softmax_cross_entropy",
     weights: Optional[Sequence[float]] = None,
     output_weights: Optional[Callable[[Any], jax.Array]] = None,
@@ -259,7 +283,7 @@ def ggn(
     model_fn: `model_fn(params, batch) -> outputs`; for a named loss an array [..., C] (logits or predictions,
       C outputs per position), for a callable loss any pytree it reads.
     params: the point θ.
-    batch: one batch (any pytree) or a list of batches (weighted average as in `hessian`).
+    batch, batches: one batch, or several (weighted average), as in `hessian`.
     loss: "softmax_cross_entropy" (the mean over positions of −log softmax(z)_y; H_out = diag(p) − ppᵀ per
       position, independent of the labels), "mse" (the mean over all entries of (z − y)²; H_out = 2I/(C·N)), or a
       callable `loss(outputs, batch) -> scalar`, whose Hessian in the outputs is then linearized once per batch
@@ -284,14 +308,14 @@ def ggn(
     raise ValueError("output_weights applies to the named losses only; weight the positions inside the callable loss")
   if output_weights is not None and not callable(output_weights):
     raise ValueError(f"output_weights must be None or a callable batch -> weights, got {type(output_weights).__name__}")
-  batches = as_batches(batch)
+  batches = as_batches(batch, batches)
   spec = check_params(params)
   ws = _weights(batches, weights, spec)
   fn = as_pytree_fn(model_fn)
   lins, out_hvps = [], []
   for b in batches:
     if isinstance(loss, str):
-      shape = jax.eval_shape(lambda p, b=b: model_fn(p, b), params)
+      shape = jax.eval_shape(_call, fn, params, b)
       if not isinstance(shape, jax.ShapeDtypeStruct) or len(shape.shape) < 1:
         raise ValueError(f"loss={loss!r} needs model_fn to return one array [..., C], got {shape}")
     if loss == "softmax_cross_entropy":
@@ -312,8 +336,9 @@ def ggn(
 def empirical_fisher(
     per_example_loss_fn: Callable[[Any, Any], jax.Array],
     params: Any,
-    batch: Any,
+    batch: Any = NO_BATCH,
     *,
+    batches: Optional[Sequence[Any]] = None,
     weights: Optional[Sequence[float]] = None,
 ) -> LinearOperator:
   """The empirical Fisher F v = (1/N) Σ_i ∇ℓ_i (∇ℓ_iᵀ v) (Kunstner, Balles & Hennig 2019, Eq. 3).
@@ -324,20 +349,20 @@ def empirical_fisher(
   Args:
     per_example_loss_fn: `per_example_loss_fn(params, batch) -> [N]` losses, one per example.
     params: the point θ.
-    batch: one batch (any pytree) or a list of batches (weighted average as in `hessian`).
+    batch, batches: one batch, or several (weighted average), as in `hessian`.
     weights: per-batch weights (normalized to sum 1); None: equal.
 
   Returns:
     A `GaussNewtonOperator` on pytrees shaped like `params` (PSD, rank ≤ N per batch).
   """
   _check_callable("per_example_loss_fn", per_example_loss_fn)
-  batches = as_batches(batch)
+  batches = as_batches(batch, batches)
   spec = check_params(params)
   ws = _weights(batches, weights, spec)
   fn = as_pytree_fn(per_example_loss_fn)
   lins, out_hvps = [], []
   for b in batches:
-    shape = jax.eval_shape(lambda p, b=b: per_example_loss_fn(p, b), params)
+    shape = jax.eval_shape(_call, fn, params, b)
     if not isinstance(shape, jax.ShapeDtypeStruct) or len(shape.shape) != 1 or shape.shape[0] < 1:
       raise ValueError(f"per_example_loss_fn must return a [N] vector of per-example losses, got {shape}")
     losses, lin = _linearized_outputs(fn, params, b)

@@ -27,6 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curvax import summary
+from curvax.finite import check_finite
 from curvax.lanczos import lanczos_core
 from curvax.lanczos_options import DEFAULT_MAX_BASIS_BYTES, check_reorthogonalize, lanczos_options
 from curvax.operators import run_program, with_callback
@@ -63,6 +65,9 @@ class SpectralDensity:
   orthogonality_loss: jax.Array
   band_percentiles: tuple
   num_bootstrap: int
+
+  def __repr__(self):
+    return summary.density(self)
 
 
 jax.tree_util.register_dataclass(
@@ -234,7 +239,7 @@ def spectral_density(
   check_positive_int("num_bootstrap", num_bootstrap)
   check_positive_int("grid_size", grid_size, minimum=2)
   if num_steps > n:
-    raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator")
+    raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator; valid: 1 ≤ num_steps ≤ {n}")
   check_reorthogonalize(reorthogonalize)
   if sigma is not None and not sigma > 0:
     raise ValueError(f"sigma={sigma!r} must be positive")
@@ -259,7 +264,7 @@ def spectral_density(
       dtype,
       batch=probe_batch,
   )
-  return with_callback(
+  res = with_callback(
       callback,
       lambda cid: run_program(
           _slq_program,
@@ -280,3 +285,5 @@ def spectral_density(
           **static,
       ),
   )
+  check_finite("spectral_density", op, dict(nodes=res.nodes, weights=res.weights))
+  return res

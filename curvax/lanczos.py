@@ -64,6 +64,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curvax import summary
+from curvax.finite import check_finite
 from curvax.lanczos_options import (
     DEFAULT_MAX_BASIS_BYTES,
     check_basis_memory,
@@ -136,6 +138,9 @@ class LanczosResult:
   reorthogonalize: str
   orthogonality: str
   breakdown_policy: str
+
+  def __repr__(self):
+    return summary.lanczos(self)
 
   def valid_ritz(self):
     """Host-side helper: (ritz_values, ritz_bounds) of the k valid entries as numpy arrays (unbatched only)."""
@@ -449,6 +454,8 @@ def lanczos(
       matvec_rtol=None if matvec_rtol is None else float(matvec_rtol),
   )
   start = key if v0 is None else v0
-  return with_callback(
+  res = with_callback(
       callback, lambda cid: run_program(_lanczos_program, ("gaussian", *LANCZOS_STATIC), op, start, cid, **static)
   )
+  check_finite("lanczos", op, dict(alphas=res.alphas, betas=res.betas))
+  return res

@@ -91,7 +91,9 @@ def validate_options(num_steps, n, dtype, reorthogonalize, reorth_passes, breakd
   if not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
     raise ValueError(f"num_steps={num_steps!r} must be a positive int")
   if num_steps > n:
-    raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator (Krylov dimension ≤ n)")
+    raise ValueError(
+        f"num_steps={num_steps} exceeds the dimension n={n} of the operator (Krylov dimension ≤ n); valid: 1 ≤ num_steps ≤ {n}"
+    )
   if not (jnp.issubdtype(dtype, jnp.floating)):
     raise ValueError(f"v0 must have a real floating dtype, got dtype={dtype}")
   if breakdown_tol is not None and not (0 < breakdown_tol < 1):

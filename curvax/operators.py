@@ -13,11 +13,13 @@ Programs work on flat vectors: `op.flat_operator()` gives the pytree a program t
 [n] -> [n] (ravel order of `jax.tree.leaves`, the order of `jax.flatten_util.ravel_pytree`). The flat operator
 of a block carries no parameter names, so blocks of the same sizes share a program.
 
-A plain Python callable becomes an operator with `as_operator(matvec, example)` (the example gives its shapes): it is then part of the program's static structure, so the
-program is traced for that callable object. Such programs are compiled in a fresh `jax.jit` wrapper that is dropped
-after the call, so a closure over large arrays is not kept alive by a global cache; to reuse a compilation pass a
-`LinearOperator` or a `jax.tree_util.Partial` whose function is a module-level function and whose arguments are
-arrays.
+A plain Python callable becomes an operator with `as_operator(matvec, example)` (the example gives its shapes). A
+Python function or `functools.partial` is taken apart by `curvax.closures` (its code and captured non-array values
+key the program, its captured arrays are leaves), so a fresh closure with the same code reuses the compiled programs.
+Any other callable (or a function `curvax.closures` cannot take apart) is part of the program's static structure:
+such programs are compiled in a fresh `jax.jit` wrapper that is dropped after the call, so the callable is not kept
+alive by a global cache; to reuse a compilation pass a `LinearOperator` or a `jax.tree_util.Partial` whose function
+is a module-level function and whose arguments are arrays.
 
 Progress callbacks (host functions) are not part of any program's structure either: a program is compiled with a
 fixed dispatcher and receives the callback's registry id as a runtime operand (`register_callback`). Only whether
@@ -37,6 +39,8 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from curvax.closures import ClosureFn, as_pytree_fn, is_pytree_callable  # noqa: F401  (as_pytree_fn: clients import it here)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +119,16 @@ class LinearOperator:
   def flat_matvec(self, x: jax.Array) -> jax.Array:
     return self.spec.ravel(self.apply(self.spec.unravel(x))).astype(self.spec.dtype)
 
+  def nonfinite_inputs(self) -> str:
+    """What this operator knows of why its products were not finite ("" if nothing): asked only after a routine
+    found a non-finite result (`curvax.finite`), so it may fetch its arrays."""
+    return ""
+
+  def checked_inputs(self) -> dict:
+    """Small arrays of this operator's inputs (e.g. per-batch losses) that every routine checks are finite, fetched
+    with its result (`curvax.finite`); {} if none."""
+    return {}
+
   def flat_operator(self) -> "LinearOperator":
     """The pytree programs take (for blocks: without parameter names, so equal-sized blocks share programs)."""
     return self
@@ -133,40 +147,64 @@ class LinearOperator:
       return self.apply(v)
     return _apply_program(self, v)
 
+  # Algebra: `curvax.algebra` (imported when used, since it builds on this module). numpy defers to these too.
+  __array_ufunc__ = None
+
+  def __matmul__(self, v):
+    from curvax import algebra  # pylint: disable=import-outside-toplevel
+
+    return algebra.matmul(self, v)
+
+  def __add__(self, other):
+    from curvax import algebra  # pylint: disable=import-outside-toplevel
+
+    return algebra.add(self, other)
+
+  def __radd__(self, other):
+    return self if isinstance(other, int) and other == 0 else NotImplemented  # sum([A, B]) starts from 0
+
+  def __sub__(self, other):
+    from curvax import algebra  # pylint: disable=import-outside-toplevel
+
+    return algebra.add(self, other, sign=-1.0)
+
+  def __mul__(self, c):
+    from curvax import algebra  # pylint: disable=import-outside-toplevel
+
+    return algebra.scale(self, c)
+
+  __rmul__ = __mul__
+
+  def __truediv__(self, c):
+    return self * (1.0 / c)
+
+  def __neg__(self):
+    return self * -1.0
+
 
 @jax.jit
 def _apply_program(op, v):
   return op.apply(v)
 
 
-def _is_pytree_callable(fn) -> bool:
-  """True for callables that are registered pytrees (e.g. `jax.tree_util.Partial`, `LinearOperator`s)."""
-  return not jax.tree_util.treedef_is_leaf(jax.tree.structure(fn)) or isinstance(fn, jax.tree_util.Partial)
-
-
-def as_pytree_fn(fn):
-  """A callable as a jit argument: itself if it is a registered pytree (`train.loss.LossFn`, a `Partial`), else a
-  `jax.tree_util.Partial` holding it (its identity then keys the compilation)."""
-  return fn if _is_pytree_callable(fn) else jax.tree_util.Partial(fn)
-
-
 @jax.tree_util.register_pytree_node_class
 class FunctionOperator(LinearOperator):
-  """A user's matvec on pytrees shaped like `spec`. A pytree callable (`jax.tree_util.Partial`) is data; a plain
-  callable is static (`cacheable` False: programs for it are compiled per call)."""
+  """A user's matvec on pytrees shaped like `spec`. A pytree callable (`jax.tree_util.Partial`, a Python function
+  taken apart by `curvax.closures`) is data; any other callable is static (`cacheable` False: programs for it are
+  compiled per call)."""
 
   def __init__(self, fn: Callable[[Any], Any], spec: FlatSpec):
     self.fn, self.spec = fn, spec
 
   @property
   def cacheable(self):
-    return _is_pytree_callable(self.fn)
+    return is_pytree_callable(self.fn)
 
   def apply(self, v):
     return self.fn(v)
 
   def tree_flatten(self):
-    if _is_pytree_callable(self.fn):
+    if is_pytree_callable(self.fn):
       return (self.fn,), (True, None, self.spec)
     return (), (False, self.fn, self.spec)
 
@@ -198,7 +236,9 @@ def as_operator(matvec, example=None) -> LinearOperator:
     return matvec
   if not callable(matvec):
     raise ValueError(f"matvec must be a LinearOperator or a callable, got {type(matvec).__name__}")
-  return FunctionOperator(matvec, spec)
+  fn = as_pytree_fn(matvec)
+  # A callable `curvax.closures` cannot take apart stays static: compiled per call, and not retained after it.
+  return FunctionOperator(fn if isinstance(fn, ClosureFn) or is_pytree_callable(matvec) else matvec, spec)
 
 
 @jax.tree_util.register_pytree_node_class
@@ -211,6 +251,10 @@ class MatrixOperator(LinearOperator):
 
   def flat_matvec(self, x):
     return self.a_nxn @ x
+
+  def nonfinite_inputs(self) -> str:
+    finite = np.isfinite(np.asarray(jax.device_get(self.a_nxn)))
+    return "" if finite.all() else f"the matrix has {int((~finite).sum())} non-finite entries"
 
   def apply(self, v):
     return self.a_nxn @ v

@@ -23,7 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curvax.curvature import as_batches, check_params, normalized_weights
+from curvax import summary
+from curvax.inputs import as_batches, check_params, normalized_weights, scalar_loss
 from curvax.operators import as_pytree_fn
 
 
@@ -37,11 +38,14 @@ class BatchSharpness:
   ratio_of_means: float
   per_batch: tuple[float, ...]
 
+  def __repr__(self):
+    return summary.sharpness(self)
+
 
 @jax.jit
 def _curvature_along_gradient(loss_fn, params, batch):
   """(gᵀHg, gᵀg) of one batch's loss at `params`, g its gradient: one gradient and one HVP along it."""
-  grad = lambda q: jax.grad(loss_fn)(q, batch)
+  grad = jax.grad(lambda q: scalar_loss(loss_fn, q, batch))
   g, hg = jax.jvp(grad, (params,), (grad(params),))
   dot = lambda a, b: sum(jnp.vdot(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
   return dot(g, hg), dot(g, g)
@@ -65,6 +69,7 @@ def batch_sharpness(
 
   Raises:
     ValueError: a batch whose gradient is exactly zero (its Rayleigh quotient is undefined).
+    FloatingPointError: a batch whose gradient or curvature along it is not finite (named).
   """
   if not callable(loss_fn):
     raise ValueError(f"loss_fn must be a callable (params, batch) -> scalar, got {type(loss_fn).__name__}")
@@ -74,6 +79,12 @@ def batch_sharpness(
   fn = as_pytree_fn(loss_fn)
   pairs = np.asarray([jax.device_get(_curvature_along_gradient(fn, params, b)) for b in batches], np.float64)
   ghg, gg = pairs[:, 0], pairs[:, 1]
+  if not np.all(np.isfinite(pairs)):
+    bad = np.flatnonzero(~np.all(np.isfinite(pairs), axis=1)).tolist()
+    raise FloatingPointError(
+        f"batch_sharpness: the gradient or its Hessian product is not finite for batch(es) {bad} (gᵀHg, gᵀg = "
+        f"{pairs[bad[0]].tolist()}): check loss_fn(params, batch) there"
+    )
   if np.any(gg == 0):
     raise ValueError(f"batches {np.flatnonzero(gg == 0).tolist()} have a zero gradient: no direction to read")
   q = ghg / gg

@@ -24,7 +24,9 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
+from curvax import summary
 from curvax.blocks import leaf_paths
+from curvax.finite import check_finite
 from curvax.lanczos import LANCZOS_STATIC, LanczosResult, lanczos_core
 from curvax.lanczos_options import STOP_BOUNDS, check_stop, lanczos_options
 from curvax.operators import ravel_leaves, run_program, with_callback
@@ -57,6 +59,9 @@ class ExtremeEigenvalues:
   separated: jax.Array
   lanczos: LanczosResult
   largest: bool = True
+
+  def __repr__(self):
+    return summary.extreme(self)
 
 
 jax.tree_util.register_dataclass(
@@ -110,16 +115,18 @@ def _extreme(op, k, num_steps, key, largest, tol, bound, lanczos_kwargs, v0=None
   check_positive_int("k", k)
   check_positive_int("num_steps", num_steps)
   if num_steps > n:
-    raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator")
+    raise ValueError(f"num_steps={num_steps} exceeds the dimension n={n} of the operator; valid: 1 ≤ num_steps ≤ {n}")
   if k > num_steps:
-    raise ValueError(f"k={k} exceeds num_steps={num_steps}: Lanczos gives at most num_steps Ritz values")
+    raise ValueError(
+        f"k={k} exceeds num_steps={num_steps}: Lanczos gives at most num_steps Ritz values; valid: 1 ≤ k ≤ {num_steps}"
+    )
   if tol is not None and not (isinstance(tol, (int, float)) and tol > 0):
     raise ValueError(f"tol={tol!r} must be None or a positive relative residual bound (e.g. 0.01)")
   if bound not in STOP_BOUNDS:
     raise ValueError(f"bound={bound!r} is not valid; valid choices: {list(STOP_BOUNDS)}")
   stop = check_stop(None if tol is None else (largest, int(k), float(tol), bound), num_steps)
   static, callback = lanczos_options(lanczos_kwargs, num_steps, n, dtype)
-  return with_callback(
+  res = with_callback(
       callback,
       lambda cid: run_program(
           _extreme_program,
@@ -136,6 +143,12 @@ def _extreme(op, k, num_steps, key, largest, tol, bound, lanczos_kwargs, v0=None
           **static,
       ),
   )
+  check_finite(
+      "top_eigenvalues" if largest else "bottom_eigenvalues",
+      op,
+      dict(alphas=res.lanczos.alphas, betas=res.lanczos.betas),
+  )
+  return res
 
 
 def top_eigenvalues(

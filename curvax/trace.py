@@ -27,6 +27,8 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
+from curvax import summary
+from curvax.finite import check_finite
 from curvax.operators import run_program
 from curvax.probes import PROBES, check_positive_int, check_probe_batch, map_probes, operator_info
 
@@ -46,6 +48,9 @@ class TraceEstimate:
   std_error: jax.Array
   num_matvecs: int
   method: str
+
+  def __repr__(self):
+    return summary.trace(self)
 
 
 jax.tree_util.register_dataclass(
@@ -179,6 +184,7 @@ def trace(
       num_probes=int(num_probes),
       probe_batch=probe_batch,
   )
+  check_finite("trace", op, dict(estimate=estimate))
   return TraceEstimate(
       estimate=estimate, std_error=std_error, num_matvecs=num_matvecs(method, num_probes, n), method=method
   )
@@ -197,6 +203,9 @@ class DiagonalEstimate:
   estimate: Any
   std_error: Any
   num_matvecs: int
+
+  def __repr__(self):
+    return summary.diagonal(self)
 
 
 jax.tree_util.register_dataclass(DiagonalEstimate, data_fields=["estimate", "std_error"], meta_fields=["num_matvecs"])
@@ -233,4 +242,5 @@ def diagonal(op: Any, *, num_probes: int, key: jax.Array, probe_batch: Optional[
       num_probes=int(num_probes),
       probe_batch=probe_batch,
   )
+  check_finite("diagonal", op, dict(estimate=mean))
   return DiagonalEstimate(estimate=op.spec.unravel(mean), std_error=op.spec.unravel(sem), num_matvecs=num_probes)
