@@ -1,8 +1,8 @@
 """A modern decoder-only language model, LLaMA's recipe (Touvron et al. 2023, "LLaMA", §2.2 "Architecture" and
-§2.3 "Optimizer"; docs/science.md §4-6) at a size that trains on 2 CPU cores in about ten minutes: Pre-RMSNorm
+§2.3 "Optimizer"; docs/science.md §4-6) at a size that trains on 2 CPU cores in minutes: Pre-RMSNorm
 (Zhang & Sennrich 2019) with a final norm, rotary positions (Su et al. 2021, Eq. 34), SwiGLU MLPs (Shazeer 2020,
-Eq. 6) of width 8/3·d rounded up to a multiple of 256, no biases, untied input and output embeddings, grouped-query
-attention (Ainslie et al. 2023, §2.2; LLaMA 2's 34B/70B) with 2 key/value heads for 8 query heads; AdamW β = (0.9,
+Eq. 6) of width 8/3·d rounded up to a multiple of 64, no biases, untied input and output embeddings, grouped-query
+attention (Ainslie et al. 2023, §2.2; LLaMA 2's 34B/70B) with 2 key/value heads for 4 query heads; AdamW β = (0.9,
 0.95), ε 1e-5, weight decay 0.1, clip 1.0, a cosine decay to 10% of the peak lr after a linear warmup.
 
     python main.py --config=configs/llama_style.py --workdir=runs/llama_style              # embedded data, offline
@@ -13,8 +13,8 @@ The data: a language model on the target side of the translation source (`data.l
 Multi30k De→En (its 29,000 training captions), the synthetic SOV language for 'embedded'. Sentences are packed into
 rows of 64 tokens. Validation perplexity is exp(eval/loss). Where this differs from LLaMA, and why: init 'megatron'
 (N(0, 0.02²), output projections ÷ √(2L): Megatron-LM's, which LLaMA's paper does not state); every parameter
-decays (the trainer passes no decay mask); Adam's ε 1e-5 is LLaMA 2's (Touvron et al. 2023b, §2.2); the sizes are
-LLaMA-7B's shape (d = 128·H, GQA groups of 4) shrunk to a 4-layer model of width 256.
+decays (the trainer passes no decay mask); Adam's ε 1e-5 is LLaMA 2's (Touvron et al. 2023b, §2.2); LLaMA rounds d_ff
+to a multiple of 256, which at width 128 would give 4·d; the sizes are shrunk to 4 layers of width 128, d_k 32.
 """
 
 from configs import default
@@ -53,7 +53,7 @@ def get_config():
   d.max_target_length = 64  # LM rows; the source length is unused
   d.pack = True
   t = config.train
-  t.num_steps = 600  # about ten minutes on 2 shared CPU cores (reports/llama_style.md)
+  t.num_steps = 600  # its time and validation perplexity on 2 CPU cores: reports/llama_style.md
   t.log_every = 50
   t.eval_every = 200
   t.checkpoint_every = 200
