@@ -26,14 +26,19 @@ the keys they do not set keep the shared setup below):
   and the rules of 2024-26, each as its own config sets it (configs/<name>.py, docs/science.md): dyt (Zhu et al.
   2025), derf, peri_ln (Kim et al. 2025), hybrid_norm (Zhuo et al. 2025), mix_ln (Li et al. 2025), ln_scaling
   (LayerNorm scaling, Sun et al. 2025), layerscale (Touvron et al. 2021), qk_norm and z_loss on Pre-LN (Wortsman
-  et al. 2023), completep (Dey et al. 2025; base depth 2).
+  et al. 2023), completep (Dey et al. 2025; base depth 2); and, after the committed cpu records (`ADDED`: not in
+  `METHODS['cpu']`), the init schemes megatron (Shoeybi et al. 2019), mitchell (Groeneveld et al. 2024) and
+  small_init (Nguyen & Salazar 2019) on Pre-LN, reordered (OLMo 2's x + Norm(F(x)), Xavier) and olmo2 (it with
+  OLMo 2's init; OLMo Team 2025), softcap (Gemma Team 2024), gated_attention (Qiu et al. 2025) and qk_clip (Kimi
+  Team 2025, at Adam) on Pre-LN.
 Adam (β1 0.9, β2 0.98, ε 1e-9), schedule `linear_warmup` (warmup 0: a constant lr), no dropout, no label smoothing,
 the same data order for every run (configs/claims/_training.py's setup); at paper the training claims' paper recipe
 instead (configs/claims/_training.py RECIPE: dropout 0.3, label smoothing 0.1, inverse-square-root decay from step
 4000 with or without the warmup, 4096-token batches). Scales (config string):
   tiny   tests: 1+1 layers of the tiny preset, 6 steps of batch 8 on the synthetic task, 2 methods, 3 lrs, 1 seed;
   cpu    6+6 layers, d = 32, 2 heads, d_ff 128, SentencePiece vocabulary 2000, 200 steps of batch 32 (T_w = 20),
-         Multi30k De→En (validation loss on 256 pairs, no decoding), 19 methods × 2 warmups × 6 lrs × 2 seeds;
+         Multi30k De→En (validation loss on 256 pairs, no decoding), 19 methods (the committed records') × 2 warmups ×
+         6 lrs × 2 seeds;
   paper  an accelerator: claim 6's paper model and recipe (6+6, d 512, 4 heads, d_ff 1024: fairseq's
          transformer_iwslt_de_en, the IWSLT14 model of Liu et al. 2020's recipe; 32 packed rows of 128 tokens),
          T_w = 4000 (Vaswani et al. 2017; Xiong et al. 2020), 7 lrs, 3 seeds, 20k steps.
@@ -74,6 +79,17 @@ ARMS = {  # method -> the keys of its product (the union grid's parts); '{alpha_
     "z_loss": "model.norm_position=pre;train.z_loss=0.0001;init.scheme=xavier",
     "completep": "model.norm_position=pre;model.residual=completep;model.depth_alpha=1.0;model.depth_base=2;"
     "init.scheme=xavier",
+    # Added after the committed cpu records (`ADDED`): the init schemes of 2024-26 on Pre-LN (each drawing its own
+    # embeddings), OLMo 2's reordered norm alone (Xavier) and with its init, and the stabilizers at Adam.
+    "megatron": "model.norm_position=pre;init.scheme=megatron;init.std=0.02",
+    "mitchell": "model.norm_position=pre;model.scale_embeddings=false;init.scheme=mitchell",
+    "small_init": "model.norm_position=pre;model.scale_embeddings=false;init.scheme=small_init",
+    "reordered": "model.norm_position=reordered;init.scheme=xavier",
+    "olmo2": "model.norm_position=reordered;model.scale_embeddings=false;init.scheme=olmo2;init.std=0.02",
+    "softcap": "model.norm_position=pre;model.attn_logit_softcap=50.0;model.final_logit_softcap=30.0;"
+    "init.scheme=xavier",
+    "gated_attention": "model.norm_position=pre;model.attention_gate=true;init.scheme=xavier",
+    "qk_clip": "model.norm_position=pre;optim.qk_clip=100.0;init.scheme=xavier",
 }
 NAMES = {  # method -> its name in the reports: the label of its grid products (experiments/grid.py), recorded per run
     "postln_xavier": "Post-LN + Xavier",
@@ -95,8 +111,24 @@ NAMES = {  # method -> its name in the reports: the label of its grid products (
     "qk_norm": "Pre-LN + QK-norm",
     "z_loss": "Pre-LN + z-loss",
     "completep": "CompleteP",
+    "megatron": "Pre-LN + Megatron init",
+    "mitchell": "Pre-LN + Mitchell init",
+    "small_init": "Pre-LN + small init",
+    "reordered": "reordered norm",
+    "olmo2": "OLMo 2 (reordered + init)",
+    "softcap": "Pre-LN + soft-caps",
+    "gated_attention": "Pre-LN + gated attention",
+    "qk_clip": "Pre-LN + QK-clip",
 }
-METHODS = {"tiny": ("postln_xavier", "preln"), "cpu": tuple(ARMS), "paper": tuple(ARMS)}
+# The registry's methods added after the committed cpu records (reports/reproduction/edge, edge_boundary): `cpu` keeps
+# the 19 those studies trained, so a rerun of `:cpu` trains and decides what they did; `:cpu+added` (configs/claims/
+# edge.py) appends these; `paper`, with no committed record, runs every method.
+ADDED = ("megatron", "mitchell", "small_init", "reordered", "olmo2", "softcap", "gated_attention", "qk_clip")
+METHODS = {
+    "tiny": ("postln_xavier", "preln"),
+    "cpu": tuple(m for m in ARMS if m not in ADDED),
+    "paper": tuple(ARMS),
+}
 LRS = {  # peak learning rates, log-spaced (factor √10 at cpu, 2.5 decades bracketing every method's failure)
     "tiny": (1e-3, 1e-2, 1e-1),
     "cpu": (1e-4, 3.16e-4, 1e-3, 3.16e-3, 1e-2, 3.16e-2),

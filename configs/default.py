@@ -135,6 +135,9 @@ def get_config() -> ml_collections.ConfigDict:
   d.source_lang = "de"  # Translation source language (multi30k: 'de'|'en'; tfds: a key of the feature dict).
   d.target_lang = "en"  # Translation target language (ignored by 'embedded', whose direction is fixed).
   d.lm_text_field = "text"  # tfds LM datasets (e.g. lm1b): the text feature; gives {"targets"} batches.
+  # '' (the source's task) | 'source' | 'target': a language model on that side of a translation source, {"targets"}
+  # batches of its sentences alone (multi30k de→en's 'target' is English; embedded's 'source' is English).
+  d.lm_side = ""
   d.train_split = "train"  # tfds split spec for training (e.g. 'train[:10%]'); others must use 'train'.
   d.eval_split = "validation"  # Eval split: 'validation'|'test' (multi30k: val|test_2016_flickr); tfds: any.
   d.vocab_size = 8000  # SentencePiece vocab (joint over both languages); 'embedded' uses its word lexicon.

@@ -50,6 +50,7 @@ def test_every_experiment_config_exists():
       "muon",
       "muon_clip",
       "schedule_free",
+      "llama_style",
   }
   assert expected <= names, expected - names
 

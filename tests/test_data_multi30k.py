@@ -188,3 +188,19 @@ def test_fake_corpus_end_to_end_batches_decode_to_text(tmp_path):
   ]
   assert decoded == pairs == data.eval_examples()[:20]
   shutil.rmtree(data_dir)
+
+
+def test_lm_side_target_is_the_english_side_alone(tmp_path):
+  # De -> En: the target side is English; a source limit that no German sentence fits drops nothing from the LM.
+  data_dir = fake_multi30k(tmp_path / "m30k")
+  data = train.data.build(
+      config(data_dir, vocab_size=40, lm_side="target", max_source_length=2),
+      workdir=str(tmp_path),
+      process_index=0,
+      process_count=1,
+  )
+  english = [en for _, en in multi30k.read_split(str(data_dir), "validation", "de", "en")]
+  decoded = [data.tokenizer.decode(t) for b in data.eval_batches() for t in b["targets"] if t.any()]
+  assert data.task == "lm" and decoded == english
+  assert data.eval_examples()[:20] == [("", en) for en in english]
+  assert set(next(data.train_iter())) == {"targets"}

@@ -9,7 +9,7 @@ import pytest
 import train.data
 from configs import default
 from train.data import pipeline, sources, tokenizers
-from train.data.corpus import translation_examples
+from train.data.corpus import Corpus, one_side, translation_examples
 
 
 def small_config(**overrides):
@@ -244,6 +244,7 @@ def test_registry_resolves_every_name(name):
         ),
         ("train_split", "train[:5]", r"config.data.train_split='train\[:5\]'"),
         ("vocab_size", 0, r"config.data.vocab_size=0"),
+        ("lm_side", "en", r"config.data.lm_side='en' is invalid; valid: \['', 'source', 'target'\]"),
     ],
 )
 def test_bad_config_values_raise_naming_key_value_and_choices(key, value, match):
@@ -267,3 +268,46 @@ def test_bad_process_index_and_multi30k_language():
       ValueError, match=r"config.data.source_lang='fr' is invalid \(data.name='multi30k'\); valid: \['de', 'en'\]"
   ):
     train.data.build(c, workdir="/x", process_index=0, process_count=1)
+
+
+@pytest.mark.parametrize("side,key", [("source", "inputs"), ("target", "targets")])
+def test_lm_side_gives_the_sides_sentences_as_lm_targets(side, key):
+  # Limits above the longest sentence (30 words + EOS), so neither build drops anything and both walk the same
+  # shuffled stream: row i of the LM batch is row i's `key` of the translation batch, and the eval split keeps
+  # its order.
+  pair = train.data.build(
+      small_config(max_source_length=40, max_target_length=40), workdir="/x", process_count=1, process_index=0
+  )
+  lm = train.data.build(
+      small_config(max_source_length=2, max_target_length=40, lm_side=side),
+      workdir="/x",
+      process_count=1,
+      process_index=0,
+  )
+  assert (lm.task, lm.max_source_length, lm.max_target_length) == ("lm", 0, 40)
+  it_pair, it_lm = pair.train_iter(), lm.train_iter()
+  for _ in range(3):
+    b_pair, b_lm = next(it_pair), next(it_lm)
+    assert set(b_lm) == {"targets"}
+    np.testing.assert_array_equal(b_lm["targets"], b_pair[key])
+  column = 0 if side == "source" else 1
+  assert lm.eval_examples() == [("", p[column]) for p in pair.eval_examples()]
+  lm_eval = np.concatenate([b["targets"] for b in lm.eval_batches()])
+  pair_eval = np.concatenate([b[key] for b in pair.eval_batches()])
+  np.testing.assert_array_equal(lm_eval, pair_eval)
+
+
+def test_lm_side_packs_one_side_only():
+  lm = train.data.build(small_config(lm_side="target", pack=True), workdir="/x", process_count=1, process_index=0)
+  batch = next(lm.train_iter())
+  assert set(batch) == {"targets", "targets_segmentation", "targets_position"}
+  seg = batch["targets_segmentation"]
+  assert seg.max() >= 2  # several sentences share a row of 32 tokens
+  ends = batch["targets"][(seg > 0) & (np.roll(seg, -1, axis=1) != seg)]
+  assert np.all(ends == tokenizers.EOS_ID)  # every packed segment is one sentence ending in its EOS
+
+
+def test_lm_side_refuses_a_corpus_without_sides():
+  lm = Corpus(task="lm", tokenizer=None, train=translation_examples([]), eval=translation_examples([]))
+  with pytest.raises(ValueError, match=r"config.data.lm_side='target' is invalid \(the source is a 'lm' corpus\)"):
+    one_side(lm, "target")

@@ -11,6 +11,8 @@ layer at init, its change after the step and the change of the logits are each w
 from L = 2 to 16 (measured 2.2×, 15×, 5.2×; to L = 32: 3.2×, 29×, 6.6×): the stream's size like √L, its one-step
 change like L. L = 32 is left out of the test: it alone cost as much as L = 2 to 16 together (22 s of 51 s per
 residual rule on 2 cores), and the 8× range already separates the two rules by 45× in the stream's change.
+The modern block (RMSNorm, RoPE, SwiGLU, GQA, no biases) under CompleteP is checked from L = 2 to 32 at width 32
+(`test_completep_keeps_the_modern_block_flat_in_depth_up_to_32_layers`; its measurements: docs/science.md).
 """
 
 import jax
@@ -147,3 +149,34 @@ def test_plain_residual_activations_and_updates_grow_with_depth(depth_sizes):
     sizes = [values[d] for d in DEPTHS]
     assert all(b > a for a, b in zip(sizes, sizes[1:])) and sizes[-1] > GROWTH * sizes[0], (name, sizes)
   assert depth_sizes["plain"]["delta/stream"][16] > 10 * depth_sizes["completep"]["delta/stream"][16]
+
+
+# The modern block (configs/llama_style.py's: RMSNorm before each sublayer, RoPE, SwiGLU, GQA with 2 key/value heads
+# for 4 query heads, no biases) at width 32 under CompleteP. Its stream and the logits' one-step change are flat from
+# L = 2 to 32 as today's block's are; the stream's one-step change is flat from L = 4 to 32 and converges to that
+# value from above: at L = 2 it is larger by more than the tolerance (docs/science.md, "Depth coordinate check": RoPE
+# adds no position vector to x_0, so the branches' share of the stream is larger at small L).
+MODERN_DEPTHS = (2, 4, 32)
+
+
+def _modern_config():
+  config = _config("completep")
+  m = config.model
+  m.d_model, m.num_heads, m.num_kv_heads, m.d_ff = 32, 4, 2, 64
+  m.norm_type, m.position, m.mlp, m.use_bias = "rmsnorm", "rope", "swiglu", False
+  return config
+
+
+def test_completep_keeps_the_modern_block_flat_in_depth_up_to_32_layers():
+  data = {"targets": np.random.default_rng(0).integers(1, VOCAB, (8, 8)).astype(np.int32)}
+  sizes = coord_check.depth_coord_check(
+      _modern_config(), MODERN_DEPTHS, data, num_steps=1, vocab_size=VOCAB, num_draws=2
+  )
+  got = {
+      "stream": {d: v["stream"] for d, v in coord_check.depth_sizes(sizes, 0).items()},
+      **{k: {d: v[k] for d, v in coord_check.depth_sizes(sizes, 1).items()} for k in ("delta/stream", "delta/logits")},
+  }
+  assert _spread(got["stream"]) <= TOLERANCE and _spread(got["delta/logits"]) <= TOLERANCE, got
+  change = got["delta/stream"]
+  assert _spread({d: change[d] for d in (4, 32)}) <= TOLERANCE, change
+  assert change[2] > change[4] > change[32], change  # from above: a finite-depth correction, not the plain growth

@@ -85,3 +85,27 @@ def test_sp_activations_grow_with_width(sizes):
   for name in ("logits", "decoder/layer_1/mlp/out", "delta/decoder/layer_1/mlp/out"):
     values = [sizes["standard"][w][STEPS][name] for w in WIDTHS]
     assert values[-1] > 2 * values[0] and spread[name] > TOLERANCE, (name, values)
+
+
+# The modern block (configs/llama_style.py's: RMSNorm, RoPE, SwiGLU, no biases, GQA with a key/value head per 2
+# query heads) under µP from width 128: at width 64 the attention-logit std sits above its limit by more than the
+# tolerance, converging from above (docs/science.md §3, µP's coordinate check).
+MODERN_WIDTHS = (128, 256, 512)
+
+
+def test_mup_keeps_the_modern_block_the_same_size_at_every_width():
+  batch = {"targets": np.random.default_rng(0).integers(1, VOCAB, (8, 8)).astype(np.int32)}
+  sizes = {}
+  for width in MODERN_WIDTHS:
+    config = _config("mup")
+    m = config.model
+    m.norm_type, m.position, m.mlp, m.use_bias = "rmsnorm", "rope", "swiglu", False
+    m.num_kv_heads = width // 32  # heads = width / 16: groups of 2 at every width
+    sizes[width] = coord_check.coord_check(
+        config, (width,), batch, num_steps=STEPS, vocab_size=VOCAB, ff_ratio=2, head_dim=16, num_draws=4
+    )[width]
+  assert "decoder/layer_1/self_attn/attn_logits" in sizes[MODERN_WIDTHS[0]][STEPS]
+  for step in range(1, STEPS + 1):
+    spread = coord_check.spread(sizes, step)
+    bad = {k: round(v, 3) for k, v in spread.items() if v > TOLERANCE}
+    assert not bad, (step, bad)

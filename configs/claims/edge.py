@@ -3,12 +3,18 @@ breaks, and where warmup rescues it?
 
     python main.py --config=configs/claims/edge.py:cpu --config.data.dir=<Multi30k folder> --workdir=runs/claims/edge
     python main.py --config=configs/claims/edge.py:tiny --workdir=/tmp/edge   # a minute, on the synthetic task
+    python main.py --config=configs/claims/edge.py:cpu+added --config.data.dir=<Multi30k folder> \
+        --workdir=runs/claims/edge_added      # cpu with the registry's methods added after its committed record
 
 The design (rules, predictors and scores: experiments/claims/edge.py, fixed before its runs):
   methods  every method of the atlas's registry (configs/atlas.py ARMS, named by NAMES: the label of each product,
            recorded with every run): the nine classic methods and the ten rules of 2024-26 (DyT, Derf, Peri-LN,
            HybridNorm, Mix-LN, LayerNorm scaling, LayerScale, QK-norm, z-loss, CompleteP), SkipInit counted once (it
-           is ReZero's model at α = 0: configs/atlas.py);
+           is ReZero's model at α = 0: configs/atlas.py); at `cpu` the 19 its committed record trained
+           (`atlas.METHODS['cpu']`), so a rerun reproduces that record's verdict; the config string `cpu+added` (or
+           `tiny+added`) appends the methods registered after it (`atlas.ADDED`: the init schemes megatron,
+           mitchell, small_init, OLMo 2's reordered norm and init, soft-caps, gated attention, QK-clip), which the
+           cross-method boundary rules then count; `paper` runs them all;
   cells    method × warmup {0, T_w} × a factor-2 peak-lr grid (`LRS`); T_w = 2/(1 − β₂) = 100 steps at β₂ = 0.98, the
            rule of thumb of Ma & Yarats 2021 (§4, "2·(1 − β₂)⁻¹ iterations") for Adam's warmup; `paper` adds the
            4000 steps of Vaswani et al. 2017 (§5.3) and Xiong et al. 2020. A constant lr after the warmup (schedule
@@ -79,12 +85,17 @@ TRACE_LR = {"tiny": 1e-1, "cpu": 4e-3, "paper": 1e-3}
 TRACE_EVERY = {"tiny": 2, "cpu": 10, "paper": 100}
 
 
-def grid(scale: str) -> str:
+def methods(scale: str, added: bool = False) -> tuple[str, ...]:
+  """The atlas's methods at `scale`, then (`added`) those of `atlas.ADDED` the scale lacks."""
+  return atlas.METHODS[scale] + (tuple(m for m in atlas.ADDED if m not in atlas.METHODS[scale]) if added else ())
+
+
+def grid(scale: str, added: bool = False) -> str:
   """Per method, its training product (warmups × lrs) and its at-init product, both labelled with its name."""
   lrs = ",".join(repr(lr) for lr in LRS[scale])
   warmups = ",".join(str(w) for w in WARMUPS[scale])
   products = []
-  for m in atlas.METHODS[scale]:
+  for m in methods(scale, added):
     keys = method_keys(m, scale)
     products.append(f"{atlas.NAMES[m]}: {keys};optim.warmup_steps={warmups};optim.learning_rate={lrs}")
     products.append(f"{atlas.NAMES[m]}: {keys};train.num_steps=0;analysis.at_init=true")
@@ -96,7 +107,11 @@ def grid(scale: str) -> str:
   return " | ".join(products)
 
 
-def get_config(scale: str = "cpu"):
+def get_config(arg: str = "cpu"):
+  """Study 11 at the scale `arg` names; `<scale>+added` appends `atlas.ADDED` (module docstring)."""
+  scale, plus, variant = arg.partition("+")
+  if plus and variant != "added":
+    raise ValueError(f"config string {arg!r} is invalid; valid: '<scale>' or '<scale>+added'")
   check_scale(scale)
   config = atlas.get_config(scale)
   config.mode = "claim"
@@ -116,6 +131,6 @@ def get_config(scale: str = "cpu"):
   )
   if scale == "paper":  # 81 float64 vectors of n = 35.6M are 21.5 GiB: the 4 GiB default stopped every run's
     config.analysis.max_basis_bytes = 40 * 2**30  # step-0 analysis; 40 GiB is half an 80 GB accelerator
-  config.sweep.grid = grid(scale)
+  config.sweep.grid = grid(scale, added=bool(plus))
   config.sweep.seeds = SEEDS[scale]
   return config

@@ -23,7 +23,8 @@ shifts right itself). With pack=True also `inputs_segmentation`, `inputs_positio
 `targets_position` as in Flax wmt (segment ids from 1, 0 = padding; positions restart at 0 per segment).
 
 Sources (`name`): 'embedded' (synthetic grammar pair, grammar.py), 'multi30k' (multi30k.py),
-'tfds:<name>' (ArrayRecord via tfds.data_source, no TensorFlow; tfds_source.py). Pipeline: pipeline.py.
+'tfds:<name>' (ArrayRecord via tfds.data_source, no TensorFlow; tfds_source.py); `lm_side` ('source' | 'target')
+makes a translation source the language-modelling corpus of that side (corpus.one_side). Pipeline: pipeline.py.
 """
 
 from train.data.build import Data, build

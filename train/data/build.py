@@ -9,6 +9,7 @@ import ml_collections
 import numpy as np
 
 from train.data import config as config_lib
+from train.data import corpus as corpus_lib
 from train.data import pipeline, sources
 from train.data.tokenizers import EOS_ID, PAD_ID
 
@@ -154,6 +155,8 @@ def build(
   data_config = config_lib.validate(data_config, process_count)  # typed once; a DataConfig passes through
   loader, dataset = sources.get_source(data_config.name)
   corpus = loader(data_config, workdir, dataset)
+  if data_config.lm_side:
+    corpus = corpus_lib.one_side(corpus, data_config.lm_side)
   max_source_length = 0 if corpus.task == "lm" else data_config.max_source_length
   lengths = pipeline.feature_lengths(corpus.task, data_config.max_source_length, data_config.max_target_length)
   tokenize = pipeline.tokenize_fn(corpus.tokenizer, corpus.task, lengths, data_config.length_policy)

@@ -10,6 +10,7 @@ import dataclasses
 from models.config import Section, contradiction, invalid
 
 LENGTH_POLICIES = ("drop", "truncate")
+LM_SIDES = ("", "source", "target")  # '' = the source's own task; corpus.one_side keeps one side of a translation
 MULTI30K_LANGS = ("de", "en")
 EVAL_SPLITS_BUILTIN = ("validation", "test")
 
@@ -39,6 +40,7 @@ class DataConfig(Section):
   source_lang: str
   target_lang: str
   lm_text_field: str
+  lm_side: str
   train_split: str
   eval_split: str
   vocab_size: int
@@ -108,6 +110,8 @@ def _check_values(config: DataConfig) -> None:
       or (config.max_eval_loss_examples == 0)
   ):
     raise invalid("data.max_eval_loss_examples", config.max_eval_loss_examples, "-1 (all) or a positive integer")
+  if config.lm_side not in LM_SIDES:
+    raise invalid("data.lm_side", config.lm_side, list(LM_SIDES))
   if config.length_policy not in LENGTH_POLICIES:
     raise invalid("data.length_policy", config.length_policy, list(LENGTH_POLICIES))
   name = config.name
