@@ -310,7 +310,7 @@ def test_an_unknown_key_is_one_line_naming_the_closest_keys(capsys):
   assert stop.value.code == main.EXIT_CONFIG == 2
   assert capsys.readouterr().err == (
       "main.py: config.model.dmodel=3 is invalid (no such key in configs/default.py); valid: config.model.d_model, "
-      "config.model.dtype, config.model.max_len\n"
+      "config.model.mlp, config.model.dtype\n"  # difflib's three closest keys
   )
   with pytest.raises(SystemExit):
     main.check_override_keys(["--config=configs/t5_init.py", "--config.atlas.parts=width"])  # not this config's
