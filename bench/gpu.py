@@ -89,7 +89,39 @@ def top_steps(run, args, n, product_s, compile_s):
   return steps
 
 
+def _gradient(problem, args):
+  # No interleaved reference here (bench.timing): an accelerator is not shared, and a gradient run beside a stored
+  # operator's residuals would add its own peak to the product's.
+  row = timing.time_gradient(problem, args.repeats)[0]
+  return row, row
+
+
+def _build(problem, op_name, grad, args):
+  op, row = timing.run_compiled(timing.constructor(problem, op_name), (problem.params, problem.batch), args.repeats)
+  timing.add_ratios(row, grad)
+  return row, (op, row)
+
+
+def _product(problem, op, build, grad, args):
+  v = timing.random_vector(problem.params)
+  out, row = timing.run_compiled(lambda o, x: o(x), (op, v), args.repeats)
+  del out, v
+  timing.add_ratios(row, grad)
+  row["from_scratch_ratio_to_gradient"] = build["ratio_to_gradient"] + row["ratio_to_gradient"]
+  return row, row
+
+
+def _top5(run, args, op, n, product):
+  steps = top_steps(run, args, n, product["time_s"], product["compile_s"])
+  kwargs = dict(max_vectors=args.max_vectors) if args.restart else {}
+  basis = int(args.basis_gib * 2**30)
+  row = timing.time_top(op, TOP_K, steps, TOP_TOL, calls=1, callback=progress, max_basis_bytes=basis, **kwargs)
+  return row, row
+
+
 def measure_dtype(run, args, dtype):
+  """The measurements of one compute dtype, in order; an operator is dropped (nothing else holds it) before the
+  next one is built, so two operators' residuals are never on the device at once."""
   problem = problems.get_problem("decoder", SIZES[args.size][0], jnp.dtype(dtype))
   n = timing.flat_size(problem.params)
   print(
@@ -98,62 +130,22 @@ def measure_dtype(run, args, dtype):
       flush=True,
   )
   name = lambda r: f"{dtype}/{r}"
-  grad = {}
-
-  def gradient():
-    # No interleaved reference here: an accelerator is not shared, and a gradient run beside a stored operator's
-    # residuals would add its own peak to the product's.
-    grad.update(timing.time_gradient(problem, args.repeats)[0])
-    return grad, None
-
-  run.attempt(name("gradient"), gradient)
-  if not grad:
+  grad = run.attempt(name("gradient"), lambda: _gradient(problem, args))
+  if grad is None:
     return
   for op_name in ("hvp", "ggn"):
-    build = {}
-
-    def build_op():
-      op, row = timing.run_compiled(timing.constructor(problem, op_name), (problem.params, problem.batch), args.repeats)
-      build.update(timing.add_ratios(row, grad))
-      return build, op
-
-    op = run.attempt(name(f"{op_name}_build"), build_op)
-    if op is None:
+    built = run.attempt(name(f"{op_name}_build"), lambda: _build(problem, op_name, grad, args))
+    if built is None:
       run.skipped(name(op_name), f"no {op_name} operator")
       continue
-    product = {}
-
-    def product_of(op=op):
-      v = timing.random_vector(problem.params)
-      out, row = timing.run_compiled(lambda o, x: o(x), (op, v), args.repeats)
-      del out, v
-      product.update(timing.add_ratios(row, grad))
-      product["from_scratch_ratio_to_gradient"] = build["ratio_to_gradient"] + row["ratio_to_gradient"]
-      return product, None
-
-    run.attempt(name(op_name), product_of)
+    op, build = built
+    product = run.attempt(name(op_name), lambda: _product(problem, op, build, grad, args))
     if op_name == "hvp":
-      if not product:
+      if product is None:
         run.skipped(name("top5"), "no Hessian product")
       else:
-
-        def top5(op=op):
-          steps = top_steps(run, args, n, product["time_s"], product["compile_s"])
-          kwargs = dict(max_vectors=args.max_vectors) if args.restart else {}
-          row = timing.time_top(
-              op,
-              TOP_K,
-              steps,
-              TOP_TOL,
-              calls=1,
-              callback=progress,
-              max_basis_bytes=int(args.basis_gib * 2**30),
-              **kwargs,
-          )
-          return row, None
-
-        run.attempt(name("top5"), top5)
-    del op
+        run.attempt(name("top5"), lambda: _top5(run, args, op, n, product))
+    op = built = None  # the last references to this operator: its residuals are freed before the next is built
 
 
 def progress(step, total):
