@@ -60,7 +60,7 @@ class Run:
     print(f"SKIPPED {name}: {why}", flush=True)
 
   def failed(self, name, error):
-    self.rows.append(dict(name=name, failed=f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"))
+    self.rows.append(dict(name=name, failed=f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:300]}"))
     print(f"FAILED {name}: {self.rows[-1]['failed']}", flush=True)
 
   def attempt(self, name, fn):

@@ -129,3 +129,21 @@ def test_an_operator_is_freed_before_the_next_is_built(monkeypatch, capsys):
   gpu.main(["--size=toy", "--repeats", "1"])
   assert "FAILED" not in capsys.readouterr().out
   assert alive_at_build == [[], [False], [False, False], [False, False, False]]
+
+
+def test_a_failed_measurement_is_named_and_the_run_goes_on(monkeypatch, capsys):
+  real_build = gpu._build
+
+  def build(problem, op_name, grad, args):
+    if op_name == "ggn":
+      raise RuntimeError("RESOURCE_EXHAUSTED: out of memory\nallocator details")
+    return real_build(problem, op_name, grad, args)
+
+  monkeypatch.setattr(gpu, "_build", build)
+  monkeypatch.setattr(gpu, "_top5", lambda run, args, op, n, product: (dict(time_s=0.0), None))
+  gpu.main(["--size=toy", "--repeats", "1", "--dtypes", "float32"])
+  out = capsys.readouterr().out
+  assert "FAILED float32/ggn_build: RuntimeError: RESOURCE_EXHAUSTED: out of memory\n" in out
+  assert "SKIPPED float32/ggn: no ggn operator" in out
+  measured = [json.loads(line[len("MEASURED ") :])["name"] for line in out.splitlines() if line.startswith("MEASURED ")]
+  assert measured == ["float32/gradient", "float32/hvp_build", "float32/hvp", "float32/top5"]
