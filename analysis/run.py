@@ -56,8 +56,6 @@ import models
 from analysis import gradients, hessian, init_stats, plots, signal, stability
 from analysis.block_spectra import block_spectra
 from analysis.config import AnalysisConfig, resolved_dtype
-from analysis.density import spectral_density
-from analysis.lanczos_options import check_basis_memory
 from analysis.progress import progress_callback
 from analysis.records import (
     density_record,
@@ -68,8 +66,6 @@ from analysis.records import (
     save_plot,
     write_json,
 )
-from analysis.spectrum import bottom_eigenvalues, top_eigenvalues
-from analysis.trace import trace
 from train.loss import make_logits_fn, make_loss_fn, num_tokens
 from train.step import mlm_masked
 
@@ -188,7 +184,9 @@ def check_basis(analysis_config, num_params: int, mesh=None, *, preconditioned: 
   lockstep = (_probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1  # SLQ: a basis per probe
   dtype = jnp.dtype(resolved_dtype(cfg.dtype))
   basis_sharding = None if mesh is None else NamedSharding(mesh, P(tuple(mesh.axis_names)))
-  check_basis_memory(cfg.lanczos_steps, num_params, dtype, cfg.max_basis_bytes, lockstep, basis_sharding=basis_sharding)
+  curvax.check_basis_memory(
+      cfg.lanczos_steps, num_params, dtype, cfg.max_basis_bytes, lockstep, basis_sharding=basis_sharding
+  )
 
 
 def _run(
@@ -253,9 +251,8 @@ def _run(
   eigen = {}
   if cfg.top_k:
     t = time.perf_counter()
-    top = top_eigenvalues(
+    top = curvax.top_eigenvalues(
         matvec,
-        params,
         cfg.top_k,
         num_steps=steps,
         key=k_top,
@@ -268,9 +265,8 @@ def _run(
     timings["top_eigenvalues_s"] = time.perf_counter() - t
   if cfg.bottom_k:
     t = time.perf_counter()
-    bottom = bottom_eigenvalues(
+    bottom = curvax.bottom_eigenvalues(
         matvec,
-        params,
         cfg.bottom_k,
         num_steps=steps,
         key=k_bottom,
@@ -315,7 +311,7 @@ def _run(
     lanczos_kw = dict(
         max_basis_bytes=cfg.max_basis_bytes, reorthogonalize=cfg.reorthogonalize, basis_sharding=basis_sharding
     )
-    e = top_eigenvalues(ggn, params, 1, num_steps=steps, key=jax.random.fold_in(key, 6), **lanczos_kw)
+    e = curvax.top_eigenvalues(ggn, 1, num_steps=steps, key=jax.random.fold_in(key, 6), **lanczos_kw)
     sharpness = curvax.batch_sharpness(loss_fn, params, batches)
     out.setdefault("stability", dict(operator=cfg.operator)).update(
         ggn_lambda_max=float(e.values[0]),
@@ -332,12 +328,11 @@ def _run(
 
   if cfg.spectrum:
     t = time.perf_counter()
-    d = spectral_density(
+    d = curvax.spectral_density(
         matvec,
-        params,
-        steps,
-        cfg.num_probes,
-        k_slq,
+        num_steps=steps,
+        num_probes=cfg.num_probes,
+        key=k_slq,
         sigma=cfg.sigma or None,
         max_basis_bytes=cfg.max_basis_bytes,
         reorthogonalize=cfg.reorthogonalize,
@@ -361,11 +356,10 @@ def _run(
 
   if cfg.trace_probes:
     t = time.perf_counter()
-    tr = trace(
+    tr = curvax.trace(
         matvec,
-        params,
-        cfg.trace_probes,
-        k_trace,
+        num_probes=cfg.trace_probes,
+        key=k_trace,
         method=cfg.trace_method,
         probe_batch=_probe_batch(cfg, cfg.trace_probes),
     )

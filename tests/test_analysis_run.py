@@ -12,8 +12,9 @@ import numpy as np
 import optax
 import pytest
 
+import curvax
 from analysis.config import PROGRESS_MIN_PARAMS, AnalysisConfig, progress_enabled
-from analysis.hessian import dense_hessian, ggn_vp_fn
+from analysis.hessian import ggn_vp_fn
 from analysis.run import run_analysis
 from configs import default
 from models import ModelConfig, get_model
@@ -117,7 +118,7 @@ def test_top_eigenvalue_matches_dense_within_bound(result):
   with jax.enable_x64(True):
     params = jax.tree.map(lambda x: x.astype(jnp.float64), result["variables"]["params"])
     union = {"targets": jnp.concatenate([b["targets"] for b in result["batches"]])}
-    eigs = np.linalg.eigvalsh(np.asarray(dense_hessian(make_loss_fn(model), params, union)))
+    eigs = np.linalg.eigvalsh(np.asarray(curvax.dense_hessian(make_loss_fn(model), params, union)))
     float64_model = model.apply({"params": params}, union).dtype == jnp.float64
   top = result["summary"]["eigenvalues"]["top"]
   slack = 1e-10 if float64_model else 1e-5 * abs(eigs[-1])  # models/ casts logits to float32 (see report)
@@ -134,6 +135,7 @@ def test_top_eigenvalue_matches_dense_within_bound(result):
         ("dtype", "float16", r"config.analysis.dtype='float16' is invalid; valid: \['auto', 'float64', 'float32'\]"),
         ("top_k", 50, r"config.analysis.top_k=50 contradicts config.analysis.lanczos_steps="),
         ("trace_method", "exact", r"config.analysis.trace_method='exact' is invalid; valid:"),
+        ("trace_method", "xtrace", r"trace_method='xtrace' is invalid; valid: \['hutchinson', 'hutch\+\+'\]"),
         (
             "trace_probes",
             3,
