@@ -10,8 +10,6 @@ internals; curvax's own unit tests (`OWN_TESTS`) test its private modules, which
 import ast
 import pathlib
 
-import pytest
-
 import curvax
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -76,7 +74,6 @@ def test_every_public_name_is_bound():
   assert [name for name in curvax.__all__ if not hasattr(curvax, name)] == []
 
 
-@pytest.mark.xfail(strict=True, reason="analysis/ still reaches curvax's private modules (issue: its public face)")
 def test_clients_use_the_public_face_only():
   files = _client_files()
   assert len(files) > 100  # the house's modules and tests were found
