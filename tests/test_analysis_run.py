@@ -13,6 +13,7 @@ import optax
 import pytest
 
 import curvax
+from analysis.analyses import ANALYSES, RETURNED, get_analysis
 from analysis.config import PROGRESS_MIN_PARAMS, AnalysisConfig, progress_enabled
 from analysis.hessian import ggn_vp_fn
 from analysis.run import run_analysis
@@ -80,6 +81,26 @@ def result(tmp_path_factory):
 def _load(r, name):
   with open(os.path.join(r["dir"], name)) as f:
     return json.load(f)
+
+
+@pytest.mark.parametrize("name", list(ANALYSES))
+def test_each_analysis_writes_times_and_returns_its_record_only_when_its_keys_turn_it_on(result, name):
+  """The fixture's config turns on eigenvalues, spectrum, trace, blocks, grad_norms and signal, and leaves stability
+  (no Adam constants, no edge predictors), params and mlp_moments off."""
+  on = {"eigenvalues", "spectrum", "trace", "blocks", "grad_norms", "signal"}
+  meta = _load(result, "metadata.json")
+  written = os.path.exists(os.path.join(result["dir"], f"{name}.json"))
+  assert written == (name in on) == (f"{name}_s" in meta["timings"])
+  if name in RETURNED:
+    assert (RETURNED[name] in result["summary"]) == written
+    if written:
+      assert result["summary"][RETURNED[name]] == _load(result, f"{name}.json")
+
+
+def test_an_unknown_analysis_names_the_registered_ones():
+  assert get_analysis("trace") is ANALYSES["trace"]
+  with pytest.raises(ValueError, match=r"analysis 'hessian' is not registered; valid: \['eigenvalues', 'stability'"):
+    get_analysis("hessian")
 
 
 def test_files_keys_and_plots(result):
