@@ -14,9 +14,9 @@ import time
 import jax
 from jax.flatten_util import ravel_pytree
 
+import curvax
 from analysis.blocks import block_operator, model_blocks
 from analysis.records import lanczos_record
-from analysis.spectrum import top_eigenvalues
 from models import ParamRole, param_roles
 
 
@@ -37,9 +37,8 @@ def block_spectra(cfg, operator, params, model, key, print_fn) -> list:
     matvec, example = block_operator(operator, params, select, model=model)
     size = int(ravel_pytree(example)[0].size)
     steps = min(cfg.block_lanczos_steps, size)
-    e = top_eigenvalues(
+    e = curvax.top_eigenvalues(
         matvec,
-        example,
         min(2, steps),
         num_steps=steps,
         key=jax.random.fold_in(key, i),

@@ -1,6 +1,6 @@
 """Per-block curvature operators: a full-model operator restricted to one block of parameters.
 
-Contract: `block_operator(operator, params, select, model=...)` takes a `analysis.operators.LinearOperator` on
+Contract: `block_operator(operator, params, select, model=...)` takes a `curvax.LinearOperator` on
 pytrees shaped like `params` (`analysis.hessian.hvp_fn`'s or `ggn_vp_fn`'s) and a block chosen by `ParamRole`
 (`models.param_roles`): a predicate on roles or a name from `model_blocks(model)`. It returns the diagonal block
 ∂²L/∂θ_B² with the other parameters held fixed, as an operator on {path: leaf} dicts, with that example dict.
@@ -17,9 +17,8 @@ from typing import Any, Callable, Sequence, Union
 import jax
 import numpy as np
 
+import curvax
 from analysis.hessian import Batch, hvp_fn
-from curvax.blocks import BlockOperator, block  # noqa: F401  (the project's name for a block)
-from curvax.operators import LinearOperator
 from models import ParamRole, param_roles
 from models.roles import NORM_ROLES
 
@@ -58,7 +57,7 @@ def block_indices(params: Any, select, *, model: Any) -> np.ndarray:
 
 
 def block_operator(
-    operator: LinearOperator, params: Any, select: Union[str, Callable[[ParamRole], bool]], *, model: Any
+    operator: curvax.LinearOperator, params: Any, select: Union[str, Callable[[ParamRole], bool]], *, model: Any
 ) -> tuple:
   """The diagonal block of a full-model operator (e.g. `hvp_fn`'s) on a block of parameters.
 
@@ -76,7 +75,7 @@ def block_operator(
   """
   leaves, _, idx, paths = _selected_leaves(params, select, model)
   chosen = set(paths)
-  return block(operator, lambda path: path in chosen), {p: leaves[i] for p, i in zip(paths, idx)}
+  return curvax.block(operator, lambda path: path in chosen), {p: leaves[i] for p, i in zip(paths, idx)}
 
 
 def block_hvp_fn(

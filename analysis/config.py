@@ -16,11 +16,13 @@ import re
 
 import jax
 
-from analysis.lanczos_options import REORTHOGONALIZATIONS
-from analysis.trace import TRACE_METHODS
+import curvax
 from models.config import Section, contradiction, invalid
 
 DTYPES = ("auto", "float64", "float32")
+# The trace estimators `analysis.trace_method` offers: curvax's (`curvax.TRACE_METHODS`) but XTrace, which needs the
+# optional matfree.
+TRACE_METHODS = tuple(m for m in curvax.TRACE_METHODS if m != "xtrace")
 OPERATORS = ("hessian", "gauss_newton")
 PROGRESS = ("auto", "on", "off")
 # `analysis.progress='auto'` prints Lanczos/SLQ progress lines from this many parameters on (`progress_enabled`).
@@ -101,8 +103,8 @@ def _check_values(cfg: AnalysisConfig) -> None:
   for key, choices in (
       ("dtype", DTYPES),
       ("operator", OPERATORS),
-      ("trace_method", tuple(TRACE_METHODS)),
-      ("reorthogonalize", REORTHOGONALIZATIONS),
+      ("trace_method", TRACE_METHODS),
+      ("reorthogonalize", curvax.REORTHOGONALIZATIONS),
       ("progress", PROGRESS),
   ):
     if cfg[key] not in choices:

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.operators import as_pytree_fn
+import curvax
 from models import ROLES, ParamRole, param_roles
 
 WEIGHT_ROLES = (
@@ -39,9 +39,9 @@ def _grad_program(loss_fn, params, batch):
 
 
 def _grad(loss_fn, params, batch):
-  """∂loss/∂params; the loss enters as a pytree argument (`as_pytree_fn`), so repeated profiles of one model share a
-  compilation."""
-  return _grad_program(as_pytree_fn(loss_fn), params, batch)
+  """∂loss/∂params; the loss enters as a pytree argument (`curvax.as_pytree_fn`), so repeated profiles of one model
+  share a compilation."""
+  return _grad_program(curvax.as_pytree_fn(loss_fn), params, batch)
 
 
 def _check_roles(roles):

@@ -1,10 +1,10 @@
 """Curvature operators of a loss as data: Hessian and Gauss–Newton on the parameter pytree.
 
 Contract: every operator is built from `(loss_fn, params, batch)` with `loss_fn(params, batch) -> scalar` (e.g.
-`train.make_loss_fn(model)`, dropout off) and returned as a `analysis.operators.LinearOperator`: a pytree whose
+`train.make_loss_fn(model)`, dropout off) and returned as a `curvax.LinearOperator`: a pytree whose
 leaves are what its products need (linearization residuals, batch weights) and whose static part is only
-structure. Call it on pytrees shaped like `params`, or pass it to `analysis.lanczos` / `analysis.spectrum` /
-`analysis.density` / `analysis.trace`, whose programs compile once per operator structure: a second checkpoint,
+structure. Call it on pytrees shaped like `params`, or pass it to `curvax.lanczos` / `curvax.top_eigenvalues` /
+`curvax.spectral_density` / `curvax.trace`, whose programs compile once per operator structure: a second checkpoint,
 batch or seed (same shapes), or a second block of the same leaf sizes (`analysis.blocks`), compiles nothing. The
 loss enters the linearization as a pytree argument (`train.loss.LossFn`), so `make_loss_fn` called again for a new
 checkpoint shares the compiled linearization too. Nothing here materializes an n×n matrix except `dense_hessian`
@@ -25,32 +25,22 @@ checkpoint shares the compiled linearization too. Nothing here materializes an n
 
 The generic code is `curvax` (`curvax.hessian`, `curvax.ggn`): this module is its client for the project's
 convention, a batch dict whose `targets` give the token weights (0 = padding), passed to curvax as `weights=`
-(per batch) and `output_weights=` (per token). An operator restricted to one block of parameters (the diagonal
-block ∂²L/∂θ_B²) is `analysis.blocks`.
+(per batch: `token_weights`, the project's one token weighting, which curvax normalizes) and `output_weights=` (per
+token). An operator restricted to one block of parameters (the diagonal block ∂²L/∂θ_B²) is `analysis.blocks`.
 """
 
 from typing import Any, Callable, Optional, Sequence, Union
 
 import jax
-import numpy as np
 
-from curvax.curvature import (  # noqa: F401  (the project's names for the operators)
-    GaussNewtonOperator,
-    HessianOperator,
-    JvpHessianOperator,
-    dense_hessian,
-    ggn,
-    hessian,
-    position_weights,
-    softmax_ce_output_hvp,
-)
-from curvax.operators import LinearOperator
+import curvax
 from train.loss import num_tokens
 
 Batch = dict
 
 
-def _as_batches(batch) -> list:
+def as_batches(batch) -> list:
+  """The project's batches: one batch dict or a list (or tuple) of them, each with a `targets` array (0 = padding)."""
   batches = list(batch) if isinstance(batch, (list, tuple)) else [batch]
   if not batches:
     raise ValueError("batch: an empty list of batches was given; pass one batch dict or a non-empty list")
@@ -60,19 +50,11 @@ def _as_batches(batch) -> list:
   return batches
 
 
-def _token_counts(batches, weights):
-  """The per-batch weights curvax normalizes: the non-padding target tokens n_b, unless `weights` are given."""
+def token_weights(batches: Sequence[Batch], weights: Optional[Sequence[float]] = None) -> Sequence[float]:
+  """The per-batch weights of the project's curvature and gradients: the non-padding target tokens n_b of each batch
+  (`train.loss.num_tokens`), or `weights` when given. curvax normalizes them, w_b = n_b / Σ n_b
+  (`curvax.normalized_weights`), so H = Σ_b w_b H_b is the Hessian of the token-mean loss over the batches' union."""
   return [float(num_tokens(b)) for b in batches] if weights is None else weights
-
-
-def batch_weights(batches: Sequence[Batch], weights: Optional[Sequence[float]] = None) -> np.ndarray:
-  """Normalized weights w_b = n_b / Σ n_b of the batches (n_b non-padding target tokens unless `weights` given)."""
-  raw = np.asarray([float(num_tokens(b)) for b in batches] if weights is None else weights, np.float64)
-  if raw.shape != (len(batches),):
-    raise ValueError(f"weights must have one entry per batch ({len(batches)}), got shape {raw.shape}")
-  if np.any(raw < 0) or raw.sum() <= 0:
-    raise ValueError(f"weights={raw.tolist()} must be non-negative with a positive sum (token counts)")
-  return raw / raw.sum()
 
 
 def _padding_mask(batch):
@@ -86,7 +68,7 @@ def hvp_fn(
     *,
     weights: Optional[Sequence[float]] = None,
     linearize: bool = True,
-) -> LinearOperator:
+) -> curvax.LinearOperator:
   """Hessian-vector product v ↦ Hv of `loss_fn` at `params` (forward-over-reverse), as an operator that is data.
 
   Args:
@@ -104,18 +86,8 @@ def hvp_fn(
     A `HessianOperator` (or `JvpHessianOperator`): call it on pytrees shaped like `params`, or pass it to
     `lanczos` / `top_eigenvalues` / `spectral_density` / `trace`, which compile once per its structure.
   """
-  batches = _as_batches(batch)
-  return hessian(loss_fn, params, batches, weights=_token_counts(batches, weights), linearize=linearize)
-
-
-def token_ce_output_hessian_vp(logits_BxLxV: jax.Array, mask_BxL: jax.Array, u_BxLxV: jax.Array) -> jax.Array:
-  """H_out u for the mean token cross-entropy: per token (diag(p) − p pᵀ) u / N, zero at padding.
-
-  ∂²/∂z² of −log softmax(z)_y is diag(p) − p pᵀ (p = softmax(z)), independent of the label y.
-  """
-  p_BxLxV = jax.nn.softmax(logits_BxLxV, axis=-1)
-  w_BxL = position_weights(mask_BxL.shape, p_BxLxV.dtype, lambda mask: mask, mask_BxL)
-  return softmax_ce_output_hvp(p_BxLxV, w_BxL, u_BxLxV)
+  batches = as_batches(batch)
+  return curvax.hessian(loss_fn, params, batches, weights=token_weights(batches, weights), linearize=linearize)
 
 
 def ggn_vp_fn(
@@ -124,7 +96,7 @@ def ggn_vp_fn(
     batch: Union[Batch, Sequence[Batch]],
     *,
     weights: Optional[Sequence[float]] = None,
-) -> LinearOperator:
+) -> curvax.LinearOperator:
   """Generalized Gauss–Newton products G v = Jᵀ H_out J v for the mean token cross-entropy (Schraudolph 2002).
 
   The logits are linearized once per batch (`jax.linearize`, residuals of the forward pass stored); a product is
@@ -141,12 +113,12 @@ def ggn_vp_fn(
   Returns:
     A `GaussNewtonOperator` on pytrees shaped like `params`; symmetric positive semidefinite.
   """
-  batches = _as_batches(batch)
-  return ggn(
+  batches = as_batches(batch)
+  return curvax.ggn(
       logits_fn,
       params,
       batches,
       loss="softmax_cross_entropy",
-      weights=_token_counts(batches, weights),
+      weights=token_weights(batches, weights),
       output_weights=_padding_mask,
   )

@@ -1,8 +1,8 @@
 """Progress lines of the long-running analysis programs (Lanczos, SLQ), printed from inside a jitted program.
 
 Contract: `progress_printer(label, print_fn)` returns a host function `callback(step, num_steps)` for the `callback=`
-argument of `analysis.lanczos.lanczos`, `analysis.spectrum.*` and `analysis.density.spectral_density`; the program
-calls it through `jax.debug.callback` with the callback as a runtime operand (`analysis.operators`), so printing
+argument of `curvax.lanczos`, `curvax.top_eigenvalues` / `bottom_eigenvalues` and `curvax.spectral_density`; the
+program calls it through `jax.debug.callback` with the callback as a runtime operand (`curvax`), so printing
 changes no compiled program. `progress_callback` is the same printer where a host callback is safe (a run of one
 process) and None otherwise. No project imports: only jax.
 """

@@ -25,7 +25,10 @@ recorded), dropout off, and writes into `out_dir/<label>/`:
                     analysis batches (`curvax.batch_sharpness`), each read against c = 2
 and the PNGs spectrum.png, eigenvalues.png, blocks.png (top eigenvalue per block), block_spectra.png (each block's
 Ritz values with their quadrature weights and bounds), grad_norms.png, signal.png. Each is skipped when its keys turn
-it off (`top_k = bottom_k = 0`: no eigenvalues); the curvature operator is built only when an analysis uses it.
+it off (`top_k = bottom_k = 0`: no eigenvalues); the curvature operator is built only when an analysis uses it. Each
+JSON file is one registered analysis, `analysis.analyses.ANALYSES[name](ctx) -> (record, plots)` (`<name>.json`),
+read from one frozen `Context` of the model state and run, timed (`<name>_s` in metadata.json), written and drawn by
+one loop.
 The subtree is typed and checked by `analysis.config.AnalysisConfig`; the files hold the records of
 `analysis.records`, written by process 0 only.
 
@@ -42,6 +45,7 @@ every operator and profile sees the same masked batches.
 import dataclasses
 import os
 import time
+import types
 from typing import Any, Callable, Optional, Sequence
 
 import jax
@@ -52,35 +56,12 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import curvax
-import models
-from analysis import gradients, hessian, init_stats, plots, signal, stability
-from analysis.block_spectra import block_spectra
+from analysis import hessian, stability
+from analysis.analyses import ANALYSES, RETURNED, Context, cast_floats, probe_batch
 from analysis.config import AnalysisConfig, resolved_dtype
-from analysis.density import spectral_density
-from analysis.lanczos_options import check_basis_memory
-from analysis.progress import progress_callback
-from analysis.records import (
-    density_record,
-    extreme_record,
-    is_primary,
-    jsonable,
-    model_config_record,
-    save_plot,
-    write_json,
-)
-from analysis.spectrum import bottom_eigenvalues, top_eigenvalues
-from analysis.trace import trace
+from analysis.records import is_primary, jsonable, model_config_record, save_plot, write_json
 from train.loss import make_logits_fn, make_loss_fn, num_tokens
 from train.step import mlm_masked
-
-
-def _probe_batch(cfg, num_probes):
-  """analysis.probe_batch capped at the number of probes; 0 leaves the choice to the backend default."""
-  return min(cfg.probe_batch, num_probes) if cfg.probe_batch else None
-
-
-def _cast(tree, dtype):
-  return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
 
 
 def run_analysis(
@@ -156,9 +137,39 @@ def run_analysis(
   if is_primary():
     epath.Path(directory).mkdir(parents=True, exist_ok=True)  # a URI (gs://...) too
   with jax.enable_x64(dtype == "float64"):
-    return _run(
-        cfg, dtype, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh, adam, progress
+    timings = {}
+    ctx, meta = _context(
+        cfg,
+        dtype,
+        model,
+        variables,
+        batches,
+        label=label,
+        init_fn=init_fn,
+        provenance=provenance,
+        print_fn=print_fn,
+        mesh=mesh,
+        adam=adam,
+        progress=progress,
+        timings=timings,
     )
+    out = {}
+    for name, analysis in ANALYSES.items():  # each sees the records before it (the stability predictors: λ_max)
+      t = time.perf_counter()
+      record, figures = analysis(dataclasses.replace(ctx, records=types.MappingProxyType(dict(out))))
+      if record is None:
+        continue
+      timings[f"{name}_s"] = time.perf_counter() - t
+      out[name] = record
+      write_json(directory, f"{name}.json", record)
+      for plot, data, filename, kwargs in figures:
+        save_plot(plot, jsonable(data), os.path.join(directory, filename), **kwargs)
+    if "spectrum" in out:
+      meta["sigma"] = out["spectrum"]["sigma"]
+    meta["timings"] = timings
+    write_json(directory, "metadata.json", meta)
+    summary = {RETURNED[name]: record for name, record in out.items() if name in RETURNED}
+    return jsonable(dict(summary, metadata=meta))
 
 
 def on_mesh(batches, mesh, print_fn):
@@ -185,15 +196,19 @@ def check_basis(analysis_config, num_params: int, mesh=None, *, preconditioned: 
       cfg.top_k or cfg.bottom_k or cfg.spectrum or preconditioned or cfg.edge_predictors
   ):
     return
-  lockstep = (_probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1  # SLQ: a basis per probe
+  lockstep = (probe_batch(cfg, cfg.num_probes) or 1) if cfg.spectrum else 1  # SLQ: a basis per probe
   dtype = jnp.dtype(resolved_dtype(cfg.dtype))
   basis_sharding = None if mesh is None else NamedSharding(mesh, P(tuple(mesh.axis_names)))
-  check_basis_memory(cfg.lanczos_steps, num_params, dtype, cfg.max_basis_bytes, lockstep, basis_sharding=basis_sharding)
+  curvax.check_basis_memory(
+      cfg.lanczos_steps, num_params, dtype, cfg.max_basis_bytes, lockstep, basis_sharding=basis_sharding
+  )
 
 
-def _run(
-    cfg, dtype_name, model, variables, batches, directory, label, init_fn, provenance, print_fn, mesh, adam, progress
-):
+def _context(
+    cfg, dtype_name, model, variables, batches, *, label, init_fn, provenance, print_fn, mesh, adam, progress, timings
+) -> tuple:
+  """(the analyses' `Context`, metadata.json's record): the state cast to the analysis dtype, the batches on the
+  mesh, the basis checked against its memory, and the curvature operator built (timed) when an analysis uses it."""
   dtype = jnp.dtype(dtype_name)
   basis_sharding = None
   if mesh is not None:
@@ -204,28 +219,44 @@ def _run(
         "Lanczos vectors split along n"
     )
   model = model.clone(config=dataclasses.replace(model.config, dtype=dtype, param_dtype=dtype))
-  variables = _cast(variables, dtype)
+  variables = cast_floats(variables, dtype)
   params = variables["params"]
   n = int(sum(np.size(x) for x in jax.tree.leaves(params)))
   check_basis(cfg, n, mesh, preconditioned=bool(adam))
   steps = min(cfg.lanczos_steps, n)
   loss_fn = make_loss_fn(model, variables=variables)
-  timings, out = {}, {}
   tokens = [int(num_tokens(b)) for b in batches]
-  build_hvp = lambda fn, p: hessian.hvp_fn(fn, p, batches, linearize=cfg.linearize)
-  build_ggn = lambda p: hessian.ggn_vp_fn(make_logits_fn(model, variables=variables), p, batches)
-  build = build_hvp if cfg.operator == "hessian" else lambda fn, p: build_ggn(p)
   # Profiles alone (top_k = bottom_k = 0, no spectrum, trace or blocks) need no curvature operator: none is built.
-  curvature = bool(
-      cfg.top_k or cfg.bottom_k or cfg.spectrum or cfg.trace_probes or cfg.blocks or adam or cfg.edge_predictors
-  )
-  matvec = None
-  if curvature:
+  operator = None
+  if cfg.top_k or cfg.bottom_k or cfg.spectrum or cfg.trace_probes or cfg.blocks or adam or cfg.edge_predictors:
     t = time.perf_counter()
-    matvec = jax.block_until_ready(build(loss_fn, params))
+    if cfg.operator == "hessian":
+      operator = hessian.hvp_fn(loss_fn, params, batches, linearize=cfg.linearize)
+    else:
+      operator = hessian.ggn_vp_fn(make_logits_fn(model, variables=variables), params, batches)
+    operator = jax.block_until_ready(operator)
     timings["build_operator_s"] = time.perf_counter() - t
   key = jax.random.key(cfg.seed)
-  k_top, k_bottom, k_slq, k_trace, k_blocks = jax.random.split(key, 5)
+  ctx = Context(
+      cfg=cfg,
+      dtype=dtype,
+      model=model,
+      variables=variables,
+      params=params,
+      batches=batches,
+      loss_fn=loss_fn,
+      label=label,
+      print_fn=print_fn,
+      progress=progress,
+      init_fn=init_fn,
+      adam=adam,
+      basis_sharding=basis_sharding,
+      num_params=n,
+      steps=steps,
+      operator=operator,
+      key=key,
+      keys=tuple(jax.random.split(key, 5)),
+  )
   meta = dict(
       label=label,
       **provenance,
@@ -249,195 +280,4 @@ def _run(
       analysis_config=cfg.to_dict(),
       model_config=model_config_record(model.config),
   )
-
-  eigen = {}
-  if cfg.top_k:
-    t = time.perf_counter()
-    top = top_eigenvalues(
-        matvec,
-        params,
-        cfg.top_k,
-        num_steps=steps,
-        key=k_top,
-        max_basis_bytes=cfg.max_basis_bytes,
-        reorthogonalize=cfg.reorthogonalize,
-        callback=progress_callback(f"{label} top eigenvalues", print_fn) if progress else None,
-        basis_sharding=basis_sharding,
-    )
-    eigen["top"] = extreme_record(top)
-    timings["top_eigenvalues_s"] = time.perf_counter() - t
-  if cfg.bottom_k:
-    t = time.perf_counter()
-    bottom = bottom_eigenvalues(
-        matvec,
-        params,
-        cfg.bottom_k,
-        num_steps=steps,
-        key=k_bottom,
-        max_basis_bytes=cfg.max_basis_bytes,
-        reorthogonalize=cfg.reorthogonalize,
-        callback=progress_callback(f"{label} bottom eigenvalues", print_fn) if progress else None,
-        basis_sharding=basis_sharding,
-    )
-    eigen["bottom"] = extreme_record(bottom)
-    timings["bottom_eigenvalues_s"] = time.perf_counter() - t
-  if eigen:
-    write_json(directory, "eigenvalues.json", eigen)
-    save_plot(
-        plots.plot_eigenvalues, jsonable(eigen), os.path.join(directory, "eigenvalues.png"), title=f"{label}: extremes"
-    )
-    out["eigenvalues"] = eigen
-
-  if adam:
-    t = time.perf_counter()
-    top = (eigen["top"]["values"][0], eigen["top"]["bounds"][0]) if cfg.top_k else None
-    lanczos = dict(
-        max_basis_bytes=cfg.max_basis_bytes, reorthogonalize=cfg.reorthogonalize, basis_sharding=basis_sharding
-    )
-    predictors = stability.step0_predictors(
-        matvec,
-        loss_fn,
-        params,
-        batches,
-        **adam,
-        num_steps=steps,
-        key=jax.random.fold_in(key, 5),
-        top=top,
-        lr_multipliers=models.lr_multipliers(params, model.config),  # µP's per-layer factors: M·P⁻¹H
-        **lanczos,
-    )
-    out["stability"] = dict(operator=cfg.operator, **predictors)
-    timings["stability_s"] = time.perf_counter() - t
-
-  if cfg.edge_predictors:
-    t = time.perf_counter()
-    ggn = matvec if cfg.operator == "ggn" else build_ggn(params)
-    lanczos_kw = dict(
-        max_basis_bytes=cfg.max_basis_bytes, reorthogonalize=cfg.reorthogonalize, basis_sharding=basis_sharding
-    )
-    e = top_eigenvalues(ggn, params, 1, num_steps=steps, key=jax.random.fold_in(key, 6), **lanczos_kw)
-    sharpness = curvax.batch_sharpness(loss_fn, params, batches)
-    out.setdefault("stability", dict(operator=cfg.operator)).update(
-        ggn_lambda_max=float(e.values[0]),
-        ggn_lambda_max_bound=float(e.bounds[0]),
-        batch_sharpness=sharpness.value,
-        batch_sharpness_std_error=sharpness.std_error,
-        batch_sharpness_per_batch=list(sharpness.per_batch),
-        edge_thresholds="unstable iff lr * lambda > c: c = 2 for the Gauss-Newton and the batch sharpness",
-    )
-    timings["edge_predictors_s"] = time.perf_counter() - t
-
-  if "stability" in out:
-    write_json(directory, "stability.json", out["stability"])
-
-  if cfg.spectrum:
-    t = time.perf_counter()
-    d = spectral_density(
-        matvec,
-        params,
-        steps,
-        cfg.num_probes,
-        k_slq,
-        sigma=cfg.sigma or None,
-        max_basis_bytes=cfg.max_basis_bytes,
-        reorthogonalize=cfg.reorthogonalize,
-        callback=progress_callback(f"{label} SLQ matvecs", print_fn) if progress else None,
-        callback_every=max(steps // 2, 1),
-        probe_batch=_probe_batch(cfg, cfg.num_probes),
-        basis_sharding=basis_sharding,
-    )
-    spec = density_record(d, cfg.num_probes, steps)
-    timings["spectrum_s"] = time.perf_counter() - t
-    write_json(directory, "spectrum.json", spec)
-    save_plot(
-        plots.plot_spectral_density,
-        jsonable(spec),
-        os.path.join(directory, "spectrum.png"),
-        log_y=cfg.log_density,
-        title=f"{label}: spectral density",
-        num_params=n,
-    )
-    meta["sigma"] = float(d.sigma)
-
-  if cfg.trace_probes:
-    t = time.perf_counter()
-    tr = trace(
-        matvec,
-        params,
-        cfg.trace_probes,
-        k_trace,
-        method=cfg.trace_method,
-        probe_batch=_probe_batch(cfg, cfg.trace_probes),
-    )
-    out["trace"] = dict(
-        estimate=float(tr.estimate), std_error=float(tr.std_error), num_matvecs=tr.num_matvecs, method=tr.method
-    )
-    timings["trace_s"] = time.perf_counter() - t
-    write_json(directory, "trace.json", out["trace"])
-
-  if cfg.blocks:
-    t = time.perf_counter()
-    block_full = matvec if cfg.operator == "hessian" else build_hvp(loss_fn, params)
-    records = block_spectra(cfg, block_full, params, model, k_blocks, print_fn)
-    timings["blocks_s"] = time.perf_counter() - t
-    write_json(directory, "blocks.json", records)
-    save_plot(
-        plots.plot_block_spectra, jsonable(records), os.path.join(directory, "blocks.png"), title=f"{label}: blocks"
-    )
-    save_plot(
-        plots.plot_block_ritz_spectra,
-        jsonable(records),
-        os.path.join(directory, "block_spectra.png"),
-        title=f"{label}: per-block Ritz spectra",
-    )
-
-  if cfg.grad_norms:
-    t = time.perf_counter()
-    params_list = [params] + [
-        _cast(init_fn(jax.random.key(cfg.seed + i)), dtype)["params"] for i in range(1, cfg.grad_norm_seeds)
-    ]
-    prof = gradients.grad_norm_profile(loss_fn, params_list, batches, model=model)
-    timings["grad_norms_s"] = time.perf_counter() - t
-    write_json(directory, "grad_norms.json", prof)
-    save_plot(
-        plots.plot_grad_norms,
-        jsonable(prof["aggregate"]),
-        os.path.join(directory, "grad_norms.png"),
-        title=f"{label}: grad norm",
-    )
-
-  if cfg.signal:
-    t = time.perf_counter()
-    per_batch = [dict(batch_index=i, records=signal.signal_profile(model, variables, b)) for i, b in enumerate(batches)]
-    timings["signal_s"] = time.perf_counter() - t
-    write_json(directory, "signal.json", per_batch)
-    save_plot(
-        plots.plot_signal,
-        jsonable(per_batch[0]["records"]),
-        os.path.join(directory, "signal.png"),
-        title=f"{label}: signal (batch 0)",
-    )
-
-  if cfg.param_stats:
-    t = time.perf_counter()
-    out["params"] = init_stats.param_statistics(params, model)
-    timings["param_stats_s"] = time.perf_counter() - t
-    write_json(directory, "params.json", out["params"])
-
-  if cfg.mlp_depth:
-    t = time.perf_counter()
-    out["mlp"] = init_stats.mlp_second_moments(
-        model.config.activation,
-        width=cfg.mlp_width,
-        depth=cfg.mlp_depth,
-        rows=cfg.mlp_rows,
-        draws=cfg.mlp_draws,
-        seed=cfg.seed,
-    )
-    timings["mlp_s"] = time.perf_counter() - t
-    write_json(directory, "mlp_moments.json", out["mlp"])
-
-  meta["timings"] = timings
-  write_json(directory, "metadata.json", meta)
-  out["metadata"] = meta
-  return jsonable(out)
+  return ctx, meta

@@ -1,7 +1,7 @@
 """Step-0 stability predictors: the largest learning rates a quadratic model of the loss at init allows.
 
-Contract: the predictors take the curvature operators of `analysis.hessian` (operators are data,
-`analysis.operators`) and the gradient at step 0, and return numbers; nothing here trains. On the quadratic model
+Contract: the predictors take the curvature operators of `analysis.hessian` (operators are data, `curvax`) and
+the gradient at step 0, and return numbers; nothing here trains. On the quadratic model
 L(θ) ≈ L(θ₀) + gᵀ(θ − θ₀) + ½(θ − θ₀)ᵀH(θ − θ₀) around the init θ₀ (docs/science.md §9):
 
   * `max_stable_lr_gd(λ)` = 2/λ_max(H): gradient descent θ ← θ − ηHθ on ½θᵀHθ multiplies the component along an
@@ -13,8 +13,9 @@ L(θ) ≈ L(θ₀) + gᵀ(θ − θ₀) + ½(θ − θ₀)ᵀH(θ − θ₀) aro
   * `adam_preconditioned_operator(op, g, eps)`: v ↦ P^{-1/2} H P^{-1/2} v with P = diag(√v̂₁ + ε) = diag(|g| + ε),
     Adam's preconditioner after its first update (v̂₁ = g², Kingma & Ba 2015, Alg. 1 with bias correction). It is
     symmetric and similar to P⁻¹H (P⁻¹H = P^{-1/2}(P^{-1/2}HP^{-1/2})P^{1/2}), so it has P⁻¹H's eigenvalues and
-    `analysis.spectrum.top_eigenvalues` (symmetric Lanczos) applies. The operator is a pytree (the inner operator
-    and the scale vector (|g| + ε)^{-1/2} are leaves), so its programs compile once per structure.
+    `curvax.top_eigenvalues` (symmetric Lanczos) applies. It is `curvax.diagonal_preconditioned(op, d)`, a pytree
+    (the inner operator and the scale vector d = (|g| + ε)^{-1/2} are leaves): its programs compile once per
+    structure.
   * `update_sharpness(op, u)` = uᵀHu/‖u‖², the curvature along the first update u (one HVP; the curvature along the
     update direction of Kalra et al. 2026, "A scalable measure of loss landscape curvature", arXiv:2601.16979),
     with `adam_first_update(g, η, eps)` = −η·m̂₁/(√v̂₁ + ε) = −η·g/(|g| + ε) (m̂₁ = g after bias correction).
@@ -47,9 +48,9 @@ consistency of neural network landscapes and learning rate transfer"), which µP
 Assumptions, stated where they are used: no gradient clipping, and the preconditioner frozen at its step-1 value (Cohen et al. 2022's "frozen
 Adam"); later v̂_t change P, so the bound predicts the first steps' stability, not the whole run's.
 
-Imports `analysis.operators`, `analysis.spectrum`, `analysis.hessian` (the token weights of several batches, unless
-`weights=` are given, as to `hvp_fn`), `curvax.curvature` (batches and weights as curvax reads them) and
-`models.config.invalid` (the config boundary's error format).
+Imports `curvax` (operators, spectra, and batches and weights as curvax reads them), `analysis.hessian` (the
+project's batches and token weights, unless `weights=` are given, as to `hvp_fn`) and `models.config.invalid` (the
+config boundary's error format).
 """
 
 import math
@@ -59,10 +60,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.hessian import batch_weights
-from analysis.operators import FlatSpec, LinearOperator, as_operator, as_pytree_fn, ravel_leaves, run_program
-from analysis.spectrum import top_eigenvalues
-from curvax.curvature import as_batches, normalized_weights
+import curvax
+from analysis import hessian
 from models.config import invalid
 
 
@@ -113,33 +112,6 @@ def max_stable_lr_adam(lambda_max_preconditioned, beta1: float) -> float:
   return threshold / lam if lam > 0 else math.inf
 
 
-@jax.tree_util.register_pytree_node_class
-class PreconditionedOperator(LinearOperator):
-  """v ↦ D A D v with D = diag(`scale`): the symmetric form P^{-1/2} A P^{-1/2} of P⁻¹A for P = D⁻².
-
-  The inner operator and the scale vector [n] are leaves and the flat spec is static, so a new gradient, checkpoint
-  or batch of the same shapes reuses every compiled program (`analysis.operators`)."""
-
-  def __init__(self, inner: LinearOperator, scale: jax.Array, spec: FlatSpec):
-    self.inner, self.scale, self.spec = inner, scale, spec
-
-  def flat_matvec(self, x):
-    dtype = self.inner.spec.dtype
-    d = self.scale.astype(dtype)
-    return (d * self.inner.flat_matvec(d * x.astype(dtype))).astype(self.spec.dtype)
-
-  def flat_operator(self):
-    inner = self.inner.flat_operator()
-    return PreconditionedOperator(inner, self.scale, inner.spec)
-
-  def tree_flatten(self):
-    return (self.inner, self.scale), (self.spec,)
-
-  @classmethod
-  def tree_unflatten(cls, aux, children):
-    return cls(children[0], children[1], aux[0])
-
-
 def _check_eps(eps) -> None:
   if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)) or not eps >= 0:
     raise ValueError(f"eps={eps!r} must be a number >= 0 (Adam's ε, optim.eps)")
@@ -165,8 +137,8 @@ def adam_preconditioner_scale(grads: Any, eps: float, dtype=None) -> jax.Array:
     [n] in `jax.flatten_util.ravel_pytree` order.
   """
   _check_eps(eps)
-  dtype = FlatSpec.of(grads).dtype if dtype is None else jnp.dtype(dtype)
-  return _inverse_sqrt_preconditioner(ravel_leaves(grads, dtype), jnp.asarray(eps, dtype))
+  dtype = curvax.FlatSpec.of(grads).dtype if dtype is None else jnp.dtype(dtype)
+  return _inverse_sqrt_preconditioner(curvax.ravel_leaves(grads, dtype), jnp.asarray(eps, dtype))
 
 
 EPS_PROBE = 1e-8  # ε' = EPS_PROBE·RMS(g): the second ε of step0_predictors' λ_max(P⁻¹H) and update λ₀ (issue 28)
@@ -193,7 +165,7 @@ def lr_multiplier_scale(lr_multipliers: Any, params: Any, dtype=None) -> jax.Arr
   values = [float(m) for m in jax.tree.leaves(lr_multipliers)]
   if not all(math.isfinite(m) and m >= 0 for m in values):
     raise ValueError(f"lr_multipliers must be finite numbers >= 0; got {sorted(set(values))}")
-  dtype = FlatSpec.of(params).dtype if dtype is None else jnp.dtype(dtype)
+  dtype = curvax.FlatSpec.of(params).dtype if dtype is None else jnp.dtype(dtype)
   return jnp.concatenate(
       [jnp.full((x.size,), math.sqrt(m), dtype) for m, x in zip(values, jax.tree.leaves(params), strict=True)]
   )
@@ -231,15 +203,15 @@ def adam_state_preconditioner_scale(nu: Any, count, beta2: float, eps: float, dt
   check_beta2_eps(beta2, eps)
   if int(count) < 1:
     raise ValueError(f"count={int(count)}: Adam's preconditioner exists after its first update (count >= 1)")
-  dtype = FlatSpec.of(nu).dtype if dtype is None else jnp.dtype(dtype)
+  dtype = curvax.FlatSpec.of(nu).dtype if dtype is None else jnp.dtype(dtype)
   return _adam_state_scale(
-      ravel_leaves(nu, dtype), jnp.asarray(count, jnp.int32), jnp.asarray(beta2, dtype), jnp.asarray(eps, dtype)
+      curvax.ravel_leaves(nu, dtype), jnp.asarray(count, jnp.int32), jnp.asarray(beta2, dtype), jnp.asarray(eps, dtype)
   )
 
 
 def adam_preconditioned_operator(
-    operator: LinearOperator, grads: Any, eps: float, lr_multipliers: Any = None
-) -> PreconditionedOperator:
+    operator: curvax.LinearOperator, grads: Any, eps: float, lr_multipliers: Any = None
+) -> curvax.PreconditionedOperator:
   """P^{-1/2} H P^{-1/2} for Adam's step-1 preconditioner P = diag(√v̂₁ + ε) = diag(|g| + ε); with `lr_multipliers`
   m (a pytree like `grads`), M^{1/2}P^{-1/2}HP^{-1/2}M^{1/2} (module docstring).
 
@@ -252,17 +224,17 @@ def adam_preconditioned_operator(
     eps: Adam's ε (the run's `optim.eps`).
 
   Returns:
-    A `PreconditionedOperator` on the same pytrees as `operator`.
+    A `curvax.PreconditionedOperator` on the same pytrees as `operator`.
   """
-  if not isinstance(operator, LinearOperator):
+  if not isinstance(operator, curvax.LinearOperator):
     raise ValueError(f"operator must be a LinearOperator (analysis.hessian.hvp_fn), got {type(operator).__name__}")
-  size = FlatSpec.of(grads).size
+  size = curvax.FlatSpec.of(grads).size
   if size != operator.size:
     raise ValueError(f"grads has {size} entries but the operator acts on vectors of {operator.size}")
   scale = adam_preconditioner_scale(grads, eps, operator.dtype)
   if lr_multipliers is not None:
     scale = scale * lr_multiplier_scale(lr_multipliers, grads, operator.dtype)
-  return PreconditionedOperator(operator, scale, operator.spec)
+  return curvax.diagonal_preconditioned(operator, scale)
 
 
 @jax.jit
@@ -274,19 +246,26 @@ def adam_first_update(grads: Any, learning_rate: float, eps: float) -> Any:
   """Adam's first update u = −η·m̂₁/(√v̂₁ + ε) = −η·g/(|g| + ε) (bias-corrected m̂₁ = g, v̂₁ = g²; Kingma & Ba
   2015, Alg. 1), as a pytree like `grads`; equals `optax.adam(η, b1, b2, eps)`'s first update for any β₁, β₂."""
   _check_eps(eps)
-  dtype = FlatSpec.of(grads).dtype
+  dtype = curvax.FlatSpec.of(grads).dtype
   return _adam_update(grads, jnp.asarray(learning_rate, dtype), jnp.asarray(eps, dtype))
 
 
-def _directional_program(op, u):
+def _directional(op, u):
   hu = op.flat_matvec(u)
   return jnp.vdot(u, hu), jnp.vdot(u, u)
 
 
+_directional_program = jax.jit(_directional)
+
+
 def directional_curvature(operator, u: Any) -> tuple:
-  """(uᵀHu, uᵀu) with one product of `operator` (a jitted program compiled once per operator structure)."""
-  op = as_operator(operator, u)
-  return run_program(_directional_program, (), op, ravel_leaves(u, op.dtype))
+  """(uᵀHu, uᵀu) with one product of `operator` (a jitted program compiled once per operator structure; a plain
+  callable's in a fresh one, which no cache keeps)."""
+  op = curvax.as_operator(operator, u)
+  flat, u_flat = op.flat_operator(), curvax.ravel_leaves(u, op.dtype)
+  if flat.cacheable:
+    return _directional_program(flat, u_flat)
+  return jax.jit(lambda x: _directional(flat, x))(u_flat)
 
 
 def update_sharpness(operator, u: Any) -> jax.Array:
@@ -323,18 +302,14 @@ def mean_gradient(loss_fn: Callable, params: Any, batches: Any, *, weights: Opti
   Args:
     loss_fn, params: the loss and the point.
     batches: the project's batch dicts (one, or a list or tuple of them) when `weights` is None: then w_b = n_b/Σn_b,
-      n_b the non-padding target tokens (`analysis.hessian.batch_weights`). With `weights`, any batch pytree, as in
+      n_b the non-padding target tokens (`analysis.hessian.token_weights`). With `weights`, any batch pytree, as in
       `curvax.hessian`: a list is several batches, anything else one, and nothing is read from them.
     weights: per-batch weights (normalized to sum 1) replacing the token counts.
   """
-  if weights is None:
-    batches = list(batches) if isinstance(batches, (list, tuple)) else [batches]
-    w = batch_weights(batches)
-  else:
-    batches = as_batches(batches)
-    w = normalized_weights(len(batches), weights)
-  w = jnp.asarray(w, FlatSpec.of(params).dtype)
-  return _mean_gradient_program(as_pytree_fn(loss_fn), params, tuple(batches), w)
+  batches = hessian.as_batches(batches) if weights is None else curvax.as_batches(batches)
+  w = curvax.normalized_weights(len(batches), hessian.token_weights(batches, weights))
+  w = jnp.asarray(w, curvax.FlatSpec.of(params).dtype)
+  return _mean_gradient_program(curvax.as_pytree_fn(loss_fn), params, tuple(batches), w)
 
 
 def adam_constants(analysis_config, optim_config) -> dict:
@@ -363,7 +338,7 @@ def adam_constants(analysis_config, optim_config) -> dict:
 
 
 def step0_predictors(
-    operator: LinearOperator,
+    operator: curvax.LinearOperator,
     loss_fn: Callable,
     params: Any,
     batches: Sequence[dict],
@@ -408,8 +383,8 @@ def step0_predictors(
   if top is None:
     # H as D H D with D = I: the same operator structure as the preconditioned run, so both share one compiled
     # Lanczos program (a Lanczos compile costs more than the products on small models).
-    identity = PreconditionedOperator(operator, jnp.ones((operator.size,), operator.dtype), operator.spec)
-    e = top_eigenvalues(identity, params, k, num_steps=num_steps, key=k_hessian, **lanczos_kwargs)
+    identity = curvax.diagonal_preconditioned(operator, jnp.ones((operator.size,), operator.dtype))
+    e = curvax.top_eigenvalues(identity, k, num_steps=num_steps, key=k_hessian, **lanczos_kwargs)
     top = (float(e.values[0]), float(e.bounds[0]))
   lam, bound = float(top[0]), float(top[1])
   record = dict(
@@ -423,7 +398,7 @@ def step0_predictors(
       assumptions="quadratic model at step 0; one learning rate for all parameters; no clipping; P frozen",
   )
   grads = mean_gradient(loss_fn, params, batches, weights=weights)
-  g_flat = ravel_leaves(grads, operator.dtype)
+  g_flat = curvax.ravel_leaves(grads, operator.dtype)
   record["grad_norm"] = float(jnp.linalg.norm(g_flat))
   # ε' = EPS_PROBE·RMS(g), the second ε at which each ε-dependent λ is read (issue 28): ε relative to the gradient
   eps_alt = EPS_PROBE * float(jnp.sqrt(jnp.mean(g_flat**2)))
@@ -432,7 +407,7 @@ def step0_predictors(
     record["lr_multipliers"] = "in P: the eigenvalues are those of M P^-1 H, M = diag(the per-leaf lr multipliers)"
   if preconditioned_top_k:
     pre = adam_preconditioned_operator(operator, grads, eps, lr_multipliers if scaled else None)
-    e = top_eigenvalues(pre, params, k, num_steps=num_steps, key=k_preconditioned, **lanczos_kwargs)
+    e = curvax.top_eigenvalues(pre, k, num_steps=num_steps, key=k_preconditioned, **lanczos_kwargs)
     record.update(
         preconditioned_values=e.values,
         preconditioned_bounds=e.bounds,
@@ -445,7 +420,7 @@ def step0_predictors(
     # (coordinates whose gradient is ~0 at init: P = ε there).
     if eps_alt > 0:
       alt = adam_preconditioned_operator(operator, grads, eps_alt, lr_multipliers if scaled else None)
-      e_alt = top_eigenvalues(alt, params, k, num_steps=num_steps, key=k_preconditioned, **lanczos_kwargs)
+      e_alt = curvax.top_eigenvalues(alt, k, num_steps=num_steps, key=k_preconditioned, **lanczos_kwargs)
       lam_alt = float(e_alt.values[0])
       record.update(
           eps_probe=eps_alt,
@@ -459,7 +434,11 @@ def step0_predictors(
       if scaled:
         direction = jax.tree.map(lambda d, m: d * jnp.asarray(m, d.dtype), direction, lr_multipliers)
       dhd, dd = directional_curvature(operator, direction)
-      return dhd, dd, jnp.vdot(ravel_leaves(grads, operator.dtype), ravel_leaves(direction, operator.dtype))
+      return (
+          dhd,
+          dd,
+          jnp.vdot(curvax.ravel_leaves(grads, operator.dtype), curvax.ravel_leaves(direction, operator.dtype)),
+      )
 
     dhd, dd, gd = along_update(eps)
     record.update(

@@ -6,7 +6,7 @@ parameters θ_t after update t:
 
   curvature/lambda_max            the largest Ritz value θ_1 of the Hessian of the token-mean cross-entropy
   curvature/lambda_max_bound      its residual bound |β_m s_{m,1}|: an eigenvalue of H lies in [θ_1 ± bound]
-                                  (Parlett 1998, Thm 13.1.1; `analysis.spectrum.top_eigenvalues`)
+                                  (Parlett 1998, Thm 13.1.1; `curvax.top_eigenvalues`)
   curvature/learning_rate         η(t) = schedule(t), the base learning rate of the NEXT update (the one taken from
                                   θ_t, whose stability λ_max(θ_t) governs); µP's per-layer multipliers are not in it
                                   (they are in the preconditioned records below)
@@ -66,19 +66,16 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import curvax
 from analysis import hessian
 from analysis.config import AnalysisConfig, resolved_dtype
-from analysis.lanczos_options import check_basis_memory
 from analysis.run import on_mesh
-from analysis.spectrum import top_eigenvalues
 from analysis.stability import (
-    PreconditionedOperator,
     adam_state_preconditioner_scale,
     check_beta2_eps,
     lr_multiplier_scale,
     momentum_stability_threshold,
 )
-from curvax.spectrum import ritz_vector, warm_start
 from train.loss import make_loss_fn
 from train.step import mlm_masked
 
@@ -123,7 +120,7 @@ def check_basis(analysis_config: Any, num_params: int, mesh: Optional[jax.shardi
   dtype = jnp.dtype(resolved_dtype(cfg.dtype))
   basis_sharding = None if mesh is None else NamedSharding(mesh, P(tuple(mesh.axis_names)))
   steps = min(cfg.lanczos_steps, num_params)
-  check_basis_memory(steps, num_params, dtype, cfg.max_basis_bytes, 1, basis_sharding=basis_sharding)
+  curvax.check_basis_memory(steps, num_params, dtype, cfg.max_basis_bytes, 1, basis_sharding=basis_sharding)
 
 
 def curvature_hook(
@@ -203,21 +200,21 @@ def curvature_hook(
   warm = cfg.tracking_tol > 0
   previous = {}  # the last record's top Ritz vectors (warm starts), by operator: "hessian", "preconditioned"
 
-  def extreme(name, op, params, start_key, step):
+  def extreme(name, op, start_key, step):
     """λ_max of `op`: from `start_key` (cold: every record, or the first when warm) or from the previous record's
     Ritz vector (warm), stopping at the bound tracking_tol·|λ|; keeps this record's Ritz vector for the next."""
     options = dict(lanczos)
     if warm:
       options.update(tol=cfg.tracking_tol, return_basis=True)
       if name in previous:
-        options["v0"] = warm_start(previous[name], jax.random.fold_in(start_key, step))
+        options["v0"] = curvax.warm_start(previous[name], jax.random.fold_in(start_key, step))
       else:
         options["key"] = start_key
     else:
       options["key"] = start_key
-    top = top_eigenvalues(op, params, 1, **options)
+    top = curvax.top_eigenvalues(op, 1, **options)
     if warm:
-      previous[name] = ritz_vector(op, top)
+      previous[name] = curvax.ritz_vector(op, top)
     return top
 
   def fn(step: int, state: Any, batch: dict) -> dict:
@@ -229,17 +226,15 @@ def curvature_hook(
       params = variables["params"]
       operator = hessian.hvp_fn(make_loss_fn(model, variables=variables), params, batches, linearize=cfg.linearize)
       if preconditioned:  # H as D·H·D with D = 1: one compiled Lanczos program serves H and P⁻¹H
-        operator = PreconditionedOperator(operator, jnp.ones((operator.size,), dtype), operator.spec)
-      top = extreme("hessian", operator, params, key, step)
+        operator = curvax.diagonal_preconditioned(operator, jnp.ones((operator.size,), dtype))
+      top = extreme("hessian", operator, key, step)
       lam, bound, taken = float(top.values[0]), float(top.bounds[0]), int(top.lanczos.num_steps_taken)
       if preconditioned:
         opt = adam_state(state.opt_state)
         scale = adam_state_preconditioner_scale(opt.nu, opt.count, adam["beta2"], adam["eps"], dtype)
         if lr_multipliers is not None:
           scale = scale * lr_multiplier_scale(lr_multipliers, params, dtype)
-        pre = extreme(
-            "preconditioned", PreconditionedOperator(operator.inner, scale, operator.spec), params, pre_key, step
-        )
+        pre = extreme("preconditioned", curvax.diagonal_preconditioned(operator.inner, scale), pre_key, step)
         lam_p, bound_p = float(pre.values[0]), float(pre.bounds[0])
     lr = float(np.asarray(schedule(step)))
     out = dict(zip(NAMES, (lam, bound, lr, lr * lam)))

@@ -40,12 +40,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+import curvax  # noqa: E402
 from analysis import blocks, hessian  # noqa: E402
-from analysis.density import spectral_density  # noqa: E402
-from analysis.lanczos import _lanczos_program, lanczos  # noqa: E402
-from analysis.operators import FlatSpec  # noqa: E402
-from analysis.spectrum import top_eigenvalues  # noqa: E402
-from analysis.trace import trace  # noqa: E402
+from curvax.lanczos import _lanczos_program  # noqa: E402  (bench/ times curvax's internals)
 from models import ModelConfig, get_model  # noqa: E402
 from train.loss import make_logits_fn, make_loss_fn  # noqa: E402
 
@@ -123,7 +120,7 @@ class _Landed(dict):
 
 def section_public(model, params, batches, args, rows):
   loss_fn = make_loss_fn(model)
-  n = FlatSpec.of(params).size
+  n = curvax.FlatSpec.of(params).size
   grad = jax.jit(jax.grad(loss_fn))
   timed(lambda: grad(params, batches[0]))
   t_grad = best(lambda: grad(params, batches[0]), args.repeats)
@@ -138,18 +135,24 @@ def section_public(model, params, batches, args, rows):
   r = _Landed()
   r["grad"], r["hvp"], r["build"] = t_grad, t_hvp, (t_build1, t_build2)
   short = args.repeats if args.repeats % 2 else args.repeats + 1  # odd: the last short call is on operator 1
-  r["lanczos1"] = first_and_second(lambda i: lanczos(ops[i], v, 1), short)
+  r["lanczos1"] = first_and_second(lambda i: curvax.lanczos(ops[i], num_steps=1, v0=v), short)
   for mode in ("partial", "full", "none"):
-    r[f"lanczos_{mode}"] = first_and_second(lambda i: lanczos(ops[i], v, m, reorthogonalize=mode))
-  r["trace"] = first_and_second(lambda i: trace(ops[i], params, args.probes, key), short)
-  r["trace_lockstep"] = first_and_second(lambda i: trace(ops[i], params, args.probes, key, probe_batch=args.probes))
-  r["slq"] = first_and_second(lambda i: spectral_density(ops[i], params, m, args.probes, key, probe_batch=1))
+    r[f"lanczos_{mode}"] = first_and_second(lambda i: curvax.lanczos(ops[i], num_steps=m, v0=v, reorthogonalize=mode))
+  r["trace"] = first_and_second(lambda i: curvax.trace(ops[i], num_probes=args.probes, key=key), short)
+  r["trace_lockstep"] = first_and_second(
+      lambda i: curvax.trace(ops[i], num_probes=args.probes, key=key, probe_batch=args.probes)
+  )
+  r["slq"] = first_and_second(
+      lambda i: curvax.spectral_density(ops[i], num_steps=m, num_probes=args.probes, key=key, probe_batch=1)
+  )
   r["slq_lockstep"] = first_and_second(
-      lambda i: spectral_density(ops[i], params, m, args.probes, key, probe_batch=args.probes, max_basis_bytes=2**36)
+      lambda i: curvax.spectral_density(
+          ops[i], num_steps=m, num_probes=args.probes, key=key, probe_batch=args.probes, max_basis_bytes=2**36
+      )
   )
   for bound in ("residual", "gap"):
     r[f"top_{bound}"] = first_and_second(
-        lambda i: top_eigenvalues(ops[i], params, 1, num_steps=m, key=key, tol=0.01, bound=bound), short
+        lambda i: curvax.top_eigenvalues(ops[i], 1, num_steps=m, key=key, tol=0.01, bound=bound), short
     )
   t_power, (lam_power, n_power), _ = timed(lambda: power_iteration(ops[1], v))
   r["power"] = (t_power, lam_power, n_power)
@@ -161,7 +164,7 @@ def section_public(model, params, batches, args, rows):
   r["ggn"] = best(lambda: ggn[1](v), args.repeats)
   r["flops"] = (lin_flops, grad_flops)
   # Low level: the HVP inside a compiled loop, and the gemv floor of full reorthogonalization.
-  flat_v = FlatSpec.of(v).ravel(v)
+  flat_v = curvax.FlatSpec.of(v).ravel(v)
   loop = jax.jit(_power_loop, static_argnums=2)
   timed(lambda: loop(ops[1], flat_v, m))
   r["hvp_loop"] = best(lambda: loop(ops[1], flat_v, m), args.repeats) / m
@@ -260,8 +263,8 @@ def section_blocks(model, params, batches, args):
     matvecs = 0
     for j, name in enumerate(names):
       op, example = blocks.block_operator(ops[i], params, name, model=model)
-      size = FlatSpec.of(example).size
-      e = top_eigenvalues(op, example, 1, num_steps=min(steps, size), key=jax.random.key(j))
+      size = curvax.FlatSpec.of(example).size
+      e = curvax.top_eigenvalues(op, 1, num_steps=min(steps, size), key=jax.random.key(j))
       matvecs += int(jax.block_until_ready(e).lanczos.num_steps_taken)
     totals.append(time.perf_counter() - t)
     compile_counts.append(len(_COMPILES) - before)
@@ -283,7 +286,7 @@ def section_blocks(model, params, batches, args):
 def section_compile(ops, v, args):
   """Trace + lower + compile of the public Lanczos program at 10 and 100 steps, each through a fresh `jax.jit`
   wrapper (so no in-memory cache answers), interleaved, minimum of two."""
-  flat_v = FlatSpec.of(v).ravel(v)
+  flat_v = curvax.FlatSpec.of(v).ravel(v)
   times = {10: float("inf"), 100: float("inf")}
   for steps in (10, 100, 10, 100):
     static = dict(
@@ -338,7 +341,7 @@ def main():
     ]
     if b == 0:
       params = jax.jit(model.init)(jax.random.key(0), batches[0])["params"]
-      n = FlatSpec.of(params).size
+      n = curvax.FlatSpec.of(params).size
       print(
           f"small preset: {n} parameters, float32, backend {jax.default_backend()} "
           f"({jax.devices()[0].device_kind}), {os.cpu_count()} CPUs"

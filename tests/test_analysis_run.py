@@ -12,8 +12,10 @@ import numpy as np
 import optax
 import pytest
 
+import curvax
+from analysis.analyses import ANALYSES, RETURNED, get_analysis
 from analysis.config import PROGRESS_MIN_PARAMS, AnalysisConfig, progress_enabled
-from analysis.hessian import dense_hessian, ggn_vp_fn
+from analysis.hessian import ggn_vp_fn
 from analysis.run import run_analysis
 from configs import default
 from models import ModelConfig, get_model
@@ -81,6 +83,26 @@ def _load(r, name):
     return json.load(f)
 
 
+@pytest.mark.parametrize("name", list(ANALYSES))
+def test_each_analysis_writes_times_and_returns_its_record_only_when_its_keys_turn_it_on(result, name):
+  """The fixture's config turns on eigenvalues, spectrum, trace, blocks, grad_norms and signal, and leaves stability
+  (no Adam constants, no edge predictors), params and mlp_moments off."""
+  on = {"eigenvalues", "spectrum", "trace", "blocks", "grad_norms", "signal"}
+  meta = _load(result, "metadata.json")
+  written = os.path.exists(os.path.join(result["dir"], f"{name}.json"))
+  assert written == (name in on) == (f"{name}_s" in meta["timings"])
+  if name in RETURNED:
+    assert (RETURNED[name] in result["summary"]) == written
+    if written:
+      assert result["summary"][RETURNED[name]] == _load(result, f"{name}.json")
+
+
+def test_an_unknown_analysis_names_the_registered_ones():
+  assert get_analysis("trace") is ANALYSES["trace"]
+  with pytest.raises(ValueError, match=r"analysis 'hessian' is not registered; valid: \['eigenvalues', 'stability'"):
+    get_analysis("hessian")
+
+
 def test_files_keys_and_plots(result):
   meta = _load(result, "metadata.json")
   assert meta["tokens_per_batch"] == [13, 13] and meta["total_tokens"] == 26 and meta["num_batches"] == 2
@@ -117,7 +139,7 @@ def test_top_eigenvalue_matches_dense_within_bound(result):
   with jax.enable_x64(True):
     params = jax.tree.map(lambda x: x.astype(jnp.float64), result["variables"]["params"])
     union = {"targets": jnp.concatenate([b["targets"] for b in result["batches"]])}
-    eigs = np.linalg.eigvalsh(np.asarray(dense_hessian(make_loss_fn(model), params, union)))
+    eigs = np.linalg.eigvalsh(np.asarray(curvax.dense_hessian(make_loss_fn(model), params, union)))
     float64_model = model.apply({"params": params}, union).dtype == jnp.float64
   top = result["summary"]["eigenvalues"]["top"]
   slack = 1e-10 if float64_model else 1e-5 * abs(eigs[-1])  # models/ casts logits to float32 (see report)
@@ -134,6 +156,7 @@ def test_top_eigenvalue_matches_dense_within_bound(result):
         ("dtype", "float16", r"config.analysis.dtype='float16' is invalid; valid: \['auto', 'float64', 'float32'\]"),
         ("top_k", 50, r"config.analysis.top_k=50 contradicts config.analysis.lanczos_steps="),
         ("trace_method", "exact", r"config.analysis.trace_method='exact' is invalid; valid:"),
+        ("trace_method", "xtrace", r"trace_method='xtrace' is invalid; valid: \['hutchinson', 'hutch\+\+'\]"),
         (
             "trace_probes",
             3,

@@ -11,11 +11,11 @@ import numpy as np
 import optax
 import pytest
 
+import curvax
 import models
 import train.config
 from analysis import hessian
-from analysis.spectrum import top_eigenvalues
-from analysis.stability import PreconditionedOperator, adam_state_preconditioner_scale, lr_multiplier_scale
+from analysis.stability import adam_state_preconditioner_scale, lr_multiplier_scale
 from configs.claims import width as width_config
 from experiments import grid as grid_lib
 from experiments import stats, study
@@ -50,7 +50,7 @@ def _toy(parameterization, n, seed):
   _, adam = tx.update(jax.grad(loss)(params, {"targets": jnp.full((1,), 3.0)}), tx.init(params), params)
   p_scale = adam_state_preconditioner_scale(adam.nu, adam.count, 0.98, 1e-9) * lr_multiplier_scale(mult, params)
   op = hessian.hvp_fn(loss, params, [{"targets": jnp.full((1,), f(params))}], weights=[1.0])
-  top = top_eigenvalues(PreconditionedOperator(op, p_scale, op.spec), params, 1, num_steps=8, key=jax.random.key(0))
+  top = curvax.top_eigenvalues(curvax.diagonal_preconditioned(op, p_scale), 1, num_steps=8, key=jax.random.key(0))
   jac = jax.flatten_util.ravel_pytree(jax.grad(f)(params))[0]
   return LR * float(top.values[0]), LR * float(jnp.sum((p_scale * jac) ** 2))
 

@@ -15,14 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import curvax
 from analysis import hessian
 from analysis.blocks import block_operator, block_params, model_blocks
-from analysis.density import spectral_density
-from analysis.lanczos import lanczos
-from analysis.operators import FlatSpec, as_operator
 from analysis.run import run_analysis
-from analysis.spectrum import bottom_eigenvalues, top_eigenvalues
-from analysis.trace import trace
 from configs import default
 from models import ModelConfig, get_model, param_roles
 from tests.conftest import COMPILE_EVENT, count_compiles
@@ -63,17 +59,21 @@ def _state(model, seed, rows=2):
 
 
 ROUTINES = {
-    "lanczos": lambda op, p, key: lanczos(op, jax.tree.map(jnp.ones_like, p), 6),
-    "lanczos_partial": lambda op, p, key: lanczos(op, jax.tree.map(jnp.ones_like, p), 6, reorthogonalize="partial"),
-    "top_eigenvalues": lambda op, p, key: top_eigenvalues(op, p, 2, num_steps=6, key=key),
-    "top_eigenvalues_tol": lambda op, p, key: top_eigenvalues(op, p, 1, num_steps=6, key=key, tol=0.01),
-    "bottom_eigenvalues": lambda op, p, key: bottom_eigenvalues(op, p, 1, num_steps=6, key=key),
-    "spectral_density": lambda op, p, key: spectral_density(op, p, 5, 3, key, num_bootstrap=10, grid_size=16),
-    "spectral_density_lockstep": lambda op, p, key: spectral_density(
-        op, p, 5, 3, key, num_bootstrap=10, grid_size=16, probe_batch=3
+    "lanczos": lambda op, p, key: curvax.lanczos(op, num_steps=6, v0=jax.tree.map(jnp.ones_like, p)),
+    "lanczos_partial": lambda op, p, key: curvax.lanczos(
+        op, num_steps=6, v0=jax.tree.map(jnp.ones_like, p), reorthogonalize="partial"
     ),
-    "hutchinson": lambda op, p, key: trace(op, p, 4, key),
-    "hutch++": lambda op, p, key: trace(op, p, 6, key, method="hutch++"),
+    "top_eigenvalues": lambda op, p, key: curvax.top_eigenvalues(op, 2, num_steps=6, key=key),
+    "top_eigenvalues_tol": lambda op, p, key: curvax.top_eigenvalues(op, 1, num_steps=6, key=key, tol=0.01),
+    "bottom_eigenvalues": lambda op, p, key: curvax.bottom_eigenvalues(op, 1, num_steps=6, key=key),
+    "spectral_density": lambda op, p, key: curvax.spectral_density(
+        op, num_steps=5, num_probes=3, key=key, num_bootstrap=10, grid_size=16
+    ),
+    "spectral_density_lockstep": lambda op, p, key: curvax.spectral_density(
+        op, num_steps=5, num_probes=3, key=key, num_bootstrap=10, grid_size=16, probe_batch=3
+    ),
+    "hutchinson": lambda op, p, key: curvax.trace(op, num_probes=4, key=key),
+    "hutch++": lambda op, p, key: curvax.trace(op, num_probes=6, key=key, method="hutch++"),
 }
 OPERATORS = {
     "hessian": lambda model, v, b: hessian.hvp_fn(make_loss_fn(model), v["params"], b),
@@ -109,21 +109,13 @@ def test_second_call_with_a_new_operator_of_the_same_structure_compiles_nothing(
 
 def test_a_changed_shape_compiles(model):
   variables, batch = _state(model, 1)
-  top_eigenvalues(
-      hessian.hvp_fn(make_loss_fn(model), variables["params"], batch),
-      variables["params"],
-      1,
-      num_steps=4,
-      key=jax.random.key(0),
+  curvax.top_eigenvalues(
+      hessian.hvp_fn(make_loss_fn(model), variables["params"], batch), 1, num_steps=4, key=jax.random.key(0)
   )
   with count_compiles() as compiles:
     variables, batch = _state(model, 2, rows=3)  # a new batch size: new residual shapes
-    top_eigenvalues(
-        hessian.hvp_fn(make_loss_fn(model), variables["params"], batch),
-        variables["params"],
-        1,
-        num_steps=4,
-        key=jax.random.key(0),
+    curvax.top_eigenvalues(
+        hessian.hvp_fn(make_loss_fn(model), variables["params"], batch), 1, num_steps=4, key=jax.random.key(0)
     )
   assert len(compiles) > 0
 
@@ -137,7 +129,7 @@ def test_blocks_of_the_same_shape_share_one_program(model):
   for i, name in enumerate(names):
     with count_compiles() as compiles:
       op, example = block_operator(full, params, name, model=model)
-      e = jax.block_until_ready(top_eigenvalues(op, example, 1, num_steps=5, key=jax.random.key(i)))
+      e = jax.block_until_ready(curvax.top_eigenvalues(op, 1, num_steps=5, key=jax.random.key(i)))
     counts.append(len(compiles))
     values.append(float(e.values[0]))
     assert list(example) == sorted(example) and all(name.split("/")[0] in p for p in example)
@@ -225,7 +217,7 @@ def test_plain_callables_still_work_and_are_not_retained():
 
   mv = Matvec()
   ref = weakref.ref(mv)
-  res = lanczos(mv, jnp.ones(10), 10)
+  res = curvax.lanczos(curvax.as_operator(mv, jnp.ones(10)), num_steps=10, v0=jnp.ones(10))
   np.testing.assert_allclose(np.sort(res.valid_ritz()[0]), np.arange(1.0, 11.0), rtol=1e-4)
   del mv, res
   gc.collect()
@@ -238,7 +230,13 @@ def test_callbacks_are_operands_not_program_structure():
   seen = {1: [], 2: []}
   for i in (1, 2):
     with count_compiles() as compiles:
-      lanczos(op, jnp.ones(20), 8, callback=lambda s, m, i=i: seen[i].append((s, m)), callback_every=4)
+      curvax.lanczos(
+          curvax.as_operator(op, jnp.ones(20)),
+          num_steps=8,
+          v0=jnp.ones(20),
+          callback=lambda s, m, i=i: seen[i].append((s, m)),
+          callback_every=4,
+      )
     if i == 2:
       assert len(compiles) == 0
   assert seen[1] == seen[2] == [(4, 8), (8, 8)]
@@ -262,14 +260,18 @@ def test_lockstep_probes_give_the_same_nodes_weights_and_traces(x64):
   example = jnp.zeros(40)
   key = jax.random.key(5)
   for mode in ("full", "partial"):
-    seq = spectral_density(op, example, 12, 5, key, probe_batch=1, reorthogonalize=mode)
+    seq = curvax.spectral_density(
+        curvax.as_operator(op, example), num_steps=12, num_probes=5, key=key, probe_batch=1, reorthogonalize=mode
+    )
     for batch in (2,):  # 5 probes in lockstep pairs: a batched map and a remainder
-      lock = spectral_density(op, example, 12, 5, key, probe_batch=batch, reorthogonalize=mode)
+      lock = curvax.spectral_density(
+          curvax.as_operator(op, example), num_steps=12, num_probes=5, key=key, probe_batch=batch, reorthogonalize=mode
+      )
       np.testing.assert_allclose(lock.nodes, seq.nodes, rtol=1e-12, atol=1e-12)
       np.testing.assert_allclose(lock.weights, seq.weights, rtol=1e-10, atol=1e-12)
   for method, probes in (("hutchinson", 7), ("hutch++", 9)):
-    seq = trace(op, example, probes, key, method=method, probe_batch=1)
-    lock = trace(op, example, probes, key, method=method, probe_batch=3)
+    seq = curvax.trace(curvax.as_operator(op, example), num_probes=probes, key=key, method=method, probe_batch=1)
+    lock = curvax.trace(curvax.as_operator(op, example), num_probes=probes, key=key, method=method, probe_batch=3)
     np.testing.assert_allclose(lock.estimate, seq.estimate, rtol=1e-12)
     np.testing.assert_allclose(lock.std_error, seq.std_error, rtol=1e-10)
 
@@ -277,27 +279,47 @@ def test_lockstep_probes_give_the_same_nodes_weights_and_traces(x64):
 def test_memory_guard_counts_probes_in_lockstep():
   op = jax.tree_util.Partial(_matmul, jnp.eye(100))
   one_basis = 11 * 100 * 4  # (num_steps + 1) * n * 4 bytes
-  spectral_density(op, jnp.zeros(100, jnp.float32), 10, 4, jax.random.key(0), probe_batch=1, max_basis_bytes=one_basis)
+  curvax.spectral_density(
+      curvax.as_operator(op, jnp.zeros(100, jnp.float32)),
+      num_steps=10,
+      num_probes=4,
+      key=jax.random.key(0),
+      probe_batch=1,
+      max_basis_bytes=one_basis,
+  )
   with pytest.raises(ValueError, match="4 probe\\(s\\) in lockstep"):
-    spectral_density(
-        op, jnp.zeros(100, jnp.float32), 10, 4, jax.random.key(0), probe_batch=4, max_basis_bytes=one_basis
+    curvax.spectral_density(
+        curvax.as_operator(op, jnp.zeros(100, jnp.float32)),
+        num_steps=10,
+        num_probes=4,
+        key=jax.random.key(0),
+        probe_batch=4,
+        max_basis_bytes=one_basis,
     )
   with pytest.raises(ValueError, match="probe_batch=5 must be an int in \\[1, num_probes=4\\]"):
-    spectral_density(op, jnp.zeros(100, jnp.float32), 10, 4, jax.random.key(0), probe_batch=5)
+    curvax.spectral_density(
+        curvax.as_operator(op, jnp.zeros(100, jnp.float32)),
+        num_steps=10,
+        num_probes=4,
+        key=jax.random.key(0),
+        probe_batch=5,
+    )
 
 
 def test_top_eigenvalues_stop_when_certified(x64):
   """With tol, Lanczos stops once the bound certifies the top eigenvalue to tol·|θ| (and not before)."""
   d = jnp.concatenate([jnp.asarray([10.0, 5.0]), jnp.linspace(0.0, 1.0, 198)])
   op = jax.tree_util.Partial(_scale, d)
-  full = top_eigenvalues(op, jnp.zeros(200), 1, num_steps=60, key=jax.random.key(0))
-  early = top_eigenvalues(op, jnp.zeros(200), 1, num_steps=60, key=jax.random.key(0), tol=1e-6)
+  full = curvax.top_eigenvalues(curvax.as_operator(op, jnp.zeros(200)), 1, num_steps=60, key=jax.random.key(0))
+  early = curvax.top_eigenvalues(
+      curvax.as_operator(op, jnp.zeros(200)), 1, num_steps=60, key=jax.random.key(0), tol=1e-6
+  )
   k = int(early.lanczos.num_steps_taken)
   assert bool(early.lanczos.converged) and not bool(early.lanczos.breakdown) and k < 60
   assert float(early.bounds[0]) <= 1e-6 * float(early.values[0])
   assert abs(float(early.values[0]) - 10.0) <= float(early.bounds[0]) + 1e-12
   # One step fewer is not certified: the run with num_steps = k - 1 does not meet the bound.
-  short = top_eigenvalues(op, jnp.zeros(200), 1, num_steps=k - 1, key=jax.random.key(0))
+  short = curvax.top_eigenvalues(curvax.as_operator(op, jnp.zeros(200)), 1, num_steps=k - 1, key=jax.random.key(0))
   assert float(short.bounds[0]) > 1e-6 * float(short.values[0])
   assert not bool(full.lanczos.converged) and int(full.lanczos.num_steps_taken) == 60
 
@@ -308,22 +330,22 @@ def _scale(d, x):
 
 def test_flat_spec_round_trip_matches_ravel_pytree():
   tree = {"b": jnp.arange(6.0).reshape(2, 3), "a": [jnp.ones(2), jnp.zeros((1, 1, 2))]}
-  spec = FlatSpec.of(tree)
+  spec = curvax.FlatSpec.of(tree)
   flat, unravel = jax.flatten_util.ravel_pytree(tree)
   np.testing.assert_array_equal(spec.ravel(tree), flat)
-  assert spec.size == flat.size and spec == FlatSpec.of(jax.tree.map(lambda x: x + 1, tree))
+  assert spec.size == flat.size and spec == curvax.FlatSpec.of(jax.tree.map(lambda x: x + 1, tree))
   back = spec.unravel(flat)
   for x, y in zip(jax.tree.leaves(back), jax.tree.leaves(unravel(flat))):
     np.testing.assert_array_equal(x, y)
   with pytest.raises(ValueError, match="example has 3 entries"):
-    as_operator(hessian.HessianOperator([], jnp.ones(0), spec), jnp.zeros(3))
+    curvax.as_operator(curvax.HessianOperator([], jnp.ones(0), spec), jnp.zeros(3))
 
 
 def test_operators_are_pytrees_with_residual_leaves(model):
   variables, batch = _state(model, 1)
   op = hessian.hvp_fn(make_loss_fn(model), variables["params"], batch)
   leaves, treedef = jax.tree.flatten(op)
-  assert sum(x.size for x in leaves) > FlatSpec.of(variables["params"]).size  # residuals, not only params
+  assert sum(x.size for x in leaves) > curvax.FlatSpec.of(variables["params"]).size  # residuals, not only params
   rebuilt = jax.tree.unflatten(treedef, leaves)
   v = jax.tree.map(jnp.ones_like, variables["params"])
   for x, y in zip(jax.tree.leaves(op(v)), jax.tree.leaves(jax.jit(lambda o, v: o(v))(rebuilt, v))):

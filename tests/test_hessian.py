@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
+import curvax
 from analysis.blocks import block_hvp_fn, block_indices, block_params, model_blocks
-from analysis.hessian import dense_hessian, ggn_vp_fn, hvp_fn, token_ce_output_hessian_vp
+from analysis.hessian import ggn_vp_fn, hvp_fn
 from models import ModelConfig, ParamRole, get_model, param_roles
 from train.loss import make_loss_fn
 
@@ -65,7 +66,7 @@ def setup(x64):
       union=union,
       flat=flat,
       unravel=unravel,
-      dense=np.asarray(dense_hessian(loss_fn, params, union)),
+      dense=np.asarray(curvax.dense_hessian(loss_fn, params, union)),
       tol=1e-10,
       v=np.asarray(jax.random.normal(jax.random.key(1), flat.shape, jnp.float64)),
   )
@@ -121,7 +122,7 @@ def test_hvp_float64_to_1e10_on_a_float64_function():
 
   flat, unravel = ravel_pytree(params)
   v = jnp.asarray(rng.standard_normal(flat.shape))
-  ref = dense_hessian(loss, params, batch) @ v
+  ref = curvax.dense_hessian(loss, params, batch) @ v
   assert _rel(ravel_pytree(hvp_fn(loss, params, batch)(unravel(v)))[0], ref) < 1e-12
 
 
@@ -245,11 +246,13 @@ def test_ggn_symmetric_psd_and_equal_to_dense_jt_h_j(setup):
 
 
 def test_output_hessian_is_softmax_jacobian():
-  """H_out = diag(p) − ppᵀ is the Hessian of −log softmax(z)_y in z (any label), divided by the token count."""
+  """H_out = diag(p) − ppᵀ is the Hessian of −log softmax(z)_y in z (any label), divided by the token count: the
+  Gauss–Newton of the logits themselves (J = I) on one token is H_out."""
   z = jnp.asarray(np.random.default_rng(2).standard_normal((1, 1, 5)))
   u = jnp.asarray(np.random.default_rng(3).standard_normal((1, 1, 5)))
   ref = jax.hessian(lambda x: -jax.nn.log_softmax(x)[2])(z[0, 0]) @ u[0, 0]
-  out = token_ce_output_hessian_vp(z, jnp.ones((1, 1), bool), u)
+  batch = {"targets": jnp.full((1, 1), 2)}
+  out = ggn_vp_fn(lambda logits, b: logits, z, batch)(u)
   np.testing.assert_allclose(out[0, 0], ref, rtol=1e-12, atol=1e-14)
 
 

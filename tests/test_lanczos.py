@@ -1,5 +1,5 @@
-"""Tests for analysis/lanczos.py (with its Ritz pairs, options and progress lines: analysis/ritz.py,
-analysis/lanczos_options.py, analysis/progress.py) against numpy.linalg.eigh, matfree, closed-form spectra and the
+"""Tests for curvax/lanczos.py (with its Ritz pairs, options and orthogonality: curvax/ritz.py,
+curvax/lanczos_options.py, curvax/orthogonality.py; and analysis/progress.py's lines) against numpy.linalg.eigh, matfree, closed-form spectra and the
 Strakoš matrix."""
 
 import itertools
@@ -12,12 +12,12 @@ import pytest
 from jax.flatten_util import ravel_pytree
 from matfree import decomp
 
-from analysis import orthogonality
-from analysis.lanczos import lanczos
-from analysis.lanczos_options import REORTH_PASSES, REORTHOGONALIZATIONS, basis_bytes
-from analysis.orthogonality import REORTH_CHUNK, cgs_reorthogonalize, measured_orthogonality_loss, project_out
+import curvax
 from analysis.progress import progress_printer
-from analysis.ritz import ritz_vectors
+from curvax import orthogonality
+from curvax.lanczos_options import REORTH_PASSES, basis_bytes
+from curvax.orthogonality import REORTH_CHUNK, cgs_reorthogonalize, measured_orthogonality_loss, project_out
+from curvax.ritz import ritz_vectors
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +48,7 @@ def test_n_steps_reproduce_eigh(jit):
   n = 30
   a = jnp.asarray(_random_symmetric(n, 0))
   v0 = jnp.asarray(np.random.default_rng(1).standard_normal(n))
-  run = lambda v: lanczos(lambda x: a @ x, v, n)
+  run = lambda v: curvax.lanczos(curvax.as_operator(lambda x: a @ x, v), num_steps=n, v0=v)
   res = jax.jit(run)(v0) if jit else run(v0)
   scale = np.max(np.abs(np.linalg.eigvalsh(a)))
   assert int(res.num_steps_taken) == n and bool(jnp.all(res.ritz_mask))
@@ -62,7 +62,7 @@ def test_tridiagonal_matches_matfree():
   n, m = 60, 15
   a = jnp.asarray(_with_spectrum(np.linspace(1.0, 2.0, n), 2))
   v0 = jnp.asarray(np.random.default_rng(3).standard_normal(n))
-  ours = lanczos(lambda x: a @ x, v0, m)
+  ours = curvax.lanczos(curvax.as_operator(lambda x: a @ x, v0), num_steps=m, v0=v0)
   theirs = decomp.tridiag_sym(m, materialize=False, custom_vjp=False)(lambda x: a @ x, v0 / jnp.linalg.norm(v0))
   diag, offdiag = theirs.J_small
   np.testing.assert_allclose(ours.alphas, diag, atol=1e-12)
@@ -74,7 +74,9 @@ def test_float32_extremes_and_orthogonality():
   with jax.enable_x64(False):
     eigs = np.concatenate([np.linspace(0.0, 1.0, 98), [3.0, 5.0]])
     a = jnp.asarray(_with_spectrum(eigs, 4), jnp.float32)
-    res = lanczos(lambda x: a @ x, jnp.ones(100, jnp.float32), 30)
+    res = curvax.lanczos(
+        curvax.as_operator(lambda x: a @ x, jnp.ones(100, jnp.float32)), num_steps=30, v0=jnp.ones(100, jnp.float32)
+    )
     assert res.alphas.dtype == jnp.float32
     theta, bounds = res.valid_ritz()
     np.testing.assert_allclose(theta[-2:], [3.0, 5.0], rtol=1e-5)
@@ -90,15 +92,17 @@ def _ghost_counts(res, eigs, top=3):
 def test_strakos_full_reorthogonalization_has_no_ghosts_and_none_does():
   eigs = _strakos()
   d, v0, m = jnp.asarray(eigs), jnp.ones(len(eigs)), 60
-  full = lanczos(lambda x: d * x, v0, m, reorthogonalize="full")
+  full = curvax.lanczos(curvax.as_operator(lambda x: d * x, v0), num_steps=m, v0=v0, reorthogonalize="full")
   assert _ghost_counts(full, eigs) == [1, 1, 1]
   assert float(full.orthogonality_loss) < 1e-10
   assert full.orthogonality.startswith("measured")
-  plain = lanczos(lambda x: d * x, v0, m, reorthogonalize="none", return_basis=True)
+  plain = curvax.lanczos(
+      curvax.as_operator(lambda x: d * x, v0), num_steps=m, v0=v0, reorthogonalize="none", return_basis=True
+  )
   assert max(_ghost_counts(plain, eigs)) >= 2  # Paige (1976): converged Ritz values get duplicated
   assert float(plain.orthogonality_loss) > 0.1
   # Without the basis the loss is estimated by Simon's ω-recurrence; it must see the same loss.
-  estimated = lanczos(lambda x: d * x, v0, m, reorthogonalize="none")
+  estimated = curvax.lanczos(curvax.as_operator(lambda x: d * x, v0), num_steps=m, v0=v0, reorthogonalize="none")
   assert estimated.orthogonality.startswith("estimated") and estimated.basis is None
   assert float(estimated.orthogonality_loss) > 0.1
   np.testing.assert_allclose(estimated.ritz_values, plain.ritz_values, rtol=1e-12)
@@ -110,7 +114,7 @@ def test_partial_reorthogonalization_is_semi_orthogonal_and_matches_full(jit):
   those of full reorthogonalization to working precision, without ghosts, at a fraction of the CGS passes."""
   eigs = _strakos()
   d, v0, m = jnp.asarray(eigs), jnp.ones(len(eigs)), 60
-  run = lambda mode: lanczos(lambda x: d * x, v0, m, reorthogonalize=mode)
+  run = lambda mode: curvax.lanczos(curvax.as_operator(lambda x: d * x, v0), num_steps=m, v0=v0, reorthogonalize=mode)
   if jit:
     run = jax.jit(run, static_argnums=0)
   full, partial, plain = run("full"), run("partial"), run("none")
@@ -127,7 +131,12 @@ def test_partial_reorthogonalization_is_semi_orthogonal_and_matches_full(jit):
 def test_partial_reorthogonalization_breakdown_has_no_nan():
   rank = 6
   a = np.diag(np.concatenate([np.arange(1.0, rank + 1), np.zeros(24)]))
-  res = lanczos(lambda x: jnp.asarray(a) @ x, jnp.ones(30), 20, reorthogonalize="partial")
+  res = curvax.lanczos(
+      curvax.as_operator(lambda x: jnp.asarray(a) @ x, jnp.ones(30)),
+      num_steps=20,
+      v0=jnp.ones(30),
+      reorthogonalize="partial",
+  )
   assert bool(res.breakdown) and int(res.num_steps_taken) <= rank + 1
   assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree_util.tree_leaves(res))
   np.testing.assert_allclose(res.valid_ritz()[0][-1], rank, rtol=1e-10)
@@ -136,8 +145,10 @@ def test_partial_reorthogonalization_breakdown_has_no_nan():
 def test_omega_estimate_small_before_loss_of_orthogonality():
   eigs = _strakos()
   d, v0 = jnp.asarray(eigs), jnp.ones(len(eigs))
-  measured = lanczos(lambda x: d * x, v0, 10, reorthogonalize="none", return_basis=True)
-  estimated = lanczos(lambda x: d * x, v0, 10, reorthogonalize="none")
+  measured = curvax.lanczos(
+      curvax.as_operator(lambda x: d * x, v0), num_steps=10, v0=v0, reorthogonalize="none", return_basis=True
+  )
+  estimated = curvax.lanczos(curvax.as_operator(lambda x: d * x, v0), num_steps=10, v0=v0, reorthogonalize="none")
   assert float(measured.orthogonality_loss) < 1e-12
   assert float(estimated.orthogonality_loss) < 1e-12
 
@@ -156,7 +167,9 @@ def test_rank_deficient_breakdown(in_range):
   v0 = rng.standard_normal(n)
   if in_range:
     v0 = u @ (u.T @ v0)  # start in the range: the Krylov space is the 5 eigenvectors
-  res = lanczos(lambda x: a @ x, jnp.asarray(v0), m, return_basis=True)
+  res = curvax.lanczos(
+      curvax.as_operator(lambda x: a @ x, jnp.asarray(v0)), num_steps=m, v0=jnp.asarray(v0), return_basis=True
+  )
   _assert_no_nan(res)
   expected_steps = rank if in_range else rank + 1  # a null-space component adds the eigenvalue 0
   assert bool(res.breakdown) and int(res.breakdown_step) == expected_steps - 1
@@ -177,13 +190,14 @@ def test_float32_breakdown_gives_no_nan():
     rng = np.random.default_rng(6)
     u = np.linalg.qr(rng.standard_normal((50, 5)))[0]
     a = jnp.asarray(u @ np.diag([1.0, 2.0, 3.0, 4.0, 5.0]) @ u.T, jnp.float32)
-    res = lanczos(lambda x: a @ x, jnp.asarray(rng.standard_normal(50), jnp.float32), 20)
+    v0 = jnp.asarray(rng.standard_normal(50), jnp.float32)
+    res = curvax.lanczos(curvax.as_operator(lambda x: a @ x, v0), num_steps=20, v0=v0)
     _assert_no_nan(res)
     assert bool(res.breakdown) and int(res.num_steps_taken) == 6
 
 
 def test_zero_start_vector_breaks_down_without_nan():
-  res = lanczos(lambda x: 2.0 * x, jnp.zeros(10), 5)
+  res = curvax.lanczos(curvax.as_operator(lambda x: 2.0 * x, jnp.zeros(10)), num_steps=5, v0=jnp.zeros(10))
   _assert_no_nan(res)
   assert bool(res.breakdown) and int(res.breakdown_step) == 0 and int(res.num_steps_taken) == 1
 
@@ -197,8 +211,8 @@ def test_pytree_matches_flat():
   }
   flat, unravel = ravel_pytree(tree)
   tree_matvec = lambda t: unravel(a @ ravel_pytree(t)[0])
-  res_tree = lanczos(tree_matvec, tree, 12, return_basis=True)
-  res_flat = lanczos(lambda x: a @ x, flat, 12, return_basis=True)
+  res_tree = curvax.lanczos(curvax.as_operator(tree_matvec, tree), num_steps=12, v0=tree, return_basis=True)
+  res_flat = curvax.lanczos(curvax.as_operator(lambda x: a @ x, flat), num_steps=12, v0=flat, return_basis=True)
   for name in ["alphas", "betas", "ritz_values", "ritz_bounds", "basis"]:
     np.testing.assert_allclose(getattr(res_tree, name), getattr(res_flat, name), atol=1e-13, err_msg=name)
   # Ritz pairs: A V_k = V_k T_k + β_k q_k e_kᵀ gives ‖A y_i − θ_i y_i‖ = |β_k s_{k,i}| exactly.
@@ -207,16 +221,22 @@ def test_pytree_matches_flat():
   np.testing.assert_allclose(residual, res_flat.ritz_bounds, atol=1e-12)
   np.testing.assert_allclose(jnp.linalg.norm(y_mxn, axis=1), 1.0, atol=1e-12)
   with pytest.raises(ValueError, match="return_basis=True"):
-    ritz_vectors(lanczos(lambda x: a @ x, flat, 3))
+    ritz_vectors(curvax.lanczos(curvax.as_operator(lambda x: a @ x, flat), num_steps=3, v0=flat))
 
 
-@pytest.mark.parametrize("mode,passes", list(itertools.product(REORTHOGONALIZATIONS, REORTH_PASSES)))
+@pytest.mark.parametrize("mode,passes", list(itertools.product(curvax.REORTHOGONALIZATIONS, REORTH_PASSES)))
 def test_compiled_program_does_not_grow_with_num_steps(mode, passes):
   n = 128
 
   def hlo(num_steps):
     fn = jax.jit(
-        lambda a, v: lanczos(lambda x: a @ x, v, num_steps, reorthogonalize=mode, reorth_passes=passes).ritz_values
+        lambda a, v: curvax.lanczos(
+            curvax.as_operator(lambda x: a @ x, v),
+            num_steps=num_steps,
+            v0=v,
+            reorthogonalize=mode,
+            reorth_passes=passes,
+        ).ritz_values
     )
     return fn.lower(jnp.zeros((n, n)), jnp.ones(n)).as_text()
 
@@ -231,13 +251,26 @@ def test_memory_guard_message_and_low_memory_option():
   needed = basis_bytes(m, n, jnp.float32)
   assert needed == 100 * 1000 * 4
   with pytest.raises(ValueError) as err:
-    lanczos(lambda x: 2.0 * x, v0, m, max_basis_bytes=limit)
+    curvax.lanczos(curvax.as_operator(lambda x: 2.0 * x, v0), num_steps=m, v0=v0, max_basis_bytes=limit)
   expected = ["num_steps=99", "n=1000", "float32", str(needed), f"max_basis_bytes={limit}", "reorthogonalize='none'"]
   for text in expected:
     assert text in str(err.value), text
   with pytest.raises(ValueError, match="max_basis_bytes"):
-    lanczos(lambda x: 2.0 * x, v0, m, max_basis_bytes=limit, reorthogonalize="none", return_basis=True)
-  res = lanczos(lambda x: jnp.arange(n, dtype=x.dtype) * x, v0, m, max_basis_bytes=limit, reorthogonalize="none")
+    curvax.lanczos(
+        curvax.as_operator(lambda x: 2.0 * x, v0),
+        num_steps=m,
+        v0=v0,
+        max_basis_bytes=limit,
+        reorthogonalize="none",
+        return_basis=True,
+    )
+  res = curvax.lanczos(
+      curvax.as_operator(lambda x: jnp.arange(n, dtype=x.dtype) * x, v0),
+      num_steps=m,
+      v0=v0,
+      max_basis_bytes=limit,
+      reorthogonalize="none",
+  )
   assert res.basis is None and res.orthogonality.startswith("estimated")
   np.testing.assert_allclose(float(res.valid_ritz()[0][-1]), n - 1, rtol=1e-4)  # largest eigenvalue converged
 
@@ -245,21 +278,27 @@ def test_memory_guard_message_and_low_memory_option():
 def test_bad_arguments_raise():
   mv, v0 = (lambda x: x), jnp.ones(5)
   with pytest.raises(ValueError, match=r"reorthogonalize='selective'.*\['full', 'partial', 'none'\]"):
-    lanczos(mv, v0, 3, reorthogonalize="selective")
+    curvax.lanczos(curvax.as_operator(mv, v0), num_steps=3, v0=v0, reorthogonalize="selective")
   with pytest.raises(ValueError, match="num_steps=6 exceeds the dimension n=5"):
-    lanczos(mv, v0, 6)
+    curvax.lanczos(curvax.as_operator(mv, v0), num_steps=6, v0=v0)
   with pytest.raises(ValueError, match="num_steps=0"):
-    lanczos(mv, v0, 0)
+    curvax.lanczos(curvax.as_operator(mv, v0), num_steps=0, v0=v0)
   with pytest.raises(ValueError, match="breakdown_tol=2"):
-    lanczos(mv, v0, 3, breakdown_tol=2.0)
+    curvax.lanczos(curvax.as_operator(mv, v0), num_steps=3, v0=v0, breakdown_tol=2.0)
   with pytest.raises(ValueError, match="real floating dtype"):
-    lanczos(mv, jnp.ones(5, jnp.int32), 3)
+    curvax.lanczos(curvax.as_operator(mv, jnp.ones(5, jnp.int32)), num_steps=3, v0=jnp.ones(5, jnp.int32))
 
 
 def test_progress_callback_every_n_steps():
   steps, lines = [], []
   d = jnp.asarray(np.linspace(1.0, 2.0, 40))
-  lanczos(lambda x: d * x, jnp.ones(40), 20, callback=lambda s, m: steps.append((int(s), int(m))), callback_every=5)
+  curvax.lanczos(
+      curvax.as_operator(lambda x: d * x, jnp.ones(40)),
+      num_steps=20,
+      v0=jnp.ones(40),
+      callback=lambda s, m: steps.append((int(s), int(m))),
+      callback_every=5,
+  )
   jax.effects_barrier()
   assert sorted(steps) == [(5, 20), (10, 20), (15, 20), (20, 20)]
   printer = progress_printer("hessian", print_fn=lines.append)
@@ -312,8 +351,8 @@ def test_auto_second_pass_restores_orthogonality_after_cancellation():
 def test_auto_and_two_passes_agree_on_strakos():
   eigs = _strakos()
   d, v0 = jnp.asarray(eigs), jnp.ones(len(eigs))
-  auto = lanczos(lambda x: d * x, v0, 60, reorth_passes="auto")
-  two = lanczos(lambda x: d * x, v0, 60, reorth_passes=2)
+  auto = curvax.lanczos(curvax.as_operator(lambda x: d * x, v0), num_steps=60, v0=v0, reorth_passes="auto")
+  two = curvax.lanczos(curvax.as_operator(lambda x: d * x, v0), num_steps=60, v0=v0, reorth_passes=2)
   assert float(auto.orthogonality_loss) < 1e-10 and float(two.orthogonality_loss) < 1e-10
   np.testing.assert_allclose(auto.ritz_values, two.ritz_values, atol=1e-10 * eigs.max())
   np.testing.assert_allclose(auto.ritz_bounds, two.ritz_bounds, atol=1e-8 * eigs.max())
@@ -321,4 +360,4 @@ def test_auto_and_two_passes_agree_on_strakos():
 
 def test_bad_reorth_passes_raises():
   with pytest.raises(ValueError, match=r"reorth_passes=3 is not valid; valid choices: \['auto', 2\]"):
-    lanczos(lambda x: x, jnp.ones(5), 3, reorth_passes=3)
+    curvax.lanczos(curvax.as_operator(lambda x: x, jnp.ones(5)), num_steps=3, v0=jnp.ones(5), reorth_passes=3)

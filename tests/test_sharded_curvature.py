@@ -25,10 +25,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import init, models
+import curvax
 from analysis.hessian import hvp_fn
-from analysis.lanczos_options import check_basis_memory
-from analysis.spectrum import top_eigenvalues
-from analysis.trace import trace
 from train.loss import make_loss_fn
 
 assert jax.device_count() == 4, jax.devices()
@@ -52,10 +50,10 @@ for name in ("float32",):  # float64: run_analysis below
   op4 = hvp_fn(loss_fn, replicated, sharded_batch)
   vec = NamedSharding(mesh, P("data"))
   key = jax.random.key(1)
-  top1 = top_eigenvalues(op1, params, 2, num_steps=20, key=key)
-  top4 = top_eigenvalues(op4, replicated, 2, num_steps=20, key=key, basis_sharding=vec, return_basis=True)
-  tr1 = trace(op1, params, num_probes=8, key=key, method="hutchinson")
-  tr4 = trace(op4, replicated, num_probes=8, key=key, method="hutchinson")
+  top1 = curvax.top_eigenvalues(op1, 2, num_steps=20, key=key)
+  top4 = curvax.top_eigenvalues(op4, 2, num_steps=20, key=key, basis_sharding=vec, return_basis=True)
+  tr1 = curvax.trace(op1, num_probes=8, key=key, method="hutchinson")
+  tr4 = curvax.trace(op4, num_probes=8, key=key, method="hutchinson")
   basis = top4.lanczos.basis
   shard_shapes = sorted({tuple(s.data.shape) for s in basis.addressable_shards})
   out[name] = dict(
@@ -69,7 +67,7 @@ need = (30 + 1) * (-(-n // 4)) * 4
 guard = {}
 for limit in (need, need - 1):
   try:
-    check_basis_memory(30, n, jnp.float32, limit, basis_sharding=NamedSharding(mesh, P("data")))
+    curvax.check_basis_memory(30, n, jnp.float32, limit, basis_sharding=NamedSharding(mesh, P("data")))
     guard[str(limit)] = "ok"
   except ValueError as e:
     guard[str(limit)] = str(e)

@@ -1,4 +1,4 @@
-"""Tests for analysis/spectrum.py, analysis/density.py and analysis/probes.py: extreme eigenvalues, SLQ density
+"""Tests for curvax/spectrum.py, curvax/density.py and curvax/probes.py: extreme eigenvalues, SLQ density
 (quadrature exactness, matfree), probes."""
 
 import jax
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from matfree import decomp, funm
 
-from analysis.density import gaussian_kernel, spectral_density
-from analysis.probes import PROBES, sample_probes
-from analysis.ritz import gap_refined_bounds
-from analysis.spectrum import bottom_eigenvalues, top_eigenvalues
+import curvax
+from curvax.density import gaussian_kernel
+from curvax.probes import PROBES, sample_probes
+from curvax.ritz import gap_refined_bounds
 
 
 @pytest.fixture(autouse=True)
@@ -34,10 +34,12 @@ def _outlier_matrix():
 def test_top_and_bottom_eigenvalues_with_bounds():
   a, eigs = _outlier_matrix()
   example = jnp.zeros(len(eigs))
-  top = top_eigenvalues(lambda x: a @ x, example, 3, num_steps=30, key=jax.random.PRNGKey(0))
+  top = curvax.top_eigenvalues(curvax.as_operator(lambda x: a @ x, example), 3, num_steps=30, key=jax.random.PRNGKey(0))
   np.testing.assert_allclose(top.values, [10.0, 7.0, 5.0], atol=1e-8)
   assert np.all(np.asarray(top.bounds) < 1e-6) and bool(top.separated) and bool(jnp.all(top.valid))
-  bottom = bottom_eigenvalues(lambda x: a @ x, example, 2, num_steps=30, key=jax.random.PRNGKey(1))
+  bottom = curvax.bottom_eigenvalues(
+      curvax.as_operator(lambda x: a @ x, example), 2, num_steps=30, key=jax.random.PRNGKey(1)
+  )
   np.testing.assert_allclose(bottom.values, [-4.0, -3.0], atol=1e-8)
   assert bool(bottom.separated)
 
@@ -45,11 +47,15 @@ def test_top_and_bottom_eigenvalues_with_bounds():
 def test_separated_only_once_top_pair_is_resolved():
   eigs = np.concatenate([np.linspace(0.0, 1.0, 48), [1.1, 1.2]])
   a = _with_spectrum(eigs, 2)
-  early = top_eigenvalues(lambda x: a @ x, jnp.zeros(50), 2, num_steps=3, key=jax.random.PRNGKey(0))
+  early = curvax.top_eigenvalues(
+      curvax.as_operator(lambda x: a @ x, jnp.zeros(50)), 2, num_steps=3, key=jax.random.PRNGKey(0)
+  )
   assert not bool(early.separated)  # 3 steps: intervals [θ ± bound] of the top two overlap
   for value, bound in zip(np.asarray(early.values), np.asarray(early.bounds)):
     assert np.min(np.abs(eigs - value)) <= bound + 1e-12  # the residual bound encloses an eigenvalue
-  late = top_eigenvalues(lambda x: a @ x, jnp.zeros(50), 2, num_steps=25, key=jax.random.PRNGKey(0))
+  late = curvax.top_eigenvalues(
+      curvax.as_operator(lambda x: a @ x, jnp.zeros(50)), 2, num_steps=25, key=jax.random.PRNGKey(0)
+  )
   assert bool(late.separated)
   np.testing.assert_allclose(late.values, [1.2, 1.1], atol=1e-5)
 
@@ -57,7 +63,9 @@ def test_separated_only_once_top_pair_is_resolved():
 def test_top_eigenvalues_after_breakdown_are_masked():
   u = np.random.default_rng(3).standard_normal(30)
   u /= np.linalg.norm(u)
-  top = top_eigenvalues(lambda x: 3.0 * u * (u @ x), jnp.zeros(30), 3, num_steps=5, key=jax.random.PRNGKey(0))
+  top = curvax.top_eigenvalues(
+      curvax.as_operator(lambda x: 3.0 * u * (u @ x), jnp.zeros(30)), 3, num_steps=5, key=jax.random.PRNGKey(0)
+  )
   assert list(np.asarray(top.valid)) == [True, True, False]  # Krylov space: u and one null direction
   np.testing.assert_allclose(top.values, [3.0, 0.0, 0.0], atol=1e-12)
   assert bool(top.lanczos.breakdown) and bool(top.separated)
@@ -82,13 +90,15 @@ def test_tol_stops_at_the_first_step_that_meets_it(bound):
   a, eigs = _outlier_matrix()
   mv, example, key = (lambda x: a @ x), jnp.zeros(len(eigs)), jax.random.PRNGKey(4)
   tol = 1e-3
-  top = top_eigenvalues(mv, example, 1, num_steps=40, key=key, tol=tol, bound=bound)
+  top = curvax.top_eigenvalues(curvax.as_operator(mv, example), 1, num_steps=40, key=key, tol=tol, bound=bound)
   k = int(top.lanczos.num_steps_taken)
   used = top.bounds if bound == "residual" else top.gap_bounds
   assert bool(top.lanczos.converged) and 2 <= k < 40
   assert float(used[0]) <= tol * abs(float(top.values[0]))
   assert abs(float(top.values[0]) - 10.0) <= float(used[0]) + 1e-12  # the bound holds for the true λ_max
-  before = top_eigenvalues(mv, example, 1, num_steps=k - 1, key=key)  # same start: the k − 1 step prefix
+  before = curvax.top_eigenvalues(
+      curvax.as_operator(mv, example), 1, num_steps=k - 1, key=key
+  )  # same start: the k − 1 step prefix
   used_before = before.bounds if bound == "residual" else before.gap_bounds
   assert float(used_before[0]) > tol * abs(float(before.values[0]))
 
@@ -97,26 +107,32 @@ def test_gap_bound_needs_fewer_steps_than_the_residual_bound():
   a, eigs = _outlier_matrix()
   mv, example, key = (lambda x: a @ x), jnp.zeros(len(eigs)), jax.random.PRNGKey(4)
   steps = {
-      b: int(top_eigenvalues(mv, example, 1, num_steps=40, key=key, tol=1e-4, bound=b).lanczos.num_steps_taken)
+      b: int(
+          curvax.top_eigenvalues(
+              curvax.as_operator(mv, example), 1, num_steps=40, key=key, tol=1e-4, bound=b
+          ).lanczos.num_steps_taken
+      )
       for b in ("residual", "gap")
   }
   assert steps["gap"] < steps["residual"], steps
-  bottom = bottom_eigenvalues(mv, example, 1, num_steps=40, key=key, tol=1e-4, bound="gap")
+  bottom = curvax.bottom_eigenvalues(curvax.as_operator(mv, example), 1, num_steps=40, key=key, tol=1e-4, bound="gap")
   assert abs(float(bottom.values[0]) + 4.0) <= float(bottom.gap_bounds[0]) + 1e-12
 
 
 def test_extreme_eigenvalue_argument_errors():
   mv, example = (lambda x: x), jnp.zeros(10)
   with pytest.raises(ValueError, match="k=6 exceeds num_steps=5"):
-    top_eigenvalues(mv, example, 6, num_steps=5, key=jax.random.PRNGKey(0))
+    curvax.top_eigenvalues(curvax.as_operator(mv, example), 6, num_steps=5, key=jax.random.PRNGKey(0))
   with pytest.raises(ValueError, match="num_steps=11 exceeds the dimension n=10"):
-    bottom_eigenvalues(mv, example, 1, num_steps=11, key=jax.random.PRNGKey(0))
+    curvax.bottom_eigenvalues(curvax.as_operator(mv, example), 1, num_steps=11, key=jax.random.PRNGKey(0))
   with pytest.raises(ValueError, match="k=0"):
-    top_eigenvalues(mv, example, 0, num_steps=5, key=jax.random.PRNGKey(0))
+    curvax.top_eigenvalues(curvax.as_operator(mv, example), 0, num_steps=5, key=jax.random.PRNGKey(0))
   with pytest.raises(ValueError, match=r"bound='tight' is not valid; valid choices: \['residual', 'gap'\]"):
-    top_eigenvalues(mv, example, 1, num_steps=5, key=jax.random.PRNGKey(0), tol=0.1, bound="tight")
+    curvax.top_eigenvalues(
+        curvax.as_operator(mv, example), 1, num_steps=5, key=jax.random.PRNGKey(0), tol=0.1, bound="tight"
+    )
   with pytest.raises(ValueError, match="tol=-1"):
-    top_eigenvalues(mv, example, 1, num_steps=5, key=jax.random.PRNGKey(0), tol=-1)
+    curvax.top_eigenvalues(curvax.as_operator(mv, example), 1, num_steps=5, key=jax.random.PRNGKey(0), tol=-1)
 
 
 @pytest.mark.parametrize("probe", sorted(PROBES))
@@ -137,7 +153,9 @@ def test_slq_weights_quadrature_exactness_density_normalization_and_matfree():
   n, m, num_probes = 40, 5, 6
   a = _with_spectrum(np.random.default_rng(4).uniform(-1.0, 1.5, n), 5)
   key = jax.random.PRNGKey(7)
-  out = spectral_density(lambda x: a @ x, jnp.zeros(n), m, num_probes, key)
+  out = curvax.spectral_density(
+      curvax.as_operator(lambda x: a @ x, jnp.zeros(n)), num_steps=m, num_probes=num_probes, key=key
+  )
   np.testing.assert_allclose(jnp.sum(out.weights, axis=1), 1.0, atol=1e-13)
   # Regenerate the probes exactly as spectral_density draws them.
   v_pxn = np.asarray(sample_probes(jnp.zeros(n), num_probes, jax.random.split(key)[0]))
@@ -172,7 +190,13 @@ def test_slq_weights_quadrature_exactness_density_normalization_and_matfree():
 
 
 def test_slq_of_scaled_identity_is_one_smoothed_spike():
-  out = spectral_density(lambda x: 2.0 * x, jnp.zeros(20), 6, 4, jax.random.PRNGKey(0), sigma=0.1)
+  out = curvax.spectral_density(
+      curvax.as_operator(lambda x: 2.0 * x, jnp.zeros(20)),
+      num_steps=6,
+      num_probes=4,
+      key=jax.random.PRNGKey(0),
+      sigma=0.1,
+  )
   assert bool(jnp.all(out.breakdown))  # every probe is an eigenvector: one step, then an invariant subspace
   np.testing.assert_allclose(out.density, gaussian_kernel(out.grid - 2.0, 0.1), atol=1e-12)
   np.testing.assert_allclose(out.band_high - out.band_low, 0.0, atol=1e-12)  # identical probes: no uncertainty
@@ -182,10 +206,14 @@ def test_slq_of_scaled_identity_is_one_smoothed_spike():
 def test_spectral_density_argument_errors():
   mv, example = (lambda x: x), jnp.zeros(10)
   with pytest.raises(ValueError, match="num_steps=11 exceeds the dimension n=10"):
-    spectral_density(mv, example, 11, 4, jax.random.PRNGKey(0))
+    curvax.spectral_density(curvax.as_operator(mv, example), num_steps=11, num_probes=4, key=jax.random.PRNGKey(0))
   with pytest.raises(ValueError, match="num_probes=1"):
-    spectral_density(mv, example, 3, 1, jax.random.PRNGKey(0))
+    curvax.spectral_density(curvax.as_operator(mv, example), num_steps=3, num_probes=1, key=jax.random.PRNGKey(0))
   with pytest.raises(ValueError, match="sigma=-1"):
-    spectral_density(mv, example, 3, 4, jax.random.PRNGKey(0), sigma=-1.0)
+    curvax.spectral_density(
+        curvax.as_operator(mv, example), num_steps=3, num_probes=4, key=jax.random.PRNGKey(0), sigma=-1.0
+    )
   with pytest.raises(ValueError, match="reorthogonalize='cgs'"):
-    spectral_density(mv, example, 3, 4, jax.random.PRNGKey(0), reorthogonalize="cgs")
+    curvax.spectral_density(
+        curvax.as_operator(mv, example), num_steps=3, num_probes=4, key=jax.random.PRNGKey(0), reorthogonalize="cgs"
+    )

@@ -16,9 +16,8 @@ import pytest
 
 import curvax
 from analysis import stability
-from analysis.hessian import dense_hessian, ggn_vp_fn, hvp_fn
+from analysis.hessian import ggn_vp_fn, hvp_fn
 from analysis.run import run_analysis
-from analysis.spectrum import top_eigenvalues
 from configs import default
 from models import ModelConfig, get_model
 from tests.conftest import count_compiles
@@ -109,7 +108,7 @@ def test_preconditioned_top_eigenvalues_match_numpy_on_a_quadratic():
     np.testing.assert_allclose(np.asarray(jax.flatten_util.ravel_pytree(g)[0])[1:], grad[1:], rtol=1e-12)
     g = jax.flatten_util.ravel_pytree(g)[1](jnp.asarray(grad))
     pre = stability.adam_preconditioned_operator(hvp_fn(loss_fn, params, batch), g, eps)
-    got = top_eigenvalues(pre, params, 3, num_steps=N, key=jax.random.key(0))
+    got = curvax.top_eigenvalues(pre, 3, num_steps=N, key=jax.random.key(0))
   d = 1.0 / np.sqrt(np.abs(grad) + eps)
   want = np.linalg.eigvalsh(d[:, None] * a * d[None, :])[::-1][:3]
   np.testing.assert_allclose(np.asarray(got.values), want, rtol=1e-8)
@@ -139,7 +138,7 @@ def test_frozen_preconditioner_momentum_diverges_exactly_past_38_over_the_codes_
 
     g = jax.flatten_util.ravel_pytree(params)[1](jnp.asarray(grad))
     pre = stability.adam_preconditioned_operator(hvp_fn(loss_fn, params, batch), g, eps)
-    lam = float(top_eigenvalues(pre, params, 1, num_steps=N, key=jax.random.key(0)).values[0])
+    lam = float(curvax.top_eigenvalues(pre, 1, num_steps=N, key=jax.random.key(0)).values[0])
   p_inv_a = a / (np.abs(grad) + eps)[:, None]
   assert lam == pytest.approx(np.max(np.linalg.eigvals(p_inv_a).real), rel=1e-8)
   lr = stability.max_stable_lr_adam(lam, 0.9)
@@ -200,8 +199,8 @@ def test_lr_multipliers_give_the_eigenvalues_of_m_p_inverse_h():
     mult = {"b": 4.0, "w": 0.25}  # ravel order: 'b' (3 entries) then 'w' (9)
     eps = 1e-3
     op = hvp_fn(loss_fn, params, batch)
-    got = top_eigenvalues(
-        stability.adam_preconditioned_operator(op, g, eps, mult), params, 2, num_steps=N, key=jax.random.key(0)
+    got = curvax.top_eigenvalues(
+        stability.adam_preconditioned_operator(op, g, eps, mult), 2, num_steps=N, key=jax.random.key(0)
     )
     ones = stability.adam_preconditioned_operator(op, g, eps, {"b": 1.0, "w": 1.0})
     plain = stability.adam_preconditioned_operator(op, g, eps)
@@ -240,9 +239,7 @@ def _deep_linear_sharpness(width, parameterization, *, lr=1e-3, steps=20, d_in=1
   scale = stability.adam_state_preconditioner_scale(state.nu, state.count, 0.98, 1e-9)
   scale = scale * stability.lr_multiplier_scale(mult, params)
   op = curvax.hessian(loss_fn, params, (x, y))
-  top = top_eigenvalues(
-      stability.PreconditionedOperator(op, scale, op.spec), params, 1, num_steps=40, key=jax.random.key(1)
-  )
+  top = curvax.top_eigenvalues(curvax.diagonal_preconditioned(op, scale), 1, num_steps=40, key=jax.random.key(1))
   return lr * float(top.values[0])
 
 
@@ -388,7 +385,7 @@ def test_run_analysis_writes_stability_json_matching_dense_float64(tiny, tmp_pat
     params = jax.tree.map(lambda x: x.astype(jnp.float64), variables["params"])
     union = {"targets": jnp.concatenate([b["targets"] for b in batches])}
     loss = make_loss_fn(model64)
-    h = np.asarray(dense_hessian(loss, params, union))
+    h = np.asarray(curvax.dense_hessian(loss, params, union))
     g = np.asarray(jax.flatten_util.ravel_pytree(jax.grad(loss)(params, union))[0])
   d = 1.0 / np.sqrt(np.abs(g) + 1e-6)
   lam_h = np.linalg.eigvalsh(h)[-1]
@@ -426,7 +423,7 @@ def test_edge_predictors_match_the_dense_gauss_newton_and_each_batchs_rayleigh_q
     ggn = curvax.dense_matrix(ggn_vp_fn(make_logits_fn(model64), params, union))
     quotients = []
     for b in batches:
-      h = np.asarray(dense_hessian(loss, params, b))
+      h = np.asarray(curvax.dense_hessian(loss, params, b))
       g = np.asarray(jax.flatten_util.ravel_pytree(jax.grad(loss)(params, b))[0])
       quotients.append(g @ h @ g / (g @ g))
   lam = np.linalg.eigvalsh(np.asarray(ggn))[-1]

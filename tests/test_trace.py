@@ -1,4 +1,4 @@
-"""Tests for analysis/trace.py: Hutchinson and Hutch++ against the exact trace, each other and matfree."""
+"""Tests for curvax/trace.py: Hutchinson and Hutch++ against the exact trace, each other and matfree."""
 
 import jax
 import jax.numpy as jnp
@@ -8,15 +8,20 @@ import scipy.stats
 from jax.flatten_util import ravel_pytree
 from matfree import stochtrace
 
-from analysis.trace import TRACE_METHODS, trace
+import curvax
 from tests.test_spectrum import _with_spectrum, x64  # noqa: F401  x64: the autouse float64 fixture
 
+# The two estimators of `analysis.trace_method`; matfree's XTrace is tested in tests/test_curvax_spectra.py.
+METHODS = ("hutchinson", "hutch++")
 
-@pytest.mark.parametrize("method", sorted(TRACE_METHODS))
+
+@pytest.mark.parametrize("method", sorted(METHODS))
 def test_trace_within_three_standard_errors(method):
   eigs = np.random.default_rng(8).uniform(-1.0, 3.0, 100)
   a = _with_spectrum(eigs, 9)
-  out = trace(lambda x: a @ x, jnp.zeros(100), 30, jax.random.PRNGKey(2), method=method)
+  out = curvax.trace(
+      curvax.as_operator(lambda x: a @ x, jnp.zeros(100)), num_probes=30, key=jax.random.PRNGKey(2), method=method
+  )
   assert out.num_matvecs == 30 and out.method == method and float(out.std_error) > 0
   assert abs(float(out.estimate) - eigs.sum()) < 3 * float(out.std_error)
 
@@ -26,8 +31,10 @@ def test_hutchpp_beats_hutchinson_on_decaying_spectrum():
   a = _with_spectrum(eigs, 10)
   keys = jax.random.split(jax.random.PRNGKey(0), 10)
   errors = {}
-  for method in TRACE_METHODS:
-    estimate = lambda k: trace(lambda x: a @ x, jnp.zeros(100), 30, k, method=method).estimate
+  for method in METHODS:
+    estimate = lambda k: curvax.trace(
+        curvax.as_operator(lambda x: a @ x, jnp.zeros(100)), num_probes=30, key=k, method=method
+    ).estimate
     est = jax.jit(jax.vmap(estimate))(keys)  # one compilation for the 10 seeds
     errors[method] = float(jnp.mean(jnp.abs(est - eigs.sum())))
   assert errors["hutch++"] < 0.5 * errors["hutchinson"], errors
@@ -36,7 +43,7 @@ def test_hutchpp_beats_hutchinson_on_decaying_spectrum():
 def test_hutchinson_matches_matfree():
   a = _with_spectrum(np.random.default_rng(11).uniform(0.0, 2.0, 50), 12)
   key = jax.random.PRNGKey(5)
-  ours = trace(lambda x: a @ x, jnp.zeros(50), 16, key)
+  ours = curvax.trace(curvax.as_operator(lambda x: a @ x, jnp.zeros(50)), num_probes=16, key=key)
   z_pxn = jax.random.rademacher(key, (16, 50), dtype=jnp.float64)  # the probes `trace` draws from this key
   theirs = stochtrace.estimator_monte_carlo(stochtrace.monte_carlo_trace(), lambda k: z_pxn)(lambda x: a @ x, key)
   np.testing.assert_allclose(ours.estimate, theirs, rtol=1e-12)
@@ -48,19 +55,22 @@ def test_trace_on_pytree_equals_flat():
   tree = {"w": jnp.zeros((3, 4)), "b": jnp.zeros(8)}
   _, unravel = ravel_pytree(tree)
   tree_mv = lambda t: unravel(a @ ravel_pytree(t)[0])
-  on_tree = trace(tree_mv, tree, 8, jax.random.PRNGKey(1), method="hutch++")
-  on_flat = trace(lambda x: a @ x, jnp.zeros(n), 8, jax.random.PRNGKey(1), method="hutch++")
+  on_tree = curvax.trace(curvax.as_operator(tree_mv, tree), num_probes=8, key=jax.random.PRNGKey(1), method="hutch++")
+  on_flat = curvax.trace(
+      curvax.as_operator(lambda x: a @ x, jnp.zeros(n)), num_probes=8, key=jax.random.PRNGKey(1), method="hutch++"
+  )
   np.testing.assert_allclose(on_tree.estimate, on_flat.estimate, rtol=1e-13)
 
 
 def test_trace_argument_errors():
   mv, example = (lambda x: x), jnp.zeros(10)
-  with pytest.raises(ValueError, match=r"method='xtrace'.*\['hutch\+\+', 'hutchinson'\]"):
-    trace(mv, example, 10, jax.random.PRNGKey(0), method="xtrace")
+  with pytest.raises(ValueError, match=r"method='exact'.*\['hutch\+\+', 'hutchinson', 'xtrace'\]"):
+    curvax.trace(curvax.as_operator(mv, example), num_probes=10, key=jax.random.PRNGKey(0), method="exact")
+  assert sorted(curvax.TRACE_METHODS) == ["hutch++", "hutchinson", "xtrace"]
   with pytest.raises(ValueError, match="num_probes=3 must be ≥ 4 for method='hutch\\+\\+'"):
-    trace(mv, example, 3, jax.random.PRNGKey(0), method="hutch++")
+    curvax.trace(curvax.as_operator(mv, example), num_probes=3, key=jax.random.PRNGKey(0), method="hutch++")
   with pytest.raises(ValueError, match="num_probes=1 must be ≥ 2"):
-    trace(mv, example, 1, jax.random.PRNGKey(0))
+    curvax.trace(curvax.as_operator(mv, example), num_probes=1, key=jax.random.PRNGKey(0))
 
 
 @pytest.mark.parametrize("method,num_probes", [("hutchinson", 30), ("hutch++", 60)])
@@ -81,7 +91,9 @@ def test_standard_error_covers_the_trace_at_the_nominal_rate(method, num_probes)
   runs = 400
   eigs = np.random.default_rng(8).uniform(-1.0, 3.0, 100)
   a = _with_spectrum(eigs, 9)
-  estimate = lambda k: trace(lambda x: a @ x, jnp.zeros(100), num_probes, k, method=method)
+  estimate = lambda k: curvax.trace(
+      curvax.as_operator(lambda x: a @ x, jnp.zeros(100)), num_probes=num_probes, key=k, method=method
+  )
   out = jax.jit(jax.vmap(estimate))(jax.random.split(jax.random.key(0), runs))
   est, se = np.asarray(out.estimate), np.asarray(out.std_error)
   exact = eigs.sum()
