@@ -2,8 +2,9 @@
 
 Build an operator (`hessian`, `ggn`, `empirical_fisher`, `block`, `matrix_operator`, `as_operator`), compose it
 (`A @ v`, `A + B`, `c * A`, `A + lam * identity_like(A)`, `to_scipy(A)`), then pass it, operator first, to a routine
-that takes its shapes from it; `batch_sharpness` reads a loss over mini-batches directly. Imports only jax, numpy and
-(for XTrace) matfree; `to_scipy` imports scipy when called.
+that takes its shapes from it; `batch_sharpness` reads a loss over mini-batches directly. `top_eigenvalues(...,
+max_vectors=m)` bounds the stored vectors by thick restart; `lanczos_memory` counts a routine's buffers beforehand.
+Imports only jax, numpy and (for XTrace) matfree; `to_scipy` imports scipy when called.
 See docs/curvax.md.
 """
 
@@ -22,6 +23,7 @@ from curvax.curvature import (
 )
 from curvax.density import SpectralDensity, spectral_density
 from curvax.lanczos import LanczosResult, lanczos
+from curvax.memory import lanczos_memory
 from curvax.operators import FlatSpec, LinearOperator, MatrixOperator, as_operator, matrix_operator
 from curvax.sharpness import BatchSharpness, batch_sharpness
 from curvax.spectrum import (
@@ -45,6 +47,7 @@ __all__ = [
     "bottom_eigenvalues",
     "diagonal",
     "lanczos",
+    "lanczos_memory",
     "ritz_mass",
     "ritz_vector",
     "spectral_density",

@@ -187,3 +187,12 @@ def test_the_guard_names_the_peak_and_only_ways_out_with_a_certificate():
   same = curvax.top_eigenvalues(op, 2, num_steps=30, key=jax.random.key(0), max_vectors=30)  # never restarts
   plain = curvax.top_eigenvalues(op, 2, num_steps=30, key=jax.random.key(0))
   np.testing.assert_array_equal(np.asarray(same.values), np.asarray(plain.values))
+
+
+def test_the_summary_names_a_restarted_run_and_lanczos_memory_is_public():
+  op, _ = _matrix("gapped", np.float64)
+  res = curvax.top_eigenvalues(op, 2, num_steps=40, key=jax.random.key(0), max_vectors=8)
+  assert repr(res.lanczos).startswith("LanczosResult(40 products, thick restart keeping at most 8 vectors")
+  assert "lanczos_memory" in curvax.__all__ and curvax.lanczos_memory is memory.lanczos_memory
+  counted = curvax.lanczos_memory(N, np.float64, num_steps=40, max_vectors=8, keep=5)
+  assert counted["basis"] == 9 * N * 8 and counted["ritz_vectors"] == 6 * N * 8
