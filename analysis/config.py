@@ -87,6 +87,7 @@ class AnalysisConfig(Section):
   update_sharpness: bool
   edge_predictors: bool
   tracking_tol: float
+  tracking_mix: float
   seed: int
   max_basis_bytes: int
   progress: str
@@ -138,6 +139,9 @@ def _check_values(cfg: AnalysisConfig) -> None:
   tol = cfg.tracking_tol
   if isinstance(tol, bool) or not (isinstance(tol, (int, float)) and 0 <= tol < 1):
     raise invalid("analysis.tracking_tol", tol, "a number in [0, 1) (0: a cold Lanczos at every record)")
+  mix = cfg.tracking_mix
+  if isinstance(mix, bool) or not (isinstance(mix, (int, float)) and 0 < mix <= 1):
+    raise invalid("analysis.tracking_mix", mix, "a number in (0, 1] (the warm start's random part, e.g. 0.1)")
   if isinstance(cfg.sigma, bool) or not (isinstance(cfg.sigma, (int, float)) and cfg.sigma >= 0):
     raise invalid("analysis.sigma", cfg.sigma, "a number >= 0 (0: 1% of the node range)")
 

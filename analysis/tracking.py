@@ -37,9 +37,11 @@ batches of `analysis.batch_size` rows of a fresh pass over the train split (`Exp
 does).
 
 Warm start (`analysis.tracking_tol > 0`): the first record runs Lanczos from the random start above; every later
-one starts from the previous record's top Ritz vector plus a random part a tenth its size (`curvax.warm_start`)
-and stops as soon as the residual bound is ≤ tracking_tol·|λ| (at most `analysis.lanczos_steps`), so a record costs
-the few products that the change since the last one needs; `curvature/lanczos_steps` records how many it took.
+one starts from the previous record's top Ritz vector plus a random part of relative size `analysis.tracking_mix`
+(default a tenth; `curvax.warm_start`) and stops as soon as the residual bound is ≤ tracking_tol·|λ| (at most
+`analysis.lanczos_steps`), so a record costs the few products that the change since the last one needs;
+`curvature/lanczos_steps` records how many it took. The random part's own residual is about tracking_mix·‖H‖, so
+tracking_mix = tracking_tol removes the products spent damping it (tests/test_curvax_warm.py's drifting quadratic).
 The bound certifies an eigenvalue within it as before; that it is the largest rests on the start not being
 orthogonal to the top eigenvector, which the random part keeps. A resumed run starts cold again (its first record
 after the resume), so its records agree with an uninterrupted run's within their bounds, not bit for bit.
@@ -207,7 +209,7 @@ def curvature_hook(
     if warm:
       options.update(tol=cfg.tracking_tol, return_basis=True)
       if name in previous:
-        options["v0"] = curvax.warm_start(previous[name], jax.random.fold_in(start_key, step))
+        options["v0"] = curvax.warm_start(previous[name], jax.random.fold_in(start_key, step), cfg.tracking_mix)
       else:
         options["key"] = start_key
     else:

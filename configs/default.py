@@ -207,6 +207,9 @@ def get_config() -> ml_collections.ConfigDict:
   # > 0 (e.g. 1e-3) starts each record from the previous record's top Ritz vector (plus a random tenth) and stops as
   # soon as the residual bound is ≤ tracking_tol·|λ| (curvature/lanczos_steps records the matvecs it took).
   a.tracking_tol = 0.0
+  # The random part of a warm start, relative to the previous Ritz vector (curvax.warm_start's mix): 0.1 keeps today's
+  # records; = tracking_tol makes its residual no larger than the bound asked, so a record needs fewer products.
+  a.tracking_mix = 0.1
   a.seed = 0  # PRNG seed of the Lanczos start vectors, SLQ and trace probes, and the MLP moments' weight draws.
   a.max_basis_bytes = 4 * 2**30  # Fail before computing if a Lanczos basis needs more bytes than this.
 

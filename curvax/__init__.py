@@ -7,7 +7,8 @@ directly. A client's own programs over operators use `ravel_leaves` (a pytree as
 flat products), `as_pytree_fn` (a function as jit-able data), `as_batches` and `normalized_weights` (the batches and
 batch weights the constructors read); its configs check against `REORTHOGONALIZATIONS`, `TRACE_METHODS` and
 `check_basis_memory` before any compute. Imports only jax, numpy and (for XTrace) matfree; `to_scipy` imports scipy
-when called. See docs/curvax.md.
+when called. `top_eigenvalues(..., max_vectors=m)` bounds the stored vectors by thick restart;
+`lanczos_memory` counts a routine's buffers beforehand. See docs/curvax.md.
 """
 
 from curvax.algebra import (
@@ -35,6 +36,7 @@ from curvax.density import SpectralDensity, spectral_density
 from curvax.inputs import as_batches, normalized_weights
 from curvax.lanczos import LanczosResult, lanczos
 from curvax.lanczos_options import REORTHOGONALIZATIONS, check_basis_memory
+from curvax.memory import lanczos_memory
 from curvax.operators import FlatSpec, LinearOperator, MatrixOperator, as_operator, matrix_operator, ravel_leaves
 from curvax.sharpness import BatchSharpness, batch_sharpness
 from curvax.spectrum import (
@@ -58,6 +60,7 @@ __all__ = [
     "bottom_eigenvalues",
     "diagonal",
     "lanczos",
+    "lanczos_memory",
     "ritz_mass",
     "ritz_vector",
     "spectral_density",

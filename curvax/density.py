@@ -263,6 +263,7 @@ def spectral_density(
       n,
       dtype,
       batch=probe_batch,
+      num_probes=num_probes,
   )
   res = with_callback(
       callback,

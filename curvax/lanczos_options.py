@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curvax.memory import lanczos_memory
+
 REORTHOGONALIZATIONS = ("full", "partial", "none")
 REORTH_PASSES = ("auto", 2)
 DEFAULT_MAX_BASIS_BYTES = 4 * 2**30  # 4 GiB: a 100-step basis of a ~10M-parameter float32 model.
@@ -27,23 +29,34 @@ def basis_bytes(num_steps: int, n: int, dtype) -> int:
 
 
 def check_basis_memory(
-    num_steps: int, n: int, dtype, max_basis_bytes: int, batch: int = 1, basis_sharding: Optional[Any] = None
+    num_steps: int,
+    n: int,
+    dtype,
+    max_basis_bytes: int,
+    batch: int = 1,
+    basis_sharding: Optional[Any] = None,
+    routine: Optional[dict] = None,
 ) -> None:
   """Raise ValueError if `batch` bases of `num_steps` Lanczos vectors of size `n` exceed `max_basis_bytes` on one
   device (batch > 1: probes run in lockstep, one basis each; a `basis_sharding` over D devices holds ⌈n/D⌉ columns
-  per device)."""
+  per device). The message gives the routine's whole peak (`curvax.memory.lanczos_memory` of `routine`: max_vectors,
+  keep, reorthogonalize, return_basis, num_probes) and only ways out that keep a certificate."""
   shards = basis_shards(basis_sharding)
   per_device = -(-n // shards)
   needed = basis_bytes(num_steps, per_device, dtype) * batch
   if needed > max_basis_bytes:
     lockstep = f", {batch} probe(s) in lockstep" if batch > 1 else ""
     sharded = f" per device (basis sharded over {shards} devices: n/D = {per_device})" if shards > 1 else ""
+    peak = lanczos_memory(n, dtype, batch=batch, shards=shards, **{"num_steps": num_steps, **(routine or {})})["peak"]
     raise ValueError(
         f"Lanczos basis too large: num_steps={num_steps}, n={n}, dtype={np.dtype(dtype).name}{lockstep} needs "
         f"{batch} * (num_steps + 1) * {per_device} * {np.dtype(dtype).itemsize} = {needed} bytes"
         f" ({needed / 2**30:.2f} GiB){sharded} > max_basis_bytes={max_basis_bytes} ({max_basis_bytes / 2**30:.2f}"
-        " GiB). Use fewer steps (or probes in lockstep), shard the basis over more devices, raise max_basis_bytes,"
-        " or reorthogonalize='none' (O(n) memory, no full reorthogonalization)."
+        f" GiB); the routine's peak with its work vectors, Ritz vectors, probes and Gram block is {peak} bytes"
+        f" ({peak / 2**30:.2f} GiB, curvax.memory.lanczos_memory). Ways out that keep the certified bounds: a thick"
+        " restart (top_eigenvalues / bottom_eigenvalues with max_vectors=m: m + 1 stored vectors, num_steps still"
+        " the products), fewer steps (or probes in lockstep), a basis sharded over more devices, or a larger"
+        " max_basis_bytes. Not reorthogonalize='none' alone: once orthogonality is lost its bounds certify nothing."
     )
 
 
@@ -151,9 +164,9 @@ LANCZOS_KEYS = (
 )
 
 
-def lanczos_options(kwargs, num_steps, n, dtype, batch=1):
+def lanczos_options(kwargs, num_steps, n, dtype, batch=1, max_vectors=None, keep=0, num_probes=0):
   """Validate the keyword arguments forwarded to Lanczos (`validate_options`, the memory guard × `batch`
-  bases); returns (static options, callback)."""
+  bases of num_steps + 1 vectors, or of max_vectors + 1 with a thick restart); returns (static options, callback)."""
   unknown = sorted(set(kwargs) - set(LANCZOS_KEYS))
   if unknown:
     raise ValueError(f"unknown Lanczos options {unknown}; valid: {list(LANCZOS_KEYS)}")
@@ -169,7 +182,10 @@ def lanczos_options(kwargs, num_steps, n, dtype, batch=1):
   check_matvec_rtol(rtol)
   if reorth != "none" or return_basis:
     limit = kwargs.get("max_basis_bytes", DEFAULT_MAX_BASIS_BYTES)
-    check_basis_memory(num_steps, n, dtype, limit, batch, basis_sharding=sharding)
+    rows, routine = num_steps, dict(reorthogonalize=reorth, return_basis=return_basis, num_probes=num_probes)
+    if max_vectors is not None:  # a thick restart: its basis, and its count of every buffer
+      rows, routine = max_vectors, dict(routine, num_steps=num_steps, max_vectors=max_vectors, keep=keep)
+    check_basis_memory(rows, n, dtype, limit, batch, basis_sharding=sharding, routine=routine)
   static = dict(
       num_steps=int(num_steps),
       reorthogonalize=reorth,

@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from curvax import summary
 from curvax.blocks import leaf_paths
@@ -31,7 +32,7 @@ from curvax.lanczos import LANCZOS_STATIC, LanczosResult, lanczos_core
 from curvax.lanczos_options import STOP_BOUNDS, check_stop, lanczos_options
 from curvax.operators import ravel_leaves, run_program, with_callback
 from curvax.probes import check_positive_int, operator_info
-from curvax.ritz import ritz_vectors
+from curvax.restart import RESTART_STATIC, check_max_vectors, kept_vectors, restarted_core
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,20 +92,26 @@ def _select_extreme(ritz_values, ritz_bounds, gap_bounds, steps, k, largest):
 # Lanczos's static arguments (its progress bar's total excepted: these programs take no progress callback) and the
 # start vector's.
 _EXTREME_STATIC = ("k", "largest", "n", "dtype", "warm", *(a for a in LANCZOS_STATIC if a != "progress_total"))
+_RESTART_STATIC = ("k", "largest", "n", "dtype", "warm", "max_vectors", "keep", *RESTART_STATIC)
 
 
-def _extreme_program(op, start, callback_id, *, k, largest, n, dtype, warm, **lanczos_static):
+def _extreme_program(op, start, callback_id, *, k, largest, n, dtype, warm, max_vectors=None, keep=None, **static):
   v0 = start.astype(dtype) if warm else jax.random.normal(start, (n,), dtype)
-  res = lanczos_core(op, v0, callback_id=callback_id, **lanczos_static)
+  if max_vectors is None:
+    res = lanczos_core(op, v0, callback_id=callback_id, **static)
+    steps = res.num_steps_taken
+  else:  # thick restart (`curvax.restart`): the final cycle's Ritz values are the valid ones
+    res = restarted_core(op, v0, max_vectors=max_vectors, keep=keep, largest=largest, callback_id=callback_id, **static)
+    steps = jnp.sum(res.ritz_mask.astype(jnp.int32))
   values, bounds, refined, valid, separated = _select_extreme(
-      res.ritz_values, res.ritz_bounds, res.gap_bounds, res.num_steps_taken, k, largest
+      res.ritz_values, res.ritz_bounds, res.gap_bounds, steps, k, largest
   )
   return ExtremeEigenvalues(
       values=values, bounds=bounds, gap_bounds=refined, valid=valid, separated=separated, lanczos=res, largest=largest
   )
 
 
-def _extreme(op, k, num_steps, key, largest, tol, bound, lanczos_kwargs, v0=None):
+def _extreme(op, k, num_steps, key, largest, tol, bound, lanczos_kwargs, v0=None, max_vectors=None):
   op, n, dtype = operator_info(op)
   if (key is None) == (v0 is None):
     raise ValueError("needs exactly one of key= (a Gaussian start vector) and v0= (a given start vector)")
@@ -125,12 +132,18 @@ def _extreme(op, k, num_steps, key, largest, tol, bound, lanczos_kwargs, v0=None
   if bound not in STOP_BOUNDS:
     raise ValueError(f"bound={bound!r} is not valid; valid choices: {list(STOP_BOUNDS)}")
   stop = check_stop(None if tol is None else (largest, int(k), float(tol), bound), num_steps)
-  static, callback = lanczos_options(lanczos_kwargs, num_steps, n, dtype)
+  stored = check_max_vectors(max_vectors, k, num_steps, n, lanczos_kwargs.get("reorthogonalize", "full"))
+  keep = 0 if stored is None else kept_vectors(int(k), stored)
+  static, callback = lanczos_options(lanczos_kwargs, num_steps, n, dtype, max_vectors=stored, keep=keep)
+  names, restart = _EXTREME_STATIC, {}
+  if stored is not None:  # thick restart: Lanczos's options less reorthogonalize ('full' is checked above)
+    names, restart = _RESTART_STATIC, dict(max_vectors=stored, keep=keep)
+    static = {a: static[a] for a in RESTART_STATIC if a in static}
   res = with_callback(
       callback,
       lambda cid: run_program(
           _extreme_program,
-          _EXTREME_STATIC,
+          names,
           op,
           key if v0 is None else v0,
           cid,
@@ -140,6 +153,7 @@ def _extreme(op, k, num_steps, key, largest, tol, bound, lanczos_kwargs, v0=None
           dtype=jnp.dtype(dtype),
           warm=v0 is not None,
           stop=stop,
+          **restart,
           **static,
       ),
   )
@@ -160,6 +174,7 @@ def top_eigenvalues(
     tol: Optional[float] = None,
     bound: str = "residual",
     v0: Any = None,
+    max_vectors: Optional[int] = None,
     **lanczos_kwargs,
 ) -> ExtremeEigenvalues:
   """Largest-algebraic k eigenvalues of a symmetric operator by Lanczos from a random Gaussian start (or `v0`).
@@ -185,11 +200,15 @@ def top_eigenvalues(
       `tol` to stop as soon as the bound is met. The bounds certify as for a random start that an eigenvalue lies
       within them; that it is the largest rests, as there, on the start vector not being orthogonal to its
       eigenvector (mix in a random part: `warm_start`). Compiled once per structure, like a random start.
+    max_vectors: None (store all num_steps + 1 Lanczos vectors), or m with k + 2 ≤ m: thick-restart Lanczos
+      (Wu & Simon 2000; `curvax.restart`) stores m + 1 vectors (plus the kept Ritz vectors while it restarts),
+      whatever `num_steps`, which stays the total of products; the bounds certify as without restart. Needs
+      reorthogonalize='full'; m ≥ num_steps never restarts and is plain Lanczos.
 
   Returns:
     `ExtremeEigenvalues`, descending.
   """
-  return _extreme(op, k, num_steps, key, True, tol, bound, lanczos_kwargs, v0)
+  return _extreme(op, k, num_steps, key, True, tol, bound, lanczos_kwargs, v0, max_vectors)
 
 
 def warm_start(previous: Any, key: jax.Array, mix: float = 0.1) -> jax.Array:
@@ -210,6 +229,7 @@ def bottom_eigenvalues(
     key: jax.Array,
     tol: Optional[float] = None,
     bound: str = "residual",
+    max_vectors: Optional[int] = None,
     **lanczos_kwargs,
 ) -> ExtremeEigenvalues:
   """Smallest-algebraic k eigenvalues (most negative curvature first); arguments as in `top_eigenvalues`.
@@ -217,7 +237,7 @@ def bottom_eigenvalues(
   Returns:
     `ExtremeEigenvalues`, ascending.
   """
-  return _extreme(op, k, num_steps, key, False, tol, bound, lanczos_kwargs)
+  return _extreme(op, k, num_steps, key, False, tol, bound, lanczos_kwargs, max_vectors=max_vectors)
 
 
 def ritz_vector(op: Any, result: ExtremeEigenvalues, index: int = 0) -> Any:
@@ -231,12 +251,19 @@ def ritz_vector(op: Any, result: ExtremeEigenvalues, index: int = 0) -> Any:
   res = result.lanczos
   if res.basis is None:
     raise ValueError("ritz_vector needs the Lanczos basis: call top_eigenvalues(..., return_basis=True)")
-  steps = int(res.num_steps_taken)
+  steps = int(np.sum(np.asarray(res.ritz_mask)))  # valid Ritz values: the steps, or a restarted run's last cycle
   if not 0 <= index < min(steps, int(result.values.shape[0])):
     raise ValueError(f"index={index} must be in [0, {min(steps, int(result.values.shape[0]))})")
   col = steps - 1 - index if result.largest else index
-  y = ritz_vectors(res)[col]
-  return op.spec.unravel(y / jnp.linalg.norm(y))
+  return op.spec.unravel(_ritz_column(res.basis, res.eigenvectors, col))
+
+
+@jax.jit
+def _ritz_column(basis, s_mxm, col):
+  """The unit Ritz vector V s_col, one [n] vector: forming all m Ritz vectors (`curvax.ritz.ritz_vectors`) would
+  allocate a second basis-sized buffer."""
+  y = s_mxm[:, col] @ basis[: s_mxm.shape[0]]
+  return y / jnp.linalg.norm(y)
 
 
 def ritz_mass(op: Any, result: ExtremeEigenvalues, index: int = 0) -> dict:

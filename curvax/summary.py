@@ -50,8 +50,13 @@ def lanczos(res: Any) -> str:
   else:
     valid = values[mask.astype(bool)]
     spread = f"{valid.size} in [{valid.min():.6g}, {valid.max():.6g}]" if valid.size else "none"
+  taken = _host(res.num_steps_taken)
+  if taken is not None and taken.size == 1 and int(taken) > m:  # thick restart: more products than stored vectors
+    head = f"LanczosResult({k} products, thick restart keeping at most {m} vectors"
+  else:
+    head = f"LanczosResult({k} of {m} steps = {k} products"
   return (
-      f"LanczosResult({k} of {m} steps = {k} products, reorthogonalize={res.reorthogonalize!r}, "
+      f"{head}, reorthogonalize={res.reorthogonalize!r}, "
       f"{_scalar(res.num_reorthogonalizations, 'd')} reorthogonalization passes\n"
       f"  ritz values: {spread}\n"
       f"  breakdown={_scalar(res.breakdown)}, converged={_scalar(res.converged)}, "

@@ -102,6 +102,28 @@ def test_records_equal_an_independent_lanczos_on_the_checkpoints_warm_started_in
   assert len({r["curvature/lambda_max"] for r in records.values()}) == 3  # the parameters moved
 
 
+def test_a_random_part_as_small_as_the_tolerance_reaches_the_bound_in_no_more_products(tmp_path):
+  """`analysis.tracking_mix` is the warm start's random part: at tracking_tol = tracking_mix = 1% every record is
+  certified to 1% in no more products than with the default tenth (here the same: this early λ_max doubles between
+  records, so the drift, not the random part, sets the count; the drifting quadratic of tests/test_curvax_warm.py
+  measures the saving), and the records after the first start elsewhere (the mix reaches the hook)."""
+  runs = {}
+  for mix in (0.1, 0.01):
+    overrides = {"train.num_steps": 8, "analysis.tracking_tol": 1e-2, "analysis.tracking_mix": mix}
+    _train(_config(**overrides), tmp_path / str(mix))
+    runs[mix] = _curvature_steps(tmp_path / str(mix))
+    assert sorted(runs[mix]) == [2, 4, 6, 8]
+    for r in runs[mix].values():
+      assert r["curvature/lambda_max_bound"] <= 1e-2 * abs(r["curvature/lambda_max"]) * (1 + 1e-9), r
+  small, default = runs[0.01], runs[0.1]
+  assert small[2] == default[2]  # the first record is cold: the mix does not enter
+  for step in (4, 6, 8):
+    assert small[step]["curvature/lanczos_steps"] <= default[step]["curvature/lanczos_steps"], (small, default)
+    assert small[step]["curvature/lambda_max"] != default[step]["curvature/lambda_max"]
+    gap = small[step]["curvature/lambda_max_bound"] + default[step]["curvature/lambda_max_bound"]
+    assert abs(small[step]["curvature/lambda_max"] - default[step]["curvature/lambda_max"]) <= gap
+
+
 @pytest.mark.parametrize("preconditioned", [0, 1])
 def test_records_after_the_first_compile_nothing(tmp_path, preconditioned):
   """The first record compiles (a width no other test here uses, so no program is cached yet), the next three
@@ -150,6 +172,7 @@ def test_a_resumed_run_has_one_record_per_curvature_step(tmp_path):
         ({"train.curvature_every": -1}, r"config.train.curvature_every=-1 is invalid; valid: an integer >= 0"),
         ({"train.curvature_every": 2.5}, r"curvature_every"),  # the ConfigDict refuses it, as on the command line
         ({"analysis.max_basis_bytes": 1}, r"max_basis_bytes"),  # the Lanczos basis cannot fit: before training
+        ({"analysis.tracking_mix": 0.0}, r"config.analysis.tracking_mix=0.0 is invalid; valid: a number in \(0, 1\]"),
     ],
 )
 def test_bad_values_fail_before_compute(tmp_path, overrides, match, monkeypatch):

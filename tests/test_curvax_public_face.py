@@ -15,7 +15,12 @@ import curvax
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 INSIDE = ("curvax", "bench")  # curvax itself, and the benchmarks that time its internals
 # curvax's own unit tests of its private modules (the recurrence's reorthogonalization, probes, the SLQ kernel).
-OWN_TESTS = ("tests/test_lanczos.py", "tests/test_spectrum.py", "tests/test_curvax_closures.py")
+OWN_TESTS = (
+    "tests/test_lanczos.py",
+    "tests/test_spectrum.py",
+    "tests/test_curvax_closures.py",
+    "tests/test_curvax_restart.py",
+)
 
 
 def violations(source: str, public=frozenset(curvax.__all__)) -> list:
