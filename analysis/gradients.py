@@ -16,20 +16,9 @@ import numpy as np
 
 import curvax
 from models import ROLES, ParamRole, param_roles
+from models.roles import NORM_ROLES
 
-WEIGHT_ROLES = (
-    "embedding",
-    "position",
-    "attn_q",
-    "attn_k",
-    "attn_v",
-    "attn_out",
-    "attn_gate",
-    "mlp_in",
-    "mlp_gate",
-    "mlp_out",
-    "head",
-)
+WEIGHT_ROLES = tuple(r for r in ROLES if r not in (*NORM_ROLES, "residual_scale", "bias"))  # the matrices
 KEY_FIELDS = ("stack", "layer", "sublayer", "role", "path", "size")
 
 
