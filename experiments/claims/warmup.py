@@ -313,17 +313,19 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   runs = [r for a in arms.values() for rs in a["cells"].values() for r in rs]
   inits = [r["curve"][0][1] for r in runs if r["curve"] and r["curve"][0][0] == 0]
   top = 1.15 * max([v for v in inits if report.finite(v)] or [10.0])
-  for a in names:
+  styles = ("-", "--", ":", "-.")  # arms that coincide (two collapsed ones on the plateau) stay visible
+  for i, a in enumerate(names):
     lrs = sorted(arms[a]["cells"], key=float)
+    shift = 1.04 ** (i - (len(names) - 1) / 2)  # each arm's markers a little apart along the lr axis
     means = []
     for lr in lrs:
       cell = arms[a]["cells"][lr]
       for r in cell:
         y = top if r["cls"] == outcomes.DIVERGED or r["final_loss"] is None else min(r["final_loss"], top)
-        ax.plot(float(lr), y, MARKERS.get(r["cls"], "."), color=colors[a], ms=6, alpha=0.7, mfc="none")
+        ax.plot(float(lr) * shift, y, MARKERS.get(r["cls"], "."), color=colors[a], ms=6, alpha=0.7, mfc="none")
       ok = [r["final_loss"] for r in cell if r["cls"] != outcomes.DIVERGED and r["final_loss"] is not None]
       means.append(np.mean(ok) if len(ok) == len(cell) else math.nan)
-    ax.plot([float(x) for x in lrs], means, "-", color=colors[a], label=a)
+    ax.plot([float(x) * shift for x in lrs], means, styles[i % 4], color=colors[a], label=a)
   for cls, marker in MARKERS.items():
     ax.plot(
         [], [], marker, color="grey", mfc="none", label=cls + (f" (at {top:.3g}, clipped)" if cls == "diverged" else "")
@@ -336,14 +338,14 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   ax.set(xlabel="peak lr", ylabel="final validation loss (nats)", title="(a) every seed by outcome class; line: mean")
   shown = []
   rescued = _rescued_key(m)
-  for a in names:
+  for i, a in enumerate(names):
     lr = rescued if rescued in arms[a]["cells"] else _lowest(arms[a])
     for r in arms[a]["cells"][lr]:
       if r["curve"]:
         steps, losses = zip(*r["curve"])
-        cx.plot(steps, losses, "-", color=colors[a], alpha=0.7)
+        cx.plot(steps, losses, styles[i % 4], color=colors[a], alpha=0.7)
         shown += list(losses)
-    cx.plot([], [], "-", color=colors[a], label=f"{a}: η {lr}")
+    cx.plot([], [], styles[i % 4], color=colors[a], label=f"{a}: η {lr}")
   if m.get("unigram_entropy"):
     cx.axhline(m["unigram_entropy"], color="k", ls=":", lw=0.8, label=f"unigram entropy H = {m['unigram_entropy']:.3g}")
   where = f"at the rescued η {rescued}" if rescued else "each arm's lowest-loss cell"
