@@ -17,7 +17,7 @@ import re
 import jax
 
 import curvax
-from models.config import Section, contradiction, invalid
+from configs.schema import Section, contradiction, invalid
 
 DTYPES = ("auto", "float64", "float32")
 # The trace estimators `analysis.trace_method` offers: curvax's (`curvax.TRACE_METHODS`) but XTrace, which needs the

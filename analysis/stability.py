@@ -49,7 +49,7 @@ Assumptions, stated where they are used: no gradient clipping, and the precondit
 Adam"); later v̂_t change P, so the bound predicts the first steps' stability, not the whole run's.
 
 Imports `curvax` (operators, spectra, and batches and weights as curvax reads them), `analysis.hessian` (the
-project's batches and token weights, unless `weights=` are given, as to `hvp_fn`) and `models.config.invalid` (the
+project's batches and token weights, unless `weights=` are given, as to `hvp_fn`) and `configs.schema.invalid` (the
 config boundary's error format).
 """
 
@@ -62,7 +62,7 @@ import numpy as np
 
 import curvax
 from analysis import hessian
-from models.config import invalid
+from configs.schema import invalid
 
 
 def _check_curvature(name: str, value) -> float:

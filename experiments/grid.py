@@ -11,7 +11,7 @@ and not part of the directory name, so two grids that name the same cells differ
 records the value of every swept key (the union's keys), the base config's where its part does not set it. Every
 key must be a leaf of the config (not `mode`, `train.seed`, which `sweep.seeds` sets, or a `sweep.*` key); each value is
 read as the type of the key's default (an integer, a number, `true`/`false`, a string; 'none' for a key whose default is
-None). A bad grid raises before any compute, in the config boundary's format (`models.config.invalid`):
+None). A bad grid raises before any compute, in the config boundary's format (`configs.schema.invalid`):
 `config.sweep.grid='...' is invalid (<the bad part and why>); valid: <the syntax>`. `cells(config)` gives each cell's
 overrides and its filesystem-safe name (`optim.warmup_steps=0__init.scheme=xavier`).
 """
@@ -24,8 +24,8 @@ from typing import Any, Optional
 
 import ml_collections
 
+from configs.schema import Section, invalid
 from experiments import shard as shard_lib
-from models.config import Section, invalid
 
 GRID_SYNTAX = (
     "'<key>=<v1>,<v2>,...' parts joined by ';' over leaf keys of the config (not mode, train.seed or sweep.*), "

@@ -20,7 +20,7 @@ import models
 import train.config
 import train.loop
 import train.step
-from models.config import contradiction
+from configs.schema import contradiction
 from models.inventory import boxed_param_shapes
 from models.roles import Declared
 

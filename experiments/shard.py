@@ -53,7 +53,7 @@ from typing import Callable, Mapping, Optional
 
 from etils import epath
 
-from models.config import invalid
+from configs.schema import invalid
 
 CLAIM_FILE = "claim.json"
 SHARD_ENV = "TRANSFORMER_INIT_SHARD"

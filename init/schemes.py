@@ -83,15 +83,16 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Optional
 
+from configs import schema
+from configs.schema import Section, contradiction, invalid
 from init import initializers
 from init.math import deepnorm_constants, dsinit_bound, fixup_scale, tfixup_scales
 from models import ModelConfig, ParamRole
 from models.blocks import gate_roles
-from models.config import Section, contradiction, invalid
 from models.norms import alpha_init
 from models.residual import layerscale_init
 
-AUTO = "auto"  # init.scheme derived from the model config (`derived_scheme`)
+AUTO = schema.AUTO  # init.scheme derived from the model config (`derived_scheme`)
 KERNEL_ROLES = ("attn_q", "attn_k", "attn_v", "attn_out", "attn_gate", "mlp_in", "mlp_gate", "mlp_out")
 GATE_ROLES = ("attn_gate", "mlp_gate")
 # Why the two-matrix depth schemes refuse a third matrix (module docstring; `Scheme.gates`).

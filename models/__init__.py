@@ -10,7 +10,7 @@ Public API:
 - `scheduled_alpha_update`: the update rule of the `scheduled` residual's α.
 
 Dimension legend for shape-suffixed names: B batch, L length (S source, T target, Q query, K key), D d_model,
-H heads, K head_dim inside attention, F d_ff, V vocabulary. This package imports nothing else of the project.
+H heads, K head_dim inside attention, F d_ff, V vocabulary. This package imports nothing else of the project but `configs.schema` (the config boundary's ground floor).
 """
 
 import flax.linen as nn

@@ -10,13 +10,13 @@ width convention, and their validation at the config boundary (`ModelConfig.__po
   has the role `attn_gate` (`models.attention`).
 - `model.attn_logit_softcap`, `model.final_logit_softcap`: c·tanh(z/c) on the attention and output logits (Gemma
   Team 2024, "Gemma 2", §2, Table 2: 50 and 30); 0 = off.
-This module imports only `models.boundary`.
+This module imports only `configs.schema`.
 """
 
 import math
 from typing import Any
 
-from models.boundary import contradiction, invalid
+from configs.schema import contradiction, invalid
 
 MLPS = ("plain", "swiglu", "geglu")
 GATED_MLPS = ("swiglu", "geglu")

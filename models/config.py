@@ -5,9 +5,7 @@ a preset, derives `attention_logit_scale='auto'` from the parameterization, vali
 choices) and raises ValueError naming the key, the bad value and the valid choices — before any parameter is
 created. `models/` never sees a ConfigDict after this point.
 
-The one error format of the whole config boundary (`invalid(key, value, valid)` for a bad value,
-`contradiction(key_a, value_a, key_b, value_b, why)` for two keys that cannot go together) lives in `models.boundary`
-(with `Section`, the typed subtree every group's dataclass derives from) and is re-exported here, so every layer above imports it from this module. The decoder-LM block keys (RoPE, gated
+The config boundary's error format and `Section` come from `configs.schema`. The decoder-LM block keys (RoPE, gated
 MLPs, GQA, gated attention, soft-capping) are validated in `models.blocks`. The defaults of `ModelConfig`'s fields
 equal those of configs/default.py (size fields: its default preset, 'mini'); tests/test_config.py checks that they
 agree.
@@ -18,15 +16,14 @@ from typing import Any, Optional
 
 import jax.numpy as jnp
 
+from configs.schema import AUTO, Section, contradiction, invalid, typed_values
 from models.activations import ACTIVATIONS
 from models.blocks import GATED_MLPS, gated_hidden_width, validate_blocks
-from models.boundary import Section, contradiction, invalid, typed_values
 from models.residual import RESIDUALS
 
 ARCHS = ("encoder_decoder", "decoder", "encoder")
 NORM_TYPES = ("layernorm", "rmsnorm", "dyt", "derf", "none")
 NORM_POSITIONS = ("post", "pre", "sandwich", "peri", "mix", "hybrid", "reordered", "none")  # models/placement.py
-AUTO = "auto"  # a key derived from others at the config boundary
 LOGIT_SCALES = ("sqrt_dk", "none", "dk")
 POSITIONS = ("sinusoidal", "learned", "rope")
 PARAMETERIZATIONS = ("standard", "ntk", "mup")

@@ -17,7 +17,7 @@ command line overrode) and returns a frozen `Config`, before any data is read or
     optimizers of `train.optim.MUP_OPTIMIZERS`; QK-clip (`optim.qk_clip`) needs logits that scale with W_q, W_k
     (no QK-norm).
 Every error names the key (two keys for a contradiction), the bad value and the valid choices
-(`models.config.invalid` / `contradiction`). `resolve` is idempotent: `main.py` resolves the command line's config,
+(`configs.schema.invalid` / `contradiction`). `resolve` is idempotent: `main.py` resolves the command line's config,
 `train.loop.setup` resolves whatever it is given (a `Config` passes through). Code below this boundary reads the
 typed subtrees; each public entry point that takes a subtree (`init_params`, `make_optimizer`, `data.build`,
 `run_analysis`) also accepts its ConfigDict and types it with the same class.
@@ -34,7 +34,7 @@ from etils import epath
 
 import init as init_lib
 import models
-from models.config import AUTO, Section, contradiction, invalid
+from configs.schema import AUTO, Section, contradiction, invalid
 from models.placement import qkv_norms
 from train import distributed, optim, trackers
 from train import step as step_lib

@@ -2,7 +2,7 @@
 
 Contract:
   * `validate(cfg)` checks the `config.distributed` subtree (keys `DISTRIBUTED_KEYS`, declared with a comment each in
-    configs/default.py) and raises ValueError in the config boundary's format (`models.config.invalid` /
+    configs/default.py) and raises ValueError in the config boundary's format (`configs.schema.invalid` /
     `contradiction`): `config.distributed.<key>=<value> is invalid; valid: ...`.
   * `plan(cfg)` decides, touching no device: None for a process that runs alone, else the keyword arguments of
     `jax.distributed.initialize` (keys left at "detect" are None, and JAX fills them from the environment).
@@ -29,7 +29,7 @@ from typing import Any, Optional
 import jax
 from absl import logging
 
-from models.config import Section, contradiction, invalid
+from configs.schema import Section, contradiction, invalid
 
 ENABLED = ("auto", "true", "false")
 COORDINATOR_ENV = "JAX_COORDINATOR_ADDRESS"

@@ -35,7 +35,7 @@ import jax
 import optax
 from optax import contrib
 
-from models.config import invalid
+from configs.schema import invalid
 from models.roles import ParamRole, key_name
 
 # The hidden matrices Muon orthogonalizes (Jordan et al. 2024; Liu et al. 2025 §2); every other role gets AdamW.

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from models.config import Section, contradiction, invalid
+from configs.schema import Section, contradiction, invalid
 from train import muon as muon_lib
 from train import schedule_free as schedule_free_lib
 from train.schedules import DECAYING_SCHEDULES, SCHEDULES, get_schedule

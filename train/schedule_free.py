@@ -33,7 +33,7 @@ import jax
 import optax
 from optax import contrib
 
-from models.config import contradiction, invalid
+from configs.schema import contradiction, invalid
 
 # The schedules schedule-free learning runs under: no decay (the method's point), an optional linear warmup.
 SCHEDULES = ("constant", "linear_warmup")

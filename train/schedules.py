@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from models.config import invalid
+from configs.schema import invalid
 
 # Every builder takes the same keyword arguments (unused ones are ignored) and returns an
 # optax schedule `count -> lr` evaluated at t = count + 1 (see the module docstring).

@@ -31,9 +31,9 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from configs.schema import Section, invalid
 from models import ALPHA_COLLECTION, LOGICAL_AXES, scheduled_alpha_update
 from models.attention import MAX_LOGIT_COLLECTION
-from models.config import Section, invalid
 from train import qk_clip as qk_clip_lib
 from train.loss import mlm_batch, token_cross_entropy, token_z_loss
 from train.state import TrainState

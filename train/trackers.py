@@ -27,7 +27,7 @@ import os
 import re
 from typing import Any, Mapping, Optional
 
-from models.config import Section, invalid
+from configs.schema import Section, invalid
 
 WRITERS = ("jsonl", "tensorboard", "wandb", "trackio")
 _PIP = {"wandb": "wandb", "trackio": "trackio"}  # writer -> the package that provides it

@@ -7,8 +7,8 @@ sweep in `configs/claims/<name>.py`; modules are imported when a claim is asked 
 import dataclasses
 import importlib
 
+from configs.schema import Section, invalid
 from experiments.study import Study
-from models.config import Section, invalid
 
 CLAIM_NAMES = (
     "truncated_normal",

@@ -7,7 +7,7 @@ the valid choices.
 
 import dataclasses
 
-from models.config import Section, contradiction, invalid
+from configs.schema import Section, contradiction, invalid
 
 LENGTH_POLICIES = ("drop", "truncate")
 LM_SIDES = ("", "source", "target")  # '' = the source's own task; corpus.one_side keeps one side of a translation

@@ -1,14 +1,17 @@
-"""The config boundary's building blocks: its one error format, `invalid(key, value, valid)` for a bad value and
-`contradiction(key_a, value_a, key_b, value_b, why)` for two keys that cannot go together, and `Section`, the typed
-frozen subtree every group's dataclass derives from (`typed_values` checks its keys and types). It sits at the bottom
-of `models/` and imports nothing of the project, so every validating module (`models.config`, `models.blocks`) and
-every layer above uses it; `models.config` re-exports these names.
+"""The config boundary's ground floor: one error format and the typed section every group's dataclass derives from.
+
+`invalid(key, value, valid)` is the error for a bad value, `contradiction(key_a, value_a, key_b, value_b, why)` for
+two keys that cannot go together; `Section` is a typed, frozen config subtree (`typed_values` checks its keys and
+types); `AUTO` marks a key derived from others. It imports nothing of the project, so every layer (models/ up to
+experiments/) validates its own section with it without reaching into another layer.
 """
 
 import dataclasses
 import types
 import typing
 from typing import Any, Optional, Union
+
+AUTO = "auto"  # a key derived from others at the config boundary
 
 
 def invalid(key: str, value: Any, valid: Any, reason: str = "") -> ValueError:
