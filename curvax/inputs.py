@@ -2,7 +2,9 @@
 thing and the way out.
 
 Contract: `check_params(params)` wants every leaf a real floating array and names the leaf paths that are not (an
-NNX State's RNG counts and keys, an unsplit Equinox model's functions); `as_batches(batch, batches)` gives the list
+NNX State's RNG counts and keys, an unsplit Equinox model's functions) and refuses, by path, running statistics put
+among the parameters (leaves under a Linen `batch_stats` collection, or in an NNX `BatchStat`: floats that no gradient
+step moves, whose Hessian rows are no direction of training); `as_batches(batch, batches)` gives the list
 of batches: `batches=[b1, b2]` explicitly, or a positional `batch` that is one batch unless it is a Python list,
 which stays, as it always was, several batches (a list whose elements differ in structure, rank or dtype, as
 `[x, y]` does, is refused with the two ways to say what was meant); within a batch, the array leaves must agree on
@@ -35,7 +37,7 @@ def _named(items) -> str:
 
 
 def check_params(params) -> FlatSpec:
-  """The `FlatSpec` of `params`; ValueError naming the leaf paths unless every leaf is a real floating array."""
+  """The `FlatSpec` of `params`; ValueError naming the leaf paths of non-floats and of running statistics."""
   with_paths = jax.tree_util.tree_flatten_with_path(params)[0]
   if not with_paths:
     raise ValueError(
@@ -53,7 +55,30 @@ def check_params(params) -> FlatSpec:
         "parameters and close the loss over the rest (NNX: graphdef, params, rest = nnx.split(model, nnx.Param, "
         "...); Equinox: params, static = eqx.partition(model, eqx.is_inexact_array))"
     )
+  stats = _batch_stats(params)
+  if stats:
+    raise ValueError(
+        f"params holds running statistics, not parameters: {_named(stats)}. Differentiate the parameters only and "
+        "close the loss over the statistics (Linen: params = variables['params'], loss applying {'params': p, "
+        "'batch_stats': batch_stats} with use_running_average=True; NNX: nnx.split(model, nnx.Param, ...))"
+    )
   return FlatSpec.of(params)
+
+
+def _is_batch_stat(x) -> bool:
+  # By class name: curvax imports no Flax. An NNX BatchStat is a pytree node around its value.
+  return any(c.__name__ == "BatchStat" for c in type(x).__mro__)
+
+
+def _batch_stats(params) -> list:
+  """Named leaves of `params` under a key named "batch_stats" (Linen's collection) or inside an NNX BatchStat."""
+  found = []
+  for path, node in jax.tree_util.tree_flatten_with_path(params, is_leaf=_is_batch_stat)[0]:
+    in_collection = any(path_string((k,)) == "batch_stats" for k in path)
+    if in_collection or _is_batch_stat(node):
+      for sub, x in jax.tree_util.tree_flatten_with_path(node)[0]:
+        found.append(f"'{path_string(path + sub)}' ({_describe(x)})")
+  return found
 
 
 def _signature(batch) -> tuple:
