@@ -1,14 +1,11 @@
 """The coordinate check of Yang & Hu (2021, "Tensor Programs IV") and Yang et al. (2022, "Tensor Programs V", App. D.1):
 the size of every activation after a few optimizer steps, as a function of width.
 
-Contract: `coord_check(config, widths, batch, num_steps=...)` trains one model per width (the experiment ConfigDict
-with `model.d_model = w`, `model.d_ff = ff_ratio·w`, and either `model.num_heads` fixed, the head dimension growing
-with width as in Tensor Programs V, or the head dimension fixed and the heads growing) with the project's own
-pieces: the config resolved by `train.config.resolve` (so µP's init scheme and attention scale are derived as for a
-run), its init scheme (`init.init_params`), optimizer with the
-parameterization's learning-rate multipliers (`models.lr_multipliers`, `train.optim.make_optimizer`) and train step
-(`train.step.make_train_step`), all on the same batch, and returns for each width and each step t = 0..num_steps the
-RMS of the entries (√mean x²) of every activation the model records (`activation_sizes`):
+Contract: `coord_check(config, widths, batch, num_steps=...)` trains one model per width (`model.d_model = w`,
+`model.d_ff = ff_ratio·w`, the heads fixed as in Tensor Programs V or the head dimension fixed) with the project's
+own pieces (`train.config.resolve`, `init.init_params`, `train.optim.make_optimizer` with the parameterization's lr
+multipliers, `train.step.make_train_step`), all on the same batch, and returns for each width and each step
+t = 0..num_steps the RMS (√mean x²) of every activation the model records (`activation_sizes`):
 
   <stack>/embedding                       x_0, the stack's input stream (token + position embeddings)
   <stack>/layer_<l>/<sublayer>/branch     the sublayer's branch output F(x) (attention or MLP)
@@ -16,18 +13,15 @@ RMS of the entries (√mean x²) of every activation the model records (`activat
   <stack>/layer_<l>/<sublayer>/attn_logits  the std of the attention logits (mean over heads; the model records it)
   logits                                  the output logits
 
-together with `delta` sizes, the RMS of x_t − x_0 (the change of each activation since init, on the same batch;
-attention-logit stds have none): Tensor Programs V's check plots x_t itself; the change is the part µP controls
-(under SP with Adam it grows ∝ width: an Adam update of a width-n matrix moves its output by O(η·n)) and does not
-hide under an O(1) init value.
-The model is applied with the `intermediates` collection mutable, as `analysis.signal` does; dropout off.
+and `delta` sizes, the RMS of x_t − x_0 (each activation's change since init; attention-logit stds have none): the
+change is the part µP controls (under SP with Adam it grows ∝ width: an Adam update of a width-n matrix moves its
+output by O(η·n)) and does not hide under an O(1) init value.
 
 The depth coordinate check (`depth_coord_check(config, depths, batch, ...)`; Bordelon et al. 2024; Dey et al. 2025,
-"CompleteP", Fig. 3) is the same measurement with the width fixed and the number of layers L varied: `depth_sizes`
-reads, per depth, the residual stream after the last layer (`stream`, the per-layer activation a deeper stack
-accumulates) and its change after the steps (`delta/stream`), and the change of the logits (`delta/logits`). Under
-CompleteP's x + (L/L_base)^{−1}·F each is the same at every depth; with the plain residual the stream's size grows
-like √L at init and its one-step change like L (each of the L branches moves by O(η) under Adam).
+"CompleteP", Fig. 3) fixes the width and varies the number of layers L: `depth_sizes` reads, per depth, the residual
+stream after the last layer (`stream`), its change after the steps (`delta/stream`) and the logits' (`delta/logits`).
+Under CompleteP's x + (L/L_base)^{−1}·F each is the same at every depth; with the plain residual the stream's size
+grows like √L at init and its one-step change like L (each of the L branches moves by O(η) under Adam).
 """
 
 import dataclasses

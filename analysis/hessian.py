@@ -1,23 +1,17 @@
 """Curvature operators of a loss as data: Hessian and Gauss–Newton on the parameter pytree.
 
 Contract: every operator is built from `(loss_fn, params, batch)` with `loss_fn(params, batch) -> scalar` (e.g.
-`train.make_loss_fn(model)`, dropout off) and returned as a `curvax.LinearOperator`: a pytree whose
-leaves are what its products need (linearization residuals, batch weights) and whose static part is only
-structure. Call it on pytrees shaped like `params`, or pass it to `curvax.lanczos` / `curvax.top_eigenvalues` /
-`curvax.spectral_density` / `curvax.trace`, whose programs compile once per operator structure: a second checkpoint,
-batch or seed (same shapes), or a second block of the same leaf sizes (`analysis.blocks`), compiles nothing. The
-loss enters the linearization as a pytree argument (`train.loss.LossFn`), so `make_loss_fn` called again for a new
-checkpoint shares the compiled linearization too. Nothing here materializes an n×n matrix except `dense_hessian`
-(tiny models, tests).
+`train.make_loss_fn(model)`, dropout off) and returned as a `curvax.LinearOperator`: a pytree whose leaves are what
+its products need (linearization residuals, batch weights), so curvax's programs taking it compile once per operator
+structure (a second checkpoint, batch, seed or same-shaped block compiles nothing). Nothing here materializes an n×n
+matrix except `dense_hessian` (tiny models, tests).
 
   * `hvp_fn`: Hessian-vector products, forward-over-reverse (Pearlmutter 1994, "Fast exact multiplication by the
     Hessian"): the gradient is linearized ONCE with `jax.linearize(jax.grad(f), params)`, so each product only runs
-    the tangent (JVP) pass of the gradient computation over stored residuals, instead of re-running the forward
-    and backward passes. Several batches give the Hessian of the token-mean loss over their union: with
-    mean-reduced per-batch losses and n_b non-padding target tokens, H = Σ_b n_b H_b / Σ_b n_b.
-    Memory: linearization stores the residuals of the forward and backward pass (about the activations of one
-    training step) PER BATCH, so k batches keep k sets. `linearize=False` keeps nothing and recomputes
-    `jvp(grad f_b)` per product (about 1.5–2× slower per product, O(one batch) memory).
+    the tangent (JVP) pass over stored residuals. Several batches give the Hessian of the token-mean loss over their
+    union: with mean-reduced per-batch losses and n_b non-padding target tokens, H = Σ_b n_b H_b / Σ_b n_b.
+    Memory: the residuals of one training step's forward and backward pass PER BATCH; `linearize=False` keeps
+    nothing and recomputes `jvp(grad f_b)` per product (slower per product, O(one batch) memory).
   * `ggn_vp_fn`: generalized Gauss–Newton products G v = Jᵀ H_out J v for the token cross-entropy (Schraudolph
     2002; Martens 2020 "New insights and perspectives on the natural gradient method", §8), J the Jacobian of the
     logits, H_out = (diag(p) − p pᵀ)/N per non-padding token (N tokens, mean loss): G is PSD by construction. The

@@ -1,6 +1,5 @@
-"""Statistics of the initialization itself: the realized moments of every parameter, and the second moment an
-activation keeps through a deep LeCun-initialized MLP (the mean-field setting of Klambauer et al. 2017, §3, and
-Su 2021a §3; docs/science.md §1–2).
+"""Statistics of the init itself: every parameter's realized moments, and the second moment an activation keeps
+through a deep LeCun MLP (the mean-field setting of Klambauer et al. 2017 §3, Su 2021a §3; docs/science.md §1–2).
 
 Contract:
   param_statistics(params, model) -> [record]   one record per parameter leaf, in tree order: `path`, its `ParamRole`
@@ -21,8 +20,8 @@ Contract:
                                          ~Var[f(z)²]/E[f(z)²]²/width); for SELU also (λ, α) solved from its
                                          moment equations (`init.math.selu_constants`, Klambauer et al. 2017 §3)
                                          as `selu_solved`.
-Written here (not taken from a library) because they are a few lines over the project's own initializers and
-activations; tests check them against numpy on the same arrays and against the closed forms.
+Written here because they are a few lines over the project's own initializers and activations (tests: numpy and the
+closed forms).
 """
 
 import math

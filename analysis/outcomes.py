@@ -9,25 +9,17 @@ A reviewer reads a study's runs by class, never off a raw final loss (a run that
              `train.eval_at_init`) at any evaluation after step 0;
   collapsed  not diverged, and the final validation loss sits at the unigram model's: within δ of H, the
              cross-entropy on the evaluated targets of the training targets' unigram distribution (nats per token;
-             padding excluded, EOS included: the tokens the validation loss averages over; add-one smoothed;
-             `train.data.Data.target_unigram_entropy`, written by the loop to the run's data_stats.json), the loss
-             of the best model that ignores its input. Such a run predicts the marginal token distribution: the
-             plateau Post-LN reaches without warmup (Liu et al. 2020 §3.1, Fig. 1);
-  undertrained  not diverged, and the final validation loss is still above H + δ: the run has not yet
-             reached even the unigram model's loss at its horizon (too small a learning rate or too few steps). Not
-             a failure of stability, and not a success: a verdict that needs a run to train or to fail reads it as
-             neither (a fourth class beside the three of the issue, which names under-training as what the old
-             "largest stable lr" mixed up with divergence and collapse);
+             padding excluded, EOS included; add-one smoothed; `train.data.Data.target_unigram_entropy`, written by
+             the loop to the run's data_stats.json), the loss of the best model that ignores its input: the plateau
+             Post-LN reaches without warmup (Liu et al. 2020 §3.1, Fig. 1);
+  undertrained  not diverged, and the final validation loss is still above H + δ: the run has not reached even the
+             unigram model's loss at its horizon. Not a failure of stability, and not a success: a verdict that
+             needs a run to train or to fail reads it as neither;
   trained    the final validation loss is below H − δ.
 
-δ = COLLAPSE_MARGIN = 0.1 nats, the claims' resolution of a loss difference (experiments/atlas/claims.py's DELTA,
-stated on 2026-11-24 before the atlas's training sweep ran). Measured (2026-11-25,
-`Data.target_unigram_entropy`, Multi30k De→En, SentencePiece vocabulary 2000 as in configs/atlas.py:cpu): H = 5.375
-nats on the 256 validation pairs the atlas evaluates (3,953 target tokens; 5.383 on the whole split; the entropy of
-those tokens' own frequencies, a lower bound, is 5.228). The atlas's Post-LN runs without warmup ended at 5.40-5.42
-(within δ: collapsed), while Pre-LN reached 3.40 in 200 steps, 2 nats below H: a tenth of a nat is a small fraction
-of what the source buys. Where a record kept only the final loss (the atlas's cpu records), `classify_final` applies
-the same rule at that one evaluation.
+δ = COLLAPSE_MARGIN = 0.1 nats, the claims' resolution of a loss difference, small against what the source buys
+(docs/design_log.md). Where a record kept only the final loss, `classify_final` applies the same rule at that one
+evaluation.
 """
 
 import dataclasses

@@ -31,6 +31,6 @@ def progress_printer(label: str = "lanczos", print_fn: Callable[[str], None] = p
 
 def progress_callback(label: str, print_fn: Callable[[str], None]):
   """Lanczos progress lines (a `jax.debug.callback` inside the program) in a single-process run; none across several
-  processes, where a host callback in a program spanning processes runs on one host only and the run hangs (measured:
-  2 processes × 2 CPU devices, FSDP over 4, jax 0.10.2)."""
+  processes, where a host callback in a program spanning processes runs on one host only and the run hangs (seen
+  with 2 processes × 2 CPU devices, FSDP over 4, on the jax of requirements.txt)."""
   return progress_printer(label, print_fn) if jax.process_count() == 1 else None

@@ -2,44 +2,24 @@
 
 Contract: `run_analysis(analysis_config, model=..., variables=..., batches=..., out_dir=..., label=...)` analyzes
 the model at `variables` (at init or from a checkpoint: the caller passes the `step`, recorded with `at_init = step
-== 0`) on the first `analysis.num_batches` of `batches` (the caller says where they come from in `batch_source`,
-recorded), dropout off, and writes into `out_dir/<label>/`:
-  metadata.json     operator (Hessian or Gauss–Newton of the token-mean loss over the union of the k batches),
-                    batch shapes and non-padding token counts, dtype, Lanczos steps, seeds, timings, model config
-  eigenvalues.json  top-k / bottom-k Ritz values with residual bounds, `separated`, full Lanczos coefficients
-                    (absent when top_k = bottom_k = 0)
-  spectrum.json     SLQ density, its band and σ, and the raw nodes and weights of every probe
-  trace.json        Hutchinson / Hutch++ estimate and standard error
-  blocks.json       per-block top eigenvalues with bounds and each block's Lanczos run (`analysis.blocks`;
-                    analysis/block_spectra.py)
-  grad_norms.json   per-parameter gradient norms per (seed, batch) pair and aggregated
-  signal.json       signal-propagation records per batch
-  params.json       realized mean / std / max |x| / kurtosis of every parameter with its role and fans
-                    (`analysis.param_stats`; analysis/init_stats.py)
-  mlp_moments.json  E[x_l²] through an `analysis.mlp_depth`-layer LeCun MLP with the model's activation, per weight
-                    draw, and its mean-field prediction (analysis/init_stats.py)
-  stability.json    step-0 stability predictors (`analysis.preconditioned_top_k`, `analysis.update_sharpness`;
-                    analysis/stability.py): 2/λ_max(H), λ_max of Adam's preconditioned Hessian with its bound and
-                    (2 + 2β₁)/((1 − β₁)λ), the sharpness along Adam's first update; β₁, ε from `optim_config`;
-                    with `analysis.edge_predictors`, λ_max of the Gauss–Newton and the batch sharpness over the
-                    analysis batches (`curvax.batch_sharpness`), each read against c = 2
-and the PNGs spectrum.png, eigenvalues.png, blocks.png (top eigenvalue per block), block_spectra.png (each block's
-Ritz values with their quadrature weights and bounds), grad_norms.png, signal.png. Each is skipped when its keys turn
-it off (`top_k = bottom_k = 0`: no eigenvalues); the curvature operator is built only when an analysis uses it. Each
-JSON file is one registered analysis, `analysis.analyses.ANALYSES[name](ctx) -> (record, plots)` (`<name>.json`),
-read from one frozen `Context` of the model state and run, timed (`<name>_s` in metadata.json), written and drawn by
-one loop.
-The subtree is typed and checked by `analysis.config.AnalysisConfig`; the files hold the records of
-`analysis.records`, written by process 0 only.
-
-With `analysis.dtype = "float64"` the whole analysis runs under `jax.enable_x64(True)` (x64 on for the analysis only)
-with the model's compute and parameter dtypes and the variables cast to float64.
-
-An encoder (arch="encoder") is analyzed on the loss it trains on, BERT's masked LM: every batch, whatever keys it
-carries, goes through `train.step.mlm_masked` as in the train step (the text in `targets` is corrupted into the
-encoder's `inputs`; a translation batch's source `inputs` are not the encoder's and are dropped) at `mlm_mask_rate`
-with keys drawn from `analysis.seed` (one fixed masking per batch, recorded as `mlm_masking` in metadata.json), so
-every operator and profile sees the same masked batches.
+== 0`) on the first `analysis.num_batches` of `batches` (their origin recorded from `batch_source`), dropout off, and
+writes into `out_dir/<label>/` metadata.json (operator, batch shapes and token counts, dtype, Lanczos steps, seeds,
+timings, model config) and one `<name>.json` per registered analysis, `analysis.analyses.ANALYSES[name](ctx) ->
+(record, plots)`, read from one frozen `Context` and run, timed (`<name>_s` in metadata.json), written and drawn by
+one loop:
+  eigenvalues  top-k / bottom-k Ritz values with residual bounds and the Lanczos coefficients;
+  spectrum     SLQ density, its band and every probe's nodes and weights;   trace  Hutchinson / Hutch++ with its error;
+  blocks       per-block top eigenvalues (analysis/block_spectra.py);       grad_norms, signal  per-batch profiles;
+  params, mlp_moments  realized parameter statistics and the LeCun-MLP moments with their mean-field prediction
+               (analysis/init_stats.py);
+  stability    the step-0 predictors of analysis/stability.py, with `analysis.edge_predictors` the Gauss–Newton λ_max
+               and the batch sharpness (`curvax.batch_sharpness`), each read against c = 2;
+and their PNGs. An analysis whose keys turn it off is skipped, and the curvature operator is built only when one uses
+it. The subtree is typed by `analysis.config.AnalysisConfig`; files hold `analysis.records`, written by process 0.
+`analysis.dtype = "float64"` runs the whole analysis under `jax.enable_x64(True)` with the model and variables cast.
+An encoder (arch="encoder") is analyzed on the loss it trains on, BERT's masked LM: every batch goes through
+`train.step.mlm_masked` as in the train step at `mlm_mask_rate`, with keys from `analysis.seed` (one fixed masking per
+batch, recorded as `mlm_masking` in metadata.json), so every operator and profile sees the same masked batches.
 """
 
 import dataclasses

@@ -15,12 +15,9 @@ Contract: `signal_profile(model, variables, batch)` applies the model with the `
                             (inner products summed over valid positions and features). Pre-LN keeps ≈ 1 (identity
                             path intact); Post-LN decays like 2^{-l/2}.
   x0_cosine                 <x_out, x_0> / (‖x_out‖ ‖x_0‖).
-  attn_entropy, attn_max_prob, attn_logit_std   per head [H] (attention sublayers; recorded by the model over
-                            valid query/key pairs).
-  attn_max_logit            per head [H]: the largest |logit| over valid pairs (the attention-logit growth QK-norm
-                            bounds; Wortsman et al. 2023 §3.1).
-  attn_uniform_entropy      per head [H]: the entropy of uniform attention under the same mask (mean over valid
-                            queries of log #valid keys), the ceiling of attn_entropy (1 = uniform, 0 = one-hot).
+  attn_entropy, attn_max_prob, attn_logit_std, attn_max_logit   per head [H] over valid query/key pairs (the max
+                            |logit| is the growth QK-norm bounds; Wortsman et al. 2023 §3.1).
+  attn_uniform_entropy      per head [H]: the entropy of uniform attention under the same mask, attn_entropy's ceiling.
 
 A record with sublayer "embedding" and layer None gives x_0's second moment per stack; from `signal_profile`
 (which has the parameters) also what x_0 is made of, `token_fraction` and `cos_positions` (analysis/embeddings.py;

@@ -1,56 +1,26 @@
 """Step-0 stability predictors: the largest learning rates a quadratic model of the loss at init allows.
 
-Contract: the predictors take the curvature operators of `analysis.hessian` (operators are data, `curvax`) and
-the gradient at step 0, and return numbers; nothing here trains. On the quadratic model
-L(θ) ≈ L(θ₀) + gᵀ(θ − θ₀) + ½(θ − θ₀)ᵀH(θ − θ₀) around the init θ₀ (docs/science.md §9):
+Contract: the predictors take the curvature operators of `analysis.hessian` (operators are data, `curvax`) and the
+gradient at step 0, and return numbers; nothing here trains. On the quadratic model
+L(θ) ≈ L(θ₀) + gᵀ(θ − θ₀) + ½(θ − θ₀)ᵀH(θ − θ₀) around the init θ₀ (docs/science.md §9 derives each bound):
 
-  * `max_stable_lr_gd(λ)` = 2/λ_max(H): gradient descent θ ← θ − ηHθ on ½θᵀHθ multiplies the component along an
-    eigenvector of eigenvalue λ by (1 − ηλ) per step, so it diverges iff η > 2/λ_max (Cohen et al. 2021, the
-    "edge of stability" 2/η).
-  * `max_stable_lr_adam(λ_P, β₁)` = (2 + 2β₁)/((1 − β₁)·λ_max(P⁻¹H)), 38/λ for β₁ = 0.9: Adam with a frozen
-    preconditioner P is EMA-momentum gradient descent on P⁻¹H (Cohen et al. 2022, "Adaptive gradient methods at the
-    edge of stability": the preconditioned sharpness equilibrates at (2 + 2β₁)/((1 − β₁)η)); derivation below.
-  * `adam_preconditioned_operator(op, g, eps)`: v ↦ P^{-1/2} H P^{-1/2} v with P = diag(√v̂₁ + ε) = diag(|g| + ε),
-    Adam's preconditioner after its first update (v̂₁ = g², Kingma & Ba 2015, Alg. 1 with bias correction). It is
-    symmetric and similar to P⁻¹H (P⁻¹H = P^{-1/2}(P^{-1/2}HP^{-1/2})P^{1/2}), so it has P⁻¹H's eigenvalues and
-    `curvax.top_eigenvalues` (symmetric Lanczos) applies. It is `curvax.diagonal_preconditioned(op, d)`, a pytree
-    (the inner operator and the scale vector d = (|g| + ε)^{-1/2} are leaves): its programs compile once per
-    structure.
-  * `update_sharpness(op, u)` = uᵀHu/‖u‖², the curvature along the first update u (one HVP; the curvature along the
-    update direction of Kalra et al. 2026, "A scalable measure of loss landscape curvature", arXiv:2601.16979),
-    with `adam_first_update(g, η, eps)` = −η·m̂₁/(√v̂₁ + ε) = −η·g/(|g| + ε) (m̂₁ = g after bias correction).
-  * `first_step_critical_lr(gᵀd, dᵀHd)` = 2·gᵀd/(dᵀHd): along the descent direction d (θ ← θ − ηd) the quadratic
-    model changes the loss by −η·gᵀd + ½η²·dᵀHd, so a first step larger than this raises the loss (cf. Kalra et al.
-    2026's critical learning rate, found there by forward passes along the update).
-
-The derivation of the Adam bound (heavy-ball with EMA momentum on a quadratic, the first moment of optax's
-`scale_by_adam`: m_t = β₁m_{t−1} + (1 − β₁)g_t, θ_{t+1} = θ_t − ηP⁻¹m_t, g_t = Hθ_t). In y = P^{1/2}θ this is EMA
-momentum on the symmetric P^{-1/2}HP^{-1/2}; along one of its eigenvectors, eigenvalue λ, the scalar coordinate
-(written θ_t again) obeys, with a = ηλ(1 − β₁),
-
-    θ_{t+1} − θ_t = β₁(θ_t − θ_{t−1}) − aθ_t,   i.e.   θ_{t+1} = (1 + β₁ − a)θ_t − β₁θ_{t−1}.          (1)
-
-Its characteristic polynomial z² − (1 + β₁ − a)z + β₁ has both roots inside the unit circle iff (Jury's criterion
-for z² + c₁z + c₀: |c₀| < 1 and |c₁| < 1 + c₀)
-
-    0 ≤ β₁ < 1   and   0 < a < 2 + 2β₁,   i.e.   ηλ < (2 + 2β₁)/(1 − β₁).                              (2)
-
-At a = 2 + 2β₁ the polynomial is (z + 1)(z + β₁): a root at −1, the period-2 oscillation of the edge of stability;
-above it the root leaves the unit circle. β₁ = 0 gives the gradient-descent bound ηλ < 2. Adam's bias correction
-of m (÷(1 − β₁ᵗ)) changes only the first steps, not (2).
-
-Per-parameter learning rates η·m (µP's per-layer multipliers, `models.lr_multipliers`): the update is
-−η·M·P⁻¹·m_t with M = diag(m), the same recurrence (1) on M^{1/2}P^{-1/2}HP^{-1/2}M^{1/2}, similar to MP⁻¹H, so the
-bound (2) reads on λ_max(MP⁻¹H): the learning-rate-scaled preconditioned sharpness of Noci et al. 2024 ("Super
-consistency of neural network landscapes and learning rate transfer"), which µP keeps independent of width (the
-`lr_multipliers=` arguments below; `lr_multiplier_scale` gives √m). Without multipliers m = 1.
-
-Assumptions, stated where they are used: no gradient clipping, and the preconditioner frozen at its step-1 value (Cohen et al. 2022's "frozen
-Adam"); later v̂_t change P, so the bound predicts the first steps' stability, not the whole run's.
-
-Imports `curvax` (operators, spectra, and batches and weights as curvax reads them), `analysis.hessian` (the
-project's batches and token weights, unless `weights=` are given, as to `hvp_fn`) and `configs.schema.invalid` (the
-config boundary's error format).
+  * `max_stable_lr_gd(λ)` = 2/λ_max(H): gradient descent diverges iff η > 2/λ_max (Cohen et al. 2021, the "edge of
+    stability" 2/η).
+  * `max_stable_lr_adam(λ_P, β₁)` = (2 + 2β₁)/((1 − β₁)·λ_max(P⁻¹H)), 38/λ at β₁ = 0.9: Adam with a frozen
+    preconditioner P is EMA-momentum gradient descent on P⁻¹H, stable iff both roots of z² − (1 + β₁ − a)z + β₁,
+    a = ηλ(1 − β₁), lie inside the unit circle (Jury's criterion; Cohen et al. 2022, "Adaptive gradient methods at
+    the edge of stability").
+  * `adam_preconditioned_operator(op, g, eps)`: v ↦ P^{-1/2} H P^{-1/2} v with P = diag(|g| + ε), Adam's
+    preconditioner after its first update (Kingma & Ba 2015, Alg. 1), symmetric and similar to P⁻¹H, so symmetric
+    Lanczos applies; it is `curvax.diagonal_preconditioned(op, d)`, a pytree that compiles once per structure.
+  * `update_sharpness(op, u)` = uᵀHu/‖u‖², one HVP along Adam's first update u = `adam_first_update(g, η, eps)`
+    (Kalra et al. 2026, "A scalable measure of loss landscape curvature", arXiv:2601.16979).
+  * `first_step_critical_lr(gᵀd, dᵀHd)` = 2·gᵀd/(dᵀHd): a first step along d larger than this raises the quadratic
+    model's loss (cf. Kalra et al. 2026's critical learning rate).
+With per-layer lr multipliers m (µP's, `lr_multipliers=`; `lr_multiplier_scale` gives √m) the bounds read on
+λ_max(M·P⁻¹H), M = diag(m): the learning-rate-scaled preconditioned sharpness of Noci et al. 2024. Assumed: no
+gradient clipping, and the preconditioner frozen at its step-1 value (Cohen et al. 2022's "frozen Adam"), so the
+bounds predict the first steps' stability, not the whole run's.
 """
 
 import math
@@ -87,8 +57,8 @@ def max_stable_lr_gd(lambda_max) -> float:
 
 
 def momentum_stability_threshold(beta1: float) -> float:
-  """(2 + 2β₁)/(1 − β₁): EMA-momentum gradient descent on a quadratic is stable iff η·λ_max below it (Eq. 2 of
-  the module docstring; 38 for β₁ = 0.9, 2 for β₁ = 0)."""
+  """(2 + 2β₁)/(1 − β₁): EMA-momentum gradient descent on a quadratic is stable iff η·λ_max below it
+  (docs/science.md §9; 38 for β₁ = 0.9, 2 for β₁ = 0)."""
   if isinstance(beta1, bool) or not isinstance(beta1, (int, float, np.floating)) or not 0 <= beta1 < 1:
     raise ValueError(f"beta1={beta1!r} must be a number in [0, 1) (Adam's first-moment decay)")
   return (2.0 + 2.0 * beta1) / (1.0 - beta1)
@@ -97,8 +67,8 @@ def momentum_stability_threshold(beta1: float) -> float:
 def max_stable_lr_adam(lambda_max_preconditioned, beta1: float) -> float:
   """(2 + 2β₁)/((1 − β₁)·λ_max(P⁻¹H)): Adam's adaptive edge of stability (Cohen et al. 2022), 38/λ for β₁ = 0.9.
 
-  From the stability region of EMA momentum on the quadratic with the frozen preconditioner P (module docstring,
-  Eqs. 1–2): θ ← θ − ηP⁻¹m is momentum gradient descent on P⁻¹H.
+  From the stability region of EMA momentum on the quadratic with the frozen preconditioner P (docs/science.md §9):
+  θ ← θ − ηP⁻¹m is momentum gradient descent on P⁻¹H.
 
   Args:
     lambda_max_preconditioned: λ_max(P⁻¹H) = λ_max(P^{-1/2}HP^{-1/2}) (`adam_preconditioned_operator`).

@@ -2,59 +2,26 @@
 
 Contract: `curvature_hook(analysis_config, model=..., batches=..., schedule=..., num_params=...)` returns
 `fn(step, state, batch) -> {name: float}` for a `train.loop.StepHook` (experiments/hooks.py wraps it), giving at the
-parameters θ_t after update t:
-
-  curvature/lambda_max            the largest Ritz value θ_1 of the Hessian of the token-mean cross-entropy
-  curvature/lambda_max_bound      its residual bound |β_m s_{m,1}|: an eigenvalue of H lies in [θ_1 ± bound]
-                                  (Parlett 1998, Thm 13.1.1; `curvax.top_eigenvalues`)
-  curvature/learning_rate         η(t) = schedule(t), the base learning rate of the NEXT update (the one taken from
-                                  θ_t, whose stability λ_max(θ_t) governs); µP's per-layer multipliers are not in it
-                                  (they are in the preconditioned records below)
-  curvature/lr_times_lambda_max   η(t)·λ_max(t): plain gradient descent on the local quadratic diverges along the top
-                                  eigenvector when it exceeds 2 (Cohen et al. 2021, "Gradient descent on neural networks
-                                  typically occurs at the edge of stability", §2); Adam's preconditioned threshold is
-                                  not this number
-  with `analysis.preconditioned_top_k > 0` (Adam: `optim.name` adam or adamw), also
-  curvature/preconditioned_lambda_max        λ_max(P_t⁻¹H) = λ_max(P_t^{-1/2} H P_t^{-1/2}), P_t = diag(√v̂_t + ε) the
-                                             preconditioner of update t (v̂_t = ν_t/(1 − β₂ᵗ), Adam's bias-corrected
-                                             second moment read from the optimizer state; `analysis.stability`)
-  curvature/preconditioned_lambda_max_bound  its residual bound
-  curvature/lr_times_preconditioned_lambda_max  η(t)·λ_max(P_t⁻¹H): Adam with a frozen preconditioner is stable iff it
-                                             is below (2 + 2β₁)/(1 − β₁), 38 at β₁ = 0.9 (Cohen et al. 2022, "Adaptive
-                                             gradient methods at the edge of stability", the preconditioned sharpness's
-                                             equilibrium; derivation in analysis/stability.py). The step-0 analysis
-                                             (stability.json) is this quantity at t = 1. With per-layer lr
-                                             multipliers m (µP's, `lr_multipliers=`), as there, the eigenvalues are
-                                             those of M·P_t⁻¹H, M = diag(m): the learning-rate-scaled preconditioned
-                                             sharpness of Noci et al. 2024, η(t)·λ_max(M·P_t⁻¹H)
-
-The Hessian is the one `analysis.run` analyzes (the same operator, batches, dtype, Lanczos steps, reorthogonalization
-and start vector `split(key(analysis.seed), 5)[0]`), so a record at step t equals `eigenvalues.json`'s top value of
-`analysis/step_<t>/` for the same checkpoint: dropout off, no label smoothing, an encoder's batches MLM-masked once
-with keys from `analysis.seed`. The batches are FIXED for the whole run: the first `analysis.num_batches` global
-batches of `analysis.batch_size` rows of a fresh pass over the train split (`Experiment.batches`), so the curve
-λ_max(t) follows the parameters, not the sampling of batches (and a resumed run measures what an uninterrupted one
-does).
-
-Warm start (`analysis.tracking_tol > 0`): the first record runs Lanczos from the random start above; every later
-one starts from the previous record's top Ritz vector plus a random part of relative size `analysis.tracking_mix`
-(default a tenth; `curvax.warm_start`) and stops as soon as the residual bound is ≤ tracking_tol·|λ| (at most
-`analysis.lanczos_steps`), so a record costs the few products that the change since the last one needs;
-`curvature/lanczos_steps` records how many it took. The random part's own residual is about tracking_mix·‖H‖, so
-tracking_mix = tracking_tol removes the products spent damping it (tests/test_curvax_warm.py's drifting quadratic).
-The bound certifies an eigenvalue within it as before; that it is the largest rests on the start not being
-orthogonal to the top eigenvector, which the random part keeps. A resumed run starts cold again (its first record
-after the resume), so its records agree with an uninterrupted run's within their bounds, not bit for bit.
-
-Compiled once: the operator is data (`analysis.hessian.hvp_fn`: the loss and the linearization residuals are pytree
-leaves) and `top_eigenvalues` is a jitted program taking it, so the records after the first compile nothing
-(tests/test_curvature_every.py counts). Each record costs the linearization (about one forward + backward pass per
-batch) plus `analysis.lanczos_steps` Hessian-vector products (each about two passes) and the Lanczos
-reorthogonalization; docs/science.md §9 has the measured cost.
-
-Several processes: every process computes (the arrays are global; the batches are put on the run's mesh as
-`analysis.run` does), no Lanczos progress callback runs (a host callback in a program spanning processes hangs the
-run; `analysis.progress.progress_callback`), and only process 0 writes (the train loop's `MetricWriter`).
+parameters θ_t after update t (docs/science.md §9):
+  curvature/lambda_max(_bound)          the top Ritz value of the Hessian of the token-mean cross-entropy and its
+                                        residual bound (Parlett 1998, Thm 13.1.1; `curvax.top_eigenvalues`)
+  curvature/learning_rate               η(t) = schedule(t), the base lr of the next update (no per-layer multipliers)
+  curvature/lr_times_lambda_max         η(t)·λ_max(t): gradient descent's edge of stability is 2 (Cohen et al. 2021)
+  with `analysis.preconditioned_top_k > 0` (Adam or AdamW), also
+  curvature/preconditioned_lambda_max(_bound)   λ_max(M·P_t⁻¹H), P_t = diag(√v̂_t + ε) the preconditioner of update t
+                                        (v̂_t from the optimizer state), M = diag(m) the per-layer lr multipliers
+  curvature/lr_times_preconditioned_lambda_max  η(t)·λ_max(M·P_t⁻¹H), Noci et al. 2024's lr-scaled sharpness; Adam's
+                                        threshold is (2 + 2β₁)/(1 − β₁) = 38 at β₁ = 0.9 (Cohen et al. 2022)
+The Hessian is `analysis.run`'s (operator, dtype, Lanczos steps, start vector) on batches FIXED for the whole run
+(the first `analysis.num_batches` of a fresh pass), so a record at step t equals `eigenvalues.json`'s top value of
+`analysis/step_<t>/` and the curve follows the parameters, not the sampling of batches.
+Warm start (`analysis.tracking_tol > 0`): a record after the first starts from the previous top Ritz vector plus a
+random part (`analysis.tracking_mix`, `curvax.warm_start`) that keeps it from being orthogonal to the top
+eigenvector, and stops once the bound is ≤ tracking_tol·|λ| (`curvature/lanczos_steps` counts the products). A
+resumed run starts cold: its records agree with an uninterrupted run's within their bounds, not bit for bit.
+The operator is data, so the records after the first compile nothing (tests/test_curvature_every.py). Across
+processes every process computes, no progress callback runs (a host callback would hang the run), and only process
+0 writes.
 """
 
 import dataclasses

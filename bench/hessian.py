@@ -1,9 +1,8 @@
 """Benchmark of the curvature tools on the path a user takes (the README's calls), on the `small` preset, float32.
 
-Section 1, the public path, per batch size: `hvp_fn` -> `lanczos` / `top_eigenvalues` / `spectral_density` /
-`trace`, each timed on its first call (compilation included) and on a second call with a NEW operator of the same
-structure (another batch: what a second checkpoint, seed or batch costs), printed as ratios to the same process's
-gradient and HVP times:
+Section 1, the public path, per batch size: `hvp_fn` -> `lanczos` / `top_eigenvalues` / `spectral_density` / `trace`,
+each timed on its first call and on a second call with a NEW operator of the same structure (what a second
+checkpoint, seed or batch costs), as ratios to the same process's gradient and HVP times:
   * 1-step Lanczos, second call / one HVP                          (target <= 1.5: no compile on a second call)
   * 30-step Lanczos, partial reorth., second call / (30 x HVP)     (target <= 1.15)
   * 30-step Lanczos, full reorth. / (none + 30 gemv floors)        (target <= 1.1: one read of the basis per step)
@@ -11,20 +10,16 @@ gradient and HVP times:
   * SLQ 8 probes x 30 steps / (240 x HVP), probes one after another and in lockstep    (target <= 1.15)
   * top eigenvalue to 1% (`tol=0.01`) by the residual bound (rigorous) and by its gap-theorem refinement
     (`bound="gap"`, an estimate): matvecs, time and error against power iteration to a relative change of 1e-3
-    (PyHessian's criterion, no bound; ten lines below, the baseline, not a library feature)
-The short routines (1-step Lanczos, trace, top eigenvalue) report the minimum of `--repeats` second calls, each on
-another operator than the call before (none compiles); the long ones a single second call.
-  * HVP / gradient (target <= 1.6), with the FLOP ratio XLA's cost analysis gives for the two programs (the bound
-    for matmul-dominated models: the tangent pass of the gradient doubles each matmul of the forward and backward);
-    the Gauss–Newton product (one JVP + one VJP over stored residuals) beside it
-In gradient units: 30-step Lanczos, the top eigenvalue, one trace probe.
+    (PyHessian's criterion, no bound: the baseline, not a library feature)
+  * HVP / gradient (target <= 1.6), with XLA's FLOP ratio of the two programs (the bound for matmul-dominated models),
+    and the Gauss–Newton product beside it; in gradient units: 30-step Lanczos, the top eigenvalue, one trace probe
+Short routines report the minimum of `--repeats` second calls, each on another operator; long ones one second call.
 
-Section 2, per-block spectra of every block of `small` (first batch size): total time against (total matvecs x the
-block product's time) + one compile per distinct block shape.
+Section 2, per-block spectra of every block of `small`: total time against matvecs x product time + one compile
+per block shape.
 
-Section 3, low level (first batch size): the HVP as Lanczos runs it (a product inside a compiled loop), Lanczos
-without reorthogonalization, the gemv floor of full reorthogonalization, and the compile time of 10 vs 100 Lanczos
-steps (target: equal within 20%).
+Section 3, low level: the HVP inside a compiled loop, Lanczos without reorthogonalization, the gemv floor of full
+reorthogonalization, and the compile time of 10 vs 100 Lanczos steps (target: equal within 20%).
 
 Run: python bench/hessian.py [--vocab_size 1000 --batch 16 32 --length 32 --steps 30 --repeats 3]
 """
@@ -110,7 +105,7 @@ def flops(fn, *args):
 class _Landed(dict):
   """A section's measurements, each printed as it lands (its numbers: seconds, or first call, second call,
   compiles), so a run stopped at a time limit (an accelerator's lease) still reports what it measured before the
-  table. On an H200 (2026-11-27, reports/BENCH_H200.md) the public section at batch 16 had not finished in 170 s."""
+  table (reports/BENCH_H200.md has a run the lease cut short)."""
 
   def __setitem__(self, name, value):
     super().__setitem__(name, value)

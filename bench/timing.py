@@ -1,9 +1,8 @@
 """Timing and memory of the curvature routines on one `bench.problems.Problem`, as plain dicts: the shared core of the
 per-model timing files (bench/models_timing.py) and the GPU run (bench/gpu.py).
 
-Each routine is one program compiled once (`jax.jit(fn).lower(*args).compile()`), so its compile time, XLA's memory
-account of it and its run time all come from the same executable; then it runs once as a warm-up and `repeats` more
-times, each blocked until ready, and the median is kept.
+Each routine is one program compiled once (`jax.jit(fn).lower(*args).compile()`), so its compile time, memory account
+and run time come from the same executable; it runs once as a warm-up, then `repeats` times, and the median is kept.
 
   * `gradient`: `jax.grad(loss_fn)`, the unit of every ratio (curvlinops 3's convention: a product's time and peak
     memory against a gradient's on the same model and batch). Given the compiled gradient as `reference`, a

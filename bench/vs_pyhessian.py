@@ -1,10 +1,9 @@
-"""curvax against PyHessian 0.1 on the identical encoder-decoder, on the path each library documents, as ratios.
+"""curvax against PyHessian on the identical encoder-decoder, on the path each library documents, as ratios.
 
 The model is the project's Transformer at a preset (`tiny`, `small`; vocab 1000, float32) in JAX and its PyTorch port
-(bench/torch_transformer.py: the same layers and parameter layout, the JAX parameters copied in), on one batch of
-16 × 32 random tokens. Before any timing the two are checked equal on one loss, its gradient and one Hessian-vector
-product (relative error ≤ 1e-4 in float32, else the bench stops). Then, per routine, each side runs in fresh
-processes (this file with `--worker`), its first call timed from the loaded parameters to the result on the host:
+(bench/torch_transformer.py), on one batch of 16 × 32 random tokens, checked equal on one loss, gradient and HVP
+(relative error ≤ 1e-4, else the bench stops). Per routine, each side runs in fresh processes (`--worker`), its first
+call timed from the loaded parameters to the result on the host:
 
   * curvax: `H = curvax.hessian(loss_fn, params, batch)`, then `curvax.lanczos(H, num_steps=30)` (one probe's
     nodes and weights), `curvax.spectral_density(H, num_steps=30, num_probes=2)` (its least number of probes: a
@@ -14,17 +13,15 @@ processes (this file with `--worker`), its first call timed from the loaded para
   * PyHessian: `hessian(model, criterion, data=(inputs, targets), cuda=False)`, then `density(iter=30, n_v=P)`
     (its Lanczos, with curvax's number of probes P: 1 against `lanczos`, 2 against `spectral_density`) or
     `eigenvalues(maxIter=100, tol=1e-3, top_n=1)` (power iteration to a relative change of 1e-3; it converges to
-    the largest |λ|, which can be the most negative eigenvalue); torch.set_num_threads(2). torch 2.x has no `torch.eig`, which PyHessian 0.1's density calls: the worker
-    supplies it from `torch.linalg.eigh` (T is symmetric; 30 × 30, microseconds).
+    the largest |λ|, which can be the most negative eigenvalue); torch.set_num_threads(2). The worker supplies
+    `torch.eig`, which PyHessian's density calls and current torch lacks, from `torch.linalg.eigh`.
 
-Each measurement is repeated `--repeats` times, interleaved, and the minimum kept (the machine may be shared). The
-JAX side reports its compilations per first call (count and seconds, JAX's monitoring events) and persistent-cache
-hits. Targets (issue 25): (a) / PyHessian's first call ≤ 1.0 at `tiny` and ≤ 0.75 at `small`; (b) ≤ 1.3 × (c).
+Each measurement is repeated `--repeats` times, interleaved, and the minimum kept; the JAX side reports its
+compilations and persistent-cache hits. Targets (issue 25): (a) / PyHessian's first call ≤ 1.0 at `tiny` and
+≤ 0.75 at `small`; (b) ≤ 1.3 × (c).
 
-Run (torch and pyhessian in a separate venv, never the project's: bench/requirements-pyhessian.txt):
-  python bench/vs_pyhessian.py [--presets tiny small] [--repeats 2] [--routines lanczos density top]
-    [--torch_calls 2] [--markdown out.md]
-Without torch, the JAX side still runs and the PyHessian side is skipped with a message.
+Run, with torch and pyhessian in a separate venv (bench/requirements-pyhessian.txt pins them; without torch the
+PyHessian side is skipped): python bench/vs_pyhessian.py [--presets tiny small] [--repeats 2] [--markdown out.md]
 """
 
 import argparse
@@ -153,8 +150,8 @@ def check_equal(preset, path, tol=1e-4):
 
 
 def _install_torch_eig(torch):
-  """PyHessian 0.1's density calls `torch.eig(T, eigenvectors=True)`, removed in torch 2 (a stub that raises): the
-  same values (as [n, 2] real/imaginary columns) and eigenvectors from `torch.linalg.eigh` of the symmetric
+  """PyHessian's density calls `torch.eig(T, eigenvectors=True)`, which current torch removed (a stub that raises):
+  the same values (as [n, 2] real/imaginary columns) and eigenvectors from `torch.linalg.eigh` of the symmetric
   tridiagonal T."""
 
   def eig(t, eigenvectors=False):

@@ -1,53 +1,27 @@
 """The atlas's cells: its methods, model, data and training setup at every scale, and the method × warmup × lr
-grid they span, as one plain sweep.
+grid they span, as one plain sweep run with no analysis.
 
     python main.py --config=configs/atlas.py:cpu --config.data.dir=<Multi30k folder> --workdir=runs/atlas
     python main.py --config=configs/atlas.py:tiny --workdir=/tmp/atlas                  # seconds, synthetic task
 
-The atlas's questions are studies of their own over these cells (the study contract, experiments/study.py): study 11
-(configs/claims/edge.py: does the step-0 curvature predict, cell by cell, where training breaks and where warmup
-rescues it), study 12 (configs/claims/width.py: the width part, Noci et al. 2024's sharpness and lr transfer) and
-study 13 (configs/claims/depth.py: the depth part, CompleteP's lr transfer against Pre-LN's, Dey et al. 2025);
-claims 8, 9 and 10 compare methods on these cells without warmup (configs/claims/_atlas_cells.py), and with
-`--config.sweep.cells_dir=<this sweep's workdir>` read the runs this sweep made. This config's own grid is every
-method × `optim.warmup_steps` ∈ {0, T_w} × `optim.learning_rate` ∈ LRS[scale] × sweep.seeds, run with no analysis.
-Methods (`ARMS`, one product of the union grid each, named by its label `NAMES[method]`, the name every report uses;
-the keys they do not set keep the shared setup below):
-  postln_xavier  Post-LN, Xavier (Vaswani et al. 2017)      postln_bert  Post-LN, BERT's N(0, 0.02) (claim 9's arm)
-  preln          Pre-LN + final LN (Xiong et al. 2020)      tfixup       no norm, T-Fixup init (Huang et al. 2020)
-  rezero         no norm, x + αF, α = 0 learned (Bachlechner et al. 2020); SkipInit (De & Smith 2020) at its α = 0
-                 is the same model (a learnable scalar on each residual branch, 0 at init, no norm; the weights'
-                 init is Xavier in both), so it is counted once, as this arm (tests/test_claim_edge.py checks the two
-                 configs train bit-identically); `model.residual=skipinit` with `model.skipinit_alpha` > 0 is its
-                 distinct variant, not an atlas arm
-  scheduled      no norm, α 0 → 1 over a third of the run   deepnorm     LN(αx + F), DeepNet init (Wang et al. 2022)
-                 (Su 2021a §6)
-  admin          LN(ω ⊙ x + F), ω profiled (Liu et al. 2020)  dsinit    Post-LN, U(±γ/√l) (Zhang, Titov & Sennrich 2019)
-  and the rules of 2024-26, each as its own config sets it (configs/<name>.py, docs/science.md): dyt (Zhu et al.
-  2025), derf, peri_ln (Kim et al. 2025), hybrid_norm (Zhuo et al. 2025), mix_ln (Li et al. 2025), ln_scaling
-  (LayerNorm scaling, Sun et al. 2025), layerscale (Touvron et al. 2021), qk_norm and z_loss on Pre-LN (Wortsman
-  et al. 2023), completep (Dey et al. 2025; base depth 2); and, after the committed cpu records (`ADDED`: not in
-  `METHODS['cpu']`), the init schemes megatron (Shoeybi et al. 2019), mitchell (Groeneveld et al. 2024) and
-  small_init (Nguyen & Salazar 2019) on Pre-LN, reordered (OLMo 2's x + Norm(F(x)), Xavier) and olmo2 (it with
-  OLMo 2's init; OLMo Team 2025), softcap (Gemma Team 2024), gated_attention (Qiu et al. 2025) and qk_clip (Kimi
-  Team 2025, at Adam) on Pre-LN.
-Adam (β1 0.9, β2 0.98, ε 1e-9), schedule `linear_warmup` (warmup 0: a constant lr), no dropout, no label smoothing,
-the same data order for every run (configs/claims/_training.py's setup); at paper the training claims' paper recipe
-instead (configs/claims/_training.py RECIPE: dropout 0.3, label smoothing 0.1, inverse-square-root decay from step
-4000 with or without the warmup, 4096-token batches). Scales (config string):
-  tiny   tests: 1+1 layers of the tiny preset, 6 steps of batch 8 on the synthetic task, 2 methods, 3 lrs, 1 seed;
-  cpu    6+6 layers, d = 32, 2 heads, d_ff 128, SentencePiece vocabulary 2000, 200 steps of batch 32 (T_w = 20),
-         Multi30k De→En (validation loss on 256 pairs, no decoding), 19 methods (the committed records') × 2 warmups ×
-         6 lrs × 2 seeds;
-  paper  an accelerator: claim 6's paper model and recipe (6+6, d 512, 4 heads, d_ff 1024: fairseq's
-         transformer_iwslt_de_en, the IWSLT14 model of Liu et al. 2020's recipe; 32 packed rows of 128 tokens),
-         T_w = 4000 (Vaswani et al. 2017; Xiong et al. 2020), 7 lrs, 3 seeds, 20k steps.
-Calibration of `cpu` (2026-11-24; 2 CPU cores shared with another training job, load average 5-6, so pessimistic):
-alone, a 6+6 run of batch 32 on Multi30k trained 1.2 steps/s at d = 64 (vocab 8000 or 2000) and 4.6 steps/s at d = 32
-(vocab 2000), hence d = 32; through the sweep (one method, 2 seeds, 30 steps) a training run took 23 s, ~19 s of it
-per-run overhead (setup, compilation, the 256-pair evaluation, the checkpoint) at 7-9 steps/s. On the idle machine
-(2026-11-25, claim 6's runs) the same model trains ~15 steps/s. Imports only ml_collections and configs/claims'
-helpers.
+Grid: every method (`ARMS`, labelled `NAMES[method]`, the name every report uses) × `optim.warmup_steps` ∈ {0, T_w}
+× `optim.learning_rate` ∈ LRS[scale] × sweep.seeds. Studies 11, 12 and 13 (configs/claims/edge.py, width.py,
+depth.py) and claims 8, 9 and 10 (configs/claims/_atlas_cells.py, `--config.sweep.cells_dir=<this workdir>`) read
+these cells. Methods: Post-LN + Xavier (Vaswani et al. 2017), Post-LN + BERT's N(0, 0.02), Pre-LN (Xiong et al.
+2020), T-Fixup (Huang et al. 2020), ReZero (Bachlechner et al. 2020; SkipInit, De & Smith 2020, at α = 0 is the same
+model, counted once), scheduled α (Su 2021a §6), DeepNorm (Wang et al. 2022), Admin (Liu et al. 2020), DS-Init
+(Zhang, Titov & Sennrich 2019); the rules of 2024-26 as their configs set them (configs/<name>.py, docs/science.md):
+DyT (Zhu et al. 2025), Derf, Peri-LN (Kim et al. 2025), HybridNorm (Zhuo et al. 2025), Mix-LN (Li et al. 2025),
+LayerNorm scaling (Sun et al. 2025), LayerScale (Touvron et al. 2021), QK-norm and z-loss (Wortsman et al. 2023),
+CompleteP (Dey et al. 2025); `ADDED` after the committed cpu records: Megatron (Shoeybi et al. 2019), Mitchell
+(Groeneveld et al. 2024) and small init (Nguyen & Salazar 2019) on Pre-LN, OLMo 2's reordered norm and init (OLMo
+Team 2025), soft-caps (Gemma Team 2024), gated attention (Qiu et al. 2025), QK-clip (Kimi Team 2025).
+Training: configs/claims/_training.py's setup (Adam, `linear_warmup`, warmup 0 = a constant lr, one data order); at
+paper its RECIPE (dropout 0.3, label smoothing 0.1, inverse-√ decay from step 4000, 4096-token batches). Scales:
+  tiny   tests: 1+1 layers, 6 steps of batch 8 on the synthetic task, 2 methods, 3 lrs, 1 seed;
+  cpu    6+6 layers, d = 32, 2 heads, d_ff 128, SentencePiece 2000, 200 steps of batch 32 (T_w = 20), Multi30k De→En
+         (validation loss on 256 pairs), 19 methods × 2 warmups × 6 lrs × 2 seeds (why d = 32: docs/design_log.md);
+  paper  an accelerator: claim 6's paper model and recipe, T_w = 4000, 7 lrs, 3 seeds, 20k steps.
 """
 
 import ml_collections

@@ -17,13 +17,11 @@ The recipe of two tutorials:
 Where this config differs, and why: Pre-LN with a final norm (Xiong et al. 2020; Trevett's layers are Post-LN) so that
 no warmup is needed at lr 5e-4; one joint SentencePiece vocabulary of 8000 pieces with tied embeddings (the tutorials:
 spaCy words, min frequency 2, separate embeddings); sinusoidal positions (the PyTorch tutorial's; Trevett learns
-them); Adam's β2 0.98, ε 1e-9 (the PyTorch tutorial's, Vaswani et al.
-2017 §5.3; Trevett keeps PyTorch's 0.999, 1e-8); a batch is 35 rows of 64 tokens into which pairs are packed, 129
-pairs on average (the tutorials: 128 padded pairs). Training evaluates on the validation split (loss, and BLEU on its
-first `train.num_decode_examples` sentences, each epoch); test-2016 BLEU on all 1,000 pairs is measured afterwards
-from the final checkpoint by experiments/baseline.py, as sacreBLEU (detokenized, case-sensitive, the headline) and
-as lowercased BLEU (`bleu_lc`, train/decode.py), which is what the tutorials' torchtext `bleu_score` on lowercased
-spaCy tokens approximates.
+them); Adam's β2 0.98, ε 1e-9 (the PyTorch tutorial's, Vaswani et al. 2017 §5.3; Trevett keeps PyTorch's 0.999, 1e-8);
+a batch is 35 rows of 64 tokens into which pairs are packed, 129 pairs on average (the tutorials: 128 padded pairs).
+Training evaluates on the validation split each epoch; experiments/baseline.py then scores test-2016 (1,000 pairs)
+from the final checkpoint as sacreBLEU (the headline) and as lowercased BLEU (`bleu_lc`, train/decode.py), which the
+tutorials' torchtext `bleu_score` on lowercased spaCy tokens approximates.
 """
 
 from configs import default

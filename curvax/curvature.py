@@ -3,13 +3,11 @@
 Contract: every constructor takes `(fn, params, batch)` with `params` any pytree of real floating arrays and `batch`
 any pytree (a dict, a tuple `(x, y)`, an array) that `fn` reads, its array leaves holding the examples on axis 0;
 `batches=[b1, b2]` (or, as before, a positional Python `list`) means their weighted average (`weights=`, normalized
-to sum 1; equal by default). The checks, before any compute: `curvax.inputs`. Nothing is read from the batch by
-name. The result is a
-`curvax.operators.LinearOperator`: a pytree whose leaves are what its products need (linearization residuals,
-weights) and whose static part is only structure, called on pytrees shaped like `params`. Every routine that takes
-it (`curvax.lanczos`, `curvax.top_eigenvalues`, `curvax.spectral_density`, `curvax.trace`, ...) compiles once per
-operator structure: another batch or checkpoint of the same shapes compiles nothing. A function passed as a
-registered pytree (`jax.tree_util.Partial`) shares the compiled linearization across calls too.
+to sum 1; equal by default), checked before any compute (`curvax.inputs`); nothing is read from the batch by name.
+The result is a `curvax.operators.LinearOperator`: a pytree whose leaves are what its products need (linearization
+residuals, weights) and whose static part is only structure, called on pytrees shaped like `params`. Every routine
+that takes it (`curvax.lanczos`, `curvax.top_eigenvalues`, ...) compiles once per operator structure: another batch
+or checkpoint of the same shapes compiles nothing, nor does a function passed as a `jax.tree_util.Partial`.
 
   * `hessian`: v ↦ Σ_b w_b H_b v, forward-over-reverse (Pearlmutter 1994, "Fast exact multiplication by the
     Hessian"): the gradient is linearized ONCE per batch with `jax.linearize(jax.grad(f), params)`, so a product
@@ -22,8 +20,6 @@ registered pytree (`jax.tree_util.Partial`) shares the compiled linearization ac
     of the given loss in the outputs (a JVP of its grad per product). Positive semidefinite whenever H_out is.
   * `empirical_fisher`: F v = (1/N) Σ_i ∇ℓ_i (∇ℓ_iᵀ v) for per-example losses ℓ_1..ℓ_N (Kunstner, Balles & Hennig
     2019, Eq. 3): the GGN of θ ↦ (ℓ_i)_i with H_out = I/N, one tangent pass and one transpose per product.
-
-Only jax and numpy: no project imports.
 """
 
 from typing import Any, Callable, Optional, Sequence, Union

@@ -4,10 +4,9 @@ Contract: a `LinearOperator` is a symmetric linear map on pytrees shaped like it
 structure, leaf shapes and dtypes), registered as a JAX pytree whose leaves are the arrays it needs (linearization
 residuals, parameters, batches, weights, block offsets) and whose static part is only structure. An operator is a
 callable: `op(v)` takes and returns a pytree shaped like `spec`, and `op.size` / `op.dtype` are its flat dimension and
-dtype, so the routines that take it need nothing else. A public routine (`curvax.lanczos`, `curvax.top_eigenvalues`,
-`curvax.spectral_density`, `curvax.trace`, ...) is a `jax.jit` program taking the operator as an argument, so it is compiled once per (operator structure, shapes,
-dtypes, static options): a new operator of the same structure (another checkpoint, batch, seed, or another block of
-the same shape) reuses the compiled program instead of tracing one with the residuals embedded as constants.
+dtype. A public routine (`curvax.lanczos`, `curvax.top_eigenvalues`, ...) is a `jax.jit` program taking the operator
+as an argument, compiled once per (operator structure, shapes, dtypes, static options): another checkpoint, batch,
+seed or same-shaped block reuses it instead of tracing one with the residuals embedded as constants.
 
 Programs work on flat vectors: `op.flat_operator()` gives the pytree a program takes and `flat_matvec(x)` maps
 [n] -> [n] (ravel order of `jax.tree.leaves`, the order of `jax.flatten_util.ravel_pytree`). The flat operator
@@ -16,17 +15,13 @@ of a block carries no parameter names, so blocks of the same sizes share a progr
 A plain Python callable becomes an operator with `as_operator(matvec, example)` (the example gives its shapes). A
 Python function or `functools.partial` is taken apart by `curvax.closures` (its code and captured non-array values
 key the program, its captured arrays are leaves), so a fresh closure with the same code reuses the compiled programs.
-Any other callable (or a function `curvax.closures` cannot take apart) is part of the program's static structure:
-such programs are compiled in a fresh `jax.jit` wrapper that is dropped after the call, so the callable is not kept
-alive by a global cache; to reuse a compilation pass a `LinearOperator` or a `jax.tree_util.Partial` whose function
-is a module-level function and whose arguments are arrays.
+Any other callable is static structure, compiled in a fresh `jax.jit` wrapper dropped after the call (no global cache
+keeps it alive); to reuse a compilation pass a `LinearOperator` or a `jax.tree_util.Partial` of a module-level
+function whose arguments are arrays.
 
-Progress callbacks (host functions) are not part of any program's structure either: a program is compiled with a
-fixed dispatcher and receives the callback's registry id as a runtime operand (`register_callback`). Only whether
-there is one is structure: a call without a callback runs a program with no host callback at all, because JAX's
-persistent compilation cache (`curvax.enable_compilation_cache`) never stores an executable that has one.
-
-No project imports: only jax and numpy.
+Progress callbacks (host functions) are no structure either: a program has a fixed dispatcher and gets the callback's
+registry id as a runtime operand (`register_callback`). Only whether there is one is structure: a call without one
+runs a program with no host callback, which JAX's persistent compilation cache would never store.
 """
 
 import dataclasses

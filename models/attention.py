@@ -1,43 +1,26 @@
 """Multi-head dot-product attention with a configurable logit scale and optional recorded statistics.
 
-Logit scale (`attention_logit_scale`, docs/science.md §4):
-- `sqrt_dk`: logits = q·k/√d_k (Vaswani et al. 2017, eq. 1). For q, k with iid unit-variance entries
-  E[(q·k)²] = d_k, so unscaled logits have std √d_k and softmax is nearly one-hot at init.
-- `none`: logits = q·k (T5, Raffel et al. 2020; the compensation sits in the query init, see `init/`).
-- `dk`: logits = q·k/d_k (µP, Yang et al. 2022 "Tensor Programs V", §C).
+Logit scale (`attention_logit_scale`, docs/science.md §4): `sqrt_dk`, q·k/√d_k (Vaswani et al. 2017, eq. 1: for q, k
+with iid unit-variance entries E[(q·k)²] = d_k, so unscaled logits have std √d_k and softmax is nearly one-hot at
+init); `none`, q·k (T5, Raffel et al. 2020: the compensation sits in the query init, `init/`); `dk`, q·k/d_k (µP,
+Yang et al. 2022, Tensor Programs V, §C).
 
-QK-norm (`model.qk_norm`, docs/science.md §4): the model's norm (`model.norm_type`) applied to every query and key
-over the head dimension before the logits, q̂ = Norm_q(q), k̂ = Norm_k(k), one gain (and bias) of width d_k per
-projection shared by the heads (Dehghani et al. 2023, "Scaling Vision Transformers to 22 Billion Parameters", §2.1;
-Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer training instabilities", §3.1, "qk-layernorm":
-the fix for attention-logit growth). A normalized vector has norm ≤ √d_k, so with the 1/√d_k scale and no bias
-|logit| ≤ √d_k·max|g_q|·max|g_k| whatever the weights (Cauchy–Schwarz). HybridNorm (`model.norm_position='hybrid'`)
-normalizes the values too (`models.placement.qkv_norms`).
+QK-norm (`model.qk_norm`, docs/science.md §4): the model's norm applied to every query and key over the head
+dimension before the logits, one gain (and bias) of width d_k per projection shared by the heads (Dehghani et al.
+2023, §2.1; Wortsman et al. 2023, §3.1, the fix for attention-logit growth): with the 1/√d_k scale and no bias
+|logit| ≤ √d_k·max|g_q|·max|g_k| whatever the weights (Cauchy–Schwarz). HybridNorm normalizes the values too
+(`models.placement.qkv_norms`).
 
 Decoder-LM options (`models.blocks`, docs/science.md §4):
-- RoPE (`model.position='rope'`; Su et al. 2021, Eq. 34; `models.rope`): queries and keys of self-attention rotated by
-  their positions after QK-norm (as OLMo 2 orders them), values untouched; cross-attention gets no rotation (a
-  query's and a key's positions index different sequences).
-- Grouped-query attention (`model.num_kv_heads` = G; Ainslie et al. 2023, "GQA", §2.2): W_k and W_v are [D, G, K];
-  query head j reads key/value head ⌊j·G/H⌋ (each of the G heads repeated H/G times, Hugging Face LLaMA's
-  `repeat_kv`), so G = H is multi-head attention, parameter for parameter, and G = 1 multi-query attention.
-- Logit soft-capping (`model.attn_logit_softcap` = c > 0; Gemma Team 2024, "Gemma 2", §2): the scaled logits z become
+- RoPE (`model.position='rope'`; Su et al. 2021, Eq. 34; `models.rope`): self-attention's queries and keys rotated by
+  their positions after QK-norm (as OLMo 2 orders them); cross-attention's positions index different sequences.
+- Grouped-query attention (`model.num_kv_heads` = G; Ainslie et al. 2023, §2.2): W_k, W_v are [D, G, K]; query head j
+  reads key/value head ⌊j·G/H⌋ (Hugging Face LLaMA's `repeat_kv`): G = H is multi-head, G = 1 multi-query attention.
+- Logit soft-capping (`model.attn_logit_softcap` = c > 0; Gemma Team 2024, §2): the scaled logits z become
   c·tanh(z/c) before the mask, so |logit| < c whatever the weights.
-- Gated attention (`model.attention_gate`; Qiu et al. 2025, "Gated Attention for Large Language Models:
-  Non-linearity, Sparsity, and Attention-Sink-Free", §2.2, their best variant G1): the attention output of every
-  head, before W_o, is multiplied elementwise by σ(X·W_θ + b), X the query-side input of the sublayer (the block
-  input after the input norm), W_θ [D, H, K] (role `attn_gate`, drawn by the init scheme's rule for that role, bias
-  0). At init the gate is σ(X·W_θ), centred on σ(0) = 1/2: the gated model starts with each head's output about
-  halved (exactly halved with W_θ = 0), as Qiu et al.'s gate, a slice of the query projection drawn like it, does.
-
-When the `intermediates` collection is mutable (analysis only; in the train step it is not, so nothing is computed)
-the layer records per head: the std and the largest |logit| over unmasked (query, key) pairs, the entropy of the attention
-distribution and its max probability, both averaged over queries that attend to at least one key, and the entropy of
-uniform attention over the same keys (log #valid keys, same average): the entropy's ceiling under the mask.
-
-When the `MAX_LOGIT_COLLECTION` collection is mutable (the train step under `optim.qk_clip > 0`; otherwise nothing is
-computed) the layer records per head S_max = the largest logit (signed, as scaled above) over the batch and the
-unmasked (query, key) pairs: the statistic QK-clip rescales W_q and W_k by (Kimi Team 2025; train/qk_clip.py).
+- Gated attention (`model.attention_gate`; Qiu et al. 2025, §2.2, their variant G1): every head's output, before
+  W_o, is multiplied elementwise by σ(X·W_θ + b), X the sublayer's query-side input after the input norm, W_θ
+  [D, H, K] (role `attn_gate`, bias 0): at init centred on σ(0) = 1/2, each head's output about halved.
 """
 
 from typing import Any
@@ -92,6 +75,13 @@ def _uniform_entropy(mask_BxHxQxK):
 class MultiHeadAttention(nn.Module):
   """Attention from `x_q_BxQxD` to `x_kv_BxKxD` under a boolean mask [B, 1, Q, K]; with `rope_positions`
   ([B, Q] = [B, K], self-attention under `model.position='rope'`) queries and keys are rotated by them.
+
+  With the `intermediates` collection mutable (analysis only) it records per head the std and the largest |logit|
+  over unmasked (query, key) pairs, the entropy of the attention distribution and its max probability, both averaged
+  over queries that attend to at least one key, and the entropy of uniform attention over the same keys (log #valid
+  keys, same average): the entropy's ceiling under the mask. With `MAX_LOGIT_COLLECTION` mutable (the train step
+  under `optim.qk_clip > 0`) it records per head S_max = the largest logit (signed, as scaled) over the batch and the
+  unmasked pairs: the statistic QK-clip rescales W_q and W_k by (Kimi Team 2025; train/qk_clip.py).
 
   Attributes:
     config: the frozen ModelConfig.

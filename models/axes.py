@@ -1,8 +1,8 @@
 """Logical axes of the parameters: the names every parameter declares where it is created, and how to read them.
 
-Every parameter of the model is created through an initializer wrapped by `models.roles.declare`: Flax's logical
-partitioning metadata (an `nn.LogicallyPartitioned` box, as in the Flax lm1b/wmt examples and MaxText) that also
-carries the parameter's role. Each of its axes is named with one of `LOGICAL_AXES`:
+Every parameter is created through an initializer wrapped by `models.roles.declare`: Flax's logical partitioning
+metadata (`nn.LogicallyPartitioned`, as in Flax lm1b/wmt and MaxText) carrying its role and one of `LOGICAL_AXES` per
+axis:
 
 | parameter                                  | shape      | logical axes                 |
 |--------------------------------------------|------------|------------------------------|
@@ -19,11 +19,9 @@ carries the parameter's role. Each of its axes is named with one of `LOGICAL_AXE
 | norm scale and bias, Admin's ω             | [D]        | ("embed",)                   |
 | ReZero / SkipInit α                        | []         | ()                           |
 
-The parameter pytree the project sees stays plain arrays: `Transformer.init` strips the metadata (`nn.unbox`), so
-init schemes, roles, Hessians and checkpoints never meet a box. `models.inventory.logical_axes(model)` reads the names
-back, without computing anything (`jax.eval_shape`), as a pytree of `PartitionSpec`s of logical names shaped like the
-params; `train.step` maps them to mesh axes with the rules of `config.mesh`. This module only names the axes, so it
-sits at the bottom of `models/` with `models.roles`.
+The parameter pytree stays plain arrays (`Transformer.init` strips the metadata with `nn.unbox`), so init schemes,
+Hessians and checkpoints never meet a box. `models.inventory.logical_axes(model)` reads the names back as a pytree of
+`PartitionSpec`s (`jax.eval_shape`: nothing computed); `train.step` maps them to mesh axes by `config.mesh`'s rules.
 """
 
 LOGICAL_AXES = ("vocab", "position", "embed", "heads", "kv", "mlp", "hidden")

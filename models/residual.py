@@ -3,23 +3,20 @@
 Registry `get_residual(name)` / `RESIDUALS`:
 - `plain`:     x + F                                   (He et al. 2016; Vaswani et al. 2017)
 - `rezero`:    x + α·F, α a learnable scalar, α = 0 at init (Bachlechner et al. 2020, "ReZero is All You Need")
-- `skipinit`:  x + α·F, α a learnable scalar, α = `skipinit_alpha` at init (De & Smith 2020, "Batch Normalization
-               Biases Residual Blocks Towards the Identity Function"; 0 by default, the paper also uses 1/√d)
+- `skipinit`:  x + α·F, α a learnable scalar, α = `skipinit_alpha` at init (De & Smith 2020; 0 by default, the
+               paper also uses 1/√d)
 - `scheduled`: x + α·F, α NOT learned: it lives in the `residual_alpha` variable collection, starts at
                `alpha_init` and is raised by `alpha_step` after every update up to `alpha_final` (Su 2021a §6, the
                blog's variant of ReZero; docs/science.md §6). Because α is a variable it is part of the train state
                and checkpointed, so a resumed run continues exactly; `scheduled_alpha_update` is the update rule.
 - `deepnorm`:  α·x + F with the constant α of `deepnorm_constants` (Wang et al. 2022, "DeepNet", eq. in §3 / Table 1)
 - `layerscale`: x + λ ⊙ F, λ a learnable vector of width d initialized at ε (`model.layerscale_init`; None: the
-               paper's ε by depth, `layerscale_epsilon`) (Touvron et al. 2021, "Going deeper with Image
-               Transformers" (CaiT), §2.2, Eq. 4): the per-channel generalization of ReZero / SkipInit
+               paper's ε by depth, `layerscale_epsilon`; Touvron et al. 2021, CaiT, §2.2, Eq. 4)
 - `completep`: x + (L/L_base)^{−α}·F, a constant branch multiplier set by the stack's depth L (Bordelon et al. 2024,
-               "Depthwise Hyperparameter Transfer in Residual Networks", α = 1/2, Depth-µP; Dey et al. 2025, "Don't be
-               lazy: CompleteP enables compute-efficient deep transformers", Table 1, α = 1, CompleteP), with the
-               learning rates of `models.parameterization.lr_multiplier`; `depth_multiplier` is the constant
+               α = 1/2, Depth-µP; Dey et al. 2025, Table 1, α = 1, CompleteP), with the learning rates of
+               `models.parameterization.lr_multiplier`; `depth_multiplier` is the constant
 - `admin`:     ω ⊙ x + F, ω a learnable vector of width d initialized to 1 and set by the profiling pass of
-               `init.procedures` so that ω_l² = Σ_{j<l} Var[F_j] (Liu et al. 2020, "Understanding the Difficulty of
-               Training Transformers", eq. 6)
+               `init.procedures` so that ω_l² = Σ_{j<l} Var[F_j] (Liu et al. 2020, eq. 6)
 
 The Norm placement (post/pre/sandwich/none) is applied around this merge by `models.transformer`. α declares no
 logical axis (a scalar), ω and λ the axis ("embed",) (`models.axes`); all declare the role `residual_scale` of their

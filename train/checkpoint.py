@@ -1,58 +1,26 @@
 """Checkpoints of the training state and of every process's data iterator state (orbax-checkpoint), and preemption.
 
 Contract:
-  * One checkpoint per step in `<directory>/<step>/`, with two items: `state` (any pytree of
-    arrays: a flax.struct dataclass with step, params, optax opt_state, extra variables and
-    an rng key) saved with `ocp.args.StandardSave`, and `data_state`: one JSON-able dict per
-    process (e.g. a grain dataset iterator's `get_state()`), written by grain's orbax handler
-    (`grain.checkpoint.CheckpointHandler`, grain 0.2.18) into
-    `data_state/process_<i>-of-<n>.json` by every process and read back by the process it
-    belongs to. Both belong to the same step, so a resumed run sees exactly the batches it had
-    not consumed. Checkpoints written before the per-process files (data_state saved by
-    `ocp.args.JsonSave`, primary host only) still restore in a single-process run.
-  * PRNG keys: orbax 0.12.8 saves typed keys (`jax.random.key`) by their key data and
-    restores them as typed keys when the template leaf is a typed key (or its
-    ShapeDtypeStruct); raw uint32 keys (`jax.random.PRNGKey`) are plain arrays. Both are
-    tested.
-  * Saving rule: `save(step, ...)` writes when `step % save_every == 0`, when orbax reports a
-    preemption sync point at `step`, or when `force=True` (the last step, a preemption); a step
-    already on disk is skipped. It is orbax 0.12.8's save-decision policy
-    `AnySavePolicy([FixedIntervalPolicy(save_every), PreemptionCheckpointingPolicy()])`, without
-    orbax's default `InitialSavePolicy` (which saves the first step it sees whatever the
-    interval); orbax also never saves a step at or below its latest one. Retention is the
-    preservation policy `LatestN(max_to_keep)`. Neither uses the `max_to_keep` / `item_handlers`
-    options that orbax 0.12.8 documents as deprecated (handlers go through a
-    `handler_registry`).
-  * Crash safety: orbax writes into `<step>.orbax-checkpoint-tmp-*` and renames it when
-    complete, so a partial checkpoint is never listed; leftovers are deleted when a
-    Checkpointer is opened. By default (`asynchronous=False`) `save` returns only after the
-    checkpoint is finalized on disk, so a crash right after `save` keeps it. With
-    `asynchronous=True` the write overlaps training; call `wait()` before relying on it
-    (orbax also waits for the previous save before starting the next one).
-  * Resuming: a new `Checkpointer` on the same directory sees `latest_step()` of the
-    previous run; `restore(template)` restores it onto the template's shapes, dtypes and
-    shardings. A latest checkpoint that does not restore (a truncated or missing file: a
-    TensorStore or JSON error) is logged as a warning naming it, and the next older one is
-    tried; the ones that failed are moved aside to `<step>.unrestorable-<unix time>` (kept for
-    inspection, no longer a step to orbax) only once an older one restored, so the run can
-    save those steps again. When none restores, nothing is moved and a RuntimeError names the
-    directory and every step tried with its error (a template that matches no checkpoint, e.g.
-    a changed model config, fails that way). With several processes a step counts as restored
-    only when it restored on every process (an all-gather of the outcome).
-  * A failed save is one error, `CheckpointWriteError`: orbax's writer threads each log the same OS error with a
-    traceback, asyncio logs the futures nobody retrieved, and tensorstore's callbacks into orbax's closed event loop
-    print `RuntimeError: Event loop is closed` (sys.unraisablehook), and a coroutine of the write collected unawaited
-    warns `coroutine '...write_fragment' was never awaited` (warnings.showwarning; it depends on timing, and showed in
-    one CI run of several): ~100 lines around the one that matters. While a save is in progress, and after one
-    failed, those are dropped (`_QuietWriteFailures`, installed by the first Checkpointer) and one warning line says
-    so; at absl verbosity 1 (`--verbosity=1`) every line shows.
-  * Paths go through `etils.epath`: a relative local directory is made absolute, a URI such as
-    `gs://bucket/run` is kept as it is (`epath.Path.absolute()` would turn it into
-    `<cwd>/gs:/bucket/run`).
-  * Preemption (`PreemptionNotice`): inside the context, SIGTERM sets a flag instead of ending
-    the process (single process); with `jax.distributed` initialized, JAX's preemption service
-    catches SIGTERM itself and `reached(step)` asks orbax's `reached_preemption(step)`, which
-    is true at the same step on every process. The previous SIGTERM handler is restored on exit.
+  * One checkpoint per step in `<directory>/<step>/` with two items of the same step, so a resumed run sees exactly
+    the batches it had not consumed: `state` (any pytree of arrays, typed or raw PRNG keys included) saved with
+    `ocp.args.StandardSave`, and `data_state`, one JSON-able dict per process (e.g. a grain iterator's
+    `get_state()`) written by grain's orbax handler into `data_state/process_<i>-of-<n>.json` and read back by its
+    process. Checkpoints from before the per-process files (one JsonSave by the primary host) still restore alone.
+  * Saving rule (`should_save`): every `save_every` steps, at orbax's preemption sync point, or when forced; a step
+    already on disk is skipped. Retention keeps the latest `max_to_keep`.
+  * Crash safety: orbax writes into `<step>.orbax-checkpoint-tmp-*` and renames it when complete, so a partial
+    checkpoint is never listed. By default `save` returns once the checkpoint is on disk; with `asynchronous=True`
+    the write overlaps training and `wait()` is the barrier.
+  * Resuming (`restore`): onto the template's shapes, dtypes and shardings, from the newest checkpoint that restores
+    on every process; newer ones that do not are warned about and moved aside; when none restores a RuntimeError
+    names every step tried with its error.
+  * A failed save is one error, `CheckpointWriteError`, instead of ~100 lines of echoes from orbax's writer threads,
+    asyncio and tensorstore callbacks and coroutines never awaited (`_QuietWriteFailures`; `--verbosity=1` shows
+    them all).
+  * Paths go through `etils.epath`: a relative local directory is made absolute, a URI such as `gs://bucket/run` is
+    kept as it is (`epath.Path.absolute()` would turn it into `<cwd>/gs:/bucket/run`).
+  * Preemption (`PreemptionNotice`): SIGTERM sets a flag read at step boundaries; with `jax.distributed`, JAX's
+    preemption service owns SIGTERM and orbax's `reached_preemption(step)` stops every process at the same step.
 """
 
 import json
@@ -76,19 +44,19 @@ from orbax.checkpoint import checkpoint_managers
 
 STATE_ITEM = "state"
 DATA_ITEM = "data_state"
-_LEGACY_DATA_FILE = "metadata"  # the file ocp.JsonCheckpointHandler (orbax 0.12.8) writes: data_state before grain's
+_LEGACY_DATA_FILE = "metadata"  # the file ocp.JsonCheckpointHandler writes: data_state before grain's
 _UNRESTORABLE = "unrestorable"
 
 
 def checkpoint_directory(directory: epath.PathLike) -> epath.Path:
   """`directory` as an absolute `epath.Path` (orbax wants one); a URI (`gs://...`) is returned unchanged."""
   path = epath.Path(directory)
-  # etils 1.15: a URI path is_absolute(); only local relative paths are joined to the working directory.
+  # A URI path is_absolute(); only local relative paths are joined to the working directory.
   return path if path.is_absolute() else path.absolute()
 
 
 class _DataState:
-  """One process's data-iterator state in the form grain's CheckpointHandler (grain 0.2.18) saves and restores:
+  """One process's data-iterator state in the form grain's CheckpointHandler saves and restores:
   for anything but a grain DatasetIterator it writes `get_state().decode()` and restores with `set_state(bytes)`
   followed by `start_prefetch()`."""
 
@@ -123,10 +91,12 @@ WRITE_FAILURES = (  # what a failed write says, in the OS's words (tensorstore's
 
 
 class _QuietWriteFailures(logging_std.Filter):
-  """Drops the echoes of a failed checkpoint write (module docstring): records of orbax's and asyncio's loggers that
-  carry a failed write's words (`WRITE_FAILURES`), 'Event loop is closed' errors raised where no one can catch
-  them, and RuntimeWarnings of coroutines never awaited, while a save is in progress (`active`) or after one failed
-  (`failed`); counts them in `dropped`. Shows everything at absl's DEBUG verbosity."""
+  """Drops the echoes of a failed checkpoint write: records of orbax's and asyncio's loggers that carry a failed
+  write's words (`WRITE_FAILURES`; each writer thread logs the same OS error with a traceback), tensorstore's
+  'Event loop is closed' errors raised into orbax's closed loop where no one can catch them (sys.unraisablehook),
+  and RuntimeWarnings of coroutines never awaited (warnings.showwarning; timing-dependent), while a save is in
+  progress (`active`) or after one failed (`failed`); counts them in `dropped`, and one warning line says so.
+  Installed by the first Checkpointer. Shows everything at absl's DEBUG verbosity (`--verbosity=1`)."""
 
   def __init__(self):
     super().__init__()
@@ -216,7 +186,9 @@ class Checkpointer:
     directory: checkpoint root (created if missing); a local path or a URI such as `gs://bucket/run/checkpoints`.
     max_to_keep: number of most recent checkpoints kept; None keeps all.
     save_every: `save` writes at steps that are multiples of this (or when forced).
-    asynchronous: let `save` return before the write is finalized (see module docstring).
+    asynchronous: let `save` return before the write is finalized; call `wait()` before relying on it (orbax
+      also waits for the previous save before starting the next one). Leftover temporary folders of a crashed
+      write are deleted when a Checkpointer is opened.
   """
 
   def __init__(
@@ -281,7 +253,14 @@ class Checkpointer:
     return self._manager.reached_preemption(int(step))
 
   def should_save(self, step: int, *, force: bool = False) -> bool:
-    """Whether `save(step, force=force)` would write a new checkpoint."""
+    """Whether `save(step, force=force)` would write a new checkpoint.
+
+    orbax's save-decision policy `AnySavePolicy([FixedIntervalPolicy(save_every), PreemptionCheckpointingPolicy()])`
+    without its default `InitialSavePolicy` (which saves the first step it sees whatever the interval), or `force`
+    (the last step, a preemption); a step on disk is skipped, and orbax never saves a step at or below its latest.
+    Retention is the preservation policy `LatestN(max_to_keep)`; neither uses the `max_to_keep` / `item_handlers`
+    options orbax documents as deprecated (handlers go through a `handler_registry`).
+    """
     step = int(step)
     if step in self._manager.all_steps():
       return False
@@ -354,8 +333,13 @@ class Checkpointer:
     Args:
       state_template: pytree with the structure of the saved state whose leaves are arrays
         or `jax.ShapeDtypeStruct`s; restored leaves get the template's dtype and sharding.
-      step: the step to restore (its errors are raised as they are); None = the latest that restores (see the
-        module docstring: unrestorable newer ones are warned about and moved aside).
+      step: the step to restore (its errors are raised as they are); None = the latest that restores. A newer
+        one that does not (a truncated or missing file: a TensorStore or JSON error) is logged as a warning naming
+        it and moved aside to `<step>.unrestorable-<unix time>` (kept for inspection, no longer a step to orbax)
+        only once an older one restored, so the run can save that step again. With several processes a step counts
+        as restored only when it restored on every process (an all-gather of the outcome). When none restores,
+        nothing is moved and a RuntimeError names the directory and every step tried with its error (a template
+        that matches no checkpoint, e.g. a changed model config, fails that way).
 
     Returns:
       `(state, data_state)` (data_state is this process's, None if none was saved), or None when the
@@ -458,8 +442,8 @@ class Checkpointer:
 
 
 def _jax_preemption_service() -> bool:
-  """Whether JAX's preemption service runs: it starts with jax.distributed.initialize (jax 0.10:
-  `jax_enable_preemption_service`, on by default) and installs its own SIGTERM handler."""
+  """Whether JAX's preemption service runs: it starts with jax.distributed.initialize
+  (`jax_enable_preemption_service`, on by default) and installs its own SIGTERM handler."""
   return jax.distributed.is_initialized() and bool(jax.config.jax_enable_preemption_service)
 
 

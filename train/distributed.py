@@ -104,7 +104,7 @@ def detected_cluster() -> Optional[type]:
   """The cluster environment `jax.distributed.initialize()` without arguments would read, or None.
 
   JAX has no public API for this question, and asking `jax.distributed.initialize()` itself would start the runtime
-  (or fail) instead of answering. This repeats the selection of jax 0.10.2's
+  (or fail) instead of answering. This repeats the selection of the pinned jax's (requirements.txt)
   `jax._src.clusters.ClusterEnv.auto_detect_unset_distributed_params`: the first registered environment that is not
   opt-in only (mpi4py is) and reports itself present. It is the project's only use of JAX's private API. Nothing
   here touches a device: `import jax` has already found out whether this is a Cloud TPU VM, and only there does the

@@ -252,8 +252,8 @@ def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> E
       variables=variables,
       rng=jax.random.fold_in(rng, 1),
   )
-  # Several processes: jax.device_put refuses a typed PRNG key for devices of other processes (jax 0.10.2), so the
-  # key goes as its key data and is wrapped again on the mesh.
+  # Several processes: jax.device_put refuses a typed PRNG key for devices of other processes (the pinned jax), so
+  # the key goes as its key data and is wrapped again on the mesh.
   impl = jax.random.key_impl(state.rng)
   shardings = step_lib.state_shardings(state, mesh, models.logical_axes(model), config.mesh.rules)
   state = jax.device_put(state.replace(rng=jax.random.key_data(state.rng)), shardings)

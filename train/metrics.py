@@ -1,35 +1,24 @@
 """Metric records (JSONL + TensorBoard), a one-line progress reporter, and `status.json`.
 
 Contract:
-  * `MetricWriter(workdir)` appends one JSON object per `write_scalars` call to
-    `<workdir>/metrics.jsonl`: {"step": int, "split": str, <name>: float, ...}, flushed at
-    once so a killed run keeps every record written so far. Non-finite values are written
-    as Python's json does (`NaN`, `Infinity`): a diverged run's last loss is a result.
-    The same scalars go to TensorBoard event files under `<workdir>/tensorboard/<split>/`
-    (tensorboardX; one run per split, so train and eval curves of one tag overlay), and to the
-    trackers it is given (train/trackers.py: W&B, Trackio) as `<split>/<name>` at the same step.
-  * Resuming: `MetricWriter(workdir, resume_step=S)` first drops the JSONL records with
-    step > S (written after the checkpoint the run resumes from) and tells TensorBoard to
+  * `MetricWriter(workdir)` appends one JSON object per `write_scalars` call to `<workdir>/metrics.jsonl`:
+    {"step": int, "split": str, <name>: float, ...}, flushed at once so a killed run keeps every record written so
+    far; non-finite values are written as Python's json does (`NaN`): a diverged run's last loss is a result. The
+    same scalars go to TensorBoard under `<workdir>/tensorboard/<split>/` (tensorboardX; one run per split, so train
+    and eval curves of one tag overlay) and to the trackers it is given (train/trackers.py) as `<split>/<name>`.
+  * Resuming: `MetricWriter(workdir, resume_step=S)` drops the JSONL records with step > S and tells TensorBoard to
     purge them too (`purge_step=S + 1`), so every step appears once.
-  * `ProgressReporter` formats "step 120/1000 (12.0%) | loss 3.2100 | 4.52 steps/s |
-    ETA 0:03:14" from an injectable clock; steps/s is measured over a sliding window.
-  * `write_status` / `read_status`: `<workdir>/status.json` is replaced atomically (temp
-    file in the same directory, fsync, `os.replace`), so a reader sees the old or the new
-    status, never a partial one. On a full disk (ENOSPC, EDQUOT) the temp file cannot be
-    made, so the existing status.json is rewritten in place instead: a record is far smaller
-    than one block, and rewriting a file over its own block allocates nothing, so a run that
-    fails because the disk is full still says so (non-atomic, but a reader of that file
-    at that moment is the rare case; a stale "running" is the common one it prevents).
-  * One writer: in a multi-process run only process 0 (`primary`, default
-    `jax.process_index() == 0`) writes files; the other processes validate the same values
+  * `ProgressReporter` formats "step 120/1000 (12.0%) | loss 3.2100 | <rate> steps/s | ETA 0:03:14" from an
+    injectable clock; the rate is taken over a sliding window.
+  * `write_status` / `read_status`: `<workdir>/status.json` is replaced atomically (temp file, fsync, `os.replace`),
+    so a reader never sees a partial one. On a full disk (ENOSPC, EDQUOT) it is rewritten in place instead (a record
+    is far smaller than one block, so this allocates nothing): a run that fails because the disk is full says so.
+  * One writer: in a multi-process run only process 0 (`primary`) writes files; the others validate the same values
     and write nothing. Progress lines are logged by every process.
-  * Paths go through `etils.epath`, so a workdir such as `gs://bucket/run` reaches the
-    filesystem library as it is (where one is installed: gcsfs, or tensorflow's gfile). An
-    object store has no append and no rename: there metrics.jsonl is rewritten whole at each
-    record (each upload is visible whole or not at all, so a killed run keeps every record)
-    and status.json is uploaded directly. TensorBoard goes through tensorboardX, which opens
-    local paths itself and supports only `gs://` (with google-cloud-storage installed) and
-    `s3://` (with boto3); for any other workdir it is skipped with a warning.
+  * Paths go through `etils.epath`, so a workdir such as `gs://bucket/run` reaches the filesystem library as it is.
+    An object store has no append and no rename: there metrics.jsonl is rewritten whole at each record and
+    status.json is uploaded directly. TensorBoard (tensorboardX) supports only local paths, `gs://` and `s3://`; for
+    any other workdir it is skipped with a warning.
 """
 
 import collections

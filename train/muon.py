@@ -9,23 +9,19 @@ W_{t+1} = W_t − η_t·(s·O_t + λ·W_t), with decoupled decay λ. The scale s
     values ≈ 1, so RMS(O_t) = √(min(m, n)/(m·n)) = 1/√max(m, n) and RMS(s·O_t) = r: r = 0.2 matches AdamW's
     typical update RMS (their §2), so Muon shares AdamW's learning rate and weight decay;
   * `optim.muon_consistent_rms = 0`: Jordan et al.'s s = √max(1, fan_out/fan_in).
-Which parameters: the 2-D hidden matrices, by role (`MUON_ROLES`: attention q/k/v/out and gate, MLP in/gate/out), each a single
-fan_in × fan_out matrix (the multi-head kernels [D, H, K] / [H, K, D] flattened over heads × head_dim, as
-`models.roles.ParamRole` counts their fans). Everything else (token and position embeddings, readout / MLM head,
-norm gains and biases, DyT/Derf α and shifts, residual scalars, biases) goes to AdamW with `optim.b1`, `optim.b2`,
-`optim.eps`, as in both papers (Jordan et al. keep embeddings, the head and scalar/vector parameters on AdamW).
+Which parameters: the hidden matrices, by role (`MUON_ROLES`: attention q/k/v/out and gate, MLP in/gate/out), each
+one fan_in × fan_out matrix (multi-head kernels flattened over heads × head_dim, as `models.roles.ParamRole` counts).
+Everything else (embeddings, readout / MLM head, norm gains and biases, DyT/Derf α and shifts, residual scalars) goes
+to AdamW with `optim.b1`, `optim.b2`, `optim.eps`, as in both papers.
 
-Built from optax's own pieces, `optax.partition` of `optax.contrib.scale_by_muon` (Nesterov, β = `optim.muon_beta`,
-`optim.muon_ns_steps` steps, ε = `optim.eps`) and this project's `adamw`, rather than `optax.contrib.muon` as a
-whole, because the latter applies Nesterov momentum to the Adam half too (NAdamW, not the papers' AdamW) and does
-not mask its Adam half's weight decay; the scale s is one line here (`shape_scale`), as optax's `scale_by_shape`
-is private. tests/test_muon.py checks the matrices' updates against `optax.contrib.muon` and the rest against
-`optax.adamw`, both called directly.
+Built from optax's pieces, `optax.partition` of `optax.contrib.scale_by_muon` (Nesterov, β = `optim.muon_beta`,
+`optim.muon_ns_steps` steps, ε = `optim.eps`) and this project's `adamw`, not `optax.contrib.muon` as a whole, which
+applies Nesterov momentum to the Adam half too (NAdamW) and does not mask its weight decay; s is one line here
+(`shape_scale`), as optax's `scale_by_shape` is private. tests/test_muon.py checks both halves against optax.
 
-Warmup: one unit-peak schedule η_t (`optim.schedule`, `optim.warmup_steps`) multiplies both halves. Like Adam's,
-Muon's update has a size set by η_t alone (‖O_t‖₂ ≈ 1 whatever the gradient's scale), so warmup ramps the update
-RMS linearly from r·η/T_w; per-parameter lr multipliers (µP, CompleteP) have no Muon column here and are refused at
-the config boundary (`train.config.resolve`), the SP embedding-lr rule, which only touches AdamW leaves, composes.
+Warmup: one unit-peak schedule η_t multiplies both halves; Muon's update size is set by η_t alone (‖O_t‖₂ ≈ 1), so
+warmup ramps its RMS linearly from r·η/T_w. Per-parameter lr multipliers (µP, CompleteP) are refused at the config
+boundary (`train.config.resolve`); the SP embedding-lr rule, which touches AdamW leaves only, composes.
 """
 
 import math

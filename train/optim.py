@@ -6,28 +6,21 @@ Contract:
     `clip (optional) -> optimizer (unit-peak schedule, weight decay) -> × peak lr -> per-leaf lr multipliers`.
     The optimizer runs the schedule's shape with peak 1 and the peak `optim.learning_rate` multiplies its update
     afterwards from the optimizer state (`scale_by_peak_lr`): every schedule is linear in its peak, so the update
-    is the same, and the peak is data, not a constant of the compiled train step, so the runs of an lr sweep share
-    one program (and the persistent compilation cache's entry) instead of compiling one each.
-  * The schedule comes from the registry of `train.schedules` (`make_schedule`), evaluated at the 1-based update
-    index t = count + 1.
-  * Weight decay is decoupled everywhere (Loshchilov & Hutter 2019, "Decoupled Weight
-    Decay Regularization", AdamW/SGDW): update = -η_t·(direction + λ·θ), masked by the
-    optional `weight_decay_mask` (True = decay) so biases and norm scales can be exempt.
-  * Bad config values raise ValueError naming `optim.<key>`, the value and the valid
-    choices, from `validate_optim_config`, before any compute.
+    is the same, and the runs of an lr sweep share one compiled program.
+  * The schedule is `train.schedules.make_schedule`'s, evaluated at the 1-based update index t = count + 1.
+  * Weight decay is decoupled everywhere (Loshchilov & Hutter 2019, AdamW/SGDW): update = -η_t·(direction + λ·θ),
+    masked by the optional `weight_decay_mask` (True = decay) so biases and norm scales can be exempt.
+  * Bad config values raise ValueError naming `optim.<key>`, the value and the valid choices, before any compute.
 
-The per-leaf multiplier transform is written here because optax 0.2.8 has none; it is a few `jnp` lines, and tests
-check it against exact ratios.
+The per-leaf multiplier transform is written here because optax has none; it is a few `jnp` lines, and tests check
+it against exact ratios.
 
 Two options of the warmup question (docs/science.md §8):
-  * `optim.second_moment_init='gradient'` (GI-Adam, Kalra & Barkeshli 2024, "Why Warmup the Learning Rate?
-    Underlying Mechanisms and Improvements", §6): Adam's second moment starts from the squared first gradient,
-    ν₀ = g₀², instead of 0, the rest of Adam (bias corrections included) unchanged. The first bias-corrected ν̂₁ is
-    then g₀²/(1 − β₂) rather than g₀², so the first updates are √(1 − β₂) times Adam's and grow back over ~1/(1 − β₂)
-    steps: a warmup built into the optimizer. Our reading of §6: the paper states ν₀ = g₀² and no other change.
-  * `optim.untuned_warmup=True` (Ma & Yarats 2021, "On the Adequacy of Untuned Warmup for Adaptive Optimization",
-    AAAI, §4): the warmup length is 2/(1 − β₂) updates (ω_t = min(1, (1 − β₂)·t/2) under linear warmup), derived
-    from `optim.b2` at the config boundary: 100 for β₂ = 0.98, 2000 for 0.999.
+  * `optim.second_moment_init='gradient'` (GI-Adam, Kalra & Barkeshli 2024, §6): Adam's second moment starts from
+    ν₀ = g₀² instead of 0, the rest of Adam unchanged, so the first bias-corrected ν̂₁ is g₀²/(1 − β₂) and the first
+    updates are √(1 − β₂) times Adam's, growing back over ~1/(1 − β₂) steps: a warmup built into the optimizer;
+  * `optim.untuned_warmup=True` (Ma & Yarats 2021, §4): the warmup length is 2/(1 − β₂) updates, derived from
+    `optim.b2` at the config boundary: 100 for β₂ = 0.98, 2000 for 0.999.
 """
 
 import dataclasses
@@ -204,7 +197,7 @@ def scale_by_peak_lr(peak: float) -> optax.GradientTransformation:
 def scale_by_lr_multipliers(lr_multipliers) -> optax.GradientTransformation:
   """Multiplies each leaf's update by its multiplier (µP per-parameter lr, Yang & Hu 2021,
   "Tensor Programs V", Table 3). Chained last, so it scales weight decay too, exactly as a
-  per-parameter learning rate would. optax 0.2.8 has no per-leaf float scaling transform."""
+  per-parameter learning rate would. optax has no per-leaf float scaling transform."""
 
   def init_fn(params):
     if jax.tree.structure(params) != jax.tree.structure(lr_multipliers):

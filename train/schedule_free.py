@@ -1,5 +1,4 @@
-"""Schedule-free AdamW (Defazio et al. 2024, "The Road Less Scheduled", NeurIPS: the y/z/x updates of
-their §2 with Adam's second moment, Algorithm 1, and their reference code), built on `optax.contrib.schedule_free`.
+"""Schedule-free AdamW (Defazio et al. 2024, "The Road Less Scheduled", §2, Alg. 1) on `optax.contrib.schedule_free`.
 
 Three sequences, with β = `optim.b1` (the interpolation, 0.9 in the paper) and the base step d_t = g_t/(√v̂_t + ε)
 (Adam without momentum: optax's `scale_by_rms` with bias correction and ε outside the root, β₂ = `optim.b2`):
@@ -8,23 +7,21 @@ Three sequences, with β = `optim.b1` (the interpolation, 0.9 in the paper) and 
     x_{t+1} = (1 − c_{t+1})·x_t + c_{t+1}·z_{t+1},   c_{t+1} = γ_t²/Σ_{i≤t} γ_i²   (their §4 weighting, power 2)
 so x_T is the γ²-weighted average of z_2 … z_{T+1}, the point to evaluate.
 
-Warmup: γ_t = η·min(1, t/T_w) (`optim.schedule` 'linear_warmup', or 'constant'; a decaying schedule is refused:
-the method replaces it). The same 1-based t sets the z step and the averaging weight, as in the paper's reference
-code; optax's `schedule_free_adamw(warmup_steps=...)` reads its schedule at step t for the weight but t − 1 for the
-z step (its first z step is 0), so here `optax.contrib.schedule_free` is given the schedule shifted by one. The
+Warmup: γ_t = η·min(1, t/T_w) (`optim.schedule` 'linear_warmup' or 'constant'; the method replaces a decay). One
+1-based t sets the z step and the averaging weight, as in the paper's reference code (optax's `schedule_free_adamw`
+reads t − 1 for the z step), so `optax.contrib.schedule_free` gets the schedule shifted by one. The
 weights c use the running max of γ (the reference's lr_max), equal to γ_t under a monotone warmup, so the warmup's
 small steps get small weight in x.
 
-Which parameters are which (stated once, used by the loop): the train state's `params` are y (gradients, the
+Which is which (stated once, used by the loop): the train state's `params` are y (gradients, the
 train-step loss and every train metric are at y); the optimizer state holds z (`ScheduleFreeState.z`), so a
 checkpoint of the train state (y, z, the weight sum, Adam's v) resumes bit for bit; x is derived,
 x = (y − (1 − β)·z)/β (`optax.contrib.schedule_free_eval_params`, `eval_params` here), and is what evaluation and
-decoding use (`train.state.TrainState.eval_variables`). Analyses of a checkpoint's curvature read y, the point the
-optimizer's steps are taken at.
+decoding use (`train.state.TrainState.eval_variables`); curvature analyses read y, where the steps are taken.
 
-The peak lr stays optimizer state (`train.optim.scale_by_peak_lr`) and the per-parameter multipliers stay per leaf,
-but both must sit inside the base optimizer (`tail`), before z: y is not linear in a factor applied to its update.
-The weights c are invariant to the peak, so `optax.contrib.schedule_free` is given the unit-peak schedule.
+The peak lr (`train.optim.scale_by_peak_lr`) and the per-parameter multipliers sit inside the base optimizer
+(`tail`), before z: y is not linear in a factor applied to its update; the weights c, invariant to the peak, get the
+unit-peak schedule.
 """
 
 from typing import Any, Sequence

@@ -10,7 +10,7 @@ Contract:
     `t^{-1/2}` undefined) and the last of `decay_steps` updates uses the end value.
     A training loop that logs `schedule(state.step)` before the update logs the lr used.
 
-The inverse-square-root (Noam) schedule is written here because optax 0.2.8 has none; it is a few `jnp` lines, and
+The inverse-square-root (Noam) schedule is written here because optax has none; it is a few `jnp` lines, and
 tests check it against hand-computed values of the docs/science.md §8 formula.
 """
 

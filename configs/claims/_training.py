@@ -13,9 +13,8 @@ keeps the same decay from step T_d = 4000 on (`optim.decay_start`): it differs f
 steps only, not by an lr 63× lower at step 4000 as with fairseq's `inverse_sqrt` and 1 warmup update.
 Sizes (claim 6 sets its cpu model over these: configs/claims/warmup.py):
   tiny   the tests: 1+1 layers of the tiny preset, 10 steps of batch 8 on the synthetic `embedded` task, 1 seed;
-  cpu    the committed report, as the earlier reproduction (analysis/reproduce/training.py (retired; git commit
-         35e9f30)'s SCALES['cpu']): 6+6 layers, d = 128, 4 heads, d_ff 512, 300 steps of batch 32, Multi30k De→En
-         (validation loss on 512 pairs, BLEU on 64 greedy decodes), 2 seeds;
+  cpu    the committed report (docs/design_log.md): 6+6 layers, d = 128, 4 heads, d_ff 512, 300 steps of batch 32,
+         Multi30k De→En (validation loss on 512 pairs, BLEU on 64 greedy decodes), 2 seeds;
   paper  the papers' recipe for an accelerator (GPU/TPU; far too slow on a CPU), on Multi30k De→En (IWSLT14 is not
          read by this project): 6+6 layers, d = 512, 4 heads, d_ff 1024, up to 128 tokens, 100k updates of 4096
          tokens (32 packed rows of 128), the whole validation split, 3 seeds. 100k updates are ~90 epochs of IWSLT14's

@@ -12,8 +12,8 @@ attention entropy and the entropy of uniform attention under the same mask. The 
   t5        T5's model and init (RMSNorm, no biases, no scale, tied readout ·d^{-1/2}, unscaled embeddings; the `t5`
             scheme draws W_q with std (d·d_k)^{-1/2}), the keys configs/t5_init.py sets.
 The cpu sizes are the paper's (Transformer base, d_k = 64); `paper` analyzes more sequences. Every scale runs 3
-seeds: the verdict reads 95% Student-t intervals over the seeds (raised from 2 at `cpu`, half as long again, and from
-1 at `tiny`, so the tiny run decides too). measure/verdict/figure: experiments/claims/attention_scale.py.
+seeds: the verdict reads 95% Student-t intervals over the seeds, at `tiny` too.
+measure/verdict/figure: experiments/claims/attention_scale.py.
 """
 
 from configs.claims._base import claim_config

@@ -6,30 +6,21 @@ learning rate on the atlas's cells plus two ablation arms that separate the 0.02
     python main.py --config=configs/claims/bert_vs_xavier.py:tiny   # seconds, on the synthetic task (the tests)
 
 The atlas's BERT arm is BERT's recipe: the 0.02 init (init.scheme 'bert': every table and kernel N(0, 0.02²)
-truncated at 2σ, Devlin et al. 2019) together with BERT's embedding setup (learned positions, LayerNorm(token +
-position), no √d scaling). Against Post-LN + Xavier (√d-scaled tokens + sinusoids, no embedding norm) it changes
-two things at once. The arms, a 2 × 2 of {this project's embeddings, BERT's} × {Xavier, 0.02}, all Post-LN, all
-without warmup:
-  'Post-LN + Xavier'                 the atlas's arm: this project's embeddings, Xavier;
-  'Post-LN + BERT 0.02'              the atlas's arm: BERT's recipe (BERT's embeddings, 0.02);
-  'Post-LN + Xavier (BERT's          ablation: BERT's embeddings, Xavier. Against 'Post-LN + BERT 0.02' it tests Su
-   embeddings)'                      2021b's statement itself, the 0.02 scale with everything else BERT's: the
-                                     embedding LayerNorm removes the tables' scale from x_0 (LN(c·(t + p)) =
-                                     LN(t + p) up to LayerNorm's ε; the tables differ otherwise only by BERT's 2σ
-                                     truncation), so what differs is the scale of the kernels and of the tables
-                                     as parameters (the tied readout's, Adam's relative step). This pair decides;
-  'Post-LN + 0.02 (this project's    ablation: init.scheme 'bert' alone. Against 'Post-LN + Xavier' it tests whether
-   embeddings)'                      the 0.02 scale does it in this project's input pipeline, where it also shrinks
-                                     the √d-scaled tokens (0.0176·√d ≈ 0.1 at d = 32) against the sinusoids (mean
-                                     square 1/2 per entry): reported, not deciding.
-'Post-LN + Xavier (BERT's embeddings)' against 'Post-LN + Xavier' is the embedding setup's own effect (reported).
-The old study's at-init half (cos(x_L, x_0) through `sweep.analysis_at_init`, analysis.signal) is dropped: it would
-compile the signal analysis in every run, and the identity-path statement at init is claim 4's (identity_path).
+truncated at 2σ, Devlin et al. 2019) with BERT's embedding setup (learned positions, LayerNorm(token + position), no
+√d scaling); against Post-LN + Xavier (√d-scaled tokens + sinusoids, no embedding norm) it changes two things at
+once. The arms, a 2 × 2 of {this project's embeddings, BERT's} × {Xavier, 0.02}, all Post-LN without warmup:
+  'Post-LN + Xavier', 'Post-LN + BERT 0.02'  the atlas's arms;
+  'Post-LN + Xavier (BERT's embeddings)'  against 'Post-LN + BERT 0.02' it tests Su 2021b's statement itself, the
+      0.02 scale with everything else BERT's: the embedding LayerNorm removes the tables' scale from x_0
+      (LN(c·(t + p)) = LN(t + p) up to LayerNorm's ε and BERT's 2σ truncation), so what differs is the scale of the
+      kernels and of the tables as parameters (the tied readout's, Adam's relative step). This pair decides; against
+      'Post-LN + Xavier' it is the embedding setup's own effect (reported);
+  'Post-LN + 0.02 (this project's embeddings)'  init.scheme 'bert' alone: against 'Post-LN + Xavier' it tests the
+      0.02 scale in this project's input pipeline, where it also shrinks the √d-scaled tokens (0.0176·√d ≈ 0.1 at
+      d = 32) against the sinusoids (mean square 1/2 per entry): reported, not deciding.
 lrs, model, seeds: the atlas's (configs/claims/_atlas_cells.py; at cpu 6+6 layers, d = 32, 200 steps, lrs 1e-4 …
-3.16e-2), 3 seeds at cpu and paper. Runs at cpu: 4 arms × 6 lrs × 3 seeds = 72. Estimated cpu time (the atlas's
-calibration, configs/atlas.py: ~11 steps/s alone on 2 cores, ~20 s of overhead per run, ~38 s per 200-step run):
-~46 min from nothing; with `--config.sweep.cells_dir=<atlas workdir>/train` the atlas's arms' 2 seeds are read
-(24 runs) and the 48 others take ~30 min. measure/verdict/figure: experiments/claims/bert_vs_xavier.py.
+3.16e-2), 3 seeds at cpu and paper. Runs at cpu: 4 arms × 6 lrs × 3 seeds = 72, ≈ 45 min on 2 cores, less with
+`--config.sweep.cells_dir` (docs/design_log.md). measure/verdict/figure: experiments/claims/bert_vs_xavier.py.
 """
 
 from configs import atlas

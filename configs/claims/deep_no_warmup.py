@@ -16,8 +16,7 @@ The design (configs/claims/_atlas_cells.py; measure and verdict: experiments/cla
           the seeds-0–2 record), a constant lr (warmup 0);
   model   the atlas's (cpu: d = 32, 2 heads, d_ff 128, vocabulary 2000, batch 32, 200 steps), depth as above;
   seeds   3 fresh ones, 3–5, at cpu and paper (the rule was stated after seeds 0–2 were seen: issue 40), 1 at tiny.
-Runs at cpu: 5 arms × 2 depths × 4 lrs × 3 seeds = 120, ≈ 60 × 40 s + 60 × 65 s ≈ 1.8 h on 2 cores (the atlas's
-calibration: ~38 s a run at 6+6, ~65 s at 12+12).
+Runs at cpu: 5 arms × 2 depths × 4 lrs × 3 seeds = 120, ≈ 1.8 h on 2 cores (docs/design_log.md).
 """
 
 from configs import atlas

@@ -16,14 +16,12 @@ One sweep (measure and verdict: experiments/claims/depth.py), one named product 
            linear warmup over a tenth of the run (docs/science.md §8), then constant;
   records  `train.eval_at_init` for the outcome classes (analysis/outcomes.py); where `CURVATURE_EVERY` > 0, the
            sharpness records η(t)·λ_max(M·P_t⁻¹H) at `REF_LR` (reported, not decided);
-  seeds    cpu: 3 fresh seeds from `FIRST_SEED` (the rule on the loss at the base-tuned lr was stated after seeds 0–3
-           at depths 2–16 were seen; experiments/claims/depth.py); these runs confirm it at depths 2 and 32, which
-           also serve as SP's positive control for the optimum's shift.
+  seeds    cpu: 3 fresh seeds from `FIRST_SEED` (the rule was stated after seeds 0–3 were seen), confirming it at
+           depths 2 and 32, which also serve as SP's positive control for the optimum's shift.
 Scales: tiny (tests: 1+1 vs 2+2 layers of the tiny preset, L_base 1, lrs {1e-3, 2e-2}, 8 steps, 1 seed, synthetic
 task: 12 runs); cpu (SP and CompleteP at 2+2 and 32+32 layers × 7 lrs × 3 seeds = 84 runs of 200 steps on Multi30k);
 paper (an accelerator: d 256, 4 heads, d_ff 1024, 2+2 → 32+32 layers, 2000 steps of 4096-token packed batches,
-8 lrs, 3 seeds). The design's history (the 2- and 4-seed runs at depths 2–16, their costs) is in the claim's record
-and REPRODUCTION.md.
+8 lrs, 3 seeds). The design's history: the claim's record, REPRODUCTION.md and docs/design_log.md.
 """
 
 from configs.claims._base import check_scale, claim_config, set_keys

@@ -17,8 +17,8 @@ The design, fixed here before its runs (the rules: experiments/claims/edge_rules
             its record: the predictor is measured apart from the outcomes it predicts.
 At paper, where study 11 has no record, each method runs study 11's paper grid (configs/claims/edge.py LRS) on the
 fresh seeds, extended by √2 steps until bracketed; its warmup runs wait for those brackets.
-Runs at cpu: 19 methods × 3 lrs × 3 seeds + 19 × 3 warmup runs = 228 of 200 steps (≈ 44 s each on 2 cores: 2.8 h,
-committed as they land; experiments/claims/reproduce.py resumes them).
+Runs at cpu: 19 methods × 3 lrs × 3 seeds + 19 × 3 warmup runs = 228 of 200 steps, ≈ 2.8 h on 2 cores, committed as
+they land (experiments/claims/reproduce.py resumes them).
 """
 
 import math

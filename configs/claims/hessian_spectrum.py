@@ -8,12 +8,10 @@ Grid: model.norm_position post | pre, analyzed at init (train.num_steps = 0) by 
 token-mean loss over the analysis batches: Lanczos (full reorthogonalization) for the top-3 and bottom-3 eigenvalues
 with residual bounds, and the SLQ spectral density (each probe's nodes and weights); in float64 where the backend has
 it (analysis.dtype = 'auto': CPU, GPU). The cpu sizes and batches are those of the committed report
-(reports/REPRODUCTION.md's 2-seed record, which ran float32 with 30 Lanczos steps and 20 per SLQ probe: here one
-count, 30, serves both); its seeds are 4 (that record ran 2): the verdict reads a Student-t interval of the Post/Pre
-log ratios over the seeds, and the record's spread needs 4 to decide (t_3 = 3.18); 2 took 37 min under load, 4 took
-16 min on 2 idle cores. `tiny` runs 1 seed: no interval, so its verdict is inconclusive. `paper` is the slides' 6+6
-layers, d = 512 on 1000 pairs (8 batches of 125), whose float64 Lanczos basis (~48M parameters × 81 vectors × 8
-bytes ≈ 31 GB) needs an accelerator with the memory for it.
+(reports/REPRODUCTION.md); its 4 seeds give the verdict's Student-t interval of the Post/Pre log ratios (why 4,
+and the cost: docs/design_log.md). `tiny` runs 1 seed: no interval, so its verdict is inconclusive. `paper` is the
+slides' 6+6 layers, d = 512 on 1000 pairs (8 batches of 125), whose float64 Lanczos basis (~48M parameters × 81
+vectors × 8 bytes ≈ 31 GB) needs an accelerator with the memory for it.
 measure/verdict/figure: experiments/claims/hessian_spectrum.py.
 """
 

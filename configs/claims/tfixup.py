@@ -14,10 +14,8 @@ The design (configs/claims/_atlas_cells.py; measure and verdict: experiments/cla
           steps);
   seeds   3 at cpu and paper, 1 at tiny; every run evaluated at step 0 (`train.eval_at_init`) so that it has its
           outcome class (analysis/outcomes.py).
-Runs at cpu: 2 arms × 6 lrs × 3 seeds = 36. Estimated cpu time (the atlas's calibration, configs/atlas.py: the
-d = 32 6+6 model trains ~11 steps/s alone on 2 cores with ~20 s of overhead per run, so ~38 s per 200-step run; a
-diverged run stops early): ~23 min from nothing; with `--config.sweep.cells_dir=<atlas workdir>/train` the atlas's 2
-seeds are read, and the 12 third-seed runs take ~8 min.
+Runs at cpu: 2 arms × 6 lrs × 3 seeds = 36, ≈ 25 min on 2 cores, less with `--config.sweep.cells_dir`
+(docs/design_log.md).
 """
 
 from configs.atlas import NAMES

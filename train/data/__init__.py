@@ -1,11 +1,7 @@
 """Data layer: text sources -> tokenized, sharded, fixed-shape int32 batches (Flax wmt / lm1b format).
 
-Public API:
-
-    data = train.data.build(data_config, *, workdir, process_index=None, process_count=None) -> Data
-    train.data.DATA_KEYS   # the keys of config.data (configs/default.py declares them, one comment each)
-
-`data_config` is the `config.data` subtree. `Data` (frozen dataclass) has:
+Public API: `train.data.build(data_config, *, workdir, process_index=None, process_count=None) -> Data` of the
+`config.data` subtree, and `DATA_KEYS`, its keys (declared in configs/default.py). `Data` (frozen dataclass) has:
   tokenizer          encode(str) -> list[int] WITHOUT EOS (the pipeline appends it); decode(ids) -> str,
                      stopping at the first EOS and skipping padding; vocab_size; pad_id = 0; eos_id = 1.
   task               'translation' or 'lm'.

@@ -7,29 +7,20 @@ Source language (English words, SVO). A probabilistic grammar, sampled top-down:
     NP     -> Det Adj{0,2} Noun PP?              P(#adj = 0, 1, 2) = (0.5, 0.35, 0.15), P(PP) = 0.25 (depth <= 2)
     PP     -> Prep NP
 
-Sentences are resampled until they have MIN_WORDS..MAX_WORDS (5..30) words.
-
-Target language (invented words from a seeded syllable generator, SOV). The same tree is linearised by
-different rules:
+Sentences are resampled until they have MIN_WORDS..MAX_WORDS (5..30) words. Target language (invented words from a
+seeded syllable generator, SOV): the same tree linearised by different rules:
 
     Clause -> NP_subj NP_obj? PP? V      the verb moves to the END of its clause (so a sentence ends in a verb)
     NP     -> Det[g] Noun Adj[g]* PP?    adjectives FOLLOW the noun, in source order
     PP     -> Prep NP
 
-Every noun has a fixed gender g in {0, 1, 2} (seeded, balanced); the determiner and the adjectives of a noun
-phrase take the form of their noun's gender (agreement). All other words map one-to-one.
-
-The translation is a *function of the source string* (no hidden tree): a PP after a transitive object lands in
-the same target position whether it hangs off the object NP or the clause, and adjectives sit right before
-their noun in the source. `tests/test_data_grammar.py` checks this with an independent string-level
-translator.
-
-Determinism: the lexicon (invented words, genders) depends only on `seed`; the train / validation / test
-sentence streams come from `random.Random` seeded with (seed, stream). Validation and test sentences that
-occur in train (or earlier in their own split) are skipped, so the splits are disjoint as strings.
-
-We use Python's `random` (not numpy) because sampling is scalar and sequential; `random.Random(int)` is
-stable across Python versions for integer seeds.
+Every noun has a fixed gender g in {0, 1, 2} (seeded, balanced) that its determiner and adjectives agree with; all other
+words map one-to-one. The translation is a *function of the source string* (no hidden tree): a PP after a transitive
+object lands in the same target position whether it hangs off the object NP or the clause, and adjectives sit right
+before their noun (`tests/test_data_grammar.py` checks it with an independent string-level translator).
+Determinism: the lexicon (invented words, genders) depends only on `seed`; the split streams come from Python's
+`random.Random` seeded with (seed, stream) (scalar, sequential sampling; stable across Python versions for integer
+seeds). Validation and test sentences seen earlier are skipped, so the splits are disjoint as strings.
 """
 
 import dataclasses

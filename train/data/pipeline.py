@@ -12,13 +12,11 @@ Training (`train_dataset`), in this order, so every step is index-based and the 
             in each segment, 0 on padding); an example's inputs and targets share one segment id;
   batch     the GLOBAL batch (process_count × per-process rows, packing bins included), drop_remainder=True;
   slice     process p keeps rows [p·b, (p+1)·b) of it: the static shape [per_process_batch, L].
-Every process walks the same global stream, so the global batch of step t (the processes' rows stacked in process
-order, as `train.step.global_batch` assembles it) does not depend on the number of processes: a run on 2 hosts sees
-the batches a run on 1 host sees, and a run can resume on another process count. The price is that each process
-tokenizes and pads the whole global batch (process_count × its share of host work, small next to a Transformer
-step on text of this size; grain's per-process sharding would avoid it at the cost of an order that depends on the
-process count). The resulting grain DatasetIterator supports get_state() / set_state(); the state is
-JSON-serializable and resuming continues on the exact next batch.
+Every process walks the same global stream, so the global batch of step t (the processes' rows stacked in process order,
+as `train.step.global_batch` assembles it) does not depend on the number of processes: a run on 2 hosts sees the batches
+a run on 1 host sees, and a run can resume on another process count. The price: each process tokenizes and pads the
+whole global batch (small next to a Transformer step on text of this size). The resulting grain DatasetIterator supports
+get_state() / set_state(); the state is JSON-serializable and resuming continues on the exact next batch.
 
 Evaluation (`eval_batches`): the eval split in file order, tokenized with the same length policy, sharded
 like training, padded, batched; the last partial batch is filled with all-padding rows, and a process whose
