@@ -35,7 +35,7 @@ def family_blocks() -> dict:
 
 def _run(name, capsys) -> tuple:
   """Exec the family's example in a fresh namespace (default float32); its namespace and the lines it printed."""
-  pytest.importorskip(FAMILIES[name][1], reason=f"{FAMILIES[name][1]} is not installed (not in requirements.txt)")
+  pytest.importorskip(FAMILIES[name][1], reason=f"{FAMILIES[name][1]} is not installed (requirements.txt pins it)")
   namespace = {"__name__": f"curvax_docs_{name}"}
   code = family_blocks()[name]
   exec(compile(code, f"docs/curvax.md ({name} example)", "exec"), namespace)  # pylint: disable=exec-used
