@@ -32,6 +32,7 @@ from ml_collections import config_flags
 import curvax
 import experiments
 import experiments.grid
+import experiments.run
 import experiments.shard
 import train.config
 import train.distributed
@@ -123,12 +124,12 @@ def main(argv):
   ):
     # k runs at once: k processes of this command, each a shard of this one's runs on its own devices (before this
     # process touches a device: JAX would take the GPUs' memory)
-    # (a claim's processes train; this one runs its extension rounds and decides: experiments/claims/run.py)
+    # (a claim's processes train; this one runs its extension rounds and decides: experiments/run.py)
     sweep = config.sweep
     shard = _config_boundary(lambda: experiments.shard.resolve_shard(sweep.shard, sweep.num_shards)[:2])
     _config_boundary(lambda: experiments.grid.cells(FLAGS.config))
     if config.mode == "claim":
-      run = lambda: experiments.claims.run_claim_parallel(FLAGS.config, workdir, sys.argv[1:], sweep.parallel, shard)
+      run = lambda: experiments.run.run_claim_parallel(FLAGS.config, workdir, sys.argv[1:], sweep.parallel, shard)
     else:
       run = lambda: experiments.shard.run_parallel(sys.argv[1:], sweep.parallel, shard)
     sys.exit(_config_boundary(run))
@@ -142,7 +143,7 @@ def main(argv):
     experiments.sweep.use_compilation_cache(FLAGS.config, workdir)  # recorded; the runs share compiled programs
     try:
       if config.mode == "claim":
-        crashed = experiments.claims.run_claim(FLAGS.config, workdir)["runs"].get("crashed", 0)
+        crashed = experiments.run.run_claim(FLAGS.config, workdir)["runs"].get("crashed", 0)
       else:
         crashed = sum(r["outcome"] == "crashed" for r in experiments.run_sweep(FLAGS.config, workdir))
     except train.loop.Preempted as e:

@@ -113,26 +113,30 @@ def test_the_baseline_config_is_the_tutorials_recipe():
 def test_a_records_tables_are_in_the_report_and_not_in_the_readme(tmp_path):
   """Study.tables: each table under the headline numbers of its section of REPRODUCTION.md ('|' escaped, None as
   '—'), none of them in the README's table, which keeps the summary."""
-  from experiments.claims import report
+  from experiments import reproduction
 
   table = {"title": "Every predictor", "header": ["λ₀", "AUC"], "rows": [["a|b", 0.8312345], ["c", None]]}
   claim = {"claim": "edge", "number": 11, "verdict": "inconclusive", "summary": {"AUC": 0.83}, "tables": [table]}
-  text = open(report.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c"), "rb").read()
+  text = open(
+      reproduction.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c"), "rb"
+  ).read()
   text = text.decode("utf-8")
   assert "Every predictor:\n\n| λ₀ | AUC |\n|---|---|\n| a\\|b | 0.8312 |\n| c | — |\n" in text
   assert text.index("| AUC | 0.83 |") < text.index("Every predictor:") < text.index("**Verdict: inconclusive.**")
-  assert "Every predictor" not in report.readme_table([claim])
+  assert "Every predictor" not in reproduction.readme_table([claim])
   claim["tables"] = [dict(table, title="Does it?")]  # a title ending in a question keeps its mark alone
-  text = open(report.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c"), "rb").read()
+  text = open(
+      reproduction.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c"), "rb"
+  ).read()
   assert "\nDoes it?\n\n| λ₀ | AUC |" in text.decode("utf-8")
 
 
 def test_the_baseline_heads_the_report_and_the_readme(tmp_path):
-  from experiments.claims import report
+  from experiments import reproduction
 
   claim = {"claim": "truncated_normal", "number": 1, "verdict": "reproduced", "summary": {}}
   text = open(
-      report.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c", baseline=RECORD),
+      reproduction.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c", baseline=RECORD),
       encoding="utf-8",
   ).read()
   assert text.index("## Known-good baseline") < text.index("## The claims") < text.index("| 1 | [truncated_normal]")
@@ -141,11 +145,11 @@ def test_the_baseline_heads_the_report_and_the_readme(tmp_path):
   readme.write_text(
       "a\n<!-- baseline:begin -->\nold\n<!-- baseline:end -->\nb\n<!-- claims:begin -->\nx\n<!-- claims:end -->\n"
   )
-  report.update_readme(str(readme), [claim], RECORD)
+  reproduction.update_readme(str(readme), [claim], RECORD)
   new = readme.read_text()
-  line = report.baseline_readme(RECORD)
+  line = reproduction.baseline_readme(RECORD)
   assert f"<!-- baseline:begin -->\n{line}\n<!-- baseline:end -->" in new and "old" not in new
   assert f"sacreBLEU **{RECORD['test']['bleu']:.1f}**" in line and RECORD["commands"][0] in line
   readme.write_text("<!-- claims:begin -->\nx\n<!-- claims:end -->\n")
   with pytest.raises(ValueError, match="baseline:begin"):
-    report.update_readme(str(readme), [claim], RECORD)
+    reproduction.update_readme(str(readme), [claim], RECORD)

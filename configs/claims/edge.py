@@ -46,7 +46,7 @@ method reuses the compiled programs through the sweep's persistent cache), a 200
 it start-up and evaluation); the extension took 4 rounds for DyT (4e-3 → 6.4e-2, unstable early only at 6.4e-2).
 Alone the machine is ~1.5× faster: ≈ 456 × 35 s ≈ 4.4 h of training + ≈ 1 h of analyses + the extension rounds'
 runs: more than the 3 hours of one session, so its runs' records are committed as they land and the next session
-resumes (experiments/claims/reproduce.py).
+resumes (experiments/reproduce.py).
 """
 
 from configs import atlas
