@@ -31,6 +31,7 @@ from ml_collections import config_flags
 
 import curvax
 import experiments
+import experiments.baseline
 import experiments.grid
 import experiments.run
 import experiments.shard
@@ -82,7 +83,7 @@ if __name__ == "__main__":  # before the flag is defined: ml_collections applies
 config_flags.DEFINE_config_file("config", DEFAULT_CONFIG, "Experiment config file.", lock_config=True)
 flags.DEFINE_string("workdir", None, "Output directory (default: runs/<config name>); rerunning it resumes.")
 FLAGS = flags.FLAGS
-MODES = ("train", "analyze", "sweep", "claim")
+MODES = ("train", "analyze", "sweep", "claim", "baseline")
 EXIT_DIVERGED = 3
 EXIT_CRASHED = 4  # a sweep or claim in which some run crashed (after every other run finished)
 EXIT_PREEMPTED = 143  # 128 + SIGTERM
@@ -156,7 +157,7 @@ def main(argv):
       logging.error("%d run(s) crashed (tracebacks above; results.jsonl has their errors)", crashed)
       sys.exit(EXIT_CRASHED)
     return
-  if config.mode == "train":  # a rerun resumes: it must train what the workdir's run trained (names what differs)
+  if config.mode in ("train", "baseline"):  # a rerun resumes: it must train what the workdir's run trained
     _config_boundary(
         lambda: train.config.check_unchanged(
             workdir, config, f"--workdir={workdir}", compare_mode=False, may_change=("train.num_steps",)
@@ -172,8 +173,12 @@ def main(argv):
       exp = train.loop.setup(config, workdir, restore_step=restore_step)
       if config.mode == "analyze" or (config.analysis.at_init and exp.start_step == 0):
         logging.info("Analysis written to %s", experiments.analyze(exp, workdir))
-    if config.mode == "train":
+    if config.mode in ("train", "baseline"):
       train.loop.train_and_evaluate(exp, experiments.step_hooks(exp))  # e.g. train.curvature_every
+    if config.mode == "baseline":  # the trained model on the test split: the record (experiments/baseline.py)
+      logging.info(
+          "Baseline record written to %s", experiments.baseline.write_record(FLAGS.config, workdir, sys.argv[1:])
+      )
   except train.loop.Diverged as e:
     logging.error("Run diverged: %s (see %s/status.json)", e, workdir)
     sys.exit(EXIT_DIVERGED)

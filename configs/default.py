@@ -25,7 +25,8 @@ def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   # 'train' (resumes the workdir if it has a checkpoint), 'analyze' (analysis only), 'sweep' (the `sweep` group's
   # grid × seeds, each run trained as in 'train' under <workdir>/cells/; experiments/) or 'claim' (a claim's sweep,
-  # then its measurement, verdict and figures: configs/claims/, experiments/claims/).
+  # then its measurement, verdict and figures: configs/claims/, experiments/claims/) or 'baseline' (trains as 'train',
+  # then the known-good baseline's test-split record <workdir>/result.json: configs/multi30k_baseline.py).
   config.mode = "train"
 
   m = config.model = ml_collections.ConfigDict()

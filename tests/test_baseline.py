@@ -153,3 +153,27 @@ def test_the_baseline_heads_the_report_and_the_readme(tmp_path):
   readme.write_text("<!-- claims:begin -->\nx\n<!-- claims:end -->\n")
   with pytest.raises(ValueError, match="baseline:begin"):
     reproduction.update_readme(str(readme), [claim], RECORD)
+
+
+def test_the_baseline_is_a_main_py_mode_that_trains_then_writes_the_record(monkeypatch, tmp_path):
+  """`python main.py --config=configs/multi30k_baseline.py` is the one way to run it: its mode is 'baseline', which
+  main.py accepts, and `write_record` writes the record, stating main.py's command with no machine path."""
+  import ast  # noqa: PLC0415
+  import pathlib  # noqa: PLC0415
+
+  from configs import multi30k_baseline  # noqa: PLC0415
+
+  main_py = ast.parse((pathlib.Path(__file__).resolve().parents[1] / "main.py").read_text(encoding="utf-8"))
+  modes = next(ast.literal_eval(n.value) for n in main_py.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "MODES")  # fmt: skip
+  assert multi30k_baseline.get_config().mode == "baseline" and "baseline" in modes  # main.py's import sets flags
+  run = _run_folder(tmp_path / "run")
+  monkeypatch.setattr(baseline, "evaluate_test", lambda config, workdir: {"bleu": 36.0, "pairs": 1000})
+  monkeypatch.setattr(baseline, "pairs_trained", lambda config, steps, workdir: 29_000 * 10)
+  argv = ["--config=configs/multi30k_baseline.py", f"--config.data.dir={tmp_path}", f"--workdir={run}"]
+  path = baseline.write_record(None, run, argv)
+  with open(path, encoding="utf-8") as f:
+    record = json.load(f)
+  assert path == os.path.join(run, "result.json") and record["test"] == {"bleu": 36.0, "pairs": 1000}
+  assert record["epochs"] == 10.0 and record["steps"] == 40
+  cmd = f"python main.py --config=configs/multi30k_baseline.py --config.data.dir=<{tmp_path.name}> --workdir=<run>"
+  assert record["commands"] == [cmd]
