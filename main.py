@@ -31,7 +31,9 @@ from ml_collections import config_flags
 
 import curvax
 import experiments
+import experiments.baseline
 import experiments.grid
+import experiments.run
 import experiments.shard
 import train.config
 import train.distributed
@@ -81,7 +83,7 @@ if __name__ == "__main__":  # before the flag is defined: ml_collections applies
 config_flags.DEFINE_config_file("config", DEFAULT_CONFIG, "Experiment config file.", lock_config=True)
 flags.DEFINE_string("workdir", None, "Output directory (default: runs/<config name>); rerunning it resumes.")
 FLAGS = flags.FLAGS
-MODES = ("train", "analyze", "sweep", "claim")
+MODES = ("train", "analyze", "sweep", "claim", "baseline")
 EXIT_DIVERGED = 3
 EXIT_CRASHED = 4  # a sweep or claim in which some run crashed (after every other run finished)
 EXIT_PREEMPTED = 143  # 128 + SIGTERM
@@ -123,12 +125,12 @@ def main(argv):
   ):
     # k runs at once: k processes of this command, each a shard of this one's runs on its own devices (before this
     # process touches a device: JAX would take the GPUs' memory)
-    # (a claim's processes train; this one runs its extension rounds and decides: experiments/claims/run.py)
+    # (a claim's processes train; this one runs its extension rounds and decides: experiments/run.py)
     sweep = config.sweep
     shard = _config_boundary(lambda: experiments.shard.resolve_shard(sweep.shard, sweep.num_shards)[:2])
     _config_boundary(lambda: experiments.grid.cells(FLAGS.config))
     if config.mode == "claim":
-      run = lambda: experiments.claims.run_claim_parallel(FLAGS.config, workdir, sys.argv[1:], sweep.parallel, shard)
+      run = lambda: experiments.run.run_claim_parallel(FLAGS.config, workdir, sys.argv[1:], sweep.parallel, shard)
     else:
       run = lambda: experiments.shard.run_parallel(sys.argv[1:], sweep.parallel, shard)
     sys.exit(_config_boundary(run))
@@ -142,7 +144,7 @@ def main(argv):
     experiments.sweep.use_compilation_cache(FLAGS.config, workdir)  # recorded; the runs share compiled programs
     try:
       if config.mode == "claim":
-        crashed = experiments.claims.run_claim(FLAGS.config, workdir)["runs"].get("crashed", 0)
+        crashed = experiments.run.run_claim(FLAGS.config, workdir)["runs"].get("crashed", 0)
       else:
         crashed = sum(r["outcome"] == "crashed" for r in experiments.run_sweep(FLAGS.config, workdir))
     except train.loop.Preempted as e:
@@ -155,7 +157,7 @@ def main(argv):
       logging.error("%d run(s) crashed (tracebacks above; results.jsonl has their errors)", crashed)
       sys.exit(EXIT_CRASHED)
     return
-  if config.mode == "train":  # a rerun resumes: it must train what the workdir's run trained (names what differs)
+  if config.mode in ("train", "baseline"):  # a rerun resumes: it must train what the workdir's run trained
     _config_boundary(
         lambda: train.config.check_unchanged(
             workdir, config, f"--workdir={workdir}", compare_mode=False, may_change=("train.num_steps",)
@@ -171,8 +173,12 @@ def main(argv):
       exp = train.loop.setup(config, workdir, restore_step=restore_step)
       if config.mode == "analyze" or (config.analysis.at_init and exp.start_step == 0):
         logging.info("Analysis written to %s", experiments.analyze(exp, workdir))
-    if config.mode == "train":
+    if config.mode in ("train", "baseline"):
       train.loop.train_and_evaluate(exp, experiments.step_hooks(exp))  # e.g. train.curvature_every
+    if config.mode == "baseline":  # the trained model on the test split: the record (experiments/baseline.py)
+      logging.info(
+          "Baseline record written to %s", experiments.baseline.write_record(FLAGS.config, workdir, sys.argv[1:])
+      )
   except train.loop.Diverged as e:
     logging.error("Run diverged: %s (see %s/status.json)", e, workdir)
     sys.exit(EXIT_DIVERGED)

@@ -25,7 +25,8 @@ def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   # 'train' (resumes the workdir if it has a checkpoint), 'analyze' (analysis only), 'sweep' (the `sweep` group's
   # grid × seeds, each run trained as in 'train' under <workdir>/cells/; experiments/) or 'claim' (a claim's sweep,
-  # then its measurement, verdict and figures: configs/claims/, experiments/claims/).
+  # then its measurement, verdict and figures: configs/claims/, experiments/claims/) or 'baseline' (trains as 'train',
+  # then the known-good baseline's test-split record <workdir>/result.json: configs/multi30k_baseline.py).
   config.mode = "train"
 
   m = config.model = ml_collections.ConfigDict()
@@ -201,7 +202,7 @@ def get_config() -> ml_collections.ConfigDict:
   a.preconditioned_top_k = 0
   a.update_sharpness = False  # Sharpness uᵀHu/‖u‖² along Adam's first update u (stability.json).
   # The Gauss–Newton's λ_max and the batch sharpness over the analysis batches (Andreyev & Beneventano 2024), each
-  # with threshold c = 2 on η·λ (stability.json; experiments/claims/edge_rules.py's 'ggn' and 'batch' predictors).
+  # with threshold c = 2 on η·λ (stability.json; experiments/claims/shared/edge_rules.py's 'ggn' and 'batch' predictors).
   a.edge_predictors = False
   # train.curvature_every's records: 0 runs a cold Lanczos of lanczos_steps from the same random start at every record;
   # > 0 (e.g. 1e-3) starts each record from the previous record's top Ritz vector (plus a random tenth) and stops as
@@ -274,7 +275,7 @@ def get_config() -> ml_collections.ConfigDict:
   # Claim mode (experiments/claims/): set by the configs in configs/claims/, scale by the config string
   # (`--config=configs/claims/<name>.py:tiny`).
   c = config.claim = ml_collections.ConfigDict()
-  c.name = ""  # The claim (experiments.claims.CLAIM_NAMES).
+  c.name = ""  # The claim (experiments.registry.CLAIM_NAMES).
   c.scale = "cpu"  # 'tiny' (tests, seconds) | 'cpu' (the committed report, 2 cores) | 'paper' (the papers' sizes).
   # False: run (this shard of) the claim's sweep and stop, with no extension round and no claim.json. The processes
   # of `sweep.parallel` get it: their parent runs an adaptive claim's rounds, each over all of them, and decides.

@@ -2,9 +2,11 @@
 the record of it (reports/baseline/result.json), and the report section rendered from that record alone.
 
     python main.py --config=configs/multi30k_baseline.py --config.data.dir=<Multi30k folder> \
-        --workdir=runs/multi30k_baseline                                           # train (~10 epochs)
-    python -m experiments.baseline --config=configs/multi30k_baseline.py --config.data.dir=<Multi30k folder> \
-        --workdir=runs/multi30k_baseline --out=reports/baseline/result.json        # test BLEU -> the record
+        --workdir=runs/multi30k_baseline            # train (~10 epochs; resumes), then test BLEU -> the record
+
+The config's `mode` is 'baseline' (main.py): the run trains as in 'train', then `write_record` evaluates its latest
+checkpoint on the test split and writes `<workdir>/result.json`, which reports/baseline/result.json is a copy of
+(experiments/reproduce.py reads it there), so a result has one way to run: main.py.
 
 Contract:
   * `evaluate_test(config, workdir)`: the workdir's latest checkpoint on every pair of test_2016_flickr, through
@@ -21,7 +23,6 @@ Contract:
 import copy
 import json
 import os
-import sys
 import time
 from typing import Any, Optional
 
@@ -183,40 +184,19 @@ def _portable_arg(arg: str) -> str:
   return f"{flag}=<{os.path.basename(value)}>" if eq and os.path.isabs(value) else arg
 
 
-def main(argv):
-  from absl import flags  # noqa: PLC0415
-
+def write_record(config: Any, workdir: str, argv: list[str]) -> str:
+  """Evaluates `workdir`'s latest checkpoint on the test split, writes the record (`build_record`) to
+  `<workdir>/result.json` and returns its path; `argv` (main.py's arguments) is the command the record states."""
   from experiments import provenance as provenance_lib  # noqa: PLC0415
 
-  del argv
-  f = flags.FLAGS
-  config = f.config
-  test = evaluate_test(config, f.workdir, pairs=f.test_pairs or None)
-  summary = training_summary(f.workdir)
-  pairs = pairs_trained(config, summary["steps"], f.workdir)
+  test = evaluate_test(config, workdir)
+  summary = training_summary(workdir)
+  pairs = pairs_trained(config, summary["steps"], workdir)
   # A flag's absolute path (a scratch file, this machine's data folder) is this machine's: the record names the file.
-  evaluate = " ".join(["python -m experiments.baseline", *(_portable_arg(a) for a in sys.argv[1:])])
-  path = f["config"].config_filename
-  train_cmd = f"python main.py --config={path} --config.data.dir={config.data.dir} --workdir={f.workdir}"
-  prov = provenance_lib.provenance()
-  if f.train_provenance:
-    with open(f.train_provenance, encoding="utf-8") as fh:
-      prov = {**json.load(fh), "evaluation": prov}
-  record = build_record(test, summary, pairs, [train_cmd, evaluate], prov, RECIPE)
-  os.makedirs(os.path.dirname(os.path.abspath(f.out)), exist_ok=True)
-  with open(f.out, "w", encoding="utf-8") as fh:
+  command = " ".join(["python main.py", *(_portable_arg(a) for a in argv)])
+  record = build_record(test, summary, pairs, [command], provenance_lib.provenance(), RECIPE)
+  path = os.path.join(workdir, "result.json")
+  with open(path, "w", encoding="utf-8") as fh:
     json.dump(record, fh, indent=1)
     fh.write("\n")
-  print("\n".join(section(record)))
-
-
-if __name__ == "__main__":
-  from absl import app, flags
-  from ml_collections import config_flags
-
-  config_flags.DEFINE_config_file("config", "configs/multi30k_baseline.py", "The baseline's config.", lock_config=True)
-  flags.DEFINE_string("workdir", "runs/multi30k_baseline", "The trained run (its latest checkpoint is evaluated).")
-  flags.DEFINE_string("out", "reports/baseline/result.json", "Where the record is written.")
-  flags.DEFINE_string("train_provenance", "", "JSON of experiments.provenance taken when training started.")
-  flags.DEFINE_integer("test_pairs", 0, "Evaluate the first this many test pairs only (0: all; a smoke check).")
-  app.run(main)
+  return path

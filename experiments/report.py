@@ -14,12 +14,8 @@ study's methods, each labelled by the keys that vary within it, e.g. the learnin
 a product grid's first key, so that a study of 19 methods × 9 learning rates reads as 19 panels, not as one axes with
 173 legend entries naming 20 keys each. A series keeps its colour in every panel, under one legend.
 Every figure's title names the settings the sweep holds fixed (size, data, optimizer, learning rate, warmup, steps,
-seeds), so a figure read alone says what was compared; it is wrapped to the figure's width (`fit_text`).
-
-`redrawn_on_change` (a decorator of figure functions) skips a figure whose inputs did not change since its PNG was
-written: a report rewritten as runs land (a resumed sweep, a study re-decided) would spend most of its time in
-matplotlib redrawing figures whose data had not moved. The PNG carries the key (a tEXt chunk, `FIGURE_KEY`): a
-SHA-256 of the inputs, the function's name, the source of its module and of this one, and matplotlib's version.
+seeds), so a figure read alone says what was compared; it is wrapped to the figure's width (experiments/plots.py,
+whose `redrawn_on_change` skips a figure whose inputs did not change).
 
 Files go through `etils.epath` (the table, each figure rendered in memory and written whole, the runs' metrics read
 back), so `workdir` may be a URI such as `gs://bucket/sweep`; a record's `workdir` is relative to the sweep's
@@ -27,42 +23,19 @@ back), so `workdir` may be a URI such as `gs://bucket/sweep`; a record's `workdi
 """
 
 import collections
-import contextvars
-import functools
-import hashlib
-import inspect
-import io
-import json
 import math
 import os
-import pickle
 import posixpath
-import sys
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
-import matplotlib
-import matplotlib.font_manager
-import matplotlib.layout_engine
 import matplotlib.ticker
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after selecting the backend)
-import numpy as np  # noqa: E402
-import PIL.Image  # noqa: E402  (matplotlib's own dependency, pinned in requirements.txt)
-from etils import epath  # noqa: E402
-
-from models.config import PRESETS  # noqa: E402
-from train import metrics as metrics_lib  # noqa: E402
+from experiments import plots, stats
+from models.config import PRESETS
+from train import metrics as metrics_lib
 
 OUTCOMES = ("finished", "diverged", "crashed")
-
-
-def finite(v: Any) -> bool:
-  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-FIGURE_KEY = "inputs-sha256"  # the PNG text chunk holding a figure's key (module docstring)
-_pending_key: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("figure key", default=None)
 
 
 def _scheme(path: str) -> Optional[str]:
@@ -86,75 +59,6 @@ def run_path(workdir: str, run: str) -> str:
   return run if _scheme(run) else os.path.join(workdir, run)
 
 
-def save_figure(fig, path: str) -> str:
-  """Lays out (tight, unless the figure was made with layout="constrained"), writes (with the key of the
-  `redrawn_on_change` call drawing it, if any; rendered in memory and written whole through epath) and closes `fig`."""
-  if not isinstance(fig.get_layout_engine(), matplotlib.layout_engine.ConstrainedLayoutEngine):
-    fig.tight_layout()
-  key = _pending_key.get()
-  buffer = io.BytesIO()
-  fig.savefig(
-      buffer,
-      format=os.path.splitext(path)[1][1:] or "png",
-      dpi=110,
-      metadata={FIGURE_KEY: key} if key else None,
-  )
-  plt.close(fig)
-  epath.Path(path).write_bytes(buffer.getvalue())
-  return path
-
-
-def saved_figure_key(path: str) -> Optional[str]:
-  """The key a PNG was written with (None: no such file, not a PNG, or written without one)."""
-  try:
-    with epath.Path(path).open("rb") as f, PIL.Image.open(f) as image:
-      return image.text.get(FIGURE_KEY)
-  except (OSError, AttributeError, SyntaxError):  # missing, unreadable or truncated; not a PNG (no .text)
-    return None
-
-
-def figure_key(draw: Callable, args: tuple) -> str:
-  """SHA-256 of `draw`'s inputs, name and module source, this module's source and matplotlib's version."""
-  try:
-    data = json.dumps(args, default=repr).encode()
-  except (TypeError, ValueError):  # dict keys JSON cannot hold (tuples): the pickle is as deterministic here
-    data = pickle.dumps(args)
-  h = hashlib.sha256(data)
-  for part in (draw.__qualname__, _source(draw.__module__), _source(__name__), matplotlib.__version__):
-    h.update(b"\0" + part.encode())
-  return h.hexdigest()
-
-
-@functools.cache
-def _source(module: str) -> str:
-  return inspect.getsource(sys.modules[module])
-
-
-def redrawn_on_change(name: Optional[str] = None) -> Callable[[Callable[..., str]], Callable[..., str]]:
-  """Decorates a figure function that writes one PNG with `save_figure`. With a `name`, the function is
-  `draw(inputs, out_dir, ..., *, path)`, its PNG `os.path.join(out_dir, name)`, and the decorator passes that `path`
-  (the file is named once, here); with none, it is `draw(..., path)` and writes `path`, its last argument. A call whose
-  key (`figure_key`, of the positional arguments) is the one the PNG was written with returns the path without
-  drawing."""
-
-  def decorate(draw: Callable[..., str]) -> Callable[..., str]:
-    @functools.wraps(draw)
-    def wrapped(*args):
-      path = os.path.join(args[1], name) if name else args[-1]
-      key = figure_key(draw, args)
-      if saved_figure_key(path) == key:
-        return path
-      token = _pending_key.set(key)
-      try:
-        return draw(*args, path=path) if name else draw(*args)
-      finally:
-        _pending_key.reset(token)
-
-    return wrapped
-
-  return decorate
-
-
 def summarize(records: list[dict], metric: str) -> list[dict]:
   """One row per cell, in record order: {cell, params, arm, values (finished seeds' finite metric), mean, std, n,
   outcomes (Counter)}."""
@@ -165,7 +69,7 @@ def summarize(records: list[dict], metric: str) -> list[dict]:
     )
     row["outcomes"][r["outcome"]] = row["outcomes"].get(r["outcome"], 0) + 1
     value = r["final"].get(metric)
-    if r["outcome"] == "finished" and finite(value):
+    if r["outcome"] == "finished" and stats.finite(value):
       row["values"].append(float(value))
   for row in rows.values():
     v = np.asarray(row["values"])
@@ -228,103 +132,6 @@ def fixed_settings(config: Any, swept: list[str], seeds: int, first_seed: int = 
   return ", ".join(kept) + (f"; seeds {first_seed}–{last}" if seeds > 1 else f"; seed {first_seed}")
 
 
-def fit_text(fig, text: str, fontsize: float, fraction: float = 0.95) -> str:
-  """`text` broken at spaces so that each line, rendered at `fontsize`, is at most `fraction` of `fig`'s width: a
-  title that stays inside its figure whatever the figure's size (a character count cannot say how wide a line is)."""
-  renderer = fig.canvas.get_renderer()
-  font = matplotlib.font_manager.FontProperties(size=fontsize)
-  limit = fraction * fig.bbox.width
-
-  def wide(line: str) -> bool:
-    return renderer.get_text_width_height_descent(line, font, ismath=False)[0] > limit
-
-  out = []
-  for para in text.split("\n"):
-    line = ""
-    for word in para.split(" "):
-      if line and wide(f"{line} {word}"):
-        out.append(line)
-        line = word
-      else:
-        line = f"{line} {word}" if line else word
-    out.append(line)
-  return "\n".join(out)
-
-
-def suptitle(fig, text: str, fontsize: float = 8) -> None:
-  """`fig`'s title, wrapped to its width (`fit_text`)."""
-  fig.suptitle(fit_text(fig, text, fontsize), fontsize=fontsize)
-
-
-def figure_legend(fig, handles=None, labels=None, *, max_cols: int = 3, fontsize: float = 8, **kw):
-  """One legend for every panel of `fig` (a series keeps its colour across panels), under the panels of a figure
-  made with layout="constrained": as many columns (at most `max_cols`) as fit the figure's width."""
-  if handles is None:
-    handles, labels = _unique_handles(fig)
-  renderer = fig.canvas.get_renderer()
-  for ncol in range(max(1, min(max_cols, len(handles))), 0, -1):
-    legend = fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=fontsize, **kw)
-    if ncol == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
-      return legend
-    legend.remove()
-  return legend
-
-
-def _unique_handles(fig) -> tuple[list, list]:
-  """Every axes' labelled artists, the first of each label."""
-  seen: dict[str, Any] = {}
-  for ax in fig.axes:
-    for handle, label in zip(*ax.get_legend_handles_labels()):
-      seen.setdefault(label, handle)
-  return list(seen.values()), list(seen)
-
-
-def log_loss_axis(ax, values: Iterable[float], top: Optional[float] = None) -> tuple[float, float]:
-  """A log y axis for losses (nats), from a little below the smallest positive finite value to `top` (default: a
-  little above the largest), labelled by `plain_log_ticks`; returns the limits."""
-  v = [float(x) for x in values if finite(x) and x > 0]
-  low = min(v) / 1.12 if v else 1.0
-  high = top if top is not None else (max(v) * 1.12 if v else 10.0)
-  low = min(low, high / 1.5)
-  ax.set_yscale("log")
-  ax.set_ylim(low, high)
-  plain_log_ticks(ax.yaxis, low, high)
-  return low, high
-
-
-def _short_e(v: float) -> str:
-  """5e-5, 1.6e-2, 1.25e-3: three significant digits at most (a grid's 1.25e-3 is not 1.3e-3), no padding of the
-  exponent."""
-  mantissa, exponent = f"{v:.2e}".split("e")
-  return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
-
-
-def plain_log_ticks(axis, low: float, high: float, at: Optional[Sequence[float]] = None) -> None:
-  """Ticks of a log `axis` spanning [low, high] labelled as plain numbers, denser the shorter the span: over less
-  than a decade or two the default ticks label nothing, or 4×10⁰ beside 10⁰; over more, the decades; over less than
-  a third of a decade (where even 1, 2, 3, ... × 10ᵏ may leave one tick in view), 3 to 5 round values (0.01, 0.012,
-  0.014, 0.016). `at`: ticks exactly there instead (a grid's values, e.g. lrs 4e-3, 8e-3, 1.6e-2, which no decade's
-  subdivision holds)."""
-  decades = math.log10(high / low) if high > low else 0.0
-  if at is None and decades >= 2.5:
-    return
-  subs = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0) if decades < 0.7 else (1.0, 2.0, 5.0)
-  if at is None and decades < 0.35:
-    for nbins in (4, 6, 8):  # the fewest round values that put 3 in view
-      at = list(matplotlib.ticker.MaxNLocator(nbins=nbins, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high))
-      if sum(low <= v <= high for v in at) >= 3:
-        break
-    at = [v for v in at if v > 0]
-  if at is None:
-    axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=subs))
-  else:
-    axis.set_major_locator(matplotlib.ticker.FixedLocator(sorted(set(at))))
-  # below 0.01, 5e-5 and 1e-3 rather than 0.00005 and 0.001 (long labels crowd a narrow panel)
-  short = _short_e if low < 0.01 else (lambda v: f"{v:g}")
-  axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: short(v)))
-  axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-
-
 MAX_LINES = 12  # the cells one panel draws; a sweep with more is drawn as small multiples (`panels`)
 
 
@@ -367,39 +174,6 @@ def cell_label(cell: dict, keys: Sequence[str], with_arm: bool, drop: Optional[s
   return f"{arm}: {values}" if arm and values else (arm or values or cell["cell"])
 
 
-def _palette(labels: Iterable[str]) -> dict[str, Any]:
-  """One colour per label, the same in every panel (tab10, tab20, or viridis samples past 20)."""
-  labels = list(dict.fromkeys(labels))
-  if len(labels) <= 10:
-    colors = plt.get_cmap("tab10").colors
-  elif len(labels) <= 20:
-    colors = plt.get_cmap("tab20").colors
-  else:
-    colors = plt.get_cmap("viridis")(np.linspace(0, 0.95, len(labels)))
-  return dict(zip(labels, colors))
-
-
-def _grid_of_axes(n: int, width: float, height: float, extra: float = 0.0):
-  """`n` panels, at most 4 a row (one row up to 4), in a constrained-layout figure; the unused panels hidden."""
-  ncols = min(4, n)
-  nrows = math.ceil(n / ncols)
-  fig, axes = plt.subplots(
-      nrows, ncols, figsize=(width * ncols, height * nrows + extra), squeeze=False, layout="constrained"
-  )
-  axes = list(axes.flat)
-  for ax in axes[n:]:
-    ax.set_axis_off()
-  return fig, axes[:n]
-
-
-def _bottom_xlabels(axes: list, text: str) -> None:
-  """`text` under the lowest panel of each column of `_grid_of_axes`'s panels (a figure's supxlabel would sit where
-  the legend under the panels goes)."""
-  ncols = min(4, len(axes))
-  for col in range(ncols):
-    axes[max(range(col, len(axes), ncols))].set_xlabel(text, fontsize=8)
-
-
 def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str, path: str) -> str:
   """curves.png: the training loss per cell, mean over seeds with the min–max band (module docstring), on a log axis;
   more than MAX_LINES cells as small multiples (`panels`); one legend under the panels (a series keeps its colour in
@@ -416,7 +190,7 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
       curve = [
           (rec["step"], rec["loss"])
           for rec in metrics_lib.read_metrics(run_path(workdir, r["workdir"]), split="train")
-          if finite(rec.get("loss"))
+          if stats.finite(rec.get("loss"))
       ]
       for step, loss in curve:
         per_step[step].append(loss)
@@ -428,10 +202,10 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
       drawn[cell] = (runs, steps, lo, mean, hi, ends)
   layout, keys, with_arm = panels([v[0][0] for v in drawn.values()], swept)
   labels = {cell: cell_label(v[0][0], keys, with_arm) for cell, v in drawn.items()}
-  colors = _palette(labels.values())
+  colors = plots.palette(labels.values())
   cols = 3 if len(layout) == 1 else 6
   extra = 0.2 * math.ceil(len(colors) / cols) + 0.6
-  fig, axes = _grid_of_axes(len(layout), 7.5 if len(layout) == 1 else 3.8, 3.8 if len(layout) == 1 else 2.8, extra)
+  fig, axes = plots.grid_of_axes(len(layout), 7.5 if len(layout) == 1 else 3.8, 3.8 if len(layout) == 1 else 2.8, extra)
   shown = [v for runs, steps, lo, mean, hi, ends in drawn.values() for v in (*lo, *hi)]
   for ax, (name, cells) in zip(axes, layout):
     notes = []
@@ -450,7 +224,7 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
     if notes:  # the outcomes other than finished, one line per cell, in the panel's upper right corner
       ax.text(0.98, 0.98, "\n".join(notes), transform=ax.transAxes, ha="right", va="top", fontsize=6)
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, steps=[1, 2, 2.5, 5, 10], nbins=5))
-    log_loss_axis(ax, shown)
+    plots.log_loss_axis(ax, shown)
     if name:
       ax.set_title(name, fontsize=9)
   if len(layout) == 1:
@@ -458,16 +232,16 @@ def plot_curves(records: list[dict], workdir: str, swept: list[str], title: str,
     axes[0].set_ylabel("training loss (nats per token, log scale)")
     axes[0].set_title("Training loss, mean over seeds (band: min–max; ×: a run's last finite loss)", fontsize=9)
   else:
-    _bottom_xlabels(axes, "training step")
+    plots.bottom_xlabels(axes, "training step")
     fig.supylabel("training loss (nats per token, log scale)", fontsize=9)
   head = "" if len(layout) == 1 else "Training loss, mean over seeds (band: min–max; ×: a run's last finite loss)\n"
-  suptitle(fig, head + title, fontsize=9)
+  plots.suptitle(fig, head + title, fontsize=9)
   if drawn:
-    figure_legend(fig, max_cols=cols)
-  return save_figure(fig, path)
+    plots.figure_legend(fig, max_cols=cols)
+  return plots.save_figure(fig, path)
 
 
-@redrawn_on_change()
+@plots.redrawn_on_change()
 def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: str, path: str) -> str:
   """final_metric.png: the final metric (mean ± std over seeds, and each seed) against a swept key. At most MAX_LINES
   cells: one panel per key that varies, the other keys' values being the series. More (`panels`): one panel per arm
@@ -484,15 +258,15 @@ def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: st
   series_of = {
       (i, r["cell"]): cell_label(r, keys, with_arm, drop=key) for i, (_, cells, key) in enumerate(specs) for r in cells
   }
-  colors = _palette(series_of.values())
+  colors = plots.palette(series_of.values())
   cols = 3 if len(specs) <= 4 else 6
   extra = 0.2 * math.ceil(len(colors) / cols) + 0.6
   single = len(layout) == 1
-  fig, axes = _grid_of_axes(len(specs), 5.0 if single else 3.8, 4.2 if single else 2.8, extra)
+  fig, axes = plots.grid_of_axes(len(specs), 5.0 if single else 3.8, 4.2 if single else 2.8, extra)
   values = [v for r in rows for v in r["values"]]
   for i, (ax, (name, cells, key)) in enumerate(zip(axes, specs)):
     xs = list(dict.fromkeys(r["params"][key] for r in rows)) if key else [None]
-    numeric = key is not None and all(finite(v) for v in xs)  # lines join ordered values, not categories
+    numeric = key is not None and all(stats.finite(v) for v in xs)  # lines join ordered values, not categories
     if numeric:
       xs = sorted(xs)
     series: dict[str, list[dict]] = collections.defaultdict(list)
@@ -530,7 +304,7 @@ def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: st
       ax.tick_params(axis="x", labelrotation=45)
     ax.set_xlim(-0.5, len(xs) - 0.5)
     if "loss" in metric and values and all(v > 0 for v in values):  # a loss: log axis (nats)
-      log_loss_axis(ax, values)
+      plots.log_loss_axis(ax, values)
       ylabel = f"final {metric} (nats, log scale)"
     else:
       ylabel = f"final {metric}"
@@ -541,13 +315,13 @@ def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: st
     else:
       ax.set_title(name, fontsize=9)
   if not single:
-    _bottom_xlabels(axes, specs[0][2] or "cell")
+    plots.bottom_xlabels(axes, specs[0][2] or "cell")
     fig.supylabel(ylabel, fontsize=9)
   head = "" if single else f"final {metric}, mean ± std over seeds (dots: seeds)\n"
-  suptitle(fig, head + title, fontsize=9)
+  plots.suptitle(fig, head + title, fontsize=9)
   if len(colors) > 1:
-    figure_legend(fig, max_cols=cols)
-  return save_figure(fig, path)
+    plots.figure_legend(fig, max_cols=cols)
+  return plots.save_figure(fig, path)
 
 
 def write_report(

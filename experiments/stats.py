@@ -13,6 +13,7 @@ straddles the threshold; the report then names the design change that would deci
   proportion_interval(k, n, level)   a fraction k/n's exact binomial interval (Clopper & Pearson 1934);
   roc_auc(scores, labels)            the area under the ROC curve: the probability that a positive outranks a
                                      negative, ties counted ½ (Mann–Whitney's U / (n₊n₋), Hanley & McNeil 1982);
+  finite(v)                          a real, finite number (not a bool): what a record's value must be to be read;
   reading(interval, low=, high=)     True (inside [low, high]) / False (disjoint) / None (straddles);
   repeats_to_decide(x, y, thresholds)   the design change an undecided slope names: the fewest repeats of its x
                                      levels (seeds per width) whose interval would clear every threshold, were the
@@ -32,6 +33,10 @@ import numpy as np
 import scipy.stats
 
 LEVEL = 0.95
+
+
+def finite(v) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def slope_interval(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:

@@ -2,13 +2,13 @@
 
 A study is a sweep config (`configs/claims/<name>.py`: the base config, the grid with its named arms, the seeds,
 what to analyze, and the sizes of each scale `tiny`/`cpu`/`paper`) run by the sweep layer (experiments/sweep.py),
-plus three functions of its results, kept apart so each can be tested alone (`Study`; experiments/claims/run.py runs
-one and writes its record, claim.json; experiments/claims/report.py writes every record's section):
+plus three functions of its results, kept apart so each can be tested alone (`Study`; experiments/run.py runs
+one and writes its record, claim.json; experiments/reproduction.py writes every record's section):
   measure(results) -> dict     pure: the numbers the verdict uses, from the sweep's records and each run's files
                                (metrics.jsonl, analysis/step_<k>/*.json); JSON-able.
   verdict(measured) -> Verdict pure: REPRODUCED / NOT_REPRODUCED / INCONCLUSIVE and the reason with the deciding
                                numbers, by the thresholds in `Study.thresholds` (stated in the claim module's docstring
-                               before any run; tested on synthetic numbers for every branch).
+                               before any run; tested on synthetic numbers for every branch; its rules folded by `decide`).
   figure(measured, results, out_dir, title) -> [file names]   draws every quantity the verdict uses.
 
 `Results` is a sweep read back from its results.jsonl (grid order; no file: no runs), grouped by cell, each `Run`
@@ -69,7 +69,7 @@ class Study:
   tables: Callable[[dict], list] = lambda measured: []
   # An adaptive grid: `extend(results)` -> {product label: {key: values}}, the next round's products (each labelled
   # product of the grid that sets those keys, with those values instead); {} when the grid is complete. The runner
-  # (experiments/claims/run.py) runs up to `max_rounds` rounds; the same results give the same rounds, so a rerun
+  # (experiments/run.py) runs up to `max_rounds` rounds; the same results give the same rounds, so a rerun
   # resumes them.
   extend: Optional[Callable[["Results"], dict]] = None
   max_rounds: int = 0
@@ -180,6 +180,28 @@ def crashed_first(verdict: Callable[[dict], Verdict]) -> Callable[[dict], Verdic
     return crashed_verdict(measured) or verdict(measured)
 
   return decide
+
+
+def decide(
+    rules: dict[str, Any],
+    reason: str,
+    *,
+    failing: Optional[str] = "failing",
+    undetermined: Optional[Callable[[list[str]], str]] = None,
+) -> Verdict:
+  """The verdict of a claim's rules (name -> False or NOT_REPRODUCED: fails; None or INCONCLUSIVE: undetermined, as
+  `stats.reading` or a part's own verdict says; anything else holds), `reason` stating the deciding numbers:
+  NOT_REPRODUCED when a rule fails (`reason` + '; <failing>: [their names]'; `failing=None`: `reason` alone), else
+  INCONCLUSIVE when one is undetermined (`reason` + '; ' + `undetermined(their names)`, what would decide them;
+  `reason` alone without it), else REPRODUCED. The one fold of the claims' verdicts: a rule holds only when its whole
+  interval does."""
+  failed = [k for k, v in rules.items() if v is False or (isinstance(v, str) and v == NOT_REPRODUCED)]
+  if failed:
+    return Verdict(NOT_REPRODUCED, f"{reason}; {failing}: {failed}" if failing else reason)
+  open_ = [k for k, v in rules.items() if v is None or (isinstance(v, str) and v == INCONCLUSIVE)]
+  if open_:
+    return Verdict(INCONCLUSIVE, f"{reason}; {undetermined(open_)}" if undetermined else reason)
+  return Verdict(REPRODUCED, reason)
 
 
 def mean_std(values) -> tuple[Optional[float], Optional[float]]:

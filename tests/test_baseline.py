@@ -113,26 +113,30 @@ def test_the_baseline_config_is_the_tutorials_recipe():
 def test_a_records_tables_are_in_the_report_and_not_in_the_readme(tmp_path):
   """Study.tables: each table under the headline numbers of its section of REPRODUCTION.md ('|' escaped, None as
   '—'), none of them in the README's table, which keeps the summary."""
-  from experiments.claims import report
+  from experiments import reproduction
 
   table = {"title": "Every predictor", "header": ["λ₀", "AUC"], "rows": [["a|b", 0.8312345], ["c", None]]}
   claim = {"claim": "edge", "number": 11, "verdict": "inconclusive", "summary": {"AUC": 0.83}, "tables": [table]}
-  text = open(report.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c"), "rb").read()
+  text = open(
+      reproduction.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c"), "rb"
+  ).read()
   text = text.decode("utf-8")
   assert "Every predictor:\n\n| λ₀ | AUC |\n|---|---|\n| a\\|b | 0.8312 |\n| c | — |\n" in text
   assert text.index("| AUC | 0.83 |") < text.index("Every predictor:") < text.index("**Verdict: inconclusive.**")
-  assert "Every predictor" not in report.readme_table([claim])
+  assert "Every predictor" not in reproduction.readme_table([claim])
   claim["tables"] = [dict(table, title="Does it?")]  # a title ending in a question keeps its mark alone
-  text = open(report.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c"), "rb").read()
+  text = open(
+      reproduction.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c"), "rb"
+  ).read()
   assert "\nDoes it?\n\n| λ₀ | AUC |" in text.decode("utf-8")
 
 
 def test_the_baseline_heads_the_report_and_the_readme(tmp_path):
-  from experiments.claims import report
+  from experiments import reproduction
 
   claim = {"claim": "truncated_normal", "number": 1, "verdict": "reproduced", "summary": {}}
   text = open(
-      report.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c", baseline=RECORD),
+      reproduction.write_reproduction([claim], str(tmp_path / "R.md"), figure_dir="f", command="c", baseline=RECORD),
       encoding="utf-8",
   ).read()
   assert text.index("## Known-good baseline") < text.index("## The claims") < text.index("| 1 | [truncated_normal]")
@@ -141,11 +145,35 @@ def test_the_baseline_heads_the_report_and_the_readme(tmp_path):
   readme.write_text(
       "a\n<!-- baseline:begin -->\nold\n<!-- baseline:end -->\nb\n<!-- claims:begin -->\nx\n<!-- claims:end -->\n"
   )
-  report.update_readme(str(readme), [claim], RECORD)
+  reproduction.update_readme(str(readme), [claim], RECORD)
   new = readme.read_text()
-  line = report.baseline_readme(RECORD)
+  line = reproduction.baseline_readme(RECORD)
   assert f"<!-- baseline:begin -->\n{line}\n<!-- baseline:end -->" in new and "old" not in new
   assert f"sacreBLEU **{RECORD['test']['bleu']:.1f}**" in line and RECORD["commands"][0] in line
   readme.write_text("<!-- claims:begin -->\nx\n<!-- claims:end -->\n")
   with pytest.raises(ValueError, match="baseline:begin"):
-    report.update_readme(str(readme), [claim], RECORD)
+    reproduction.update_readme(str(readme), [claim], RECORD)
+
+
+def test_the_baseline_is_a_main_py_mode_that_trains_then_writes_the_record(monkeypatch, tmp_path):
+  """`python main.py --config=configs/multi30k_baseline.py` is the one way to run it: its mode is 'baseline', which
+  main.py accepts, and `write_record` writes the record, stating main.py's command with no machine path."""
+  import ast  # noqa: PLC0415
+  import pathlib  # noqa: PLC0415
+
+  from configs import multi30k_baseline  # noqa: PLC0415
+
+  main_py = ast.parse((pathlib.Path(__file__).resolve().parents[1] / "main.py").read_text(encoding="utf-8"))
+  modes = next(ast.literal_eval(n.value) for n in main_py.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "MODES")  # fmt: skip
+  assert multi30k_baseline.get_config().mode == "baseline" and "baseline" in modes  # main.py's import sets flags
+  run = _run_folder(tmp_path / "run")
+  monkeypatch.setattr(baseline, "evaluate_test", lambda config, workdir: {"bleu": 36.0, "pairs": 1000})
+  monkeypatch.setattr(baseline, "pairs_trained", lambda config, steps, workdir: 29_000 * 10)
+  argv = ["--config=configs/multi30k_baseline.py", f"--config.data.dir={tmp_path}", f"--workdir={run}"]
+  path = baseline.write_record(None, run, argv)
+  with open(path, encoding="utf-8") as f:
+    record = json.load(f)
+  assert path == os.path.join(run, "result.json") and record["test"] == {"bleu": 36.0, "pairs": 1000}
+  assert record["epochs"] == 10.0 and record["steps"] == 40
+  cmd = f"python main.py --config=configs/multi30k_baseline.py --config.data.dir=<{tmp_path.name}> --workdir=<run>"
+  assert record["commands"] == [cmd]

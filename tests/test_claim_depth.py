@@ -14,9 +14,9 @@ import models
 import train.config
 from configs.claims import depth as depth_config
 from experiments import grid as grid_lib
-from experiments import study
+from experiments import run, study
 from experiments.claims import depth as claim
-from experiments.claims import run, transfer
+from experiments.claims.shared import transfer
 from models import parameterization, residual
 from models.roles import ParamRole
 from tests.test_models import VOCAB, batch

@@ -11,11 +11,12 @@ from analysis import outcomes, stability
 from analysis import records as analysis_records
 from configs.claims import edge as edge_config
 from experiments import grid as grid_lib
+from experiments import run as claims_run
 from experiments import shard as shard_lib
 from experiments import study
 from experiments import sweep as sweep_lib
-from experiments.claims import edge, edge_rules
-from experiments.claims import run as claims_run
+from experiments.claims import edge
+from experiments.claims.shared import boundary_rules, edge_rules
 from train import metrics as metrics_lib
 
 LRS = [1e-3 * 2**k for k in range(10)]  # a factor-2 grid, 1e-3 … 0.512
@@ -229,8 +230,10 @@ def test_measure_reads_lambda0_per_method_the_classes_and_scores_them(tmp_path):
   # Warmup 5 rescues every cell unstable without it.
   rescue = m["rescue"]["early"]["5"]["adam"]
   assert rescue["rescued"] == rescue["unstable without warmup"] == 6
-  assert edge.summary(m) == edge_rules.boundary_summary(edge.boundary_of(m))  # the boundary rules head the summary
-  assert edge.boundary_of(m)["bounds"] == study.jsonable(edge_rules.boundaries(m["runs"], 0)) and "boundary" not in m
+  assert edge.summary(m) == boundary_rules.boundary_summary(edge.boundary_of(m))  # the boundary rules head the summary
+  assert (
+      edge.boundary_of(m)["bounds"] == study.jsonable(boundary_rules.boundaries(m["runs"], 0)) and "boundary" not in m
+  )
 
 
 def test_the_reports_tables_read_every_predictor_and_read_the_same_from_claim_json(tmp_path):
@@ -238,7 +241,7 @@ def test_the_reports_tables_read_every_predictor_and_read_the_same_from_claim_js
   method λ₀, what ε decides and the boundary; the same from claim.json's measurements (JSON keys are strings there)."""
   m = edge.measure(_study_runs(tmp_path, {"a": 1e2, "b": 1e3, "c": 1e4, "d": 1e5, "e": 3e5}, eps_decides=("e",)))
   *boundary_tables, scores, rescue, methods = edge.tables(m)
-  assert boundary_tables == edge_rules.boundary_tables(edge.boundary_of(m))
+  assert boundary_tables == boundary_rules.boundary_tables(edge.boundary_of(m))
   assert [(r[0], r[1]) for r in scores["rows"]] == [
       (which, edge.PREDICTOR_NAMES[p]) for which in ("early", "final") for p in edge_rules.PREDICTORS
   ]
@@ -290,7 +293,7 @@ def test_a_trace_reads_the_sharpness_at_the_end_of_the_warmup_against_the_same_s
 
 
 def test_verdict_is_the_boundary_rules_said_as_a_re_reading():
-  """Study 11's verdict is edge_rules.boundary_verdict on its rows (computed from them for a record measured before
+  """Study 11's verdict is boundary_rules.boundary_verdict on its rows (computed from them for a record measured before
   the rules: --redecide), prefixed by the re-reading's label; a crash still decides first."""
   rows, lam0 = [], {}
   for i in range(10):
@@ -303,7 +306,7 @@ def test_verdict_is_the_boundary_rules_said_as_a_re_reading():
         rows.append(dict(method=f"m{i}", lr=lr, warmup=0, seed=seed, early=outcomes.STABLE, final=final))
   m = dict(crashed=[], runs=rows, lam0=lam0, flagged={}, beta1=0.9)
   v = edge.verdict(m)
-  result, reason = edge_rules.boundary_verdict(edge.boundary_of(m))
+  result, reason = boundary_rules.boundary_verdict(edge.boundary_of(m))
   assert v.verdict == result == study.REPRODUCED and v.reason == f"{edge.REREADING}. {reason}"
   assert edge.verdict(dict(m, crashed=["x seed 0: boom"])).verdict == study.INCONCLUSIVE
 
@@ -386,7 +389,7 @@ def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
 
 
 def test_parallel_claim_runs_every_round_in_k_processes_and_decides_once(tmp_path, monkeypatch):
-  """`sweep.parallel=2` (experiments/claims/run.py `run_claim_parallel`), as two tasks of a job array: each round's
+  """`sweep.parallel=2` (experiments/run.py `run_claim_parallel`), as two tasks of a job array: each round's
   runs go to 2 processes with `claim.decide=false` and the round's grid, the first round as the invocation's shard,
   the extension round as every run (the other task has ended); only the parent decides, once. The processes are
   `run_claim` here, in this process (main.py's subprocesses: tests/test_shard.py)."""

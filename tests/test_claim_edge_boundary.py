@@ -1,4 +1,4 @@
-"""The boundary rules (experiments/claims/edge_rules.py) and study 14 (experiments/claims/edge_boundary.py,
+"""The boundary rules (experiments/claims/shared/boundary_rules.py) and study 14 (experiments/claims/edge_boundary.py,
 configs/claims/edge_boundary.py): brackets by the failing fraction, the regression's verdict on every branch from
 hand-made records, the design against study 11's record, and a tiny run end to end."""
 
@@ -13,7 +13,8 @@ from analysis import outcomes
 from configs import atlas
 from configs.claims import edge_boundary as config_lib
 from experiments import study
-from experiments.claims import edge, edge_boundary, edge_rules
+from experiments.claims import edge, edge_boundary
+from experiments.claims.shared import boundary_rules, edge_rules
 
 LRS = [1e-3 * 2**k for k in range(10)]
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,18 +34,18 @@ def _runs(etas: dict, seeds=3, flip=None):
 
 def test_a_cell_fails_at_a_failing_fraction_of_one_half_and_brackets_its_boundary():
   rows = _runs({"a": 0.005}, flip=("a", 0.008, 0))  # 2 of 3 fail at 0.008: still a failing cell
-  b = edge_rules.boundaries(rows)["a"]
+  b = boundary_rules.boundaries(rows)["a"]
   assert (b["lo"], b["hi"], b["open"]) == (0.004, 0.008, None)
   assert b["eta"] == pytest.approx(math.sqrt(0.004 * 0.008))
   k, n, lo, hi = b["cells"][0.008]
   assert (k, n) == (2, 3) and 0 < lo < 2 / 3 < hi < 1  # Clopper–Pearson around 2/3
   one = [r for r in rows if not (r["lr"] == 0.008 and r["seed"] == 1)]
   one = [dict(r, final=outcomes.TRAINED) if r["lr"] == 0.008 else r for r in one]  # 0 of 2 fail: trains
-  assert edge_rules.boundaries(one)["a"]["hi"] == 0.016
+  assert boundary_rules.boundaries(one)["a"]["hi"] == 0.016
   spiked = [dict(r, early=outcomes.UNSTABLE, final=outcomes.TRAINED) if r["lr"] > 0.005 else r for r in rows]
-  assert edge_rules.boundaries(spiked)["a"]["hi"] == 0.008  # a spike that recovers fails
-  assert edge_rules.boundaries(_runs({"a": 1.0}))["a"]["open"] == "above"
-  assert edge_rules.boundaries(_runs({"a": 1e-4}))["a"]["open"] == "below"
+  assert boundary_rules.boundaries(spiked)["a"]["hi"] == 0.008  # a spike that recovers fails
+  assert boundary_rules.boundaries(_runs({"a": 1.0}))["a"]["open"] == "above"
+  assert boundary_rules.boundaries(_runs({"a": 1e-4}))["a"]["open"] == "below"
 
 
 def _design(slope, noise=0.0, methods=12, seed=0):
@@ -61,7 +62,7 @@ def _design(slope, noise=0.0, methods=12, seed=0):
 
 def _record(slope, noise=0.0, methods=12, seed=0):
   """The boundary rules' measurement of `_design`."""
-  return edge_rules.boundary_measure(*_design(slope, noise, methods, seed), {}, beta1=0.9)
+  return boundary_rules.boundary_measure(*_design(slope, noise, methods, seed), {}, beta1=0.9)
 
 
 @pytest.mark.parametrize(
@@ -74,7 +75,7 @@ def _record(slope, noise=0.0, methods=12, seed=0):
 )
 def test_the_regression_verdict_on_every_branch(slope, noise, verdict):
   b = study.jsonable(_record(slope, noise))
-  result, reason = edge_rules.boundary_verdict(b)
+  result, reason = boundary_rules.boundary_verdict(b)
   assert result == verdict, reason
   if verdict == study.REPRODUCED:
     _, lo, hi = b["regressions"]["adam"]["slope_boot"]
@@ -85,38 +86,38 @@ def test_the_regression_verdict_on_every_branch(slope, noise, verdict):
 
 def test_a_slope_that_excludes_0_and_1_is_said_to_order_the_boundaries_not_to_scale_them():
   b = study.jsonable(_record(0.4, 0.02))
-  result, reason = edge_rules.boundary_verdict(b)
+  result, reason = boundary_rules.boundary_verdict(b)
   assert result == study.INCONCLUSIVE and "excludes 0 and 1" in reason
 
 
 def test_slope_reading_branches():
-  assert edge_rules.slope_reading((1.0, 0.8, 1.2)) == study.REPRODUCED
-  assert edge_rules.slope_reading((-1.0, -1.5, -0.2)) == study.NOT_REPRODUCED
-  assert edge_rules.slope_reading((-0.2, -0.9, 0.0)) == study.NOT_REPRODUCED  # at or below 0
-  assert edge_rules.slope_reading((0.3, -0.2, 0.8)) == study.INCONCLUSIVE
-  assert edge_rules.slope_reading((0.4, 0.2, 0.6)) == study.INCONCLUSIVE
-  assert edge_rules.slope_reading(None) == study.INCONCLUSIVE
+  assert boundary_rules.slope_reading((1.0, 0.8, 1.2)) == study.REPRODUCED
+  assert boundary_rules.slope_reading((-1.0, -1.5, -0.2)) == study.NOT_REPRODUCED
+  assert boundary_rules.slope_reading((-0.2, -0.9, 0.0)) == study.NOT_REPRODUCED  # at or below 0
+  assert boundary_rules.slope_reading((0.3, -0.2, 0.8)) == study.INCONCLUSIVE
+  assert boundary_rules.slope_reading((0.4, 0.2, 0.6)) == study.INCONCLUSIVE
+  assert boundary_rules.slope_reading(None) == study.INCONCLUSIVE
 
 
 def test_methods_to_decide_projects_the_t_interval_and_grows_as_the_slope_shrinks():
   rng = np.random.default_rng(0)
   x = np.linspace(-3, -1, 10)
   y = 0.3 * x + 0.5 * rng.standard_normal(10)
-  near = edge_rules.methods_to_decide(x, y)
-  far = edge_rules.methods_to_decide(x, 0.2 * x + (y - 0.3 * x))
+  near = boundary_rules.methods_to_decide(x, y)
+  far = boundary_rules.methods_to_decide(x, 0.2 * x + (y - 0.3 * x))
   assert near is not None and near >= 10 and (far is None or far > near)
-  assert edge_rules.methods_to_decide(x, 2.0 * x + 0.01 * rng.standard_normal(10)) == 10  # decided already
+  assert boundary_rules.methods_to_decide(x, 2.0 * x + 0.01 * rng.standard_normal(10)) == 10  # decided already
 
 
 def test_warmup_rescue_rises_with_lambda0_when_the_sharper_methods_are_rescued():
   cold, lam0 = _design(1.0, 0.05)
-  b = edge_rules.boundary_measure(cold, lam0, {}, beta1=0.9)
+  b = boundary_rules.boundary_measure(cold, lam0, {}, beta1=0.9)
   rows = list(cold)
   for i, (method, bb) in enumerate(sorted(b["bounds"].items(), key=lambda kv: int(kv[0][1:]))):
     for seed in range(3):
       final = outcomes.TRAINED if seed < i // 4 else outcomes.COLLAPSED  # m0–m3: 0 of 3 rescued … m8+: 2 of 3
       rows.append(dict(method=method, lr=bb["hi"], warmup=100, seed=seed, early=outcomes.STABLE, final=final))
-  r = edge_rules.rescue(rows, b["bounds"], lam0, "adam", warmup=100)
+  r = boundary_rules.rescue(rows, b["bounds"], lam0, "adam", warmup=100)
   assert r["reading"] == "rises with λ₀" and r["spearman"][1] > 0
   assert all(c[3] == b["bounds"][m]["hi"] for m, c in r["cells"].items())
 
@@ -130,8 +131,8 @@ def test_the_rescue_reads_the_warmup_cell_the_design_ran_where_it_fails_without_
   rows += [
       dict(method=m, lr=0.008, warmup=100, seed=s, early=outcomes.STABLE, final=train) for m in "ab" for s in range(3)
   ]
-  bounds = edge_rules.boundaries(rows, 0)
-  r = edge_rules.rescue(rows, bounds, {"a": {"gd": 10.0}, "b": {"gd": 20.0}}, "gd", warmup=100)
+  bounds = boundary_rules.boundaries(rows, 0)
+  r = boundary_rules.rescue(rows, bounds, {"a": {"gd": 10.0}, "b": {"gd": 20.0}}, "gd", warmup=100)
   assert bounds["a"]["hi"] == 0.004 and r["cells"] == {"a": [3, 3, 10.0, 0.008]}  # b trains at 0.008 without warmup
 
 
@@ -140,7 +141,7 @@ def test_the_design_is_study_11s_record_re_read():
   open above there, gets the next lr of its grid)."""
   with open(os.path.join(REPO, "reports/reproduction/edge/claim.json"), encoding="utf-8") as f:
     m = json.load(f)["measured"]
-  bounds = edge_rules.boundaries(m["runs"], 0)
+  bounds = boundary_rules.boundaries(m["runs"], 0)
   expected = {k: (b["lo"], b["hi"] if b["hi"] else 2 * b["lo"]) for k, b in bounds.items()}
   assert config_lib.BRACKETS["cpu"] == expected
   grid = config_lib.grid("cpu")
@@ -176,7 +177,7 @@ def test_edge_boundary_at_tiny_end_to_end(tmp_path):
   """The tiny config trains its fresh seeds (seed 3), reads λ₀ from study 11's record and decides."""
   import ml_collections  # noqa: PLC0415
 
-  from experiments.claims import run as claims_run  # noqa: PLC0415
+  from experiments import run as claims_run  # noqa: PLC0415
 
   config = config_lib.get_config("tiny")
   assert isinstance(config, ml_collections.ConfigDict)

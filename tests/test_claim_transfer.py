@@ -1,4 +1,4 @@
-"""The lr-transfer machinery of studies 12 and 13 (experiments/claims/transfer.py) on hand-made cells whose answer is
+"""The lr-transfer machinery of studies 12 and 13 (experiments/claims/shared/transfer.py) on hand-made cells whose answer is
 known: the optimum's parabola, the shift between the end sizes, and its bootstrap interval over seeds."""
 
 import math
@@ -6,7 +6,8 @@ import math
 import pytest
 import scipy.stats
 
-from experiments.claims import figures, transfer
+from experiments import plots as figure_kit
+from experiments.claims.shared import transfer
 
 LRS = [2.0**k for k in range(-14, -5)]
 
@@ -80,7 +81,7 @@ def test_the_loss_panel_draws_a_run_that_did_not_train_as_an_x_and_a_diverged_on
   grid = {"32": {"0.001": [_cell(3.5), _cell(3.7, seed=1)], "0.002": [_cell(4.5, "undertrained"), _cell(3.0, "diverged", 1)], "0.004": [_cell(None, "diverged")]}}  # fmt: skip
   losses = [r["final_loss"] for c in grid["32"].values() for r in c]
   top = transfer.clipped_top(losses)
-  fig, ax = figures.plt.subplots()
+  fig, ax = figure_kit.plt.subplots()
   transfer.loss_vs_lr(ax, grid, [32], {"32": {"lr": 1e-3}}, {32: "C0"}, losses, top)
   points = {(line.get_marker(), float(line.get_xdata()[0]), float(line.get_ydata()[0])) for line in ax.lines if len(line.get_xdata()) == 1}  # fmt: skip
   # the diverged run's finite loss (3.0) is not drawn: it sits at the clip; the undertrained run at its loss
@@ -90,7 +91,7 @@ def test_the_loss_panel_draws_a_run_that_did_not_train_as_an_x_and_a_diverged_on
   assert all(math.isnan(y) for y in means.get_ydata()[1:])  # no mean through a divergence
   assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and top == pytest.approx(1.1 * 4.5)
   assert "diverged" in transfer.not_trained_handle(top).get_label()
-  figures.plt.close(fig)
+  figure_kit.plt.close(fig)
 
 
 def test_differences_are_taken_within_a_seed_shared_by_every_arm_and_size():

@@ -8,8 +8,7 @@ import pytest
 import train.config
 from configs.claims import warmup as warmup_config
 from experiments import grid as grid_lib
-from experiments import study
-from experiments.claims import run
+from experiments import run, study
 from experiments.claims import warmup as claim
 
 T, C, U, D = "trained", "collapsed", "undertrained", "diverged"

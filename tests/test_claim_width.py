@@ -18,8 +18,7 @@ from analysis import hessian
 from analysis.stability import adam_state_preconditioner_scale, lr_multiplier_scale
 from configs.claims import width as width_config
 from experiments import grid as grid_lib
-from experiments import stats, study
-from experiments.claims import run
+from experiments import run, stats, study
 from experiments.claims import width as claim
 from models.config import ModelConfig
 

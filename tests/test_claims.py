@@ -20,10 +20,10 @@ import pytest
 import scipy.stats
 
 import train.config
-from experiments import claims, study
 from experiments import grid as grid_lib
-from experiments.claims import activation_moments, identity_path, registry, truncated_normal
-from experiments.claims import run as claims_run
+from experiments import registry, study
+from experiments import run as claims_run
+from experiments.claims import activation_moments, identity_path, truncated_normal
 from init.math import truncated_normal_std_factor, xavier_std
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -45,11 +45,11 @@ def claim_config(name, scale="tiny", **overrides):
 # ------------------------------------------------------------------------------------- configs and the data dir
 
 
-@pytest.mark.parametrize("name", claims.CLAIM_NAMES)
+@pytest.mark.parametrize("name", registry.CLAIM_NAMES)
 def test_every_claim_config_loads_at_every_scale_and_names_its_claim(name):
-  claim = claims.get_claim(name)
-  assert claim.number == claims.CLAIM_NAMES.index(name) + 1 and claim.thresholds
-  for scale in claims.SCALES:
+  claim = registry.get_claim(name)
+  assert claim.number == registry.CLAIM_NAMES.index(name) + 1 and claim.thresholds
+  for scale in registry.SCALES:
     config = claim_config(name, scale)
     assert (config.mode, config.claim.name, config.claim.scale) == ("claim", name, scale)
     assert grid_lib.cells(config)  # the grid parses against the config
@@ -58,7 +58,7 @@ def test_every_claim_config_loads_at_every_scale_and_names_its_claim(name):
 
 
 def _sweep_configs():
-  out = [(f"claims/{n}", s) for n in claims.CLAIM_NAMES for s in ("cpu", "paper")]
+  out = [(f"claims/{n}", s) for n in registry.CLAIM_NAMES for s in ("cpu", "paper")]
   return out + [
       (os.path.relpath(p, REPO / "configs")[:-3], None)
       for p in sorted(glob.glob(str(REPO / "configs/sweeps/[!_]*.py")))
@@ -83,10 +83,10 @@ def test_the_data_dir_reaches_every_cell_of_every_claim_and_sweep(path, scale, t
 def test_claim_config_without_a_data_dir_fails_before_any_compute(tmp_path):
   config = claim_config("identity_path", "cpu")
   with pytest.raises(ValueError, match=r"config.data.dir='' is invalid \(data.name='multi30k'\)"):
-    claims.run_claim(config, str(tmp_path / "never"))
+    claims_run.run_claim(config, str(tmp_path / "never"))
   assert not (tmp_path / "never").exists()
   with pytest.raises(ValueError, match=r"config.claim.name='nope' is invalid; valid: one of \['truncated_normal'"):
-    claims.get_claim("nope")
+    registry.get_claim("nope")
 
 
 def test_a_claim_runs_on_multi30k_from_a_read_only_folder_of_the_users_choosing(multi30k_copy, tmp_path):
@@ -132,8 +132,8 @@ def test_a_claim_runs_on_multi30k_from_a_read_only_folder_of_the_users_choosing(
 
 
 def test_truncated_normal_claim_end_to_end(tmp_path):
-  r = claims.run_claim(claim_config("truncated_normal"), str(tmp_path))
-  assert r["verdict"] == claims.REPRODUCED, r["reason"]
+  r = claims_run.run_claim(claim_config("truncated_normal"), str(tmp_path))
+  assert r["verdict"] == study.REPRODUCED, r["reason"]
   b = r["measured"]["bert"]
   assert b["ratio"] == pytest.approx(truncated_normal_std_factor(), rel=0.01) and b["max_abs"] <= 0.04
   assert r["measured"]["xavier"]["square_target"] == pytest.approx(xavier_std(64, 64))
@@ -148,7 +148,7 @@ def test_truncated_normal_claim_end_to_end(tmp_path):
 
 
 def test_activation_moments_claim_end_to_end(tmp_path):
-  r = claims.run_claim(claim_config("activation_moments", **{"analysis.mlp_draws": 4}), str(tmp_path))
+  r = claims_run.run_claim(claim_config("activation_moments", **{"analysis.mlp_draws": 4}), str(tmp_path))
   m = r["measured"]
   assert abs(m["selu"]["rel_error_lambda"]) < 1e-6 and abs(m["selu"]["rel_error_alpha"]) < 1e-6
   acts = m["activations"]
@@ -160,7 +160,7 @@ def test_activation_moments_claim_end_to_end(tmp_path):
 
 def test_identity_path_claim_end_to_end_and_its_rerun(tmp_path):
   config = claim_config("identity_path")
-  r = claims.run_claim(config, str(tmp_path))
+  r = claims_run.run_claim(config, str(tmp_path))
   post, pre = r["measured"]["post"], r["measured"]["pre"]
   assert len(post["c"]) == 2 * 4 and post["kinds"][:2] == ["self_attn", "mlp"]
   # The chained prediction is exact for the first sublayer up to <F, x_0> (small), and the MLP branches are σ² ≈ 1.
@@ -169,7 +169,7 @@ def test_identity_path_claim_end_to_end_and_its_rerun(tmp_path):
   assert r["verdict"] in study.VERDICTS and (tmp_path / "identity_path.png").stat().st_size > 10_000
   # A rerun trains nothing and decides the same.
   lines = []
-  again = claims.run_claim(config, str(tmp_path), emit=lines.append)
+  again = claims_run.run_claim(config, str(tmp_path), emit=lines.append)
   assert "2 run(s); 2 already done, 0 to run" in lines[0]
   assert again["measured"] == r["measured"] and again["verdict"] == r["verdict"]
 
@@ -191,7 +191,7 @@ def test_a_crashed_run_makes_the_claim_inconclusive_and_main_exit_4(tmp_path):
   )
   assert out.returncode == 4, out.stderr[-3000:]
   result = json.loads((tmp_path / "claim.json").read_text())
-  assert result["verdict"] == claims.INCONCLUSIVE and result["runs"] == {"crashed": 2}
+  assert result["verdict"] == study.INCONCLUSIVE and result["runs"] == {"crashed": 2}
   assert "init.scheme=bert seed 0: ValueError: length_policy='drop'" in result["reason"]
 
 
@@ -220,21 +220,21 @@ def _xavier(rel_error=0.0, se_rel=2e-4, square_d=768):
 @pytest.mark.parametrize(
     "bert, xavier, expected, failing",
     [
-        (_bert(), _xavier(), claims.REPRODUCED, None),
-        (_bert(rel_error=0.0095, se_rel=1e-4), _xavier(), claims.REPRODUCED, None),  # 1.0095 + 0.0002 < 1.01
-        (_bert(rel_error=0.03), _xavier(), claims.NOT_REPRODUCED, "['bert']"),
-        (_bert(rel_error=-0.03), _xavier(), claims.NOT_REPRODUCED, "['bert']"),
+        (_bert(), _xavier(), study.REPRODUCED, None),
+        (_bert(rel_error=0.0095, se_rel=1e-4), _xavier(), study.REPRODUCED, None),  # 1.0095 + 0.0002 < 1.01
+        (_bert(rel_error=0.03), _xavier(), study.NOT_REPRODUCED, "['bert']"),
+        (_bert(rel_error=-0.03), _xavier(), study.NOT_REPRODUCED, "['bert']"),
         # the alternative the statement denies: the realized std is the nominal 0.02 (13.7% above 0.8796·0.02)
-        (_bert(rel_error=1 / truncated_normal_std_factor() - 1), _xavier(), claims.NOT_REPRODUCED, "['bert']"),
+        (_bert(rel_error=1 / truncated_normal_std_factor() - 1), _xavier(), study.NOT_REPRODUCED, "['bert']"),
         # 1.009 ± 1.96e-3 straddles 1.01: more draws decide
-        (_bert(rel_error=0.009, se_rel=1e-3), _xavier(), claims.INCONCLUSIVE, "bert: N = 1,000,000 draws"),
+        (_bert(rel_error=0.009, se_rel=1e-3), _xavier(), study.INCONCLUSIVE, "bert: N = 1,000,000 draws"),
         # so does a point error of 0 measured on too few draws (the earlier rule's "power")
-        (_bert(rel_error=0.0, se_rel=0.006), _xavier(), claims.INCONCLUSIVE, "more draws"),
-        (_bert(max_abs=0.05), _xavier(), claims.NOT_REPRODUCED, "['truncated']"),
-        (_bert(rel_error=0.009, se_rel=1e-3, max_abs=0.05), _xavier(), claims.NOT_REPRODUCED, "['truncated']"),
-        (_bert(), _xavier(rel_error=0.02), claims.NOT_REPRODUCED, "['xavier']"),
-        (_bert(), _xavier(rel_error=-0.0095, se_rel=2e-3), claims.INCONCLUSIVE, "xavier: N = 1,000,000 draws"),
-        (_bert(), _xavier(square_d=None), claims.INCONCLUSIVE, "no d×d kernel"),
+        (_bert(rel_error=0.0, se_rel=0.006), _xavier(), study.INCONCLUSIVE, "more draws"),
+        (_bert(max_abs=0.05), _xavier(), study.NOT_REPRODUCED, "['truncated']"),
+        (_bert(rel_error=0.009, se_rel=1e-3, max_abs=0.05), _xavier(), study.NOT_REPRODUCED, "['truncated']"),
+        (_bert(), _xavier(rel_error=0.02), study.NOT_REPRODUCED, "['xavier']"),
+        (_bert(), _xavier(rel_error=-0.0095, se_rel=2e-3), study.INCONCLUSIVE, "xavier: N = 1,000,000 draws"),
+        (_bert(), _xavier(square_d=None), study.INCONCLUSIVE, "no d×d kernel"),
     ],
 )
 def test_truncated_normal_verdict_branches(bert, xavier, expected, failing):
@@ -316,23 +316,23 @@ def test_the_mean_field_quadrature_is_below_the_fixed_point_tolerance():
 @pytest.mark.parametrize(
     "selu_error, acts, expected, failing",
     [
-        (0.0, {}, claims.REPRODUCED, None),
-        (1e-3, {}, claims.NOT_REPRODUCED, "SELU constants"),
+        (0.0, {}, study.REPRODUCED, None),
+        (1e-3, {}, study.NOT_REPRODUCED, "SELU constants"),
         # Normalized GELU's repelling slope 1.144 is reported as this project's finding: Su states no stability.
         (
             0.0,
             {"slopes": {"normalized_gelu": 1.144}},
-            claims.REPRODUCED,
+            study.REPRODUCED,
             "a repelling slope for ['normalized_gelu 1.144']",
         ),
-        (0.0, {"slopes": {"normalized_relu": 1.0 + 1e-5}}, claims.REPRODUCED, "normalized_relu 1.000"),
-        (0.0, {"slopes": {"selu": 1.0}}, claims.NOT_REPRODUCED, "selu: the fixed point does not attract"),  # Thm 1
-        (0.0, {"slopes": {"selu": 0.999}}, claims.REPRODUCED, None),
-        (0.0, {"q1": {"selu": 1.01}}, claims.NOT_REPRODUCED, "selu: no fixed point"),
-        (0.0, {"q1": {"selu": 1.0 + 2e-6}}, claims.NOT_REPRODUCED, "selu: no fixed point"),  # the tolerance: 1e-6
-        (0.0, {"q1": {"normalized_gelu": 1.0 - 5e-7}}, claims.REPRODUCED, None),
-        (0.0, {"q20": {"relu": 0.5}}, claims.NOT_REPRODUCED, "relu: no drift"),
-        (0.0, {"q20": {"gelu": 4.5}}, claims.REPRODUCED, None),  # drift upwards counts too
+        (0.0, {"slopes": {"normalized_relu": 1.0 + 1e-5}}, study.REPRODUCED, "normalized_relu 1.000"),
+        (0.0, {"slopes": {"selu": 1.0}}, study.NOT_REPRODUCED, "selu: the fixed point does not attract"),  # Thm 1
+        (0.0, {"slopes": {"selu": 0.999}}, study.REPRODUCED, None),
+        (0.0, {"q1": {"selu": 1.01}}, study.NOT_REPRODUCED, "selu: no fixed point"),
+        (0.0, {"q1": {"selu": 1.0 + 2e-6}}, study.NOT_REPRODUCED, "selu: no fixed point"),  # the tolerance: 1e-6
+        (0.0, {"q1": {"normalized_gelu": 1.0 - 5e-7}}, study.REPRODUCED, None),
+        (0.0, {"q20": {"relu": 0.5}}, study.NOT_REPRODUCED, "relu: no drift"),
+        (0.0, {"q20": {"gelu": 4.5}}, study.REPRODUCED, None),  # drift upwards counts too
     ],
 )
 def test_activation_moments_verdict_branches(selu_error, acts, expected, failing):
@@ -342,7 +342,7 @@ def test_activation_moments_verdict_branches(selu_error, acts, expected, failing
   acts = _activations()
   del acts["gelu"]
   v = activation_moments.verdict({"crashed": [], "selu": selu, "activations": acts})
-  assert v.verdict == claims.INCONCLUSIVE and "['gelu']" in v.reason
+  assert v.verdict == study.INCONCLUSIVE and "['gelu']" in v.reason
 
 
 def _identity_arm(factors, q_f, noise, seeds=3, first=1.0):
@@ -387,18 +387,18 @@ EDGE_DECAY = 1.1 * 2**-0.5  # the decay band's upper edge
 @pytest.mark.parametrize(
     "measured, expected, failing",
     [
-        (_identity(), claims.REPRODUCED, None),
-        (_identity(law=0.95), claims.REPRODUCED, None),  # 5% off the law, inside its 15%
-        (_identity(law=1.3), claims.NOT_REPRODUCED, "'post'"),
+        (_identity(), study.REPRODUCED, None),
+        (_identity(law=0.95), study.REPRODUCED, None),  # 5% off the law, inside its 15%
+        (_identity(law=1.3), study.NOT_REPRODUCED, "'post'"),
         # the law off by 15% at its edge (MLP σ² = 2·1.15² − 1, so their factor stays 2^(-1/2)): straddles
-        (_identity(law=1.15, sigma2_mlp=2 * 1.15**2 - 1, noise=0.03), claims.INCONCLUSIVE, "['post']"),
-        (_identity(sigma2_mlp=0.5), claims.NOT_REPRODUCED, "['decay']"),  # the law holds; the branch is not σ² = 1
-        (_identity(sigma2_mlp=1 / EDGE_DECAY**2 - 1, noise=0.01), claims.INCONCLUSIVE, "['decay']"),
-        (_identity(pre=0.98), claims.NOT_REPRODUCED, "['pre']"),  # 0.98^8 = 0.85: the path decays
-        (_identity(pre=1.0, pre_noise=0.01), claims.REPRODUCED, None),
-        (_identity(pre=EDGE_PRE, pre_noise=0.01), claims.INCONCLUSIVE, "N = 24 steps give t_23 = 2.07"),
-        (_identity(first=0.01), claims.INCONCLUSIVE, "fewer than 2 steps"),  # c falls below the cut at once
-        ({"crashed": ["model.norm_position=pre seed 0: RuntimeError: x"]}, claims.INCONCLUSIVE, "1 run(s) crashed"),
+        (_identity(law=1.15, sigma2_mlp=2 * 1.15**2 - 1, noise=0.03), study.INCONCLUSIVE, "['post']"),
+        (_identity(sigma2_mlp=0.5), study.NOT_REPRODUCED, "['decay']"),  # the law holds; the branch is not σ² = 1
+        (_identity(sigma2_mlp=1 / EDGE_DECAY**2 - 1, noise=0.01), study.INCONCLUSIVE, "['decay']"),
+        (_identity(pre=0.98), study.NOT_REPRODUCED, "['pre']"),  # 0.98^8 = 0.85: the path decays
+        (_identity(pre=1.0, pre_noise=0.01), study.REPRODUCED, None),
+        (_identity(pre=EDGE_PRE, pre_noise=0.01), study.INCONCLUSIVE, "N = 24 steps give t_23 = 2.07"),
+        (_identity(first=0.01), study.INCONCLUSIVE, "fewer than 2 steps"),  # c falls below the cut at once
+        ({"crashed": ["model.norm_position=pre seed 0: RuntimeError: x"]}, study.INCONCLUSIVE, "1 run(s) crashed"),
     ],
 )
 def test_identity_path_verdict_branches(measured, expected, failing):
@@ -436,11 +436,11 @@ def test_identity_path_steps_chain_each_seed():
 @pytest.mark.parametrize("name", registry.CLAIM_NAMES)
 def test_a_crashed_run_is_inconclusive_for_every_claim(name):
   v = registry.get_claim(name).verdict({"crashed": ["cell seed 1: RuntimeError: boom"]})  # nothing else measured
-  assert v.verdict == claims.INCONCLUSIVE and "cell seed 1: RuntimeError: boom" in v.reason
+  assert v.verdict == study.INCONCLUSIVE and "cell seed 1: RuntimeError: boom" in v.reason
 
 
 def test_a_claims_time_is_its_runs_not_the_invocation_that_decided_it():
-  from experiments.claims import run as run_lib  # pylint: disable=g-import-not-at-top
+  from experiments import run as run_lib  # pylint: disable=g-import-not-at-top
 
   assert run_lib.run_seconds([{"wall_time_s": 1.5}, {"wall_time_s": None}, {"wall_time_s": 2.0}]) == 3.5
   assert math.isnan(run_lib.run_seconds([{"wall_time_s": None}])) and math.isnan(run_lib.run_seconds([]))

@@ -15,10 +15,13 @@ import pytest
 import scipy.stats
 
 from analysis import plots
+from experiments import plots as figure_kit
 from experiments import stats, study
-from experiments.claims import attention_scale, figures, get_claim, run_claim
+from experiments.claims import attention_scale
 from experiments.claims import grad_norms as gn
 from experiments.claims import hessian_spectrum as hs
+from experiments.registry import get_claim
+from experiments.run import run_claim
 
 CRASHED = ["cell seed 0: RuntimeError: boom"]
 
@@ -42,7 +45,7 @@ def _check_claim_json(result: dict, workdir, name: str, number: int) -> None:
 
 @pytest.fixture
 def captured(monkeypatch):
-  """The figures a claim saves, kept open for inspection (figures.save still writes the PNG)."""
+  """The figures a claim saves, kept open for inspection (plots.save still writes the PNG)."""
   figs = []
 
   def keep(fig, out_dir, name):
@@ -51,10 +54,10 @@ def captured(monkeypatch):
     fig.savefig(os.path.join(out_dir, name), dpi=110)
     return name
 
-  monkeypatch.setattr(figures, "save", keep)
+  monkeypatch.setattr(figure_kit, "save", keep)
   yield figs
   for fig in figs:
-    figures.plt.close(fig)
+    figure_kit.plt.close(fig)
 
 
 def _integer_ticks(ax) -> bool:

@@ -1,5 +1,5 @@
 """Claims 8 (tfixup), 9 (bert_vs_xavier) and 10 (deep_no_warmup), decided per learning rate by outcome class on the
-atlas's cells (experiments/claims/training.py and each claim's module): every verdict on hand-made sweep records, on
+atlas's cells (experiments/claims/shared/training.py and each claim's module): every verdict on hand-made sweep records, on
 both sides of each rule (a cell that fails or trains, 3 seeds or 2, one depth or two), a crashed run, runs without a
 class; the figure (diverged runs at the clipped top, one colour per arm across panels); the configs' cells are the
 atlas's cells by folder name and by what they train; claim 8 end to end at tiny, then read again through
@@ -15,11 +15,11 @@ import train.config
 from configs import atlas as atlas_config
 from configs.claims import deep_no_warmup as deep_config
 from experiments import grid as grid_lib
-from experiments import study
+from experiments import plots as figure_kit
+from experiments import run, study
 from experiments import sweep as sweep_lib
 from experiments.claims import bert_vs_xavier as bert_claim
 from experiments.claims import deep_no_warmup as deep_claim
-from experiments.claims import figures, run
 from experiments.claims import tfixup as tfixup_claim
 
 T, C, U, D = "trained", "collapsed", "undertrained", "diverged"
@@ -241,7 +241,7 @@ def test_measure_reads_each_run_and_the_unigram_reference(tmp_path):
 
 def test_the_figure_draws_diverged_runs_at_the_clipped_top_and_one_colour_per_method(tmp_path, monkeypatch):
   drawn = {}
-  monkeypatch.setattr(figures, "save", lambda fig, out_dir, name: drawn.setdefault(name, fig) and name)
+  monkeypatch.setattr(figure_kit, "save", lambda fig, out_dir, name: drawn.setdefault(name, fig) and name)
   m = deep_claim.measure(_results(_deep(**{"Admin at 12+12": _arm(T, D, D)})))
   assert deep_claim.figure(m, None, str(tmp_path), "d=32, 200 steps") == ["deep_no_warmup.png"]
   fig = drawn["deep_no_warmup.png"]

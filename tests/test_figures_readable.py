@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from analysis import plots
 from configs import default
+from experiments import plots as figure_kit
 from experiments import report
 from experiments.claims import edge
 
@@ -26,12 +27,12 @@ from experiments.claims import edge
 def kept(monkeypatch):
   """The figures written (laid out and saved as usual, into tmp paths), kept for inspection."""
   figs = []
-  save, plots_save = report.save_figure, plots._save
-  monkeypatch.setattr(report, "save_figure", lambda fig, path: figs.append(fig) or save(fig, path))
+  save, plots_save = figure_kit.save_figure, plots._save
+  monkeypatch.setattr(figure_kit, "save_figure", lambda fig, path: figs.append(fig) or save(fig, path))
   monkeypatch.setattr(plots, "_save", lambda fig, path: figs.append(fig) or plots_save(fig, path))
   yield figs
   for fig in figs:
-    report.plt.close(fig)
+    figure_kit.plt.close(fig)
 
 
 def _texts(fig) -> list:
@@ -227,14 +228,14 @@ def test_fixed_settings_name_no_size_the_sweep_varies():
 
 
 def test_fit_text_wraps_to_the_figure_width():
-  fig, _ = report.plt.subplots(figsize=(3, 2))
-  text = report.fit_text(fig, LONG_SETTINGS, 8)
+  fig, _ = figure_kit.plt.subplots(figsize=(3, 2))
+  text = figure_kit.fit_text(fig, LONG_SETTINGS, 8)
   assert text.replace("\n", " ") == LONG_SETTINGS and text.count("\n") >= 3
   fig.suptitle(text, fontsize=8)
   fig.canvas.draw()
   e = fig.texts[0].get_window_extent(fig.canvas.get_renderer())
   assert e.width <= fig.bbox.width
-  report.plt.close(fig)
+  figure_kit.plt.close(fig)
 
 
 def _union_sweep(tmp_path, arms, lrs=(1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2), warmups=(0, 100)):
@@ -418,7 +419,7 @@ def test_width_figure_reads(kept, tmp_path):
   assert loss_panels and all(ax.get_xscale() == "log" and ax.get_yscale() == "log" for ax in loss_panels)
   for ax in loss_panels:
     labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
-    assert labels == [report._short_e(2.0**k) for k in range(-12, -5)], labels
+    assert labels == [figure_kit.short_e(2.0**k) for k in range(-12, -5)], labels
 
 
 def test_log_ticks_at_a_grids_values_label_each_one_exactly():
@@ -431,7 +432,7 @@ def test_log_ticks_at_a_grids_values_label_each_one_exactly():
   ax.plot(grid, [1.0, 2.0, 3.0])
   ax.set_xscale("log")
   ax.set_xlim(3e-3, 2e-2)
-  report.plain_log_ticks(ax.xaxis, min(grid), max(grid), at=grid + [8e-3])
+  figure_kit.plain_log_ticks(ax.xaxis, min(grid), max(grid), at=grid + [8e-3])
   FigureCanvasAgg(fig).draw()
   ticks = [t for t in ax.get_xticks() if 3e-3 <= t <= 2e-2]
   assert ticks == pytest.approx(grid)

@@ -20,8 +20,8 @@ from jax.sharding import AbstractMesh
 
 import train.config
 from configs import default
-from experiments import claims, hooks, sweep
 from experiments import grid as grid_lib
+from experiments import hooks, registry, sweep
 from models.transformer import Transformer
 
 from .conftest import SHARED_MULTI30K
@@ -42,7 +42,7 @@ def _checked_runs(name: str, scale: str):
       yield cell.name, resolved, analyzes
 
 
-@pytest.mark.parametrize("name", list(claims.CLAIM_NAMES))
+@pytest.mark.parametrize("name", list(registry.CLAIM_NAMES))
 def test_paper_scale_curvature_fits_the_devices_the_config_states(name):
   """At the run's full n (SentencePiece gives at most `data.vocab_size` ids), not only the lower bound the sweep
   checks before its runs."""
@@ -70,7 +70,7 @@ def test_the_paper_configs_that_record_curvature_are_the_ones_checked():
   analyses have such cells."""
   if not (SHARED_MULTI30K / "train.de.gz").exists():
     pytest.skip(f"Multi30k not found at {SHARED_MULTI30K}")
-  checked = {name for name in claims.CLAIM_NAMES if next(_checked_runs(name, "paper"), None)}
+  checked = {name for name in registry.CLAIM_NAMES if next(_checked_runs(name, "paper"), None)}
   assert {"edge", "width", "depth", "hessian_spectrum"} <= checked
 
 

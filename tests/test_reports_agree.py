@@ -7,8 +7,8 @@ import os
 import pathlib
 import re
 
-from experiments.claims import report, reproduce
-from experiments.claims.registry import CLAIM_NAMES
+from experiments import reproduce, reproduction
+from experiments.registry import CLAIM_NAMES
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports"
@@ -44,18 +44,23 @@ def test_the_report_and_the_readme_are_written_from_the_records(tmp_path):
   first = committed.splitlines()[2]  # "Produced by `<command>`. ..."
   command = re.match(r"Produced by `([^`]*)`", first).group(1)
   baseline = reproduce.load_baseline(str(REPORTS))
-  fresh = report.write_reproduction(
+  fresh = reproduction.write_reproduction(
       records, str(tmp_path / "R.md"), figure_dir="reproduction", command=command, baseline=baseline
   )
   assert pathlib.Path(fresh).read_text(encoding="utf-8") == committed
-  atlas = report.write_atlas(records, str(tmp_path / "A.md"), command=command)
+  atlas = reproduction.write_atlas(records, str(tmp_path / "A.md"), command=command)
   assert pathlib.Path(atlas).read_text(encoding="utf-8") == (REPORTS / "ATLAS.md").read_text(encoding="utf-8")
   readme = (REPO / "README.md").read_text(encoding="utf-8")
-  block = readme[readme.index(report.README_BEGIN) + len(report.README_BEGIN) : readme.index(report.README_END)]
-  assert block.strip() == report.readme_table(records)
+  block = readme[
+      readme.index(reproduction.README_BEGIN) + len(reproduction.README_BEGIN) : readme.index(reproduction.README_END)
+  ]
+  assert block.strip() == reproduction.readme_table(records)
   if baseline:  # the README's baseline lines are the record's too
-    block = readme[readme.index(report.BASELINE_BEGIN) + len(report.BASELINE_BEGIN) : readme.index(report.BASELINE_END)]
-    assert block.strip() == report.baseline_readme(baseline)
+    block = readme[
+        readme.index(reproduction.BASELINE_BEGIN)
+        + len(reproduction.BASELINE_BEGIN) : readme.index(reproduction.BASELINE_END)
+    ]
+    assert block.strip() == reproduction.baseline_readme(baseline)
 
 
 def test_verdicts_agree_across_the_files():
@@ -63,9 +68,12 @@ def test_verdicts_agree_across_the_files():
   expected = {n: r["verdict"] for n, r in records.items()}
   assert _table_verdicts((REPORTS / "REPRODUCTION.md").read_text(encoding="utf-8")) == expected
   readme = (REPO / "README.md").read_text(encoding="utf-8")
-  assert _table_verdicts(readme[readme.index(report.README_BEGIN) : readme.index(report.README_END)]) == expected
+  assert (
+      _table_verdicts(readme[readme.index(reproduction.README_BEGIN) : readme.index(reproduction.README_END)])
+      == expected
+  )
   atlas = _table_verdicts((REPORTS / "ATLAS.md").read_text(encoding="utf-8"))
-  assert atlas == {n: v for n, v in expected.items() if records[n]["claim"] in report.ATLAS_STUDIES}
+  assert atlas == {n: v for n, v in expected.items() if records[n]["claim"] in reproduction.ATLAS_STUDIES}
   for r in records.values():  # each record's figures are its own copies, beside it
     folder = REPORTS / "reproduction" / r["claim"]
     if r.get("pending"):  # no record: no verdict anywhere, at most the records of its runs so far
@@ -74,7 +82,7 @@ def test_verdicts_agree_across_the_files():
       }
       continue
     assert not r.get("decided_from"), r["claim"]  # every record was decided from its own runs
-    # beside them only the records of a rerun still under way (experiments/claims/reproduce.py RECORDS_DIR)
+    # beside them only the records of a rerun still under way (experiments/reproduce.py RECORDS_DIR)
     listed = set(os.listdir(folder)) - {reproduce.RECORDS_DIR}
     assert sorted(listed) == sorted(["claim.json", *r["figures"]])
 
@@ -135,7 +143,7 @@ def test_the_provenance_names_the_cpu_and_xla_flags(monkeypatch):
 def test_atlas_states_the_answer_of_the_study_that_decides_it():
   """ATLAS.md opens with the atlas's answer in one sentence: the deciding study's verdict and reason, or that its
   runs are under way, as its record says."""
-  record = next(r for r in _records() if r["claim"] == report.ANSWER)
+  record = next(r for r in _records() if r["claim"] == reproduction.ANSWER)
   text = (REPORTS / "ATLAS.md").read_text(encoding="utf-8")
   line = next(x for x in text.splitlines() if x.startswith("**The answer**"))
   said = "not decided yet" if record.get("pending") else f"{record['verdict']}. {record['reason']}"

@@ -1,4 +1,4 @@
-"""The reproduction driver (experiments/claims/reproduce.py) and its report: claims run through main.py, a failed
+"""The reproduction driver (experiments/reproduce.py) and its report: claims run through main.py, a failed
 claim reported as inconclusive, REPRODUCTION.md and the README's table rebuilt from the results on disk."""
 
 import json
@@ -13,7 +13,7 @@ from tests.conftest import REPO
 
 def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
   runs, out = tmp_path / "runs", tmp_path / "out"
-  cmd = [sys.executable, "-m", "experiments.claims.reproduce", f"--runs={runs}", f"--out={out}"]
+  cmd = [sys.executable, "-m", "experiments.reproduce", f"--runs={runs}", f"--out={out}"]
   done = subprocess.run(
       [*cmd, "--scale=tiny", "--claims=truncated_normal"], cwd=REPO, capture_output=True, text=True, timeout=300
   )
@@ -35,9 +35,9 @@ def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
   # The README's table is rebuilt between its markers from the same results.
   readme = tmp_path / "README.md"
   readme.write_text("intro\n<!-- claims:begin -->\nold table\n<!-- claims:end -->\nrest\n")
-  from experiments.claims import report, reproduce
+  from experiments import reproduce, reproduction
 
-  report.update_readme(str(readme), reproduce.collect(str(out)))
+  reproduction.update_readme(str(readme), reproduce.collect(str(out)))
   new = readme.read_text()
   assert new.startswith("intro\n<!-- claims:begin -->\n| # | claim |") and new.endswith("<!-- claims:end -->\nrest\n")
   assert "old table" not in new and "[identity_path](reports/REPRODUCTION.md#identity_path) | **inconclusive**" in new
@@ -47,7 +47,7 @@ def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
   assert again.returncode == 0 and (out / "REPRODUCTION.md").read_text() == text
   assert "cell " not in again.stdout
   # A '|' in a headline number's name is escaped, so the table keeps its columns.
-  row = report.readme_table([{"claim": "x", "number": 1, "verdict": "reproduced", "summary": {"max|c−1|": 0.5}}])
+  row = reproduction.readme_table([{"claim": "x", "number": 1, "verdict": "reproduced", "summary": {"max|c−1|": 0.5}}])
   assert row.splitlines()[-1].count(" | ") == 4 and "max\\|c−1\\|" in row
   # a verdict read by a rule stated after its runs were seen is said as a re-reading, in the README and the atlas
   reread = {
@@ -57,10 +57,10 @@ def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
       "reason": "A re-reading of seeds 0–2 ...",
       "summary": {},
   }
-  assert "| reproduced (re-reading; fresh seeds decide) |" in report.readme_table([reread])
-  assert "| **inconclusive** |" in report.readme_table([{**reread, "verdict": "inconclusive", "reason": "fresh"}])
+  assert "| reproduced (re-reading; fresh seeds decide) |" in reproduction.readme_table([reread])
+  assert "| **inconclusive** |" in reproduction.readme_table([{**reread, "verdict": "inconclusive", "reason": "fresh"}])
   with pytest.raises(ValueError, match="has no <!-- claims:begin -->"):
-    report.update_readme(str(tmp_path / "runs" / "truncated_normal" / "results.md"), [])
+    reproduction.update_readme(str(tmp_path / "runs" / "truncated_normal" / "results.md"), [])
 
 
 def test_claims_on_the_atlas_cells_read_the_atlas_runs(tmp_path, monkeypatch):
@@ -68,8 +68,8 @@ def test_claims_on_the_atlas_cells_read_the_atlas_runs(tmp_path, monkeypatch):
   as their sweep.cells_dir; the other claims train in their own workdir."""
   import importlib  # pylint: disable=g-import-not-at-top
 
-  from experiments.claims import reproduce  # pylint: disable=g-import-not-at-top
-  from experiments.claims.registry import CLAIM_NAMES  # pylint: disable=g-import-not-at-top
+  from experiments import reproduce  # pylint: disable=g-import-not-at-top
+  from experiments.registry import CLAIM_NAMES  # pylint: disable=g-import-not-at-top
 
   on_cells = {n for n in CLAIM_NAMES if hasattr(importlib.import_module(f"configs.claims.{n}"), "atlas_claim_config")}
   assert set(reproduce.ON_ATLAS_CELLS) == on_cells == {"tfixup", "bert_vs_xavier", "deep_no_warmup"}
@@ -101,14 +101,15 @@ def test_redecide_applies_the_current_rule_to_a_records_measurements(tmp_path):
   import json  # pylint: disable=g-import-not-at-top
   import shutil  # pylint: disable=g-import-not-at-top
 
-  from experiments.claims import get_claim, reproduce  # pylint: disable=g-import-not-at-top
+  from experiments import reproduce
+  from experiments.registry import get_claim  # pylint: disable=g-import-not-at-top
 
   src = REPO / "reports" / "reproduction" / "hessian_spectrum"
   dest = tmp_path / "reproduction" / "hessian_spectrum"
   shutil.copytree(src, dest)
   old = json.loads((dest / "claim.json").read_text())
   done = subprocess.run(
-      [sys.executable, "-m", "experiments.claims.reproduce", f"--out={tmp_path}", f"--runs={tmp_path / 'runs'}",
+      [sys.executable, "-m", "experiments.reproduce", f"--out={tmp_path}", f"--runs={tmp_path / 'runs'}",
        "--redecide=hessian_spectrum"],
       cwd=REPO, capture_output=True, text=True, timeout=300,
   )  # fmt: skip
@@ -130,7 +131,7 @@ def test_done_runs_records_land_as_they_come_and_a_later_session_restores_them(t
   a later call on an empty workdir copies them back, so its sweep skips those runs; an unfinished run is neither."""
   import json  # pylint: disable=g-import-not-at-top
 
-  from experiments.claims import reproduce  # pylint: disable=g-import-not-at-top
+  from experiments import reproduce  # pylint: disable=g-import-not-at-top
 
   def run(root, cell, seed, status):
     d = root / "cells" / cell / f"seed_{seed}"
@@ -188,7 +189,7 @@ def test_parallel_reaches_the_claims_sweep(tmp_path, monkeypatch):
   """`--parallel=k` runs the claim's main.py with `--config.sweep.parallel=k` (its runs k at once; a claim whose grid
   grows is decided by the child that gathers: tests/test_claim_edge.py); 1 (the default) leaves the command as it was.
   """
-  from experiments.claims import reproduce  # pylint: disable=g-import-not-at-top
+  from experiments import reproduce  # pylint: disable=g-import-not-at-top
 
   commands = []
 
@@ -214,7 +215,7 @@ def test_parallel_reaches_the_claims_sweep(tmp_path, monkeypatch):
 def test_saving_records_copies_only_what_changed(tmp_path, monkeypatch):
   """save_records at every run's start copies a done run once (a resumed sweep of 500 runs copied every record at
   each of them), and again when its status.json changed."""
-  from experiments.claims import reproduce  # pylint: disable=g-import-not-at-top
+  from experiments import reproduce  # pylint: disable=g-import-not-at-top
 
   for cell in ("a", "b"):
     d = tmp_path / "runs" / "cells" / cell / "seed_0"
@@ -244,15 +245,15 @@ def test_saving_records_copies_only_what_changed(tmp_path, monkeypatch):
 def test_a_claim_whose_process_fails_keeps_its_earlier_record(tmp_path, monkeypatch):
   """A claim's main.py that exits 2 before any run (here: no --data_dir) leaves no claim.json: the decided record in
   <out>/reproduction/<claim>/ and its figures stay as they were, and reproduce exits 1 naming the claim."""
-  from experiments.claims import reproduce  # pylint: disable=g-import-not-at-top
+  from experiments import reproduce  # pylint: disable=g-import-not-at-top
 
   dest = tmp_path / "out" / "reproduction" / "identity_path"
   dest.mkdir(parents=True)
   (dest / "claim.json").write_text(json.dumps({"claim": "identity_path", "verdict": "reproduced"}))
   (dest / "identity_path.png").write_bytes(b"png")
   monkeypatch.setattr(reproduce, "run_one", lambda *a, **k: (2, str(tmp_path / "main.log")))
-  monkeypatch.setattr(reproduce.report, "write_reproduction", lambda *a, **k: "r")
-  monkeypatch.setattr(reproduce.report, "write_atlas", lambda *a, **k: "a")
+  monkeypatch.setattr(reproduce.reproduction, "write_reproduction", lambda *a, **k: "r")
+  monkeypatch.setattr(reproduce.reproduction, "write_atlas", lambda *a, **k: "a")
   argv = ["reproduce", "--claims=identity_path", f"--out={tmp_path / 'out'}", f"--runs={tmp_path / 'runs'}"]
   with pytest.raises(SystemExit) as stop:
     reproduce.FLAGS(argv)

@@ -298,7 +298,7 @@ def test_a_claim_is_decided_only_by_the_shard_that_gathered_every_run(tmp_path, 
   """A shard whose sweep other shards still run (fewer records than cells × seeds) writes no claim.json; with every
   record the claim is decided as always."""
   import configs.claims.tfixup as tfixup  # noqa: PLC0415
-  from experiments.claims import run as claim_run  # noqa: PLC0415
+  from experiments import run as claim_run  # noqa: PLC0415
 
   config = tfixup.get_config("tiny")
   expected = len(sweep_lib.grid_lib.cells(config)) * config.sweep.seeds

@@ -12,6 +12,7 @@ import os
 import pytest
 from etils import epath
 
+from experiments import plots as figure_kit
 from experiments import report
 from experiments import shard as shard_lib
 from experiments import sweep as sweep_lib
@@ -89,7 +90,7 @@ def test_a_sweep_on_gs_goes_through_epath(tmp_path, bucket, monkeypatch, plain_i
   assert [r["final"]["train/loss"] for r in stored] == [r["final"]["train/loss"] for r in records]
   assert all(r["final"]["train/loss"] > 0 for r in records)
   assert "| 0.001 |" in epath.Path(WORKDIR, "results.md").read_text()
-  assert report.saved_figure_key(f"{WORKDIR}/final_metric.png") is not None  # the PNG and its key read back
+  assert figure_kit.saved_figure_key(f"{WORKDIR}/final_metric.png") is not None  # the PNG and its key read back
   # the HParams events need tensorboardX's own gs:// writer (google-cloud-storage): skipped, not a local folder
   assert not any(name.startswith("tensorboard_hparams") for name in objects)
 

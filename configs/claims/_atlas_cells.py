@@ -14,7 +14,7 @@ claim.json and figures stay in its own workdir:
         --config.sweep.cells_dir=runs/atlas/train --workdir=runs/claims/tfixup
 
 A cell the atlas does not have (an ablation arm, a depth other than the atlas's) is written there too, under its own
-name. `SEEDS`: 3 at cpu and paper (a cell a rule decides on needs 3 seeds: experiments/claims/warmup.py MIN_SEEDS), 1
+name. `SEEDS`: 3 at cpu and paper (a cell a rule decides on needs 3 seeds: experiments/claims/shared/cells.py MIN_SEEDS), 1
 at tiny (the tests). Imports only ml_collections and configs/.
 """
 

@@ -3,7 +3,7 @@
     python main.py --config=configs/claims/edge_boundary.py:cpu --config.data.dir=<Multi30k folder> \\
         --workdir=runs/claims/edge_boundary
 
-The design, fixed here before its runs (the rules: experiments/claims/edge_rules.py, the boundary rules):
+The design, fixed here before its runs (the rules: experiments/claims/shared/boundary_rules.py, the boundary rules):
   methods   every method of study 11 (configs/atlas.py's registry), with study 11's model, data, optimizer, 200
             steps and per-step training-loss log (configs/claims/edge.py);
   lrs       per method, the bracket [η_lo, η_hi] that study 11's record gives on the collapse-aware outcome
@@ -18,7 +18,7 @@ The design, fixed here before its runs (the rules: experiments/claims/edge_rules
 At paper, where study 11 has no record, each method runs study 11's paper grid (configs/claims/edge.py LRS) on the
 fresh seeds, extended by √2 steps until bracketed; its warmup runs wait for those brackets.
 Runs at cpu: 19 methods × 3 lrs × 3 seeds + 19 × 3 warmup runs = 228 of 200 steps, ≈ 2.8 h on 2 cores, committed as
-they land (experiments/claims/reproduce.py resumes them).
+they land (experiments/reproduce.py resumes them).
 """
 
 import math

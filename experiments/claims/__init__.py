@@ -1,28 +1,7 @@
-"""The papers' claims, each a sweep (configs/claims/<name>.py) plus measure / verdict / figure (this package).
+"""The studies: the papers' claims and the atlas's questions, one module each (`CLAIM = study.Study(...)`, listed in
+experiments/registry.py), and `shared/`, the rules several studies share. A study imports no other study
+(tests/test_study_imports.py); it is run by experiments/run.py.
 
     python main.py --config=configs/claims/warmup.py:cpu --config.data.dir=<folder with Multi30k's .gz files>
     python main.py --config=configs/claims/identity_path.py:tiny          # seconds, on the synthetic task
-
-`run_claim(config, workdir)` runs one claim (experiments/claims/run.py); `get_claim(name)` / `CLAIM_NAMES` the
-registry; experiments/study.py the contract every claim module follows.
 """
-
-from experiments.claims.registry import CLAIM_NAMES, SCALES, ClaimConfig, get_claim
-from experiments.claims.run import decide, run_claim, run_claim_parallel
-from experiments.study import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Results, Study, Verdict
-
-__all__ = [
-    "CLAIM_NAMES",
-    "INCONCLUSIVE",
-    "NOT_REPRODUCED",
-    "REPRODUCED",
-    "SCALES",
-    "Study",
-    "ClaimConfig",
-    "Results",
-    "Verdict",
-    "decide",
-    "get_claim",
-    "run_claim",
-    "run_claim_parallel",
-]

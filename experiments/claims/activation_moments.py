@@ -48,8 +48,7 @@ import math
 
 import numpy as np
 
-from experiments import report, study
-from experiments.claims import figures
+from experiments import plots, study
 from models.activations import SELU_ALPHA, SELU_LAMBDA
 
 STABLE = ("normalized_relu", "normalized_gelu", "selu")
@@ -140,9 +139,7 @@ def verdict(m: dict) -> study.Verdict:
                and acts[n]["fixed_point_slope"] > 1]  # fmt: skip
   if repelling:
     reason += f"; a finding of this project, not tested (Su states no stability): a repelling slope for {repelling}"
-  if failed:
-    return study.Verdict(study.NOT_REPRODUCED, reason + f"; failing: {failed}")
-  return study.Verdict(study.REPRODUCED, reason)
+  return study.decide({name: False for name in failed}, reason)
 
 
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
@@ -150,7 +147,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     return []
   acts = m["activations"]
   names = [n for n in (*STABLE, *DRIFTING) if n in acts]
-  fig, axes = figures.plt.subplots(1, len(names), figsize=(3.0 * len(names), 4.0), squeeze=False, layout="constrained")
+  fig, axes = plots.plt.subplots(1, len(names), figsize=(3.0 * len(names), 4.0), squeeze=False, layout="constrained")
   for ax, name, color in zip(axes[0], names, [f"C{i}" for i in range(len(names))]):
     a = acts[name]
     layers = np.arange(1, a["depth"] + 1)
@@ -208,14 +205,14 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
       if label not in labels:
         handles.append(h)
         labels.append(label)
-  report.figure_legend(fig, handles, labels, max_cols=6, fontsize=7)
+  plots.figure_legend(fig, handles, labels, max_cols=6, fontsize=7)
   a = acts[names[0]]
-  figures.suptitle(
+  plots.headline_title(
       fig,
       f"{a['depth']}-layer LeCun MLP, width {a['width']}, {a['draws']} weight draws: second moment per layer",
       "Gaussian inputs through an MLP with each activation, at init (the mean-field setting; no Transformer, no data)",
   )
-  return [figures.save(fig, out_dir, "activation_moments.png")]
+  return [plots.save(fig, out_dir, "activation_moments.png")]
 
 
 def summary(m: dict) -> dict:

@@ -46,8 +46,8 @@ from typing import Optional
 import numpy as np
 import scipy.stats
 
-from experiments import stats, study
-from experiments.claims import at_init, figures
+from experiments import plots, stats, study
+from experiments.claims.shared import at_init
 
 STD_FACTOR, MIN_ENTROPY_RATIO, COLLAPSE_FRACTION = 1.5, 0.7, 0.5
 THRESHOLDS = {
@@ -183,18 +183,13 @@ def verdict(m: dict) -> study.Verdict:
       f"/ uniform entropy: unscaled {stats.fmt(ratio['unscaled'])}, scaled {stats.fmt(ratio['scaled'])}, t5 "
       f"{stats.fmt(ratio['t5'])}; unscaled's / scaled's {stats.fmt(iv['collapse'])}"
   )
-  failed = [k for k, good in rules.items() if good is False]
-  undetermined = [k for k, good in rules.items() if good is None]
-  if failed:
-    return study.Verdict(study.NOT_REPRODUCED, reason + f"; failing: {failed}")
-  if undetermined:
-    t = scipy.stats.t.ppf(0.5 + stats.LEVEL / 2, n - 1)
-    return study.Verdict(
-        study.INCONCLUSIVE,
-        reason + f"; the interval straddles the threshold (more seeds: n = {n} gives t_{n - 1} = {t:.3g}): "
-        f"{undetermined}",
-    )
-  return study.Verdict(study.REPRODUCED, reason)
+  t = lambda: scipy.stats.t.ppf(0.5 + stats.LEVEL / 2, n - 1)
+  return study.decide(
+      rules,
+      reason,
+      undetermined=lambda keys: f"the interval straddles the threshold (more seeds: n = {n} gives t_{n - 1} = "
+      f"{t():.3g}): {keys}",
+  )
 
 
 def _kind_label(kind: str) -> str:
@@ -206,9 +201,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   if m.get("crashed"):
     return []
   kinds = list(m["variants"]["scaled"]["kinds"])
-  fig, axes = figures.plt.subplots(
-      2, len(kinds) + 1, figsize=(3.3 * (len(kinds) + 1), 6.4), squeeze=False, sharey="row"
-  )
+  fig, axes = plots.plt.subplots(2, len(kinds) + 1, figsize=(3.3 * (len(kinds) + 1), 6.4), squeeze=False, sharey="row")
   root = math.sqrt(m["d_k"])
   for col, kind in enumerate(kinds):
     top, bottom = axes[0, col], axes[1, col]
@@ -216,7 +209,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
       for ax, q in ((top, "logit_std"), (bottom, "entropy_ratio")):
         per_seed = arm["kinds"][kind][q]["per_seed"]
         x = np.arange(1, len(per_seed[0]) + 1)
-        mean = at_init.seed_band(ax, x, per_seed, COLORS[name])
+        mean = plots.seed_band(ax, x, per_seed, COLORS[name])
         ax.plot(x, mean, "o-", color=COLORS[name], ms=4, lw=1.2, label=name)
     top.set_title(_kind_label(kind), fontsize=9)
     bottom.set_xlabel("layer")
@@ -266,12 +259,12 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   axes[1, 0].set_ylabel(r"entropy / uniform entropy $H/H_{\rm uniform}$")
   axes[1, 0].set_ylim(0, 1.05)
   axes[0, 0].legend(fontsize=7)
-  figures.suptitle(
+  plots.headline_title(
       fig,
       f"Attention at init: logit std and entropy per layer and variant; {m['model']}",
       f"{settings}; {m['analysis']}",
   )
-  return [figures.save(fig, out_dir, "attention_scale.png")]
+  return [plots.save(fig, out_dir, "attention_scale.png")]
 
 
 def summary(m: dict) -> dict:

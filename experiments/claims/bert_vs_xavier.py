@@ -22,7 +22,7 @@ effect carries over. X against E is the embedding setup's own effect, X against 
 comparison): reported. The old study's at-init half (cos(x_L, x_0) through `sweep.analysis_at_init`) is dropped: it
 compiled the signal analysis in every run, and the identity path at init is claim 4's statement (identity_path).
 
-Rules (stated before the cpu run; cells read as claim 6's, experiments/claims/training.py):
+Rules (stated before the cpu run; cells read as claim 6's, experiments/claims/shared/training.py):
   0.02 rescues at η   E fails at η (every seed collapsed, or every seed diverged) and B trains at η;
   reproduced      a rescued η whose two cells have ≥ `MIN_SEEDS` = 3 seeds;
   not reproduced  E fails at some η and B fails at every η where E fails, those cells with ≥ 3 seeds;
@@ -32,8 +32,8 @@ Rules (stated before the cpu run; cells read as claim 6's, experiments/claims/tr
 """
 
 from experiments import study
-from experiments.claims import training
-from experiments.claims.training import MIN_SEEDS, fails, lrs_text, show, trains
+from experiments.claims.shared import training
+from experiments.claims.shared.training import MIN_SEEDS, fails, lrs_text, show, trains
 
 XAVIER = "Post-LN + Xavier"
 BERT = "Post-LN + BERT 0.02"

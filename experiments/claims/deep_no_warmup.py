@@ -14,8 +14,8 @@ at the same depth; none states that it trains wherever Pre-LN does (the stronger
 
 Measured (configs/claims/deep_no_warmup.py: the atlas's cells at two depths N+N, 6+6 and 12+12 at cpu and paper, 1+1
 and 2+2 at tiny, arms labelled '<method> at <N>+<N>', lrs from where Post-LN starts to fail upwards, 3 fresh seeds;
-experiments/claims/training.py): each run's outcome class and each cell's, read by fractions (a cell fails when at
-least half its seeds collapsed or diverged, trains when more than half trained: experiments/claims/warmup.py
+experiments/claims/shared/training.py): each run's outcome class and each cell's, read by fractions (a cell fails when at
+least half its seeds collapsed or diverged, trains when more than half trained: experiments/claims/shared/cells.py
 cell_class).
 
 Rules (issue 40, stated before the fresh-seed runs):
@@ -34,8 +34,8 @@ Reported, not judged: the same reading at the shallower depth, and each method's
 import re
 
 from experiments import study
-from experiments.claims import training
-from experiments.claims.training import MIN_SEEDS, fails, few_seeds, lrs_text, show, trains
+from experiments.claims.shared import training
+from experiments.claims.shared.training import MIN_SEEDS, fails, few_seeds, lrs_text, show, trains
 
 REFERENCES = {"DeepNorm": "Post-LN + Xavier", "Admin": "Post-LN + Xavier", "ReZero": "plain residual"}
 METHODS = tuple(REFERENCES)
@@ -58,7 +58,7 @@ def label(method: str, n: int) -> str:
 
 
 def measure(results: study.Results) -> dict:
-  """The runs by arm and lr (experiments/claims/training.py) for every method and reference at each depth the sweep
+  """The runs by arm and lr (experiments/claims/shared/training.py) for every method and reference at each depth the sweep
   ran; `depths`: those N, ascending."""
   found = [LABEL.match(r.arm) for r in results.runs]
   depths = sorted({int(f["n"]) for f in found if f and f["method"] in ARMS})

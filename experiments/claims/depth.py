@@ -16,7 +16,7 @@ the encoder and L in the decoder, × a factor-2 lr grid × seeds; L_base the sma
   optimum  per arm × depth: the lr of the lowest seed-mean final validation loss among lrs whose runs all trained
            (analysis/outcomes.py: diverged, collapsed and undertrained runs excluded), refined by the parabola through
            it and its two grid neighbours in log₂ lr; an optimum at the grid's edge is flagged
-           (experiments/claims/transfer.py `optimum`, shared with study 12);
+           (experiments/claims/shared/transfer.py `optimum`, shared with study 12);
   shift    per arm, log₂ η*(deepest) − log₂ η*(shallowest) in grid steps (factor 2 = 1), over the end depths every arm
            ran, and D = |shift CompleteP| − |shift SP|; beside it |shift Depth-µP| − |shift SP|; intervals:
            Student-t (95%) over the seeds' own shifts and differences, paired within a seed (experiments/claims/
@@ -52,8 +52,8 @@ SP's own shift as their positive control (a shift rule can only tell the arms ap
 
 import numpy as np
 
-from experiments import report, stats, study
-from experiments.claims import figures, transfer
+from experiments import plots, stats, study
+from experiments.claims.shared import transfer
 
 SP, CP, DMU = "SP", "CompleteP", "Depth-µP"
 ARMS = (SP, CP, DMU)
@@ -113,7 +113,7 @@ def at_base(arms: dict, ends: list) -> dict:
 
 def _run(run: study.Run, steps: int) -> dict:
   loss = run.final.get("eval/loss")
-  final = float(loss) if report.finite(loss) else None
+  final = float(loss) if stats.finite(loss) else None
   return dict(seed=run.seed, cls=run.record.get("class"), final_loss=final, **transfer.sharpness_record(run, steps))
 
 
@@ -239,14 +239,14 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   runs = m["runs"]
   arms = [a for a in ARMS if a in runs] + [a for a in runs if a not in ARMS]
   depths = m["depths"]
-  cmap = figures.plt.get_cmap("viridis")
+  cmap = plots.plt.get_cmap("viridis")
   lcol = {L: cmap(i / max(1, len(depths) - 1) * 0.9) for i, L in enumerate(depths)}
   acol = {a: f"C{i}" for i, a in enumerate(arms)}
   sharp = {a: m["sharpness"][a] for a in arms if (m.get("sharpness") or {}).get(a)}
   panels = [f"l{i}" for i in range(len(arms))] + ["o"] + (["s"] if sharp else [])
   ncol = 2 if len(panels) == 4 else min(3, len(panels))
   mosaic = [panels[i : i + ncol] + ["."] * (i + ncol - len(panels)) for i in range(0, len(panels), ncol)]
-  fig, ax = figures.plt.subplot_mosaic(mosaic, figsize=(4.2 * ncol, 3.6 * len(mosaic) + 0.9), layout="constrained")
+  fig, ax = plots.plt.subplot_mosaic(mosaic, figsize=(4.2 * ncol, 3.6 * len(mosaic) + 0.9), layout="constrained")
   losses = [r["final_loss"] for g in runs.values() for c in g.values() for rs in c.values() for r in rs]
   top = transfer.clipped_top(losses)
   for i, a in enumerate(arms):  # final loss vs lr per depth; not-trained runs as 'x', at a clipped top without a loss
@@ -264,11 +264,11 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     ref = ", ".join(format(lr, "g") for lr in m["ref_lr"])
     transfer.sharpness_vs_size(ax["s"], sharp, m["slopes"], acol, depths, word="depth", xlabel="layers per stack L")
     ax["s"].set_title(f"({chr(98 + len(arms))}) sharpness vs depth at η {ref}\n(mean ± seeds' std; reported)", fontsize=10)  # fmt: skip
-  handles = [figures.plt.Line2D([], [], color=lcol[L], label=f"L = {L}") for L in depths]
+  handles = [plots.plt.Line2D([], [], color=lcol[L], label=f"L = {L}") for L in depths]
   handles.append(transfer.not_trained_handle(top))
-  report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
-  figures.suptitle(fig, "Study 13 (Dey et al. 2025, CompleteP): the optimal lr and the sharpness across depth", settings)  # fmt: skip
-  return [figures.save(fig, out_dir, "depth.png")]
+  plots.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
+  plots.headline_title(fig, "Study 13 (Dey et al. 2025, CompleteP): the optimal lr and the sharpness across depth", settings)  # fmt: skip
+  return [plots.save(fig, out_dir, "depth.png")]
 
 
 def summary(m: dict) -> dict:

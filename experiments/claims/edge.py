@@ -5,7 +5,7 @@ The statement tested (the verdict): Cohen et al. 2022 ("Adaptive Gradient Method
 arXiv:2207.14484, §3 and Eq. 1-2): for Adam with its preconditioner P frozen, the quadratic model is stable iff
 η·λ_max(P⁻¹H) < (2 + 2β₁)/(1 − β₁) (38 at β₁ = 0.9), "the preconditioned sharpness" that Adam trains at the edge of.
 Read at step 0 across methods, each method's boundary is η* = c/λ₀. The verdict reads the boundary rules
-(experiments/claims/edge_rules.py: a run fails when it diverges, spikes or collapses; log η* regressed on log(c/λ₀))
+(experiments/claims/shared/boundary_rules.py: a run fails when it diverges, spikes or collapses; log η* regressed on log(c/λ₀))
 on the `adam` predictor; they were stated after these runs were seen (issue 40: issue 28's early outcome could not
 see collapse), so this study's verdict is a re-reading, and study 14 (experiments/claims/edge_boundary.py) decides
 them on fresh seeds. Issue 28's cell-by-cell AUC scores on the early outcome stay as reported tables.
@@ -16,7 +16,7 @@ warmup's end over the same seed's λ₀, for both, so the run without warmup is 
 
 The rules (cells and their early and final outcomes, the predictors and their thresholds, the scores against the lr
 alone and the majority class, the warmup-rescue question and the adaptive grid) are in
-experiments/claims/edge_rules.py, fixed before the runs; this module reads a sweep into them (`measure`), decides
+experiments/claims/shared/edge_rules.py and boundary_rules.py, fixed before the runs; this module reads a sweep into them (`measure`), decides
 (`verdict`), draws (`figure`) and names the next round of the grid (`extensions`).
 """
 
@@ -27,22 +27,24 @@ from typing import Optional
 import numpy as np
 
 from analysis import outcomes
-from experiments import report, stats, study
-from experiments.claims import figures
-from experiments.claims.edge_rules import (
+from experiments import plots, stats, study
+from experiments.claims.shared import edge_figures
+from experiments.claims.shared.boundary_rules import (
     BOUNDARY_THRESHOLDS,
+    boundary_measure,
+    boundary_summary,
+    boundary_tables,
+    boundary_verdict,
+    row,
+)
+from experiments.claims.shared.edge_rules import (
     EARLY,
     FINAL,
     MAX_ROUNDS,
     PREDICTORS,
     Cell,
-    boundary_measure,
-    boundary_summary,
-    boundary_tables,
-    boundary_verdict,
     extend,
     rescue_score,
-    row,
     score,
     threshold,
 )
@@ -198,12 +200,12 @@ def measure(results: study.Results) -> dict:
 
 def boundary_of(m: dict) -> dict:
   """The boundary rules' measurement of `m`, computed from the rows, λ₀ and flags it stores (never stored itself:
-  a record re-decided by changed rules, experiments/claims/reproduce.py --redecide, reads them afresh)."""
+  a record re-decided by changed rules, experiments/reproduce.py --redecide, reads them afresh)."""
   return study.jsonable(boundary_measure(m["runs"], m["lam0"], m["flagged"], beta1=m.get("beta1", 0.9)))
 
 
 REREADING = (
-    "A re-reading of seeds 0–2 by the boundary rules (experiments/claims/edge_rules.py), stated after these runs "
+    "A re-reading of seeds 0–2 by the boundary rules (experiments/claims/shared/boundary_rules.py), stated after these runs "
     "were seen (issue 40); study 14 (edge_boundary) decides the same rules on fresh seeds 3–5, and its verdict is "
     "the one reported"
 )
@@ -223,7 +225,7 @@ def _lrs(g: dict) -> list[float]:
 
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   """edge.png: per predictor, each run without warmup at its overshoot η·λ₀/c (log x; 1 is the prediction's
-  threshold), one row per method, the seeds side by side, by its collapse-aware class (figures.CLASS_MARKERS:
+  threshold), one row per method, the seeds side by side, by its collapse-aware class (edge_figures.CLASS_MARKERS:
   trained, undertrained, unstable, collapsed, diverged); a method whose λ₀ ε decides is drawn grey. A row with λ₀ ≤ 0
   or without a λ₀ says so in words. boundary.png: the boundary rules' regression (figures.boundary). trace.png."""
   del results
@@ -231,7 +233,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   methods = sorted({r["method"] for r in runs})
   if not methods or not m.get("lam0"):
     return []
-  fig, axes = figures.plt.subplots(
+  fig, axes = plots.plt.subplots(
       1, len(PREDICTORS), figsize=(3.2 * len(PREDICTORS), 2.2 + 0.35 * len(methods)), sharey=True, layout="constrained"
   )
   for ax, p in zip(axes, PREDICTORS):
@@ -247,7 +249,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
         if r["method"] != method:
           continue
         cls = outcomes.combine(r.get("early"), r.get("final"))
-        marker, color = figures.CLASS_MARKERS.get(cls, figures.CLASS_MARKERS[None])
+        marker, color = edge_figures.CLASS_MARKERS.get(cls, edge_figures.CLASS_MARKERS[None])
         color = "0.6" if grey else color
         ax.plot(r["lr"] * lam / c, i + 0.18 * ((int(r["seed"]) % 3) - 1), marker, color=color,
                 mfc="none" if marker not in ("x", ".") else color, ms=5)  # fmt: skip
@@ -258,17 +260,17 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   axes[0].set_yticks(range(len(methods)), methods, fontsize=8)
   axes[0].set_ylim(-0.6, len(methods) - 0.4)
   handles = [
-      figures.plt.Line2D([], [], marker=mk, ls="", color=col, mfc="none" if mk not in ("x", ".") else col, label=k)
-      for k, (mk, col) in figures.CLASS_MARKERS.items()
+      plots.plt.Line2D([], [], marker=mk, ls="", color=col, mfc="none" if mk not in ("x", ".") else col, label=k)
+      for k, (mk, col) in edge_figures.CLASS_MARKERS.items()
       if k is not None
   ]
-  handles.append(figures.plt.Line2D([], [], marker="o", ls="", color="0.6", mfc="none", label="λ₀ decided by ε"))
-  report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=6, fontsize=8)
-  figures.suptitle(fig, "Study 11: each run at its step-0 overshoot η·λ₀/c, by its collapse-aware class", settings)
+  handles.append(plots.plt.Line2D([], [], marker="o", ls="", color="0.6", mfc="none", label="λ₀ decided by ε"))
+  plots.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=6, fontsize=8)
+  plots.headline_title(fig, "Study 11: each run at its step-0 overshoot η·λ₀/c, by its collapse-aware class", settings)
   headline = "Study 11 (re-reading of seeds 0–2): log η* against log(c/λ₀), one point per method"
   return [
-      figures.save(fig, out_dir, "edge.png"),
-      *figures.boundary(boundary_of(m), out_dir, headline, settings),
+      plots.save(fig, out_dir, "edge.png"),
+      *edge_figures.boundary(boundary_of(m), out_dir, headline, settings),
       *_trace_figure(m, out_dir, settings),
   ]
 
@@ -281,7 +283,7 @@ def _trace_figure(m: dict, out_dir: str, settings: str) -> list[str]:
     return []
   warmups = sorted({t["warmup"] for t in traces})
   colors = {w: f"C{i}" for i, w in enumerate(warmups)}
-  fig, axes = figures.plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+  fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
   for ax, (p, key) in zip(axes, (("gd", "lr_lambda"), ("adam", "lr_p_lambda"))):
     c = m["thresholds"][p]
     for t in traces:
@@ -296,13 +298,13 @@ def _trace_figure(m: dict, out_dir: str, settings: str) -> list[str]:
     name = "λ_max(H)" if p == "gd" else "λ_max(Pₜ⁻¹H)"
     ax.set(xlabel="step", ylabel=f"η(t)·{name} / c", title=f"{p}: c = {c:.3g}")
   handles = [
-      figures.plt.Line2D([], [], color=colors[w], label=f"warmup {w}" + (" (its end dotted)" if w else ""))
+      plots.plt.Line2D([], [], color=colors[w], label=f"warmup {w}" + (" (its end dotted)" if w else ""))
       for w in warmups
   ]
   method, lr = traces[0]["method"], traces[0]["lr"]
-  report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=3, fontsize=8)
-  figures.suptitle(fig, f"Study 11's trace: {method} at η = {lr:g}, every seed", settings)
-  return [figures.save(fig, out_dir, "trace.png")]
+  plots.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=3, fontsize=8)
+  plots.headline_title(fig, f"Study 11's trace: {method} at η = {lr:g}, every seed", settings)
+  return [plots.save(fig, out_dir, "trace.png")]
 
 
 def summary(m: dict) -> dict:
@@ -430,7 +432,7 @@ CLAIM = study.Study(
         "sharpness tracked along training; Kalra & Barkeshli 2024: CIFAR-10 ResNets and WikiText Transformers"
     ),
     thresholds={
-        "re-reading": "the boundary rules (experiments/claims/edge_rules.py) were stated after these runs were seen "
+        "re-reading": "the boundary rules (experiments/claims/shared/boundary_rules.py) were stated after these runs were seen "
         "(issue 40); study 14 (edge_boundary) applies them to fresh seeds, and its verdict is the one reported",
         **BOUNDARY_THRESHOLDS,
         "reported": "the other predictors' slopes, the warmup question (Spearman ρ of the rescued fraction at η_hi on "

@@ -5,7 +5,7 @@ The statement tested: Cohen et al. 2022 ("Adaptive Gradient Methods at the Edge 
 with its preconditioner P frozen is stable iff η·λ_max(P⁻¹H) < (2 + 2β₁)/(1 − β₁) = c; read at step 0 across
 methods, each method's boundary is η* = c/λ₀, so log η* on log(c/λ₀) has slope 1. The rules (the collapse-aware
 outcome, the bracket, the regression and its three readings, the warmup question of Kalra & Barkeshli 2024 §4) are
-experiments/claims/edge_rules.py's boundary rules, stated before these runs; study 11's record gives λ₀ (its step-0
+experiments/claims/shared/boundary_rules.py's boundary rules, stated before these runs; study 11's record gives λ₀ (its step-0
 analyses of seeds 0–2: `claim.predictors_from`), so the predictor is measured apart from the outcomes it predicts.
 """
 
@@ -14,8 +14,8 @@ import math
 import os
 
 from experiments import study
-from experiments.claims import figures
-from experiments.claims.edge_rules import (
+from experiments.claims.shared import edge_figures
+from experiments.claims.shared.boundary_rules import (
     BOUNDARY_THRESHOLDS,
     boundaries,
     boundary_measure,
@@ -79,8 +79,8 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   del results
   head = "Study 14 (fresh seeds): log η* against log(c/λ₀), one point per method"
   return [
-      *figures.boundary(boundary_of(m), out_dir, head, settings),
-      *figures.run_classes(
+      *edge_figures.boundary(boundary_of(m), out_dir, head, settings),
+      *edge_figures.run_classes(
           m["runs"], out_dir, "Study 14: every run by its collapse-aware class", settings, "classes.png"
       ),
   ]

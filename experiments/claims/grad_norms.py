@@ -43,8 +43,8 @@ from typing import Optional
 import numpy as np
 
 from experiments import grid as grid_lib
-from experiments import stats, study
-from experiments.claims import at_init, figures
+from experiments import plots, stats, study
+from experiments.claims.shared import at_init
 
 GROWTH = 1.5
 POST_SLOPE = (-0.2, 0.2)
@@ -188,15 +188,9 @@ def verdict(m: dict) -> study.Verdict:
       f"{stats.fmt(s['post'])}, Pre-LN {stats.fmt(s['pre'])}. Encoder (reported, not tested): Post-LN "
       f"{fmt('post', encoder)}; Pre-LN {fmt('pre', encoder)}"
   )
-  failed = [k for k, v in rules.items() if v is False]
-  undetermined = [k for k, v in rules.items() if v is None]
-  if failed:
-    return study.Verdict(study.NOT_REPRODUCED, reason + f"; failing: {failed}")
-  if undetermined:
-    return study.Verdict(
-        study.INCONCLUSIVE, reason + f"; the interval straddles the threshold (more seeds would decide): {undetermined}"
-    )
-  return study.Verdict(study.REPRODUCED, reason)
+  return study.decide(
+      rules, reason, undetermined=lambda keys: f"the interval straddles the threshold (more seeds would decide): {keys}"
+  )
 
 
 def _fmt(v: Optional[float]) -> str:
@@ -206,7 +200,7 @@ def _fmt(v: Optional[float]) -> str:
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed"):
     return []
-  fig, axes = figures.plt.subplots(1, 3, figsize=(14, 4.4))
+  fig, axes = plots.plt.subplots(1, 3, figsize=(14, 4.4))
   for ax, stack in zip(axes[:2], ("encoder", "decoder")):
     for pos in POSITIONS:
       for role, style, w in (("mlp_in", "s--", "1"), ("mlp_out", "o-", "2")):
@@ -215,10 +209,10 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
           continue
         per_seed = m["profile"][pos][key]["per_seed"]
         x = np.arange(1, len(per_seed[0]) + 1)
-        mean = at_init.seed_band(ax, x, per_seed, COLORS[pos], alpha=0.15)
+        mean = plots.seed_band(ax, x, per_seed, COLORS[pos], alpha=0.15)
         label = rf"{pos.capitalize()}-LN $W^{w}$ (growth {_fmt(m['growth'][pos][key])})"
         ax.plot(x, mean, style, color=COLORS[pos], ms=4, lw=1.2, label=label)
-    at_init.log_y(ax)
+    plots.log_y(ax)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel(f"{stack} layer")
     ax.set_ylabel(r"$\|\partial \mathcal{L}/\partial W\|_F$ at init")
@@ -232,7 +226,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   depths = np.asarray(m["depths"], float)
   for pos in POSITIONS:
     per_seed = m["last_ffn_norm"][pos]["per_seed"]
-    mean = at_init.seed_band(ax, depths, per_seed, COLORS[pos], alpha=0.15)
+    mean = plots.seed_band(ax, depths, per_seed, COLORS[pos], alpha=0.15)
     ax.plot(
         depths, mean, "o-", color=COLORS[pos], ms=5, label=f"{pos.capitalize()}-LN (slope {_fmt(m['slopes'][pos])})"
     )
@@ -245,7 +239,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     end = start * (depths[-1] / depths[0]) ** power
     ax.annotate(label, (depths[-1], end), fontsize=9, color="grey", ha="right", va="bottom")
   ax.set_xscale("log", base=2)
-  at_init.log_y(ax)
+  plots.log_y(ax)
   ax.set_xticks(depths, [str(int(d)) for d in depths])
   ax.minorticks_off()
   ax.set_xlabel("layers L (encoder = decoder)")
@@ -254,12 +248,12 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
       f"(b) {m['model_b']}: log-log slope\nPost-LN in {list(POST_SLOPE)}, Pre-LN in {list(PRE_SLOPE)}", fontsize=9
   )
   ax.legend(fontsize=7)
-  figures.suptitle(
+  plots.headline_title(
       fig,
       f"Gradient norms at init (Xavier, ReLU): (a) {m['model_a']}",
       f"{settings}; {m['analysis']}",
   )
-  return [figures.save(fig, out_dir, "grad_norms.png")]
+  return [plots.save(fig, out_dir, "grad_norms.png")]
 
 
 def summary(m: dict) -> dict:

@@ -49,8 +49,8 @@ import numpy as np
 import scipy.stats
 
 from analysis.plots import slq_floor
-from experiments import stats, study
-from experiments.claims import at_init, figures
+from experiments import plots, stats, study
+from experiments.claims.shared import at_init
 
 THRESHOLDS = {
     "larger": "λ_max(Post)/λ_max(Pre), paired by seed: 95% Student-t interval of the mean log ratio over the seeds, "
@@ -183,21 +183,18 @@ def verdict(m: dict) -> study.Verdict:
       f"Post-LN / Pre-LN over {n} seeds (geometric mean, 95% interval): λ_max {stats.fmt(iv['lambda_max']['interval'])}"
       f", width {stats.fmt(iv['width']['interval'])}. Per seed, Post-LN vs Pre-LN — {per_seed}"
   )
-  failed = [k for k, v in rules.items() if v is False]
-  undetermined = [k for k, v in rules.items() if v is None]
-  if failed:
-    return study.Verdict(study.NOT_REPRODUCED, reason + f"; failing (Pre-LN larger or wider): {failed}")
-  if undetermined:
+
+  def undetermined(keys: list[str]) -> str:
     t = scipy.stats.t.ppf(0.5 + stats.LEVEL / 2, n - 1)
     key = {"larger": "lambda_max", "wider": "width"}
-    need = {k: seeds_to_decide([x[0] for x in iv[key[k]]["per_seed"]]) for k in undetermined}
+    need = {k: seeds_to_decide([x[0] for x in iv[key[k]]["per_seed"]]) for k in keys}
     need_text = ", ".join(f"{k} ≈ {v if v else 'over 100'} seeds" for k, v in need.items())
-    return study.Verdict(
-        study.INCONCLUSIVE,
-        reason + f"; the interval straddles 1 (more seeds: n = {n} gives t_{n - 1} = {t:.3g}; were the seeds' spread "
-        f"to hold, {need_text} would decide): {undetermined}",
+    return (
+        f"the interval straddles 1 (more seeds: n = {n} gives t_{n - 1} = {t:.3g}; were the seeds' spread to hold, "
+        f"{need_text} would decide): {keys}"
     )
-  return study.Verdict(study.REPRODUCED, reason)
+
+  return study.decide(rules, reason, failing="failing (Pre-LN larger or wider)", undetermined=undetermined)
 
 
 def _densities(runs: list[dict], grid: np.ndarray, sigma: float) -> np.ndarray:
@@ -301,17 +298,17 @@ def _verdict_panel(ax, m: dict) -> None:
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed"):
     return []
-  fig, axes = figures.plt.subplots(1, 3, figsize=(15, 4.6), gridspec_kw=dict(width_ratios=[1.4, 1, 1]))
+  fig, axes = plots.plt.subplots(1, 3, figsize=(15, 4.6), gridspec_kw=dict(width_ratios=[1.4, 1, 1]))
   _density_panel(axes[0], m)
   _extremes_panel(axes[1], m)
   _verdict_panel(axes[2], m)
   n = m["post"][0]["num_params"]
-  figures.suptitle(
+  plots.headline_title(
       fig,
       f"Hessian at init (Xavier), Post-LN vs Pre-LN: {m['model']} ({n:,} parameters)",
       f"{settings}; {m['analysis']}; Lanczos {m['lanczos_steps']} steps (also per SLQ probe)",
   )
-  return [figures.save(fig, out_dir, "hessian_spectrum.png")]
+  return [plots.save(fig, out_dir, "hessian_spectrum.png")]
 
 
 def summary(m: dict) -> dict:

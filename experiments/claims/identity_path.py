@@ -51,8 +51,7 @@ from typing import Optional
 import numpy as np
 import scipy.stats
 
-from experiments import stats, study
-from experiments.claims import figures
+from experiments import plots, stats, study
 
 POST_REL, DECAY_REL, PRE_STACK = 0.15, 0.10, 0.10
 DECAY_MIN_C = 0.05  # c_in from which a step is read (5 × 0.01, the noise of <F, x_0>/<x_0, x_0> first assumed)
@@ -194,23 +193,19 @@ def verdict(m: dict) -> study.Verdict:
       f"Pre-LN factor {show('pre')}. Post-LN c after {m['sublayers']} sublayers = {m['post']['c'][-1]:.3g} (chained "
       f"prediction {m['post']['predicted'][-1]:.3g}), Pre-LN {m['pre']['c'][-1]:.3g}"
   )
-  failed = [k for k, v in rules.items() if v is False]
-  undetermined = [k for k, v in rules.items() if v is None]
-  if failed:
-    return study.Verdict(study.NOT_REPRODUCED, reason + f"; failing: {failed}")
-  if undetermined:
-    t = {k: scipy.stats.t.ppf(0.5 + stats.LEVEL / 2, iv[k]["steps"] - 1) for k in undetermined}
+
+  def undetermined(keys: list[str]) -> str:
+    t = {k: scipy.stats.t.ppf(0.5 + stats.LEVEL / 2, iv[k]["steps"] - 1) for k in keys}
     gives = ", ".join(f"{k}: N = {iv[k]['steps']} steps give t_{iv[k]['steps'] - 1} = {t[k]:.3g}" for k in t)
-    return study.Verdict(
-        study.INCONCLUSIVE, reason + f"; the interval straddles its band's edge (more seeds: {gives}): {undetermined}"
-    )
-  return study.Verdict(study.REPRODUCED, reason)
+    return f"the interval straddles its band's edge (more seeds: {gives}): {keys}"
+
+  return study.decide(rules, reason, undetermined=undetermined)
 
 
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed"):
     return []
-  fig, (ax, ax_steps) = figures.plt.subplots(1, 2, figsize=(13, 4.4), gridspec_kw=dict(width_ratios=[1.2, 1]))
+  fig, (ax, ax_steps) = plots.plt.subplots(1, 2, figsize=(13, 4.4), gridspec_kw=dict(width_ratios=[1.2, 1]))
   for pos, color, marker in (("post", "C3", "o"), ("pre", "C0", "s")):
     arm = m[pos]
     k = np.arange(1, len(arm["c"]) + 1)
@@ -257,8 +252,8 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   ax_steps.set_ylabel("step factor over its prediction")
   ax_steps.set_title("the verdict: slopes through 0 (shaded: 95% interval; dashed: bands)", fontsize=9)
   ax_steps.legend(fontsize=7)
-  figures.suptitle(fig, "Coefficient of the stack input x_0 in the residual stream at init, per sublayer", settings)
-  return [figures.save(fig, out_dir, "identity_path.png")]
+  plots.headline_title(fig, "Coefficient of the stack input x_0 in the residual stream at init, per sublayer", settings)
+  return [plots.save(fig, out_dir, "identity_path.png")]
 
 
 def summary(m: dict) -> dict:

@@ -10,7 +10,7 @@ so neither the norms nor the warmup are needed. The test here: at a learning rat
 warmup fails, T-Fixup (no norm, no warmup) trains.
 
 Measured (configs/claims/tfixup.py: the atlas's 'Post-LN + Xavier' and 'T-Fixup' cells without warmup, the atlas's
-lrs, ≥ 3 seeds; experiments/claims/training.py): each run's outcome class, each cell's class (all seeds alike, else
+lrs, ≥ 3 seeds; experiments/claims/shared/training.py): each run's outcome class, each cell's class (all seeds alike, else
 mixed; it fails when collapsed or diverged, trains when trained).
 
 Rules (the atlas's reading of claim 8 since 2026-11-25, experiments/atlas/claims.py, moved here; a not-reproduced
@@ -24,8 +24,8 @@ verdict now also needs its deciding cells at ≥ 3 seeds):
 """
 
 from experiments import study
-from experiments.claims import training
-from experiments.claims.training import MIN_SEEDS, fails, lrs_text, show, trains
+from experiments.claims.shared import training
+from experiments.claims.shared.training import MIN_SEEDS, fails, lrs_text, show, trains
 
 POST, TFIXUP = "Post-LN + Xavier", "T-Fixup"  # the arms' labels (configs/atlas.py NAMES)
 ARMS = (POST, TFIXUP)

@@ -45,8 +45,7 @@ from typing import Optional
 import numpy as np
 import scipy.stats
 
-from experiments import stats, study
-from experiments.claims import figures
+from experiments import plots, stats, study
 from init.math import truncated_normal_std_factor, xavier_std
 
 BERT_RANGE = 0.02
@@ -191,28 +190,24 @@ def verdict(m: dict) -> study.Verdict:
         f"; other Xavier kernels (reported, not tested): worst {worst['fan_in']}×{worst['fan_out']} "
         f"{worst['rel_error']:+.2%} (SE {worst['se_rel']:.2%})"
     )
-  failed = [k for k, v in rules.items() if v is False]
-  if failed:
-    return study.Verdict(study.NOT_REPRODUCED, reason + f"; failing: {failed}")
-  errors = {"bert": (b["rel_error"], b["kurtosis"], b["n"])}
-  errors["xavier"] = (x["square_rel_error"], x["square_kurtosis"], x["square_n"])
-  undetermined = [
-      f"{k}: N = {n:,} draws, ≈ {draws_to_decide(e, kurt) or math.inf:,} would decide"
-      for k, (e, kurt, n) in errors.items()
-      if rules[k] is None
-  ]
-  if undetermined:
-    return study.Verdict(
-        study.INCONCLUSIVE,
-        reason + f"; the interval straddles the band's edge (more draws: more seeds or a wider model): {undetermined}",
-    )
-  return study.Verdict(study.REPRODUCED, reason)
+
+  def undetermined(keys: list[str]) -> str:
+    errors = {"bert": (b["rel_error"], b["kurtosis"], b["n"])}
+    errors["xavier"] = (x["square_rel_error"], x["square_kurtosis"], x["square_n"])
+    need = [
+        f"{k}: N = {n:,} draws, ≈ {draws_to_decide(e, kurt) or math.inf:,} would decide"
+        for k, (e, kurt, n) in errors.items()
+        if k in keys
+    ]
+    return f"the interval straddles the band's edge (more draws: more seeds or a wider model): {need}"
+
+  return study.decide(rules, reason, undetermined=undetermined)
 
 
 def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list[str]:
   if m.get("crashed"):
     return []
-  fig, (ax0, ax1) = figures.plt.subplots(1, 2, figsize=(10, 4.2))
+  fig, (ax0, ax1) = plots.plt.subplots(1, 2, figsize=(10, 4.2))
   b = m["bert"]
   n = np.asarray([t["n"] for t in b["per_tensor"]])
   ax0.scatter(n, [t["std"] / BERT_RANGE for t in b["per_tensor"]], s=12, color="C0", label="each tensor: std / 0.02")
@@ -223,7 +218,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   ax0.axhline(b["ratio"], color="k", ls="--", lw=1, label=f"pooled (95% interval): {pooled}")
   ax0.axhline(1.0, color="C3", lw=1, label=r"nominal $\sigma$ (no truncation loss)")
   ax0.set_xscale("log")
-  ax0.xaxis.set_minor_formatter(figures.plt.NullFormatter())  # the decades only: no 3×10⁵ printed over 4×10⁵
+  ax0.xaxis.set_minor_formatter(plots.plt.NullFormatter())  # the decades only: no 3×10⁵ printed over 4×10⁵
   ax0.set_xlabel("entries per tensor")
   ax0.set_ylabel(r"realized std / $\sigma$")
   ax0.set_title("bert scheme: truncated_normal(0.02)", fontsize=9)
@@ -253,8 +248,8 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   headline = f"Realized std of the model's parameters at init: bert scheme pooled {b['pooled_std']:.5f}"
   if x["square_d"]:
     headline += f"; xavier {x['square_d']}×{x['square_d']} kernels {x['square_std']:.5f}"
-  figures.suptitle(fig, headline, settings)
-  return [figures.save(fig, out_dir, "truncated_normal.png")]
+  plots.headline_title(fig, headline, settings)
+  return [plots.save(fig, out_dir, "truncated_normal.png")]
 
 
 def _scaled(interval: tuple[float, float, float], scale: float) -> tuple[float, float, float]:

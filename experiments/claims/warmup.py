@@ -42,13 +42,10 @@ import numpy as np
 import scipy.stats
 
 from analysis import outcomes
-from experiments import report, study
-from experiments.claims import figures
+from experiments import plots, stats, study
+from experiments.claims.shared.cells import FAILED, MARKERS, MIN_SEEDS, MIXED, Cells, cell_class
 
 CONVERGED = 0.02  # relative change of the validation loss over the last 20% of the steps
-MIN_SEEDS = 3
-FAILED = (outcomes.COLLAPSED, outcomes.DIVERGED)
-MIXED = "mixed"
 THRESHOLDS = {
     "cells": "a cell fails when at least half its seeds collapsed or diverged and trains when more than half trained "
     f"(analysis/outcomes.py); a deciding cell needs ≥ {MIN_SEEDS} seeds",
@@ -60,7 +57,6 @@ THRESHOLDS = {
     "not reproduced": "Post-LN with warmup trains somewhere, without fails somewhere, and no η is rescued (or Pre-LN "
     "fails at every rescued η)",
 }
-Cells = dict[float, tuple[str, int]]  # lr -> (the cell's class or 'mixed', its seeds)
 
 
 def near_convergence(curve: list[tuple[int, float]], steps: int) -> Optional[bool]:
@@ -68,22 +64,9 @@ def near_convergence(curve: list[tuple[int, float]], steps: int) -> Optional[boo
   evaluation at the end and one at or before 80% of the run, or with a non-finite loss."""
   end = [l for s, l in curve if s == steps]
   before = [l for s, l in curve if s <= 0.8 * steps]
-  if not end or not before or not all(map(report.finite, (end[0], before[-1]))):
+  if not end or not before or not all(map(stats.finite, (end[0], before[-1]))):
     return None
   return abs(end[0] - before[-1]) < CONVERGED * abs(before[-1])
-
-
-def cell_class(classes: list[Optional[str]]) -> str:
-  """The cell's reading by fractions (module docstring): its commonest failing class when at least half its seeds
-  collapsed or diverged, 'trained' when more than half trained, else 'mixed' (a run without a class counts as
-  neither)."""
-  n = len(classes)
-  failed = [c for c in classes if c in FAILED]
-  if n and 2 * len(failed) >= n:
-    return max(FAILED, key=failed.count)
-  if n and 2 * sum(c == outcomes.TRAINED for c in classes) > n:
-    return outcomes.TRAINED
-  return MIXED
 
 
 DELTA, GAP = outcomes.COLLAPSE_MARGIN, 1.0  # nats: the plateau's width and the failing arm's least gap
@@ -92,7 +75,7 @@ DELTA, GAP = outcomes.COLLAPSE_MARGIN, 1.0  # nats: the plateau's width and the 
 def plateau(curve: list, entropy: float, steps: int) -> bool:
   """Every evaluation of the second half of the run (step ≥ steps/2) within `DELTA` of the unigram entropy."""
   late = [loss for step, loss in curve if step >= steps / 2]
-  return bool(late) and all(report.finite(v) and abs(v - entropy) <= DELTA for v in late)
+  return bool(late) and all(stats.finite(v) and abs(v - entropy) <= DELTA for v in late)
 
 
 def gap_interval(failing: list[Optional[float]], rescued: list[float]) -> Optional[tuple[float, float, float]]:
@@ -183,7 +166,7 @@ def _run(run: study.Run, steps: int) -> dict:
   return dict(
       seed=run.seed,
       cls=run.record.get("class"),
-      final_loss=float(loss) if report.finite(loss) else None,
+      final_loss=float(loss) if stats.finite(loss) else None,
       converged=near_convergence(curve, steps),
       curve=[list(p) for p in curve],
   )
@@ -281,9 +264,6 @@ def horizon_check(m: dict) -> dict:
   return {"ok": ok, "text": text, "checks": checks}
 
 
-MARKERS = {outcomes.TRAINED: "o", outcomes.COLLAPSED: "s", outcomes.UNDERTRAINED: "^", outcomes.DIVERGED: "x"}
-
-
 def _lowest(arm: dict) -> str:
   """The lr (its key) of the arm's lowest mean final loss over cells without a diverged seed (any class)."""
   ok = {lr: np.mean([r["final_loss"] for r in runs]) for lr, runs in arm["cells"].items() if all(
@@ -309,10 +289,10 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   arms = m["arms"]
   names = sorted(arms, key=lambda a: (arms[a]["norm"] != "post", arms[a]["warmup"]))
   colors = {a: f"C{i}" for i, a in enumerate(names)}
-  fig, (ax, cx) = figures.plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
+  fig, (ax, cx) = plots.plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
   runs = [r for a in arms.values() for rs in a["cells"].values() for r in rs]
   inits = [r["curve"][0][1] for r in runs if r["curve"] and r["curve"][0][0] == 0]
-  top = 1.15 * max([v for v in inits if report.finite(v)] or [10.0])
+  top = 1.15 * max([v for v in inits if stats.finite(v)] or [10.0])
   styles = ("-", "--", ":", "-.")  # arms that coincide (two collapsed ones on the plateau) stay visible
   for i, a in enumerate(names):
     lrs = sorted(arms[a]["cells"], key=float)
@@ -333,8 +313,8 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   ax.set_xscale("log")
   xs = [float(lr) for a in arms.values() for lr in a["cells"]]
   ax.set_xlim(min(xs) / 1.25, max(xs) * 1.25)  # the grid's end points off the frame
-  report.plain_log_ticks(ax.xaxis, min(xs), max(xs), at=xs)  # a tick at every lr of the grid, none between
-  report.log_loss_axis(ax, [r["final_loss"] for r in runs], top)
+  plots.plain_log_ticks(ax.xaxis, min(xs), max(xs), at=xs)  # a tick at every lr of the grid, none between
+  plots.log_loss_axis(ax, [r["final_loss"] for r in runs], top)
   ax.set(xlabel="peak lr", ylabel="final validation loss (nats)", title="(a) every seed by outcome class; line: mean")
   shown = []
   rescued = _rescued_key(m)
@@ -350,11 +330,13 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     cx.axhline(m["unigram_entropy"], color="k", ls=":", lw=0.8, label=f"unigram entropy H = {m['unigram_entropy']:.3g}")
   where = f"at the rescued η {rescued}" if rescued else "each arm's lowest-loss cell"
   cx.set(xlabel="step", ylabel="validation loss (nats)", title=f"(b) {where}, every seed")
-  report.log_loss_axis(cx, shown, top)
+  plots.log_loss_axis(cx, shown, top)
   cx.legend(fontsize=7, loc="upper right")
-  report.figure_legend(fig, *ax.get_legend_handles_labels(), max_cols=4, fontsize=8)
-  figures.suptitle(fig, "Claim 6 (Xiong et al. 2020): does warmup rescue Post-LN where it fails, lr by lr?", settings)
-  return [figures.save(fig, out_dir, "warmup.png")]
+  plots.figure_legend(fig, *ax.get_legend_handles_labels(), max_cols=4, fontsize=8)
+  plots.headline_title(
+      fig, "Claim 6 (Xiong et al. 2020): does warmup rescue Post-LN where it fails, lr by lr?", settings
+  )
+  return [plots.save(fig, out_dir, "warmup.png")]
 
 
 def summary(m: dict) -> dict:

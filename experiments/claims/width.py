@@ -24,7 +24,7 @@ Measured (configs/claims/width.py: SP, NTK, µP and SP + µP's embedding lr × w
              difference of magnitudes D = |shift µP| − |shift SP|; intervals: Student-t (95%) over the seeds' own shifts
              and differences (since issue 40: a percentile bootstrap over 2 seeds, this study's interval before, is
              about a 50% interval; transfer.py says more; the committed record's were recomputed from its runs);
-             the optimum, the shift and their intervals are experiments/claims/transfer.py's, shared with study 13.
+             the optimum, the shift and their intervals are experiments/claims/shared/transfer.py's, shared with study 13.
 Rules (stated before any run):
   (a) sharpness  reproduced when µP's slope interval lies inside ±`FLAT` and SP's excludes 0; not reproduced when
                  µP's lies outside ±FLAT or SP's inside ±FLAT; otherwise inconclusive (more seeds narrow them);
@@ -46,8 +46,8 @@ only have been inconclusive; the rules and thresholds are unchanged.
 import math
 from typing import Optional
 
-from experiments import report, stats, study
-from experiments.claims import figures, transfer
+from experiments import plots, stats, study
+from experiments.claims.shared import transfer
 
 METRIC, WINDOW = transfer.SHARPNESS, transfer.WINDOW  # the records and the fractions of the run that give S
 FLAT = 0.1
@@ -67,7 +67,7 @@ THRESHOLDS = {
 
 def _run(run: study.Run, steps: int) -> dict:
   loss = run.final.get("eval/loss")
-  final = float(loss) if report.finite(loss) else None
+  final = float(loss) if stats.finite(loss) else None
   return dict(seed=run.seed, cls=run.record.get("class"), final_loss=final, **transfer.sharpness_record(run, steps))
 
 
@@ -186,12 +186,7 @@ def verdict(m: dict) -> study.Verdict:
     return study.Verdict(study.INCONCLUSIVE, f"runs without an outcome class (train.eval_at_init off): {m['unclassed'][:4]}")  # fmt: skip
   parts = {"(a) sharpness": _read_sharpness(m), "(b) transfer": _read_transfer(m)}
   reason = "; ".join(f"{k} {v}: {r}" + (f" [decides it: {adv}]" if adv else "") for k, (v, r, adv) in parts.items())
-  found = [v for v, _, _ in parts.values()]
-  if study.NOT_REPRODUCED in found:
-    return study.Verdict(study.NOT_REPRODUCED, reason)
-  if all(v == study.REPRODUCED for v in found):
-    return study.Verdict(study.REPRODUCED, reason)
-  return study.Verdict(study.INCONCLUSIVE, reason)
+  return study.decide({k: v for k, (v, _, _) in parts.items()}, reason, failing=None)
 
 
 def extensions(results: study.Results) -> dict[str, dict[str, list]]:
@@ -214,7 +209,7 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   arms = [a for a in ARMS if a in runs] + [a for a in runs if a not in ARMS]
   tarms = [a for a in arms if a in m["optima"]]
   widths = sorted({int(d) for w in runs.values() for d in w})
-  cmap = figures.plt.get_cmap("viridis")
+  cmap = plots.plt.get_cmap("viridis")
   wcol = {d: cmap(i / max(1, len(widths) - 1) * 0.9) for i, d in enumerate(widths)}
   acol = {a: f"C{i}" for i, a in enumerate(arms)}
   ncol = max(len(arms), len(tarms), 2)
@@ -224,17 +219,17 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     mosaic.append(["w"] * (ncol // 2) + ["o"] * (ncol - ncol // 2))
   else:
     mosaic.append(["w"] * ncol)
-  fig, ax = figures.plt.subplot_mosaic(mosaic, figsize=(3.6 * ncol, 3.5 * len(mosaic) + 0.6), layout="constrained")
+  fig, ax = plots.plt.subplot_mosaic(mosaic, figsize=(3.6 * ncol, 3.5 * len(mosaic) + 0.6), layout="constrained")
   ref = m["ref_lr"]
   for i, a in enumerate(arms):  # (a) η(t)·λ_max(M·P_t⁻¹H) along training at the reference lr
     x = ax[f"s{i}"]
     for d, cells in sorted(runs[a].items(), key=lambda kv: int(kv[0])):
       for r in cells.get(format(ref, "g"), []) if ref is not None else []:
-        pts = [(s, v) for s, v in r["curve"] if report.finite(v) and v > 0]
+        pts = [(s, v) for s, v in r["curve"] if stats.finite(v) and v > 0]
         if pts:
           x.plot(*zip(*pts), "-", color=wcol[int(d)], alpha=0.8)
     x.set_yscale("log")
-    transfer.plain_log_y(x)
+    plots.plain_log_y(x)
     x.set(xlabel="step", ylabel="η·λ_max(M·P⁻¹H)" if i == 0 else None)
     x.set_title(f"({chr(97 + i)}) {a}:\nsharpness at η {ref:.3g}", fontsize=10)  # two lines: the arms' names are long
   losses = [r["final_loss"] for a in tarms for c in runs[a].values() for rs in c.values() for r in rs]
@@ -249,12 +244,12 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   if tarms:  # the optimum vs width
     optima = {a: m["optima"][a] for a in tarms}
     transfer.optima_vs_size(ax["o"], optima, m["shifts"], acol, m["transfer_widths"], word="width", xlabel="width d")
-  handles = [figures.plt.Line2D([], [], color=wcol[d], label=f"d = {d}") for d in widths]
+  handles = [plots.plt.Line2D([], [], color=wcol[d], label=f"d = {d}") for d in widths]
   if tarms:
     handles.append(transfer.not_trained_handle(top))
-  report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
-  figures.suptitle(fig, "Study 12 (Noci et al. 2024; Kalra & Barkeshli 2026): sharpness and the optimal lr across width", settings)  # fmt: skip
-  return [figures.save(fig, out_dir, "width.png")]
+  plots.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
+  plots.headline_title(fig, "Study 12 (Noci et al. 2024; Kalra & Barkeshli 2026): sharpness and the optimal lr across width", settings)  # fmt: skip
+  return [plots.save(fig, out_dir, "width.png")]
 
 
 def summary(m: dict) -> dict:

@@ -11,7 +11,7 @@ factor-2 lr grid; an arm's grid is {size: cells}.
   shift(grid, sizes, seeds=None)    log₂ η*(largest size) − log₂ η*(smallest), one seed resample per size if given
   shift_intervals(grids, sizes, diffs)   every arm's shift and each difference of magnitudes |a| − |b|, per seed
                                     (its own optimum at each end), with the Student-t interval (95%) over the seeds
-  loss_vs_lr(ax, ...), optima_vs_size(ax, ...), size_axis(ax, sizes)   the panels that draw them: final loss vs lr
+  loss_vs_lr(ax, ...), optima_vs_size(ax, ...), plots.size_axis(ax, sizes)   the panels that draw them: final loss vs lr
                                     (a run that did not train as 'x': at its loss, or at a clipped top when it
                                     diverged or has no loss, never at a diverged run's loss), the optimum vs size
                                     (log₂ size axis); not_trained_handle(top) the legend's entry for the 'x'
@@ -35,7 +35,7 @@ from typing import Any, Optional
 import numpy as np
 
 from analysis import outcomes
-from experiments import report, stats, study
+from experiments import plots, stats, study
 
 
 def parse_label(label: str, axis: str) -> tuple[str, int]:
@@ -133,17 +133,10 @@ def shifts_from_record(runs: dict, sizes: list[int], diffs: dict[str, tuple[str,
   return shift_intervals(grids, sizes, diffs)
 
 
-def size_axis(ax, sizes: list[int]) -> None:
-  """A log₂ x axis labelled by the sizes themselves."""
-  ax.set_xscale("log", base=2)
-  ax.set_xticks(sizes, [str(d) for d in sizes])
-  ax.minorticks_off()
-
-
 def clipped_top(losses: list) -> float:
   """The top of the loss panels, where runs without a final loss (or above it) are drawn: 1.1 × the largest finite
   loss (10 when none)."""
-  return 1.1 * max([v for v in losses if report.finite(v)] or [10.0])
+  return 1.1 * max([v for v in losses if stats.finite(v)] or [10.0])
 
 
 def loss_vs_lr(ax, grid: dict[str, dict], sizes: list[int], optima: dict, colours: dict, losses: list, top: float):
@@ -168,15 +161,15 @@ def loss_vs_lr(ax, grid: dict[str, dict], sizes: list[int], optima: dict, colour
   ax.set_xscale("log")
   grid_lrs = sorted({float(lr) for d in sizes for lr in grid[str(d)]})
   if grid_lrs:  # each lr of the grid labelled (the default log ticks label 2×10⁻³, 3×10⁻³, ... over each other)
-    report.plain_log_ticks(ax.xaxis, grid_lrs[0], grid_lrs[-1], at=grid_lrs)
+    plots.plain_log_ticks(ax.xaxis, grid_lrs[0], grid_lrs[-1], at=grid_lrs)
     ax.tick_params(axis="x", labelrotation=45, labelsize=7)
-  report.log_loss_axis(ax, losses, top)
+  plots.log_loss_axis(ax, losses, top)
 
 
 def not_trained_handle(top: float):
   """The legend's entry for loss_vs_lr's 'x'."""
   text = f"not trained: at its loss; diverged or without a loss: at {top:.3g} (clipped)"
-  return report.plt.Line2D([], [], ls="", marker="x", color="grey", label=text)
+  return plots.plt.Line2D([], [], ls="", marker="x", color="grey", label=text)
 
 
 def optima_vs_size(ax, optima: dict, shifts: dict, colours: dict, sizes: list[int], *, word: str, xlabel: str):
@@ -187,11 +180,11 @@ def optima_vs_size(ax, optima: dict, shifts: dict, colours: dict, sizes: list[in
     if pts:
       s = shifts.get(a)
       ax.plot(*zip(*pts), "o-", color=colours[a], label=f"{a}: shift {stats.fmt(tuple(s))} log₂" if s else a)
-  size_axis(ax, sizes)
+  plots.size_axis(ax, sizes)
   ax.set_yscale("log")
   lrs = [v["lr"] for per in optima.values() for v in per.values() if v]
   if lrs:
-    report.plain_log_ticks(ax.yaxis, min(lrs), max(lrs))
+    plots.plain_log_ticks(ax.yaxis, min(lrs), max(lrs))
   ax.set(xlabel=xlabel, ylabel="optimal peak lr", title=f"optimal lr vs {word}")
   if ax.get_legend_handles_labels()[0]:  # no arm has an optimum: no empty legend box; under the panel, off the data
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
@@ -226,7 +219,7 @@ LANCZOS = "curvature/lanczos_steps"  # a record's Lanczos steps (warm-started: i
 
 def window_median(curve: list, steps: int) -> Optional[float]:
   """The median of `curve`'s [step, value] records with step in `WINDOW`·steps (finite, positive); None if none."""
-  vals = [v for s, v in curve if WINDOW[0] * steps <= s <= WINDOW[1] * steps and report.finite(v) and v > 0]
+  vals = [v for s, v in curve if WINDOW[0] * steps <= s <= WINDOW[1] * steps and stats.finite(v) and v > 0]
   return float(np.median(vals)) if vals else None
 
 
@@ -235,8 +228,8 @@ def sharpness_record(run: Any, steps: int) -> dict:
   after step 0) of a study.Run; an empty curve and None for a run without curvature records."""
   records = [r for r in run.metrics(split="train") if SHARPNESS in r]
   curve = [[r["step"], r[SHARPNESS]] for r in records]
-  late = [v for s, v in curve if s > 0 and report.finite(v)]
-  lanczos = [int(r[LANCZOS]) for r in records if report.finite(r.get(LANCZOS))]
+  late = [v for s, v in curve if s > 0 and stats.finite(v)]
+  lanczos = [int(r[LANCZOS]) for r in records if stats.finite(r.get(LANCZOS))]
   return dict(curve=curve, stat=window_median(curve, steps), max=max(late) if late else None, lanczos=lanczos)
 
 
@@ -253,13 +246,6 @@ def sharpness_slopes(rows: dict[str, dict[int, list[dict]]]) -> tuple[dict, dict
   return sharp, slopes
 
 
-def plain_log_y(ax) -> None:
-  """`ax`'s log y axis labelled as plain numbers over the data drawn on it (report.plain_log_ticks)."""
-  ys = [y for line in ax.get_lines() for y in np.asarray(line.get_ydata(), dtype=float) if np.isfinite(y) and y > 0]
-  if ys:
-    report.plain_log_ticks(ax.yaxis, min(ys), max(ys))
-
-
 def sharpness_vs_size(ax, sharp: dict, slopes: dict, colours: dict, sizes: list[int], *, word: str, xlabel: str):
   """S vs size per arm (`sharp`, `slopes`: `sharpness_slopes`' pair), log-log, mean ± the seeds' std, each arm
   labelled by its slope with its interval."""
@@ -269,9 +255,9 @@ def sharpness_vs_size(ax, sharp: dict, slopes: dict, colours: dict, sizes: list[
       ds, ss = zip(*rows)
       label = f"{a}: slope {stats.fmt(tuple(slopes[a]))}" if slopes.get(a) else a
       ax.errorbar(ds, [s["mean"] for s in ss], yerr=[s["std"] or 0 for s in ss], fmt="o-", color=colours[a], capsize=3, label=label)  # fmt: skip
-  size_axis(ax, sizes)
+  plots.size_axis(ax, sizes)
   ax.set_yscale("log")
-  plain_log_y(ax)
+  plots.plain_log_y(ax)
   ax.set(xlabel=xlabel, ylabel="window median η·λ_max(M·P⁻¹H)", title=f"sharpness vs {word} (mean ± seeds' std)")
   if ax.get_legend_handles_labels()[0]:
     ax.legend(fontsize=7, loc="best")

@@ -1,31 +1,10 @@
-"""Matplotlib (Agg, no display) for the claims' figures: `plt`, `save` and a title that states the run's settings."""
+"""The figures studies 11 (edge.py) and 14 (edge_boundary.py) share: the boundary rules' regression (`boundary`) and
+every run by its collapse-aware class (`run_classes`, `CLASS_MARKERS`); `PREDICTOR_NAMES` the predictors in words."""
 
 import math
-import os
-import textwrap
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after selecting the backend)
-
-from analysis import outcomes  # noqa: E402
-from experiments import report  # noqa: E402
-
-__all__ = ["boundary", "plt", "run_classes", "save", "suptitle"]
-
-
-def suptitle(fig, headline: str, settings: str) -> None:
-  """The figure's title: the headline, then the fixed settings (model size, data, steps, lr, warmup, seeds)."""
-  fig.suptitle(headline + "\n" + "\n".join(textwrap.wrap(settings, 110)), fontsize=8)
-
-
-def save(fig, out_dir: str, name: str) -> str:
-  """Saves `fig` as `<out_dir>/<name>` (PNG, as the sweep's own figures) and returns `name`."""
-  os.makedirs(out_dir, exist_ok=True)
-  report.save_figure(fig, os.path.join(out_dir, name))
-  return name
-
+from analysis import outcomes
+from experiments import plots
 
 PREDICTOR_NAMES = {
     "gd": "λ_max(H)",
@@ -39,11 +18,11 @@ PREDICTOR_NAMES = {
 def boundary(b: dict, out_dir: str, headline: str, settings: str, name: str = "boundary.png") -> list[str]:
   """Per predictor, log η* against log(c/λ₀), one point per method with its bracket [η_lo, η_hi] as the error bar,
   the line y = x (η* = c/λ₀) dashed and the least-squares line solid, the slope's bootstrap interval in the title
-  (experiments/claims/edge_rules.py, the boundary rules)."""
+  (boundary_rules.py)."""
   regs = b.get("regressions") or {}
   if not any(r.get("points") for r in regs.values()):
     return []
-  fig, axes = plt.subplots(1, len(regs), figsize=(3.3 * len(regs), 3.9), layout="constrained")
+  fig, axes = plots.plt.subplots(1, len(regs), figsize=(3.3 * len(regs), 3.9), layout="constrained")
   for ax, (p, r) in zip(axes, regs.items()):
     pts = r.get("points") or {}
     for method, (x, y) in pts.items():
@@ -65,9 +44,9 @@ def boundary(b: dict, out_dir: str, headline: str, settings: str, name: str = "b
     ax.set_title(title, fontsize=8)
     ax.set_xlabel("log₁₀(c/λ₀) (step 0)", fontsize=8)
   axes[0].set_ylabel("log₁₀ η* (bracket: the error bar)", fontsize=8)
-  report.figure_legend(fig, max_cols=2, fontsize=8)
-  suptitle(fig, headline, settings)
-  return [save(fig, out_dir, name)]
+  plots.figure_legend(fig, max_cols=2, fontsize=8)
+  plots.headline_title(fig, headline, settings)
+  return [plots.save(fig, out_dir, name)]
 
 
 CLASS_MARKERS = {  # a run's collapse-aware class (analysis/outcomes.py `combine`): marker, colour
@@ -87,7 +66,7 @@ def run_classes(runs: list[dict], out_dir: str, headline: str, settings: str, na
     return []
   warmups = sorted({int(r["warmup"]) for r in runs})
   methods = sorted({r["method"] for r in runs})
-  fig, axes = plt.subplots(1, len(warmups), figsize=(5.5 * len(warmups), 1.6 + 0.32 * len(methods)), sharey=True,
+  fig, axes = plots.plt.subplots(1, len(warmups), figsize=(5.5 * len(warmups), 1.6 + 0.32 * len(methods)), sharey=True,
                            layout="constrained", squeeze=False)  # fmt: skip
   for ax, w in zip(axes[0], warmups):
     for r in runs:
@@ -102,8 +81,8 @@ def run_classes(runs: list[dict], out_dir: str, headline: str, settings: str, na
     ax.set_title(f"warmup {w}", fontsize=9)
   axes[0][0].set_yticks(range(len(methods)), methods, fontsize=8)
   axes[0][0].set_ylim(-0.6, len(methods) - 0.4)
-  handles = [plt.Line2D([], [], marker=m, ls="", color=c, mfc="none" if m not in ("x", ".") else c, label=k or "no class")
+  handles = [plots.plt.Line2D([], [], marker=m, ls="", color=c, mfc="none" if m not in ("x", ".") else c, label=k or "no class")
              for k, (m, c) in CLASS_MARKERS.items()]  # fmt: skip
-  report.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=5, fontsize=8)
-  suptitle(fig, headline, settings)
-  return [save(fig, out_dir, name)]
+  plots.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=5, fontsize=8)
+  plots.headline_title(fig, headline, settings)
+  return [plots.save(fig, out_dir, name)]

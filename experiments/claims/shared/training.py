@@ -5,7 +5,7 @@ is read and this module reads cells the same way.
 
 A run's *class* is the sweep record's `class` (analysis/outcomes.py: diverged, collapsed, undertrained, trained; it
 needs `train.eval_at_init`, the loss at init). A cell (arm, lr) has a class when all its seeds share it, else it is
-`mixed` (warmup.cell_class: a cell of collapsed and diverged seeds is mixed); it *fails* when its class is collapsed
+`mixed` (cells.cell_class: a cell of collapsed and diverged seeds is mixed); it *fails* when its class is collapsed
 or diverged and *trains* when it is trained. A cell a rule decides on needs `MIN_SEEDS` = 3 seeds (the decisions sit
 at boundaries, issue 24).
 
@@ -40,13 +40,9 @@ from typing import Optional
 import numpy as np
 
 from analysis import outcomes
-from experiments import report, study
-from experiments.claims import figures, warmup
+from experiments import plots, stats, study
+from experiments.claims.shared.cells import FAILED, MARKERS, MIN_SEEDS, Cells, cell_class
 from train import loop as train_loop
-
-MIN_SEEDS, FAILED, cell_class = warmup.MIN_SEEDS, warmup.FAILED, warmup.cell_class
-MARKERS = warmup.MARKERS  # outcome class -> marker (trained o, collapsed s, undertrained ^, diverged x)
-Cells = dict[float, tuple[str, int]]  # lr -> (the cell's class or 'mixed', its seeds)
 
 
 def _run(run: study.Run) -> dict:
@@ -56,8 +52,8 @@ def _run(run: study.Run) -> dict:
       seed=run.seed,
       outcome=run.outcome,
       cls=run.record.get("class"),
-      final_loss=float(loss) if report.finite(loss) else None,
-      loss0=float(loss0) if report.finite(loss0) else None,
+      final_loss=float(loss) if stats.finite(loss) else None,
+      loss0=float(loss0) if stats.finite(loss0) else None,
   )
 
 
@@ -216,7 +212,7 @@ def plot_loss_vs_lr(
   top = 1.15 * max([r["loss0"] for r in runs if r["loss0"] is not None] or finals or [10.0])
   h = (m.get("reference") or {}).get("unigram_entropy")
   lrs = [float(lr) for a in m["arms"].values() for lr in a] or [1e-3]
-  fig, axes = figures.plt.subplots(
+  fig, axes = plots.plt.subplots(
       1, len(panels), figsize=(5.2 * len(panels) + 1, 4.6), squeeze=False, sharey=True, layout="constrained"
   )
   handles: dict[str, object] = {}  # legend label -> handle: the arms first (panel order), then the keys
@@ -241,14 +237,14 @@ def plot_loss_vs_lr(
       handles[text] = ax.axhline(h, color="grey", ls="--", lw=0.9, label=text)
     ax.set_xscale("log")
     ax.set_xlim(min(lrs) / 1.6, max(lrs) * 1.6)
-    report.plain_log_ticks(ax.xaxis, min(lrs) / 1.6, max(lrs) * 1.6)
-    report.log_loss_axis(ax, finals + ([h] if h is not None else []), top * 1.08)  # room above the clip's markers
+    plots.plain_log_ticks(ax.xaxis, min(lrs) / 1.6, max(lrs) * 1.6)
+    plots.log_loss_axis(ax, finals + ([h] if h is not None else []), top * 1.08)  # room above the clip's markers
     ax.set(xlabel="peak lr (constant, no warmup)", title=title)
   axes[0][0].set_ylabel("final validation loss (nats)")
   (handles["line: a cell's mean over seeds (none diverged)"],) = axes[0][0].plot([], [], "-", color="grey")
   for cls, marker in MARKERS.items():
     text = f"{cls} (drawn at the clip, {top:.3g}: not a loss)" if cls == outcomes.DIVERGED else cls
     (handles[text],) = axes[0][0].plot([], [], marker, color="grey", mfc="none")
-  report.figure_legend(fig, list(handles.values()), list(handles), max_cols=4, fontsize=8)
-  figures.suptitle(fig, headline, settings)
-  return [figures.save(fig, out_dir, name)]
+  plots.figure_legend(fig, list(handles.values()), list(handles), max_cols=4, fontsize=8)
+  plots.headline_title(fig, headline, settings)
+  return [plots.save(fig, out_dir, name)]

@@ -19,7 +19,7 @@ import re
 from typing import Optional
 
 from experiments import baseline as baseline_lib
-from experiments.claims import registry
+from experiments import registry
 
 README_BEGIN, README_END = "<!-- claims:begin -->", "<!-- claims:end -->"
 BASELINE_BEGIN, BASELINE_END = "<!-- baseline:begin -->", "<!-- baseline:end -->"
@@ -96,7 +96,7 @@ def write_reproduction(
         f"- Source: {r.get('source', '?')}",
         f"- Paper's scale: {r.get('paper_scale', '?')}",
     ]
-    if r.get("pending"):  # a registered study without a record (experiments/claims/reproduce.py `not_run`)
+    if r.get("pending"):  # a registered study without a record (experiments/reproduce.py `not_run`)
       lines += [*head, "", f"**{r['verdict'][0].upper() + r['verdict'][1:]}:** {r.get('reason', '')}."]
       continue
     p = r.get("provenance") or {}

@@ -1,59 +1,29 @@
-"""The rules of study 11 (experiments/claims/edge.py), fixed before its runs: cells, predictors, scores, the grid.
+"""The boundary rules (issue 40, stated before study 14's fresh-seed runs; applied to study 11's record as a
+re-reading, labelled so), shared by studies 11 (edge.py) and 14 (edge_boundary.py).
 
-The unit of evidence is a cell: (method, peak lr η, warmup T_w), run with several seeds. Each run's outcomes are read
-by rules stated before the runs (analysis/outcomes.py): the early one (`early_class`: stable or unstable over the
-warmup and the `EARLY_WINDOW` steps after it, what a step-0 model can speak for) and the final one (`classify` at
-the horizon). A cell is *unstable* early when any seed is, *stable* when every seed is; finally it *fails* when any
-seed diverged or collapsed, *trains* when every seed trained, and is undetermined otherwise (an undertrained seed:
-neither; not scored).
-
-Predictors: a curvature λ₀ measured at step 0 and the threshold c that its own theory gives. A cell without warmup
-is predicted unstable iff η·λ₀ > c, its margin is log(η·λ₀/c):
-  gd      λ_max(H)                         c = 2                 gradient descent on the quadratic model (Cohen et
-                                                                 al. 2021; analysis/stability.py `max_stable_lr_gd`)
-  adam    λ_max(P⁻¹H), P = diag(|g| + ε)   c = (2 + 2β₁)/(1 − β₁)  EMA momentum on the preconditioned quadratic (Cohen
-                                                                 et al. 2022; analysis/stability.py, Eq. 2)
-  update  dᵀHd / gᵀd along Adam's first    c = 2                 a first step beyond 2gᵀd/dᵀHd raises the quadratic
-          update direction d                                     model's loss (`first_step_critical_lr`)
-  ggn     λ_max(G), the Gauss–Newton       c = 2                 gradient descent on the GGN's quadratic model
-  batch   E_B[g_Bᵀ H_B g_B / ‖g_B‖²]       c = 2                 the batch sharpness that SGD holds at 2/η
-                                                                 (Andreyev & Beneventano 2024)
-A predictor whose λ₀ is decided by Adam's ε (λ₀ at the run's ε and at 1e-8·RMS(g) differ by more than a factor
-`EPS_FACTOR`, analysis/stability.py `eps_decides`, recorded by the step-0 analysis: a branch whose gradient is
-exactly zero at init, such as ReZero's, µP's hidden weights) is flagged for that method, whose cells are then not
-scored for it.
-
-Scores over the scored cells without warmup, each against its baseline, with intervals by a bootstrap over methods
-(a method's cells share one λ₀: the methods are what is independent):
-  AUC       the ROC AUC of the margin for the unstable class (experiments/stats.py `roc_auc`), against the lr alone
-            (the AUC of log η). Within one method η·λ₀ orders the cells exactly as η does, so a predictor can beat
-            the lr only through what λ₀ says across methods: that is the question;
-  accuracy  the fraction of cells whose prediction matches, against the majority class's fraction.
-Verdicts (thresholds fixed here, before any run): a predictor *beats* a baseline when the interval of its score
-minus the baseline's lies above 0 (reproduced), fails when it lies below 0 (not reproduced), and is inconclusive
-when it straddles 0 or when fewer than `MIN_METHODS` methods, or cells of only one class, are scored (more methods
-decide: the registry's rules).
-
-The grid, per method (`extend`): a factor-2 lr grid, extended upwards by ×2 while no cell without warmup is
-unstable and downwards by ÷2 while none is stable (up to `MAX_ROUNDS` extensions), so that every method's boundary
-is bracketed. Seeds: at least `SEEDS` = 2 per cell and `BOUNDARY_SEEDS` = 3 at the two cells on either side of each
-method's boundary (its largest stable and smallest unstable lr); the cpu and paper configs run 3 at every cell
-(configs/claims/edge.py SEEDS), and a verdict that finds a boundary cell with fewer is inconclusive
-(experiments/claims/edge.py `verdict`, naming the cells).
-
-The warmup question, the same way: among the (method, η) whose cell without warmup is unstable (early) or fails
-(final), *rescued* when its cell with warmup T_w is stable (early) or trains (final); scored by the AUC of −margin
-for the rescued (a smaller overshoot η·λ₀/c predicts a rescue) against the lr alone (the AUC of −log η).
-
-Changed after a run, with its reason: `MAX_ROUNDS` was 4 before the cpu run. That run (915 runs, commit c422928,
-2026-11-27; reports/reproduction/edge/claim.json at 346385a) reached η = 0.128 (the first grid's 8e-3 × 2⁴) with 12 of
-the 19 methods still stable at every lr, and 5 unstable cells among the 99 scored, so the design could not decide:
-inconclusive, AUC gap -0.00957 [-0.0686, 0.0474]. Issue 28's design extends each method's grid "until both a stable
-and an unstable lr are found"; 4 was a compute budget, not part of the rule. It is now 7 (η up to 1.024). The
-verdict's rule, its thresholds, the early window, the seeds and every predictor are unchanged.
+Outcome: a run *fails* when it diverges, spikes or ends collapsed (analysis/outcomes.py `combine` of its early and
+final classes, read by `failed`); undertrained runs are neither. A cell's failing fraction is k/n over its seeds
+with an outcome, with Clopper & Pearson's exact interval: a boundary cell may land either side on another CPU, so a
+cell *fails* when k/n ≥ 1/2, a rule on the fraction, not "all seeds alike".
+Boundary of a method (without warmup): η_hi the smallest lr whose cell fails, η_lo the largest lr run below it;
+η* = √(η_lo·η_hi) and its bracket [η_lo, η_hi]. Open below when the smallest lr run fails, above when none fails.
+Test, per predictor (λ₀ from the step-0 analysis, c its threshold): the least-squares slope of log η* on
+log(c/λ₀) across methods, with a percentile bootstrap over methods (≥ `MIN_BOUNDARY_METHODS` methods, so the
+resampled units are enough for a percentile interval to cover) beside the Student-t interval of the slope and
+Spearman's ρ with its Fisher-z interval. η* = c/λ₀ is slope 1 (and intercept 0):
+  reproduced      the slope's bootstrap interval excludes 0 and contains 1 (step-0 curvature predicts the boundary
+                  as the theory scales it);
+  not reproduced  the interval excludes 1 and lies at or below 0 (hi ≤ 0: smaller curvature does not mean a
+                  later boundary);
+  inconclusive    otherwise, naming the fewest methods whose Student-t slope interval would exclude 0 were the
+                  slope and the scatter about the line to hold (`methods_to_decide`: a projection of an OLS
+                  standard error, not of a percentile bootstrap), or that the interval excludes both 0 and 1 (curvature orders the
+                  boundaries, not as c/λ₀ scales them: more methods do not change that reading).
+Warmup (Kalra & Barkeshli 2024 §4): at each method's η_hi, the fraction of warmup-T_w seeds that do not fail
+(rescued); Spearman's ρ of the rescued fraction on log λ₀ across methods with its Fisher-z interval: rises (> 0),
+falls (< 0) or undecided. Reported, not decisive.
 """
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Optional
@@ -62,220 +32,9 @@ import numpy as np
 import scipy.stats
 
 from analysis import outcomes
-from analysis.stability import momentum_stability_threshold
 from experiments import stats, study
+from experiments.claims.shared.edge_rules import PREDICTORS, threshold
 
-PREDICTORS = ("gd", "adam", "update", "ggn", "batch")
-EARLY_WINDOW = outcomes.EARLY_WINDOW
-MIN_METHODS = 4
-SEEDS, BOUNDARY_SEEDS = 2, 3
-MAX_ROUNDS = 7  # grid extensions before a method is reported unbracketed (4 until the cpu run: module docstring)
-EARLY, FINAL = "early", "final"
-
-
-@dataclasses.dataclass(frozen=True)
-class Cell:
-  """One cell and its seeds' outcomes: `early` classes (stable / unstable) and `final` classes (analysis/outcomes)."""
-
-  method: str
-  lr: float
-  warmup: int
-  early: tuple[str, ...]
-  final: tuple[str, ...]
-
-
-def extend(cells: Sequence[Cell], which: str = EARLY) -> dict[str, dict]:
-  """Per method, from its cells without warmup: {"add": lrs to run next (×2 above the largest while none is
-  unstable, ÷2 below the smallest while none is stable), "boundary": the largest stable and the smallest unstable lr
-  above it (each needs `BOUNDARY_SEEDS` seeds), "seeds": {lr: seeds it has}, "bracketed": both found}. Cells whose
-  outcome is undetermined count as neither."""
-  out: dict[str, dict] = {}
-  for method in sorted({c.method for c in cells}):
-    mine = {c.lr: c for c in cells if c.method == method and not c.warmup}
-    labels = {lr: unstable(c, which) for lr, c in mine.items()}
-    stable = sorted(lr for lr, y in labels.items() if y is False)
-    bad = sorted(lr for lr, y in labels.items() if y is True)
-    add = []
-    if not bad:
-      add.append(max(mine) * 2)
-    if not stable:
-      add.append(min(mine) / 2)
-    above = [lr for lr in bad if stable and lr > stable[-1]]
-    boundary = [stable[-1], above[0]] if stable and above else []
-    seeds = {lr: len(c.early if which == EARLY else c.final) for lr, c in mine.items()}
-    out[method] = {"add": add, "boundary": boundary, "seeds": seeds, "bracketed": bool(stable and bad)}
-  return out
-
-
-def threshold(predictor: str, beta1: float) -> float:
-  """c of `predictor` (module docstring): (2 + 2β₁)/(1 − β₁) for 'adam', 2 for the others."""
-  if predictor not in PREDICTORS:
-    raise ValueError(f"predictor {predictor!r} is not one of {list(PREDICTORS)}")
-  return momentum_stability_threshold(beta1) if predictor == "adam" else 2.0
-
-
-def margin(lr: float, lam0: float, c: float) -> float:
-  """log(η·λ₀/c): > 0 predicts unstable. λ₀ ≤ 0 (no positive curvature) predicts stable at every η (−∞)."""
-  return math.log(lr * lam0 / c) if lam0 > 0 else -math.inf
-
-
-def unstable(cell: Cell, which: str) -> Optional[bool]:
-  """The cell's label: True unstable (early) / fails (final), False stable / trains, None undetermined."""
-  if which == EARLY:
-    return None if not cell.early else outcomes.UNSTABLE in cell.early
-  if which != FINAL:
-    raise ValueError(f"which={which!r} is not one of {[EARLY, FINAL]}")
-  if any(c in (outcomes.DIVERGED, outcomes.COLLAPSED) for c in cell.final):
-    return True
-  return False if cell.final and all(c == outcomes.TRAINED for c in cell.final) else None
-
-
-def _verdict(interval: Optional[tuple[float, float, float]]) -> str:
-  """Reproduced when the whole interval of a gap lies above 0, not reproduced when it lies below, else inconclusive
-  (an interval that touches 0 has not shown a gain)."""
-  if interval is None:
-    return study.INCONCLUSIVE
-  _, lo, hi = interval
-  return study.REPRODUCED if lo > 0 else study.NOT_REPRODUCED if hi < 0 else study.INCONCLUSIVE
-
-
-def _auc(rows) -> Optional[float]:
-  labels = [y for _, _, y in rows]
-  return stats.roc_auc([s for s, _, _ in rows], labels) if 0 < sum(labels) < len(labels) else None
-
-
-def _auc_lr(rows) -> Optional[float]:
-  """The baseline: the AUC of the cells' lr term (log η, or −log η for the rescue) alone."""
-  return _auc([(x, None, y) for _, x, y in rows])
-
-
-def _scored(groups, stat, n_boot, seed):
-  """(point, interval or None) of `stat` over the method groups; None where it cannot be read."""
-  point = stat([r for g in groups for r in g])
-  if point is None or len(groups) < MIN_METHODS:
-    return point, None
-  try:
-    return point, stats.bootstrap_interval(groups, lambda gs: stat([r for g in gs for r in g]), n=n_boot, seed=seed)
-  except ValueError:
-    return point, None
-
-
-def _diff(a, b):
-  return lambda rows: None if a(rows) is None or b(rows) is None else a(rows) - b(rows)
-
-
-def score(
-    cells: Sequence[Cell],
-    lam0: Mapping[str, Mapping[str, float]],
-    predictor: str,
-    *,
-    beta1: float,
-    which: str = EARLY,
-    flagged: Mapping[str, Sequence[str]] = {},
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> dict:
-  """How well `predictor` predicts the cells without warmup (module docstring). `lam0[method][predictor]` is λ₀;
-  `flagged[method]` the predictors ε decides there. Returns the numbers, their intervals and the two verdicts."""
-  c = threshold(predictor, beta1)
-  by_method: dict[str, list] = {}
-  for cell in cells:
-    y = unstable(cell, which)
-    lam = lam0.get(cell.method, {}).get(predictor)
-    if cell.warmup or y is None or lam is None or predictor in flagged.get(cell.method, ()):
-      continue
-    by_method.setdefault(cell.method, []).append((margin(cell.lr, lam, c), math.log(cell.lr), y))
-  groups = list(by_method.values())
-  rows = [r for g in groups for r in g]
-  accuracy = lambda rs: sum((m > 0) == y for m, _, y in rs) / len(rs)
-  majority = lambda rs: max(sum(y for *_, y in rs), sum(not y for *_, y in rs)) / len(rs)
-  out = {"predictor": predictor, "threshold": c, "outcome": which, "methods": len(groups), "cells": len(rows)}
-  if not rows:
-    return {**out, "verdicts": {"beats the lr": study.INCONCLUSIVE, "beats the majority": study.INCONCLUSIVE}}
-  auc_gap, auc_gap_ci = _scored(groups, _diff(_auc, _auc_lr), n_boot, seed)
-  acc_gap, acc_gap_ci = _scored(groups, _diff(accuracy, majority), n_boot, seed)
-  return {
-      **out,
-      "unstable": sum(y for *_, y in rows),
-      "accuracy": accuracy(rows),
-      "majority": majority(rows),
-      "auc": _auc(rows),
-      "auc_lr": _auc_lr(rows),
-      "auc_gap": auc_gap,
-      "auc_gap_interval": auc_gap_ci,
-      "accuracy_gap": acc_gap,
-      "accuracy_gap_interval": acc_gap_ci,
-      "verdicts": {"beats the lr": _verdict(auc_gap_ci), "beats the majority": _verdict(acc_gap_ci)},
-  }
-
-
-def rescue_score(
-    cells: Sequence[Cell],
-    lam0: Mapping[str, Mapping[str, float]],
-    predictor: str,
-    *,
-    beta1: float,
-    warmup: int,
-    which: str = EARLY,
-    flagged: Mapping[str, Sequence[str]] = {},
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> dict:
-  """The warmup question (module docstring) for warmup length `warmup`: which (method, η) unstable without warmup
-  does it rescue, and does a smaller overshoot predict it better than a smaller lr does."""
-  c = threshold(predictor, beta1)
-  at = {(x.method, x.lr, x.warmup): x for x in cells}
-  by_method: dict[str, list] = {}
-  for (method, lr, w), cell in at.items():
-    warm = at.get((method, lr, warmup))
-    lam = lam0.get(method, {}).get(predictor)
-    if w or warm is None or lam is None or predictor in flagged.get(method, ()) or unstable(cell, which) is not True:
-      continue
-    after = unstable(warm, which)
-    if after is not None:
-      by_method.setdefault(method, []).append((-margin(lr, lam, c), -math.log(lr), not after))
-  groups = list(by_method.values())
-  rows = [r for g in groups for r in g]
-  gap, gap_ci = _scored(groups, _diff(_auc, _auc_lr), n_boot, seed)
-  return {
-      "predictor": predictor,
-      "warmup": warmup,
-      "outcome": which,
-      "methods": len(groups),
-      "unstable without warmup": len(rows),
-      "rescued": sum(y for *_, y in rows),
-      "auc": _auc(rows) if rows else None,
-      "auc_lr": _auc_lr(rows) if rows else None,
-      "auc_gap": gap,
-      "auc_gap_interval": gap_ci,
-      "verdict": _verdict(gap_ci),
-  }
-
-
-# ------------------------------------------------------------------------------ the boundary rules (issue 40, stated
-# before study 14's fresh-seed runs; applied to study 11's record as a re-reading, labelled so)
-#
-# Outcome: a run *fails* when it diverges, spikes or ends collapsed (analysis/outcomes.py `combine` of its early and
-# final classes, read by `failed`); undertrained runs are neither. A cell's failing fraction is k/n over its seeds
-# with an outcome, with Clopper & Pearson's exact interval: a boundary cell may land either side on another CPU, so a
-# cell *fails* when k/n ≥ 1/2, a rule on the fraction, not "all seeds alike".
-# Boundary of a method (without warmup): η_hi the smallest lr whose cell fails, η_lo the largest lr run below it;
-# η* = √(η_lo·η_hi) and its bracket [η_lo, η_hi]. Open below when the smallest lr run fails, above when none fails.
-# Test, per predictor (λ₀ from the step-0 analysis, c its threshold): the least-squares slope of log η* on
-# log(c/λ₀) across methods, with a percentile bootstrap over methods (≥ `MIN_BOUNDARY_METHODS` methods, so the
-# resampled units are enough for a percentile interval to cover) beside the Student-t interval of the slope and
-# Spearman's ρ with its Fisher-z interval. η* = c/λ₀ is slope 1 (and intercept 0):
-#   reproduced      the slope's bootstrap interval excludes 0 and contains 1 (step-0 curvature predicts the boundary
-#                   as the theory scales it);
-#   not reproduced  the interval excludes 1 and lies at or below 0 (hi ≤ 0: smaller curvature does not mean a
-#                   later boundary);
-#   inconclusive    otherwise, naming the fewest methods whose Student-t slope interval would exclude 0 were the
-#                   slope and the scatter about the line to hold (`methods_to_decide`: a projection of an OLS
-#                   standard error, not of a percentile bootstrap), or that the interval excludes both 0 and 1 (curvature orders the
-#                   boundaries, not as c/λ₀ scales them: more methods do not change that reading).
-# Warmup (Kalra & Barkeshli 2024 §4): at each method's η_hi, the fraction of warmup-T_w seeds that do not fail
-# (rescued); Spearman's ρ of the rescued fraction on log λ₀ across methods with its Fisher-z interval: rises (> 0),
-# falls (< 0) or undecided. Reported, not decisive.
 FAIL_FRACTION = 0.5
 MIN_BOUNDARY_METHODS = 8
 BOUNDARY_THRESHOLDS = {  # the boundary rules in words, as studies 11 and 14 state them in their records

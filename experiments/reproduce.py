@@ -1,7 +1,7 @@
 """Runs every claim at one scale, each through main.py in its own process, and writes the report.
 
-    python -m experiments.claims.reproduce --data_dir=<Multi30k folder> --scale=cpu          # every claim (~100 min)
-    python -m experiments.claims.reproduce --data_dir=<folder> --claims=warmup,tfixup        # some; the rest merged
+    python -m experiments.reproduce --data_dir=<Multi30k folder> --scale=cpu          # every claim (~100 min)
+    python -m experiments.reproduce --data_dir=<folder> --claims=warmup,tfixup        # some; the rest merged
 
 Each claim runs `python main.py --config=configs/claims/<claim>.py:<scale> --config.data.dir=<data_dir>
 --workdir=<runs>/<claim>` (the claim's sweep is resumable: rerunning skips finished runs), its output streamed to
@@ -23,7 +23,7 @@ measured and the folder is removed.
 
 Claims 8, 9 and 10 are studies over the atlas's cells (configs/claims/_atlas_cells.py): with --atlas_runs=<the
 workdir of configs/atlas.py's sweep> they read its runs and train only what those lack (`sweep.cells_dir`); without,
-they train their own in <runs>/<claim>. `<out>/ATLAS.md` lists the atlas's studies (report.ATLAS_STUDIES) from the
+they train their own in <runs>/<claim>. `<out>/ATLAS.md` lists the atlas's studies (reproduction.ATLAS_STUDIES) from the
 same records.
 """
 
@@ -37,11 +37,10 @@ import threading
 from absl import app, flags
 
 from experiments import provenance as provenance_lib
-from experiments import study
-from experiments.claims import report
-from experiments.claims.registry import CLAIM_NAMES, SCALES, get_claim
+from experiments import reproduction, study
+from experiments.registry import CLAIM_NAMES, SCALES, get_claim
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = provenance_lib.REPO
 flags.DEFINE_string("data_dir", "", "Folder with Multi30k's {train,val,test_2016_flickr}.{de,en}.gz (cpu, paper).")
 flags.DEFINE_enum("scale", "cpu", list(SCALES), "The claims' scale.")
 flags.DEFINE_list("claims", list(CLAIM_NAMES), "Claims to run (default: all, in order).")
@@ -217,7 +216,7 @@ def not_run(name: str) -> dict:
       **_identity(name),
       verdict=NOT_RUN,
       reason=(
-          f"no run at this scale is committed yet: `python -m experiments.claims.reproduce --claims={name} "
+          f"no run at this scale is committed yet: `python -m experiments.reproduce --claims={name} "
           "--scale=cpu --data_dir=<Multi30k folder>` runs it (resumable; its runs' records land in "
           f"reports/reproduction/{name}/{RECORDS_DIR}/ as they finish)"
       ),
@@ -311,14 +310,14 @@ def main(argv):
     print(f"[reproduce] {name}: {record['verdict']} (re-decided from {path})", flush=True)
   results = collect(FLAGS.out)
   baseline = load_baseline(FLAGS.out)
-  command = f"python -m experiments.claims.reproduce --scale={FLAGS.scale} --data_dir=<Multi30k folder>"
-  path = report.write_reproduction(
+  command = f"python -m experiments.reproduce --scale={FLAGS.scale} --data_dir=<Multi30k folder>"
+  path = reproduction.write_reproduction(
       results, os.path.join(FLAGS.out, "REPRODUCTION.md"), figure_dir="reproduction", command=command, baseline=baseline
   )
-  atlas = report.write_atlas(results, os.path.join(FLAGS.out, "ATLAS.md"), command=command)
+  atlas = reproduction.write_atlas(results, os.path.join(FLAGS.out, "ATLAS.md"), command=command)
   print(f"[reproduce] report: {path}, {atlas}", flush=True)
   if FLAGS.readme:
-    report.update_readme(os.path.join(REPO, "README.md"), results, baseline)
+    reproduction.update_readme(os.path.join(REPO, "README.md"), results, baseline)
   if failed:
     print(f"[reproduce] no claim.json from: {failed}", flush=True)
     sys.exit(1)

@@ -28,8 +28,8 @@ from experiments import provenance as provenance_lib
 from experiments import report, study
 from experiments import shard as shard_lib
 from experiments import sweep as sweep_lib
-from experiments.claims.registry import ClaimConfig, get_claim
 from experiments.grid import SweepConfig, parse_grid
+from experiments.registry import ClaimConfig, get_claim
 from train import metrics as metrics_lib
 
 RESULT_FILE = "claim.json"
