@@ -99,6 +99,7 @@ def main():
         steps=args.steps,
         overrides=args.override,
         machine=f"{platform.machine()} CPU, {os.cpu_count()} cores",
+        commit=subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
         results=results,
     )
     pathlib.Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
