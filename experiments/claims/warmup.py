@@ -191,7 +191,7 @@ def _best(arm: dict) -> Optional[str]:
   return min(trained, key=trained.get) if trained else None
 
 
-FRESH_SEEDS_FROM = 3  # the rule was stated after seeds 0–2 were seen (module docstring)
+FRESH_SEEDS_FROM = 3  # the rule was stated after seeds 0–2 were seen (docs/design_log.md#warmup)
 REREADING = (
     "A re-reading of seeds 0–2 by the rule of issue 40, stated after these runs were seen; the fresh seeds 3–5 of the "
     "cpu config confirm it and their verdict is the one reported"
