@@ -4,27 +4,24 @@
     python -m experiments.reproduce --data_dir=<folder> --claims=warmup,tfixup        # some; the rest merged
 
 Each claim runs `python main.py --config=configs/claims/<claim>.py:<scale> --config.data.dir=<data_dir>
---workdir=<runs>/<claim>` (the claim's sweep is resumable: rerunning skips finished runs), its output streamed to
-this console and to `<runs>/<claim>/main.log`. Then claim.json and the figures are copied to
-`<out>/reproduction/<claim>/`, and `<out>/REPRODUCTION.md` is written from every claim's claim.json there (claims
-not run by this invocation keep their earlier results; a claim whose process left no claim.json is listed as
-inconclusive with its exit status and the end of its log). With --readme, the README's results table is rebuilt
-from the same results; --report_only runs nothing and only rewrites them; --redecide=<claims> applies those
-claims' current rules to the measurements their records store (a rule changed, the runs are gone), and runs no claim
-unless --claims names some. Exits 1 if a claim's process failed.
+--workdir=<runs>/<claim>` (resumable: rerunning skips finished runs), its output streamed to this console and to
+`<runs>/<claim>/main.log`. Then claim.json and the figures are copied to `<out>/reproduction/<claim>/`, and
+`<out>/REPRODUCTION.md` is written from every claim's claim.json there (claims not run by this invocation keep their
+earlier results; a claim whose process left no claim.json is listed as inconclusive with its exit status and the end
+of its log). With --readme, the README's results table is rebuilt from the same results; --report_only runs nothing
+and only rewrites them; --redecide=<claims> applies those claims' current rules to the measurements their records
+store (a rule changed, the runs are gone), and runs no claim unless --claims names some. Exits 1 if a claim's process
+failed.
 
-Results land as they come: before each run the claim's sweep starts (its progress line `cell k/K, seed s: ...`),
-the records of every run it has finished or seen diverge (`RECORD_FILES`: config, metrics, status, data statistics
-and the sweep's record; no checkpoints) are copied to `<out>/reproduction/<claim>/records/<cell>/seed_<s>/`, so a
-session can commit them while the claim still runs; and before a claim starts, the records there that its workdir
-lacks are copied back, so the next session's sweep skips those runs and trains only the rest (the sweep checks each
-copied run's config against its cell's before any compute). Once the claim has decided, claim.json holds what was
-measured and the folder is removed.
+Results land as they come: the records of every run the claim's sweep has finished or seen diverge (`RECORD_FILES`,
+no checkpoints) are copied to `<out>/reproduction/<claim>/records/<cell>/seed_<s>/`, so a session can commit them
+while the claim still runs; before a claim starts, the records there that its workdir lacks are copied back, so the
+next session trains only the rest (each copied run's config checked against its cell's before any compute). Once the
+claim has decided, claim.json holds what was measured and the folder is removed.
 
 Claims 8, 9 and 10 are studies over the atlas's cells (configs/claims/_atlas_cells.py): with --atlas_runs=<the
 workdir of configs/atlas.py's sweep> they read its runs and train only what those lack (`sweep.cells_dir`); without,
-they train their own in <runs>/<claim>. `<out>/ATLAS.md` lists the atlas's studies (reproduction.ATLAS_STUDIES) from the
-same records.
+they train their own in <runs>/<claim>. `<out>/ATLAS.md` lists the atlas's studies from the same records.
 """
 
 import json
@@ -49,8 +46,8 @@ flags.DEFINE_string("out", "reports", "Report folder: REPRODUCTION.md and reprod
 flags.DEFINE_integer(
     "parallel",
     1,
-    "Runs of a claim trained at once on this machine (sweep.parallel, experiments/shard.py): on 2 CPU cores two "
-    "d = 32 runs at once finish in 0.81x the time of one after the other (measured 2026-11-27).",
+    "Runs of a claim trained at once on this machine (sweep.parallel, experiments/shard.py; what it gains on 2 CPU "
+    "cores: docs/claims.md).",
     lower_bound=1,
 )
 flags.DEFINE_bool("readme", False, "Also rebuild the README's results table from the report's results.")

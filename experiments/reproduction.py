@@ -3,15 +3,17 @@
 Contract:
   write_reproduction(results, path, figure_dir=, command=)  the report: how it was produced, a table (claim, verdict,
       scale, data, runs, time, commit), then per claim: statement and source, the paper's scale next to the settings
-      run, the data, the thresholds the verdict code applied (stated before the runs), the headline numbers, the
-      verdict and its reason, the figures, and provenance (commit and whether the tree was dirty, jax version,
-      backend and devices, host, date). A claim with no claim.json (its process failed) is listed as inconclusive
-      with the error.
+      run, the data, a link to its section of the design log (docs/design_log.md: calibrations and the changes made
+      after its data, where it has one), the thresholds the verdict code applied, the headline numbers, the verdict
+      and its reason, the figures, and provenance (commit and whether the tree was dirty, jax version, backend and
+      devices, host, date). A claim with no claim.json (its process failed) is listed as inconclusive with the error.
   readme_table(results)   the Markdown table the README shows between `<!-- claims:begin -->` and `<!-- claims:end -->`
   update_readme(readme_path, results)   rewrites that block in place (ValueError if the markers are missing).
   write_atlas(results, path, command=)   reports/ATLAS.md: the atlas's studies (ATLAS_STUDIES) and their verdicts.
-One record per claim: `reports/reproduction/<claim>/claim.json`, written by the claim's own study. The report and the README's table are written from those records, so they state the
-same verdicts and numbers (tests/test_reports_agree.py regenerates them from the records and compares).
+One record per claim: `reports/reproduction/<claim>/claim.json`, written by the claim's own study. The report and the
+README's table are written from those records, so they state the same verdicts and numbers (tests/test_reports_agree.py
+regenerates them from the records and compares). The design log is linked, not copied: its sections run to dozens of
+lines of history each, which the report, a record of results, would only repeat.
 """
 
 import os
@@ -22,6 +24,8 @@ from experiments import baseline as baseline_lib
 from experiments import registry
 
 README_BEGIN, README_END = "<!-- claims:begin -->", "<!-- claims:end -->"
+DESIGN_LOG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "design_log.md")
+DESIGN_LOG_LINK = "../docs/design_log.md"  # the design log as the report links it, from reports/ where it lives
 BASELINE_BEGIN, BASELINE_END = "<!-- baseline:begin -->", "<!-- baseline:end -->"
 
 
@@ -60,11 +64,27 @@ def _runs(r: dict) -> str:
   return ", ".join(f"{n} {o}" for o, n in (r.get("runs") or {}).items()) or "—"
 
 
+def design_log_sections(path: str = DESIGN_LOG) -> set[str]:
+  """The claims with a section in the design log at `path`: its `<a id="<claim>"></a>` anchors (none without it)."""
+  if not os.path.exists(path):
+    return set()
+  with open(path, encoding="utf-8") as f:
+    return set(re.findall(r'<a id="([\w-]+)"></a>', f.read()))
+
+
 def write_reproduction(
-    results: list[dict], path: str, *, figure_dir: str, command: str, baseline: Optional[dict] = None
+    results: list[dict],
+    path: str,
+    *,
+    figure_dir: str,
+    command: str,
+    baseline: Optional[dict] = None,
+    design_log: str = DESIGN_LOG,
 ) -> str:
   """Writes the report (module docstring) and returns its path; figures are at `<figure_dir>/<claim>/<png>`. With
-  `baseline` (reports/baseline/result.json), its section (experiments/baseline.py) heads the results."""
+  `baseline` (reports/baseline/result.json), its section (experiments/baseline.py) heads the results. A claim with a
+  section in `design_log` (`design_log_sections`) links it as `DESIGN_LOG_LINK#<claim>`."""
+  logged = design_log_sections(design_log)
   lines = [
       "# Reproduction of the papers' claims",
       "",
@@ -74,7 +94,8 @@ def write_reproduction(
       "",
       "Each claim is a sweep (configs/claims/) run by the same code as `main.py`; its verdict is computed by code "
       "(experiments/claims/) from thresholds stated in the module docstring before the runs. Results that contradict "
-      "a claim are reported as such.",
+      f"a claim are reported as such. The [design log]({DESIGN_LOG_LINK}) keeps each claim's calibrations and every "
+      "change made after its data were seen.",
       "",
       *([*baseline_lib.section(baseline), "", "## The claims", ""] if baseline else []),
       "| # | claim | verdict | scale | data | runs | time (s) | commit |",
@@ -96,6 +117,11 @@ def write_reproduction(
         f"- Source: {r.get('source', '?')}",
         f"- Paper's scale: {r.get('paper_scale', '?')}",
     ]
+    if r["claim"] in logged:
+      link = f"{DESIGN_LOG_LINK}#{r['claim']}"
+      head.append(
+          f"- Design log (calibrations, changes made after the data): [docs/design_log.md#{r['claim']}]({link})"
+      )
     if r.get("pending"):  # a registered study without a record (experiments/reproduce.py `not_run`)
       lines += [*head, "", f"**{r['verdict'][0].upper() + r['verdict'][1:]}:** {r.get('reason', '')}."]
       continue
@@ -108,7 +134,7 @@ def write_reproduction(
         f"- Data: {_data(r)}" + (f" (data.dir `{d['dir']}`)" if d.get("dir") and not os.path.isabs(d["dir"]) else ""),
         f"- Runs: {_runs(r)}",
         "",
-        "Thresholds (as coded; a change made after a run is stated, with its reason, in the claim module's docstring):",
+        "Thresholds (as coded; a change made after a run is stated, with its reason, in the design log):",
         "",
     ]
     lines += [f"- {k}: {v}" for k, v in (r.get("thresholds") or {}).items()] or ["- —"]

@@ -3,40 +3,25 @@ processes train the same run.
 
 Sharding (`sweep.shard`): shard i of N runs the runs (cell, seed) whose index in the sweep's plan (grid order, seeds
 fastest) is ≡ i mod N, in one workdir shared by every shard. 'i/N' names it; 'auto' (the default) reads, in order:
-  TRANSFORMER_INIT_SHARD=i/N                    this project's own variable (any scheduler, a shell loop);
-  SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT    a SLURM job array (sbatch --array=0-7): the task's position
-                                                (ID − SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP among the
-                                                array's tasks, so `--array=1-15:2` works too;
-  JOB_COMPLETION_INDEX                          a Kubernetes indexed Job, with `sweep.num_shards` its completions
-                                                (Kubernetes does not export the count). Valid only when a run is one
-                                                process: a multi-host run's processes of one Job have different
-                                                completion indices, so their shard comes from the job level (e.g.
-                                                JobSet's job index through TRANSFORMER_INIT_SHARD), never the host;
-and else 0/1 (the whole sweep). Every process of a multi-host shard reads the same variables and takes the same runs.
+TRANSFORMER_INIT_SHARD=i/N (this project's own variable); SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (the task's
+position (ID − SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP, so `--array=1-15:2` works too); JOB_COMPLETION_INDEX
+(a Kubernetes indexed Job, with `sweep.num_shards` its completions; only when a run is one process: a multi-host run
+takes its shard from the job level, never the host); else 0/1. Every process of a multi-host shard takes the same runs.
 
 Parallel runs on one machine (`sweep.parallel=k`): main.py starts k processes of itself, child j the shard
-(i + N·j)/(N·k) of this invocation's shard i/N (so they split its runs and nothing else), each pinned to its own
-devices (`child_env`: a contiguous slice of the GPUs in CUDA_VISIBLE_DEVICES, or listed by nvidia-smi; on the CPU
-its own host-platform devices); the claims below keep them apart and the last to finish gathers. Not on TPU, where
-one process owns a host's chips: shard over hosts instead.
+(i + N·j)/(N·k) of this invocation's shard i/N, each pinned to its own devices (`child_env`: a contiguous slice of
+the GPUs, or its own host-platform devices on the CPU); the last to finish gathers. Not on TPU, where one process owns
+a host's chips: shard over hosts instead.
 
 Claims. Before a shard trains a run it claims it: an atomic exclusive create of `<run>/claim.json` ({owner, host,
 pid, heartbeat}), the heartbeat rewritten every `timeout/4` seconds while the run trains (`Heartbeat`). A claim whose
-heartbeat is older than `sweep.claim_timeout_s`, or whose pid is gone from this host (`dead_here`: a rerun right
-after kill -9), is stale (its owner was killed or preempted) and is taken over; a
-fresh one is not, so overlapping shard sets, a re-submitted array or two sweeps on one workdir never train a run
-twice. The claim is released (removed) when the run ends; a finished run is skipped by its status.json, claim or not.
-Written by hand (no library claims files on a shared filesystem without a server); `O_CREAT | O_EXCL` is atomic on
-local and NFSv3+ filesystems, which is what a job array's shared workdir is (tests/test_shard.py).
-
-On an object store (runs under a URI, `gs://...`: the claims live beside the runs, through `etils.epath`) the create
-is an open in mode 'xb', which fsspec's gcsfs and s3fs (2024.12 and later) turn into a conditional upload (GCS:
-`ifGenerationMatch=0`; S3: `If-None-Match: *`): exclusive, as O_EXCL is. A filesystem layer without it (tensorflow's
-gfile, which epath prefers when tensorflow is installed; an older gcsfs) fails the claim with an error naming
-`sweep.cells_dir`. What an object store lacks is an atomic rename: there a stale claim is deleted and created again,
-so two shards that find the same stale claim at the same moment may both take it (a fresh claim is never taken).
-Overlapping shard sets or re-submitted arrays over a bucket should keep the runs (`sweep.cells_dir`) on a local or
-NFS folder; one shard per index, the usual array, never meets a stale claim it did not leave itself.
+heartbeat is older than `sweep.claim_timeout_s`, or whose pid is gone from this host (`dead_here`), is stale and is
+taken over; a fresh one is not, so overlapping shard sets, a re-submitted array or two sweeps on one workdir never
+train a run twice. The claim is removed when the run ends; a finished run is skipped by its status.json. Written by
+hand (no library claims files on a shared filesystem without a server); `O_CREAT | O_EXCL` is atomic on local and
+NFSv3+ filesystems (tests/test_shard.py). On an object store (`gs://...`, through `etils.epath`) the create is an
+open in mode 'xb', a conditional upload in gcsfs and s3fs; what that store lacks (an atomic rename, so a stale claim
+may be taken twice) and what to do about it: docs/scaling.md.
 """
 
 import io
@@ -231,7 +216,7 @@ def _create(path: str, record: dict) -> bool:
       json.dump(record, f)
     return True
   try:
-    # epath.Path.open accepts only 'r', 'w' and 'a' (etils 1.15 notes mode 'x' as a TODO): its backend, the layer that
+    # epath.Path.open accepts only 'r', 'w' and 'a' (etils notes mode 'x' as a TODO): its backend, the layer that
     # reaches fsspec (gcsfs/s3fs: a conditional upload, refused at open or at close), is asked directly.
     backend = epath.Path(path)._backend  # noqa: SLF001
     with backend.open(os.fspath(path), "xb") as f:

@@ -15,9 +15,8 @@ straddles the threshold; the report then names the design change that would deci
                                      negative, ties counted ½ (Mann–Whitney's U / (n₊n₋), Hanley & McNeil 1982);
   finite(v)                          a real, finite number (not a bool): what a record's value must be to be read;
   reading(interval, low=, high=)     True (inside [low, high]) / False (disjoint) / None (straddles);
-  repeats_to_decide(x, y, thresholds)   the design change an undecided slope names: the fewest repeats of its x
-                                     levels (seeds per width) whose interval would clear every threshold, were the
-                                     slope and the scatter about the line to hold;
+  repeats_to_decide(x, y, thresholds)   the fewest repeats of an undecided slope's x levels (seeds per width) whose
+                                     interval would clear every threshold, were the slope and the scatter to hold;
   seeds_to_decide(interval, n, t)    the same for a mean's Student-t interval over n seeds: the fewest seeds whose
                                      interval would exclude t, were the mean and the seeds' spread to hold.
 

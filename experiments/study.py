@@ -8,7 +8,8 @@ one and writes its record, claim.json; experiments/reproduction.py writes every 
                                (metrics.jsonl, analysis/step_<k>/*.json); JSON-able.
   verdict(measured) -> Verdict pure: REPRODUCED / NOT_REPRODUCED / INCONCLUSIVE and the reason with the deciding
                                numbers, by the thresholds in `Study.thresholds` (stated in the claim module's docstring
-                               before any run; tested on synthetic numbers for every branch; its rules folded by `decide`).
+                               before any run, later changes in docs/design_log.md; tested on synthetic numbers for
+                               every branch; its rules folded by `decide`).
   figure(measured, results, out_dir, title) -> [file names]   draws every quantity the verdict uses.
 
 `Results` is a sweep read back from its results.jsonl (grid order; no file: no runs), grouped by cell, each `Run`

@@ -1,39 +1,27 @@
 """The sweep runner: every cell of `sweep.grid` × seeds trained by `train.loop` (main.py's train mode), resumable.
 
-Contract: `run_sweep(config, workdir)` takes the experiment ConfigDict (base config + `config.sweep`), validates
-every cell's config before any compute (`train.config.resolve`; an error names the cell), then for each cell and
-seed s in first_seed..first_seed+seeds-1 (`sweep.first_seed`, default 0; train.seed = s) runs `train.loop.setup` + `train_and_evaluate` in
-`<root>/cells/<cell>/seed_<s>/` (`<root>`: `sweep.cells_dir`, else the workdir; the runs share one SentencePiece
-model in `<root>/tokenizer/` unless
-`data.tokenizer_dir` says otherwise; with `sweep.analysis_at_init`, `analysis.run.run_analysis` first, on the same
-batches and into the same `analysis/step_0/` as main.py's `analysis.at_init`; with `sweep.analysis_steps`, each of
-those checkpoints of a finished run restored and analyzed on the same batches into `analysis/step_<k>/`, also for
-runs an earlier invocation finished; every such step must be a checkpoint the run keeps, checked before any compute;
-each run's W&B / Trackio run, where `metrics.writers` asks for one, grouped by the sweep's name, `sweep_name`):
-  * resumable: a run whose status.json says `finished` or `diverged` is skipped (its record kept); any other run
-    resumes from its latest checkpoint (the loop's own resume); a run whose config.json differs from its cell's
-    config in what it trains (`mode` and `train.config.TRAINED`: the model, init, optim, data, train and mesh groups,
-    `data.tokenizer_dir` excepted) is an error, before any compute; the other groups (sweep, analysis, distributed, and those of the
-    layers above: claim, atlas) may change;
+Contract: `run_sweep(config, workdir)` takes the experiment ConfigDict (base config + `config.sweep`), validates every
+cell's config before any compute (`train.config.resolve`; an error names the cell), then for each cell and seed s in
+first_seed..first_seed+seeds-1 (`sweep.first_seed`; train.seed = s) runs `train.loop.setup` + `train_and_evaluate` in
+`<root>/cells/<cell>/seed_<s>/` (`<root>`: `sweep.cells_dir`, else the workdir; one SentencePiece model in
+`<root>/tokenizer/` unless `data.tokenizer_dir` says otherwise). `sweep.analysis_at_init` runs
+`analysis.run.run_analysis` first, into `analysis/step_0/` as main.py does; `sweep.analysis_steps` restores and
+analyzes those checkpoints of a finished run into `analysis/step_<k>/` (each a checkpoint the run keeps, checked
+before any compute). Trackers (`metrics.writers`) group the runs by `sweep_name`.
+  * resumable: a run whose status.json says `finished` or `diverged` is skipped (its record kept); any other resumes
+    from its latest checkpoint; a run whose config.json differs from its cell's in what it trains (`mode` and
+    `train.config.TRAINED`, `data.tokenizer_dir` excepted) is an error before any compute;
   * outcomes: `finished`; `diverged` (`train.loop.Diverged`: a result, the sweep goes on); `crashed` (any other
-    exception: its type and message recorded, the traceback logged, the sweep goes on); `Preempted` and
-    KeyboardInterrupt stop the sweep (rerun it to resume);
-  * one record per run, written to the run's `sweep_record.json` and gathered (grid order) into
-    `<workdir>/results.jsonl` after every run: `cell`, the cell's key values in this grid (`params`) and the label
-    of its product (`arm`, experiments/grid.py; a skipped run's record, written by whichever grid ran it, gets this
-    grid's), `seed`, `outcome`,
-    `error`, `final` (the last value of each `<split>/<name>` in the run's metrics.jsonl), `class` and
-    `class_reason` (diverged / collapsed / trained, analysis/outcomes.py; None without `train.eval_at_init`), `status`,
-    `wall_time_s` (of the invocation that ended the run), `resumed_from_step`, `workdir` (the run's folder,
-    relative to the sweep's workdir) and `provenance` (experiments/provenance.py); then `results.md` and the figures (experiments/report.py) and each run's
-    hparams and final metrics in `<workdir>/tensorboard_hparams/` (TensorBoard's HParams tab);
-  * progress: `cell k/K, seed s: <cell> | elapsed H:MM:SS | ETA H:MM:SS | <run dir>` before each run, the ETA:
-    the mean time of the runs this invocation finished (of every run it ended, while none finished) times the runs
-    still to do; each run's own progress lines (train.loop's) follow in the same log.
-Only process 0 writes the sweep's files (every process runs every cell: the loop is collective). Every file goes
-through `etils.epath` (train/metrics.py's way: written whole, atomically where the filesystem can rename), so the
-workdir and `sweep.cells_dir` may be a URI such as `gs://bucket/sweep`; what an object store cannot do is said where
-it matters (experiments/shard.py: claims; the HParams events need tensorboardX's own writer for the scheme).
+    exception: recorded and logged, the sweep goes on); `Preempted` and KeyboardInterrupt stop the sweep;
+  * one record per run in its `sweep_record.json`, gathered (grid order) into `<workdir>/results.jsonl` after every
+    run: `cell`, `params`, `arm` (experiments/grid.py), `seed`, `outcome`, `error`, `final` (the last value of each
+    `<split>/<name>` in metrics.jsonl), `class` and `class_reason` (analysis/outcomes.py; None without
+    `train.eval_at_init`), `status`, `wall_time_s`, `resumed_from_step`, `workdir` and `provenance`; then
+    `results.md` and the figures (experiments/report.py) and TensorBoard's HParams in `<workdir>/tensorboard_hparams/`;
+  * progress: `cell k/K, seed s: <cell> | elapsed H:MM:SS | ETA H:MM:SS | <run dir>` before each run, the ETA from
+    the mean time of the runs this invocation ended.
+Only process 0 writes the sweep's files (every process runs every cell: the loop is collective), each through
+`etils.epath`, so the workdir and `sweep.cells_dir` may be a URI such as `gs://bucket/sweep` (experiments/shard.py).
 """
 
 import contextlib

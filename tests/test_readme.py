@@ -1,6 +1,7 @@
 """README.md reads in two minutes and every command and link in it works: at most 150 lines, a quick start of exactly
 two commands, every `python main.py` command's config file and `--config.` keys exist, and every relative link of the
-README and of docs/ resolves to a file (and a heading, for an anchor into Markdown)."""
+README, of docs/ and of the reports written from the records (REPRODUCTION.md, ATLAS.md) resolves to a file (and a
+heading or an `<a id>`, for an anchor into Markdown)."""
 
 import importlib.util
 import re
@@ -12,6 +13,7 @@ from tests.conftest import REPO
 
 README = REPO / "README.md"
 DOCS = sorted((REPO / "docs").glob("*.md"))
+REPORTS = [REPO / "reports" / "REPRODUCTION.md", REPO / "reports" / "ATLAS.md"]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -62,7 +64,7 @@ def _anchors(markdown: str) -> set[str]:
   return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads} | set(ids)
 
 
-@pytest.mark.parametrize("page", [README, *DOCS], ids=lambda p: p.name)
+@pytest.mark.parametrize("page", [README, *DOCS, *REPORTS], ids=lambda p: p.name)
 def test_every_relative_link_resolves(page):
   for target in LINK.findall(page.read_text(encoding="utf-8")):
     if target.startswith(("http://", "https://", "mailto:")):

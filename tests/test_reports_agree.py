@@ -148,3 +148,33 @@ def test_atlas_states_the_answer_of_the_study_that_decides_it():
   line = next(x for x in text.splitlines() if x.startswith("**The answer**"))
   said = "not decided yet" if record.get("pending") else f"{record['verdict']}. {record['reason']}"
   assert said in line
+
+
+def test_a_claim_with_a_design_log_section_links_it(tmp_path):
+  """The report links a claim's section of the design log (`<a id="<claim>">`) from that claim's section only."""
+  log = tmp_path / "design_log.md"
+  log.write_text(
+      '# Design log\n\n<a id="warmup"></a>\n## Claim 6, warmup\n\nChanged after the runs.\n', encoding="utf-8"
+  )
+  records = [
+      {"claim": "warmup", "number": 6, "verdict": "reproduced"},
+      {"claim": "tfixup", "number": 8, "verdict": "x"},
+  ]
+  path = reproduction.write_reproduction(
+      records, str(tmp_path / "R.md"), figure_dir="f", command="c", design_log=str(log)
+  )
+  text = pathlib.Path(path).read_text(encoding="utf-8")
+  warmup, tfixup = text[text.index("\n## warmup\n") : text.index("\n## tfixup\n")], text[text.index("\n## tfixup\n") :]
+  assert "- Design log (calibrations, changes made after the data): [docs/design_log.md#warmup]" in warmup
+  assert "(../docs/design_log.md#warmup)" in warmup and "design_log.md#" not in tfixup
+  assert reproduction.design_log_sections(str(tmp_path / "absent.md")) == set()
+
+
+def test_every_claim_has_a_design_log_section_and_the_report_links_it():
+  """Each registered claim's after-data history has a home, and a reader of REPRODUCTION.md is sent to it (the
+  anchors resolve: tests/test_readme.py checks every relative link of the reports)."""
+  assert set(CLAIM_NAMES) <= reproduction.design_log_sections()
+  committed = (REPORTS / "REPRODUCTION.md").read_text(encoding="utf-8")
+  for name in CLAIM_NAMES:
+    section = committed[committed.index(f"\n## {name}\n") :][:2000]
+    assert f"]({reproduction.DESIGN_LOG_LINK}#{name})" in section, name

@@ -2,46 +2,25 @@
 moment equations, and the second-moment-normalized activations keep E[x²] = 1 through depth, where plain ReLU/GELU
 drift.
 
-The statements tested:
-  docs/science.md §2 (Su 2021a §3): "A non-linearity f changes the second moment by E[f(z)²]; the 'tweaked
-    activation' f(x)/√E[f(z)²] restores it." SELU (Klambauer et al. 2017): "λ, α solving E[s(z)] = 0,
-    E[s(z)²] = 1 are λ = 1.0507009873554805, α = 1.6732632423543772."
-  Klambauer et al. 2017, Theorem 1 ("Stable and Attracting Fixed Point"): the moment map of a SELU layer has a stable
-    and attracting fixed point at mean 0, variance 1.
-Through depth, "keeps E[x²] ≈ 1" is a statement about the mean-field map q_l = E[f(√q_{l−1}·z)²] (a LeCun layer of
-infinite width): q = 1 must be a fixed point of it (the tweak's definition) and the fixed point must not repel, i.e.
-the map's slope d ln q_l / d ln q_{l−1} at q = 1 is at most 1, so a deviation (finite width, a bias, rounding) does
-not grow layer after layer. SELU's slope below 1 is Theorem 1's "attracting"; the normalized ReLU's map is linear
-(slope exactly 1: deviations neither grow nor shrink). Plain ReLU and GELU have no fixed point at 1: q_20 of their
-map is 2^-20 and ~3e-12.
+The statements, quoted: Su 2021a §3 (docs/science.md §2): "A non-linearity f changes the second moment by E[f(z)²];
+the 'tweaked activation' f(x)/√E[f(z)²] restores it." Klambauer et al. 2017: "λ, α solving E[s(z)] = 0,
+E[s(z)²] = 1 are λ = 1.0507009873554805, α = 1.6732632423543772"; their Theorem 1 ("Stable and Attracting Fixed
+Point"): the moment map of a SELU layer has a stable and attracting fixed point at mean 0, variance 1. Through depth
+both are statements about the mean-field map q_l = E[f(√q_{l−1}·z)²] of a LeCun layer of infinite width.
 
 Measured (configs/claims/activation_moments.py; mlp_moments.json of each run, analysis/init_stats.py): per activation
-the mean-field prediction q_1..q_20 from q_0 = 1 and the slope at q = 1 (`fixed_point_slope`, central difference of
-the quadrature in ln q), SELU's (λ, α) solved from the moment equations (`init.math.selu_constants`) against the
-model's constants (`models.activations.SELU_LAMBDA`, `SELU_ALPHA`, the paper's), and beside them E[x_l²] through a
-20-layer LeCun MLP of width 2048 for several weight draws, with each mean's standard error: the finite-width
-illustration of the map, reported and drawn, not tested (one draw moves ln E[x_l²] like a random walk around the
-mean-field value, variance 5/width per layer for the normalized ReLU, and a repelling fixed point amplifies it).
+the map's q_1..q_20 from q_0 = 1 and its slope d ln q_l / d ln q_{l−1} at q = 1 (`fixed_point_slope`), SELU's (λ, α)
+solved from the moment equations (`init.math.selu_constants`) against the model's (`models.activations`), and,
+drawn and reported but not tested, E[x_l²] through a 20-layer LeCun MLP of width 2048 for several weight draws.
 
-Thresholds. The quadrature's values are deterministic (no interval: Gauss–Legendre on each half-line,
-analysis/init_stats.py, whose error, ~1e-14 on SELU's q_1 and on the normalized ReLU's exact slope 1, is far below
-the tolerances):
+Rules (the quadrature is deterministic, Gauss–Legendre on each half-line, its error far below the tolerances):
   selu         solved (λ, α) within 1e-6 (relative) of the paper's constants;
   fixed point  normalized_relu, normalized_gelu, selu: |q_1 − 1| ≤ 1e-6 (q = 1 is a fixed point: Su's moment match);
   attracting   selu: the slope at q = 1 below 1 (Klambauer et al.'s Theorem 1);
   drift        relu and gelu: the map's q_20 outside [1/4, 4].
-The normalized activations' slopes at q = 1 are reported, not tested: Su states the moment match, not the fixed
-point's stability. The normalized GELU's slope 1.144 (a repelling fixed point: a deviation from E[x²] = 1 grows by
-1.144 a layer) is this project's finding, not a failure of the source.
-REPRODUCED if all hold, else NOT_REPRODUCED; INCONCLUSIVE if a run crashed or an activation is missing.
-Changed on 2026-11-25 after the cpu runs (stated, with its reason): the earlier rule tested the finite-width MLP's mean
-over 8 draws against a factor 1.5 at ± 2 standard errors and was inconclusive for the normalized GELU (mean
-E[x_20²] 1.38), while the slope that decides the statement (1.144 > 1: a repelling fixed point) was already measured.
-The factor 1.5 and the draws remain in the figure.
-Changed after the runs (issue 40): (1) the mean-field map's quadrature, Gauss–Hermite across SELU's
-kink (error ~2e-5, so SELU's q_1 = 1.00002 failed the 1e-6 tolerance), is Gauss–Legendre on each half-line; (2) the
-normalized activations' stability is no longer tested (Su states no stability property), SELU's stays (Theorem 1).
-Both are confirmed on fresh weight draws (`analysis.seed` = 1 at cpu), whose verdict is the one reported.
+The normalized activations' slopes are reported, not tested: Su states the moment match, not the fixed point's
+stability. REPRODUCED if all hold, else NOT_REPRODUCED; INCONCLUSIVE if a run crashed or an activation is missing.
+Why the slope decides, and the rules' history: docs/design_log.md.
 """
 
 import math

@@ -2,42 +2,25 @@
 2021a; docs/science.md §4): without 1/√d_k attention logits have std √d_k and the softmax saturates (its entropy
 collapses) at init; with the scale, or with T5's query-init compensation, it does not.
 
-The statements tested, quoted:
-  Vaswani et al. 2017 §3.2.1: "We suspect that for large values of d_k, the dot products grow large in magnitude,
-    pushing the softmax function into regions where it has extremely small gradients. To counteract this effect, we
-    scale the dot products by 1/√d_k." Footnote 4: "assume that the components of q and k are independent random
-    variables with mean 0 and variance 1. Then their dot product, q · k = Σ_i q_i k_i, has mean 0 and variance d_k."
-    Eq. 1: Attention(Q, K, V) = softmax(QKᵀ/√d_k)V.
-  T5 (Raffel et al. 2020) divides by nothing; Su 2021a (translated): "Google's T5 indeed does not divide by √d, yet it
-    still converges normally, because it adjusted its initialization strategy": W_q drawn with std (d·d_k)^{-1/2}
-    ("Mesh TensorFlow attention initialization to avoid scaling before softmax", the comment on that line of Hugging
-    Face's T5 port), which gives q entries of variance 1/d_k and so logits of variance 1.
-The derivation: for a query q and key k with iid zero-mean, unit-variance entries E[(q·k)²] = d_k, so the logits have
-std √d_k and the softmax over them is nearly one-hot ("regions where it has extremely small gradients"); d_k^{-1/2}
-brings the std to 1, and so does T5's init. Saturation is measured as the attention entropy H against the entropy
-H_uniform of uniform attention under the same mask (1 = uniform, 0 = one-hot).
+The statements, quoted: Vaswani et al. 2017 §3.2.1: "We suspect that for large values of d_k, the dot products grow
+large in magnitude, pushing the softmax function into regions where it has extremely small gradients. To counteract
+this effect, we scale the dot products by 1/√d_k"; footnote 4: q · k "has mean 0 and variance d_k". Su 2021a
+(translated): "Google's T5 indeed does not divide by √d, yet it still converges normally, because it adjusted its
+initialization strategy": W_q drawn with std (d·d_k)^{-1/2}, which gives logits of variance 1.
 
-Measured (configs/claims/attention_scale.py; analysis.signal at init): three Pre-norm models (every attention input
-has unit second moment per token), identical but for the attention rule: `scaled`, `unscaled`, `t5`. Per attention
-kind (encoder self, decoder self, decoder cross) and layer: the logit std over valid (query, key) pairs and the
-attention entropy, each the mean over heads, and the entropy ratio H / H_uniform (H_uniform: mean over valid queries
-of log #valid keys). Per seed, each variant's mean over every kind, layer and analysis batch: its logit std and its
-entropy ratio. A seed is one draw of the weights and of the analysis batches, so the seeds are the replicates; the
-variants run the same seeds, so unscaled's entropy ratio pairs with scaled's by seed.
+Measured (configs/claims/attention_scale.py; analysis.signal at init): three Pre-norm models, identical but for the
+attention rule: `scaled`, `unscaled`, `t5`. Per seed (one draw of the weights and of the analysis batches, shared by
+the variants, so they pair by seed), each variant's logit std over valid (query, key) pairs and its entropy ratio
+H / H_uniform (1 = uniform, 0 = one-hot), each the mean over every attention kind, layer, head and analysis batch.
 
-Rules (thresholds stated before any run, those of analysis/reproduce/attention.py (retired; git commit 35e9f30)),
-each read on the 95% Student-t interval over the seeds (experiments/stats.py: it holds when the whole interval
-satisfies it, fails when none of it does, is undetermined otherwise):
+Rules (stated before any run; each reads the 95% Student-t interval over the seeds, experiments/stats.py):
   logit std     each variant's logit std / its prediction, √d_k (unscaled) or 1 (scaled, t5), in [1/1.5, 1.5]: the
                 interval of the per-seed log ratio, exponentiated (a geometric mean);
   no collapse   scaled and t5: entropy ratio ≥ 0.7;
-  collapse      unscaled: entropy ratio ≤ 0.5 × scaled's: the interval of the per-seed log of unscaled's over
-                scaled's ratio (paired by seed), exponentiated.
+  collapse      unscaled: entropy ratio ≤ 0.5 × scaled's (the per-seed log of the ratio, paired by seed).
 REPRODUCED if all hold; NOT_REPRODUCED if any fails; INCONCLUSIVE if one is undetermined (more seeds: the reason
 gives n and t_{n−1}), a variant has fewer than 2 seeds (no interval), the variants ran different seeds, or a run
-crashed. Changed on 2026-11-25 (issue 24: verdicts read intervals), before rerunning: the earlier rule read the
-seed means as points; the `cpu` scale runs 3 seeds (was 2) and `tiny` 3 (was 1), so every scale's verdict has an
-interval.
+crashed. The rules' history: docs/design_log.md.
 """
 
 import math

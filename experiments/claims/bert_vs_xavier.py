@@ -4,23 +4,16 @@ learning rate by outcome class, with the init scale separated from BERT's embedd
 The statement tested (Su 2021b, "Why is BERT's initial standard deviation 0.02?", a blog post in Chinese; its argument
 in docs/science.md §6 and §8, paraphrased): BERT's std 0.02 (0.0176 realized after the 2σ truncation) is below
 Xavier's d^{-1/2} (0.036 at d = 768), so each Post-LN block x_{l+1} = LN(x_l + F_l(x_l)) starts close to the
-identity, the input x_0 is not washed out through the stack (its coefficient in x_l decays like 2^{-l/2} with
-unit-variance branches), and the early updates do not need the small steps warmup gives. So: at a learning rate
-where Post-LN with Xavier's init fails without warmup, the same model with the 0.02 init trains.
+identity, the input x_0 is not washed out through the stack, and the early updates do not need the small steps warmup
+gives. So: at a learning rate where Post-LN with Xavier's init fails without warmup, the same model with the 0.02
+init trains.
 
-The atlas's 'Post-LN + BERT 0.02' arm is BERT's recipe: the 0.02 init and BERT's embedding setup (learned
-positions, LayerNorm(token + position), no √d), so against 'Post-LN + Xavier' it compares recipes. The arms
-(configs/claims/bert_vs_xavier.py), all Post-LN without warmup, are the 2 × 2 of embeddings × init:
-                         Xavier                                  0.02
-  this project's         'Post-LN + Xavier' (X)                  'Post-LN + 0.02 (this project's embeddings)' (S)
+The arms (configs/claims/bert_vs_xavier.py), all Post-LN without warmup, are the 2 × 2 of embeddings × init:
+                         Xavier                                       0.02
+  this project's         'Post-LN + Xavier' (X)                       'Post-LN + 0.02 (this project's embeddings)' (S)
   BERT's                 'Post-LN + Xavier (BERT's embeddings)' (E)   'Post-LN + BERT 0.02' (B)
-E against B is Su 2021b's statement in BERT's own setting, the scale alone: the embedding LayerNorm removes the
-tables' scale from x_0 (LN(c·(t + p)) = LN(t + p) up to LayerNorm's ε), so only the scale of the kernels and of the
-tables as parameters differs. It decides. X against S is the scale in this project's pipeline, where the 0.02 table
-also shrinks the √d-scaled tokens against the sinusoids (so x_0's make-up changes too): reported, as whether the
-effect carries over. X against E is the embedding setup's own effect, X against B the recipe's (the atlas's old
-comparison): reported. The old study's at-init half (cos(x_L, x_0) through `sweep.analysis_at_init`) is dropped: it
-compiled the signal analysis in every run, and the identity path at init is claim 4's statement (identity_path).
+E against B, the scale alone in BERT's own setting, decides; X against S, X against E and X against B are reported
+(why these arms: docs/design_log.md).
 
 Rules (stated before the cpu run; cells read as claim 6's, experiments/claims/shared/training.py):
   0.02 rescues at η   E fails at η (every seed collapsed, or every seed diverged) and B trains at η;

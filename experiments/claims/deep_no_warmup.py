@@ -1,34 +1,27 @@
-"""Claim 10: DeepNorm and Admin train where Post-LN at the same depth fails, ReZero where the plain un-normalized
-residual fails, without warmup (Wang et al. 2022; Liu et al. 2020; Bachlechner et al. 2020); decided per learning
-rate at two depths.
+"""Claim 10 (Wang et al. 2022; Liu et al. 2020; Bachlechner et al. 2020): without warmup, DeepNorm and Admin train
+where Post-LN at the same depth fails, ReZero where the plain un-normalized residual fails; decided per lr at 2 depths.
 
-The statements, quoted: DeepNorm (Wang et al. 2022, abstract), a residual rescaling "accompanying with theoretically
-derived initialization" with which "model updates can be bounded in a stable way" and "We successfully scale
-Transformers up to 1,000 layers", where Post-LN's training is unstable as it deepens; Admin (Liu et al. 2020,
-abstract), "Admin (Adaptive model initialization) to stabilize the early stage's training", the stage where Post-LN
-fails; ReZero (Bachlechner et al. 2020), each residual branch gated by "a single zero-initialized parameter"
-(abstract), with which "we are the first to train Transformers over 100 layers without learning rate warmup or
-LayerNorm" (§1): against the same residual network without the gate. Each states a rescue against its own baseline
-at the same depth; none states that it trains wherever Pre-LN does (the stronger rule this claim tested until issue
-40), and the scheduled α (Su 2021a §6, a blog post: the project's own reading of it) left the claim with that rule.
+The statements, quoted: DeepNorm (Wang et al. 2022, abstract), with which "model updates can be bounded in a stable
+way" and "We successfully scale Transformers up to 1,000 layers"; Admin (Liu et al. 2020, abstract), "Admin (Adaptive
+model initialization) to stabilize the early stage's training"; ReZero (Bachlechner et al. 2020, §1), "we are the
+first to train Transformers over 100 layers without learning rate warmup or LayerNorm". Each states a rescue against
+its own baseline at the same depth.
 
-Measured (configs/claims/deep_no_warmup.py: the atlas's cells at two depths N+N, 6+6 and 12+12 at cpu and paper, 1+1
-and 2+2 at tiny, arms labelled '<method> at <N>+<N>', lrs from where Post-LN starts to fail upwards, 3 fresh seeds;
-experiments/claims/shared/training.py): each run's outcome class and each cell's, read by fractions (a cell fails when at
-least half its seeds collapsed or diverged, trains when more than half trained: experiments/claims/shared/cells.py
-cell_class).
+Measured (configs/claims/deep_no_warmup.py: the atlas's cells at two depths N+N, arms '<method> at <N>+<N>', lrs from
+where Post-LN starts to fail upwards, 3 fresh seeds; experiments/claims/shared/training.py): each run's outcome class
+and each cell's, read by fractions (a cell fails when at least half its seeds collapsed or diverged, trains when more
+than half trained: experiments/claims/shared/cells.py cell_class).
 
-Rules (issue 40, stated before the fresh-seed runs):
+Rules (issue 40, stated before the fresh-seed runs; their history: docs/design_log.md):
   a rescue        at a depth and η, the method's cell trains where its reference's cell fails (`REFERENCES`:
                   DeepNorm and Admin against Post-LN + Xavier, ReZero against the plain residual without a norm);
-  reproduced      every method has a rescue at the deeper depth (the papers' claims are about depth), its deciding
-                  cells with ≥ `MIN_SEEDS` = 3 seeds;
+  reproduced      every method has a rescue at the deeper depth, its deciding cells with ≥ `MIN_SEEDS` = 3 seeds;
   not reproduced  a method's reference fails at the deeper depth at some η of the grid, and at every such η the
                   method fails too (cells with ≥ 3 seeds);
   inconclusive    otherwise, naming what decides it: fewer than two depths, a reference that never fails at the
                   deeper depth (larger lrs), mixed or undertrained cells where the reference fails (more seeds or
-                  steps), too few seeds, a crash, or runs without a class.
-Reported, not judged: the same reading at the shallower depth, and each method's lrs lost with depth.
+                  steps), too few seeds, a crash, or runs without a class. Reported, not judged: the same reading at
+                  the shallower depth, and each method's lrs lost with depth.
 """
 
 import re

@@ -1,53 +1,27 @@
-"""Study 13 (Dey et al. 2025, CompleteP): CompleteP's optimal learning rate moves less with depth than standard
-Pre-LN's.
+"""Study 13 (Dey et al. 2025, CompleteP): CompleteP's optimal lr moves less with depth than standard Pre-LN's.
 
-The statement tested, quoted. Dey et al. 2025 ("Don't be lazy: CompleteP enables compute-efficient deep
-transformers", arXiv 2505.01618, abstract): "Some parameterizations fail to transfer optimal base HPs (such as
-learning rate) across changes in model depth, requiring practitioners to either re-tune these HPs as they scale up
-(expensive), or accept sub-optimal training when re-tuning is prohibitive. [...] we identify and adopt the
-parameterization we call CompleteP that achieves both depth-wise HP transfer and non-lazy learning in all layers."
-The rule (their Table 1, AdamW; models/residual.py, models/parameterization.py): every residual branch × (L/L_base)^{−α}
-and the learning rates inside the layers × (L/L_base)^{α−1}, with α = 1 (CompleteP); α = 1/2 is Depth-µP (Bordelon et
-al. 2024, "Depthwise Hyperparameter Transfer in Residual Networks", arXiv 2309.16620), measured and reported beside
-the verdict, not decided by it.
+The statement, quoted (Dey et al. 2025, arXiv 2505.01618, abstract): "Some parameterizations fail to transfer optimal
+base HPs (such as learning rate) across changes in model depth, requiring practitioners to either re-tune these HPs as
+they scale up (expensive), or accept sub-optimal training when re-tuning is prohibitive. [...] we identify and adopt
+the parameterization we call CompleteP that achieves both depth-wise HP transfer and non-lazy learning in all layers."
+CompleteP (their Table 1, AdamW; models/residual.py, models/parameterization.py): each residual branch × (L/L_base)^{−α}
+and the lrs inside the layers × (L/L_base)^{α−1}, α = 1; α = 1/2 (Depth-µP, Bordelon et al. 2024) is reported beside.
 
-Measured (configs/claims/depth.py: SP = Pre-LN with the plain residual, CompleteP and Depth-µP, each with L layers in
-the encoder and L in the decoder, × a factor-2 lr grid × seeds; L_base the smallest depth):
-  optimum  per arm × depth: the lr of the lowest seed-mean final validation loss among lrs whose runs all trained
-           (analysis/outcomes.py: diverged, collapsed and undertrained runs excluded), refined by the parabola through
-           it and its two grid neighbours in log₂ lr; an optimum at the grid's edge is flagged
-           (experiments/claims/shared/transfer.py `optimum`, shared with study 12);
-  shift    per arm, log₂ η*(deepest) − log₂ η*(shallowest) in grid steps (factor 2 = 1), over the end depths every arm
-           ran, and D = |shift CompleteP| − |shift SP|; beside it |shift Depth-µP| − |shift SP|; intervals:
-           Student-t (95%) over the seeds' own shifts and differences, paired within a seed (experiments/claims/
-           transfer.py: one seed's runs share their data order, and at L_base the three arms are the same runs).
-           (a percentile bootstrap before issue 40: it covers well under 95% at 2–4 seeds);
-  sharpness (reported, not decisive) per arm × depth at the reference lr (configs/claims/depth.py REF_LR), S = the
-           median of the run's records η(t)·λ_max(M·P_t⁻¹H) over the last two thirds of the run, and per arm the
-           slope of log₂ S on log₂ L with its Student-t interval, as study 12 reads it across width
-           (transfer.sharpness_slopes). Noci et al. 2024 (NeurIPS version, abstract): "certain spectral properties
-           under µP are largely independent of the width and depth of the network along the training trajectory",
-           under "µP and its depth extension", i.e. Depth-µP's arm here (its 1/√L branches; Bordelon et al. 2024).
-           Read where the config records curvature (`CURVATURE_EVERY` > 0: the 4-seed record and paper scale).
-  at base  (the rule's outcome) η_b = the lr of the lowest seed-mean final loss at the shallowest depth among lrs
-           whose runs all trained (a grid point: at L_base every arm is the same model, so one η_b for all); per
-           arm and seed Δ = loss(deepest, η_b) − loss(shallowest, η_b), the change a practitioner who does not
-           re-tune sees; D_loss = Δ_CompleteP − Δ_SP, paired by seed, Student-t 95% over the seeds. Beside it the
-           regret at the deepest depth, loss(deepest, η_b) − its best grid loss (reported).
-Rule (issue 40, stated after the 4-seed record at depths 2–16 was seen, where SP's loss at η_b rose 3.70 → 3.97 and
-CompleteP's fell 3.70 → 3.61 while neither optimum moved clearly; decided on fresh seeds at depths 2 and 32, the
-cpu config, and that verdict is the one reported). Dey et al.'s "fail to transfer [...] or accept sub-optimal
-training when re-tuning is prohibitive" is read on the loss at the base-tuned lr:
-  control         SP's Δ interval lies above 0: at this depth range the failure the paper names (SP at its base
-                  lr gets worse with depth) is visible; otherwise the design cannot see it (inconclusive: deeper);
+Measured (configs/claims/depth.py: SP = Pre-LN with the plain residual, CompleteP and Depth-µP, L layers per stack, ×
+a factor-2 lr grid × seeds; optima and intervals from experiments/claims/shared/transfer.py, shared with study 12):
+  at base   η_b = the lr of the lowest seed-mean final loss at the shallowest depth among lrs whose runs all trained
+            (one η_b: at L_base the arms are one model); per arm and seed Δ = loss(deepest, η_b) − loss(shallowest,
+            η_b); D_loss = Δ_CompleteP − Δ_SP, paired by seed, Student-t 95% over the seeds;
+  reported  per arm × depth the optimum (parabola-refined in log₂ lr, an edge flagged), its shift from the shallowest to
+            the deepest depth with D = |shift CompleteP| − |shift SP| and SP's own shift as their control, the regret
+            at η_b, and where curvature is recorded (`CURVATURE_EVERY` > 0) the sharpness η(t)·λ_max(M·P_t⁻¹H).
+Rule (issue 40, stated after a record was seen and decided on fresh seeds: docs/design_log.md):
+  control         SP's Δ interval lies above 0 (the failure the paper names is visible; else inconclusive: deeper);
   reproduced      the control holds and D_loss's interval lies below 0;
   not reproduced  D_loss's interval lies at or above 0 (CompleteP at η_b does no better with depth than SP);
-  inconclusive    D_loss straddles 0 (more seeds), the control fails, fewer than 2 seeds, or a run at η_b at an end
-                  depth without a final loss (diverged; a collapsed run's plateau counts, it is the failure). A
-                  crashed run, or a run without an outcome class
-                  (`train.eval_at_init` off), makes it inconclusive.
-The optimum's shift and D (the rule before issue 40: D below 0 reproduced) are measured and reported beside it, with
-SP's own shift as their positive control (a shift rule can only tell the arms apart where SP's optimum moves).
+  inconclusive    D_loss straddles 0 (more seeds), the control fails, fewer than 2 seeds, a run at η_b at an end depth
+                  without a final loss (diverged; a collapsed run's plateau counts, it is the failure), a crashed run,
+                  or a run without an outcome class (`train.eval_at_init` off).
 """
 
 import numpy as np

@@ -1,40 +1,25 @@
 """Claim 5 (Xiong et al. 2020, "On Layer Normalization in the Transformer Architecture", Theorem 1 and Fig. 3): at init
 the gradients of the parameters near the output are large for Post-LN and well-behaved for Pre-LN.
 
-The statements tested, quoted:
-  Abstract: "we prove with mean field theory that at initialization, for the original-designed Post-LN Transformer,
-    [...] the expected gradients of the parameters near the output layer are large. [...] if the layer normalization
-    is put inside the residual blocks (recently proposed as Pre-LN Transformer), the gradients are well-behaved at
-    initialization."
-  Theorem 1 (gradients of the last layer): for the Post-LN Transformer with L layers ‖∂L̃/∂W^{2,L}‖_F ≤ O(d·√(ln d)),
-    and for the Pre-LN Transformer ‖∂L̃/∂W^{2,L}‖_F ≤ O(d·√(ln d / L)).
-  Fig. 3: "The norm of gradients of 1. different layers in the 6-6 Transformer (a,b). 2. W^{2,L} in different size of
-    the Transformer (c,d)."
-The theorem is about the layers next to the loss, which in an encoder-decoder are the decoder's: the decoder is
-decisive, the encoder (its gradient reaches the loss through cross-attention) is reported beside it, not tested. For
-Pre-LN the statement is one-sided ("well-behaved": not growing toward the output); a decrease toward the output,
-which the theorem's 1/√L factor per layer implies, is not a failure.
+The statements, quoted: the abstract, "at initialization, for the original-designed Post-LN Transformer, [...] the
+expected gradients of the parameters near the output layer are large. [...] if the layer normalization is put inside
+the residual blocks (recently proposed as Pre-LN Transformer), the gradients are well-behaved at initialization";
+Theorem 1, ‖∂L̃/∂W^{2,L}‖_F ≤ O(d·√(ln d)) for Post-LN and ≤ O(d·√(ln d / L)) for Pre-LN with L layers. The layers
+next to the loss are the decoder's, so the decoder decides and the encoder is reported beside it; for Pre-LN the
+statement is one-sided (a decrease toward the output, which the 1/√L factor per layer implies, is not a failure).
 
-Measured (configs/claims/grad_norms.py; analysis.grad_norms at init, Xavier, ReLU): ‖∂L/∂W‖_F of the token-mean
-loss on the analysis batches, averaged over the batches (grad_norms.json's aggregate), per seed, for each layer's
-FFN matrices W¹ (mlp_in) and W² (mlp_out).
-  (a) profile: the base model (its cells set only model.norm_position), Post-LN vs Pre-LN; the growth across a stack
-      is exp(slope·(L−1)) of the least-squares line through log-norm vs layer index, every seed's layers as points
-      (1 = flat), with the 95% Student-t interval of that slope carried through (experiments/stats.py);
-  (b) depth: for N = M = L in the depth series (every other cell), ‖∂L/∂W^{2,L}‖ of the decoder's last layer
-      (the FFN feeding the output) and the slope of the least-squares line through log-norm vs log L, every seed's
-      points, with its 95% interval.
-
-Thresholds (the numbers stated before the first run, those of analysis/reproduce/gradients.py (retired; git commit
-35e9f30); the rule was narrowed on 2026-11-25 to what the paper states, after the cpu run: the earlier rule also
-required Post-LN growth in the encoder and a two-sided "flat within ×/÷1.5" for Pre-LN, neither of which the paper
-says, and failed the claim on the encoder alone (Post-LN encoder W² growth 1.03). Confirmed on fresh seeds 2–3
-(issue 40: configs/claims/grad_norms.py), whose verdict is the one reported:
+Measured (configs/claims/grad_norms.py; analysis.grad_norms at init, Xavier, ReLU): ‖∂L/∂W‖_F of the token-mean loss,
+averaged over the analysis batches, per seed, for each layer's FFN matrices W¹ (mlp_in) and W² (mlp_out):
+  (a) profile: Post-LN vs Pre-LN; the growth across a stack is exp(slope·(L−1)) of the least-squares line through
+      log-norm vs layer index, every seed's layers as points (1 = flat), with the slope's 95% Student-t interval;
+  (b) depth: for N = M = L in the depth series, ‖∂L/∂W^{2,L}‖ of the decoder's last layer and the slope of the
+      least-squares line through log-norm vs log L, every seed's points, with its 95% interval.
+Rules (each holds when its whole interval satisfies it, fails when none does, and is undetermined otherwise):
   (a) decoder  Post-LN growth ≥ 1.5 for W¹ and W² of the decoder; Pre-LN growth ≤ 1.5 for both (not growing);
   (b) slope    Post-LN slope in [−0.2, 0.2] (≈ constant in L); Pre-LN slope in [−0.75, −0.25] (≈ −1/2).
-Each rule reads the 95% interval: it holds when the whole interval satisfies it, fails when none does, and is
-undetermined otherwise. REPRODUCED if all hold; NOT_REPRODUCED if any fails; INCONCLUSIVE if one is undetermined
-(more seeds narrow it), a run crashed, or a norm is zero or non-finite (no logarithm, so no growth or slope).
+REPRODUCED if all hold; NOT_REPRODUCED if any fails; INCONCLUSIVE if one is undetermined (more seeds narrow it), a run
+crashed, or a norm is zero or non-finite (no logarithm, so no growth or slope). The rules' history:
+docs/design_log.md.
 """
 
 import math

@@ -2,44 +2,26 @@
 Xavier init on Multi30k De→En pairs has a Hessian with larger top eigenvalues and a wider spectrum under Post-LN than
 under Pre-LN.
 
-The statement tested: the slides (a course presentation, no numbered equations or figures to cite) report, as
-docs/science.md §9 records it: "a 6-layer encoder-decoder with Xavier init on De→En translation (1000 Multi30k
-validation pairs), Lanczos on the Hessian at init: the Post-LN model's loss surface is more curved (larger top
-eigenvalues, wider spectrum) than the Pre-LN model's." Tested: λ_max(Post) > λ_max(Pre) and
-(λ_max − λ_min)(Post) > (λ_max − λ_min)(Pre), in expectation over the init (the seeds).
+The statement (the slides, a course presentation with no numbered equations or figures to cite, as docs/science.md
+§9 records it): "a 6-layer encoder-decoder with Xavier init on De→En translation (1000 Multi30k validation pairs),
+Lanczos on the Hessian at init: the Post-LN model's loss surface is more curved (larger top eigenvalues, wider
+spectrum) than the Pre-LN model's." Tested: λ_max(Post) > λ_max(Pre) and (λ_max − λ_min)(Post) > (λ_max −
+λ_min)(Pre), in expectation over the init (the seeds).
 
 Measured (configs/claims/hessian_spectrum.py; analysis.run at init, per seed and norm position): the Hessian of the
-token-mean loss over the analysis batches (forward-over-reverse HVPs), Lanczos with full reorthogonalization from a
-random start for the top-3 (eigenvalues.json 'top') and, in a second run, the bottom-3 eigenvalues ('bottom'), each a
-Ritz value θ with its residual bound b (an eigenvalue lies in [θ ± b]; Parlett 1998, Thm 13.1.1); λ_max = the top
-Ritz value, λ_min = the bottom one, the width w = λ_max − λ_min known to ± (b_max + b_min). The SLQ density
-(spectrum.json: each probe's nodes and weights) is drawn, not decided on.
+token-mean loss over the analysis batches, Lanczos with full reorthogonalization for the top-3 and the bottom-3
+eigenvalues, each a Ritz value θ with its residual bound b (Parlett 1998, Thm 13.1.1); λ_max, λ_min and the width
+w = λ_max − λ_min. The SLQ density is drawn, not decided on. A seed draws both arms' weights, so per seed the log
+ratio r = log(λ_max(Post)/λ_max(Pre)) (and the same for w) is the replicate; the 95% Student-t interval of its mean
+(experiments/stats.py), widened by the largest shift of r the Ritz bounds allow, is exponentiated.
 
-Intervals. A seed draws both arms' weights (and the same analysis batches), so the arms pair by seed; per seed the
-log ratio r = log(λ_max(Post)/λ_max(Pre)) (and the same for w) is the replicate, and the 95% Student-t interval of
-its mean over the seeds (experiments/stats.py) is widened on each side by the largest shift of a seed's r that the
-Ritz bounds allow (each Ritz value moved to the edge of its bound interval; ~1e-6 relative at `cpu`, against a seed
-spread of ~0.5 in r), then exponentiated: an interval of the geometric-mean ratio Post/Pre.
-
-Rules (each reads its interval: it holds when the whole interval satisfies it, fails when none of it does, is
-undetermined otherwise):
+Rules (each holds when its whole interval satisfies it, fails when none of it does, is undetermined otherwise):
   larger   λ_max(Post)/λ_max(Pre) > 1;
   wider    w(Post)/w(Pre) > 1.
 REPRODUCED if both hold; NOT_REPRODUCED if either fails (its interval lies below 1: Pre-LN larger or wider);
-INCONCLUSIVE if one is undetermined (more seeds: the reason gives n, t_{n−1} and the n that would decide were the
-seeds' spread to hold), fewer than 2 seeds (no interval), the arms ran different seeds, a Ritz value is not positive
-where a logarithm needs it, or a run crashed.
-Changed on 2026-11-25 (issue 24: verdicts read intervals), before rerunning: the earlier rule (analysis/reproduce/
-curvature.py, retired; git commit 35e9f30) required Post-LN above Pre-LN beyond the Ritz bounds in every seed, and
-called the claim not reproduced when the order was reversed in every seed; the bounds (~1e-5) made that a sign test
-over 2 seeds. On the committed 2-seed cpu record the new rule reads λ_max ratio 3.16 [0.037, 269] and width ratio
-2.75 [0.857, 8.85] (t_1 = 12.7: inconclusive); were that spread to hold (log ratios 1.50 and 0.80 for λ_max), 3 seeds
-would decide the width and 4 λ_max (t_3 = 3.18; 3 seeds, t_2 = 4.30, would decide it about 7 times in 10), so `cpu`
-runs 4 seeds (was 2). Cost: the record's 2 seeds took 37 min, each arm compiling on its first seed; an added seed
-reruns both arms without compiling, at most half of that each, so 4 seeds take at most ~75 min (less by the
-compilation's share). `tiny` keeps 1 seed (its test checks the pipeline; its verdict is inconclusive: no interval).
-The 4-seed run (commit 77b5292, clean; 8 runs in 16 min on 2 idle cores) decided it: λ_max ratio 2.74
-[1.62, 4.64], width ratio 2.43 [1.83, 3.23], reproduced; seeds 0 and 1 gave the 2-seed record's values again.
+INCONCLUSIVE if one is undetermined (more seeds: the reason gives n, t_{n−1} and the n that would decide), fewer than
+2 seeds, the arms ran different seeds, a Ritz value is not positive where a logarithm needs it, or a run crashed.
+The rules' history and the seeds' count: docs/design_log.md.
 """
 
 import math

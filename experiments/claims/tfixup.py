@@ -10,11 +10,10 @@ so neither the norms nor the warmup are needed. The test here: at a learning rat
 warmup fails, T-Fixup (no norm, no warmup) trains.
 
 Measured (configs/claims/tfixup.py: the atlas's 'Post-LN + Xavier' and 'T-Fixup' cells without warmup, the atlas's
-lrs, ≥ 3 seeds; experiments/claims/shared/training.py): each run's outcome class, each cell's class (all seeds alike, else
-mixed; it fails when collapsed or diverged, trains when trained).
+lrs, ≥ 3 seeds; experiments/claims/shared/training.py): each run's outcome class, each cell's class (all seeds
+alike, else mixed; it fails when collapsed or diverged, trains when trained).
 
-Rules (the atlas's reading of claim 8 since 2026-11-25, experiments/atlas/claims.py, moved here; a not-reproduced
-verdict now also needs its deciding cells at ≥ 3 seeds):
+Rules (the atlas's reading of claim 8, moved here; their history: docs/design_log.md):
   reproduced      at some η Post-LN fails and T-Fixup trains, both cells with ≥ `MIN_SEEDS` = 3 seeds;
   not reproduced  Post-LN fails at some η and T-Fixup fails at every η where Post-LN fails, those cells with ≥ 3
                   seeds;

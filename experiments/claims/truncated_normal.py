@@ -2,41 +2,24 @@
 truncated at ±2σ (TensorFlow's and BERT's `truncated_normal`) realizes std 0.8796σ, so BERT's initializer_range 0.02
 is really 0.0176; Xavier for a 768×768 matrix is √(2/1536) = 0.0361, about twice that.
 
-The statements tested, quoted:
-  Su 2021a §1 (translated): "TensorFlow's tf.random.truncated_normal hard-codes a = μ − 2σ, b = μ + 2σ, so by the
-    formula the actual mean of its samples is still μ, but their actual variance is γσ²", γ = 1 − 4φ(2)/(2Φ(2) − 1)
-    = 0.77374 (docs/science.md §1): a realized std of √γ·σ = 0.87963σ.
-  Devlin et al. 2019, BERT's `initializer_range` = 0.02: "The stdev of the truncated_normal_initializer for
-    initializing all weight matrices"; by the above it realizes 0.02·0.87963 = 0.017593 (Su 2021b).
-  Glorot & Bengio 2010, eq. 12: Var[W] = 2/(n_j + n_{j+1}); for a 768×768 matrix √(2/1536) = 0.0361
-    (docs/science.md §2).
+The statements, quoted: Su 2021a §1 (translated): "TensorFlow's tf.random.truncated_normal hard-codes a = μ − 2σ,
+b = μ + 2σ, so by the formula the actual mean of its samples is still μ, but their actual variance is γσ²",
+γ = 1 − 4φ(2)/(2Φ(2) − 1) = 0.77374; Devlin et al. 2019, `initializer_range` = 0.02: "The stdev of the
+truncated_normal_initializer for initializing all weight matrices"; Glorot & Bengio 2010, eq. 12: Var[W] = 2/(n_j +
+n_{j+1}).
 
-Measured on the model's own parameters at init (configs/claims/truncated_normal.py; params.json of each run):
-  bert    every matrix (kernels, embeddings, head) of the `bert` scheme, all seeds: the pooled root-mean-square
-          √(Σ n_i (s_i² + m_i²) / Σ n_i) (the std about 0; the tensors' means m_i are ~0), its draws N = Σ n_i and
-          pooled kurtosis κ, and the largest |x| of each tensor;
-  xavier  the d×d kernels of the `xavier` scheme (the matrices the statement names; d = 768 at `cpu` and `paper`),
-          all seeds, pooled the same way, against xavier_std(d, d) = √(2/(2d)); the other kernels (d×4d, 4d×d) are
-          reported, not tested.
-The source of randomness is the draws (the statement is about a distribution), so each realized std gets the interval
-of a sample std of N iid draws: its standard error is σ√((κ−1)/(4N)) (the delta method on the second moment,
-Var[x²] = (κ−1)σ⁴ for a law of mean 0; κ = 2.36 for the ±2σ truncated normal, 1.8 for the uniform), and with N in the
-thousands or more the 95% interval is std·(1 ± 1.96·SE/σ) (normal).
+Measured on the model's own parameters at init (configs/claims/truncated_normal.py; params.json of each run): the
+pooled std about 0 of every matrix of the `bert` scheme and of the d×d kernels of the `xavier` scheme (the other
+kernels reported, not tested), with its draws N and kurtosis κ, and each BERT tensor's largest |x|. Each realized std
+gets the 95% interval of a sample std of N iid draws, standard error σ√((κ−1)/(4N)) (the delta method).
 
-Rules (each reads its 95% interval: it holds when the whole interval lies in the band, fails when none of it does,
-and is undetermined otherwise):
+Rules (each reads its 95% interval: it holds when the whole interval lies in the band, fails when none of it does):
   bert       pooled std / (0.8796·0.02) in [1 − 0.01, 1 + 0.01];
-  truncated  every BERT tensor's max |x| ≤ 2·0.02 (a bound on the support: one draw beyond it falsifies it, so it
-             is read exactly, with no interval);
+  truncated  every BERT tensor's max |x| ≤ 2·0.02 (a bound on the support: read exactly, with no interval);
   xavier     pooled std of the d×d Xavier kernels / √(2/(2d)) in [1 − 0.01, 1 + 0.01].
-The 1% band lies far inside the 13.7% gap to the alternative "the realized std is the nominal 0.02" (1/0.8796 − 1), so
-an interval inside it also excludes that alternative. REPRODUCED if all hold; NOT_REPRODUCED if one fails;
-INCONCLUSIVE if an interval straddles its band's edge (the reason gives the number of draws that would decide it:
-more seeds, or a wider model) or a run crashed.
-Changed on 2026-11-25 (issue 24: verdicts read intervals), before rerunning: the earlier rule read the point error
-against max(0.01, 5 SE), a separate "power" rule (that tolerance below half the 13.7% gap), and every Xavier kernel
-against max(0.01, 5 SE of that kernel); now the 95% interval is read against the fixed 1% band, which carries the
-power rule, and the Xavier rule reads the d×d kernels the statement names.
+The 1% band lies far inside the 13.7% gap to "the realized std is the nominal 0.02" (1/0.8796 − 1). REPRODUCED if
+all hold; NOT_REPRODUCED if one fails; INCONCLUSIVE if an interval straddles its band's edge (the reason gives the
+draws that would decide it) or a run crashed. Why these intervals, and the rules' history: docs/design_log.md.
 """
 
 import math

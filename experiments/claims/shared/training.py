@@ -1,36 +1,27 @@
 """What claims 8 (tfixup), 9 (bert_vs_xavier) and 10 (deep_no_warmup) share: their runs read by arm and learning rate,
 each run by its outcome class, and the loss-vs-lr figure. Their configs are sets of the atlas's training cells
-(configs/claims/_atlas_cells.py), every arm without warmup; claim 6 (experiments/claims/warmup.py) defines how a cell
-is read and this module reads cells the same way.
+(configs/claims/_atlas_cells.py), every arm without warmup; cells are read as claim 6's (experiments/claims/warmup.py).
 
-A run's *class* is the sweep record's `class` (analysis/outcomes.py: diverged, collapsed, undertrained, trained; it
-needs `train.eval_at_init`, the loss at init). A cell (arm, lr) has a class when all its seeds share it, else it is
-`mixed` (cells.cell_class: a cell of collapsed and diverged seeds is mixed); it *fails* when its class is collapsed
-or diverged and *trains* when it is trained. A cell a rule decides on needs `MIN_SEEDS` = 3 seeds (the decisions sit
-at boundaries, issue 24).
+A run's *class* is the sweep record's `class` (analysis/outcomes.py; it needs `train.eval_at_init`). A cell (arm, lr)
+has a class when all its seeds share it, else it is `mixed` (cells.cell_class); it *fails* when collapsed or
+diverged and *trains* when trained. A cell a rule decides on needs `MIN_SEEDS` = 3 seeds (issue 24).
 
 Contract:
   measure_arms(results, arms) -> {"crashed", "unclassed", "missing", "reference", "arms": {label: {lr: [run]}}}
-      Runs are selected by their arm (the label of their grid product, `run.arm`) and their
-      `optim.learning_rate` (lr keys as `format(lr, 'g')`, ascending); a run: seed, outcome, cls (the record's
-      class), final_loss (the finite final validation loss, else None), loss0 (the step-0 validation loss, None
-      without one). `reference`: the unigram reference of the first run that wrote data_stats.json
-      ({"unigram_entropy": H, "source"}; None without one; for the reasons and the figure, the classes are the
-      records'). A run of an arm not in `arms`, or with a warmup, is a ValueError (the claim's grid and its module
-      disagree: a bug, not a measurement).
+      Runs selected by their arm (`run.arm`) and `optim.learning_rate` (keys `format(lr, 'g')`, ascending); a run:
+      seed, outcome, cls, final_loss (finite, else None), loss0 (step 0, else None). `reference`: the unigram
+      reference of the first run that wrote data_stats.json (None without one). A run of an arm not in `arms`, or
+      with a warmup, is a ValueError (the claim's grid and its module disagree: a bug, not a measurement).
   unusable(measured) -> Verdict | None   INCONCLUSIVE for a crashed run, an arm without runs, or a run without a
-      class (`train.eval_at_init` off); None when the cells can be read.
-  rule(decide) -> (verdict, summary)   a claim's verdict and summary from its `decide(measured) -> (verdict,
-      reason, numbers)` on readable cells (`unusable` first).
+      class; None when the cells can be read.
+  rule(decide) -> (verdict, summary)   a claim's verdict from its `decide(measured) -> (verdict, reason, numbers)`.
   rescue(bad, good, failing, rescued, reason, numbers, ...) -> (verdict, reason, numbers)   claims 8 and 9's reading:
       does an arm train where the reference arm fails?
-  cells(measured, arm) -> {lr: (class or 'mixed', seeds)}; few_seeds(cells, lrs): the lrs where one of the cells has
-      fewer than MIN_SEEDS seeds; show(cells), lrs_text(lrs), too_few(lrs): the reasons' text.
+  cells(measured, arm) -> {lr: (class or 'mixed', seeds)}; few_seeds(cells, lrs): the lrs with a cell under
+      MIN_SEEDS seeds; show(cells), lrs_text(lrs), too_few(lrs): the reasons' text.
   plot_loss_vs_lr(measured, panels, ...) -> [file name]   each seed's final validation loss against the peak lr, one
-      panel per group of arms (a log lr axis, a log loss axis in nats), a marker per outcome class, a line through
-      each cell's mean where no seed diverged; a diverged run is a × on a dotted clip line at the top, never a loss;
-      one colour per arm (or per `names[arm]`) across panels, one legend under the panels; the unigram reference H
-      as a dashed line; no figure ([]) before any arm has runs.
+      panel per group of arms, log axes, a marker per outcome class, a line through each cell's mean where no seed
+      diverged, a diverged run a × on a clip line at the top, the unigram reference H dashed; [] before any runs.
 """
 
 import math

@@ -2,8 +2,8 @@
 experiments/claims/width.py) and depth (study 13, experiments/claims/depth.py).
 
 Contract. A run is a dict with at least `seed`, `cls` (its outcome class, analysis/outcomes.py) and `final_loss`
-(the final validation loss, None when it has none); `cells` are one arm's runs at one size, {lr: [runs]} over a
-factor-2 lr grid; an arm's grid is {size: cells}.
+(None when it has none); `cells` are one arm's runs at one size, {lr: [runs]} over a factor-2 lr grid; an arm's grid
+is {size: cells}.
   parse_label(label, axis)          ('µP', 128) from the grid's label 'µP @ width 128' (axis 'width' or 'depth')
   optimum(cells)                    (log₂ η*, at the grid's edge): the lowest mean final loss among lrs whose runs all
                                     trained, refined by the parabola through it and its grid neighbours in log₂ lr;
@@ -11,22 +11,16 @@ factor-2 lr grid; an arm's grid is {size: cells}.
   shift(grid, sizes, seeds=None)    log₂ η*(largest size) − log₂ η*(smallest), one seed resample per size if given
   shift_intervals(grids, sizes, diffs)   every arm's shift and each difference of magnitudes |a| − |b|, per seed
                                     (its own optimum at each end), with the Student-t interval (95%) over the seeds
-  loss_vs_lr(ax, ...), optima_vs_size(ax, ...), plots.size_axis(ax, sizes)   the panels that draw them: final loss vs lr
-                                    (a run that did not train as 'x': at its loss, or at a clipped top when it
-                                    diverged or has no loss, never at a diverged run's loss), the optimum vs size
-                                    (log₂ size axis); not_trained_handle(top) the legend's entry for the 'x'
-The sharpness along training at one lr (Noci et al. 2024), read the same way along either axis:
-  sharpness_record(run, steps)      a run's records of η(t)·λ_max(M·P_t⁻¹H) (`SHARPNESS`), their median over the
-                                    `WINDOW` of the run (S), their maximum after step 0 and each record's Lanczos
-                                    steps (what a warm-started record cost)
-  sharpness_slopes(rows)            per arm, S's mean ± std per size and the least-squares slope of log₂ S on log₂ size
-                                    over every (size, seed) with its Student-t interval
-  sharpness_vs_size(ax, ...)        its panel: S vs size, log-log, mean ± the seeds' std, each arm labelled by its slope
-Why per seed, and paired: `train.seed` sets a run's initialisation and its data order, so the runs of one seed
-share their batches across arms and sizes, and at the base size some arms are one model (study 13's three at L_base,
-study 12's SP and SP + µP emb. lr at d_base), i.e. the same runs: a difference is taken within a seed. Why Student-t:
-these studies run 2–4 seeds, where a percentile bootstrap (this module's interval until issue 40) covers well under
-its nominal 95%.
+  loss_vs_lr, optima_vs_size, plots.size_axis, not_trained_handle   the panels: final loss vs lr (a run that did not
+                                    train an 'x', never at a diverged run's loss), the optimum vs log₂ size
+  sharpness_record(run, steps)      a run's records of η(t)·λ_max(M·P_t⁻¹H) (`SHARPNESS`, Noci et al. 2024), their
+                                    median over the `WINDOW` of the run (S), their maximum after step 0 and each
+                                    record's Lanczos steps
+  sharpness_slopes(rows), sharpness_vs_size(ax, ...)   per arm, S's mean ± std per size and the least-squares slope of
+                                    log₂ S on log₂ size over every (size, seed) with its Student-t interval; its panel
+Per seed and paired, because `train.seed` sets a run's init and its data order, and at the base size some arms are
+the same runs (study 13's three at L_base, study 12's SP and SP + µP emb. lr at d_base). Student-t, because these
+studies run 2–4 seeds, where a percentile bootstrap covers well under its nominal 95%.
 """
 
 import math
