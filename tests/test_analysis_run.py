@@ -131,6 +131,7 @@ def test_files_keys_and_plots(result):
   assert any(line.startswith("block 1/2 ") and "ETA" in line for line in result["lines"])
 
 
+@pytest.mark.slow
 def test_top_eigenvalue_matches_dense_within_bound(result):
   """The union Hessian (token-weighted = Hessian of the mean over the concatenated batch), densely, in float64."""
   model = result["model"].clone(
@@ -196,6 +197,7 @@ def test_missing_batches_fail_before_compute(result):
     run_analysis(cfg, model=result["model"], variables=result["variables"], batches=bad, out_dir="/tmp/unused")
 
 
+@pytest.mark.slow
 def test_partial_reorthogonalization_config_reaches_lanczos(result, tmp_path):
   cfg = _config()
   cfg.update(
@@ -220,6 +222,7 @@ def test_partial_reorthogonalization_config_reaches_lanczos(result, tmp_path):
   )
 
 
+@pytest.mark.slow
 def test_encoder_is_analyzed_on_masked_batches_with_gauss_newton_and_init_seeds(tmp_path):
   """An encoder's batches get one fixed MLM masking (drawn from analysis.seed, recorded); the Gauss–Newton top
   eigenvalue equals the dense GGN's on those masked batches; extra init seeds reach the gradient profile."""
@@ -346,6 +349,7 @@ def _float64(r):
   return model64, jax.tree.map(lambda x: x.astype(jnp.float64), r["variables"]["params"])
 
 
+@pytest.mark.slow
 def test_encoder_on_translation_batches_metadata_records_mlm_masking(encoder_translation):
   """Batches that carry `inputs` are masked too (the train step masks every encoder batch), and metadata says so."""
   r = encoder_translation
@@ -360,6 +364,7 @@ def test_encoder_on_translation_batches_metadata_records_mlm_masking(encoder_tra
     assert set(m) == {"inputs", "targets"}
 
 
+@pytest.mark.slow
 def test_encoder_on_translation_batches_differentiates_the_mlm_loss(encoder_translation):
   """The gradient analysis/run.py records is the gradient of the MLM loss on the masked target text (written out
   independently), not of the source -> target cross-entropy the batches would give unmasked."""
@@ -384,6 +389,7 @@ def test_encoder_on_translation_batches_differentiates_the_mlm_loss(encoder_tran
       assert np.max(np.abs(got - src) / np.maximum(src, 1e-12)) > 0.05
 
 
+@pytest.mark.slow
 def test_encoder_on_translation_batches_hessian_is_the_mlm_hessian(encoder_translation):
   """The top eigenvalue equals the dense Hessian's of the token-weighted MLM loss over the masked batches (within
   the Lanczos bound) and is not the source -> target loss's."""

@@ -94,6 +94,7 @@ def _max_logit(qk_norm, norm_type, gains, weight_scale, d_k=16, tied=False):
   return float(state["intermediates"]["max_logit"][0][0]), params
 
 
+@pytest.mark.slow
 def test_qk_norm_bounds_the_logits_by_sqrt_dk_times_the_gains():
   """QK-norm (Dehghani et al. 2023 §2.1; Wortsman et al. 2023 §3.1): with q̂ = g_q ⊙ q/rms(q) (RMSNorm) or the
   centred LayerNorm, ‖q̂‖ ≤ √d_k·max|g_q|, so |q̂·k̂|/√d_k ≤ √d_k·max|g_q|·max|g_k| whatever the weights. With

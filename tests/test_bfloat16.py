@@ -4,6 +4,7 @@ encoder-decoder's logits stay within the error of its chain of roundings, every 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from models import get_model
 from models.dense import Dense
@@ -45,6 +46,7 @@ def test_bfloat16_dense_error_is_three_roundings():
   assert 0.5 * np.sqrt(3) * BF16_RMS_PER_ROUNDING < rel_rms < 1.5 * BF16_U, rel_rms / BF16_U
 
 
+@pytest.mark.slow
 def test_bfloat16_compute():
   """bfloat16 compute (float32 params, cast per op) against float32 compute with the same params.
 

@@ -229,6 +229,7 @@ def test_the_design_at_every_scale(scale):
     assert config.sweep.first_seed == claim.FRESH_SEEDS_FROM and depth_config.DEPTHS[scale] == (2, 32)
 
 
+@pytest.mark.slow
 def test_the_grid_keys_build_the_intended_model_at_tiny():
   """Each arm's cell at 2 layers per stack (L_base 1) built from the config the grid writes: every sublayer's
   residual update x_out − x_in is (branch multiplier)·F, 1 for SP, 1/2 for CompleteP, 1/√2 for Depth-µP; every
@@ -257,6 +258,7 @@ def test_the_grid_keys_build_the_intended_model_at_tiny():
     assert outside and all(m == 1.0 for m in outside)
 
 
+@pytest.mark.slow
 def test_the_study_end_to_end_at_tiny(tmp_path):
   """SP and CompleteP × 1 and 2 layers at one lr (the tiny grid cut to 4 runs: the whole tiny grid is 12 runs, about
   a minute here). At L_base = 1 the two arms are one model: the same final loss to the bit."""

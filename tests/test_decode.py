@@ -187,6 +187,7 @@ def reference_greedy(model, variables, sources_BxS, max_length):
   return np.asarray(out)
 
 
+@pytest.mark.slow
 def test_greedy_decode_equals_a_cache_free_reference_token_for_token(decoder):
   model, variables, decode = decoder
   src = _sources()

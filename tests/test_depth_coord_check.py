@@ -54,6 +54,7 @@ def test_completep_branch_multiplier_is_l_over_l_base_to_the_minus_alpha():
           np.testing.assert_allclose(delta, f * inter[f"{sub}_branch"][0], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_completep_learning_rates_are_l_over_l_base_to_the_alpha_minus_one():
   """Dey et al. 2025, Table 1 (AdamW): every parameter inside a layer (hidden matrices, biases, norms) × (L/L_base)^{α−1}
   — 1 for CompleteP's α = 1, (8/2)^{−1/2} = 1/2 for Depth-µP's α = 1/2 — embeddings and readout × 1; under µP the
@@ -139,6 +140,7 @@ def _spread(values: dict) -> float:
   return float(v.max() / v.min())
 
 
+@pytest.mark.slow
 def test_completep_activations_and_one_step_updates_are_flat_in_depth(depth_sizes):
   spreads = {k: _spread(v) for k, v in depth_sizes["completep"].items()}
   assert all(s <= TOLERANCE for s in spreads.values()), (spreads, depth_sizes["completep"])
@@ -167,6 +169,7 @@ def _modern_config():
   return config
 
 
+@pytest.mark.slow
 def test_completep_keeps_the_modern_block_flat_in_depth_up_to_32_layers():
   data = {"targets": np.random.default_rng(0).integers(1, VOCAB, (8, 8)).astype(np.int32)}
   sizes = coord_check.depth_coord_check(

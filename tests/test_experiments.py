@@ -193,6 +193,7 @@ def _git_head():
   return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
 
+@pytest.mark.slow
 def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
   workdir = tmp_path / "sweep"
   real_train = train.loop.train_and_evaluate
@@ -327,6 +328,7 @@ def test_analyze_prints_progress_as_analysis_progress_says(setting, params, give
   assert seen == [expected]
 
 
+@pytest.mark.slow
 def test_analysis_at_init_writes_step_0_of_each_run(tmp_path, monkeypatch):
   """`sweep.analysis_at_init`: analysis.run at step 0 into the run's analysis/step_0/ (as main.py's at_init), its
   Lanczos programs built without a progress callback (a host callback keeps the persistent cache from storing them,
@@ -366,6 +368,7 @@ def test_analysis_at_init_writes_step_0_of_each_run(tmp_path, monkeypatch):
   assert callbacks and all(c is None for c in callbacks), callbacks
 
 
+@pytest.mark.slow
 def test_analysis_steps_analyze_kept_checkpoints_also_of_finished_runs(tmp_path):
   """`sweep.analysis_steps`: each checkpoint restored and analyzed into analysis/step_<k>/ after training; steps added
   on a rerun are analyzed for runs an earlier invocation finished, without training them again."""
@@ -387,6 +390,7 @@ def test_analysis_steps_analyze_kept_checkpoints_also_of_finished_runs(tmp_path)
   assert any(a["std"] != b["std"] for a, b in zip(stats[2], stats[4]))
 
 
+@pytest.mark.slow
 def test_a_sweep_reading_another_sweeps_runs_shares_them_and_keeps_its_own_records(tmp_path):
   """`sweep.cells_dir`: a study over a subset of another sweep's cells (a claim on the atlas's runs) trains nothing
   already there, trains what is missing there, and writes its results.jsonl (paths that resolve) in its own folder."""
@@ -431,6 +435,7 @@ def test_the_compilation_cache_is_the_sweeps_when_asked(tmp_path):
     assert module.get_config("tiny").sweep.compilation_cache == ""
 
 
+@pytest.mark.slow
 def test_a_union_sweep_over_runs_of_one_cell_grids_reports_every_swept_key(tmp_path):
   """Runs made cell by cell (each by a one-product grid) are skipped by the union's sweep,
   whose records and results.md carry every swept key: the base value where a product does not set it."""

@@ -178,6 +178,7 @@ def _run(tmp_path, *layouts, timeout=300):
   return out
 
 
+@pytest.mark.slow
 def test_fsdp_matches_data_parallel(layouts):
   """20 steps on 4 devices: FSDP 1 × 4 and 2 × 2 give the losses of replicated data parallelism (4 × 1) to 1e-5
   relative, and the parameters and their Adam moments really are split over `fsdp` (D of a [D, F] kernel, of the

@@ -86,6 +86,7 @@ def test_hvp_equals_dense_hessian_jit_and_no_jit(setup):
   assert np.abs(s["dense"] - s["dense"].T).max() <= s["tol"] * np.abs(s["dense"]).max()
 
 
+@pytest.mark.slow
 def test_linearize_once_traces_the_loss_only_when_the_operator_is_built(setup):
   """linearize=True: the gradient is linearized when `hvp_fn` is called; products replay the tangent pass and never
   trace the loss again. linearize=False (jvp per product) traces it at the first product: the counter sees it."""
@@ -206,6 +207,7 @@ def test_gate_matrices_are_blocks_of_their_own():
   assert [r.path for r in roles if blocks["decoder/layer_0/attn_gate"](r)] == ["decoder/layer_0/self_attn/gate/kernel"]
 
 
+@pytest.mark.slow
 def test_ggn_symmetric_psd_and_equal_to_dense_jt_h_j(setup):
   """On a tiny decoder-only model (its Jacobian compiles far faster than the encoder-decoder's)."""
   s = setup

@@ -38,6 +38,7 @@ def test_z_loss_value_and_gradient_are_the_hand_computation():
     assert float(token_z_loss(logits - jnp.asarray(log_z)[..., None], targets)) == pytest.approx(0.0, abs=1e-20)
 
 
+@pytest.mark.slow
 def test_train_step_adds_z_loss_times_its_mean_to_the_loss_and_its_gradient():
   """With SGD at lr 1 the update is −∇: the z-loss step's loss and update are the plain step's plus c·mean log²Z
   and −c·∇_θ mean log²Z, the latter the hand gradient (2·log Z·softmax) pulled back through the model."""

@@ -63,6 +63,7 @@ def sizes():
   return out
 
 
+@pytest.mark.slow
 def test_every_activation_is_measured(sizes):
   names = set(sizes["mup"][64][STEPS])
   assert {"logits", "decoder/embedding", "delta/logits"} <= names
@@ -93,6 +94,7 @@ def test_sp_activations_grow_with_width(sizes):
 MODERN_WIDTHS = (128, 256, 512)
 
 
+@pytest.mark.slow
 def test_mup_keeps_the_modern_block_the_same_size_at_every_width():
   batch = {"targets": np.random.default_rng(0).integers(1, VOCAB, (8, 8)).astype(np.int32)}
   sizes = {}

@@ -99,6 +99,7 @@ def test_target_unigram_entropy_closed_form():
   assert stats["eval_self_entropy"] < stats["target_unigram_entropy"]  # Gibbs' inequality
 
 
+@pytest.mark.slow
 def test_a_sweep_records_each_runs_class(tmp_path):
   """Through the sweep layer with train.eval_at_init: an eval record at step 0, data_stats.json, and the class."""
   import json

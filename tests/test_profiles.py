@@ -129,6 +129,7 @@ def test_signal_records_equal_hand_computation(pre_ln, batch):
   )
 
 
+@pytest.mark.slow
 def test_signal_closed_forms_rezero_and_post_ln(batch):
   """ReZero (α = 0 at init): x_out = x_in, so the coefficient and cosine of x_0 are exactly 1 in every layer.
   Post-LN with unit gain and zero bias: E[x_out²] = var/(var + ε) ≈ 1 at every sublayer output."""

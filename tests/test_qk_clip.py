@@ -58,6 +58,7 @@ def _hand_made():
   return model, params, b, s, 0.5 * (s0 + max(others, s1))
 
 
+@pytest.mark.slow
 def test_the_clipped_heads_next_logit_is_tau_and_everything_else_is_bit_identical():
   """Kimi Team 2025, Alg. 1: W_q^0, W_k^0 (and their biases) × √(τ/S_max^0): the same batch's S_max^0 is τ (to float32
   rounding, never above it by more); head 1's and every other layer's parameters are bit-identical."""
@@ -90,6 +91,7 @@ def _get(tree, path):
   return tree
 
 
+@pytest.mark.slow
 def test_train_step_clips_after_the_update_and_logs_the_measured_max_logit():
   """One SGD step with qk_clip = τ: the metric `max_logits` is S_max at the step's parameters, the new parameters are
   the unclipped step's passed through `clip` (bit for bit), and the next step's S_max^0 is within the update's size

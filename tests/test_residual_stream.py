@@ -58,6 +58,7 @@ def test_post_ln_identity_path_decays_like_two_to_minus_half_l():
   np.testing.assert_allclose(coeffs, np.cumprod(1 / np.sqrt(1 + branch_var)), rtol=0.15, atol=0.02)
 
 
+@pytest.mark.slow
 def test_pre_ln_keeps_the_identity_path():
   coeffs, _ = _stream_coefficients("pre")
   np.testing.assert_allclose(coeffs, 1.0, atol=0.1)
@@ -122,6 +123,7 @@ def test_layerscale_epsilon_is_cait_s_by_depth(depth, epsilon):
   assert layerscale_epsilon(depth) == epsilon
 
 
+@pytest.mark.slow
 def test_layerscale_scales_each_branch_by_lambda_per_channel():
   """x_out − x_in = λ ⊙ F(x_in) for every sublayer: at init λ = ε in every channel (ε from the stack's depth:
   0.1 for these 2-layer stacks, or `model.layerscale_init`), and with a random λ channel by channel; λ is a

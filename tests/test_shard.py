@@ -164,6 +164,7 @@ def _comparable(record: dict) -> dict:
   return out
 
 
+@pytest.mark.slow
 def test_two_shards_at_once_train_every_run_once_and_gather_the_unsharded_records(tmp_path):
   """SLURM tasks 0 and 1 of an array of 2, started together on one workdir: each trains its 4 runs, none twice
   (every run's metrics.jsonl has one row per step), the last to finish gathers, and results.jsonl equals an
@@ -194,6 +195,7 @@ def test_two_shards_at_once_train_every_run_once_and_gather_the_unsharded_record
   assert [_comparable(r) for r in sharded] == [_comparable(r) for r in unsharded]
 
 
+@pytest.mark.slow
 def test_a_killed_shards_run_is_resumed_by_its_resubmission(tmp_path, monkeypatch):
   """Shard 0/2 is stopped in its first run (its claim stays, with a heartbeat and this process's pid, which is alive);
   resubmitted at once it skips the run (a fresh claim of a live process may be a live shard), trains its others and
@@ -252,6 +254,7 @@ def test_a_claim_of_a_dead_process_on_this_host_is_taken_over_at_once(tmp_path):
     shard_lib.release(str(run), "me")
 
 
+@pytest.mark.slow
 def test_a_killed_shard_rerun_at_once_takes_its_run_over_and_completes(tmp_path):
   """kill -9 leaves a claim with a fresh heartbeat and a pid that no longer exists on this host: the rerun takes the
   run over at once (no claim_timeout_s wait), trains every run of the sweep and returns them all."""
@@ -341,6 +344,7 @@ def test_local_children_split_the_shard_and_the_devices():
     shard_lib.child_env(0, 2, {"JAX_PLATFORMS": "tpu"})
 
 
+@pytest.mark.slow
 def test_parallel_claim_its_processes_train_and_main_py_decides_once(tmp_path):
   """A claim with `sweep.parallel=2` through main.py: two processes train a run each (`claim.decide=false`), and
   main.py, which touched no device, gathers and decides once (the rounds of an adaptive grid:
@@ -360,6 +364,7 @@ def test_parallel_claim_its_processes_train_and_main_py_decides_once(tmp_path):
   assert claim["provenance"]["device_count"] == 2  # main.py's view of the host (a process's is 1 device)
 
 
+@pytest.mark.slow
 def test_parallel_two_runs_at_once_each_on_its_own_device_equal_sequential(tmp_path):
   """`sweep.parallel=2` with 2 host devices: main.py starts two processes of itself, one run each, each with one
   device; the runs overlap in time and their records equal the same sweep run in one process."""
@@ -394,6 +399,7 @@ def test_parallel_two_runs_at_once_each_on_its_own_device_equal_sequential(tmp_p
 # ------------------------------------------------------------------------------------------------------ torn files
 
 
+@pytest.mark.slow
 def test_a_torn_status_record_or_config_is_named_and_the_sweep_completes(tmp_path, caplog):
   """A finished sweep whose run files were cut short (a crash while a file was rewritten in place on a full disk):
   status.json, sweep_record.json or config.json that does not parse is named in one warning; the run is read as not
@@ -415,6 +421,7 @@ def test_a_torn_status_record_or_config_is_named_and_the_sweep_completes(tmp_pat
   assert metrics_lib.read_status(torn["status.json"])["status"] == "finished"
 
 
+@pytest.mark.slow
 def test_main_exits_6_naming_its_own_run_that_a_live_process_holds(tmp_path):
   """A run of this shard claimed by a live process (here: this test's, on this host) is skipped; the sweep trains
   the others and main.py exits EXIT_INCOMPLETE (6) naming the run, so a requeued array task does not "succeed"."""

@@ -113,6 +113,7 @@ def sharded():
   return json.loads(lines[0][len("RESULT ") :])
 
 
+@pytest.mark.slow
 def test_sharded_batch_and_basis_give_the_one_device_top_eigenvalues_and_trace_float32(sharded):
   dtype, rtol = "float32", 1e-5
   r = sharded[dtype]

@@ -243,6 +243,7 @@ def _deep_linear_sharpness(width, parameterization, *, lr=1e-3, steps=20, d_in=1
   return lr * float(top.values[0])
 
 
+@pytest.mark.slow
 def test_mup_keeps_the_lr_scaled_preconditioned_sharpness_flat_in_width_and_sp_does_not():
   """Noci et al. 2024's quantity on a toy whose answer is known (issue 28): under SP the sharpness of the
   learning-rate-scaled preconditioned Hessian grows with width at a fixed lr (∝ n: measured 2.08 → 8.96, 4.3×, from
@@ -334,6 +335,7 @@ def tiny():
   return net, _init(net, jax.random.key(0), batches[0]), batches
 
 
+@pytest.mark.slow
 def test_preconditioned_predictors_compile_once(tiny):
   net = tiny[0]
   results = []
@@ -360,6 +362,7 @@ def test_preconditioned_predictors_compile_once(tiny):
   assert results[0][1]["preconditioned_lambda_max"] != results[1][1]["preconditioned_lambda_max"]
 
 
+@pytest.mark.slow
 def test_run_analysis_writes_stability_json_matching_dense_float64(tiny, tmp_path):
   net, variables, batches = tiny
   optim = default.get_config().optim
@@ -401,6 +404,7 @@ def test_run_analysis_writes_stability_json_matching_dense_float64(tiny, tmp_pat
   assert rec["beta1"] == 0.9 and rec["eps"] == 1e-6 and rec["operator"] == "hessian"
 
 
+@pytest.mark.slow
 def test_edge_predictors_match_the_dense_gauss_newton_and_each_batchs_rayleigh_quotient(tiny, tmp_path):
   """analysis.edge_predictors: λ_max of the Gauss–Newton (within its residual bound of the dense GGN's, float64) and
   the batch sharpness, the mean over the analysis batches of g_bᵀH_bg_b/‖g_b‖² (dense per batch); no Adam needed."""
@@ -467,6 +471,7 @@ def test_bad_values_raise_before_compute(tiny, tmp_path, overrides, optim, match
   assert not compiles and not os.path.exists(os.path.join(tmp_path, "init"))
 
 
+@pytest.mark.slow
 def test_mean_gradient_with_weights_reads_nothing_from_tuple_batches():
   """With `weights=`, batches are any pytrees, as in curvax: (x, y) tuples with label 0, no "targets" key; the
   gradient is the weighted average of the per-batch gradients (float64)."""

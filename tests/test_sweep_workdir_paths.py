@@ -188,6 +188,7 @@ def test_the_shared_tokenizer_is_cached_in_a_gs_folder(tmp_path, bucket, plain_i
   _no_local_mangling(tmp_path)
 
 
+@pytest.mark.slow
 def test_an_analysis_at_init_on_gs_writes_its_files_and_figures_through_epath(
     tmp_path, bucket, monkeypatch, plain_io_refuses_uris  # noqa: F811
 ):

@@ -93,6 +93,7 @@ def _as_logged(records: list[dict]) -> list[tuple[int, dict]]:
   return out
 
 
+@pytest.mark.slow
 def test_a_tracker_gets_every_record_of_metrics_jsonl_and_resumes_its_own_run(tmp_path, tracker):
   workdir = tmp_path / "run"
   exp = _train(workdir, ("jsonl", tracker.__name__), **{"train.num_steps": 2})
@@ -131,6 +132,7 @@ def test_no_tracker_without_the_writer_and_none_but_on_process_0(tmp_path, track
   assert tracker.runs[0].logged == [] and tracker.runs[0].finished == 0
 
 
+@pytest.mark.slow
 def test_a_sweeps_runs_are_grouped_by_its_name_each_with_its_config(tmp_path, monkeypatch):
   module = fake_tracker("trackio")
   monkeypatch.setitem(sys.modules, "trackio", module)
@@ -200,6 +202,7 @@ def test_a_missing_tracker_library_is_a_config_error_naming_the_pip_install(name
   )
 
 
+@pytest.mark.slow
 def test_main_names_a_missing_tracker_before_any_compute_and_imports_none(tmp_path):
   """Importing the project (main.py and every layer) imports neither library; and main.py with metrics.writers
   naming wandb where it is not installed exits 2 with one line, before any compute (no workdir made)."""

@@ -19,6 +19,8 @@ from train import metrics as metrics_lib
 from train.loss import make_loss_fn
 from train.metrics import read_metrics, read_status
 
+pytestmark = pytest.mark.slow  # end to end: the slow tier (pytest.ini)
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 

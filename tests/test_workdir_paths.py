@@ -206,6 +206,7 @@ def test_tensorboard_gets_the_gs_logdir_where_tensorboardx_supports_it(tmp_path,
   assert unsupported(epath.Path("s3://bucket/run")) == "tensorboardX writes s3:// paths only with boto3 installed"
 
 
+@pytest.mark.slow
 def test_the_training_loop_writes_a_gs_workdir(tmp_path, bucket, monkeypatch):
   """setup + train_and_evaluate on gs://bucket/run: the workdir, config.json, metrics.jsonl and status.json land in
   the bucket. (Checkpoint arrays go through TensorStore's own gs:// driver, which needs the network: the checkpointer
