@@ -19,6 +19,7 @@ from analysis.hessian import ggn_vp_fn
 from analysis.run import run_analysis
 from configs import default
 from models import ModelConfig, get_model
+from tests import tiny
 from train.loss import make_loss_fn, num_tokens
 from train.step import mlm_masked
 
@@ -55,19 +56,9 @@ def _config():
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-  config = ModelConfig(
-      vocab_size=VOCAB,
-      scale_embeddings=False,
-      arch="decoder",
-      num_decoder_layers=1,
-      d_model=4,
-      num_heads=2,
-      d_ff=4,
-      max_len=8,
-  )
-  model = get_model(config)
+  config = tiny.model_config(vocab_size=VOCAB, arch="decoder", d_model=4, d_ff=4, max_len=8)
   batches = _batches()
-  variables = jax.jit(model.init)(jax.random.key(0), batches[0])
+  model, variables = tiny.init(config, batches[0])
   out_dir = str(tmp_path_factory.mktemp("analysis"))
   lines = []
   summary = run_analysis(
@@ -226,16 +217,7 @@ def test_partial_reorthogonalization_config_reaches_lanczos(result, tmp_path):
 def test_encoder_is_analyzed_on_masked_batches_with_gauss_newton_and_init_seeds(tmp_path):
   """An encoder's batches get one fixed MLM masking (drawn from analysis.seed, recorded); the Gauss–Newton top
   eigenvalue equals the dense GGN's on those masked batches; extra init seeds reach the gradient profile."""
-  config = ModelConfig(
-      vocab_size=VOCAB,
-      scale_embeddings=False,
-      arch="encoder",
-      num_encoder_layers=1,
-      d_model=4,
-      num_heads=2,
-      d_ff=4,
-      max_len=8,
-  )
+  config = tiny.model_config(vocab_size=VOCAB, arch="encoder", d_model=4, d_ff=4, max_len=8)
   model = get_model(config)
   batches = _batches()
   init_fn = jax.jit(lambda key: model.init(key, mlm_masked(config, batches[0], jax.random.key(9))))
@@ -306,9 +288,7 @@ def _translation_batches():
 @pytest.fixture(scope="module")
 def encoder_translation(tmp_path_factory):
   """run_analysis of a tiny encoder on translation batches (float64): top eigenvalue and gradient norms."""
-  config = ModelConfig(
-      vocab_size=VOCAB, arch="encoder", num_encoder_layers=1, d_model=4, num_heads=2, d_ff=4, max_len=8
-  )
+  config = tiny.model_config(vocab_size=VOCAB, arch="encoder", d_model=4, d_ff=4, max_len=8, scale_embeddings=True)
   model = get_model(config)
   batches = _translation_batches()
   variables = jax.jit(model.init)(jax.random.key(0), batches[0])

@@ -19,7 +19,7 @@ from experiments.claims import depth as claim
 from experiments.claims import run, transfer
 from models import parameterization, residual
 from models.roles import ParamRole
-from tests.test_models import VOCAB, batch
+from tests import tiny
 
 SP, CP, DMU = claim.SP, claim.CP, claim.DMU
 
@@ -239,11 +239,11 @@ def test_the_grid_keys_build_the_intended_model_at_tiny():
     arm, depth = transfer.parse_label(c.arm, "depth")
     if depth != 2 or c.params["optim.learning_rate"] != 1e-3:
       continue
-    mc = dataclasses.replace(train.config.resolve(grid_lib.cell_config(config, c, 0)).model, vocab_size=VOCAB)
+    mc = dataclasses.replace(train.config.resolve(grid_lib.cell_config(config, c, 0)).model, vocab_size=tiny.VOCAB)
     factor, lr = _closed_form(arm, 2, 1)
     model = models.get_model(mc)
-    variables = model.init(jax.random.key(0), batch())
-    _, state = model.apply(variables, batch(), mutable=["intermediates"])
+    variables = model.init(jax.random.key(0), tiny.batch())
+    _, state = model.apply(variables, tiny.batch(), mutable=["intermediates"])
     for stack in ("encoder", "decoder"):
       for i in range(2):
         inter = state["intermediates"][stack][f"layer_{i}"]

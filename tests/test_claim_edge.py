@@ -424,7 +424,7 @@ def test_parallel_claim_runs_every_round_in_k_processes_and_decides_once(tmp_pat
 def test_skipinit_at_alpha_0_is_rezero_bit_for_bit(tmp_path):
   """Why the atlas counts SkipInit once (configs/atlas.py, and so study 11): its arm (x + αF, α = 0 learned, no norm, Xavier weights)
   and ReZero's train to the same losses, bit for bit."""
-  from tests.test_experiments import tiny_config
+  from tests import tiny
 
   no_norm = "model.norm_type=none;model.norm_position=none"
   grid = (
@@ -432,7 +432,9 @@ def test_skipinit_at_alpha_0_is_rezero_bit_for_bit(tmp_path):
       "init.scheme=xavier"
   )
   records = sweep_lib.run_sweep(
-      tiny_config(**{"sweep.grid": grid, "sweep.seeds": 1, "optim.learning_rate": 1e-2}), str(tmp_path), emit=print
+      tiny.sweep_config(**{"sweep.grid": grid, "sweep.seeds": 1, "optim.learning_rate": 1e-2}),
+      str(tmp_path),
+      emit=print,
   )
   losses = [
       [r["loss"] for r in metrics_lib.read_metrics(str(tmp_path / rec["workdir"]), split="train")] for rec in records

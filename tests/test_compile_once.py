@@ -20,7 +20,8 @@ from analysis import hessian
 from analysis.blocks import block_operator, block_params, model_blocks
 from analysis.run import run_analysis
 from configs import default
-from models import ModelConfig, get_model, param_roles
+from models import get_model, param_roles
+from tests import tiny
 from tests.conftest import COMPILE_EVENT, count_compiles
 from train.loss import make_logits_fn, make_loss_fn
 
@@ -34,17 +35,7 @@ def _batch(seed, rows=2, length=5):
 
 @pytest.fixture(scope="module")
 def model():
-  config = ModelConfig(
-      vocab_size=VOCAB,
-      scale_embeddings=False,
-      num_encoder_layers=1,
-      num_decoder_layers=1,
-      d_model=8,
-      num_heads=2,
-      d_ff=8,
-      max_len=8,
-  )
-  return get_model(config)
+  return get_model(tiny.model_config(vocab_size=VOCAB, max_len=8))
 
 
 @functools.partial(jax.jit, static_argnums=0)

@@ -13,8 +13,8 @@ import pytest
 import curvax
 import experiments
 from analysis import hessian
+from tests import tiny
 from tests.conftest import count_compiles
-from tests.test_train import tiny_config
 from train import loop
 from train.loss import make_loss_fn
 from train.metrics import read_metrics
@@ -53,7 +53,7 @@ def _config(**overrides):
       "analysis.lanczos_steps": 40,
       "analysis.dtype": "float64",
   }
-  return tiny_config(**{**base, **overrides})
+  return tiny.run_config(**{**base, **overrides})
 
 
 def _train(config, workdir):

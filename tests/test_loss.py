@@ -10,7 +10,7 @@ import pytest
 
 import models
 from configs import default
-from tests.test_models import batch, tiny
+from tests import tiny
 from train import config as config_lib
 from train import step as step_lib
 from train.loss import token_cross_entropy, token_z_loss
@@ -43,9 +43,9 @@ def test_train_step_adds_z_loss_times_its_mean_to_the_loss_and_its_gradient():
   """With SGD at lr 1 the update is −∇: the z-loss step's loss and update are the plain step's plus c·mean log²Z
   and −c·∇_θ mean log²Z, the latter the hand gradient (2·log Z·softmax) pulled back through the model."""
   c = 1e-2
-  mc = tiny(arch="decoder", num_decoder_layers=1)
+  mc = tiny.model_config(arch="decoder", num_decoder_layers=1)
   model = models.get_model(mc)
-  b = {"targets": batch()["targets"]}
+  b = {"targets": tiny.batch()["targets"]}
   params = model.init(jax.random.key(1), b)["params"]
   tx = optax.sgd(1.0)
   state = TrainState(step=jnp.asarray(0), params=params, opt_state=tx.init(params), variables={}, rng=jax.random.key(2))

@@ -17,7 +17,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from tests.test_train import tiny_config
+from tests import tiny
 from train import checkpoint as checkpoint_lib
 from train import loop
 from train import metrics as metrics_lib
@@ -28,7 +28,7 @@ NUM_STEPS = 12
 
 
 def config():
-  return tiny_config(
+  return tiny.run_config(
       **{
           "train.num_steps": NUM_STEPS,
           "train.checkpoint_every": 4,

@@ -19,7 +19,8 @@ from analysis import stability
 from analysis.hessian import ggn_vp_fn, hvp_fn
 from analysis.run import run_analysis
 from configs import default
-from models import ModelConfig, get_model
+from models import get_model
+from tests import tiny
 from tests.conftest import count_compiles
 from train.loss import make_logits_fn, make_loss_fn
 
@@ -326,18 +327,16 @@ def _init(net, key, batch):
 
 
 @pytest.fixture(scope="module")
-def tiny():
-  config = ModelConfig(
-      vocab_size=VOCAB, scale_embeddings=False, arch="decoder", num_decoder_layers=1, d_model=4, num_heads=2, d_ff=4
-  )
+def tiny_decoder():
+  config = tiny.model_config(vocab_size=VOCAB, arch="decoder", d_model=4, d_ff=4, max_len=256)
   net = get_model(config)
   batches = _batches()
   return net, _init(net, jax.random.key(0), batches[0]), batches
 
 
 @pytest.mark.slow
-def test_preconditioned_predictors_compile_once(tiny):
-  net = tiny[0]
+def test_preconditioned_predictors_compile_once(tiny_decoder):
+  net = tiny_decoder[0]
   results = []
   for seed in (1, 2):  # the first call compiles; the second (new params, batch, gradient, loss object) must not
     with count_compiles() as compiles:
@@ -363,8 +362,8 @@ def test_preconditioned_predictors_compile_once(tiny):
 
 
 @pytest.mark.slow
-def test_run_analysis_writes_stability_json_matching_dense_float64(tiny, tmp_path):
-  net, variables, batches = tiny
+def test_run_analysis_writes_stability_json_matching_dense_float64(tiny_decoder, tmp_path):
+  net, variables, batches = tiny_decoder
   optim = default.get_config().optim
   optim.eps = 1e-6
   cfg = _config(preconditioned_top_k=2, update_sharpness=True)
@@ -405,10 +404,10 @@ def test_run_analysis_writes_stability_json_matching_dense_float64(tiny, tmp_pat
 
 
 @pytest.mark.slow
-def test_edge_predictors_match_the_dense_gauss_newton_and_each_batchs_rayleigh_quotient(tiny, tmp_path):
+def test_edge_predictors_match_the_dense_gauss_newton_and_each_batchs_rayleigh_quotient(tiny_decoder, tmp_path):
   """analysis.edge_predictors: λ_max of the Gauss–Newton (within its residual bound of the dense GGN's, float64) and
   the batch sharpness, the mean over the analysis batches of g_bᵀH_bg_b/‖g_b‖² (dense per batch); no Adam needed."""
-  net, variables, batches = tiny
+  net, variables, batches = tiny_decoder
   run_analysis(
       _config(top_k=0, edge_predictors=True),
       model=net,
@@ -456,8 +455,8 @@ def test_edge_predictors_match_the_dense_gauss_newton_and_each_batchs_rayleigh_q
         (dict(update_sharpness=True), None, r"pass run_analysis\(optim_config=config.optim\)"),
     ],
 )
-def test_bad_values_raise_before_compute(tiny, tmp_path, overrides, optim, match):
-  net, variables, batches = tiny
+def test_bad_values_raise_before_compute(tiny_decoder, tmp_path, overrides, optim, match):
+  net, variables, batches = tiny_decoder
   optim_config = None if optim is None else {**default.get_config().optim.to_dict(), **optim}
   with count_compiles() as compiles, pytest.raises(ValueError, match=match):
     run_analysis(

@@ -22,8 +22,7 @@ import pytest
 
 import train.config
 from experiments import sweep as sweep_lib
-from tests import test_experiments
-from tests.test_train import tiny_config
+from tests import tiny
 from train import loop
 from train import metrics as metrics_lib
 from train import trackers as trackers_lib
@@ -79,7 +78,7 @@ def tracker(request, monkeypatch):
 
 
 def _train(workdir, writers, **overrides):
-  config = tiny_config(**{**SMALL, "metrics.writers": writers, **overrides})
+  config = tiny.run_config(**{**SMALL, "metrics.writers": writers, **overrides})
   exp = loop.setup(config, str(workdir))
   loop.train_and_evaluate(exp)
   return exp
@@ -136,7 +135,7 @@ def test_no_tracker_without_the_writer_and_none_but_on_process_0(tmp_path, track
 def test_a_sweeps_runs_are_grouped_by_its_name_each_with_its_config(tmp_path, monkeypatch):
   module = fake_tracker("trackio")
   monkeypatch.setitem(sys.modules, "trackio", module)
-  config = test_experiments.tiny_config(
+  config = tiny.sweep_config(
       **{
           "model.arch": "decoder",
           "train.num_steps": 1,
@@ -187,7 +186,7 @@ def test_the_run_id_is_the_workdirs_whatever_form_it_is_given_in(tmp_path, monke
 )
 def test_bad_writers_fail_at_the_config_boundary(writers, match):
   with pytest.raises(ValueError, match=match):
-    train.config.resolve(tiny_config(**{"metrics.writers": writers}))
+    train.config.resolve(tiny.run_config(**{"metrics.writers": writers}))
 
 
 @pytest.mark.parametrize("name", ["wandb", "trackio"])
@@ -195,7 +194,7 @@ def test_a_missing_tracker_library_is_a_config_error_naming_the_pip_install(name
   real = importlib.util.find_spec
   monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == name else real(n, *a))
   with pytest.raises(ValueError) as error:
-    train.config.resolve(tiny_config(**{"metrics.writers": ("jsonl", name)}))
+    train.config.resolve(tiny.run_config(**{"metrics.writers": ("jsonl", name)}))
   assert str(error.value) == (
       f"config.metrics.writers=('jsonl', {name!r}) is invalid ({name!r} needs the {name} package, which is not "
       f"installed); valid: writers whose library is installed (pip install {name}; not a dependency of this project)"

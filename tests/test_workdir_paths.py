@@ -18,7 +18,7 @@ from etils import epath
 from etils.epath import backend as epath_backend
 from etils.epath import gpath
 
-from tests.test_train import tiny_config
+from tests import tiny
 from train import loop
 from train import metrics as metrics_lib
 from train.metrics import read_metrics, read_status
@@ -213,7 +213,7 @@ def test_the_training_loop_writes_a_gs_workdir(tmp_path, bucket, monkeypatch):
   is replaced by one that saves nothing.)"""
 
   monkeypatch.setattr(loop.checkpoint_lib, "Checkpointer", NoCheckpoints)
-  config = tiny_config(
+  config = tiny.run_config(
       **{
           "train.num_steps": 2,
           "train.log_every": 1,
