@@ -60,6 +60,7 @@ def test_every_measurement_lands_as_a_parsed_line(toy_run):
   assert all(f"| {n} |" in toy_run["stdout"] for n in NAMES)
 
 
+@pytest.mark.slow
 def test_ratios_and_peaks_follow_from_the_fields(toy_run):
   rows = toy_run["rows"]
   for dtype in gpu.DTYPES:
@@ -88,6 +89,7 @@ def dense_top5():
   return np.linalg.eigvalsh((h + h.T) / 2)[::-1][:5]
 
 
+@pytest.mark.slow
 def test_top5_is_certified_and_matches_the_dense_hessian(toy_run, dense_top5):
   for dtype in gpu.DTYPES:
     top = toy_run["rows"][f"{dtype}/top5"]

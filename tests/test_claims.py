@@ -66,6 +66,7 @@ def _sweep_configs():
 
 
 @pytest.mark.parametrize("path, scale", _sweep_configs())
+@pytest.mark.slow
 def test_the_data_dir_reaches_every_cell_of_every_claim_and_sweep(path, scale, tmp_path):
   """A user's Multi30k folder given as --config.data.dir is what every run of every claim and sweep reads."""
   module = importlib.import_module("configs." + path.replace("/", "."))

@@ -168,6 +168,7 @@ def test_every_default_key_has_a_comment():
 
 
 @pytest.mark.parametrize("path", CONFIG_FILES)
+@pytest.mark.slow
 def test_loading_a_config_imports_none_of_the_library(path):
   module = path[:-3].replace(os.sep, ".")
   code = (

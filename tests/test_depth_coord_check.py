@@ -148,6 +148,7 @@ def test_completep_activations_and_one_step_updates_are_flat_in_depth(depth_size
   assert all(s <= TOLERANCE for s in spreads.values()), (spreads, depth_sizes["completep"])
 
 
+@pytest.mark.slow
 def test_plain_residual_activations_and_updates_grow_with_depth(depth_sizes):
   for name, values in depth_sizes["plain"].items():
     sizes = [values[d] for d in DEPTHS]

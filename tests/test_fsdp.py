@@ -202,6 +202,7 @@ def test_fsdp_matches_data_parallel(layouts):
     assert shard["param"] == shard["mu"] == shard["shape"]
 
 
+@pytest.mark.slow
 def test_fsdp_checkpoint_restores(layouts):
   """A checkpoint saved under FSDP (1 × 4) restores sharded as it was saved, and resuming from step 10 gives the
   uninterrupted run's losses of steps 11..20 bit for bit."""

@@ -73,6 +73,7 @@ def test_every_activation_is_measured(sizes):
     assert f"decoder/layer_{layer}/self_attn/attn_logits" in names
 
 
+@pytest.mark.slow
 def test_mup_activations_are_the_same_size_at_every_width(sizes):
   for step in range(1, STEPS + 1):
     spread = coord_check.spread(sizes["mup"], step)
@@ -80,6 +81,7 @@ def test_mup_activations_are_the_same_size_at_every_width(sizes):
     assert not bad, (step, bad)
 
 
+@pytest.mark.slow
 def test_sp_activations_grow_with_width(sizes):
   spread = coord_check.spread(sizes["standard"], STEPS)
   assert max(spread.values()) > 10 * TOLERANCE, spread

@@ -116,6 +116,7 @@ def test_a_tracker_gets_every_record_of_metrics_jsonl_and_resumes_its_own_run(tm
   assert first.logged + second.logged == _as_logged(metrics_lib.read_metrics(workdir)) and second.finished == 1
 
 
+@pytest.mark.slow
 def test_no_tracker_without_the_writer_and_none_but_on_process_0(tmp_path, tracker):
   _train(tmp_path / "plain", ("jsonl",), **{"train.num_steps": 1})
   assert tracker.runs == []  # the default writers: no tracker, its module never asked for
@@ -237,6 +238,7 @@ def test_main_names_a_missing_tracker_before_any_compute_and_imports_none(tmp_pa
   assert not workdir.exists()
 
 
+@pytest.mark.slow
 def test_wandb_offline_records_the_scalars_of_metrics_jsonl_and_resumes_its_run(tmp_path, monkeypatch):
   """The real library, offline: the run's id is the workdir's, its group and config are set, a resumed run opens the
   same id again, and the offline run files hold every scalar of metrics.jsonl (each key and value as wandb's history
@@ -269,6 +271,7 @@ def test_wandb_offline_records_the_scalars_of_metrics_jsonl_and_resumes_its_run(
       assert key.encode() in data and json.dumps(value).encode() in data, (key, value)
 
 
+@pytest.mark.slow
 def test_trackio_offline_records_the_scalars_of_metrics_jsonl_and_resumes_its_run(tmp_path, monkeypatch):
   """The real library, local (its SQLite database under TRACKIO_DIR): the run named by the workdir holds exactly
   metrics.jsonl's records, the resumed run's steps appended to the same run, with the group and config given."""
