@@ -77,10 +77,10 @@ _share_compiled_programs()
 SLOW_FILES_FIRST = (
     "test_config_training.py",
     "test_depth_coord_check.py",
-    "test_train.py",
+    "test_loop.py",
     "test_compile_once.py",
     "test_analysis_run.py",
-    "test_experiments.py",
+    "test_sweep.py",
     "test_curvature_every.py",
     "test_mup_coord_check.py",
     "test_claims_init.py",

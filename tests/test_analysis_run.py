@@ -19,6 +19,7 @@ from analysis.hessian import ggn_vp_fn
 from analysis.run import run_analysis
 from configs import default
 from models import ModelConfig, get_model
+from tests import tiny
 from train.loss import make_loss_fn, num_tokens
 from train.step import mlm_masked
 
@@ -55,19 +56,9 @@ def _config():
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-  config = ModelConfig(
-      vocab_size=VOCAB,
-      scale_embeddings=False,
-      arch="decoder",
-      num_decoder_layers=1,
-      d_model=4,
-      num_heads=2,
-      d_ff=4,
-      max_len=8,
-  )
-  model = get_model(config)
+  config = tiny.model_config(vocab_size=VOCAB, arch="decoder", d_model=4, d_ff=4, max_len=8)
   batches = _batches()
-  variables = jax.jit(model.init)(jax.random.key(0), batches[0])
+  model, variables = tiny.init(config, batches[0])
   out_dir = str(tmp_path_factory.mktemp("analysis"))
   lines = []
   summary = run_analysis(
@@ -131,6 +122,7 @@ def test_files_keys_and_plots(result):
   assert any(line.startswith("block 1/2 ") and "ETA" in line for line in result["lines"])
 
 
+@pytest.mark.slow
 def test_top_eigenvalue_matches_dense_within_bound(result):
   """The union Hessian (token-weighted = Hessian of the mean over the concatenated batch), densely, in float64."""
   model = result["model"].clone(
@@ -196,6 +188,7 @@ def test_missing_batches_fail_before_compute(result):
     run_analysis(cfg, model=result["model"], variables=result["variables"], batches=bad, out_dir="/tmp/unused")
 
 
+@pytest.mark.slow
 def test_partial_reorthogonalization_config_reaches_lanczos(result, tmp_path):
   cfg = _config()
   cfg.update(
@@ -220,19 +213,11 @@ def test_partial_reorthogonalization_config_reaches_lanczos(result, tmp_path):
   )
 
 
+@pytest.mark.slow
 def test_encoder_is_analyzed_on_masked_batches_with_gauss_newton_and_init_seeds(tmp_path):
   """An encoder's batches get one fixed MLM masking (drawn from analysis.seed, recorded); the Gauss–Newton top
   eigenvalue equals the dense GGN's on those masked batches; extra init seeds reach the gradient profile."""
-  config = ModelConfig(
-      vocab_size=VOCAB,
-      scale_embeddings=False,
-      arch="encoder",
-      num_encoder_layers=1,
-      d_model=4,
-      num_heads=2,
-      d_ff=4,
-      max_len=8,
-  )
+  config = tiny.model_config(vocab_size=VOCAB, arch="encoder", d_model=4, d_ff=4, max_len=8)
   model = get_model(config)
   batches = _batches()
   init_fn = jax.jit(lambda key: model.init(key, mlm_masked(config, batches[0], jax.random.key(9))))
@@ -303,9 +288,7 @@ def _translation_batches():
 @pytest.fixture(scope="module")
 def encoder_translation(tmp_path_factory):
   """run_analysis of a tiny encoder on translation batches (float64): top eigenvalue and gradient norms."""
-  config = ModelConfig(
-      vocab_size=VOCAB, arch="encoder", num_encoder_layers=1, d_model=4, num_heads=2, d_ff=4, max_len=8
-  )
+  config = tiny.model_config(vocab_size=VOCAB, arch="encoder", d_model=4, d_ff=4, max_len=8, scale_embeddings=True)
   model = get_model(config)
   batches = _translation_batches()
   variables = jax.jit(model.init)(jax.random.key(0), batches[0])
@@ -346,6 +329,7 @@ def _float64(r):
   return model64, jax.tree.map(lambda x: x.astype(jnp.float64), r["variables"]["params"])
 
 
+@pytest.mark.slow
 def test_encoder_on_translation_batches_metadata_records_mlm_masking(encoder_translation):
   """Batches that carry `inputs` are masked too (the train step masks every encoder batch), and metadata says so."""
   r = encoder_translation
@@ -360,6 +344,7 @@ def test_encoder_on_translation_batches_metadata_records_mlm_masking(encoder_tra
     assert set(m) == {"inputs", "targets"}
 
 
+@pytest.mark.slow
 def test_encoder_on_translation_batches_differentiates_the_mlm_loss(encoder_translation):
   """The gradient analysis/run.py records is the gradient of the MLM loss on the masked target text (written out
   independently), not of the source -> target cross-entropy the batches would give unmasked."""
@@ -384,6 +369,7 @@ def test_encoder_on_translation_batches_differentiates_the_mlm_loss(encoder_tran
       assert np.max(np.abs(got - src) / np.maximum(src, 1e-12)) > 0.05
 
 
+@pytest.mark.slow
 def test_encoder_on_translation_batches_hessian_is_the_mlm_hessian(encoder_translation):
   """The top eigenvalue equals the dense Hessian's of the token-weighted MLM loss over the masked batches (within
   the Lanczos bound) and is not the source -> target loss's."""

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 import models
-from tests.test_models import batch, tiny
+from tests import tiny
 
 
 def _attention_stats(scale):
   """Logit std of one head, d_k = 64, queries and keys = unit-variance inputs (identity projections)."""
   from models.attention import MultiHeadAttention
 
-  c = tiny(d_model=64, num_heads=1, attention_logit_scale=scale, use_bias=False)
+  c = tiny.model_config(d_model=64, num_heads=1, attention_logit_scale=scale, use_bias=False)
   attn = MultiHeadAttention(c, "self_attn")
   # Independent queries and keys (as cross-attention): self-attention would put |x|² on the diagonal.
   xq, xk = jax.random.normal(jax.random.key(0), (2, 4, 64, 64))
@@ -80,7 +80,7 @@ def _max_logit(qk_norm, norm_type, gains, weight_scale, d_k=16, tied=False):
   kernel), so each query meets itself."""
   from models.attention import MultiHeadAttention
 
-  c = tiny(d_model=d_k, num_heads=1, qk_norm=qk_norm, norm_type=norm_type, use_bias=False)
+  c = tiny.model_config(d_model=d_k, num_heads=1, qk_norm=qk_norm, norm_type=norm_type, use_bias=False)
   attn = MultiHeadAttention(c, "self_attn")
   xq, xk = jax.random.normal(jax.random.key(2), (2, 3, 9, d_k))
   mask = jnp.ones((3, 1, 9, 9), bool)
@@ -94,6 +94,7 @@ def _max_logit(qk_norm, norm_type, gains, weight_scale, d_k=16, tied=False):
   return float(state["intermediates"]["max_logit"][0][0]), params
 
 
+@pytest.mark.slow
 def test_qk_norm_bounds_the_logits_by_sqrt_dk_times_the_gains():
   """QK-norm (Dehghani et al. 2023 §2.1; Wortsman et al. 2023 §3.1): with q̂ = g_q ⊙ q/rms(q) (RMSNorm) or the
   centred LayerNorm, ‖q̂‖ ≤ √d_k·max|g_q|, so |q̂·k̂|/√d_k ≤ √d_k·max|g_q|·max|g_k| whatever the weights. With
@@ -111,8 +112,8 @@ def test_qk_norm_bounds_the_logits_by_sqrt_dk_times_the_gains():
   assert _max_logit(True, "rmsnorm", ones, 100.0, d_k, tied=True)[0] == pytest.approx(np.sqrt(d_k), rel=1e-5)
   unbounded, _ = _max_logit(False, "rmsnorm", None, 100.0, d_k)
   assert unbounded > 100 * bound
-  c = tiny(d_model=d_k, num_heads=1, qk_norm=True, norm_type="rmsnorm")
-  params = models.get_model(c).init(jax.random.key(0), batch())["params"]
+  c = tiny.model_config(d_model=d_k, num_heads=1, qk_norm=True, norm_type="rmsnorm")
+  params = models.get_model(c).init(jax.random.key(0), tiny.batch())["params"]
   roles, axes = models.param_roles(c, params), models.logical_axes(c)
   q_norm = roles["encoder"]["layer_0"]["self_attn"]["query_norm"]["scale"]
   assert (q_norm.role, q_norm.sublayer) == ("norm_scale", "self_attn")
@@ -121,4 +122,4 @@ def test_qk_norm_bounds_the_logits_by_sqrt_dk_times_the_gains():
 
 def test_qk_norm_needs_a_norm():
   with pytest.raises(ValueError, match=r"config.model.qk_norm=True contradicts config.model.norm_type='none'"):
-    tiny(qk_norm=True, norm_type="none", norm_position="none")
+    tiny.model_config(qk_norm=True, norm_type="none", norm_position="none")

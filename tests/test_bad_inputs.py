@@ -11,6 +11,8 @@ import pytest
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # end to end: the slow tier (pytest.ini)
+
 LOG = re.compile(r"^[IWEF]\d{4} ")  # absl's log lines (a warning about a platform, say): not the error's lines
 SWEEP = "--config=configs/sweeps/warmup.py"
 T5 = "--config=configs/t5_init.py"

@@ -45,6 +45,7 @@ def toy_run(tmp_path_factory):
   return dict(stdout=proc.stdout, lines=lines, rows=rows, doc=json.loads(out.read_text()))
 
 
+@pytest.mark.slow
 def test_every_measurement_lands_as_a_parsed_line(toy_run):
   assert sorted(toy_run["rows"]) == sorted(NAMES), toy_run["stdout"][-3000:]
   assert not [line for line in toy_run["lines"] if line.startswith(("FAILED", "SKIPPED"))]
@@ -59,6 +60,7 @@ def test_every_measurement_lands_as_a_parsed_line(toy_run):
   assert all(f"| {n} |" in toy_run["stdout"] for n in NAMES)
 
 
+@pytest.mark.slow
 def test_ratios_and_peaks_follow_from_the_fields(toy_run):
   rows = toy_run["rows"]
   for dtype in gpu.DTYPES:
@@ -87,6 +89,7 @@ def dense_top5():
   return np.linalg.eigvalsh((h + h.T) / 2)[::-1][:5]
 
 
+@pytest.mark.slow
 def test_top5_is_certified_and_matches_the_dense_hessian(toy_run, dense_top5):
   for dtype in gpu.DTYPES:
     top = toy_run["rows"][f"{dtype}/top5"]
@@ -111,6 +114,7 @@ def test_no_measurement_starts_after_the_budget(capsys, tmp_path):
   assert "| float32/gradient | skipped: over the 0 s budget |" in out
 
 
+@pytest.mark.slow
 def test_an_operator_is_freed_before_the_next_is_built(monkeypatch, capsys):
   """On the accelerator two operators' residuals (tens of GB at GPT-2 small) must not be held at once: when a build
   starts, every operator built before is gone (a weak reference to it is dead)."""

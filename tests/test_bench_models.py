@@ -82,6 +82,7 @@ def check_entry(entry):
   assert entry["load_average_at_start"] and entry["dtype"] == "float32"
 
 
+@pytest.mark.slow
 def test_a_timing_entry_against_a_dense_hessian(monkeypatch, tmp_path):
   monkeypatch.setitem(problems.SIZES["mlp"], "tiny", dict(features=8, width=16, depth=2, batch=32))
   entry = models_timing.measure("mlp", "tiny", repeats=2)

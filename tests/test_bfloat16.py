@@ -4,10 +4,11 @@ encoder-decoder's logits stay within the error of its chain of roundings, every 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from models import get_model
 from models.dense import Dense
-from tests.test_models import batch, tiny
+from tests import tiny
 
 # bfloat16 keeps 8 significant bits: unit roundoff u = 2^-8. Rounding to nearest leaves an error uniform within half
 # an ulp; with mantissas spread log-uniformly over [1, 2) the relative error has RMS 2u·√(E[1/m²]/12) =
@@ -45,6 +46,7 @@ def test_bfloat16_dense_error_is_three_roundings():
   assert 0.5 * np.sqrt(3) * BF16_RMS_PER_ROUNDING < rel_rms < 1.5 * BF16_U, rel_rms / BF16_U
 
 
+@pytest.mark.slow
 def test_bfloat16_compute():
   """bfloat16 compute (float32 params, cast per op) against float32 compute with the same params.
 
@@ -54,9 +56,9 @@ def test_bfloat16_compute():
   reached them unattenuated; the bound is 4u ≈ 1.6% (measured 1.0–1.5u over seeds and norm placements: norms and
   sums average part of the errors away). The old check allowed 15% of the largest logit (≈ 40u in RMS terms).
   """
-  c32 = tiny(arch="encoder_decoder", norm_position="pre", d_model=32, d_ff=64)
-  c16 = tiny(arch="encoder_decoder", norm_position="pre", d_model=32, d_ff=64, dtype=jnp.bfloat16)
-  b = batch(b=8, s=8, t=8)
+  c32 = tiny.model_config(arch="encoder_decoder", norm_position="pre", d_model=32, d_ff=64)
+  c16 = tiny.model_config(arch="encoder_decoder", norm_position="pre", d_model=32, d_ff=64, dtype=jnp.bfloat16)
+  b = tiny.batch(b=8, s=8, t=8)
   params = get_model(c32).init(jax.random.key(0), b)["params"]
   out32 = np.asarray(get_model(c32).apply({"params": params}, b))
   out16 = np.asarray(jax.jit(get_model(c16).apply)({"params": params}, b))

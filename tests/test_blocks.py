@@ -19,11 +19,11 @@ from models.attention import MultiHeadAttention, softcap
 from models.blocks import gated_hidden_width
 from models.mlp import MLP
 from models.rope import apply_rope
-from tests.test_models import batch, tiny
+from tests import tiny
 
 
 def _lm(**kw):
-  return tiny(arch="decoder", num_decoder_layers=2, d_model=16, num_heads=4, d_ff=16, **kw)
+  return tiny.model_config(arch="decoder", num_decoder_layers=2, d_model=16, num_heads=4, d_ff=16, **kw)
 
 
 # --- RoPE ---
@@ -59,7 +59,7 @@ def test_rope_logits_depend_only_on_relative_position():
 def test_rope_model_is_invariant_to_shifting_every_position():
   """A causal LM whose only position signal is RoPE gives the same logits when all positions are shifted (the
   packing key `targets_position`); the same model with learned positions does not."""
-  b = batch()
+  b = tiny.batch()
   shifted = {**b, "targets_position": jnp.broadcast_to(jnp.arange(4) + 37, (2, 4))}
   for position, invariant in (("rope", True), ("learned", False)):
     model = get_model(_lm(position=position, max_len=64, norm_position="pre"))
@@ -74,7 +74,7 @@ def test_rope_model_is_invariant_to_shifting_every_position():
 
 def test_rope_rotates_queries_and_keys_not_values():
   """Hand computation of one RoPE self-attention head: softmax(R_m q·R_n k/√d_k) over unrotated values."""
-  c = tiny(d_model=8, num_heads=1, use_bias=False, position="rope")
+  c = tiny.model_config(d_model=8, num_heads=1, use_bias=False, position="rope")
   attn = MultiHeadAttention(c, "self_attn")
   x = jax.random.normal(jax.random.key(0), (1, 5, 8))
   pos = jnp.arange(5)[None] + 2
@@ -97,9 +97,11 @@ def test_rope_rotates_queries_and_keys_not_values():
 
 def test_gqa_with_groups_equal_to_heads_is_mha_parameter_for_parameter():
   mha, gqa = (get_model(_lm(num_kv_heads=g)) for g in (None, 4))
-  params = mha.init(jax.random.key(0), batch())["params"]
-  assert jax.tree.structure(gqa.init(jax.random.key(0), batch())["params"]) == jax.tree.structure(params)
-  np.testing.assert_array_equal(gqa.apply({"params": params}, batch()), mha.apply({"params": params}, batch()))
+  params = mha.init(jax.random.key(0), tiny.batch())["params"]
+  assert jax.tree.structure(gqa.init(jax.random.key(0), tiny.batch())["params"]) == jax.tree.structure(params)
+  np.testing.assert_array_equal(
+      gqa.apply({"params": params}, tiny.batch()), mha.apply({"params": params}, tiny.batch())
+  )
 
 
 @pytest.mark.parametrize("groups", [1, 2])
@@ -107,7 +109,7 @@ def test_gqa_equals_mha_whose_key_value_heads_are_repeated(groups):
   """Ainslie et al. 2023 §2.2: query head j reads key/value head ⌊j·G/H⌋; MHA with each of the G heads' W_k, W_v
   (and biases) copied H/G times computes the same function (G = 1: multi-query attention)."""
   gqa, mha = get_model(_lm(num_kv_heads=groups)), get_model(_lm())
-  params = gqa.init(jax.random.key(0), batch())["params"]
+  params = gqa.init(jax.random.key(0), tiny.batch())["params"]
   layer = params["decoder"]["layer_0"]["self_attn"]
   assert layer["key"]["kernel"].shape == (16, groups, 4) and layer["query"]["kernel"].shape == (16, 4, 4)
   rep = lambda t: jnp.repeat(t, 4 // groups, axis=-2 if t.ndim == 3 else 0)
@@ -115,7 +117,7 @@ def test_gqa_equals_mha_whose_key_value_heads_are_repeated(groups):
       lambda path, t: rep(t) if any(getattr(k, "key", None) in ("key", "value") for k in path) else t, params
   )
   np.testing.assert_allclose(
-      gqa.apply({"params": params}, batch()), mha.apply({"params": repeated}, batch()), rtol=1e-5, atol=1e-6
+      gqa.apply({"params": params}, tiny.batch()), mha.apply({"params": repeated}, tiny.batch()), rtol=1e-5, atol=1e-6
   )
 
 
@@ -134,7 +136,7 @@ def _gelu(z):
 def test_mlp_equations_on_hand_made_inputs(kind, act):
   """Shazeer 2020, Eq. 6: FFN_SwiGLU(x) = (Swish₁(xW) ⊙ xV)W₂, FFN_GEGLU(x) = (GELU(xW) ⊙ xV)W₂, with biases;
   'plain' is relu(xW₁)W₂ (Vaswani et al. 2017, Eq. 2)."""
-  c = tiny(d_model=3, num_heads=1, d_ff=2, mlp=kind)
+  c = tiny.model_config(d_model=3, num_heads=1, d_ff=2, mlp=kind)
   x = np.array([[[1.0, -2.0, 0.5], [0.0, 3.0, -1.0]]])
   W = np.array([[0.5, -1.0], [0.25, 0.5], [-1.5, 2.0]])
   V = np.array([[1.0, 0.0], [-0.5, 0.75], [2.0, 1.0]])
@@ -174,14 +176,14 @@ def test_softcap_is_c_tanh_z_over_c_and_bounds_both_logits():
   assert softcap(z, 0.0) is z
   c = _lm(attn_logit_softcap=2.0, final_logit_softcap=1.5, attention_logit_scale="none")
   model = get_model(c)
-  params = jax.tree.map(lambda p: 30.0 * p, model.init(jax.random.key(0), batch())["params"])  # huge logits
-  logits, state = model.apply({"params": params}, batch(), mutable=["intermediates"])
+  params = jax.tree.map(lambda p: 30.0 * p, model.init(jax.random.key(0), tiny.batch())["params"])  # huge logits
+  logits, state = model.apply({"params": params}, tiny.batch(), mutable=["intermediates"])
   assert 1.4 < float(jnp.abs(logits).max()) <= 1.5  # < c in exact arithmetic; float32's tanh saturates at 1
   decoder = state["intermediates"]["decoder"]
   max_logit = max(float(decoder[f"layer_{i}"]["self_attn"]["max_logit"][0].max()) for i in range(2))
   assert 1.9 < max_logit <= 2.0
   uncapped = get_model(_lm(attention_logit_scale="none"))
-  _, state = uncapped.apply({"params": params}, batch(), mutable=["intermediates"])
+  _, state = uncapped.apply({"params": params}, tiny.batch(), mutable=["intermediates"])
   assert float(state["intermediates"]["decoder"]["layer_0"]["self_attn"]["max_logit"][0].max()) > 10.0
 
 
@@ -190,7 +192,7 @@ def test_softcap_is_c_tanh_z_over_c_and_bounds_both_logits():
 
 def test_attention_gate_is_sigmoid_of_the_input_times_w_theta_per_head_and_coordinate():
   """Qiu et al. 2025 §2.2: Y' = Y ⊙ σ(X·W_θ + b) before W_o, computed here from scratch on one query/key set."""
-  c = tiny(d_model=8, num_heads=2, attention_gate=True)
+  c = tiny.model_config(d_model=8, num_heads=2, attention_gate=True)
   attn = MultiHeadAttention(c, "cross_attn")
   xq, xk = jax.random.normal(jax.random.key(0), (2, 1, 3, 8))
   mask = jnp.ones((1, 1, 3, 3), bool)
@@ -214,7 +216,7 @@ def test_attention_gate_at_init_halves_each_head_output():
 
   c = _lm(attention_gate=True, use_bias=False, norm_position="pre")
   gated, plain = get_model(c), get_model(_lm(use_bias=False, norm_position="pre"))
-  variables = init.init_params({"scheme": "xavier"}, gated, jax.random.key(0), batch())
+  variables = init.init_params({"scheme": "xavier"}, gated, jax.random.key(0), tiny.batch())
   params = variables["params"]
   zero_gate = jax.tree_util.tree_map_with_path(
       lambda path, p: jnp.zeros_like(p) if any(getattr(k, "key", None) == "gate" for k in path) else p, params
@@ -222,7 +224,7 @@ def test_attention_gate_at_init_halves_each_head_output():
   no_gate = jax.tree_util.tree_map_with_path(lambda path, p: p, zero_gate)
   for i in range(2):
     no_gate["decoder"][f"layer_{i}"]["self_attn"].pop("gate")
-  b = batch()
+  b = tiny.batch()
   _, g = gated.apply({"params": zero_gate}, b, mutable=["intermediates"])
   _, u = plain.apply({"params": no_gate}, b, mutable=["intermediates"])
   branch = lambda s: np.asarray(s["intermediates"]["decoder"]["layer_0"]["self_attn_branch"][0])
@@ -265,9 +267,9 @@ def test_gate_matrices_declare_their_roles_and_fans():
 )
 def test_bad_block_values_raise_naming_key_value_choices(key, value, match):
   with pytest.raises(ValueError, match=match):
-    tiny(num_heads=4, **{key: value})
+    tiny.model_config(num_heads=4, **{key: value})
 
 
 def test_rope_needs_an_even_head_dim():
   with pytest.raises(ValueError, match=r"model.position='rope' contradicts config.model.head_dim=3"):
-    tiny(position="rope", head_dim=3)
+    tiny.model_config(position="rope", head_dim=3)

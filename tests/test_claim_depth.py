@@ -19,7 +19,7 @@ from experiments.claims import depth as claim
 from experiments.claims.shared import transfer
 from models import parameterization, residual
 from models.roles import ParamRole
-from tests.test_models import VOCAB, batch
+from tests import tiny
 
 SP, CP, DMU = claim.SP, claim.CP, claim.DMU
 
@@ -229,6 +229,7 @@ def test_the_design_at_every_scale(scale):
     assert config.sweep.first_seed == claim.FRESH_SEEDS_FROM and depth_config.DEPTHS[scale] == (2, 32)
 
 
+@pytest.mark.slow
 def test_the_grid_keys_build_the_intended_model_at_tiny():
   """Each arm's cell at 2 layers per stack (L_base 1) built from the config the grid writes: every sublayer's
   residual update x_out − x_in is (branch multiplier)·F, 1 for SP, 1/2 for CompleteP, 1/√2 for Depth-µP; every
@@ -238,11 +239,11 @@ def test_the_grid_keys_build_the_intended_model_at_tiny():
     arm, depth = transfer.parse_label(c.arm, "depth")
     if depth != 2 or c.params["optim.learning_rate"] != 1e-3:
       continue
-    mc = dataclasses.replace(train.config.resolve(grid_lib.cell_config(config, c, 0)).model, vocab_size=VOCAB)
+    mc = dataclasses.replace(train.config.resolve(grid_lib.cell_config(config, c, 0)).model, vocab_size=tiny.VOCAB)
     factor, lr = _closed_form(arm, 2, 1)
     model = models.get_model(mc)
-    variables = model.init(jax.random.key(0), batch())
-    _, state = model.apply(variables, batch(), mutable=["intermediates"])
+    variables = model.init(jax.random.key(0), tiny.batch())
+    _, state = model.apply(variables, tiny.batch(), mutable=["intermediates"])
     for stack in ("encoder", "decoder"):
       for i in range(2):
         inter = state["intermediates"][stack][f"layer_{i}"]
@@ -257,6 +258,7 @@ def test_the_grid_keys_build_the_intended_model_at_tiny():
     assert outside and all(m == 1.0 for m in outside)
 
 
+@pytest.mark.slow
 def test_the_study_end_to_end_at_tiny(tmp_path):
   """SP and CompleteP × 1 and 2 layers at one lr (the tiny grid cut to 4 runs: the whole tiny grid is 12 runs, about
   a minute here). At L_base = 1 the two arms are one model: the same final loss to the bit."""

@@ -292,6 +292,7 @@ def test_a_trace_reads_the_sharpness_at_the_end_of_the_warmup_against_the_same_s
   assert summary["trace, warmup 20: λ(P⁻¹H) at step 20 / λ₀"] == "0.25 (seeds 0.25–0.25)"
 
 
+@pytest.mark.slow
 def test_verdict_is_the_boundary_rules_said_as_a_re_reading():
   """Study 11's verdict is boundary_rules.boundary_verdict on its rows (computed from them for a record measured before
   the rules: --redecide), prefixed by the re-reading's label; a crash still decides first."""
@@ -361,6 +362,7 @@ def _one_method():
   return config
 
 
+@pytest.mark.slow
 def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
   """One method, its at-init analysis and its training cells, run as two shards one after the other (a job
   array): the first runs its share and leaves the claim undecided; the second gathers, adds the lr above the grid
@@ -388,6 +390,7 @@ def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
   assert not any(x.startswith("cell ") and not x.endswith("skipped") for x in again), again
 
 
+@pytest.mark.slow
 def test_parallel_claim_runs_every_round_in_k_processes_and_decides_once(tmp_path, monkeypatch):
   """`sweep.parallel=2` (experiments/run.py `run_claim_parallel`), as two tasks of a job array: each round's
   runs go to 2 processes with `claim.decide=false` and the round's grid, the first round as the invocation's shard,
@@ -420,10 +423,11 @@ def test_parallel_claim_runs_every_round_in_k_processes_and_decides_once(tmp_pat
   assert sorted({r["lr"] for r in result["measured"]["runs"]}) == [0.001, 0.1, 0.2]
 
 
+@pytest.mark.slow
 def test_skipinit_at_alpha_0_is_rezero_bit_for_bit(tmp_path):
   """Why the atlas counts SkipInit once (configs/atlas.py, and so study 11): its arm (x + αF, α = 0 learned, no norm, Xavier weights)
   and ReZero's train to the same losses, bit for bit."""
-  from tests.test_experiments import tiny_config
+  from tests import tiny
 
   no_norm = "model.norm_type=none;model.norm_position=none"
   grid = (
@@ -431,7 +435,9 @@ def test_skipinit_at_alpha_0_is_rezero_bit_for_bit(tmp_path):
       "init.scheme=xavier"
   )
   records = sweep_lib.run_sweep(
-      tiny_config(**{"sweep.grid": grid, "sweep.seeds": 1, "optim.learning_rate": 1e-2}), str(tmp_path), emit=print
+      tiny.sweep_config(**{"sweep.grid": grid, "sweep.seeds": 1, "optim.learning_rate": 1e-2}),
+      str(tmp_path),
+      emit=print,
   )
   losses = [
       [r["loss"] for r in metrics_lib.read_metrics(str(tmp_path / rec["workdir"]), split="train")] for rec in records

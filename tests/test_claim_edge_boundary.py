@@ -161,6 +161,7 @@ def test_paper_scale_runs_study_11s_paper_grid_on_fresh_seeds():
   assert (cfg.sweep.first_seed, cfg.sweep.seeds) == (3, 3)
 
 
+@pytest.mark.slow
 def test_study_11_redecides_its_record_as_a_labelled_re_reading():
   with open(os.path.join(REPO, "reports/reproduction/edge/claim.json"), encoding="utf-8") as f:
     m = json.load(f)["measured"]
@@ -173,6 +174,7 @@ def test_extensions_step_past_an_open_end_by_sqrt_2():
   assert edge_boundary._step(0.256, up=True) == 0.362
 
 
+@pytest.mark.slow
 def test_edge_boundary_at_tiny_end_to_end(tmp_path):
   """The tiny config trains its fresh seeds (seed 3), reads λ₀ from study 11's record and decides."""
   import ml_collections  # noqa: PLC0415

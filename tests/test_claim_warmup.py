@@ -143,6 +143,7 @@ def test_the_design_at_every_scale(scale):
     assert (config.train.num_steps, config.train.eval_every) == (3000, 300) == (warmup_config.HORIZON["cpu"], 300)
 
 
+@pytest.mark.slow
 def test_the_study_end_to_end_at_tiny(tmp_path):
   config = warmup_config.get_config("tiny")
   result = run.run_claim(config, str(tmp_path))

@@ -54,6 +54,7 @@ def _toy(parameterization, n, seed):
   return LR * float(top.values[0]), LR * float(jnp.sum((p_scale * jac) ** 2))
 
 
+@pytest.mark.slow
 def test_the_toy_where_the_answer_is_known_mup_flat_sp_growing():
   """Σ m_i J_i²/|g_i| = Σ m_i |J_i| / |residual|: the ℓ1 norm of M·J. Under SP it grows as n^1.5 (W's n² entries of
   size n^-½); under µP the hidden part shrinks as n^-½ and the readout's stays n/r = BASE: flat as n grows."""
@@ -89,6 +90,7 @@ def _multipliers(c):
   return out
 
 
+@pytest.mark.slow
 def test_embedding_lr_scale_width_raises_only_the_embeddings_lr_by_the_width_ratio():
   """Kalra & Barkeshli 2026's arm: SP whose embedding lr is ×d/d_base (here 32/16 = 2), all else ×1; µP's own
   embedding/hidden lr ratio is the same 2 (embedding η, hidden η/2)."""
@@ -268,6 +270,7 @@ def test_the_design_at_every_scale(scale):
     assert max(arms[claim.SP]) / min(arms[claim.SP]) >= 16 and 100 <= config.train.num_steps <= 2000
 
 
+@pytest.mark.slow
 def test_the_study_end_to_end_at_tiny(tmp_path):
   """Two arms × two widths at one lr (the tiny grid cut to 4 runs: the whole tiny grid is 12 runs, minutes here)."""
   config = width_config.get_config("tiny")

@@ -66,6 +66,7 @@ def _sweep_configs():
 
 
 @pytest.mark.parametrize("path, scale", _sweep_configs())
+@pytest.mark.slow
 def test_the_data_dir_reaches_every_cell_of_every_claim_and_sweep(path, scale, tmp_path):
   """A user's Multi30k folder given as --config.data.dir is what every run of every claim and sweep reads."""
   module = importlib.import_module("configs." + path.replace("/", "."))
@@ -89,6 +90,7 @@ def test_claim_config_without_a_data_dir_fails_before_any_compute(tmp_path):
     registry.get_claim("nope")
 
 
+@pytest.mark.slow
 def test_a_claim_runs_on_multi30k_from_a_read_only_folder_of_the_users_choosing(multi30k_copy, tmp_path):
   """Through main.py: `--config.data.dir` is the only thing that names the data; the folder is read-only (as the
   shared one), so the sweep's runs share one SentencePiece model trained into <workdir>/tokenizer/."""
@@ -131,6 +133,7 @@ def test_a_claim_runs_on_multi30k_from_a_read_only_folder_of_the_users_choosing(
 # --------------------------------------------------------------------------------------- claims 1, 2, 4 at tiny
 
 
+@pytest.mark.slow
 def test_truncated_normal_claim_end_to_end(tmp_path):
   r = claims_run.run_claim(claim_config("truncated_normal"), str(tmp_path))
   assert r["verdict"] == study.REPRODUCED, r["reason"]
@@ -147,6 +150,7 @@ def test_truncated_normal_claim_end_to_end(tmp_path):
   assert not (tmp_path / "curves.png").exists()  # nothing trained: no training curves
 
 
+@pytest.mark.slow
 def test_activation_moments_claim_end_to_end(tmp_path):
   r = claims_run.run_claim(claim_config("activation_moments", **{"analysis.mlp_draws": 4}), str(tmp_path))
   m = r["measured"]
@@ -158,6 +162,7 @@ def test_activation_moments_claim_end_to_end(tmp_path):
   assert r["verdict"] in study.VERDICTS and (tmp_path / "activation_moments.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_identity_path_claim_end_to_end_and_its_rerun(tmp_path):
   config = claim_config("identity_path")
   r = claims_run.run_claim(config, str(tmp_path))
@@ -174,6 +179,7 @@ def test_identity_path_claim_end_to_end_and_its_rerun(tmp_path):
   assert again["measured"] == r["measured"] and again["verdict"] == r["verdict"]
 
 
+@pytest.mark.slow
 def test_a_crashed_run_makes_the_claim_inconclusive_and_main_exit_4(tmp_path):
   """A run that crashes is recorded, the claim says inconclusive naming it, and main.py exits 4 (after the rest)."""
   out = subprocess.run(

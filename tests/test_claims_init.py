@@ -133,6 +133,7 @@ def test_attention_scale_intervals_are_over_the_seeds():
   assert attention_scale.intervals(m) is None
 
 
+@pytest.mark.slow
 def test_attention_scale_tiny_end_to_end(tmp_path, captured):
   result = run_claim(_tiny("attention_scale"), str(tmp_path))
   _check_claim_json(result, tmp_path, "attention_scale", 3)
@@ -236,6 +237,7 @@ def test_grad_norms_verdict(m, expected, in_reason):
     assert in_reason in v.reason
 
 
+@pytest.mark.slow
 def test_grad_norms_tiny_end_to_end(tmp_path, captured):
   result = run_claim(_tiny("grad_norms"), str(tmp_path))
   _check_claim_json(result, tmp_path, "grad_norms", 5)
@@ -343,6 +345,7 @@ def test_slq_density_integrates_to_the_quadrature_weights():
   assert np.trapezoid(rho[0], grid) == pytest.approx(1.0, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_hessian_spectrum_tiny_end_to_end(tmp_path, captured):
   result = run_claim(_tiny("hessian_spectrum"), str(tmp_path))
   _check_claim_json(result, tmp_path, "hessian_spectrum", 7)

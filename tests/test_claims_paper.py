@@ -67,6 +67,7 @@ def test_paper_scale_of_each_training_claim_uses_the_papers_recipe(name):
     assert {(c.model.num_encoder_layers, c.model.num_decoder_layers) for c in cells} == {(6, 6)}
 
 
+@pytest.mark.slow
 def test_paper_scale_of_the_atlas_uses_the_papers_recipe():
   for c in _cells(_atlas("paper")):
     _check_recipe(c, 20_000)  # the atlas keeps 20k steps: 378 runs (configs/atlas.py)

@@ -329,6 +329,7 @@ def test_claim10_runs_two_depths_at_every_scale(scale):
 # -------------------------------------------------------------------------------------------------- end to end, tiny
 
 
+@pytest.mark.slow
 def test_claim8_end_to_end_at_tiny_then_read_through_cells_dir(tmp_path):
   config = _config("tfixup", "tiny")
   config.sweep.cells_dir = str(tmp_path / "atlas_train")

@@ -20,7 +20,8 @@ from analysis import hessian
 from analysis.blocks import block_operator, block_params, model_blocks
 from analysis.run import run_analysis
 from configs import default
-from models import ModelConfig, get_model, param_roles
+from models import get_model, param_roles
+from tests import tiny
 from tests.conftest import COMPILE_EVENT, count_compiles
 from train.loss import make_logits_fn, make_loss_fn
 
@@ -34,17 +35,7 @@ def _batch(seed, rows=2, length=5):
 
 @pytest.fixture(scope="module")
 def model():
-  config = ModelConfig(
-      vocab_size=VOCAB,
-      scale_embeddings=False,
-      num_encoder_layers=1,
-      num_decoder_layers=1,
-      d_model=8,
-      num_heads=2,
-      d_ff=8,
-      max_len=8,
-  )
-  return get_model(config)
+  return get_model(tiny.model_config(vocab_size=VOCAB, max_len=8))
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -92,6 +83,7 @@ CASES = [(r, "hessian") for r in sorted(ROUTINES)] + [
 
 
 @pytest.mark.parametrize("routine,operator", CASES)
+@pytest.mark.slow
 def test_second_call_with_a_new_operator_of_the_same_structure_compiles_nothing(model, routine, operator):
   results = []
   for seed in (1, 2):  # the first call compiles; the second must not
@@ -107,6 +99,7 @@ def test_second_call_with_a_new_operator_of_the_same_structure_compiles_nothing(
   assert not np.allclose(leaves[0], leaves[1])
 
 
+@pytest.mark.slow
 def test_a_changed_shape_compiles(model):
   variables, batch = _state(model, 1)
   curvax.top_eigenvalues(
@@ -137,6 +130,7 @@ def test_blocks_of_the_same_shape_share_one_program(model):
   assert len(set(values)) == len(values)  # four different blocks were analyzed
 
 
+@pytest.mark.slow
 def test_block_operator_matches_the_per_block_linearization(model):
   """The block of the full operator equals the Hessian of the loss restricted to the block (independent route)."""
   variables, batch = _state(model, 1)
@@ -161,6 +155,7 @@ def test_block_operator_matches_the_per_block_linearization(model):
     np.testing.assert_allclose(got[p], ref[p], rtol=2e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_run_analysis_compiles_each_program_once_and_nothing_the_second_time(model, tmp_path):
   """Every block of the model is analyzed, but the Lanczos program compiles once per distinct leaf-size signature
   (plus the full operator's top and bottom runs); a second checkpoint compiles nothing at all."""
@@ -252,6 +247,7 @@ def x64():
     yield
 
 
+@pytest.mark.slow
 def test_lockstep_probes_give_the_same_nodes_weights_and_traces(x64):
   rng = np.random.default_rng(0)
   b = rng.standard_normal((40, 40))
@@ -306,6 +302,7 @@ def test_memory_guard_counts_probes_in_lockstep():
     )
 
 
+@pytest.mark.slow
 def test_top_eigenvalues_stop_when_certified(x64):
   """With tol, Lanczos stops once the bound certifies the top eigenvalue to tol·|θ| (and not before)."""
   d = jnp.concatenate([jnp.asarray([10.0, 5.0]), jnp.linspace(0.0, 1.0, 198)])
@@ -341,6 +338,7 @@ def test_flat_spec_round_trip_matches_ravel_pytree():
     curvax.as_operator(curvax.HessianOperator([], jnp.ones(0), spec), jnp.zeros(3))
 
 
+@pytest.mark.slow
 def test_operators_are_pytrees_with_residual_leaves(model):
   variables, batch = _state(model, 1)
   op = hessian.hvp_fn(make_loss_fn(model), variables["params"], batch)

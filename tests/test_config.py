@@ -168,6 +168,7 @@ def test_every_default_key_has_a_comment():
 
 
 @pytest.mark.parametrize("path", CONFIG_FILES)
+@pytest.mark.slow
 def test_loading_a_config_imports_none_of_the_library(path):
   module = path[:-3].replace(os.sep, ".")
   code = (
@@ -181,6 +182,7 @@ def test_loading_a_config_imports_none_of_the_library(path):
 
 
 @pytest.mark.parametrize("path", CONFIG_FILES)
+@pytest.mark.slow
 def test_every_config_initializes_its_model_with_a_finite_loss(path):
   module = importlib.import_module(path[:-3].replace(os.sep, "."))
   if not hasattr(module, "get_config"):
@@ -300,6 +302,7 @@ def test_a_rerun_with_another_trained_config_fails_naming_the_keys(tmp_path):
   config_lib.check_unchanged(str(tmp_path), resolved, "here")
 
 
+@pytest.mark.slow
 def test_an_unknown_key_is_one_line_naming_the_closest_keys(capsys):
   import main  # noqa: PLC0415 (its flags are defined once per process, at import)
 

@@ -20,6 +20,8 @@ import pytest
 from tests.conftest import xla_flags
 from tests.test_configs import CONFIG_FILES
 
+pytestmark = pytest.mark.slow  # end to end: the slow tier (pytest.ini)
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "tests" / "scripts" / "config_train.py"
 NAMES = [os.path.basename(f) for f in CONFIG_FILES]

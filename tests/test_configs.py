@@ -56,6 +56,7 @@ def test_every_experiment_config_exists():
 
 
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=[os.path.basename(f) for f in CONFIG_FILES])
+@pytest.mark.slow
 def test_config_initializes_its_model(path, tmp_path):
   module = load(path)
   assert "python main.py --config=configs/" in module.__doc__, "the docstring must give the launch command"

@@ -13,8 +13,8 @@ import pytest
 import curvax
 import experiments
 from analysis import hessian
+from tests import tiny
 from tests.conftest import count_compiles
-from tests.test_train import tiny_config
 from train import loop
 from train.loss import make_loss_fn
 from train.metrics import read_metrics
@@ -53,7 +53,7 @@ def _config(**overrides):
       "analysis.lanczos_steps": 40,
       "analysis.dtype": "float64",
   }
-  return tiny_config(**{**base, **overrides})
+  return tiny.run_config(**{**base, **overrides})
 
 
 def _train(config, workdir):
@@ -68,6 +68,7 @@ def _curvature_steps(workdir):
   return {r["step"]: r for r in records if NAMES[0] in r}
 
 
+@pytest.mark.slow
 def test_records_equal_an_independent_lanczos_on_the_checkpoints_warm_started_in_fewer_matvecs(tmp_path):
   """Steps 2, 4, 6 carry λ_max (and steps 3 only the train metrics); with analysis.tracking_tol each record after
   the first starts from the previous record's Ritz vector and stops at its bound. Each equals a cold certified
@@ -102,6 +103,7 @@ def test_records_equal_an_independent_lanczos_on_the_checkpoints_warm_started_in
   assert len({r["curvature/lambda_max"] for r in records.values()}) == 3  # the parameters moved
 
 
+@pytest.mark.slow
 def test_a_random_part_as_small_as_the_tolerance_reaches_the_bound_in_no_more_products(tmp_path):
   """`analysis.tracking_mix` is the warm start's random part: at tracking_tol = tracking_mix = 1% every record is
   certified to 1% in no more products than with the default tenth (here the same: this early λ_max doubles between
@@ -125,6 +127,7 @@ def test_a_random_part_as_small_as_the_tolerance_reaches_the_bound_in_no_more_pr
 
 
 @pytest.mark.parametrize("preconditioned", [0, 1])
+@pytest.mark.slow
 def test_records_after_the_first_compile_nothing(tmp_path, preconditioned):
   """The first record compiles (a width no other test here uses, so no program is cached yet), the next three
   compile nothing: the operator is data and the Lanczos program is cached by its structure (with the preconditioned
@@ -154,6 +157,7 @@ def test_records_after_the_first_compile_nothing(tmp_path, preconditioned):
   assert sorted(_curvature_steps(tmp_path)) == [1, 2, 3, 4]
 
 
+@pytest.mark.slow
 def test_a_resumed_run_has_one_record_per_curvature_step(tmp_path):
   """Stopped at step 3 (checkpoint 2 and the final 3), resumed to 6: records at 2, 4, 6, once each, and the values
   of an uninterrupted run (the curvature batch is fixed, the resume is bitwise)."""
@@ -184,6 +188,7 @@ def test_bad_values_fail_before_compute(tmp_path, overrides, match, monkeypatch)
     _train(_config(**overrides), tmp_path)
 
 
+@pytest.mark.slow
 def test_preconditioned_records_equal_a_hand_built_operator_on_the_checkpoints(tmp_path):
   """With analysis.preconditioned_top_k = 1 the records add λ_max(P_t⁻¹H), P_t = diag(√(ν_t/(1 − β₂ᵗ)) + ε) read
   from the checkpoint's Adam state: each equals a 60-step Lanczos on v ↦ D·H(D·v), D = P_t^{-1/2} built here in

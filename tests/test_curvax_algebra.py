@@ -150,6 +150,7 @@ print("CHECK2 " + json.dumps(dict(
 """
 
 
+@pytest.mark.slow
 def test_the_docs_composition_example_runs_and_agrees_with_dense(tmp_path):
   """docs/curvax.md's second python block, run after the first in a fresh process (its own compilation cache)."""
   from tests.test_curvax_docs import REPO, TIMEOUT_S, _env  # pylint: disable=import-outside-toplevel

@@ -103,12 +103,14 @@ def test_importing_curvax_loads_none_of_the_projects_packages():
   assert not loaded & {"flax", "optax", "matfree"}, "matfree is imported only by trace(method='xtrace')"
 
 
+@pytest.mark.slow
 def test_doc_example_runs_outside_the_repository_and_matches_the_dense_hessian(tmp_path, cache):
   r = _run_example(sys.executable, tmp_path, cache, pythonpath=str(REPO))
   _assert_agrees_with_dense(r)
   assert pathlib.Path(r["curvax_file"]).resolve().is_relative_to(REPO)
 
 
+@pytest.mark.slow
 def test_pip_install_into_a_fresh_environment_then_the_doc_example(tmp_path, cache):
   """`pip install --no-deps` of a copy of the package's files into a fresh venv that reuses this interpreter's jax and
   numpy through a .pth file (offline with --no-build-isolation when this interpreter can build a wheel, else pip
@@ -169,6 +171,7 @@ def test_pip_install_into_a_fresh_environment_then_the_doc_example(tmp_path, cac
   _assert_agrees_with_dense(r)
 
 
+@pytest.mark.slow
 def test_enable_compilation_cache_writes_curvax_programs_to_the_folder(tmp_path):
   """In a fresh process (the cache is process-wide configuration): the folder is created and receives the compiled
   programs of a curvax routine; a bad argument fails before anything is configured."""

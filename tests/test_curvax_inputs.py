@@ -71,6 +71,7 @@ def test_batch_leaves_of_different_lengths_are_named(setup):
   assert "'0' has 6, '1' has 4" in msg
 
 
+@pytest.mark.slow
 def test_batches_keyword_and_the_list_of_two_arrays(setup):
   params, b1, b2 = setup
   explicit = curvax.dense_matrix(curvax.hessian(mlp.loss_fn, params, batches=[b1, b2], weights=[3.0, 1.0]))
@@ -124,6 +125,7 @@ ROUTINES = {
 
 
 @pytest.mark.parametrize("routine", sorted(ROUTINES))
+@pytest.mark.slow
 def test_a_nan_loss_stops_every_routine_naming_the_loss(setup, routine):
   params, batch, _ = setup
   for loss, linearize in ((_nan_loss, True), (_nan_everywhere, True), (_nan_everywhere, False)):
@@ -161,6 +163,7 @@ def test_batch_sharpness_of_a_nan_loss_names_the_batch(setup):
   )
 
 
+@pytest.mark.slow
 def test_an_nnx_state_names_its_rng_leaves_and_the_split_state_works():
   """A real NNX model: the unsplit State is refused naming its RNG count and key; split with nnx.Param, the loss
   (a closure over the GraphDef and the rest of the State) gives the closed-form top eigenvalue of Σ_rows ‖Wx + b‖²

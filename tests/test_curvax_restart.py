@@ -71,6 +71,7 @@ def test_stops_at_the_tolerance_and_the_ritz_vector_has_its_residual():
   assert residual <= float(res.lanczos.residual_norms[int(jnp.sum(res.lanczos.ritz_mask)) - 1]) + 1e-12
 
 
+@pytest.mark.slow
 def test_the_program_carries_max_vectors_rows_whatever_num_steps_and_compiles_once():
   """The stored vectors from the shapes: no array of the restarted program is larger than (m + 1)·n entries (the
   unrestarted one has a [num_steps + 1, n] basis), and its temporaries do not grow with num_steps."""

@@ -123,6 +123,7 @@ def test_density_moments_match_the_dense_spectrum(setup):
   assert n == 31
 
 
+@pytest.mark.slow
 def test_a_second_batch_or_checkpoint_compiles_nothing(setup):
   routines = {
       "top": lambda op: curvax.top_eigenvalues(op, 1, num_steps=6, key=jax.random.key(0)).values,
@@ -145,6 +146,7 @@ def test_a_second_batch_or_checkpoint_compiles_nothing(setup):
   assert compiles == [], f"{len(compiles)} compilations"
 
 
+@pytest.mark.slow
 def test_each_public_call_compiles_one_program(setup):
   """What a user's first call pays (issue 25): building the operator is one program (its linearization), and each
   routine is one program for the whole call (start vector, probes, recurrence, bounds, smoothing), with or without
@@ -184,6 +186,7 @@ with jax.enable_x64(True):
 """
 
 
+@pytest.mark.slow
 def test_the_persistent_cache_stores_every_program_of_a_call_without_callback(tmp_path):
   """JAX never writes an executable with a host callback to its persistent cache: a call without a progress
   callback must compile a program without one, or a second process compiles everything again."""

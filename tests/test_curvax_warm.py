@@ -84,6 +84,7 @@ def _track(mix, steps=200, tol=1e-2):
   return np.array(products[1:])
 
 
+@pytest.mark.slow
 def test_tracking_a_drifting_quadratic_reaches_the_1_percent_bound_in_at_most_5_products_median():
   """Every record certifies λ_max to 1%; with the random part as large as the tolerance (`analysis.tracking_mix` =
   tracking_tol) a record costs fewer products than with today's default tenth (measured medians 2 and 3)."""

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from models import ModelConfig, get_model
+from models import get_model
+from tests import tiny
 from train.decode import EOS_ID, make_greedy_decode, translation_metrics
 
 # ------------------------------------------------------------------------------------------------------------- BLEU
@@ -148,15 +149,8 @@ def decoder():
   tests, so the decoder compiles once)."""
   # Untied readout: with tied embeddings a random model mostly repeats its last input token; an untied head gives
   # rows that stop with EOS at different steps and rows that never do, so the reference exercises both.
-  config = ModelConfig(
-      vocab_size=VOCAB,
-      num_encoder_layers=1,
-      num_decoder_layers=2,
-      d_model=16,
-      num_heads=2,
-      d_ff=32,
-      max_len=16,
-      tie_embeddings=False,
+  config = tiny.model_config(
+      vocab_size=VOCAB, num_decoder_layers=2, d_model=16, d_ff=32, tie_embeddings=False, scale_embeddings=True
   )
   model = get_model(config)
   src = jnp.asarray(_sources())
@@ -187,6 +181,7 @@ def reference_greedy(model, variables, sources_BxS, max_length):
   return np.asarray(out)
 
 
+@pytest.mark.slow
 def test_greedy_decode_equals_a_cache_free_reference_token_for_token(decoder):
   model, variables, decode = decoder
   src = _sources()

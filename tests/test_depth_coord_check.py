@@ -22,7 +22,7 @@ import pytest
 import models
 from analysis import coord_check
 from configs import default
-from tests.test_models import batch, tiny
+from tests import tiny
 from train import config as config_lib
 
 DEPTHS = (2, 4, 8, 16)
@@ -35,7 +35,7 @@ def test_completep_branch_multiplier_is_l_over_l_base_to_the_minus_alpha():
   """x_out − x_in = (L/L_base)^{−α}·F for every sublayer: L = 4, L_base = 2, α = 1 (CompleteP) gives 1/2 and
   α = 1/2 (Depth-µP) 1/√2; for the 2-layer encoder of the same model (L/L_base = 1) the factor is 1."""
   for alpha, factor in ((1.0, 0.5), (0.5, 2**-0.5)):
-    c = tiny(
+    c = tiny.model_config(
         residual="completep",
         norm_position="pre",
         num_encoder_layers=2,
@@ -44,8 +44,8 @@ def test_completep_branch_multiplier_is_l_over_l_base_to_the_minus_alpha():
         depth_base=2,
     )
     model = models.get_model(c)
-    variables = model.init(jax.random.key(0), batch())
-    _, state = model.apply(variables, batch(), mutable=["intermediates"])
+    variables = model.init(jax.random.key(0), tiny.batch())
+    _, state = model.apply(variables, tiny.batch(), mutable=["intermediates"])
     for stack, layers, f in (("decoder", 4, factor), ("encoder", 2, 1.0)):
       for i in range(layers):
         inter = state["intermediates"][stack][f"layer_{i}"]
@@ -54,18 +54,21 @@ def test_completep_branch_multiplier_is_l_over_l_base_to_the_minus_alpha():
           np.testing.assert_allclose(delta, f * inter[f"{sub}_branch"][0], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_completep_learning_rates_are_l_over_l_base_to_the_alpha_minus_one():
   """Dey et al. 2025, Table 1 (AdamW): every parameter inside a layer (hidden matrices, biases, norms) × (L/L_base)^{α−1}
   — 1 for CompleteP's α = 1, (8/2)^{−1/2} = 1/2 for Depth-µP's α = 1/2 — embeddings and readout × 1; under µP the
   hidden matrices also get 1/width_ratio."""
   for alpha, expected in ((1.0, 1.0), (0.5, 0.5)):
-    c = tiny(residual="completep", norm_position="pre", arch="decoder", num_decoder_layers=8, depth_alpha=alpha)
-    params = models.get_model(c).init(jax.random.key(0), {"targets": batch()["targets"]})["params"]
+    c = tiny.model_config(
+        residual="completep", norm_position="pre", arch="decoder", num_decoder_layers=8, depth_alpha=alpha
+    )
+    params = models.get_model(c).init(jax.random.key(0), {"targets": tiny.batch()["targets"]})["params"]
     mult = models.lr_multipliers(params, c)
     assert mult["decoder"]["layer_3"]["mlp"]["wi"]["kernel"] == pytest.approx(expected)
     assert mult["decoder"]["layer_7"]["self_attn_norm"]["scale"] == pytest.approx(expected)
     assert mult["token_embedding"]["embedding"] == 1.0
-  c = tiny(
+  c = tiny.model_config(
       residual="completep",
       norm_position="pre",
       arch="decoder",
@@ -77,7 +80,7 @@ def test_completep_learning_rates_are_l_over_l_base_to_the_alpha_minus_one():
       d_model=16,
       mup_base_width=8,
   )
-  params = models.get_model(c).init(jax.random.key(0), {"targets": batch()["targets"]})["params"]
+  params = models.get_model(c).init(jax.random.key(0), {"targets": tiny.batch()["targets"]})["params"]
   assert models.lr_multipliers(params, c)["decoder"]["layer_0"]["mlp"]["wo"]["kernel"] == pytest.approx(0.5 / 2)
 
 
@@ -139,11 +142,13 @@ def _spread(values: dict) -> float:
   return float(v.max() / v.min())
 
 
+@pytest.mark.slow
 def test_completep_activations_and_one_step_updates_are_flat_in_depth(depth_sizes):
   spreads = {k: _spread(v) for k, v in depth_sizes["completep"].items()}
   assert all(s <= TOLERANCE for s in spreads.values()), (spreads, depth_sizes["completep"])
 
 
+@pytest.mark.slow
 def test_plain_residual_activations_and_updates_grow_with_depth(depth_sizes):
   for name, values in depth_sizes["plain"].items():
     sizes = [values[d] for d in DEPTHS]
@@ -167,6 +172,7 @@ def _modern_config():
   return config
 
 
+@pytest.mark.slow
 def test_completep_keeps_the_modern_block_flat_in_depth_up_to_32_layers():
   data = {"targets": np.random.default_rng(0).integers(1, VOCAB, (8, 8)).astype(np.int32)}
   sizes = coord_check.depth_coord_check(

@@ -240,6 +240,7 @@ def one_process(tmp_path_factory):
   return _one_process(tmp_path_factory.mktemp("one") / "run", AT_INIT)
 
 
+@pytest.mark.slow
 def test_two_processes_train_like_one_process_with_four_devices(tmp_path, jax_processes, one_process):
   """2 processes x 2 CPU devices through main.py == 1 process x 4 devices through main.py (the global batches do not
   depend on the process count, train/data/pipeline.py): the 20 train losses and the evals to 1e-6 relative; metrics.jsonl, TensorBoard, status.json and config.json written once (by
@@ -282,6 +283,7 @@ def test_two_processes_train_like_one_process_with_four_devices(tmp_path, jax_pr
     assert f"process {r.process_id} of 2" in r.output
 
 
+@pytest.mark.slow
 def test_tokenizer_trained_once_and_decoding_gathered(tmp_path, jax_processes):
   """2 processes with a tokenizer cache each (hosts without a shared disk): process 0 alone reads the corpus and
   writes the model, process 1 gets the same model; decoding 11 examples (global batches of 8 + 3) split across the
@@ -330,6 +332,7 @@ def _fsdp(tmp_path, jax_processes, extra: list) -> pathlib.Path:
   return fsdp
 
 
+@pytest.mark.slow
 def test_fsdp_across_two_processes_trains_evaluates_decodes_and_analyzes_like_one_process(
     tmp_path, jax_processes, one_process
 ):

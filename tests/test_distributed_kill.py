@@ -15,9 +15,12 @@ import time
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+import pytest
 
 from train import metrics as metrics_lib
 from train.metrics import read_metrics, read_status
+
+pytestmark = pytest.mark.slow  # end to end: the slow tier (pytest.ini)
 
 NUM_STEPS, CHECKPOINT_EVERY = 30, 5
 TINY = [

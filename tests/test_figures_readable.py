@@ -266,6 +266,7 @@ def _union_sweep(tmp_path, arms, lrs=(1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2), warmups=(
   return records, [*keys, "optim.warmup_steps", "optim.learning_rate", "train.num_steps"]
 
 
+@pytest.mark.slow
 def test_a_study_of_19_methods_draws_one_panel_per_method_labelled_by_what_varies_within_it(kept, tmp_path):
   """Study 11's grid as the sweep layer sees it (19 arms × 2 warmups × 5 lrs and an analysis at init each, 20 keys in
   which the arms differ): one panel per arm, legend entries naming warmup and lr only, one colour per entry in every
@@ -315,6 +316,7 @@ def test_few_cells_of_named_arms_share_one_panel_and_a_product_grid_splits_on_it
 # ------------------------------------------------------------------------------ study 11's figure (the atlas's cells)
 
 
+@pytest.mark.slow
 def test_edge_figure_reads_with_every_method_of_the_registry(kept, tmp_path):
   """Nine methods on the rows of five predictor panels, the long settings line in the title: nothing overprints. A
   method whose λ₀ is negative (Post-LN + BERT 0.02's batch sharpness in the cpu run) or missing has its row say so."""
@@ -403,6 +405,7 @@ def test_depth_figure_labels_each_lr_of_the_grid_and_fits_its_titles(kept, tmp_p
     assert sum(low <= t <= high and bool(lab.get_text()) for t, lab in zip(ax.get_yticks(), ax.get_yticklabels())) >= 3
 
 
+@pytest.mark.slow
 def test_width_figure_reads(kept, tmp_path):
   """Study 12's figure on hand-made runs (tests/test_claim_width.py's: µP flat, SP's sharpness growing with d and
   its optimum moving a grid step per width doubling; NTK and the embedding arm between): log axes, the grid's lrs

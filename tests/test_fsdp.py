@@ -21,9 +21,8 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import models
-from models.config import ModelConfig
+from tests import tiny
 from tests.conftest import xla_flags
-from tests.test_train import tiny_config
 from train import config as config_lib
 from train import loop
 from train import step as step_lib
@@ -49,14 +48,13 @@ def _specs(tree):
 def test_logical_axes_cover_every_parameter(arch, residual, norm_type, tied):
   """Every parameter declares one logical axis name per dimension (learned positions, embedding norm, biases,
   α / ω, MLM head included), from models.LOGICAL_AXES, and `model.init` still returns plain arrays."""
-  mc = ModelConfig(
+  mc = tiny.model_config(
       vocab_size=37,
       arch=arch,
-      num_encoder_layers=1,
-      num_decoder_layers=1,
       d_model=16,
-      num_heads=2,
       d_ff=24,
+      scale_embeddings=True,
+      max_len=256,
       residual=residual,
       norm_position="post",
       norm_type=norm_type,
@@ -95,7 +93,7 @@ def test_logical_axes_are_traced_once_per_config_and_equal_a_fresh_trace(monkeyp
   """`logical_axes(model)` reads the boxes `models.inventory` traced for the config's roles (one abstract init per config,
   not one per call): the same specs as an independent trace on a batch of another shape, and no trace on the second
   call."""
-  mc = ModelConfig(vocab_size=23, num_encoder_layers=2, num_decoder_layers=1, d_model=8, num_heads=2, d_ff=16)
+  mc = tiny.model_config(vocab_size=23, num_encoder_layers=2, d_ff=16, scale_embeddings=True, max_len=256)
   model = models.get_model(mc)
   models.inventory.boxed_param_shapes.cache_clear()
   cached = models.logical_axes(model)
@@ -140,12 +138,12 @@ def test_mesh_spec_follows_the_rules_and_replicates_what_does_not_divide():
 )
 def test_bad_mesh_config_fails_before_compute(tmp_path, key, value, match):
   with pytest.raises(ValueError, match=match):
-    loop.setup(tiny_config(**{key: value}), str(tmp_path / "run"))
+    loop.setup(tiny.run_config(**{key: value}), str(tmp_path / "run"))
   assert not (tmp_path / "run").exists()  # raised before the workdir, the data or any parameter
 
 
 def test_mesh_config_round_trips_through_config_json():
-  config = config_lib.resolve(tiny_config(**{"mesh.fsdp": 4, "mesh.rules": [["embed", "fsdp"], ["vocab", None]]}))
+  config = config_lib.resolve(tiny.run_config(**{"mesh.fsdp": 4, "mesh.rules": [["embed", "fsdp"], ["vocab", None]]}))
   assert config.mesh.rules == (("embed", "fsdp"), ("vocab", None))
   again = config_lib.resolve(ml_collections.ConfigDict(json.loads(json.dumps(config.to_dict()))))
   assert again.mesh == config.mesh
@@ -178,6 +176,7 @@ def _run(tmp_path, *layouts, timeout=300):
   return out
 
 
+@pytest.mark.slow
 def test_fsdp_matches_data_parallel(layouts):
   """20 steps on 4 devices: FSDP 1 × 4 and 2 × 2 give the losses of replicated data parallelism (4 × 1) to 1e-5
   relative, and the parameters and their Adam moments really are split over `fsdp` (D of a [D, F] kernel, of the
@@ -203,6 +202,7 @@ def test_fsdp_matches_data_parallel(layouts):
     assert shard["param"] == shard["mu"] == shard["shape"]
 
 
+@pytest.mark.slow
 def test_fsdp_checkpoint_restores(layouts):
   """A checkpoint saved under FSDP (1 × 4) restores sharded as it was saved, and resuming from step 10 gives the
   uninterrupted run's losses of steps 11..20 bit for bit."""

@@ -14,7 +14,8 @@ from jax.flatten_util import ravel_pytree
 import curvax
 from analysis.blocks import block_hvp_fn, block_indices, block_params, model_blocks
 from analysis.hessian import ggn_vp_fn, hvp_fn
-from models import ModelConfig, ParamRole, get_model, param_roles
+from models import ParamRole, get_model, param_roles
+from tests import tiny
 from train.loss import make_loss_fn
 
 VOCAB = 7
@@ -26,34 +27,15 @@ def x64():
     yield
 
 
-def _batch(rng, b, s, t):
-  inputs = rng.integers(3, VOCAB, (b, s)).astype(np.int32)
-  targets = rng.integers(3, VOCAB, (b, t)).astype(np.int32)
-  inputs[0, -2:] = 0
-  targets[1, -1:] = 0
-  return {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}
-
-
 @pytest.fixture(scope="module")
 def setup(x64):
-  config = ModelConfig(
-      vocab_size=VOCAB,
-      scale_embeddings=False,
-      num_encoder_layers=1,
-      num_decoder_layers=1,
-      d_model=4,
-      num_heads=2,
-      d_ff=4,
-      max_len=8,
-      dtype=jnp.float64,
-      param_dtype=jnp.float64,
-  )
-  model = get_model(config)
+  config = tiny.model_config(vocab_size=VOCAB, d_model=4, d_ff=4, max_len=8, dtype=jnp.float64, param_dtype=jnp.float64)
   rng = np.random.default_rng(0)
-  b1, b2 = _batch(rng, 2, 5, 4), _batch(rng, 2, 5, 4)
+  b1, b2 = tiny.batch(2, 5, 4, vocab=VOCAB, rng=rng), tiny.batch(2, 5, 4, vocab=VOCAB, rng=rng)
   b2["targets"] = b2["targets"].at[0, 2:].set(0)  # different token counts: 7 and 5
   union = jax.tree.map(lambda x, y: jnp.concatenate([x, y]), b1, b2)
-  params = jax.jit(model.init)(jax.random.key(0), union)["params"]
+  model, variables = tiny.init(config, union)
+  params = variables["params"]
   loss_fn = make_loss_fn(model)
   flat, unravel = ravel_pytree(params)
   assert model.apply({"params": params}, union).dtype == jnp.float64
@@ -86,6 +68,7 @@ def test_hvp_equals_dense_hessian_jit_and_no_jit(setup):
   assert np.abs(s["dense"] - s["dense"].T).max() <= s["tol"] * np.abs(s["dense"]).max()
 
 
+@pytest.mark.slow
 def test_linearize_once_traces_the_loss_only_when_the_operator_is_built(setup):
   """linearize=True: the gradient is linearized when `hvp_fn` is called; products replay the tangent pass and never
   trace the loss again. linearize=False (jvp per product) traces it at the first product: the counter sees it."""
@@ -167,17 +150,8 @@ def test_model_blocks_names_and_bad_name(setup):
 
 
 def test_embedding_norm_is_a_block_of_its_own():
-  config = ModelConfig(
-      vocab_size=VOCAB,
-      arch="encoder_decoder",
-      num_encoder_layers=1,
-      num_decoder_layers=1,
-      d_model=8,
-      num_heads=2,
-      d_ff=8,
-      max_len=8,
-      position="learned",
-      embedding_norm=True,
+  config = tiny.model_config(
+      vocab_size=VOCAB, max_len=8, position="learned", embedding_norm=True, scale_embeddings=True
   )
   tokens = jnp.ones((2, 4), jnp.int32)
   shapes = jax.eval_shape(get_model(config).init, jax.random.key(0), {"inputs": tokens, "targets": tokens})["params"]
@@ -190,15 +164,8 @@ def test_embedding_norm_is_a_block_of_its_own():
 
 def test_gate_matrices_are_blocks_of_their_own():
   """A gated MLP's W (mlp_gate) and gated attention's W_θ (attn_gate) are per-layer blocks, each selecting its kernel."""
-  config = ModelConfig(
-      vocab_size=VOCAB,
-      arch="decoder",
-      num_decoder_layers=1,
-      d_model=8,
-      num_heads=2,
-      d_ff=8,
-      mlp="swiglu",
-      attention_gate=True,
+  config = tiny.model_config(
+      vocab_size=VOCAB, arch="decoder", mlp="swiglu", attention_gate=True, scale_embeddings=True, max_len=256
   )
   blocks = model_blocks(config)
   roles = jax.tree.leaves(param_roles(config), is_leaf=lambda r: isinstance(r, ParamRole))
@@ -206,20 +173,12 @@ def test_gate_matrices_are_blocks_of_their_own():
   assert [r.path for r in roles if blocks["decoder/layer_0/attn_gate"](r)] == ["decoder/layer_0/self_attn/gate/kernel"]
 
 
+@pytest.mark.slow
 def test_ggn_symmetric_psd_and_equal_to_dense_jt_h_j(setup):
   """On a tiny decoder-only model (its Jacobian compiles far faster than the encoder-decoder's)."""
   s = setup
-  config = ModelConfig(
-      vocab_size=VOCAB,
-      scale_embeddings=False,
-      arch="decoder",
-      num_decoder_layers=1,
-      d_model=4,
-      num_heads=2,
-      d_ff=4,
-      max_len=8,
-      dtype=jnp.float64,
-      param_dtype=jnp.float64,
+  config = tiny.model_config(
+      vocab_size=VOCAB, arch="decoder", d_model=4, d_ff=4, max_len=8, dtype=jnp.float64, param_dtype=jnp.float64
   )
   model, batch = get_model(config), {"targets": s["union"]["targets"]}
   params = jax.jit(model.init)(jax.random.key(2), batch)["params"]

@@ -44,6 +44,7 @@ def test_param_statistics_match_numpy_and_the_truncation_closed_form():
   assert k["kurtosis"] == pytest.approx(2.36, abs=0.1)
 
 
+@pytest.mark.slow
 def test_mlp_second_moments_follow_the_mean_field_closed_forms():
   # ReLU with LeCun init halves E[x²] per layer: q_l = 2^{-l} exactly in mean field; SELU keeps q = 1.
   assert init_stats.mean_field("relu", 5) == pytest.approx([2.0**-l for l in range(1, 6)], rel=1e-12)

@@ -10,7 +10,7 @@ import pytest
 
 import models
 from configs import default
-from tests.test_models import batch, tiny
+from tests import tiny
 from train import config as config_lib
 from train import step as step_lib
 from train.loss import token_cross_entropy, token_z_loss
@@ -38,13 +38,14 @@ def test_z_loss_value_and_gradient_are_the_hand_computation():
     assert float(token_z_loss(logits - jnp.asarray(log_z)[..., None], targets)) == pytest.approx(0.0, abs=1e-20)
 
 
+@pytest.mark.slow
 def test_train_step_adds_z_loss_times_its_mean_to_the_loss_and_its_gradient():
   """With SGD at lr 1 the update is −∇: the z-loss step's loss and update are the plain step's plus c·mean log²Z
   and −c·∇_θ mean log²Z, the latter the hand gradient (2·log Z·softmax) pulled back through the model."""
   c = 1e-2
-  mc = tiny(arch="decoder", num_decoder_layers=1)
+  mc = tiny.model_config(arch="decoder", num_decoder_layers=1)
   model = models.get_model(mc)
-  b = {"targets": batch()["targets"]}
+  b = {"targets": tiny.batch()["targets"]}
   params = model.init(jax.random.key(1), b)["params"]
   tx = optax.sgd(1.0)
   state = TrainState(step=jnp.asarray(0), params=params, opt_state=tx.init(params), variables={}, rng=jax.random.key(2))

@@ -5,6 +5,10 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # end to end: the slow tier (pytest.ini)
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TINY = [
     "--config.model.preset=tiny",

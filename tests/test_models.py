@@ -1,7 +1,5 @@
 """Behavioural tests of models/: every registry combination runs, jit = no jit; causality, padding, packing; config
-errors and presets. The shared helpers `tiny` and `batch` live here; the other model tests import them: attention
-(tests/test_attention.py), the residual stream (tests/test_residual_stream.py), roles (tests/test_roles.py),
-NTK / µP (tests/test_parameterization.py), bfloat16 (tests/test_bfloat16.py)."""
+errors and presets, on the suite's tiny model and batch (tests/tiny.py)."""
 
 import itertools
 
@@ -14,32 +12,7 @@ import models
 from models import ModelConfig, get_model, param_roles
 from models.config import ARCHS, NORM_POSITIONS, PARAMETERIZATIONS
 from models.residual import RESIDUALS
-
-VOCAB = 13
-
-
-def tiny(**kw):
-  base = dict(
-      vocab_size=VOCAB,
-      scale_embeddings=False,
-      num_encoder_layers=1,
-      num_decoder_layers=1,
-      d_model=8,
-      num_heads=2,
-      d_ff=8,
-      max_len=16,
-  )
-  base.update(kw)
-  return ModelConfig(**base)
-
-
-def batch(b=2, s=5, t=4, seed=0):
-  rng = np.random.default_rng(seed)
-  inputs = rng.integers(3, VOCAB, (b, s)).astype(np.int32)
-  targets = rng.integers(3, VOCAB, (b, t)).astype(np.int32)
-  inputs[0, -2:] = 0  # some padding
-  targets[1, -1:] = 0
-  return {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}
+from tests import tiny
 
 
 def combo_kwargs(arch, norm_position, residual, parameterization):
@@ -61,9 +34,20 @@ def is_valid(norm_position, residual):
   return residual not in ("deepnorm", "admin") or norm_position == "post"
 
 
+def in_fast_tier(arch, norm_position, residual, parameterization):
+  """64 of the 576 combinations, every pair of values of any two axes among them: each (norm position, residual)
+  once, its arch and parameterization indices (n + r, n + 2r) mod 3 (an invertible map, so every (arch,
+  parameterization) pair too). The slow tier runs all 576."""
+  n, r = NORM_POSITIONS.index(norm_position), list(RESIDUALS).index(residual)
+  return ARCHS.index(arch) == (n + r) % 3 and PARAMETERIZATIONS.index(parameterization) == (n + 2 * r) % 3
+
+
 @pytest.mark.parametrize(
     "arch,norm_position,residual,parameterization",
-    list(itertools.product(ARCHS, NORM_POSITIONS, RESIDUALS, PARAMETERIZATIONS)),
+    [
+        pytest.param(*c, marks=() if in_fast_tier(*c) else pytest.mark.slow)
+        for c in itertools.product(ARCHS, NORM_POSITIONS, RESIDUALS, PARAMETERIZATIONS)
+    ],
 )
 def test_every_combination_runs(arch, norm_position, residual, parameterization):
   """Every registry combination: right shapes, finite float32 logits, a role for every parameter.
@@ -74,17 +58,25 @@ def test_every_combination_runs(arch, norm_position, residual, parameterization)
   kw = combo_kwargs(arch, norm_position, residual, parameterization)
   if not is_valid(norm_position, residual):
     with pytest.raises(ValueError, match="model.norm_position"):
-      tiny(**kw)
+      tiny.model_config(**kw)
     return
-  model = get_model(tiny(**kw))
-  b = batch()
+  model = get_model(tiny.model_config(**kw))
+  b = tiny.batch()
   variables = model.init(jax.random.key(0), b)
   logits = model.apply(variables, b)
   length = b["inputs"].shape[1] if arch == "encoder" else b["targets"].shape[1]
-  assert logits.shape == (2, length, VOCAB)
+  assert logits.shape == (2, length, tiny.VOCAB)
   assert logits.dtype == jnp.float32
   assert bool(jnp.all(jnp.isfinite(logits)))
   assert all(isinstance(r, models.ParamRole) for r in jax.tree.leaves(param_roles(model, variables["params"])))
+
+
+def test_the_fast_tiers_combinations_hold_every_pair_of_values_of_any_two_axes():
+  axes = (ARCHS, NORM_POSITIONS, list(RESIDUALS), PARAMETERIZATIONS)
+  fast = [c for c in itertools.product(*axes) if in_fast_tier(*c)]
+  assert len(fast) == len(NORM_POSITIONS) * len(RESIDUALS) == 64
+  for i, j in itertools.combinations(range(4), 2):
+    assert {(c[i], c[j]) for c in fast} == set(itertools.product(axes[i], axes[j])), (i, j)
 
 
 @pytest.mark.parametrize(
@@ -96,8 +88,8 @@ def test_every_combination_runs(arch, norm_position, residual, parameterization)
     ],
 )
 def test_jit_equals_no_jit(arch, norm_position, residual, parameterization):
-  model = get_model(tiny(**combo_kwargs(arch, norm_position, residual, parameterization)))
-  b = batch()
+  model = get_model(tiny.model_config(**combo_kwargs(arch, norm_position, residual, parameterization)))
+  b = tiny.batch()
   variables = jax.jit(model.init)(jax.random.key(1), b)
   # Make zero-initialized residual scalars count.
   variables = jax.tree.map(lambda x: x + 0.5 if x.ndim == 0 else x, variables)
@@ -108,7 +100,7 @@ def test_jit_equals_no_jit(arch, norm_position, residual, parameterization):
 def test_decoder_causality_by_gradients(arch):
   """d logits[t] / d (decoder input at position p) is exactly zero for p > t."""
   t_len = 6
-  c = tiny(arch=arch, tie_embeddings=False, num_decoder_layers=2, norm_position="pre")
+  c = tiny.model_config(arch=arch, tie_embeddings=False, num_decoder_layers=2, norm_position="pre")
   model = get_model(c)
   # Distinct tokens per target position so each embedding row belongs to one decoder input position.
   targets = jnp.arange(3, 3 + t_len, dtype=jnp.int32)[None]
@@ -133,9 +125,9 @@ def test_decoder_causality_by_gradients(arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_padding_does_not_leak(arch):
   """Outputs at real positions are identical whatever padding surrounds them."""
-  c = tiny(arch=arch, norm_position="pre", num_encoder_layers=2, num_decoder_layers=2)
+  c = tiny.model_config(arch=arch, norm_position="pre", num_encoder_layers=2, num_decoder_layers=2)
   model = get_model(c)
-  b = batch()
+  b = tiny.batch()
   params = model.init(jax.random.key(0), b)["params"]
   padded = {k: jnp.pad(v, ((0, 0), (0, 3))) for k, v in b.items()}
   out = model.apply({"params": params}, b)
@@ -159,7 +151,7 @@ def test_padding_does_not_leak(arch):
 
 def test_packed_equals_separate():
   """Two sequences packed in one row (segmentation + positions) give the logits they give apart."""
-  c = tiny(arch="encoder_decoder", norm_position="pre", num_encoder_layers=2, num_decoder_layers=2)
+  c = tiny.model_config(arch="encoder_decoder", norm_position="pre", num_encoder_layers=2, num_decoder_layers=2)
   model = get_model(c)
   a_in, a_tg = [4, 5, 6], [7, 8]
   b_in, b_tg = [9, 10], [11, 12, 5]
@@ -198,7 +190,7 @@ def test_packed_equals_separate():
 )
 def test_bad_config_values_raise_naming_key_value_choices(key, value, match):
   with pytest.raises(ValueError, match=match):
-    tiny(**{key: value})
+    tiny.model_config(**{key: value})
 
 
 def test_from_config_presets_and_unknown_keys():

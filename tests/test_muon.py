@@ -73,6 +73,7 @@ def test_muon_gets_the_hidden_matrices_of_a_model_and_adam_the_rest(gated):
 
 
 @pytest.mark.parametrize("rms", [0.2, 0.0])
+@pytest.mark.slow
 def test_updates_equal_optax_muon_on_matrices_and_optax_adamw_on_the_rest(rms):
   """4 updates under a 2-step warmup with decay λ: the matrices' updates equal `optax.contrib.muon` (Nesterov, the
   same dimension numbers, `consistent_rms` r or None = Jordan's width scale) and the rest's `optax.adamw`, both on the

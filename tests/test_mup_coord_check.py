@@ -63,6 +63,7 @@ def sizes():
   return out
 
 
+@pytest.mark.slow
 def test_every_activation_is_measured(sizes):
   names = set(sizes["mup"][64][STEPS])
   assert {"logits", "decoder/embedding", "delta/logits"} <= names
@@ -72,6 +73,7 @@ def test_every_activation_is_measured(sizes):
     assert f"decoder/layer_{layer}/self_attn/attn_logits" in names
 
 
+@pytest.mark.slow
 def test_mup_activations_are_the_same_size_at_every_width(sizes):
   for step in range(1, STEPS + 1):
     spread = coord_check.spread(sizes["mup"], step)
@@ -79,6 +81,7 @@ def test_mup_activations_are_the_same_size_at_every_width(sizes):
     assert not bad, (step, bad)
 
 
+@pytest.mark.slow
 def test_sp_activations_grow_with_width(sizes):
   spread = coord_check.spread(sizes["standard"], STEPS)
   assert max(spread.values()) > 10 * TOLERANCE, spread
@@ -93,6 +96,7 @@ def test_sp_activations_grow_with_width(sizes):
 MODERN_WIDTHS = (128, 256, 512)
 
 
+@pytest.mark.slow
 def test_mup_keeps_the_modern_block_the_same_size_at_every_width():
   batch = {"targets": np.random.default_rng(0).integers(1, VOCAB, (8, 8)).astype(np.int32)}
   sizes = {}

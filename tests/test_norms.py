@@ -11,12 +11,12 @@ from jax.scipy.special import erf
 import init
 import models
 from models.norms import get_norm
-from tests.test_models import batch, tiny
+from tests import tiny
 
 
 def _captured(c):
   model = models.get_model(c)
-  b = batch()
+  b = tiny.batch()
   variables = model.init(jax.random.key(0), b)
   _, state = model.apply(variables, b, mutable=["intermediates"], capture_intermediates=True)
   return variables["params"], state["intermediates"]
@@ -29,7 +29,7 @@ def test_every_norm_of_the_model_is_the_pointwise_function_of_its_input_at_init(
   final norm gives f(0.3·x_L + s₀); QK-norm, embedding and MLM norms are the same module."""
   s0 = 0.2 if norm_type == "derf" else 0.0
   f = (lambda z: erf(z + s0)) if norm_type == "derf" else jnp.tanh
-  c = tiny(
+  c = tiny.model_config(
       norm_type=norm_type,
       norm_position="pre",
       norm_alpha_init=0.3,
@@ -85,9 +85,9 @@ def test_pointwise_norm_with_trained_parameters_is_gamma_f_alpha_x_plus_s_plus_b
 
 def test_init_schemes_keep_alpha0_and_s0():
   """Every scheme re-draws the matrices but leaves α and s as the model creates them."""
-  c = tiny(norm_type="derf", norm_position="pre", norm_alpha_init=0.25, derf_shift_init=-0.1)
+  c = tiny.model_config(norm_type="derf", norm_position="pre", norm_alpha_init=0.25, derf_shift_init=-0.1)
   model = models.get_model(c)
-  b = batch()
+  b = tiny.batch()
   variables = init.init_params({"scheme": "xavier"}, model, jax.random.key(0), b)
   roles = models.param_roles(c, variables["params"])
   found = {"norm_alpha": set(), "norm_shift": set()}
@@ -107,4 +107,4 @@ def test_init_schemes_keep_alpha0_and_s0():
 )
 def test_bad_pointwise_values_are_named(kw, match):
   with pytest.raises(ValueError, match=match):
-    tiny(norm_position="pre", **kw)
+    tiny.model_config(norm_position="pre", **kw)

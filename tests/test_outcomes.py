@@ -99,15 +99,18 @@ def test_target_unigram_entropy_closed_form():
   assert stats["eval_self_entropy"] < stats["target_unigram_entropy"]  # Gibbs' inequality
 
 
+@pytest.mark.slow
 def test_a_sweep_records_each_runs_class(tmp_path):
   """Through the sweep layer with train.eval_at_init: an eval record at step 0, data_stats.json, and the class."""
   import json
 
   from experiments import sweep as sweep_lib
-  from tests.test_experiments import tiny_config
+  from tests import tiny
   from train import metrics as metrics_lib
 
-  config = tiny_config(**{"sweep.grid": "optim.learning_rate=0.001,1e30", "sweep.seeds": 1, "train.eval_at_init": True})
+  config = tiny.sweep_config(
+      **{"sweep.grid": "optim.learning_rate=0.001,1e30", "sweep.seeds": 1, "train.eval_at_init": True}
+  )
   finished, diverged = sweep_lib.run_sweep(config, str(tmp_path), emit=lambda _: None)
   assert diverged["outcome"] == "diverged" and diverged["class"] == DIVERGED
   assert "non-finite" in diverged["class_reason"]

@@ -43,6 +43,7 @@ def _checked_runs(name: str, scale: str):
 
 
 @pytest.mark.parametrize("name", list(registry.CLAIM_NAMES))
+@pytest.mark.slow
 def test_paper_scale_curvature_fits_the_devices_the_config_states(name):
   """At the run's full n (SentencePiece gives at most `data.vocab_size` ids), not only the lower bound the sweep
   checks before its runs."""
@@ -74,6 +75,7 @@ def test_the_paper_configs_that_record_curvature_are_the_ones_checked():
   assert {"edge", "width", "depth", "hessian_spectrum"} <= checked
 
 
+@pytest.mark.slow
 def test_num_params_without_vocab_is_the_model_at_three_ids_and_a_lower_bound():
   config = default.get_config()
   config.model.preset = "tiny"

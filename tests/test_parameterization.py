@@ -7,16 +7,16 @@ import pytest
 
 import models
 from models import get_model, param_roles
-from tests.test_models import batch, tiny
+from tests import tiny
 
 
 @pytest.mark.parametrize("arch,tied", [("encoder_decoder", False), ("decoder", True), ("encoder", True)])
 def test_ntk_equals_standard_with_rescaled_kernels(arch, tied):
   """NTK computes the SP function when W_ntk = W_sp·√fan_in (docs/science.md §3)."""
   kw = dict(arch=arch, tie_embeddings=tied, norm_position="pre", num_encoder_layers=2, num_decoder_layers=2)
-  sp = get_model(tiny(**kw, tied_readout_scale="rsqrt_d" if tied else "none"))
-  ntk = get_model(tiny(**kw, parameterization="ntk"))
-  b = batch()
+  sp = get_model(tiny.model_config(**kw, tied_readout_scale="rsqrt_d" if tied else "none"))
+  ntk = get_model(tiny.model_config(**kw, parameterization="ntk"))
+  b = tiny.batch()
   params = sp.init(jax.random.key(0), b)["params"]
   roles = param_roles(sp, params)
   scaled = {"attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "head"}
@@ -27,7 +27,7 @@ def test_ntk_equals_standard_with_rescaled_kernels(arch, tied):
 
 
 def test_mup_lr_multipliers_and_readout():
-  c = tiny(
+  c = tiny.model_config(
       arch="decoder",
       parameterization="mup",
       attention_logit_scale="dk",
@@ -35,13 +35,13 @@ def test_mup_lr_multipliers_and_readout():
       mup_base_width=8,
       tie_embeddings=False,
   )
-  params = get_model(c).init(jax.random.key(0), batch())["params"]
+  params = get_model(c).init(jax.random.key(0), tiny.batch())["params"]
   mult = models.lr_multipliers(params, c)
   assert mult["decoder"]["layer_0"]["mlp"]["wi"]["kernel"] == pytest.approx(0.25)
   assert mult["decoder"]["layer_0"]["self_attn"]["query"]["kernel"] == pytest.approx(0.25)
   assert mult["token_embedding"]["embedding"] == 1.0 and mult["head"]["kernel"] == 1.0
-  sp = tiny(arch="decoder", tie_embeddings=False, d_model=32)
-  sp_mult = models.lr_multipliers(get_model(sp).init(jax.random.key(0), batch())["params"], sp)
+  sp = tiny.model_config(arch="decoder", tie_embeddings=False, d_model=32)
+  sp_mult = models.lr_multipliers(get_model(sp).init(jax.random.key(0), tiny.batch())["params"], sp)
   assert set(jax.tree.leaves(sp_mult)) == {1.0}
   # The readout is multiplied by 1/width_ratio = 1/4 relative to the same kernel without µP.
   from models.parameterization import readout_multiplier

@@ -10,16 +10,16 @@ import pytest
 
 import models
 from models.placement import mix_ln_post_layers, sublayer_placement
-from tests.test_models import batch, tiny
+from tests import tiny
 
 LAYERS = 4
 
 
 def _run(**kw):
-  c = tiny(num_encoder_layers=LAYERS, num_decoder_layers=LAYERS, **kw)
+  c = tiny.model_config(num_encoder_layers=LAYERS, num_decoder_layers=LAYERS, **kw)
   model = models.get_model(c)
-  variables = model.init(jax.random.key(0), batch())
-  _, state = model.apply(variables, batch(), mutable=["intermediates"], capture_intermediates=True)
+  variables = model.init(jax.random.key(0), tiny.batch())
+  _, state = model.apply(variables, tiny.batch(), mutable=["intermediates"], capture_intermediates=True)
   return c, variables["params"], state["intermediates"]
 
 
@@ -31,7 +31,7 @@ def _layernorm(x, eps=1e-6):
 
 def _valid(stack):
   """Positions of the batch that are not padding (padding rows carry no constraint)."""
-  b = batch()
+  b = tiny.batch()
   return np.asarray(b["inputs"] > 0) if stack == "encoder" else np.asarray(b["targets"] > 0)
 
 
@@ -53,9 +53,13 @@ def test_peri_is_sandwich_with_a_norm_on_every_sublayer_output():
         out = layer[f"{sub}_residual_out"][0]
         np.testing.assert_allclose(out, x_in + layer[f"{sub}_branch"][0], rtol=1e-6, atol=1e-6)
     assert "final_norm" in params[stack]
-  sandwich = models.get_model(tiny(num_encoder_layers=LAYERS, num_decoder_layers=LAYERS, norm_position="sandwich"))
+  sandwich = models.get_model(
+      tiny.model_config(num_encoder_layers=LAYERS, num_decoder_layers=LAYERS, norm_position="sandwich")
+  )
   peri = models.get_model(c)
-  np.testing.assert_array_equal(peri.apply({"params": params}, batch()), sandwich.apply({"params": params}, batch()))
+  np.testing.assert_array_equal(
+      peri.apply({"params": params}, tiny.batch()), sandwich.apply({"params": params}, tiny.batch())
+  )
 
 
 @pytest.mark.parametrize("norm_position", ["pre", "peri"])
@@ -146,7 +150,7 @@ def test_reordered_norm_differs_from_peri_ln_exactly_where_the_input_is_not_norm
   from models.transformer import Layer
 
   kw = dict(arch="decoder", d_model=16, num_heads=2, d_ff=32)
-  peri, reordered = (Layer(tiny(norm_position=n, **kw), "decoder", 0) for n in ("peri", "reordered"))
+  peri, reordered = (Layer(tiny.model_config(norm_position=n, **kw), "decoder", 0) for n in ("peri", "reordered"))
   x = np.asarray(jax.random.normal(jax.random.key(0), (2, 6, 16)))
   x = jax.numpy.asarray(_layernorm(x), jax.numpy.float32)  # rows with mean 0, variance 1: Norm(x) = x at init
   mask = jax.numpy.ones((2, 1, 6, 6), bool)
@@ -177,7 +181,7 @@ def test_reordered_norm_differs_from_peri_ln_exactly_where_the_input_is_not_norm
 )
 def test_bad_placements_are_named(kw, match):
   with pytest.raises(ValueError, match=match):
-    tiny(**kw)
+    tiny.model_config(**kw)
 
 
 def test_every_norm_position_maps_to_a_placement():
@@ -186,9 +190,9 @@ def test_every_norm_position_maps_to_a_placement():
   expected["reordered"] = "reordered"
   for position, placement in expected.items():
     kw = {"norm_type": "none"} if position == "none" else {}
-    cfg = tiny(num_decoder_layers=LAYERS, norm_position=position, **kw)
+    cfg = tiny.model_config(num_decoder_layers=LAYERS, norm_position=position, **kw)
     assert sublayer_placement(cfg, "decoder", 0, "mlp") == placement
-  hybrid = tiny(norm_position="hybrid")
+  hybrid = tiny.model_config(norm_position="hybrid")
   assert [sublayer_placement(hybrid, "decoder", 0, s) for s in ("self_attn", "cross_attn", "mlp")] == [
       "none",
       "none",

@@ -17,7 +17,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from tests.test_train import tiny_config
+from tests import tiny
 from train import checkpoint as checkpoint_lib
 from train import loop
 from train import metrics as metrics_lib
@@ -28,7 +28,7 @@ NUM_STEPS = 12
 
 
 def config():
-  return tiny_config(
+  return tiny.run_config(
       **{
           "train.num_steps": NUM_STEPS,
           "train.checkpoint_every": 4,
@@ -66,6 +66,7 @@ def reference(tmp_path_factory):
     "signum, stop, status",
     [(signal.SIGTERM, loop.Preempted, "preempted"), (signal.SIGINT, loop.Interrupted, "interrupted")],
 )
+@pytest.mark.slow
 def test_a_signal_checkpoints_the_current_step_and_the_rerun_is_bitwise(
     tmp_path, monkeypatch, reference, signum, stop, status
 ):
@@ -119,6 +120,7 @@ def test_a_second_ctrl_c_aborts_at_once():
   assert signal.getsignal(signal.SIGINT) is before
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_in_the_loop_leaves_interrupted_and_a_rerun_resumes(tmp_path, monkeypatch, reference):
   """Two Ctrl-Cs as step 4 is logged: the second aborts the step (KeyboardInterrupt in the loop), status.json says
   `interrupted` at the step the loop was at with its last checkpoint (none yet: step 4's is saved after this
@@ -143,6 +145,7 @@ def test_a_second_ctrl_c_in_the_loop_leaves_interrupted_and_a_rerun_resumes(tmp_
   assert_same_state(resumed, reference[1])
 
 
+@pytest.mark.slow
 def test_truncated_latest_checkpoint_resumes_from_the_previous_one(tmp_path, caplog, reference):
   """The reference run's checkpoints are 4, 8, 12; with a data file of 12 truncated the rerun warns naming it,
   resumes from 8, saves 12 again (the bad one moved aside) and ends bit for bit where the reference ended."""
@@ -197,6 +200,7 @@ def final_state(workdir):
   return step, ocp.StandardCheckpointer().restore(workdir / "checkpoints" / str(step) / "state")
 
 
+@pytest.mark.slow
 def test_main_py_sigterm_exits_143_and_the_rerun_equals_an_uninterrupted_run(tmp_path):
   """A real SIGTERM to `python main.py` once metrics.jsonl shows progress: exit status 143, status.json `preempted`
   at the step of a checkpoint on disk; the rerun finishes with the metrics records and final arrays of an
@@ -286,6 +290,7 @@ def test_a_signal_during_setup_resumes_from_the_last_checkpoint_and_keeps_a_fini
   assert read_status(str(tmp_path))["status"] == "finished"
 
 
+@pytest.mark.slow
 def test_main_py_ctrl_c_during_setup_is_one_line_and_interrupted(tmp_path):
   """A real Ctrl-C to `python main.py` a second after it logs its devices (while setup builds data and compiles): exit
   130, no traceback, status.json `interrupted` with pid and host."""

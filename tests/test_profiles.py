@@ -1,40 +1,25 @@
 """Tests for analysis/gradients.py and analysis/signal.py: numbers against direct computations and closed forms."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from analysis.gradients import WEIGHT_ROLES, aggregate_grad_norms, grad_norm_profile, per_layer_grad_norms
 from analysis.signal import signal_profile, signal_records
-from models import ModelConfig, get_model
+from models import get_model
+from tests import tiny
 from train.loss import make_loss_fn
 
 VOCAB = 11
 
 
 def _tiny(**kw):
-  base = dict(
-      vocab_size=VOCAB,
-      scale_embeddings=False,
-      num_encoder_layers=2,
-      num_decoder_layers=1,
-      d_model=8,
-      num_heads=2,
-      d_ff=8,
-      max_len=8,
-  )
-  return ModelConfig(**{**base, **kw})
+  return tiny.model_config(**{"vocab_size": VOCAB, "num_encoder_layers": 2, "max_len": 8, **kw})
 
 
 @pytest.fixture(scope="module")
 def batch():
-  rng = np.random.default_rng(0)
-  inputs = rng.integers(3, VOCAB, (2, 6)).astype(np.int32)
-  targets = rng.integers(3, VOCAB, (2, 5)).astype(np.int32)
-  inputs[0, -2:] = 0
-  targets[1, -2:] = 0
-  return {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}
+  return tiny.batch(2, 6, 5, vocab=VOCAB, target_pad=2)
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +114,7 @@ def test_signal_records_equal_hand_computation(pre_ln, batch):
   )
 
 
+@pytest.mark.slow
 def test_signal_closed_forms_rezero_and_post_ln(batch):
   """ReZero (α = 0 at init): x_out = x_in, so the coefficient and cosine of x_0 are exactly 1 in every layer.
   Post-LN with unit gain and zero bias: E[x_out²] = var/(var + ε) ≈ 1 at every sublayer output."""

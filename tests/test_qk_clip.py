@@ -11,7 +11,7 @@ import pytest
 import models
 from configs import default
 from models.attention import MAX_LOGIT_COLLECTION, MultiHeadAttention, logit_scale
-from tests.test_models import batch, tiny
+from tests import tiny
 from train import config as config_lib
 from train import qk_clip, step
 from train.state import TrainState
@@ -26,7 +26,7 @@ def _sown(model, params, b):
 
 def test_attention_records_the_signed_max_logit_over_valid_pairs():
   """S_max per head = max over batch, queries and unmasked keys of (x·W_q + b_q)·(x·W_k + b_k)/√d_k, by hand."""
-  c = tiny(d_model=8, num_heads=2, use_bias=True)
+  c = tiny.model_config(d_model=8, num_heads=2, use_bias=True)
   attn = MultiHeadAttention(c, "self_attn")
   x = jax.random.normal(jax.random.key(0), (2, 5, 8))
   mask = jnp.tril(jnp.ones((5, 5), bool))[None, None].repeat(2, 0)
@@ -46,8 +46,8 @@ def test_attention_records_the_signed_max_logit_over_valid_pairs():
 def _hand_made():
   """The tiny encoder-decoder with biases, W_q of head 0 of `LAYER` multiplied by 20: that head's S_max is far above
   every other's; τ sits between them."""
-  model = models.get_model(tiny(use_bias=True, dropout_rate=0.0))
-  b = batch()
+  model = models.get_model(tiny.model_config(use_bias=True, dropout_rate=0.0))
+  b = tiny.batch()
   params = model.init(jax.random.key(0), b)["params"]
   kernel = params["decoder"]["layer_0"]["self_attn"]["query"]["kernel"]
   params["decoder"]["layer_0"]["self_attn"]["query"]["kernel"] = kernel.at[:, 0].multiply(20.0)
@@ -58,6 +58,7 @@ def _hand_made():
   return model, params, b, s, 0.5 * (s0 + max(others, s1))
 
 
+@pytest.mark.slow
 def test_the_clipped_heads_next_logit_is_tau_and_everything_else_is_bit_identical():
   """Kimi Team 2025, Alg. 1: W_q^0, W_k^0 (and their biases) × √(τ/S_max^0): the same batch's S_max^0 is τ (to float32
   rounding, never above it by more); head 1's and every other layer's parameters are bit-identical."""
@@ -90,6 +91,7 @@ def _get(tree, path):
   return tree
 
 
+@pytest.mark.slow
 def test_train_step_clips_after_the_update_and_logs_the_measured_max_logit():
   """One SGD step with qk_clip = τ: the metric `max_logits` is S_max at the step's parameters, the new parameters are
   the unclipped step's passed through `clip` (bit for bit), and the next step's S_max^0 is within the update's size

@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import REPO
 
 
+@pytest.mark.slow
 def test_reproduce_runs_claims_through_main_and_writes_the_report(tmp_path):
   runs, out = tmp_path / "runs", tmp_path / "out"
   cmd = [sys.executable, "-m", "experiments.reproduce", f"--runs={runs}", f"--out={out}"]
@@ -94,6 +95,7 @@ def test_claims_on_the_atlas_cells_read_the_atlas_runs(tmp_path, monkeypatch):
   assert not any("cells_dir" in arg for arg in commands[1])
 
 
+@pytest.mark.slow
 def test_redecide_applies_the_current_rule_to_a_records_measurements(tmp_path):
   """--redecide: claim 7's committed 2-seed record (measured before its rule read intervals) re-decided by today's
   rule, without runs: the verdict is the rule's on the stored numbers, the runs' provenance stays, and the report says

@@ -12,13 +12,13 @@ import pytest
 import models
 from models import get_model, param_roles
 from models.dense import Dense
-from tests.test_models import batch, tiny
+from tests import tiny
 
 MODELS = pathlib.Path(__file__).resolve().parents[1] / "models"
 
 
 def test_roles_and_fans():
-  c = tiny(
+  c = tiny.model_config(
       arch="encoder_decoder",
       d_model=16,
       num_heads=4,
@@ -28,7 +28,7 @@ def test_roles_and_fans():
       residual="admin",
       num_decoder_layers=2,
   )
-  params = get_model(c).init(jax.random.key(0), batch())["params"]
+  params = get_model(c).init(jax.random.key(0), tiny.batch())["params"]
   roles = param_roles(c, params)
   q = roles["decoder"]["layer_1"]["cross_attn"]["query"]["kernel"]
   assert (q.role, q.stack, q.layer, q.sublayer, q.fan_in, q.fan_out) == ("attn_q", "decoder", 1, "cross_attn", 16, 12)

@@ -16,8 +16,8 @@ import pytest
 
 from experiments import shard as shard_lib
 from experiments import sweep as sweep_lib
+from tests import tiny
 from tests.conftest import multi30k_copy  # noqa: F401 (a fixture)
-from tests.test_experiments import TINY, tiny_config
 from train import metrics as metrics_lib
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -103,7 +103,7 @@ def test_sweep_keys_are_checked_before_any_compute(tmp_path):
       ("sweep.claim_timeout_s", 0.0, "config.sweep.claim_timeout_s=0.0 is invalid"),
   ):
     with pytest.raises(ValueError, match=match):
-      sweep_lib.run_sweep(tiny_config(**{key: value}), str(tmp_path / "w"))
+      sweep_lib.run_sweep(tiny.sweep_config(**{key: value}), str(tmp_path / "w"))
   assert not (tmp_path / "w").exists()
 
 
@@ -144,7 +144,7 @@ def test_the_heartbeat_keeps_a_claim_fresh_and_stops_once_taken_over(tmp_path):
 
 def _cli(workdir) -> list[str]:
   """main.py's sweep over the tiny 4-cell × 2-seed grid."""
-  overrides = {**TINY, "sweep.grid": GRID, "sweep.seeds": 2}
+  overrides = {**tiny.SWEEP, "sweep.grid": GRID, "sweep.seeds": 2}
   return [
       sys.executable,
       "main.py",
@@ -164,6 +164,7 @@ def _comparable(record: dict) -> dict:
   return out
 
 
+@pytest.mark.slow
 def test_two_shards_at_once_train_every_run_once_and_gather_the_unsharded_records(tmp_path):
   """SLURM tasks 0 and 1 of an array of 2, started together on one workdir: each trains its 4 runs, none twice
   (every run's metrics.jsonl has one row per step), the last to finish gathers, and results.jsonl equals an
@@ -190,16 +191,17 @@ def test_two_shards_at_once_train_every_run_once_and_gather_the_unsharded_record
     assert steps == [1, 2, 3, 4], (record["cell"], record["seed"], steps)  # trained once
     assert not (workdir / record["workdir"] / shard_lib.CLAIM_FILE).exists()  # released
   assert (workdir / "results.md").exists() and (workdir / "curves.png").exists()
-  unsharded = sweep_lib.run_sweep(tiny_config(**{"sweep.grid": GRID}), str(tmp_path / "one"), emit=print, env={})
+  unsharded = sweep_lib.run_sweep(tiny.sweep_config(**{"sweep.grid": GRID}), str(tmp_path / "one"), emit=print, env={})
   assert [_comparable(r) for r in sharded] == [_comparable(r) for r in unsharded]
 
 
+@pytest.mark.slow
 def test_a_killed_shards_run_is_resumed_by_its_resubmission(tmp_path, monkeypatch):
   """Shard 0/2 is stopped in its first run (its claim stays, with a heartbeat and this process's pid, which is alive);
   resubmitted at once it skips the run (a fresh claim of a live process may be a live shard), trains its others and
   raises SweepIncomplete naming the run; once the claim is stale it takes the run over and resumes it from its
   checkpoint."""
-  config = tiny_config(
+  config = tiny.sweep_config(
       **{"sweep.grid": GRID, "sweep.shard": "0/2", "sweep.claim_timeout_s": 3.0, "train.checkpoint_every": 2}
   )
   workdir = str(tmp_path / "w")
@@ -252,10 +254,11 @@ def test_a_claim_of_a_dead_process_on_this_host_is_taken_over_at_once(tmp_path):
     shard_lib.release(str(run), "me")
 
 
+@pytest.mark.slow
 def test_a_killed_shard_rerun_at_once_takes_its_run_over_and_completes(tmp_path):
   """kill -9 leaves a claim with a fresh heartbeat and a pid that no longer exists on this host: the rerun takes the
   run over at once (no claim_timeout_s wait), trains every run of the sweep and returns them all."""
-  config = tiny_config(**{"sweep.grid": GRID, "sweep.claim_timeout_s": 600.0})
+  config = tiny.sweep_config(**{"sweep.grid": GRID, "sweep.claim_timeout_s": 600.0})
   workdir = str(tmp_path / "w")
   first = sweep_lib.grid_lib.cells(config)[0]
   rdir = sweep_lib.run_dir(workdir, first, 0)
@@ -272,7 +275,7 @@ def test_prepare_builds_the_tokenizer_once_for_every_shard(tmp_path, multi30k_co
   (the file is not written again)."""
   import train.data  # noqa: PLC0415
 
-  config = tiny_config(
+  config = tiny.sweep_config(
       **{
           "sweep.grid": GRID,
           "sweep.stage": "prepare",
@@ -341,6 +344,7 @@ def test_local_children_split_the_shard_and_the_devices():
     shard_lib.child_env(0, 2, {"JAX_PLATFORMS": "tpu"})
 
 
+@pytest.mark.slow
 def test_parallel_claim_its_processes_train_and_main_py_decides_once(tmp_path):
   """A claim with `sweep.parallel=2` through main.py: two processes train a run each (`claim.decide=false`), and
   main.py, which touched no device, gathers and decides once (the rounds of an adaptive grid:
@@ -360,6 +364,7 @@ def test_parallel_claim_its_processes_train_and_main_py_decides_once(tmp_path):
   assert claim["provenance"]["device_count"] == 2  # main.py's view of the host (a process's is 1 device)
 
 
+@pytest.mark.slow
 def test_parallel_two_runs_at_once_each_on_its_own_device_equal_sequential(tmp_path):
   """`sweep.parallel=2` with 2 host devices: main.py starts two processes of itself, one run each, each with one
   device; the runs overlap in time and their records equal the same sweep run in one process."""
@@ -386,7 +391,7 @@ def test_parallel_two_runs_at_once_each_on_its_own_device_equal_sequential(tmp_p
     spans.append(((run / "config.json").stat().st_mtime, json.loads((run / "status.json").read_text())["time"]))
   assert max(s for s, _ in spans) < min(e for _, e in spans)  # both were training at once
   one = sweep_lib.run_sweep(
-      tiny_config(**{"sweep.grid": grid, "sweep.seeds": 1}), str(tmp_path / "one"), emit=print, env={}
+      tiny.sweep_config(**{"sweep.grid": grid, "sweep.seeds": 1}), str(tmp_path / "one"), emit=print, env={}
   )
   assert [_comparable(r) for r in records] == [_comparable(r) for r in one]
 
@@ -394,11 +399,12 @@ def test_parallel_two_runs_at_once_each_on_its_own_device_equal_sequential(tmp_p
 # ------------------------------------------------------------------------------------------------------ torn files
 
 
+@pytest.mark.slow
 def test_a_torn_status_record_or_config_is_named_and_the_sweep_completes(tmp_path, caplog):
   """A finished sweep whose run files were cut short (a crash while a file was rewritten in place on a full disk):
   status.json, sweep_record.json or config.json that does not parse is named in one warning; the run is read as not
   finished and resumed (status, config) or its record rebuilt (sweep_record), and every run ends finished."""
-  config = tiny_config(**{"sweep.grid": GRID})
+  config = tiny.sweep_config(**{"sweep.grid": GRID})
   workdir = str(tmp_path / "w")
   first = sweep_lib.run_sweep(config, workdir, emit=print, env={})
   cells = sweep_lib.grid_lib.cells(config)
@@ -415,11 +421,12 @@ def test_a_torn_status_record_or_config_is_named_and_the_sweep_completes(tmp_pat
   assert metrics_lib.read_status(torn["status.json"])["status"] == "finished"
 
 
+@pytest.mark.slow
 def test_main_exits_6_naming_its_own_run_that_a_live_process_holds(tmp_path):
   """A run of this shard claimed by a live process (here: this test's, on this host) is skipped; the sweep trains
   the others and main.py exits EXIT_INCOMPLETE (6) naming the run, so a requeued array task does not "succeed"."""
   workdir = tmp_path / "w"
-  config = tiny_config(**{"sweep.grid": GRID, "sweep.seeds": 2})
+  config = tiny.sweep_config(**{"sweep.grid": GRID, "sweep.seeds": 2})
   first = sweep_lib.grid_lib.cells(config)[0]
   rdir = pathlib.Path(sweep_lib.run_dir(str(workdir), first, 1))
   rdir.mkdir(parents=True)

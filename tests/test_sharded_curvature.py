@@ -113,6 +113,7 @@ def sharded():
   return json.loads(lines[0][len("RESULT ") :])
 
 
+@pytest.mark.slow
 def test_sharded_batch_and_basis_give_the_one_device_top_eigenvalues_and_trace_float32(sharded):
   dtype, rtol = "float32", 1e-5
   r = sharded[dtype]
@@ -122,6 +123,7 @@ def test_sharded_batch_and_basis_give_the_one_device_top_eigenvalues_and_trace_f
   assert r["top1"][0] > r["top1"][1] > 0  # a real spectrum, not two zeros that agree trivially
 
 
+@pytest.mark.slow
 def test_the_basis_is_split_along_n_over_the_devices(sharded):
   r = sharded["float32"]
   rows, n = r["basis_shape"]
@@ -130,6 +132,7 @@ def test_the_basis_is_split_along_n_over_the_devices(sharded):
   assert r["shard_shapes"] == [[21, -(-n // 4)]], r["shard_shapes"]
 
 
+@pytest.mark.slow
 def test_run_analysis_on_the_mesh_matches_one_device(sharded):
   one, mesh = sharded["run_analysis"]["one"], sharded["run_analysis"]["mesh"]
   assert one["dtype"] == mesh["dtype"] == "float64"  # analysis.dtype='auto' on CPU
@@ -154,6 +157,7 @@ def test_analysis_dtype_auto_is_float32_on_tpu_only(monkeypatch):
   )
 
 
+@pytest.mark.slow
 def test_the_memory_guard_counts_per_device(sharded):
   n = sharded["float32"]["n"]
   need = 31 * (-(-n // 4)) * 4

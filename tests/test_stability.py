@@ -19,7 +19,8 @@ from analysis import stability
 from analysis.hessian import ggn_vp_fn, hvp_fn
 from analysis.run import run_analysis
 from configs import default
-from models import ModelConfig, get_model
+from models import get_model
+from tests import tiny
 from tests.conftest import count_compiles
 from train.loss import make_logits_fn, make_loss_fn
 
@@ -243,6 +244,7 @@ def _deep_linear_sharpness(width, parameterization, *, lr=1e-3, steps=20, d_in=1
   return lr * float(top.values[0])
 
 
+@pytest.mark.slow
 def test_mup_keeps_the_lr_scaled_preconditioned_sharpness_flat_in_width_and_sp_does_not():
   """Noci et al. 2024's quantity on a toy whose answer is known (issue 28): under SP the sharpness of the
   learning-rate-scaled preconditioned Hessian grows with width at a fixed lr (∝ n: measured 2.08 → 8.96, 4.3×, from
@@ -325,17 +327,16 @@ def _init(net, key, batch):
 
 
 @pytest.fixture(scope="module")
-def tiny():
-  config = ModelConfig(
-      vocab_size=VOCAB, scale_embeddings=False, arch="decoder", num_decoder_layers=1, d_model=4, num_heads=2, d_ff=4
-  )
+def tiny_decoder():
+  config = tiny.model_config(vocab_size=VOCAB, arch="decoder", d_model=4, d_ff=4, max_len=256)
   net = get_model(config)
   batches = _batches()
   return net, _init(net, jax.random.key(0), batches[0]), batches
 
 
-def test_preconditioned_predictors_compile_once(tiny):
-  net = tiny[0]
+@pytest.mark.slow
+def test_preconditioned_predictors_compile_once(tiny_decoder):
+  net = tiny_decoder[0]
   results = []
   for seed in (1, 2):  # the first call compiles; the second (new params, batch, gradient, loss object) must not
     with count_compiles() as compiles:
@@ -360,8 +361,9 @@ def test_preconditioned_predictors_compile_once(tiny):
   assert results[0][1]["preconditioned_lambda_max"] != results[1][1]["preconditioned_lambda_max"]
 
 
-def test_run_analysis_writes_stability_json_matching_dense_float64(tiny, tmp_path):
-  net, variables, batches = tiny
+@pytest.mark.slow
+def test_run_analysis_writes_stability_json_matching_dense_float64(tiny_decoder, tmp_path):
+  net, variables, batches = tiny_decoder
   optim = default.get_config().optim
   optim.eps = 1e-6
   cfg = _config(preconditioned_top_k=2, update_sharpness=True)
@@ -401,10 +403,11 @@ def test_run_analysis_writes_stability_json_matching_dense_float64(tiny, tmp_pat
   assert rec["beta1"] == 0.9 and rec["eps"] == 1e-6 and rec["operator"] == "hessian"
 
 
-def test_edge_predictors_match_the_dense_gauss_newton_and_each_batchs_rayleigh_quotient(tiny, tmp_path):
+@pytest.mark.slow
+def test_edge_predictors_match_the_dense_gauss_newton_and_each_batchs_rayleigh_quotient(tiny_decoder, tmp_path):
   """analysis.edge_predictors: λ_max of the Gauss–Newton (within its residual bound of the dense GGN's, float64) and
   the batch sharpness, the mean over the analysis batches of g_bᵀH_bg_b/‖g_b‖² (dense per batch); no Adam needed."""
-  net, variables, batches = tiny
+  net, variables, batches = tiny_decoder
   run_analysis(
       _config(top_k=0, edge_predictors=True),
       model=net,
@@ -452,8 +455,8 @@ def test_edge_predictors_match_the_dense_gauss_newton_and_each_batchs_rayleigh_q
         (dict(update_sharpness=True), None, r"pass run_analysis\(optim_config=config.optim\)"),
     ],
 )
-def test_bad_values_raise_before_compute(tiny, tmp_path, overrides, optim, match):
-  net, variables, batches = tiny
+def test_bad_values_raise_before_compute(tiny_decoder, tmp_path, overrides, optim, match):
+  net, variables, batches = tiny_decoder
   optim_config = None if optim is None else {**default.get_config().optim.to_dict(), **optim}
   with count_compiles() as compiles, pytest.raises(ValueError, match=match):
     run_analysis(
@@ -467,6 +470,7 @@ def test_bad_values_raise_before_compute(tiny, tmp_path, overrides, optim, match
   assert not compiles and not os.path.exists(os.path.join(tmp_path, "init"))
 
 
+@pytest.mark.slow
 def test_mean_gradient_with_weights_reads_nothing_from_tuple_batches():
   """With `weights=`, batches are any pytrees, as in curvax: (x, y) tuples with label 0, no "targets" key; the
   gradient is the weighted average of the per-batch gradients (float64)."""

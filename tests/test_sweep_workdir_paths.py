@@ -16,7 +16,7 @@ from experiments import plots as figure_kit
 from experiments import report
 from experiments import shard as shard_lib
 from experiments import sweep as sweep_lib
-from tests.test_experiments import tiny_config
+from tests import tiny
 from tests.test_workdir_paths import LocalBucket, NoCheckpoints, _no_local_mangling, bucket  # noqa: F401 (a fixture)
 from train import loop
 from train.data import tokenizers
@@ -73,7 +73,7 @@ def _objects(tmp_path) -> set[str]:
 
 def test_a_sweep_on_gs_goes_through_epath(tmp_path, bucket, monkeypatch, plain_io_refuses_uris):  # noqa: F811
   monkeypatch.setattr(loop.checkpoint_lib, "Checkpointer", NoCheckpoints)
-  config = tiny_config(**SMALL)
+  config = tiny.sweep_config(**SMALL)
   records = sweep_lib.run_sweep(config, WORKDIR, emit=print, env={})
   assert [r["outcome"] for r in records] == ["finished", "finished"], [r["error"] for r in records]
   assert plain_io_refuses_uris == []
@@ -108,11 +108,11 @@ def test_shards_on_gs_claim_their_runs_and_the_last_gathers(tmp_path, bucket, mo
   """Shards 0/2 and 1/2 one after the other on a gs:// workdir: each claims (an exclusive create through epath) and
   trains its own run; the second finds every run done and gathers."""
   monkeypatch.setattr(loop.checkpoint_lib, "Checkpointer", NoCheckpoints)
-  first = sweep_lib.run_sweep(tiny_config(**SMALL, **{"sweep.shard": "0/2"}), WORKDIR, emit=print, env={})
+  first = sweep_lib.run_sweep(tiny.sweep_config(**SMALL, **{"sweep.shard": "0/2"}), WORKDIR, emit=print, env={})
   assert [r["cell"] for r in first] == ["optim.learning_rate=0.001"]
   assert "results.jsonl" not in _objects(tmp_path)  # a shard writes no top-level file
   lines = []
-  second = sweep_lib.run_sweep(tiny_config(**SMALL, **{"sweep.shard": "1/2"}), WORKDIR, emit=lines.append, env={})
+  second = sweep_lib.run_sweep(tiny.sweep_config(**SMALL, **{"sweep.shard": "1/2"}), WORKDIR, emit=lines.append, env={})
   assert [r["outcome"] for r in second] == ["finished", "finished"]  # gathered: both runs
   assert any(line.startswith("Gathered 2 of 2 run(s)") for line in lines)
   assert {"results.jsonl", "results.md", "curves.png"} <= _objects(tmp_path)
@@ -189,6 +189,7 @@ def test_the_shared_tokenizer_is_cached_in_a_gs_folder(tmp_path, bucket, plain_i
   _no_local_mangling(tmp_path)
 
 
+@pytest.mark.slow
 def test_an_analysis_at_init_on_gs_writes_its_files_and_figures_through_epath(
     tmp_path, bucket, monkeypatch, plain_io_refuses_uris  # noqa: F811
 ):
@@ -204,7 +205,9 @@ def test_an_analysis_at_init_on_gs_writes_its_files_and_figures_through_epath(
       "analysis.grad_norms": False,
       "analysis.dtype": "float32",
   }
-  config = tiny_config(**{**SMALL, "sweep.grid": "", "sweep.analysis_at_init": True, "train.num_steps": 1}, **analysis)
+  config = tiny.sweep_config(
+      **{**SMALL, "sweep.grid": "", "sweep.analysis_at_init": True, "train.num_steps": 1}, **analysis
+  )
   (record,) = sweep_lib.run_sweep(config, WORKDIR, emit=print, env={})
   assert record["outcome"] == "finished", record["error"]
   step_0 = f"{record['workdir']}/analysis/step_0"

@@ -22,8 +22,7 @@ import pytest
 
 import train.config
 from experiments import sweep as sweep_lib
-from tests import test_experiments
-from tests.test_train import tiny_config
+from tests import tiny
 from train import loop
 from train import metrics as metrics_lib
 from train import trackers as trackers_lib
@@ -79,7 +78,7 @@ def tracker(request, monkeypatch):
 
 
 def _train(workdir, writers, **overrides):
-  config = tiny_config(**{**SMALL, "metrics.writers": writers, **overrides})
+  config = tiny.run_config(**{**SMALL, "metrics.writers": writers, **overrides})
   exp = loop.setup(config, str(workdir))
   loop.train_and_evaluate(exp)
   return exp
@@ -93,6 +92,7 @@ def _as_logged(records: list[dict]) -> list[tuple[int, dict]]:
   return out
 
 
+@pytest.mark.slow
 def test_a_tracker_gets_every_record_of_metrics_jsonl_and_resumes_its_own_run(tmp_path, tracker):
   workdir = tmp_path / "run"
   exp = _train(workdir, ("jsonl", tracker.__name__), **{"train.num_steps": 2})
@@ -116,6 +116,7 @@ def test_a_tracker_gets_every_record_of_metrics_jsonl_and_resumes_its_own_run(tm
   assert first.logged + second.logged == _as_logged(metrics_lib.read_metrics(workdir)) and second.finished == 1
 
 
+@pytest.mark.slow
 def test_no_tracker_without_the_writer_and_none_but_on_process_0(tmp_path, tracker):
   _train(tmp_path / "plain", ("jsonl",), **{"train.num_steps": 1})
   assert tracker.runs == []  # the default writers: no tracker, its module never asked for
@@ -131,10 +132,11 @@ def test_no_tracker_without_the_writer_and_none_but_on_process_0(tmp_path, track
   assert tracker.runs[0].logged == [] and tracker.runs[0].finished == 0
 
 
+@pytest.mark.slow
 def test_a_sweeps_runs_are_grouped_by_its_name_each_with_its_config(tmp_path, monkeypatch):
   module = fake_tracker("trackio")
   monkeypatch.setitem(sys.modules, "trackio", module)
-  config = test_experiments.tiny_config(
+  config = tiny.sweep_config(
       **{
           "model.arch": "decoder",
           "train.num_steps": 1,
@@ -185,7 +187,7 @@ def test_the_run_id_is_the_workdirs_whatever_form_it_is_given_in(tmp_path, monke
 )
 def test_bad_writers_fail_at_the_config_boundary(writers, match):
   with pytest.raises(ValueError, match=match):
-    train.config.resolve(tiny_config(**{"metrics.writers": writers}))
+    train.config.resolve(tiny.run_config(**{"metrics.writers": writers}))
 
 
 @pytest.mark.parametrize("name", ["wandb", "trackio"])
@@ -193,13 +195,14 @@ def test_a_missing_tracker_library_is_a_config_error_naming_the_pip_install(name
   real = importlib.util.find_spec
   monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == name else real(n, *a))
   with pytest.raises(ValueError) as error:
-    train.config.resolve(tiny_config(**{"metrics.writers": ("jsonl", name)}))
+    train.config.resolve(tiny.run_config(**{"metrics.writers": ("jsonl", name)}))
   assert str(error.value) == (
       f"config.metrics.writers=('jsonl', {name!r}) is invalid ({name!r} needs the {name} package, which is not "
       f"installed); valid: writers whose library is installed (pip install {name}; not a dependency of this project)"
   )
 
 
+@pytest.mark.slow
 def test_main_names_a_missing_tracker_before_any_compute_and_imports_none(tmp_path):
   """Importing the project (main.py and every layer) imports neither library; and main.py with metrics.writers
   naming wandb where it is not installed exits 2 with one line, before any compute (no workdir made)."""
@@ -235,6 +238,7 @@ def test_main_names_a_missing_tracker_before_any_compute_and_imports_none(tmp_pa
   assert not workdir.exists()
 
 
+@pytest.mark.slow
 def test_wandb_offline_records_the_scalars_of_metrics_jsonl_and_resumes_its_run(tmp_path, monkeypatch):
   """The real library, offline: the run's id is the workdir's, its group and config are set, a resumed run opens the
   same id again, and the offline run files hold every scalar of metrics.jsonl (each key and value as wandb's history
@@ -267,6 +271,7 @@ def test_wandb_offline_records_the_scalars_of_metrics_jsonl_and_resumes_its_run(
       assert key.encode() in data and json.dumps(value).encode() in data, (key, value)
 
 
+@pytest.mark.slow
 def test_trackio_offline_records_the_scalars_of_metrics_jsonl_and_resumes_its_run(tmp_path, monkeypatch):
   """The real library, local (its SQLite database under TRACKIO_DIR): the run named by the workdir holds exactly
   metrics.jsonl's records, the resumed run's steps appended to the same run, with the group and config given."""

@@ -18,7 +18,7 @@ from etils import epath
 from etils.epath import backend as epath_backend
 from etils.epath import gpath
 
-from tests.test_train import tiny_config
+from tests import tiny
 from train import loop
 from train import metrics as metrics_lib
 from train.metrics import read_metrics, read_status
@@ -206,13 +206,14 @@ def test_tensorboard_gets_the_gs_logdir_where_tensorboardx_supports_it(tmp_path,
   assert unsupported(epath.Path("s3://bucket/run")) == "tensorboardX writes s3:// paths only with boto3 installed"
 
 
+@pytest.mark.slow
 def test_the_training_loop_writes_a_gs_workdir(tmp_path, bucket, monkeypatch):
   """setup + train_and_evaluate on gs://bucket/run: the workdir, config.json, metrics.jsonl and status.json land in
   the bucket. (Checkpoint arrays go through TensorStore's own gs:// driver, which needs the network: the checkpointer
   is replaced by one that saves nothing.)"""
 
   monkeypatch.setattr(loop.checkpoint_lib, "Checkpointer", NoCheckpoints)
-  config = tiny_config(
+  config = tiny.run_config(
       **{
           "train.num_steps": 2,
           "train.log_every": 1,

@@ -87,6 +87,7 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.slow
 def test_a_full_disk_fails_the_run_cleanly_and_the_rerun_resumes(small_disk):
   disk, grow = small_disk
   workdir = str(disk / "run")
@@ -161,6 +162,7 @@ FILLS_THE_DISK = [
 ]
 
 
+@pytest.mark.slow
 def test_main_py_on_a_full_disk_says_one_error_without_orbaxs_tracebacks(small_disk):
   """main.py whose checkpoint save fails with ENOSPC: exit 5, the error line, one line saying orbax's tracebacks are
   not shown, and none of them (the run on the same full disk printed ~200 lines of them)."""

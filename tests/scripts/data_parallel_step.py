@@ -1,6 +1,6 @@
 """One train step on a mesh of all (8 simulated) devices vs a mesh of 1 device, same global batch.
 
-Run by tests/test_train.py with XLA_FLAGS=--xla_force_host_platform_device_count=8; prints a JSON line.
+Run by tests/test_loop.py with XLA_FLAGS=--xla_force_host_platform_device_count=8; prints a JSON line.
 """
 
 import json
@@ -12,7 +12,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tests.test_train import tiny_config  # noqa: E402
+from tests import tiny  # noqa: E402
 from train import loop  # noqa: E402
 from train import step as step_lib
 
@@ -27,7 +27,7 @@ def one_step(mesh, exp, batch):
 
 def main(workdir):
   # SGD without momentum at lr 1: the parameter change is exactly the gradient.
-  config = tiny_config(
+  config = tiny.run_config(
       **{
           "optim.name": "sgd",
           "optim.momentum": 0.0,

@@ -20,7 +20,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 import jax  # noqa: E402
 
-from tests.test_train import tiny_config  # noqa: E402
+from tests import tiny  # noqa: E402
 from train import loop  # noqa: E402
 from train.metrics import read_metrics  # noqa: E402
 
@@ -68,7 +68,7 @@ def shards(state) -> dict:
 
 
 def config(fsdp: int):
-  return tiny_config(
+  return tiny.run_config(
       **{
           "model.num_encoder_layers": 1,
           "model.num_decoder_layers": 1,

@@ -1,5 +1,5 @@
-"""End-to-end tests of the training job: learning on the embedded task, Multi30k, bitwise resume, divergence,
-data parallelism on 8 simulated devices, and clear errors for bad configs and data paths."""
+"""End-to-end tests of the training job (train/loop.py): learning on the embedded task, Multi30k, bitwise resume,
+divergence, data parallelism on 8 simulated devices, and clear errors for bad configs and data paths."""
 
 import json
 import os
@@ -13,42 +13,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from configs import default
+from tests import tiny
 from train import loop
 from train import metrics as metrics_lib
 from train.loss import make_loss_fn
 from train.metrics import read_metrics, read_status
 
+pytestmark = pytest.mark.slow  # end to end: the slow tier (pytest.ini)
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-def tiny_config(**overrides):
-  config = default.get_config()
-  m = config.model
-  m.preset = "tiny"
-  m.num_encoder_layers, m.num_decoder_layers, m.d_model, m.num_heads, m.d_ff = 2, 2, 64, 4, 128
-  m.norm_position = "pre"
-  config.init.scheme = "xavier"
-  config.optim.name, config.optim.schedule = "adam", "linear_warmup"
-  config.optim.learning_rate, config.optim.warmup_steps = 5e-3, 20
-  config.data.batch_size = config.data.eval_batch_size = 32
-  config.data.embedded.num_train, config.data.embedded.num_eval = 4000, 64
-  config.data.max_eval_loss_examples = 64
-  t = config.train
-  t.num_steps, t.log_every, t.eval_every, t.checkpoint_every = 200, 50, 200, 100
-  t.num_decode_examples = 64
-  for key, value in overrides.items():
-    node = config
-    *parents, leaf = key.split(".")
-    for p in parents:
-      node = node[p]
-    node[leaf] = value
-  return config
 
 
 def test_embedded_task_learns(tmp_path):
   """200 steps: validation loss below half its initial value, exact match above zero."""
-  config = tiny_config()
+  config = tiny.run_config()
   exp = loop.setup(config, str(tmp_path))
   eval_step = jax.jit(loop.step_lib.make_eval_step(exp.model))
   initial = loop.evaluate(exp, eval_step, None, exp.state.model_variables())["loss"]
@@ -73,7 +51,7 @@ def test_resume_is_bitwise(tmp_path):
   past the 5-step warmup, with dropout and the scheduled residual α)."""
 
   def run(workdir, num_steps):
-    config = tiny_config(
+    config = tiny.run_config(
         **{
             "train.num_steps": num_steps,
             "train.checkpoint_every": 10,
@@ -105,7 +83,7 @@ def test_resume_is_bitwise(tmp_path):
 def test_multi30k_few_steps_and_loss_at_init(tmp_path, multi30k_copy):
   """Real sentences (a copy of the shared folder: the tokenizer is cached next to the data when it can be, and
   never in the shared folder): loss at init within 10% of ln(vocab) for BERT's small init; a few steps decrease it."""
-  config = tiny_config(
+  config = tiny.run_config(
       **{
           "data.name": "multi30k",
           "data.dir": str(multi30k_copy),
@@ -204,16 +182,16 @@ def test_eight_devices_match_one(tmp_path):
 )
 def test_bad_config_values_fail_before_compute(tmp_path, key, value, match):
   with pytest.raises(ValueError, match=match):
-    loop.setup(tiny_config(**{key: value}), str(tmp_path))
+    loop.setup(tiny.run_config(**{key: value}), str(tmp_path))
 
 
 def test_bad_data_paths(tmp_path):
   with pytest.raises((ValueError, FileNotFoundError), match="data.dir"):
-    loop.setup(tiny_config(**{"data.name": "multi30k", "data.dir": str(tmp_path / "nope")}), str(tmp_path))
+    loop.setup(tiny.run_config(**{"data.name": "multi30k", "data.dir": str(tmp_path / "nope")}), str(tmp_path))
   empty = tmp_path / "empty"
   empty.mkdir()
   with pytest.raises((ValueError, FileNotFoundError), match="train"):
-    loop.setup(tiny_config(**{"data.name": "multi30k", "data.dir": str(empty)}), str(tmp_path))
+    loop.setup(tiny.run_config(**{"data.name": "multi30k", "data.dir": str(empty)}), str(tmp_path))
 
 
 def test_quick_start_log_is_quiet_and_ends_with_the_summary(tmp_path):
@@ -254,7 +232,7 @@ def test_status_json_carries_step_loss_and_eta_while_running(tmp_path, monkeypat
   records = []
   original = metrics_lib.write_status
   monkeypatch.setattr(metrics_lib, "write_status", lambda *a, **k: records.append(original(*a, **k)) or records[-1])
-  config = tiny_config(
+  config = tiny.run_config(
       **{
           "train.num_steps": 6,
           "train.log_every": 2,
@@ -277,10 +255,10 @@ def test_mlm_masked_packed_translation_batch_equals_separate_sequences():
   """The encoder's MLM batch is built from the text in `targets` with the targets' packing keys (train.step
   .mlm_masked): a packed row of two target sentences gives each sentence the logits it gets alone, although the
   packed source `inputs` (not the encoder's) are segmented differently."""
-  from models import ModelConfig, get_model
+  from models import get_model
   from train.step import mlm_masked
 
-  config = ModelConfig(vocab_size=11, arch="encoder", num_encoder_layers=1, d_model=8, num_heads=2, d_ff=8)
+  config = tiny.model_config(vocab_size=11, arch="encoder", scale_embeddings=True, max_len=256)
   model = get_model(config)
   packed = {
       "inputs": jnp.asarray([[5, 6, 7, 8, 9, 10]], jnp.int32),

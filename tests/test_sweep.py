@@ -1,6 +1,6 @@
-"""The sweep (experiments/): grid parsing and its errors, and a 2 × 2 grid × 2 seeds end to end at the tiny size —
-records with provenance, the table, the figures, progress with an ETA, a diverged cell recorded while the others
-finish, a rerun through main.py that trains nothing, and unfinished runs resumed (one crashing, recorded)."""
+"""The sweep (experiments/sweep.py, grid.py): grid parsing and its errors, and a 2 × 2 grid × 2 seeds end to end at
+the tiny size — records with provenance, the table, the figures, progress with an ETA, a diverged cell recorded while
+the others finish, a rerun through main.py that trains nothing, and unfinished runs resumed (one crashing, recorded)."""
 
 import json
 import math
@@ -15,43 +15,13 @@ import numpy as np
 import pytest
 
 import train.loop
-from configs.sweeps import warmup
 from experiments import grid as grid_lib
 from experiments import study as study_lib
 from experiments import sweep as sweep_lib
+from tests import tiny
 from train import metrics as metrics_lib
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-# One encoder and one decoder layer of the tiny preset, 4 steps of batch 8: each run is compile-bound.
-TINY = {
-    "model.preset": "tiny",
-    "model.num_encoder_layers": 1,
-    "model.num_decoder_layers": 1,
-    "data.embedded.num_train": 200,
-    "data.embedded.num_eval": 16,
-    "data.batch_size": 8,
-    "data.eval_batch_size": 8,
-    "optim.warmup_steps": 0,
-    "train.num_steps": 4,
-    "train.log_every": 1,
-    "train.eval_every": 4,
-    "train.checkpoint_every": 4,
-    "train.num_decode_examples": 0,
-    # The lr = 1e30 cells diverge: Adam's first update moves every weight by ~lr, and the loss is not finite at step 2.
-    "sweep.grid": "optim.learning_rate=0.001,1e30;model.norm_position=post,pre",
-    "sweep.seeds": 2,
-}
-
-
-def tiny_config(**overrides):
-  config = warmup.get_config()
-  for key, value in {**TINY, **overrides}.items():
-    *parents, leaf = key.split(".")
-    node = config
-    for p in parents:
-      node = node[p]
-    node[leaf] = value
-  return config
 
 
 def syntax_error(grid, reason):
@@ -62,7 +32,7 @@ def syntax_error(grid, reason):
 
 
 def test_grid_cells_are_the_product_typed_as_the_defaults():
-  config = tiny_config(
+  config = tiny.sweep_config(
       **{"sweep.grid": " optim.warmup_steps=0, 400 ; model.norm_position=none,post;model.d_model=none,64"}
   )
   axes = grid_lib.parse_grid(config.sweep.grid, config)
@@ -91,12 +61,12 @@ def test_grid_cells_are_the_product_typed_as_the_defaults():
   typed = grid_lib.parse_grid("optim.learning_rate=1,3e-4;model.use_bias=TRUE,false", config)
   assert typed == [("optim.learning_rate", [1.0, 3e-4]), ("model.use_bias", [True, False])]
   assert isinstance(typed[0][1][0], float)
-  assert [c.name for c in grid_lib.cells(tiny_config(**{"sweep.grid": ""}))] == ["base"]
+  assert [c.name for c in grid_lib.cells(tiny.sweep_config(**{"sweep.grid": ""}))] == ["base"]
 
 
 def test_a_union_of_products_records_every_swept_key():
   grid = "model.norm_position=post;optim.warmup_steps=0,30 | model.norm_position=pre;init.scheme=bert"
-  config = tiny_config(**{"sweep.grid": grid})
+  config = tiny.sweep_config(**{"sweep.grid": grid})
   assert grid_lib.parse_grid(grid, config) == [
       ("model.norm_position", ["post", "pre"]),
       ("optim.warmup_steps", [0, 30]),
@@ -113,15 +83,15 @@ def test_a_union_of_products_records_every_swept_key():
   assert cells[0].params["init.scheme"] == config.init.scheme == "xavier"
   assert grid_lib.cell_config(config, cells[2], seed=0).optim.warmup_steps == 0
   with pytest.raises(ValueError, match=re.escape("two cells get the same directory name")):
-    grid_lib.cells(tiny_config(**{"sweep.grid": "optim.warmup_steps=0 | optim.warmup_steps=0,1"}))
+    grid_lib.cells(tiny.sweep_config(**{"sweep.grid": "optim.warmup_steps=0 | optim.warmup_steps=0,1"}))
 
 
 def test_a_product_named_by_a_label_names_its_cells_but_not_their_directories():
   named = "Post-LN + Xavier (warmup 0..30): model.norm_position=post;optim.warmup_steps=0,30 | Pre-LN: init.scheme=bert"
-  cells = grid_lib.cells(tiny_config(**{"sweep.grid": named}))
+  cells = grid_lib.cells(tiny.sweep_config(**{"sweep.grid": named}))
   assert [c.arm for c in cells] == ["Post-LN + Xavier (warmup 0..30)"] * 2 + ["Pre-LN"]
   unnamed = grid_lib.cells(
-      tiny_config(**{"sweep.grid": "model.norm_position=post;optim.warmup_steps=0,30 | init.scheme=bert"})
+      tiny.sweep_config(**{"sweep.grid": "model.norm_position=post;optim.warmup_steps=0,30 | init.scheme=bert"})
   )
   assert [(c.name, c.overrides, c.params) for c in cells] == [(c.name, c.overrides, c.params) for c in unnamed]
   assert {c.arm for c in unnamed} == {""}
@@ -135,8 +105,8 @@ def test_analysis_steps_must_be_kept_checkpoints():
   assert grid_lib.saved_steps(10, 4, 3) == [4, 8, 10] and grid_lib.saved_steps(10, 4, 2) == [8, 10]
   for steps in ((0,), (8, 4), (4, 4), [True]):
     with pytest.raises(ValueError, match=re.escape("valid: a tuple of increasing checkpoint steps > 0")):
-      grid_lib.SweepConfig.from_config(tiny_config(**{"sweep.analysis_steps": steps}).sweep)
-  config = tiny_config(**{"sweep.analysis_steps": (2,), "sweep.grid": ""})  # 4 steps, checkpoints every 4
+      grid_lib.SweepConfig.from_config(tiny.sweep_config(**{"sweep.analysis_steps": steps}).sweep)
+  config = tiny.sweep_config(**{"sweep.analysis_steps": (2,), "sweep.grid": ""})  # 4 steps, checkpoints every 4
   with pytest.raises(ValueError, match=re.escape("sweep cell base, seed 0: [2] will not be kept")):
     sweep_lib.run_sweep(config, "/nonexistent/never/written")
 
@@ -171,16 +141,16 @@ def test_analysis_steps_must_be_kept_checkpoints():
 )
 def test_a_bad_grid_names_the_part_and_the_syntax(grid, reason):
   with pytest.raises(ValueError, match="^" + syntax_error(grid, reason) + "$"):
-    grid_lib.cells(tiny_config(**{"sweep.grid": grid}))
+    grid_lib.cells(tiny.sweep_config(**{"sweep.grid": grid}))
 
 
 def test_bad_sweep_keys_and_cells_fail_before_any_compute(tmp_path):
   with pytest.raises(ValueError, match=re.escape("config.sweep.seeds=0 is invalid; valid: an integer >= 1")):
-    grid_lib.SweepConfig.from_config(tiny_config(**{"sweep.seeds": 0}).sweep)
+    grid_lib.SweepConfig.from_config(tiny.sweep_config(**{"sweep.seeds": 0}).sweep)
   with pytest.raises(ValueError, match=re.escape("config.sweep.metric='loss' is invalid; valid: '<split>/<name>'")):
-    grid_lib.SweepConfig.from_config(tiny_config(**{"sweep.metric": "loss"}).sweep)
+    grid_lib.SweepConfig.from_config(tiny.sweep_config(**{"sweep.metric": "loss"}).sweep)
   # A value the grid parses but the config boundary rejects: the cell is named, nothing runs.
-  config = tiny_config(**{"sweep.grid": "init.scheme=xavier,nonsense"})
+  config = tiny.sweep_config(**{"sweep.grid": "init.scheme=xavier,nonsense"})
   with pytest.raises(ValueError, match=r"^sweep cell init.scheme=nonsense, seed 0: config.init.scheme='nonsense'"):
     sweep_lib.run_sweep(config, str(tmp_path / "sweep"))
   assert not (tmp_path / "sweep").exists()
@@ -193,6 +163,7 @@ def _git_head():
   return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
 
+@pytest.mark.slow
 def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
   workdir = tmp_path / "sweep"
   real_train = train.loop.train_and_evaluate
@@ -204,7 +175,7 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
     return real_train(exp, hooks)
 
   monkeypatch.setattr(train.loop, "train_and_evaluate", timed_train)
-  records = sweep_lib.run_sweep(tiny_config(), str(workdir), clock=lambda: now[0], emit=lines.append)
+  records = sweep_lib.run_sweep(tiny.sweep_config(), str(workdir), clock=lambda: now[0], emit=lines.append)
 
   # 2 × 2 cells × 2 seeds = 8 records, in grid order; the 1e30 cells diverged and the others still finished
   # both seeds.
@@ -259,7 +230,7 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
   assert len(list((workdir / "tensorboard_hparams").glob("*/seed_*"))) == 8
 
   # Rerun through main.py: all eight runs are done, none trains, the records are kept as they were.
-  args = [f"--config.{k}={v}" for k, v in TINY.items()]
+  args = [f"--config.{k}={v}" for k, v in tiny.SWEEP.items()]
   out = subprocess.run(
       [sys.executable, "main.py", "--config=configs/sweeps/warmup.py", f"--workdir={workdir}", *args],
       cwd=REPO,
@@ -277,7 +248,7 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
   with pytest.raises(
       ValueError, match=r"seed_0/config.json was trained with another config \(train.num_steps: 4 -> 8\)"
   ):
-    sweep_lib.run_sweep(tiny_config(**{"train.num_steps": 8}), str(workdir), emit=lines.append)
+    sweep_lib.run_sweep(tiny.sweep_config(**{"train.num_steps": 8}), str(workdir), emit=lines.append)
 
   # Two runs killed before their status said so: both resume from checkpoint 4; one crashes (recorded, with its
   # type and message) and the sweep still resumes the other.
@@ -293,7 +264,7 @@ def test_sweep_end_to_end_resumable_with_outcomes(tmp_path, monkeypatch):
     return real_train(exp, hooks)
 
   monkeypatch.setattr(train.loop, "train_and_evaluate", crash_seed_0)
-  again = sweep_lib.run_sweep(tiny_config(), str(workdir), emit=lines.append)
+  again = sweep_lib.run_sweep(tiny.sweep_config(), str(workdir), emit=lines.append)
   assert len(calls) == 2
   assert [(r["outcome"], r["error"], r["resumed_from_step"]) for r in again[:2]] == [
       ("crashed", "RuntimeError: boom", 4),
@@ -317,7 +288,7 @@ def test_analyze_prints_progress_as_analysis_progress_says(setting, params, give
 
   seen = []
   monkeypatch.setattr(analysis_run, "run_analysis", lambda *a, **k: seen.append(k["progress"]))
-  config = tiny_config(**{"analysis.progress": setting})
+  config = tiny.sweep_config(**{"analysis.progress": setting})
   leaves = {"w": np.zeros((params,), np.float32)}
   state = types.SimpleNamespace(step=0, params=leaves, model_variables=lambda: {"params": leaves})
   exp = types.SimpleNamespace(
@@ -327,6 +298,7 @@ def test_analyze_prints_progress_as_analysis_progress_says(setting, params, give
   assert seen == [expected]
 
 
+@pytest.mark.slow
 def test_analysis_at_init_writes_step_0_of_each_run(tmp_path, monkeypatch):
   """`sweep.analysis_at_init`: analysis.run at step 0 into the run's analysis/step_0/ (as main.py's at_init), its
   Lanczos programs built without a progress callback (a host callback keeps the persistent cache from storing them,
@@ -350,7 +322,7 @@ def test_analysis_at_init_writes_step_0_of_each_run(tmp_path, monkeypatch):
       "analysis.preconditioned_top_k": 1,
       "analysis.update_sharpness": True,
   }
-  config = tiny_config(
+  config = tiny.sweep_config(
       **{"sweep.grid": "", "sweep.seeds": 1, "sweep.analysis_at_init": True, "train.num_steps": 1}, **analysis
   )
   (record,) = sweep_lib.run_sweep(config, str(tmp_path))
@@ -366,20 +338,21 @@ def test_analysis_at_init_writes_step_0_of_each_run(tmp_path, monkeypatch):
   assert callbacks and all(c is None for c in callbacks), callbacks
 
 
+@pytest.mark.slow
 def test_analysis_steps_analyze_kept_checkpoints_also_of_finished_runs(tmp_path):
   """`sweep.analysis_steps`: each checkpoint restored and analyzed into analysis/step_<k>/ after training; steps added
   on a rerun are analyzed for runs an earlier invocation finished, without training them again."""
   analysis = {"analysis.batch_size": 4, "analysis.top_k": 0, "analysis.spectrum": False, "analysis.trace_probes": 0}
   analysis.update({"analysis.blocks": False, "analysis.grad_norms": False, "analysis.param_stats": True})
   base = {"sweep.grid": "", "sweep.seeds": 1, "train.num_steps": 4, "train.checkpoint_every": 2, **analysis}
-  (record,) = sweep_lib.run_sweep(tiny_config(**base, **{"sweep.analysis_steps": (4,)}), str(tmp_path))
+  (record,) = sweep_lib.run_sweep(tiny.sweep_config(**base, **{"sweep.analysis_steps": (4,)}), str(tmp_path))
   run = tmp_path / record["workdir"]
   assert record["outcome"] == "finished" and sorted(p.name for p in (run / "analysis").iterdir()) == ["step_4"]
   meta = json.loads((run / "analysis" / "step_4" / "metadata.json").read_text())
   assert meta["step"] == 4 and meta["at_init"] is False
   # The restored step-4 parameters are the trained ones: their stats differ from step 2's, analyzed on the rerun.
   trained = metrics_lib.read_metrics(str(run))
-  sweep_lib.run_sweep(tiny_config(**base, **{"sweep.analysis_steps": (2, 4)}), str(tmp_path))
+  sweep_lib.run_sweep(tiny.sweep_config(**base, **{"sweep.analysis_steps": (2, 4)}), str(tmp_path))
   assert sorted(p.name for p in (run / "analysis").iterdir()) == ["step_2", "step_4"]
   assert metrics_lib.read_metrics(str(run)) == trained  # nothing retrained
   stats = {k: json.loads((run / "analysis" / f"step_{k}" / "params.json").read_text()) for k in (2, 4)}
@@ -387,16 +360,19 @@ def test_analysis_steps_analyze_kept_checkpoints_also_of_finished_runs(tmp_path)
   assert any(a["std"] != b["std"] for a, b in zip(stats[2], stats[4]))
 
 
+@pytest.mark.slow
 def test_a_sweep_reading_another_sweeps_runs_shares_them_and_keeps_its_own_records(tmp_path):
   """`sweep.cells_dir`: a study over a subset of another sweep's cells (a claim on the atlas's runs) trains nothing
   already there, trains what is missing there, and writes its results.jsonl (paths that resolve) in its own folder."""
   quiet = lambda _: None
   first = str(tmp_path / "atlas")
-  sweep_lib.run_sweep(tiny_config(**{"sweep.grid": "optim.warmup_steps=0,1", "sweep.seeds": 1}), first, emit=quiet)
+  sweep_lib.run_sweep(
+      tiny.sweep_config(**{"sweep.grid": "optim.warmup_steps=0,1", "sweep.seeds": 1}), first, emit=quiet
+  )
   with open(os.path.join(first, "results.jsonl"), encoding="utf-8") as f:
     before = f.read()
   lines, mine = [], str(tmp_path / "claim")
-  config = tiny_config(**{"sweep.grid": "W: optim.warmup_steps=1,2", "sweep.seeds": 1, "sweep.cells_dir": first})
+  config = tiny.sweep_config(**{"sweep.grid": "W: optim.warmup_steps=1,2", "sweep.seeds": 1, "sweep.cells_dir": first})
   sweep_lib.run_sweep(config, mine, emit=lines.append)
   assert [line.endswith("skipped") for line in lines if line.startswith("cell ")] == [True, False]  # 2 is new
   assert os.path.isdir(os.path.join(first, "cells", "optim.warmup_steps=2", "seed_0"))  # trained where the runs live
@@ -419,9 +395,9 @@ def test_the_compilation_cache_is_the_sweeps_when_asked(tmp_path):
 
   before = jax.config.jax_compilation_cache_dir
   try:
-    assert sweep_lib.use_compilation_cache(tiny_config(), str(tmp_path)) is None
+    assert sweep_lib.use_compilation_cache(tiny.sweep_config(), str(tmp_path)) is None
     assert jax.config.jax_compilation_cache_dir == before
-    shared = tiny_config(**{"sweep.compilation_cache": "auto", "sweep.cells_dir": str(tmp_path / "atlas")})
+    shared = tiny.sweep_config(**{"sweep.compilation_cache": "auto", "sweep.cells_dir": str(tmp_path / "atlas")})
     assert sweep_lib.use_compilation_cache(shared, str(tmp_path / "claim")) == str(tmp_path / "atlas" / "jax_cache")
     assert jax.config.jax_compilation_cache_dir == str(tmp_path / "atlas" / "jax_cache")
   finally:
@@ -431,13 +407,16 @@ def test_the_compilation_cache_is_the_sweeps_when_asked(tmp_path):
     assert module.get_config("tiny").sweep.compilation_cache == ""
 
 
+@pytest.mark.slow
 def test_a_union_sweep_over_runs_of_one_cell_grids_reports_every_swept_key(tmp_path):
   """Runs made cell by cell (each by a one-product grid) are skipped by the union's sweep,
   whose records and results.md carry every swept key: the base value where a product does not set it."""
   grid = "model.norm_position=post;optim.warmup_steps=0 | model.norm_position=pre;init.scheme=bert"
-  config = tiny_config(**{"sweep.grid": "Post: " + grid.replace("| ", "| Pre: "), "sweep.seeds": 1})
+  config = tiny.sweep_config(**{"sweep.grid": "Post: " + grid.replace("| ", "| Pre: "), "sweep.seeds": 1})
   for product in grid.split(" | "):
-    sweep_lib.run_sweep(tiny_config(**{"sweep.grid": product, "sweep.seeds": 1}), str(tmp_path), emit=lambda _: None)
+    sweep_lib.run_sweep(
+        tiny.sweep_config(**{"sweep.grid": product, "sweep.seeds": 1}), str(tmp_path), emit=lambda _: None
+    )
   records = sweep_lib.run_sweep(config, str(tmp_path), emit=lambda _: None)
   assert [r["params"] for r in records] == [
       {"model.norm_position": "post", "optim.warmup_steps": 0, "init.scheme": "xavier"},
