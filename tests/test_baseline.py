@@ -155,6 +155,7 @@ def test_the_baseline_heads_the_report_and_the_readme(tmp_path):
     reproduction.update_readme(str(readme), [claim], RECORD)
 
 
+@pytest.mark.slow
 def test_the_baseline_is_a_main_py_mode_that_trains_then_writes_the_record(monkeypatch, tmp_path):
   """`python main.py --config=configs/multi30k_baseline.py` is the one way to run it: its mode is 'baseline', which
   main.py accepts, and `write_record` writes the record, stating main.py's command with no machine path."""

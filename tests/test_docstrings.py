@@ -36,8 +36,11 @@ _LIBS = "jax|jaxlib|flax|optax|orbax|etils|numpy|scipy|torch|pytorch|tensorflow|
 VERSION = re.compile(rf"\b(?:{_LIBS})\s+v?\d+(?:\.(?:\d+|x))+", re.I)
 
 
+MAIN = ROOT / "main.py"
+
+
 def modules():
-  paths = [ROOT / "main.py"]
+  paths = [MAIN]
   for package in PACKAGES:
     paths += sorted(p for p in (ROOT / package).rglob("*.py") if "__pycache__" not in p.parts)
   return [str(p.relative_to(ROOT)) for p in paths]
