@@ -42,7 +42,11 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import numpy as np  # noqa: E402
 
-VOCAB, BATCH, LENGTH, STEPS, TOL = 1000, 16, 32, 30, 1e-3
+BATCH, LENGTH, STEPS, TOL = 16, 32, 30, 1e-3
+# The bench's sizes: a model preset's dimensions (models.config.PRESETS) or its own, with a vocabulary. `small` and
+# `medium` at 8000 tokens are a realistic subword vocabulary (7.58M and 19.6M parameters); `tiny` keeps today's 1000.
+MEDIUM = dict(num_encoder_layers=4, num_decoder_layers=4, d_model=384, num_heads=6, d_ff=1536)
+SIZES = {"tiny": ("tiny", 1000), "small": ("small", 8000), "medium": (MEDIUM, 8000)}
 ROUTINES = ("lanczos", "density", "top")
 LABELS = {
     "lanczos": f"Lanczos, {STEPS} steps",
@@ -65,9 +69,20 @@ def have_torch() -> bool:
 
 
 def sizes(preset):
+  """The model's dimensions and vocabulary at bench size `preset` (a `SIZES` key, or a model preset at 1000)."""
   from models.config import PRESETS  # noqa: PLC0415
 
-  return dict(vocab_size=VOCAB, **PRESETS[preset])
+  dims, default_vocab = SIZES.get(preset, (preset, 1000))
+  dims = PRESETS[dims] if isinstance(dims, str) else dims
+  return dict(vocab_size=default_vocab, **dims)
+
+
+def model_config(preset):
+  from models import ModelConfig  # noqa: PLC0415
+
+  size = sizes(preset)
+  vocab = size.pop("vocab_size")
+  return ModelConfig.from_config(size, vocab_size=vocab)
 
 
 def write_problem(preset, path):
@@ -75,11 +90,12 @@ def write_problem(preset, path):
   import jax  # noqa: PLC0415
   import jax.numpy as jnp  # noqa: PLC0415
 
-  from models import ModelConfig, get_model  # noqa: PLC0415
+  from models import get_model  # noqa: PLC0415
 
-  model = get_model(ModelConfig.from_config({"preset": preset}, vocab_size=VOCAB))
+  model = get_model(model_config(preset))
   rng = np.random.default_rng(0)
-  batch = {k: jnp.asarray(rng.integers(1, VOCAB, (BATCH, LENGTH)), jnp.int32) for k in ("inputs", "targets")}
+  vocab = sizes(preset)["vocab_size"]
+  batch = {k: jnp.asarray(rng.integers(1, vocab, (BATCH, LENGTH)), jnp.int32) for k in ("inputs", "targets")}
   params = jax.jit(model.init)(jax.random.key(0), batch)["params"]
   flat = {
       "/".join(str(k.key) for k in path): np.asarray(x) for path, x in jax.tree_util.tree_flatten_with_path(params)[0]
@@ -99,13 +115,13 @@ def _jax_side(preset, path):
   import jax.numpy as jnp  # noqa: PLC0415
   from flax import traverse_util  # noqa: PLC0415
 
-  from models import ModelConfig, get_model  # noqa: PLC0415
+  from models import get_model  # noqa: PLC0415
   from train.loss import make_loss_fn  # noqa: PLC0415
 
   flat, inputs, targets = read_problem(path)
   params = traverse_util.unflatten_dict({tuple(k.split("/")): jnp.asarray(v) for k, v in flat.items()})
   batch = {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}
-  model = get_model(ModelConfig.from_config({"preset": preset}, vocab_size=VOCAB))
+  model = get_model(model_config(preset))
   return make_loss_fn(model), params, batch, flat
 
 
