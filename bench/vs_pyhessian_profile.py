@@ -9,11 +9,11 @@ minimum kept (the machine may be shared), every result blocked on (`jax.block_un
   * reorthogonalization: `curvax.orthogonality.cgs_reorthogonalize` (what full reorthogonalization runs every
     step) on the real 30-step basis at steps 0, 15 and 29 (its cost grows with the step; their mean stands for a step);
   * orthogonality measure: `gram_deviation` of the basis, once per call (the certified bounds need it);
-  * Lanczos: the whole `curvax.lanczos(H, num_steps=30)` on a built operator, and the transfer of its result to
-    the host (`jax.device_get`);
+  * Lanczos: the whole `curvax.lanczos(H, num_steps=30)` on a built operator (full reorthogonalization, the
+    default, and `reorthogonalize="partial"`), and the transfer of its result to the host (`jax.device_get`);
   * torch: PyHessian's constructor (a forward and a backward with `create_graph=True`), one product (its
     `hessian_vector_product`: `torch.autograd.grad(grads, params, grad_outputs=v, retain_graph=True)`, the
-    double backward) and its whole `density(30, 1)`.
+    double backward) and its whole `density(30, 1)` (unless `--no_torch_lanczos`).
 
 Lanczos overhead = (Lanczos − 30 × product) / (30 × product), on each side. Run (torch and pyhessian in the bench
 venv, bench/requirements-pyhessian.txt):
@@ -61,7 +61,7 @@ def jax_pieces(preset, path):
     return product(H, basis[i]) - beta * basis[max(i - 1, 0)] - res.alphas[i] * basis[i]
 
   ws = {i: jax.block_until_ready(residual(i)) for i in (0, vs.STEPS // 2, vs.STEPS - 1)}
-  lanczos = lambda op: curvax.lanczos(op, num_steps=vs.STEPS, key=jax.random.key(1))
+  lanczos = lambda op, r="full": curvax.lanczos(op, num_steps=vs.STEPS, key=jax.random.key(1), reorthogonalize=r)
   out = lanczos(H)
   pieces = {
       "build": lambda: jax.block_until_ready(curvax.hessian(loss_fn, params, batch)),
@@ -69,6 +69,7 @@ def jax_pieces(preset, path):
       **{f"reorth_{i}": (lambda i=i: jax.block_until_ready(reorth(basis, ws[i], i, "auto"))) for i in ws},
       "gram": lambda: jax.block_until_ready(gram(basis, vs.STEPS)),
       "lanczos": lambda: jax.block_until_ready(lanczos(H)),
+      "lanczos_partial": lambda: jax.block_until_ready(lanczos(H, "partial")),
       "to_host": lambda: jax.device_get(out),
   }
   for fn in pieces.values():
@@ -76,7 +77,7 @@ def jax_pieces(preset, path):
   return pieces, n
 
 
-def torch_pieces(preset, path):
+def torch_pieces(preset, path, with_lanczos):
   import torch  # noqa: PLC0415
   import torch_transformer  # noqa: PLC0415
   from pyhessian import hessian  # noqa: PLC0415
@@ -103,16 +104,18 @@ def torch_pieces(preset, path):
     h.density(iter=vs.STEPS, n_v=1)
 
   build()
-  pieces = {"torch_build": build, "torch_product": product, "torch_lanczos": density}
+  pieces = {"torch_build": build, "torch_product": product}
+  if with_lanczos:
+    pieces["torch_lanczos"] = density
   product()
   return pieces
 
 
-def profile(preset, path, repeats):
+def profile(preset, path, repeats, torch_lanczos=True):
   pieces, n = jax_pieces(preset, path)
   have = vs.have_torch()
   if have:
-    pieces.update(torch_pieces(preset, path))
+    pieces.update(torch_pieces(preset, path, torch_lanczos))
   times = {k: [] for k in pieces}
   for _ in range(repeats):
     for k, fn in pieces.items():
@@ -130,6 +133,8 @@ def profile(preset, path, repeats):
       to_host=best["to_host"],
       lanczos=best["lanczos"],
       lanczos_overhead=(best["lanczos"] - products) / products,
+      lanczos_partial=best["lanczos_partial"],
+      partial_overhead=(best["lanczos_partial"] - products) / products,
       step_rest=(best["lanczos"] - products - vs.STEPS * reorth - best["gram"]) / vs.STEPS,
   )
   if have:
@@ -137,16 +142,20 @@ def profile(preset, path, repeats):
     row.update(
         torch_build=best["torch_build"],
         torch_product=best["torch_product"],
-        torch_lanczos=best["torch_lanczos"],
-        torch_overhead=(best["torch_lanczos"] - best["torch_build"] - t_products) / t_products,
         product_ratio=best["product"] / best["torch_product"],
     )
+    if "torch_lanczos" in best:
+      row.update(
+          torch_lanczos=best["torch_lanczos"],
+          torch_overhead=(best["torch_lanczos"] - best["torch_build"] - t_products) / t_products,
+      )
   return row
 
 
 def table(rows):
   head = (
       "| size | params | build | product | reorth. (mean of steps 0/15/29) | Gram | to host | Lanczos 30 | overhead "
+      "| Lanczos 30, partial | overhead "
       "| torch build | torch product | torch density(30,1) | torch overhead | product curvax/torch |"
   )
   lines = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -161,13 +170,16 @@ def table(rows):
         ms(r["to_host"]),
         f"{r['lanczos']:.2f} s",
         f"{100 * r['lanczos_overhead']:.1f} %",
+        f"{r['lanczos_partial']:.2f} s",
+        f"{100 * r['partial_overhead']:.1f} %",
     ]
     if "torch_product" in r:
+      lanczos = "torch_lanczos" in r
       cells += [
           ms(r["torch_build"]),
           ms(r["torch_product"]),
-          f"{r['torch_lanczos']:.2f} s",
-          f"{100 * r['torch_overhead']:.1f} %",
+          f"{r['torch_lanczos']:.2f} s" if lanczos else "–",
+          f"{100 * r['torch_overhead']:.1f} %" if lanczos else "–",
           f"{r['product_ratio']:.3f}",
       ]
     else:
@@ -181,6 +193,9 @@ def main():
   ap.add_argument("--presets", nargs="+", default=["small", "medium"], choices=list(vs.SIZES))
   ap.add_argument("--repeats", type=int, default=3)
   ap.add_argument("--json", default=None, help="also write the rows to this file")
+  ap.add_argument(
+      "--no_torch_lanczos", action="store_true", help="skip PyHessian's density(30, 1) (bench/vs_pyhessian.py has it)"
+  )
   args = ap.parse_args()
   print(vs.machine(vs.have_torch()), flush=True)
   rows = {}
@@ -188,7 +203,7 @@ def main():
     for preset in args.presets:
       path = os.path.join(tmp, f"{preset}.npz")
       vs.write_problem(preset, path)
-      rows[preset] = profile(preset, path, args.repeats)
+      rows[preset] = profile(preset, path, args.repeats, not args.no_torch_lanczos)
       print(f"{preset}: " + json.dumps({k: round(v, 5) for k, v in rows[preset].items()}), flush=True)
   print(table(rows))
   if args.json:
