@@ -5,7 +5,7 @@ the preset at a realistic subword vocabulary of 8000, 7.58M parameters; `medium`
 19.6M; float32) in JAX and its PyTorch port
 (bench/torch_transformer.py: the same layers and parameter layout, the JAX parameters copied in), on one batch of
 16 × 32 random tokens. Before any timing the two are checked equal on one loss, its gradient and one Hessian-vector
-product (relative error ≤ 1e-4 in float32, else the bench stops). Then, per routine, each side runs in fresh
+product (relative error ≤ 1e-3 in float32, else the bench stops). Then, per routine, each side runs in fresh
 processes (this file with `--worker`), its first call timed from the loaded parameters to the result on the host:
 
   * curvax: `H = curvax.hessian(loss_fn, params, batch)`, then `curvax.lanczos(H, num_steps=30)` (one probe's
@@ -149,8 +149,11 @@ def _rel(a, b):
   return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
-def check_equal(preset, path, tol=1e-4):
-  """Loss, gradient and one HVP of the JAX model and the torch port agree to `tol` (relative); else SystemExit."""
+def check_equal(preset, path, tol=1e-3):
+  """Loss, gradient and one HVP of the JAX model and the torch port agree to `tol` (relative); else SystemExit.
+
+  1e-3: float32 through an 8000-way softmax; at vocab 8000 the HVPs differ by 3e-4, at 1000 by 1e-5 (the report
+  has each size's errors)."""
   import jax  # noqa: PLC0415
   import torch  # noqa: PLC0415
   import torch_transformer  # noqa: PLC0415
