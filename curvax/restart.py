@@ -94,13 +94,19 @@ def projected_eigh(t_mxm, k, beta):
 
 
 def _converged(t_mxm, k, beta, stop, floor):
-  """The `stop = (largest, count, rel_tol, bound)` test of `curvax.ritz.ritz_converged` on the projected matrix."""
+  """The `stop = (largest, count, rel_tol, bound)` test of `curvax.ritz.ritz_converged` on the projected matrix;
+  bound "change" is `curvax.spectrum`'s rule on the values' relative change since the previous product."""
   largest, count, rel_tol, kind = stop
   theta, bounds, _, valid, _ = projected_eigh(t_mxm, k, beta)
   if kind == "gap":
     bounds = gap_refined_bounds(theta, bounds, valid)
   order = jnp.arange(count)
-  idx = jnp.clip(k - 1 - order if largest else order, 0, t_mxm.shape[0] - 1)
+  last = t_mxm.shape[0] - 1
+  idx = jnp.clip(k - 1 - order if largest else order, 0, last)
+  if kind == "change":  # θ_i of the leading (k − 1) block against the k block: no floor, nothing certified
+    previous = projected_eigh(t_mxm, k - 1, beta)[0]
+    prev = previous[jnp.clip(k - 2 - order if largest else order, 0, last)]
+    return (k > count) & jnp.all(jnp.abs(theta[idx] - prev) <= rel_tol * jnp.abs(theta[idx]))
   return (k >= count) & jnp.all(bounds[idx] + floor <= rel_tol * jnp.abs(theta[idx]))
 
 

@@ -89,6 +89,11 @@ def _select_extreme(ritz_values, ritz_bounds, gap_bounds, steps, k, largest):
   return values, bounds, refined, valid, separated
 
 
+# The stop rules of `top_eigenvalues` / `bottom_eigenvalues`: Lanczos's certified ones and "change", the Ritz
+# values' relative change between two products, |θ_k − θ_{k−1}| ≤ tol·|θ_k| (the test of PyHessian's power
+# iteration, Yao et al. 2020, Alg. 1, on Lanczos's values instead of the power iterate's).
+EXTREME_BOUNDS = (*STOP_BOUNDS, "change")
+
 # Lanczos's static arguments (its progress bar's total excepted: these programs take no progress callback) and the
 # start vector's.
 _EXTREME_STATIC = ("k", "largest", "n", "dtype", "warm", *(a for a in LANCZOS_STATIC if a != "progress_total"))
@@ -129,11 +134,19 @@ def _extreme(op, k, num_steps, key, largest, tol, bound, lanczos_kwargs, v0=None
     )
   if tol is not None and not (isinstance(tol, (int, float)) and tol > 0):
     raise ValueError(f"tol={tol!r} must be None or a positive relative residual bound (e.g. 0.01)")
-  if bound not in STOP_BOUNDS:
-    raise ValueError(f"bound={bound!r} is not valid; valid choices: {list(STOP_BOUNDS)}")
-  stop = check_stop(None if tol is None else (largest, int(k), float(tol), bound), num_steps)
-  stored = check_max_vectors(max_vectors, k, num_steps, n, lanczos_kwargs.get("reorthogonalize", "full"))
+  if bound not in EXTREME_BOUNDS:
+    raise ValueError(f"bound={bound!r} is not valid; valid choices: {list(EXTREME_BOUNDS)}")
+  reorth = lanczos_kwargs.get("reorthogonalize", "full")
+  stop = check_stop(None if tol is None else (largest, int(k), float(tol), "residual"), num_steps)
+  stop = None if stop is None else (*stop[:3], bound)
+  stored = check_max_vectors(max_vectors, k, num_steps, n, reorth)
   keep = 0 if stored is None else kept_vectors(int(k), stored)
+  if bound == "change" and stop is not None and stored is None:
+    # The change rule is tested by the thick-restart loop (`curvax.restart`), here with room for all num_steps
+    # vectors, so it never restarts: plain Lanczos with full reorthogonalization, the same certified bounds.
+    if reorth != "full":
+      raise ValueError(f"bound='change' needs reorthogonalize='full', got {reorth!r}")
+    stored, keep = int(num_steps), int(k)
   static, callback = lanczos_options(lanczos_kwargs, num_steps, n, dtype, max_vectors=stored, keep=keep)
   names, restart = _EXTREME_STATIC, {}
   if stored is not None:  # thick restart: Lanczos's options less reorthogonalize ('full' is checked above)
@@ -189,9 +202,11 @@ def top_eigenvalues(
     key: PRNG key for the start vector; exactly one of `key` and `v0`.
     tol: None (run `num_steps` steps), or stop as soon as each of the k values has its bound ≤ tol·|θ|
       (e.g. 0.01: every reported eigenvalue to 1%).
-    bound: which bound `tol` applies to: "residual" (rigorous: an eigenvalue within it) or "gap" (the
+    bound: which test `tol` applies to: "residual" (rigorous: an eigenvalue within it), "gap" (the
       gap-theorem refinement, an estimate that needs fewer steps once the gap to the next Ritz value is large;
-      on the `small` preset's Hessian `bench/hessian.py` measures both).
+      on the `small` preset's Hessian `bench/hessian.py` measures both) or "change" (each value's relative change
+      since the previous product ≤ tol, PyHessian's test: no certificate, so `bounds` are still reported and say
+      what was reached; needs reorthogonalize='full').
     **lanczos_kwargs: forwarded to Lanczos (reorthogonalize, reorth_passes, breakdown_tol, max_basis_bytes,
       callback, callback_every, return_basis, basis_sharding, matvec_rtol).
 

@@ -127,7 +127,7 @@ def test_extreme_eigenvalue_argument_errors():
     curvax.bottom_eigenvalues(curvax.as_operator(mv, example), 1, num_steps=11, key=jax.random.PRNGKey(0))
   with pytest.raises(ValueError, match="k=0"):
     curvax.top_eigenvalues(curvax.as_operator(mv, example), 0, num_steps=5, key=jax.random.PRNGKey(0))
-  with pytest.raises(ValueError, match=r"bound='tight' is not valid; valid choices: \['residual', 'gap'\]"):
+  with pytest.raises(ValueError, match=r"bound='tight' is not valid; valid choices: \['residual', 'gap', 'change'\]"):
     curvax.top_eigenvalues(
         curvax.as_operator(mv, example), 1, num_steps=5, key=jax.random.PRNGKey(0), tol=0.1, bound="tight"
     )
