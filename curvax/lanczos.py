@@ -26,7 +26,8 @@ checked against `max_basis_bytes` before any compute (`curvax.lanczos_options.ch
 Certificates: `ritz_bounds` are certified in floating point, not in exact arithmetic: the residual |β_k s_{k,i}| plus
 the rounding floor √k·ε_1·‖A‖ (ε_1 = `matvec_rtol` + 4ε; Paige 1976, 1980; Parlett 1998, §13.4), divided by the
 measured norm of the Ritz vector (`curvax.ritz.certified_bounds`), so no bound is reported below what one matvec's
-rounding can resolve; `residual_norms` keeps the raw residuals. The `stop` criterion tests the same floor.
+rounding can resolve; `residual_norms` keeps the raw residuals. The `stop` criterion tests these same bounds
+(`curvax.ritz.ritz_converged`), so a run that stops early reports bounds within its tolerance.
 
 Breakdown policy ("stop early"): if at step i (0-based) the new residual norm β_i ≤ tol·max_j‖A q_j‖ (an
 invariant subspace was found, e.g. a rank-deficient operator or a start vector in a few eigenvectors' span),
@@ -167,12 +168,13 @@ def _initial_state(v0_flat, m, store, on_vec, on_basis):
   )
 
 
-def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth, anorm, matvec_rtol):
+def _finalize(s, matvec_rtol):
+  """The result's arrays from the final loop state `s`: T_k's Ritz pairs and their certified bounds."""
+  alphas, betas, k, basis, anorm = s["alphas"], s["betas"], s["i"], s["basis"], s["anorm"]
   ritz_values, residuals, first, mask, s_mxm = tridiagonal_eigh(alphas, betas, k)
-  m = alphas.shape[0]
-  valid = jnp.arange(m) < k
+  valid = jnp.arange(alphas.shape[0]) < k
   gram_dev = None if basis is None else gram_deviation(basis, k)
-  loss = om_max if basis is None else jnp.max(jnp.abs(gram_dev))
+  loss = s["om_max"] if basis is None else jnp.max(jnp.abs(gram_dev))
   certify = lambda r: certified_bounds(
       r, ritz_values, mask, k, anorm, matvec_rtol, gram_dev=gram_dev, omega=loss, s_mxm=s_mxm
   )
@@ -189,9 +191,10 @@ def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth, anorm
       ritz_mask=mask,
       eigenvectors=s_mxm,
       orthogonality_loss=loss,
-      breakdown=breakdown_step >= 0,
-      breakdown_step=breakdown_step,
-      num_reorthogonalizations=num_reorth,
+      breakdown=s["breakdown_step"] >= 0,
+      breakdown_step=s["breakdown_step"],
+      num_reorthogonalizations=s["num_reorth"],
+      converged=s["converged"],
   )
 
 
@@ -245,9 +248,10 @@ def lanczos_core(
     broke = beta <= tol * anorm
     q_next = jnp.where(broke, 0.0, w / jnp.where(broke, 1.0, beta))
     alphas, betas = s["alphas"].at[i].set(alpha), s["betas"].at[i].set(beta)
-    if stop is not None:  # the same rounding floor as the reported bounds (`curvax.ritz.certified_bounds`)
-      floor = jnp.sqrt((i + 1).astype(dtype)) * (rtol + 4.0 * eps) * anorm
-      converged = ritz_converged(alphas, betas, i + 1, stop, floor)
+    if stop is not None:  # on the bounds `_finalize` would report at this step (`curvax.ritz.certified_bounds`)
+      theta, residuals, _, mask, s_mxm = tridiagonal_eigh(alphas, betas, i + 1)
+      gram = None if s["basis"] is None else lambda: gram_deviation(s["basis"], i + 1)
+      converged = ritz_converged(stop, theta, residuals, mask, s_mxm, i + 1, anorm, rtol, gram=gram, omega=s["om_max"])
     else:
       converged = jnp.bool_(False)
     out = dict(
@@ -272,17 +276,13 @@ def lanczos_core(
     return out
 
   s = jax.lax.while_loop(lambda s: (s["i"] < m) & s["active"], body, state)
-  out = _finalize(
-      s["alphas"], s["betas"], s["i"], s["breakdown_step"], s["basis"], s["om_max"], s["num_reorth"], s["anorm"], rtol
-  )
   how = (
       "measured: max|V_k^T V_k - I| over the k Lanczos vectors"
       if store
       else "estimated: Simon (1984) omega recurrence (reorthogonalize='none', basis not stored)"
   )
   return LanczosResult(
-      **out,
-      converged=s["converged"],
+      **_finalize(s, rtol),
       basis=s["basis"] if return_basis else None,
       reorthogonalize=reorthogonalize,
       orthogonality=how,
