@@ -17,32 +17,17 @@ order, as `jax.flatten_util.ravel_pytree`); the HLO is the same for any `num_ste
 residual bounds (one small tridiagonal eigenproblem per step). `T_k`'s eigen-decomposition, the two error bounds of
 its Ritz values and the Ritz vectors: `curvax.ritz`; the checks of the options, before any compute: `lanczos_options`.
 
-Reorthogonalization (`reorthogonalize=`):
-  * "full": every new vector is orthogonalized against all previous ones by classical Gram-Schmidt (CGS: all
-    coefficients h = V w first, then w −= Vᵀh; two BLAS-2 sweeps). `reorth_passes="auto"` (default) repeats the pass
-    only when it cancelled, ‖w after‖ < ‖w before‖/√2 (Kahan–Parlett "twice is enough", Parlett 1998 §6.9; Giraud,
-    Langou & Rozložník 2005), `reorth_passes=2` always (CGS2); see `curvax.orthogonality`. The update sweep reads
-    only the rows that hold q_0..q_i, so its cost grows with the step. This removes the spurious duplicated
-    ("ghost") Ritz values of finite-precision Lanczos (Paige 1976; Strakoš 1991). Memory: (num_steps + 1)·n entries,
-    checked against `max_basis_bytes` before any compute (`curvax.lanczos_options.check_basis_memory`).
-  * "partial": Simon's (1984) partial reorthogonalization (PRO; as in Larsen's PROPACK, 1998). Its ω-recurrence
-    (`curvax.orthogonality.omega_update`) estimates q_{i+1}ᵀq_j for every j ≤ i at O(m) cost per step; only when
-    an estimate exceeds √ε is the new vector orthogonalized against all previous ones (the same CGS pass as "full"),
-    and then once more at the next step (q_{i+2} inherits the error of q_i through the recurrence), with the
-    estimates reset to ε. The basis stays semi-orthogonal (|q_iᵀq_j| ≲ √ε), which is enough for T_k to be, to
-    working precision, the projection of A on an orthonormal basis of the Krylov space (Simon 1984, Thm. 4): Ritz
-    values are as accurate as with full reorthogonalization and no ghost copies appear. Its cost depends on how fast
-    orthogonality is lost: the number of CGS steps is reported in `num_reorthogonalizations` (`bench/hessian.py`
-    prints it; reports/BENCH_HESSIAN.md has the measured counts). Same memory as "full"; the orthogonality loss is
-    measured (≈ √ε rather than ε).
-  * "none": the plain three-term recurrence, O(n) memory. Orthogonality is then lost as soon as a Ritz value
-    converges (Paige 1976) and copies of converged eigenvalues appear; `orthogonality_loss` is then the estimate
-    of Simon's (1984) ω-recurrence, unless `return_basis=True`, in which case it is measured.
+Reorthogonalization (`reorthogonalize=`): "full" (a CGS pass against all previous vectors every step), "partial"
+(Simon's 1984 PRO: the pass only when the ω estimate of the loss exceeds √ε) or "none" (the three-term recurrence,
+O(n) memory). Each is a step builder of `curvax.reorthogonalization.STRATEGIES` that the one loop body calls; the
+initial state and the finalization are shared. With "full" or "partial" the basis, (num_steps + 1)·n entries, is
+checked against `max_basis_bytes` before any compute (`curvax.lanczos_options.check_basis_memory`).
 
 Certificates: `ritz_bounds` are certified in floating point, not in exact arithmetic: the residual |β_k s_{k,i}| plus
 the rounding floor √k·ε_1·‖A‖ (ε_1 = `matvec_rtol` + 4ε; Paige 1976, 1980; Parlett 1998, §13.4), divided by the
 measured norm of the Ritz vector (`curvax.ritz.certified_bounds`), so no bound is reported below what one matvec's
-rounding can resolve; `residual_norms` keeps the raw residuals. The `stop` criterion tests the same floor.
+rounding can resolve; `residual_norms` keeps the raw residuals. The `stop` criterion tests these same bounds
+(`curvax.ritz.ritz_converged`), so a run that stops early reports bounds within its tolerance.
 
 Breakdown policy ("stop early"): if at step i (0-based) the new residual norm β_i ≤ tol·max_j‖A q_j‖ (an
 invariant subspace was found, e.g. a rank-deficient operator or a start vector in a few eigenvectors' span),
@@ -76,7 +61,8 @@ from curvax.lanczos_options import (
     validate_options,
 )
 from curvax.operators import FlatSpec, as_operator, report, run_program, with_callback
-from curvax.orthogonality import cgs_reorthogonalize, gram_deviation, omega_update
+from curvax.orthogonality import gram_deviation
+from curvax.reorthogonalization import get_strategy
 from curvax.ritz import certified_bounds, default_matvec_rtol, gap_refined_bounds, ritz_converged, tridiagonal_eigh
 
 BREAKDOWN_POLICY = (
@@ -148,28 +134,11 @@ class LanczosResult:
     return np.asarray(self.ritz_values)[:k], np.asarray(self.ritz_bounds)[:k]
 
 
+_META_FIELDS = ("reorthogonalize", "orthogonality", "breakdown_policy")
 jax.tree_util.register_dataclass(
     LanczosResult,
-    data_fields=[
-        "alphas",
-        "betas",
-        "num_steps_taken",
-        "ritz_values",
-        "ritz_bounds",
-        "residual_norms",
-        "gap_bounds",
-        "norm_estimate",
-        "first_components",
-        "ritz_mask",
-        "eigenvectors",
-        "orthogonality_loss",
-        "breakdown",
-        "breakdown_step",
-        "num_reorthogonalizations",
-        "converged",
-        "basis",
-    ],
-    meta_fields=["reorthogonalize", "orthogonality", "breakdown_policy"],
+    data_fields=[f.name for f in dataclasses.fields(LanczosResult) if f.name not in _META_FIELDS],
+    meta_fields=list(_META_FIELDS),
 )
 
 
@@ -199,12 +168,13 @@ def _initial_state(v0_flat, m, store, on_vec, on_basis):
   )
 
 
-def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth, anorm, matvec_rtol):
+def _finalize(s, matvec_rtol):
+  """The result's arrays from the final loop state `s`: T_k's Ritz pairs and their certified bounds."""
+  alphas, betas, k, basis, anorm = s["alphas"], s["betas"], s["i"], s["basis"], s["anorm"]
   ritz_values, residuals, first, mask, s_mxm = tridiagonal_eigh(alphas, betas, k)
-  m = alphas.shape[0]
-  valid = jnp.arange(m) < k
+  valid = jnp.arange(alphas.shape[0]) < k
   gram_dev = None if basis is None else gram_deviation(basis, k)
-  loss = om_max if basis is None else jnp.max(jnp.abs(gram_dev))
+  loss = s["om_max"] if basis is None else jnp.max(jnp.abs(gram_dev))
   certify = lambda r: certified_bounds(
       r, ritz_values, mask, k, anorm, matvec_rtol, gram_dev=gram_dev, omega=loss, s_mxm=s_mxm
   )
@@ -221,9 +191,10 @@ def _finalize(alphas, betas, k, breakdown_step, basis, om_max, num_reorth, anorm
       ritz_mask=mask,
       eigenvectors=s_mxm,
       orthogonality_loss=loss,
-      breakdown=breakdown_step >= 0,
-      breakdown_step=breakdown_step,
-      num_reorthogonalizations=num_reorth,
+      breakdown=s["breakdown_step"] >= 0,
+      breakdown_step=s["breakdown_step"],
+      num_reorthogonalizations=s["num_reorth"],
+      converged=s["converged"],
   )
 
 
@@ -254,8 +225,7 @@ def lanczos_core(
   store = reorthogonalize != "none" or return_basis
   m = int(num_steps)
   eps = float(jnp.finfo(dtype).eps)
-  sqrt_eps = float(np.sqrt(eps))
-  tol = sqrt_eps if breakdown_tol is None else float(breakdown_tol)
+  tol = float(np.sqrt(eps)) if breakdown_tol is None else float(breakdown_tol)
   total = m if progress_total is None else progress_total
   rtol = default_matvec_rtol(n, dtype) if matvec_rtol is None else float(matvec_rtol)
 
@@ -264,7 +234,7 @@ def lanczos_core(
   def matvec_flat(x):
     return on_vec(op.flat_matvec(x).astype(dtype))
 
-  track_omega = reorthogonalize == "partial" or not store  # PRO's trigger, or the only orthogonality measure
+  strategy = get_strategy(reorthogonalize)(m, n, eps, reorth_passes, store)
   state = _initial_state(v0_flat, m, store, on_vec, on_basis)
 
   def body(s):
@@ -274,27 +244,14 @@ def lanczos_core(
     anorm = jnp.maximum(s["anorm"], jnp.linalg.norm(w))
     w = w - beta_prev * s["q_prev"]
     alpha = jnp.vdot(s["q_cur"], w)
-    w = w - alpha * s["q_cur"]
-    j = jnp.arange(m + 1)
-    reorthed = jnp.bool_(reorthogonalize == "full")
-    if reorthogonalize == "full":
-      w, beta = cgs_reorthogonalize(s["basis"], w, i, reorth_passes)
-    else:
-      beta = jnp.linalg.norm(w)
-    if track_omega:  # Simon's estimate of q_{i+1}ᵀq_j from T alone (before any CGS pass changes w)
-      om_next = omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
-    if reorthogonalize == "partial":
-      reorthed = (jnp.max(jnp.where(j < i, jnp.abs(om_next), 0.0)) > sqrt_eps) | s["reorth_next"]
-      w, beta = jax.lax.cond(
-          reorthed, lambda w: cgs_reorthogonalize(s["basis"], w, i, reorth_passes), lambda w: (w, beta), w
-      )
-      om_next = jnp.where(reorthed & (j < i), eps, om_next)  # q_{i+1} ⟂ q_j to rounding after the CGS pass
+    w, beta, reorthed, aux = strategy.orthogonalize(s, w - alpha * s["q_cur"], alpha)
     broke = beta <= tol * anorm
     q_next = jnp.where(broke, 0.0, w / jnp.where(broke, 1.0, beta))
     alphas, betas = s["alphas"].at[i].set(alpha), s["betas"].at[i].set(beta)
-    if stop is not None:  # the same rounding floor as the reported bounds (`curvax.ritz.certified_bounds`)
-      floor = jnp.sqrt((i + 1).astype(dtype)) * (rtol + 4.0 * eps) * anorm
-      converged = ritz_converged(alphas, betas, i + 1, stop, floor)
+    if stop is not None:  # on the bounds `_finalize` would report at this step (`curvax.ritz.certified_bounds`)
+      theta, residuals, _, mask, s_mxm = tridiagonal_eigh(alphas, betas, i + 1)
+      gram = None if s["basis"] is None else lambda: gram_deviation(s["basis"], i + 1)
+      converged = ritz_converged(stop, theta, residuals, mask, s_mxm, i + 1, anorm, rtol, gram=gram, omega=s["om_max"])
     else:
       converged = jnp.bool_(False)
     out = dict(
@@ -309,34 +266,23 @@ def lanczos_core(
         breakdown_step=jnp.where(broke, i, s["breakdown_step"]),
         num_reorth=s["num_reorth"] + reorthed.astype(jnp.int32),
         converged=converged & ~broke,
+        **strategy.carry(s, aux, broke, converged),
     )
     if store:
       out["basis"] = on_basis(s["basis"].at[i + 1].set(q_next))
-    if track_omega:
-      out.update(om_prev=s["om_cur"], om_cur=jnp.where(broke, s["om_cur"], om_next))
-    if reorthogonalize == "partial":
-      out["reorth_next"] = reorthed & ~s["reorth_next"]  # Simon: the step after a CGS pass gets one too
-    elif track_omega:
-      # loss among q_0..q_{i+1}; q_{i+1} only enters T if the next step is taken, hence the mask with i+1<m.
-      cur_loss = jnp.max(jnp.where((j <= i) & (i + 1 < m) & ~broke & ~converged, jnp.abs(om_next), 0.0))
-      out["om_max"] = jnp.maximum(s["om_max"], cur_loss)
     if callback_id is not None:
       due = ((i + 1) % callback_every == 0) | (i + 1 == m) | broke | converged
       jax.lax.cond(due, lambda: report(callback_id, progress_offset + i + 1, total), lambda: None)
     return out
 
   s = jax.lax.while_loop(lambda s: (s["i"] < m) & s["active"], body, state)
-  out = _finalize(
-      s["alphas"], s["betas"], s["i"], s["breakdown_step"], s["basis"], s["om_max"], s["num_reorth"], s["anorm"], rtol
-  )
   how = (
       "measured: max|V_k^T V_k - I| over the k Lanczos vectors"
       if store
       else "estimated: Simon (1984) omega recurrence (reorthogonalize='none', basis not stored)"
   )
   return LanczosResult(
-      **out,
-      converged=s["converged"],
+      **_finalize(s, rtol),
       basis=s["basis"] if return_basis else None,
       reorthogonalize=reorthogonalize,
       orthogonality=how,

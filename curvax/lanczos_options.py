@@ -17,8 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from curvax.memory import lanczos_memory
+from curvax.reorthogonalization import STRATEGIES
 
-REORTHOGONALIZATIONS = ("full", "partial", "none")
+REORTHOGONALIZATIONS = tuple(STRATEGIES)  # ("full", "partial", "none"): the step builders' registry
 REORTH_PASSES = ("auto", 2)
 DEFAULT_MAX_BASIS_BYTES = 4 * 2**30  # 4 GiB: a 100-step basis of a ~10M-parameter float32 model.
 

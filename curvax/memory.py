@@ -5,8 +5,9 @@ Contract: `lanczos_memory(n, dtype, num_steps=..., ...)` returns the bytes of ev
 allocate besides the operator's own inputs and products: the basis, the work vectors of the recurrence, the Ritz
 vectors a thick restart keeps, the probes of SLQ and the Gram matrix of the orthogonality measurement, and `peak`,
 the largest sum of those live at once. Buffers of different phases do not add: the kept Ritz vectors exist only
-during a restart, the Gram block only after the loop, the random draw of SLQ's probes only before it. The counts
-follow XLA's buffer assignment (`jax.jit(...).lower(...).compile().memory_analysis()`, temp + output bytes), which
+during a restart, the Gram block only after the loop (a `stop` test also measures it inside the loop, at the steps
+where it certifies, beside the work vectors: `peak` then leaves out the smaller of `work_vectors` and `gram`), the
+random draw of SLQ's probes only before it. The counts follow XLA's buffer assignment (`jax.jit(...).lower(...).compile().memory_analysis()`, temp + output bytes), which
 tests/test_curvax_restart.py checks to within 10% on XLA:CPU. `curvax.lanczos_options.check_basis_memory` reports
 this peak when it refuses a basis. No project imports: only numpy.
 """

@@ -1,6 +1,6 @@
 """Orthogonality of a Lanczos basis: the CGS reorthogonalization pass, Simon's ω estimate, and its measurement.
 
-The three pieces `curvax.lanczos` combines into its reorthogonalization modes, kept here as pure array
+The three pieces the reorthogonalization strategies (`curvax.reorthogonalization`) combine, kept here as pure array
 functions of a preallocated `[rows, n]` basis whose rows q_0..q_i are filled and the rest zero:
   * `cgs_reorthogonalize`: classical Gram-Schmidt against q_0..q_i, with Kahan and Parlett's "twice is enough"
     second pass (Parlett 1998, §6.9; Giraud, Langou & Rozložník 2005); what full reorthogonalization runs every

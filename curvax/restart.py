@@ -30,7 +30,7 @@ from curvax.lanczos import LanczosResult
 from curvax.lanczos_options import sharding_constraints
 from curvax.operators import report
 from curvax.orthogonality import cgs_reorthogonalize, gram_deviation
-from curvax.ritz import certified_bounds, default_matvec_rtol, gap_refined_bounds
+from curvax.ritz import certified_bounds, default_matvec_rtol, gap_refined_bounds, ritz_converged
 
 RESTART_POLICY = (
     "thick restart (Wu & Simon 2000): the kept Ritz vectors and the residual vector start the next cycle; "
@@ -93,21 +93,17 @@ def projected_eigh(t_mxm, k, beta):
   return jnp.where(valid, theta, 0.0), jnp.where(valid, residuals, 0.0), s_mxm[0, :], valid, s_mxm
 
 
-def _converged(t_mxm, k, beta, stop, floor):
-  """The `stop = (largest, count, rel_tol, bound)` test of `curvax.ritz.ritz_converged` on the projected matrix;
-  bound "change" is `curvax.spectrum`'s rule on the values' relative change since the previous product."""
-  largest, count, rel_tol, kind = stop
-  theta, bounds, _, valid, _ = projected_eigh(t_mxm, k, beta)
-  if kind == "gap":
-    bounds = gap_refined_bounds(theta, bounds, valid)
+def _changed(t_mxm, k, beta, stop):
+  """Bound "change" (`curvax.spectrum`): the `count` most extreme Ritz values of the k block moved by ≤ rel_tol
+  relative to those of the leading k − 1 block, i.e. since the previous product (no floor: nothing certified)."""
+  largest, count, rel_tol, _ = stop
+  theta = projected_eigh(t_mxm, k, beta)[0]
+  previous = projected_eigh(t_mxm, k - 1, beta)[0]
   order = jnp.arange(count)
   last = t_mxm.shape[0] - 1
   idx = jnp.clip(k - 1 - order if largest else order, 0, last)
-  if kind == "change":  # θ_i of the leading (k − 1) block against the k block: no floor, nothing certified
-    previous = projected_eigh(t_mxm, k - 1, beta)[0]
-    prev = previous[jnp.clip(k - 2 - order if largest else order, 0, last)]
-    return (k > count) & jnp.all(jnp.abs(theta[idx] - prev) <= rel_tol * jnp.abs(theta[idx]))
-  return (k >= count) & jnp.all(bounds[idx] + floor <= rel_tol * jnp.abs(theta[idx]))
+  prev = previous[jnp.clip(k - 2 - order if largest else order, 0, last)]
+  return (k > count) & jnp.all(jnp.abs(theta[idx] - prev) <= rel_tol * jnp.abs(theta[idx]))
 
 
 def restarted_core(
@@ -187,9 +183,13 @@ def restarted_core(
     q_next = jnp.where(broke, 0.0, w / jnp.where(broke, 1.0, beta))
     t = s["t"].at[j, j].set(alpha).at[j, j + 1].set(beta, mode="drop").at[j + 1, j].set(beta, mode="drop")
     products = s["products"] + 1
-    if stop is not None:  # the same floor as the reported bounds, with the run's products
-      floor = jnp.sqrt(products.astype(dtype)) * (rtol + 4.0 * eps) * anorm
-      converged = _converged(t, j + 1, beta, stop, floor) & ~broke
+    if stop is not None and stop[3] == "change":
+      converged = _changed(t, j + 1, beta, stop) & ~broke
+    elif stop is not None:  # on the bounds the run would report at this step, the floor with the run's products
+      theta, residuals, _, valid, s_mxm = projected_eigh(t, j + 1, beta)
+      gram = lambda: gram_deviation(basis, j + 1)
+      converged = ritz_converged(stop, theta, residuals, valid, s_mxm, j + 1, anorm, rtol, products=products, gram=gram)
+      converged = converged & ~broke
     else:
       converged = jnp.bool_(False)
     out = dict(

@@ -113,18 +113,31 @@ def gap_refined_bounds(theta, bounds, valid):
   return jnp.where(valid, refined, 0.0)
 
 
-def ritz_converged(alphas, betas, k, stop, floor=0.0):
-  """True when the `stop = (largest, count, rel_tol, bound)` most extreme Ritz values of T_k have their bound
-  ("residual": |β_k s_{k,i}|, "gap": its gap-theorem refinement) plus the rounding `floor` (√k·ε_1·‖A‖, see
-  `certified_bounds`) is ≤ rel_tol·|θ_i| (an m×m tridiagonal eigenproblem per step: microseconds next to a matvec)."""
+def ritz_converged(
+    stop, theta, residuals, valid, s_mxm, k, norm_estimate, matvec_rtol, *, products=None, gram=None, omega=None
+):
+  """True when the `stop = (largest, count, rel_tol, bound)` most extreme of the k Ritz values have their reported
+  bound ≤ rel_tol·|θ_i|: `certified_bounds` of the residuals ("residual") or of their gap refinement ("gap"), as
+  the run would report them had it ended here, so a run that stops reports bounds within its tolerance.
+
+  `products` (default k) is the matvec count of the rounding floor; the norm of the Ritz vector comes from `omega`
+  (no basis) or from `gram()`, the measured Q_kᵀQ_k − I: a thunk, since the Gram costs O(m²n), evaluated (in a
+  `lax.cond`) only at steps where the bounds of an orthonormal basis (‖y_i‖ = 1) already pass: where the measured
+  ‖y_i‖ exceeds 1 a run may stop a step later than its certified bound alone allows, never earlier.
+  """
   largest, count, rel_tol, kind = stop
-  theta, bounds, _, valid, _ = tridiagonal_eigh(alphas, betas, k)
-  if kind == "gap":
-    bounds = gap_refined_bounds(theta, bounds, valid)
+  r = gap_refined_bounds(theta, residuals, valid) if kind == "gap" else residuals
   order = jnp.arange(count)
-  idx = jnp.clip(k - 1 - order if largest else order, 0, alphas.shape[0] - 1)
-  ok = bounds[idx] + floor <= rel_tol * jnp.abs(theta[idx])
-  return (k >= count) & jnp.all(ok)
+  idx = jnp.clip(k - 1 - order if largest else order, 0, theta.shape[0] - 1)
+  steps = k if products is None else products
+
+  def within(**orthogonality):
+    bounds = certified_bounds(r, theta, valid, steps, norm_estimate, matvec_rtol, s_mxm=s_mxm, **orthogonality)
+    return (k >= count) & jnp.all(bounds[idx] <= rel_tol * jnp.abs(theta[idx]))
+
+  if gram is None:
+    return within(omega=omega)
+  return jax.lax.cond(within(omega=0.0), lambda: within(gram_dev=gram()), lambda: jnp.bool_(False))
 
 
 def ritz_vectors(result) -> jax.Array:

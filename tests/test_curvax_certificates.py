@@ -82,3 +82,40 @@ def test_lost_orthogonality_certifies_nothing_and_matvec_rtol_raises_the_floor()
   assert np.all(loose.valid_ritz()[1] >= floor) and full.valid_ritz()[1].min() < floor
   with pytest.raises(ValueError, match="matvec_rtol=2 must be None"):
     curvax.lanczos(op, num_steps=3, key=jax.random.key(0), matvec_rtol=2)
+
+
+def _gapped(seed, n=80):
+  """Three top eigenvalues 5, 4, 3.5 above a bulk in [-1, 1], rotated, in float32."""
+  rng = np.random.default_rng(seed)
+  u = np.linalg.qr(rng.standard_normal((n, n)))[0]
+  eigs = np.concatenate([[5.0, 4.0, 3.5], rng.uniform(-1, 1, n - 3)])
+  return curvax.matrix_operator(jnp.asarray((u * eigs) @ u.T, jnp.float32))
+
+
+# (seed, k, tol, matvec_rtol, options): float32 with a loose matvec_rtol, where the rounding floor is much of the bound.
+# The stop test once added the floor with ‖A‖ estimated by max_j ‖A q_j‖ alone and without the Ritz vector's measured
+# norm, while the reported bound takes max(max_j ‖A q_j‖, max|θ|) and divides by ‖y_i‖: each of these cases then
+# stopped a step early, reporting a bound 0.7% (k = 3) or 1.7% ("gap") above tol·|θ|.
+STOP_CASES = [
+    (0, 3, 3e-3, 1e-4, {}),
+    (0, 3, 3e-3, 1e-4, dict(reorthogonalize="partial")),
+    (0, 3, 3e-3, 1e-4, dict(reorthogonalize="none")),
+    (0, 3, 3e-3, 1e-4, dict(max_vectors=10)),
+    (2, 1, 3e-3, 1e-3, dict(bound="gap")),
+]
+
+
+@pytest.mark.parametrize("seed,k,tol,matvec_rtol,options", STOP_CASES)
+def test_a_run_that_stops_at_tol_reports_bounds_within_tol(seed, k, tol, matvec_rtol, options):
+  """`tol` stops on the bound that is reported (`curvax.ritz.ritz_converged` on `certified_bounds`)."""
+  op = _gapped(seed)
+  res = curvax.top_eigenvalues(
+      op, k, num_steps=40, key=jax.random.PRNGKey(seed), tol=tol, matvec_rtol=matvec_rtol, **options
+  )
+  assert bool(res.lanczos.converged) and int(res.lanczos.num_steps_taken) < 40  # stopped early, on the criterion
+  bounds = res.gap_bounds if options.get("bound") == "gap" else res.bounds
+  values = np.asarray(res.values, np.float64)
+  assert np.all(np.asarray(bounds) <= tol * np.abs(values)), np.asarray(bounds) / (tol * np.abs(values))
+  # The certificate holds: an eigenvalue of the stored matrix within each bound.
+  true = np.linalg.eigvalsh(np.asarray(op.a_nxn, np.float64))
+  assert np.all(np.abs(values[:, None] - true[None, :]).min(axis=1) <= np.asarray(res.bounds))
