@@ -1,45 +1,26 @@
 """Lanczos tridiagonalization of a symmetric operator given only as a matvec on a pytree.
 
-Contract: `lanczos(op, num_steps=m, key=key)` (or `v0=` instead of `key`) runs m steps of the symmetric Lanczos
-recurrence (Lanczos 1950; Paige 1972's ordering "subtract β q_{i-1}, then take α", which is the stable variant) on
-the symmetric operator `op` (a `curvax.operators.LinearOperator`: its size and dtype come from it), started at
-`v0 / ‖v0‖` (a Gaussian vector drawn from `key` by default); the operator is never materialized. It returns a `LanczosResult`
-with the tridiagonal `T_k` (alphas, betas), its eigen-decomposition (Ritz values θ_i, residual bounds
-`|β_k s_{k,i}|`, first components `s_{1,i}` for Gauss quadrature) and diagnostics (orthogonality loss,
-breakdown flag and step). Only jax and numpy: no project imports.
+Contract: `lanczos(op, num_steps=m, key=key)` (or `v0=`) runs m steps of the symmetric Lanczos recurrence (Lanczos
+1950; Paige 1972's stable ordering) on the `curvax.operators.LinearOperator` `op`, started at v0/‖v0‖, never forming
+the matrix. It returns a `LanczosResult`: T_k (alphas, betas), its Ritz values θ_i with certified bounds, first
+components s_{1,i} for Gauss quadrature, and diagnostics (orthogonality loss, breakdown step).
 
-`lanczos` is one jitted program taking the operator as an argument (`curvax.operators`): compiled once per
-(operator structure, n, dtype, static options), so a new operator of the same structure (another checkpoint, batch,
-seed, or block of the same leaf sizes) reuses it. Compile time does not grow with `num_steps`: the recurrence is one
-`lax.while_loop` body over a preallocated `[num_steps + 1, n]` basis of the flattened vector (`jax.tree.leaves`
-order, as `jax.flatten_util.ravel_pytree`); the HLO is the same for any `num_steps` up to shape constants.
-`stop=(largest, count, rel_tol[, bound])` ends the loop as soon as the extreme Ritz values are converged by their
-residual bounds (one small tridiagonal eigenproblem per step). `T_k`'s eigen-decomposition, the two error bounds of
-its Ritz values and the Ritz vectors: `curvax.ritz`; the checks of the options, before any compute: `lanczos_options`.
+One jitted program per (operator structure, n, dtype, static options): a `lax.while_loop` over a preallocated
+[num_steps + 1, n] basis, so compile time does not grow with num_steps and a new operator of the same structure
+reuses it. `stop=(largest, count, rel_tol[, bound])` ends the loop once the extreme Ritz values' reported bounds
+(`curvax.ritz.ritz_converged`, the same bounds the result carries) are within rel_tol. Options are checked before
+any compute (`curvax.lanczos_options`, the basis against `max_basis_bytes` included).
 
-Reorthogonalization (`reorthogonalize=`): "full" (a CGS pass against all previous vectors every step), "partial"
-(Simon's 1984 PRO: the pass only when the ω estimate of the loss exceeds √ε) or "none" (the three-term recurrence,
-O(n) memory). Each is a step builder of `curvax.reorthogonalization.STRATEGIES` that the one loop body calls; the
-initial state and the finalization are shared. With "full" or "partial" the basis, (num_steps + 1)·n entries, is
-checked against `max_basis_bytes` before any compute (`curvax.lanczos_options.check_basis_memory`).
+Reorthogonalization ("full", "partial": Simon 1984, "none"): one step builder each in
+`curvax.reorthogonalization.STRATEGIES`, called by the one loop body; the initial state and finalization are shared.
+Certificates hold in floating point: the residual |β_k s_{k,i}| plus the rounding floor √k·ε_1·‖A‖ (Paige 1976,
+1980; Parlett 1998 §13.4), divided by the measured norm of the Ritz vector (`curvax.ritz.certified_bounds`).
+Breakdown (β_i ≤ tol·max_j‖A q_j‖: an invariant subspace) stops the run with the k = i + 1 completed steps, no
+division by the small β, so no NaN; arrays beyond k are zero and `ritz_mask` False.
 
-Certificates: `ritz_bounds` are certified in floating point, not in exact arithmetic: the residual |β_k s_{k,i}| plus
-the rounding floor √k·ε_1·‖A‖ (ε_1 = `matvec_rtol` + 4ε; Paige 1976, 1980; Parlett 1998, §13.4), divided by the
-measured norm of the Ritz vector (`curvax.ritz.certified_bounds`), so no bound is reported below what one matvec's
-rounding can resolve; `residual_norms` keeps the raw residuals. The `stop` criterion tests these same bounds
-(`curvax.ritz.ritz_converged`), so a run that stops early reports bounds within its tolerance.
-
-Breakdown policy ("stop early"): if at step i (0-based) the new residual norm β_i ≤ tol·max_j‖A q_j‖ (an
-invariant subspace was found, e.g. a rank-deficient operator or a start vector in a few eigenvectors' span),
-the iteration stops. The result keeps the k = i + 1 completed steps; alphas/betas/Ritz arrays beyond them are
-zero and `ritz_mask` is False there; the Ritz values are those of the leading k×k block `T_k`, and β_i (tiny)
-gives their residual bounds. No division by the small β happens, so no NaN. A small final β at the last step
-(e.g. num_steps = n) is reported the same way: the Krylov space is invariant.
-
-Why our own code instead of `matfree.decomp.tridiag_sym` (matfree 0.6.3): matfree divides by β without a guard
-(`x = r / b`, so a breakdown gives NaN), its full reorthogonalization runs through a dense Arnoldi pass with no
-memory guard, and it returns neither Ritz bounds, orthogonality diagnostics nor a progress hook. tests/
-test_lanczos.py cross-checks our tridiagonal against matfree's on a well-conditioned matrix.
+Our own code rather than `matfree.decomp.tridiag_sym`: matfree divides by β without a guard (NaN at a breakdown),
+has no memory guard for its full reorthogonalization, and returns no Ritz bounds, orthogonality diagnostics or
+progress hook; tests/test_lanczos.py cross-checks the two tridiagonals.
 """
 
 import dataclasses

@@ -5,9 +5,8 @@ Contract: `get_strategy(name)(m, n, eps, passes, store)` returns a `Step` that t
   * `orthogonalize(s, w, alpha) -> (w, beta, reorthed, aux)`: the new vector w (the three-term recurrence's output)
     made orthogonal as the strategy asks, its norm β, whether it went through the CGS pass, and what `carry` needs;
   * `carry(s, aux, broke, converged) -> dict`: the strategy's own entries of the next loop state (Simon's ω).
-`s` is the loop state of `curvax.lanczos` (step `i`, `basis`, `alphas`, `betas`, `om_prev`, `om_cur`, `om_max`,
-`reorth_next`), `m` the steps, `n` the size, `eps` the dtype's ε, `passes` the CGS passes, `store` whether the
-basis is stored. The pieces (the CGS pass, Simon's ω-recurrence) are `curvax.orthogonality`'s.
+`s` is `curvax.lanczos`'s loop state; `m` the steps, `n` the size, `eps` the dtype's ε, `passes` the CGS passes,
+`store` whether the basis is stored. The CGS pass and Simon's ω-recurrence are `curvax.orthogonality`'s.
 
   * "full": every new vector is orthogonalized against all previous ones by classical Gram-Schmidt (CGS: all
     coefficients h = V w first, then w −= Vᵀh; two BLAS-2 sweeps). `reorth_passes="auto"` (default) repeats the pass
@@ -21,9 +20,8 @@ basis is stored. The pieces (the CGS pass, Simon's ω-recurrence) are `curvax.or
     semi-orthogonal (|q_iᵀq_j| ≲ √ε), enough for T_k to be, to working precision, the projection of A on an
     orthonormal basis of the Krylov space (Simon 1984, Thm. 4): Ritz values as accurate as with "full" and no ghost
     copies. The CGS steps are counted in `num_reorthogonalizations`. Same memory as "full".
-  * "none": the plain three-term recurrence, O(n) memory. Orthogonality is lost as soon as a Ritz value converges
-    (Paige 1976) and copies of converged eigenvalues appear; without a stored basis the orthogonality loss is the
-    estimate of Simon's ω-recurrence, with `return_basis=True` it is measured.
+  * "none": the plain three-term recurrence, O(n) memory; orthogonality is lost as a Ritz value converges (Paige
+    1976), its loss estimated by Simon's ω-recurrence (measured with `return_basis=True`).
 """
 
 from typing import Callable, NamedTuple
