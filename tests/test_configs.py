@@ -13,7 +13,8 @@ from train import loop
 from train.loss import make_loss_fn
 
 CONFIG_FILES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "configs", "*.py")))
-CONFIG_FILES = [f for f in CONFIG_FILES if not f.endswith("__init__.py")]
+# A config file defines get_config; configs/schema.py (the typed-config base) and __init__.py are modules.
+CONFIG_FILES = [f for f in CONFIG_FILES if "\ndef get_config(" in open(f).read()]
 
 
 def load(path):
