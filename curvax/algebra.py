@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from curvax.operators import FlatSpec, LinearOperator
+from curvax.operators import ALGEBRA, FlatSpec, LinearOperator
 
 
 def _coefficient(c, dtype):
@@ -218,3 +218,6 @@ def to_scipy(op: LinearOperator):
     return np.asarray(product(np.asarray(x, dtype).reshape(n, -1)), dtype)
 
   return sparse_linalg.LinearOperator((n, n), matvec=matvec, rmatvec=matvec, matmat=matmat, rmatmat=matmat, dtype=dtype)
+
+
+ALGEBRA.update(matmul=matmul, add=add, scale=scale)  # the operators' `@`, `+`, `-` and `*`

@@ -37,6 +37,9 @@ import numpy as np
 
 from curvax.closures import ClosureFn, as_pytree_fn, is_pytree_callable  # noqa: F401  (as_pytree_fn: clients import it here)
 
+# `A @ v`, `A + B`, `A - B`, `c * A`: the functions of `curvax.algebra`, registered by it (it builds on this module).
+ALGEBRA: dict[str, Callable] = {}
+
 
 @dataclasses.dataclass(frozen=True)
 class FlatSpec:
@@ -142,31 +145,24 @@ class LinearOperator:
       return self.apply(v)
     return _apply_program(self, v)
 
-  # Algebra: `curvax.algebra` (imported when used, since it builds on this module). numpy defers to these too.
+  # Algebra: `curvax.algebra` fills ALGEBRA when curvax is imported, so this module needs nothing above it (no import
+  # circle). numpy defers to these too.
   __array_ufunc__ = None
 
   def __matmul__(self, v):
-    from curvax import algebra  # pylint: disable=import-outside-toplevel
-
-    return algebra.matmul(self, v)
+    return ALGEBRA["matmul"](self, v)
 
   def __add__(self, other):
-    from curvax import algebra  # pylint: disable=import-outside-toplevel
-
-    return algebra.add(self, other)
+    return ALGEBRA["add"](self, other)
 
   def __radd__(self, other):
     return self if isinstance(other, int) and other == 0 else NotImplemented  # sum([A, B]) starts from 0
 
   def __sub__(self, other):
-    from curvax import algebra  # pylint: disable=import-outside-toplevel
-
-    return algebra.add(self, other, sign=-1.0)
+    return ALGEBRA["add"](self, other, sign=-1.0)
 
   def __mul__(self, c):
-    from curvax import algebra  # pylint: disable=import-outside-toplevel
-
-    return algebra.scale(self, c)
+    return ALGEBRA["scale"](self, c)
 
   __rmul__ = __mul__
 
