@@ -216,8 +216,8 @@ def _create(path: str, record: dict) -> bool:
       json.dump(record, f)
     return True
   try:
-    # epath.Path.open accepts only 'r', 'w' and 'a' (etils notes mode 'x' as a TODO): its backend, the layer that
-    # reaches fsspec (gcsfs/s3fs: a conditional upload, refused at open or at close), is asked directly.
+    # epath.Path.open has no exclusive-create mode 'x', so its backend, the layer that reaches fsspec (gcsfs/s3fs: a
+    # conditional upload, refused at open or at close), is asked directly.
     backend = epath.Path(path)._backend  # noqa: SLF001
     with backend.open(os.fspath(path), "xb") as f:
       f.write(json.dumps(record).encode())
