@@ -6,7 +6,8 @@ anything is traced, so `curvax.lanczos.lanczos` and the programs of `curvax.spec
 fail before compiling. With full or partial reorthogonalization (or `return_basis=True`) Lanczos stores a
 [num_steps + 1, n] basis; `check_basis_memory` compares it with `max_basis_bytes` (per device when
 `basis_sharding` splits n over D devices, `basis_shards`: (num_steps + 1)·⌈n/D⌉ entries, once per probe run in
-lockstep); `sharding_constraints` pins the vectors and the basis to that split inside the program. `lanczos_options`
+lockstep), or with `basis_memory="host"` (`curvax.host_basis`) against the host's physical memory;
+`sharding_constraints` pins the vectors and the basis to that split inside the program. `lanczos_options`
 validates the keyword arguments the spectral routines forward to Lanczos. No project imports: only jax and numpy.
 """
 

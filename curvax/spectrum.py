@@ -209,7 +209,7 @@ def top_eigenvalues(
       since the previous product ≤ tol, PyHessian's test: no certificate, so `bounds` are still reported and say
       what was reached; needs reorthogonalize='full').
     **lanczos_kwargs: forwarded to Lanczos (reorthogonalize, reorth_passes, breakdown_tol, max_basis_bytes,
-      callback, callback_every, return_basis, basis_sharding, matvec_rtol).
+      callback, callback_every, return_basis, basis_sharding, matvec_rtol, basis_memory).
 
     v0: a given start vector (a pytree shaped like the operator's input, or flat [n]) instead of a random one: a
       warm start, e.g. the top Ritz vector of a nearby operator (`ritz_vector`; the previous checkpoint's), with
