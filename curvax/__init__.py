@@ -5,8 +5,8 @@ Build an operator (`hessian`, `ggn`, `empirical_fisher`, `block`, `matrix_operat
 it, operator first, to a routine that takes its shapes from it; `batch_sharpness` reads a loss over mini-batches
 directly. A client's own programs over operators use `ravel_leaves` (a pytree as the flat vector of the operators'
 flat products), `as_pytree_fn` (a function as jit-able data), `as_batches` and `normalized_weights` (the batches and
-batch weights the constructors read); its configs check against `REORTHOGONALIZATIONS`, `TRACE_METHODS` and
-`check_basis_memory` before any compute. Imports only jax, numpy and (for XTrace) matfree; `to_scipy` imports scipy
+batch weights the constructors read); its configs check against `REORTHOGONALIZATIONS`, `BASIS_MEMORIES`,
+`TRACE_METHODS` and `check_basis_memory` before any compute. Imports only jax, numpy and (for XTrace) matfree; `to_scipy` imports scipy
 when called. `top_eigenvalues(..., max_vectors=m)` bounds the stored vectors by thick restart;
 `lanczos_memory` counts a routine's buffers beforehand. See docs/curvax.md.
 """
@@ -33,6 +33,7 @@ from curvax.curvature import (
     hessian,
 )
 from curvax.density import SpectralDensity, spectral_density
+from curvax.host_basis import BASIS_MEMORIES
 from curvax.inputs import as_batches, normalized_weights
 from curvax.lanczos import LanczosResult, lanczos
 from curvax.lanczos_options import REORTHOGONALIZATIONS, check_basis_memory
@@ -96,6 +97,7 @@ __all__ = [
     "normalized_weights",
     "as_batches",
     "REORTHOGONALIZATIONS",
+    "BASIS_MEMORIES",
     "TRACE_METHODS",
     "check_basis_memory",
 ]

@@ -131,6 +131,7 @@ _SLQ_STATIC = (
     "callback_every",
     "basis_sharding",
     "matvec_rtol",
+    "basis_memory",
 )
 
 
@@ -205,6 +206,7 @@ def spectral_density(
     callback_every: int = 10,
     basis_sharding: Optional[jax.sharding.NamedSharding] = None,
     matvec_rtol: Optional[float] = None,
+    basis_memory: str = "device",
 ) -> SpectralDensity:
   """Spectral density by stochastic Lanczos quadrature with a bootstrap band over probes.
 
@@ -229,6 +231,7 @@ def spectral_density(
     callback_every: reporting period in Lanczos steps.
     basis_sharding: as in `lanczos`: each probe's vectors and basis split along n over these devices.
     matvec_rtol: as in `lanczos` (the rounding floor of the nodes' certified bounds).
+    basis_memory: as in `lanczos` ("host": each probe's basis in host memory; probes one after another).
 
   Returns:
     A `SpectralDensity`.
@@ -258,6 +261,7 @@ def spectral_density(
           callback_every=callback_every,
           basis_sharding=basis_sharding,
           matvec_rtol=matvec_rtol,
+          basis_memory=basis_memory,
       ),
       num_steps,
       n,

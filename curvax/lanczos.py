@@ -9,7 +9,8 @@ One jitted program per (operator structure, n, dtype, static options): a `lax.wh
 [num_steps + 1, n] basis, so compile time does not grow with num_steps and a new operator of the same structure
 reuses it. `stop=(largest, count, rel_tol[, bound])` ends the loop once the extreme Ritz values' reported bounds
 (`curvax.ritz.ritz_converged`, the same bounds the result carries) are within rel_tol. Options are checked before
-any compute (`curvax.lanczos_options`, the basis against `max_basis_bytes` included).
+any compute (`curvax.lanczos_options`, the basis against `max_basis_bytes` included). `basis_memory="host"` keeps
+the basis in the host memory kind and streams it to the device a block at a time (`curvax.host_basis`).
 
 Reorthogonalization ("full", "partial": Simon 1984, "none"): one step builder each in
 `curvax.reorthogonalization.STRATEGIES`, called by the one loop body; the initial state and finalization are shared.
@@ -32,6 +33,7 @@ import numpy as np
 
 from curvax import summary
 from curvax.finite import check_finite
+from curvax.host_basis import basis_access, check_basis_placement
 from curvax.lanczos_options import (
     DEFAULT_MAX_BASIS_BYTES,
     check_basis_memory,
@@ -123,11 +125,11 @@ jax.tree_util.register_dataclass(
 )
 
 
-def _initial_state(v0_flat, m, store, on_vec, on_basis):
+def _initial_state(v0_flat, m, store, on_vec, access):
   norm0 = jnp.linalg.norm(v0_flat)
   q0 = on_vec(v0_flat / jnp.where(norm0 > 0, norm0, 1.0))  # a zero v0 breaks down at step 0 instead of giving NaN
   dtype = v0_flat.dtype
-  basis = on_basis(jnp.zeros((m + 1, q0.shape[0]), dtype).at[0].set(q0)) if store else None
+  basis = access.set_row(access.place(jnp.zeros((m + 1, q0.shape[0]), dtype)), 0, q0) if store else None
   zeros_m = jnp.zeros((m,), dtype)
   om = jnp.zeros((m + 1,), dtype).at[0].set(1.0)
   return dict(
@@ -149,12 +151,12 @@ def _initial_state(v0_flat, m, store, on_vec, on_basis):
   )
 
 
-def _finalize(s, matvec_rtol):
+def _finalize(s, matvec_rtol, gram=gram_deviation):
   """The result's arrays from the final loop state `s`: T_k's Ritz pairs and their certified bounds."""
   alphas, betas, k, basis, anorm = s["alphas"], s["betas"], s["i"], s["basis"], s["anorm"]
   ritz_values, residuals, first, mask, s_mxm = tridiagonal_eigh(alphas, betas, k)
   valid = jnp.arange(alphas.shape[0]) < k
-  gram_dev = None if basis is None else gram_deviation(basis, k)
+  gram_dev = None if basis is None else gram(basis, k)
   loss = s["om_max"] if basis is None else jnp.max(jnp.abs(gram_dev))
   certify = lambda r: certified_bounds(
       r, ritz_values, mask, k, anorm, matvec_rtol, gram_dev=gram_dev, omega=loss, s_mxm=s_mxm
@@ -195,6 +197,7 @@ def lanczos_core(
     progress_total=None,
     basis_sharding=None,
     matvec_rtol=None,
+    basis_memory="device",
 ) -> LanczosResult:
   """The Lanczos recurrence on a flat operator (`op.flat_matvec`), traceable; `lanczos` validates and compiles it.
 
@@ -211,12 +214,13 @@ def lanczos_core(
   rtol = default_matvec_rtol(n, dtype) if matvec_rtol is None else float(matvec_rtol)
 
   on_vec, on_basis = sharding_constraints(basis_sharding)
+  access = basis_access(basis_memory, on_basis)  # where the basis lives: every touch of it goes through this
 
   def matvec_flat(x):
     return on_vec(op.flat_matvec(x).astype(dtype))
 
-  strategy = get_strategy(reorthogonalize)(m, n, eps, reorth_passes, store)
-  state = _initial_state(v0_flat, m, store, on_vec, on_basis)
+  strategy = get_strategy(reorthogonalize)(m, n, eps, reorth_passes, store, access.cgs)
+  state = _initial_state(v0_flat, m, store, on_vec, access)
 
   def body(s):
     i = s["i"]
@@ -231,7 +235,7 @@ def lanczos_core(
     alphas, betas = s["alphas"].at[i].set(alpha), s["betas"].at[i].set(beta)
     if stop is not None:  # on the bounds `_finalize` would report at this step (`curvax.ritz.certified_bounds`)
       theta, residuals, _, mask, s_mxm = tridiagonal_eigh(alphas, betas, i + 1)
-      gram = None if s["basis"] is None else lambda: gram_deviation(s["basis"], i + 1)
+      gram = None if s["basis"] is None else lambda: access.gram(s["basis"], i + 1)
       converged = ritz_converged(stop, theta, residuals, mask, s_mxm, i + 1, anorm, rtol, gram=gram, omega=s["om_max"])
     else:
       converged = jnp.bool_(False)
@@ -250,7 +254,7 @@ def lanczos_core(
         **strategy.carry(s, aux, broke, converged),
     )
     if store:
-      out["basis"] = on_basis(s["basis"].at[i + 1].set(q_next))
+      out["basis"] = access.set_row(s["basis"], i + 1, q_next)
     if callback_id is not None:
       due = ((i + 1) % callback_every == 0) | (i + 1 == m) | broke | converged
       jax.lax.cond(due, lambda: report(callback_id, progress_offset + i + 1, total), lambda: None)
@@ -263,7 +267,7 @@ def lanczos_core(
       else "estimated: Simon (1984) omega recurrence (reorthogonalize='none', basis not stored)"
   )
   return LanczosResult(
-      **_finalize(s, rtol),
+      **_finalize(s, rtol, access.gram),
       basis=s["basis"] if return_basis else None,
       reorthogonalize=reorthogonalize,
       orthogonality=how,
@@ -282,6 +286,7 @@ LANCZOS_STATIC = (
     "progress_total",
     "basis_sharding",
     "matvec_rtol",
+    "basis_memory",
 )
 
 
@@ -311,6 +316,7 @@ def lanczos(
     callback_every: int = 10,
     basis_sharding: Optional[jax.sharding.NamedSharding] = None,
     matvec_rtol: Optional[float] = None,
+    basis_memory: str = "device",
 ) -> LanczosResult:
   """Run `num_steps` Lanczos steps on a symmetric operator (see the module docstring for the contract).
 
@@ -347,12 +353,15 @@ def lanczos(
       data-parallel HVP.
     matvec_rtol: the relative rounding error of one product, ‖fl(Av) − Av‖ ≤ matvec_rtol·‖A‖‖v‖, in the
       certified bounds' floor (`curvax.ritz.certified_bounds`); None: √n·ε of the dtype.
+    basis_memory: "device" or "host": the stored basis in the device's 'pinned_host' memory kind, each read a block
+      moved to the device (`curvax.host_basis`); the memory guard then counts it against the host's memory.
 
   Returns:
     A `LanczosResult`.
   """
   check_basis_sharding(basis_sharding)
   check_matvec_rtol(matvec_rtol)
+  check_basis_placement(basis_memory, sharded=basis_sharding is not None)
   op = as_operator(op)
   if (key is None) == (v0 is None):
     raise ValueError("lanczos needs exactly one of key= (a Gaussian start vector) and v0= (a given start vector)")
@@ -366,7 +375,7 @@ def lanczos(
   validate_options(num_steps, n, dtype, reorthogonalize, reorth_passes, breakdown_tol, callback_every)
   stop = check_stop(stop, num_steps)
   if reorthogonalize != "none" or return_basis:
-    check_basis_memory(num_steps, n, dtype, max_basis_bytes, basis_sharding=basis_sharding)
+    check_basis_memory(num_steps, n, dtype, max_basis_bytes, basis_sharding=basis_sharding, basis_memory=basis_memory)
   static = dict(
       gaussian=None if v0 is not None else (int(n), jnp.dtype(dtype).name),
       num_steps=int(num_steps),
@@ -379,6 +388,7 @@ def lanczos(
       progress_total=None,
       basis_sharding=basis_sharding,
       matvec_rtol=None if matvec_rtol is None else float(matvec_rtol),
+      basis_memory=basis_memory,
   )
   start = key if v0 is None else v0
   res = with_callback(

@@ -6,16 +6,19 @@ anything is traced, so `curvax.lanczos.lanczos` and the programs of `curvax.spec
 fail before compiling. With full or partial reorthogonalization (or `return_basis=True`) Lanczos stores a
 [num_steps + 1, n] basis; `check_basis_memory` compares it with `max_basis_bytes` (per device when
 `basis_sharding` splits n over D devices, `basis_shards`: (num_steps + 1)·⌈n/D⌉ entries, once per probe run in
-lockstep); `sharding_constraints` pins the vectors and the basis to that split inside the program. `lanczos_options`
+lockstep), or with `basis_memory="host"` (`curvax.host_basis`) against the host's physical memory;
+`sharding_constraints` pins the vectors and the basis to that split inside the program. `lanczos_options`
 validates the keyword arguments the spectral routines forward to Lanczos. No project imports: only jax and numpy.
 """
 
+import os
 from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from curvax.host_basis import check_basis_placement
 from curvax.memory import lanczos_memory
 from curvax.reorthogonalization import STRATEGIES
 
@@ -37,11 +40,23 @@ def check_basis_memory(
     batch: int = 1,
     basis_sharding: Optional[Any] = None,
     routine: Optional[dict] = None,
+    basis_memory: str = "device",
 ) -> None:
   """Raise ValueError if `batch` bases of `num_steps` Lanczos vectors of size `n` exceed `max_basis_bytes` on one
   device (batch > 1: probes run in lockstep, one basis each; a `basis_sharding` over D devices holds ⌈n/D⌉ columns
   per device). The message gives the routine's whole peak (`curvax.memory.lanczos_memory` of `routine`: max_vectors,
-  keep, reorthogonalize, return_basis, num_probes) and only ways out that keep a certificate."""
+  keep, reorthogonalize, return_basis, num_probes) and only ways out that keep a certificate. With
+  `basis_memory="host"` the basis is counted against the host's physical memory instead (`host_memory_bytes`): the
+  device then holds one block of it at a time (`curvax.host_basis`)."""
+  if basis_memory == "host":
+    needed, host = basis_bytes(num_steps, n, dtype) * batch, host_memory_bytes()
+    if needed > host:
+      raise ValueError(
+          f"Lanczos basis too large for host memory: num_steps={num_steps}, n={n}, dtype={np.dtype(dtype).name} needs"
+          f" {needed} bytes ({needed / 2**30:.2f} GiB) > the host's {host} bytes ({host / 2**30:.2f} GiB) with "
+          "basis_memory='host'; fewer steps, or a thick restart (max_vectors=m) on the device"
+      )
+    return
   shards = basis_shards(basis_sharding)
   per_device = -(-n // shards)
   needed = basis_bytes(num_steps, per_device, dtype) * batch
@@ -59,6 +74,11 @@ def check_basis_memory(
         " the products), fewer steps (or probes in lockstep), a basis sharded over more devices, or a larger"
         " max_basis_bytes. Not reorthogonalize='none' alone: once orthogonality is lost its bounds certify nothing."
     )
+
+
+def host_memory_bytes() -> int:
+  """The host's physical memory in bytes (what a basis in a host memory kind is counted against)."""
+  return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def check_basis_sharding(basis_sharding: Optional[Any]) -> None:
@@ -162,6 +182,7 @@ LANCZOS_KEYS = (
     "return_basis",
     "basis_sharding",
     "matvec_rtol",
+    "basis_memory",
 )
 
 
@@ -181,12 +202,15 @@ def lanczos_options(kwargs, num_steps, n, dtype, batch=1, max_vectors=None, keep
   check_basis_sharding(sharding)
   rtol = kwargs.get("matvec_rtol")
   check_matvec_rtol(rtol)
+  placement = kwargs.get("basis_memory", "device")
+  check_basis_placement(placement, batch, restarted=max_vectors is not None, sharded=sharding is not None)
   if reorth != "none" or return_basis:
     limit = kwargs.get("max_basis_bytes", DEFAULT_MAX_BASIS_BYTES)
-    rows, routine = num_steps, dict(reorthogonalize=reorth, return_basis=return_basis, num_probes=num_probes)
+    routine = dict(reorthogonalize=reorth, return_basis=return_basis, num_probes=num_probes, basis_memory=placement)
+    rows = num_steps
     if max_vectors is not None:  # a thick restart: its basis, and its count of every buffer
       rows, routine = max_vectors, dict(routine, num_steps=num_steps, max_vectors=max_vectors, keep=keep)
-    check_basis_memory(rows, n, dtype, limit, batch, basis_sharding=sharding, routine=routine)
+    check_basis_memory(rows, n, dtype, limit, batch, basis_sharding=sharding, routine=routine, basis_memory=placement)
   static = dict(
       num_steps=int(num_steps),
       reorthogonalize=reorth,
@@ -196,5 +220,6 @@ def lanczos_options(kwargs, num_steps, n, dtype, batch=1, max_vectors=None, keep
       callback_every=int(every),
       basis_sharding=sharding,
       matvec_rtol=None if rtol is None else float(rtol),
+      basis_memory=placement,
   )
   return static, kwargs.get("callback")

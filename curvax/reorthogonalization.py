@@ -1,12 +1,13 @@
 """The reorthogonalization strategies of `curvax.lanczos`: one step builder per strategy, a registry and its getter.
 
-Contract: `get_strategy(name)(m, n, eps, passes, store)` returns a `Step` that the one Lanczos loop body
+Contract: `get_strategy(name)(m, n, eps, passes, store[, cgs])` returns a `Step` that the one Lanczos loop body
 (`curvax.lanczos.lanczos_core`) calls at every step, so the loop holds no strategy branch:
   * `orthogonalize(s, w, alpha) -> (w, beta, reorthed, aux)`: the new vector w (the three-term recurrence's output)
     made orthogonal as the strategy asks, its norm β, whether it went through the CGS pass, and what `carry` needs;
   * `carry(s, aux, broke, converged) -> dict`: the strategy's own entries of the next loop state (Simon's ω).
 `s` is `curvax.lanczos`'s loop state; `m` the steps, `n` the size, `eps` the dtype's ε, `passes` the CGS passes,
-`store` whether the basis is stored. The CGS pass and Simon's ω-recurrence are `curvax.orthogonality`'s.
+`store` whether the basis is stored, `cgs` the CGS pass on it (default `curvax.orthogonality`'s; a basis in host
+memory brings its own, `curvax.host_basis`). The CGS pass and Simon's ω-recurrence are `curvax.orthogonality`'s.
 
   * "full": every new vector is orthogonalized against all previous ones by classical Gram-Schmidt (CGS: all
     coefficients h = V w first, then w −= Vᵀh; two BLAS-2 sweeps). `reorth_passes="auto"` (default) repeats the pass
@@ -45,19 +46,19 @@ def _no_carry(s, aux, broke, converged):
   return {}
 
 
-def full_step(m, n, eps, passes, store) -> Step:
+def full_step(m, n, eps, passes, store, cgs=cgs_reorthogonalize) -> Step:
   """CGS against q_0..q_i at every step."""
   del m, n, eps, store
 
   def orthogonalize(s, w, alpha):
     del alpha
-    w, beta = cgs_reorthogonalize(s["basis"], w, s["i"], passes)
+    w, beta = cgs(s["basis"], w, s["i"], passes)
     return w, beta, jnp.bool_(True), None
 
   return Step(orthogonalize, _no_carry)
 
 
-def partial_step(m, n, eps, passes, store) -> Step:
+def partial_step(m, n, eps, passes, store, cgs=cgs_reorthogonalize) -> Step:
   """Simon's PRO: the CGS pass when an ω estimate exceeds √ε, and at the step after."""
   del store
   sqrt_eps = float(np.sqrt(eps))
@@ -69,7 +70,7 @@ def partial_step(m, n, eps, passes, store) -> Step:
     om_next = omega_update(s["om_prev"], s["om_cur"], s["alphas"], s["betas"], i, alpha, beta, eps, n)
     j = jnp.arange(m + 1)
     reorthed = (jnp.max(jnp.where(j < i, jnp.abs(om_next), 0.0)) > sqrt_eps) | s["reorth_next"]
-    w, beta = jax.lax.cond(reorthed, lambda w: cgs_reorthogonalize(s["basis"], w, i, passes), lambda w: (w, beta), w)
+    w, beta = jax.lax.cond(reorthed, lambda w: cgs(s["basis"], w, i, passes), lambda w: (w, beta), w)
     om_next = jnp.where(reorthed & (j < i), eps, om_next)  # q_{i+1} ⟂ q_j to rounding after the CGS pass
     return w, beta, reorthed, (om_next, reorthed)
 
@@ -85,9 +86,9 @@ def partial_step(m, n, eps, passes, store) -> Step:
   return Step(orthogonalize, carry)
 
 
-def none_step(m, n, eps, passes, store) -> Step:
+def none_step(m, n, eps, passes, store, cgs=None) -> Step:
   """The plain three-term recurrence; without a stored basis, Simon's ω estimates the orthogonality loss."""
-  del passes
+  del passes, cgs
 
   def orthogonalize(s, w, alpha):
     beta = jnp.linalg.norm(w)

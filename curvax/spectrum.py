@@ -28,6 +28,7 @@ import numpy as np
 from curvax import summary
 from curvax.blocks import leaf_paths
 from curvax.finite import check_finite
+from curvax.host_basis import combine_rows
 from curvax.lanczos import LANCZOS_STATIC, LanczosResult, lanczos_core
 from curvax.lanczos_options import STOP_BOUNDS, check_stop, lanczos_options
 from curvax.operators import ravel_leaves, run_program, with_callback
@@ -208,7 +209,7 @@ def top_eigenvalues(
       since the previous product ≤ tol, PyHessian's test: no certificate, so `bounds` are still reported and say
       what was reached; needs reorthogonalize='full').
     **lanczos_kwargs: forwarded to Lanczos (reorthogonalize, reorth_passes, breakdown_tol, max_basis_bytes,
-      callback, callback_every, return_basis, basis_sharding, matvec_rtol).
+      callback, callback_every, return_basis, basis_sharding, matvec_rtol, basis_memory).
 
     v0: a given start vector (a pytree shaped like the operator's input, or flat [n]) instead of a random one: a
       warm start, e.g. the top Ritz vector of a nearby operator (`ritz_vector`; the previous checkpoint's), with
@@ -277,7 +278,7 @@ def ritz_vector(op: Any, result: ExtremeEigenvalues, index: int = 0) -> Any:
 def _ritz_column(basis, s_mxm, col):
   """The unit Ritz vector V s_col, one [n] vector: forming all m Ritz vectors (`curvax.ritz.ritz_vectors`) would
   allocate a second basis-sized buffer."""
-  y = s_mxm[:, col] @ basis[: s_mxm.shape[0]]
+  y = combine_rows(basis, s_mxm[:, col])  # a host basis (`basis_memory="host"`) a block of rows at a time
   return y / jnp.linalg.norm(y)
 
 

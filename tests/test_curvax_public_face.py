@@ -20,6 +20,7 @@ OWN_TESTS = (
     "tests/test_spectrum.py",
     "tests/test_curvax_closures.py",
     "tests/test_curvax_restart.py",
+    "tests/test_curvax_host_basis.py",
     "tests/test_reorthogonalization.py",
 )
 
