@@ -1,14 +1,13 @@
-"""The sweep runner: every cell of `sweep.grid` × seeds trained by `train.loop` (main.py's train mode), resumable.
+"""The sweep runner: every cell of the sweep's grid × seeds trained by `train.loop` (main.py's train mode), resumable.
 
-Contract: `run_sweep(config, workdir)` takes the resolved experiment config (`train.config.Config`: base config +
-the typed `config.sweep`; a ConfigDict is resolved at the door), validates every
-cell's config before any compute (`train.config.resolve`; an error names the cell), then for each cell and seed s in
-first_seed..first_seed+seeds-1 (`sweep.first_seed`; train.seed = s) runs `train.loop.setup` + `train_and_evaluate` in
-`<root>/cells/<cell>/seed_<s>/` (`<root>`: `sweep.cells_dir`, else the workdir; one SentencePiece model in
-`<root>/tokenizer/` unless `data.tokenizer_dir` says otherwise). `sweep.analysis_at_init` runs
-`analysis.run.run_analysis` first, into `analysis/step_0/` as main.py does; `sweep.analysis_steps` restores and
-analyzes those checkpoints of a finished run into `analysis/step_<k>/` (each a checkpoint the run keeps, checked
-before any compute). Trackers (`metrics.writers`) group the runs by `sweep_name`.
+Contract: `run_sweep(config, workdir)` takes the resolved config (`train.config.Config`, its `sweep` typed; a ConfigDict
+is resolved at the door), validates every cell's config before any compute (`train.config.resolve`; an error names the
+cell), then for each cell and seed s in first_seed..first_seed+seeds-1 (`sweep.first_seed`; train.seed = s) runs
+`train.loop.setup` + `train_and_evaluate` in `<root>/cells/<cell>/seed_<s>/` (`<root>`: `sweep.cells_dir`, else the
+workdir; one SentencePiece model in `<root>/tokenizer/` unless `data.tokenizer_dir` says otherwise).
+`sweep.analysis_at_init` runs `analysis.run.run_analysis` first, into `analysis/step_0/` as main.py does;
+`sweep.analysis_steps` restores and analyzes those checkpoints of a finished run into `analysis/step_<k>/` (each a
+checkpoint the run keeps, checked before any compute). Trackers (`metrics.writers`) group the runs by `sweep_name`.
   * resumable: a run whose status.json says `finished` or `diverged` is skipped (its record kept); any other resumes
     from its latest checkpoint; a run whose config.json differs from its cell's in what it trains (`mode` and
     `train.config.TRAINED`, `data.tokenizer_dir` excepted) is an error before any compute;

@@ -310,7 +310,7 @@ def validate_optim_config(optim_config, *, total_steps: Optional[int] = None) ->
   for a run; `make_optimizer` and `make_schedule` trust a typed section they are given.
 
   Args:
-    optim_config: the `config.optim` subtree (its ConfigDict or a mapping; an `OptimConfig` is checked again).
+    optim_config: the `config.optim` subtree (its ConfigDict or a mapping; an `OptimConfig` gets the horizon check).
     total_steps: the run's number of updates; the horizon of decaying schedules when
       `optim.decay_steps` is 0/None.
   """
@@ -332,12 +332,6 @@ def check_horizon(cfg: OptimConfig, total_steps: Optional[int] = None) -> None:
       )
     if horizon <= cfg.warmup_steps:
       _fail("decay_steps", horizon, f"an integer > optim.warmup_steps={cfg.warmup_steps} (decay_steps includes warmup)")
-
-
-def _typed(optim_config, total_steps: Optional[int]) -> OptimConfig:
-  """The door of `make_optimizer` / `make_schedule` (`configs.schema.as_section`): an `OptimConfig` as it is (typed
-  and checked by `train.config.resolve`), a ConfigDict or mapping typed and checked here."""
-  return as_section(OptimConfig, optim_config, lambda cfg: check_horizon(cfg, total_steps))
 
 
 def _check_optim_values(cfg: OptimConfig) -> None:
@@ -393,7 +387,7 @@ def _check_optim_values(cfg: OptimConfig) -> None:
 
 def make_schedule(optim_config, *, total_steps: Optional[int] = None) -> optax.Schedule:
   """The schedule `count -> lr` of `optim_config` (an `OptimConfig`, trusted; or its ConfigDict, typed and checked)."""
-  cfg = _typed(optim_config, total_steps)
+  cfg = as_section(OptimConfig, optim_config, lambda c: check_horizon(c, total_steps))  # the door
   return _schedule(cfg, total_steps, float(cfg.learning_rate))
 
 
@@ -434,7 +428,7 @@ def make_optimizer(
     `(tx, schedule)`; `schedule(count)` is the lr of the update made when `count` updates
     have been applied (before any lr multiplier).
   """
-  optim_config = _typed(optim_config, total_steps)
+  optim_config = as_section(OptimConfig, optim_config, lambda c: check_horizon(c, total_steps))  # the door
   peak = float(optim_config.learning_rate)
   schedule = _schedule(optim_config, total_steps, peak)
   unit = _schedule(optim_config, total_steps, 1.0)

@@ -1,7 +1,7 @@
 """The `config.data` subtree as a typed, checked `DataConfig`: every key the data layer reads.
 
-`train.config.resolve` builds it once (then `check_processes(config, process_count)`) before anything is read or trained;
-`build()` accepts it (or a ConfigDict, which it types the same way). Each error names the key, the bad value and
+`train.config.resolve` builds it once (then `check_processes(config, process_count)`) before anything is read or
+trained; `build()` trusts it (and types a ConfigDict at its door: `validate`). Each error names the key, the bad value and
 the valid choices.
 """
 
