@@ -114,7 +114,7 @@ def main(argv):
     _config_boundary(_raise(ValueError(f"config.mode={FLAGS.config.mode!r} is invalid; valid: {list(MODES)}")))
   # The config boundary, before any device or data is touched: 'auto' keys derived, every subtree validated.
   config = _config_boundary(lambda: train.config.resolve(FLAGS.config, groups=experiments.GROUPS))
-  _config_boundary(lambda: _check_data_dir(FLAGS.config.data))
+  _config_boundary(lambda: _check_data_dir(config.data))
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
   workdir = FLAGS.workdir or os.fspath(epath.Path("runs") / config_name)  # a URI (gs://...) is kept as it is
   _config_boundary(lambda: _check_workdir(workdir))
@@ -128,9 +128,9 @@ def main(argv):
     # (a claim's processes train; this one runs its extension rounds and decides: experiments/run.py)
     sweep = config.sweep
     shard = _config_boundary(lambda: experiments.shard.resolve_shard(sweep.shard, sweep.num_shards)[:2])
-    _config_boundary(lambda: experiments.grid.cells(FLAGS.config))
+    _config_boundary(lambda: experiments.grid.cells(config.source))
     if config.mode == "claim":
-      run = lambda: experiments.run.run_claim_parallel(FLAGS.config, workdir, sys.argv[1:], sweep.parallel, shard)
+      run = lambda: experiments.run.run_claim_parallel(config, workdir, sys.argv[1:], sweep.parallel, shard)
     else:
       run = lambda: experiments.shard.run_parallel(sys.argv[1:], sweep.parallel, shard)
     sys.exit(_config_boundary(run))
@@ -139,14 +139,14 @@ def main(argv):
   logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())
   if config.mode in ("sweep", "claim"):  # every cell × seed in <workdir>/cells/, diverged and crashed runs
     # the grid (keys, values, syntax) and the array's shard, before any compute: one line each (EXIT_CONFIG)
-    _config_boundary(lambda: experiments.grid.cells(FLAGS.config))
+    _config_boundary(lambda: experiments.grid.cells(config.source))
     _config_boundary(lambda: experiments.shard.resolve_shard(config.sweep.shard, config.sweep.num_shards))
-    experiments.sweep.use_compilation_cache(FLAGS.config, workdir)  # recorded; the runs share compiled programs
-    try:
+    experiments.sweep.use_compilation_cache(config, workdir)  # recorded; the runs share compiled programs
+    try:  # the resolved config: its typed groups are not typed again below
       if config.mode == "claim":
-        crashed = experiments.run.run_claim(FLAGS.config, workdir)["runs"].get("crashed", 0)
+        crashed = experiments.run.run_claim(config, workdir)["runs"].get("crashed", 0)
       else:
-        crashed = sum(r["outcome"] == "crashed" for r in experiments.run_sweep(FLAGS.config, workdir))
+        crashed = sum(r["outcome"] == "crashed" for r in experiments.run_sweep(config, workdir))
     except train.loop.Preempted as e:
       logging.warning("Sweep %s; rerun the same command to resume", e)
       sys.exit(_exit_code(e))
@@ -163,7 +163,7 @@ def main(argv):
             workdir, config, f"--workdir={workdir}", compare_mode=False, may_change=("train.num_steps",)
         )
     )
-  if config.mode == "analyze" and not experiments.sweep.use_compilation_cache(FLAGS.config, workdir):
+  if config.mode == "analyze" and not experiments.sweep.use_compilation_cache(config, workdir):
     curvax.enable_compilation_cache(os.path.join(workdir, "jax_cache"))  # a rerun reads its programs back
   restore_step = None
   if config.mode == "analyze" and config.analysis.checkpoint_step >= 0:

@@ -7,8 +7,9 @@ frozen dataclass whose values were all checked before any compute: the choices o
 and `sigma` ≥ 0; a bad value raises ValueError naming `analysis.<key>`, the value and the valid choices.
 `ANALYSIS_KEYS` lists every key; `resolved_dtype` turns `analysis.dtype = "auto"` into the backend's dtype and
 `progress_enabled` `analysis.progress` into whether progress lines are printed.
-`analysis.run.run_analysis` and `analysis.tracking` type their subtree with it, and main.py passes its builder to
-`train.config.resolve` (through `experiments.GROUPS`).
+main.py passes the class to `train.config.resolve` (through `experiments.GROUPS`), which types the subtree once;
+`analysis.run.run_analysis` and `analysis.tracking` trust a typed section and type a ConfigDict at their door
+(`configs.schema.as_section`).
 """
 
 import dataclasses

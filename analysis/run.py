@@ -40,6 +40,7 @@ from analysis import hessian, stability
 from analysis.analyses import ANALYSES, RETURNED, Context, cast_floats, probe_batch
 from analysis.config import AnalysisConfig, resolved_dtype
 from analysis.records import is_primary, jsonable, model_config_record, save_plot, write_json
+from configs.schema import as_section
 from train.loss import make_logits_fn, make_loss_fn, num_tokens
 from train.step import mlm_masked
 
@@ -90,7 +91,7 @@ def run_analysis(
   Returns:
     The summary dict written to metadata.json plus the top/bottom eigenvalues, trace and stability predictors.
   """
-  cfg = AnalysisConfig.from_config(analysis_config)
+  cfg = as_section(AnalysisConfig, analysis_config)  # the door: a typed section as it is
   dtype = resolved_dtype(cfg.dtype)
   batches = list(batches)
   if len(batches) < cfg.num_batches:
@@ -171,7 +172,7 @@ def check_basis(analysis_config, num_params: int, mesh=None, *, preconditioned: 
   `analysis.max_basis_bytes` on one device (`curvax.check_basis_memory`); none is kept without reorthogonalization
   or without an eigenvalue, spectrum, preconditioned or edge-predictor (the Gauss–Newton's λ_max) routine.
   `run_analysis` calls it before any routine, and `experiments.sweep.check_memory` before a sweep's first run."""
-  cfg = AnalysisConfig.from_config(analysis_config)
+  cfg = as_section(AnalysisConfig, analysis_config)  # the door: a typed section as it is
   if cfg.reorthogonalize == "none" or not (
       cfg.top_k or cfg.bottom_k or cfg.spectrum or preconditioned or cfg.edge_predictors
   ):

@@ -45,6 +45,7 @@ from analysis.stability import (
     lr_multiplier_scale,
     momentum_stability_threshold,
 )
+from configs.schema import as_section
 from train.loss import make_loss_fn
 from train.step import mlm_masked
 
@@ -83,7 +84,7 @@ def check_basis(analysis_config: Any, num_params: int, mesh: Optional[jax.shardi
   entries in the analysis dtype, split along n over `mesh`'s devices, exceeds `analysis.max_basis_bytes` on one
   device (`curvax.check_basis_memory`). No basis is kept without reorthogonalization and warm start. `curvature_hook`
   calls it before its first record, and `experiments.sweep.check_memory` before a sweep's first run."""
-  cfg = AnalysisConfig.from_config(analysis_config)
+  cfg = as_section(AnalysisConfig, analysis_config)  # the door: a typed section as it is
   if cfg.reorthogonalize == "none" and cfg.tracking_tol <= 0:  # a warm start keeps the basis for its Ritz vector
     return
   dtype = jnp.dtype(resolved_dtype(cfg.dtype))
@@ -127,7 +128,7 @@ def curvature_hook(
     `fn(step, state, batch) -> {name: float}` over `NAMES` (and `PRECONDITIONED_NAMES`); `state` is a
     `train.state.TrainState`, `batch` is unused.
   """
-  cfg = AnalysisConfig.from_config(analysis_config)
+  cfg = as_section(AnalysisConfig, analysis_config)  # the door: a typed section as it is
   dtype = jnp.dtype(resolved_dtype(cfg.dtype))
   batches = list(batches)[: cfg.num_batches]
   if len(batches) < cfg.num_batches:

@@ -29,41 +29,52 @@ import ml_collections
 from configs.claims._base import check_scale, claim_config, set_keys
 from configs.claims._training import _TRAIN, RECIPE
 
-NO_NORM = "model.norm_type=none;model.norm_position=none"
-BERT = "model.norm_position=post;model.scale_embeddings=false;model.position=learned;model.embedding_norm=true"
-ARMS = {  # method -> the keys of its product (the union grid's parts); '{alpha_step}' filled per scale
-    "postln_xavier": "model.norm_position=post;init.scheme=xavier",
-    "postln_bert": f"{BERT};init.scheme=bert",
-    "preln": "model.norm_position=pre;init.scheme=xavier",
-    "tfixup": f"{NO_NORM};init.scheme=tfixup",
-    "rezero": f"{NO_NORM};model.residual=rezero;init.scheme=rezero",
-    "scheduled": f"{NO_NORM};model.residual=scheduled;model.alpha_step={{alpha_step}};init.scheme=xavier",
-    "deepnorm": "model.norm_position=post;model.residual=deepnorm;init.scheme=deepnet",
-    "admin": "model.norm_position=post;model.residual=admin;init.scheme=admin",
-    "dsinit": "model.norm_position=post;init.scheme=dsinit",
+NO_NORM = (("model.norm_type", "none"), ("model.norm_position", "none"))
+BERT = (
+    ("model.norm_position", "post"),
+    ("model.scale_embeddings", False),
+    ("model.position", "learned"),
+    ("model.embedding_norm", True),
+)
+PRE = (("model.norm_position", "pre"),)
+XAVIER = (("init.scheme", "xavier"),)
+ALPHA_STEP = "per scale"  # model.alpha_step of scheduled α: 3/STEPS[scale] (`arm_keys`), α = 1 after a third of the run
+ARMS = {  # method -> the (key, value) pairs of its product (the union grid's parts), in the grid's key order
+    "postln_xavier": (("model.norm_position", "post"), *XAVIER),
+    "postln_bert": (*BERT, ("init.scheme", "bert")),
+    "preln": (*PRE, *XAVIER),
+    "tfixup": (*NO_NORM, ("init.scheme", "tfixup")),
+    "rezero": (*NO_NORM, ("model.residual", "rezero"), ("init.scheme", "rezero")),
+    "scheduled": (*NO_NORM, ("model.residual", "scheduled"), ("model.alpha_step", ALPHA_STEP), *XAVIER),
+    "deepnorm": (("model.norm_position", "post"), ("model.residual", "deepnorm"), ("init.scheme", "deepnet")),
+    "admin": (("model.norm_position", "post"), ("model.residual", "admin"), ("init.scheme", "admin")),
+    "dsinit": (("model.norm_position", "post"), ("init.scheme", "dsinit")),
     # The norm and residual rules of 2024-26, as their own configs set them (configs/<name>.py), Xavier weights:
-    "dyt": "model.norm_position=pre;model.norm_type=dyt;model.norm_alpha_init=0.5;init.scheme=xavier",
-    "derf": "model.norm_position=pre;model.norm_type=derf;model.norm_alpha_init=0.5;init.scheme=xavier",
-    "peri_ln": "model.norm_position=peri;init.scheme=xavier",
-    "hybrid_norm": "model.norm_position=hybrid;init.scheme=xavier",
-    "mix_ln": "model.norm_position=mix;model.mix_ln_ratio=0.25;init.scheme=xavier",
-    "ln_scaling": "model.norm_position=pre;model.layer_norm_scaling=true;init.scheme=xavier",
-    "layerscale": "model.norm_position=pre;model.residual=layerscale;init.scheme=xavier",
-    "qk_norm": "model.norm_position=pre;model.qk_norm=true;init.scheme=xavier",
-    "z_loss": "model.norm_position=pre;train.z_loss=0.0001;init.scheme=xavier",
-    "completep": "model.norm_position=pre;model.residual=completep;model.depth_alpha=1.0;model.depth_base=2;"
-    "init.scheme=xavier",
+    "dyt": (*PRE, ("model.norm_type", "dyt"), ("model.norm_alpha_init", 0.5), *XAVIER),
+    "derf": (*PRE, ("model.norm_type", "derf"), ("model.norm_alpha_init", 0.5), *XAVIER),
+    "peri_ln": (("model.norm_position", "peri"), *XAVIER),
+    "hybrid_norm": (("model.norm_position", "hybrid"), *XAVIER),
+    "mix_ln": (("model.norm_position", "mix"), ("model.mix_ln_ratio", 0.25), *XAVIER),
+    "ln_scaling": (*PRE, ("model.layer_norm_scaling", True), *XAVIER),
+    "layerscale": (*PRE, ("model.residual", "layerscale"), *XAVIER),
+    "qk_norm": (*PRE, ("model.qk_norm", True), *XAVIER),
+    "z_loss": (*PRE, ("train.z_loss", 0.0001), *XAVIER),
+    "completep": (*PRE, ("model.residual", "completep"), ("model.depth_alpha", 1.0), ("model.depth_base", 2), *XAVIER),
     # Added after the committed cpu records (`ADDED`): the init schemes of 2024-26 on Pre-LN (each drawing its own
     # embeddings), OLMo 2's reordered norm alone (Xavier) and with its init, and the stabilizers at Adam.
-    "megatron": "model.norm_position=pre;init.scheme=megatron;init.std=0.02",
-    "mitchell": "model.norm_position=pre;model.scale_embeddings=false;init.scheme=mitchell",
-    "small_init": "model.norm_position=pre;model.scale_embeddings=false;init.scheme=small_init",
-    "reordered": "model.norm_position=reordered;init.scheme=xavier",
-    "olmo2": "model.norm_position=reordered;model.scale_embeddings=false;init.scheme=olmo2;init.std=0.02",
-    "softcap": "model.norm_position=pre;model.attn_logit_softcap=50.0;model.final_logit_softcap=30.0;"
-    "init.scheme=xavier",
-    "gated_attention": "model.norm_position=pre;model.attention_gate=true;init.scheme=xavier",
-    "qk_clip": "model.norm_position=pre;optim.qk_clip=100.0;init.scheme=xavier",
+    "megatron": (*PRE, ("init.scheme", "megatron"), ("init.std", 0.02)),
+    "mitchell": (*PRE, ("model.scale_embeddings", False), ("init.scheme", "mitchell")),
+    "small_init": (*PRE, ("model.scale_embeddings", False), ("init.scheme", "small_init")),
+    "reordered": (("model.norm_position", "reordered"), *XAVIER),
+    "olmo2": (
+        ("model.norm_position", "reordered"),
+        ("model.scale_embeddings", False),
+        ("init.scheme", "olmo2"),
+        ("init.std", 0.02),
+    ),
+    "softcap": (*PRE, ("model.attn_logit_softcap", 50.0), ("model.final_logit_softcap", 30.0), *XAVIER),
+    "gated_attention": (*PRE, ("model.attention_gate", True), *XAVIER),
+    "qk_clip": (*PRE, ("optim.qk_clip", 100.0), *XAVIER),
 }
 NAMES = {  # method -> its name in the reports: the label of its grid products (experiments/grid.py), recorded per run
     "postln_xavier": "Post-LN + Xavier",
@@ -148,13 +159,21 @@ RUN = {
 }
 
 
-def grid(scale: str) -> str:
-  """The union grid: one product per method, × warmup {0, T_w} × the scale's learning rates."""
-  lrs = ",".join(repr(lr) for lr in LRS[scale])
-  alpha_step = repr(3.0 / STEPS[scale])  # scheduled α reaches 1 after a third of the run (as claim 10)
-  return " | ".join(
-      f"{NAMES[m]}: {ARMS[m].format(alpha_step=alpha_step)};optim.warmup_steps=0,{WARMUP[scale]};"
-      f"optim.learning_rate={lrs}"
+def arm_keys(method: str, scale: str) -> tuple:
+  """The (key, value) pairs of `method` (`ARMS`) at `scale`: `ALPHA_STEP` filled (scheduled α reaches 1 after a third
+  of the run, as claim 10)."""
+  return tuple((k, 3.0 / STEPS[scale] if v == ALPHA_STEP else v) for k, v in ARMS[method])
+
+
+def products(scale: str) -> tuple:
+  """The union grid (`sweep.products`): one product per method, × warmup {0, T_w} × the scale's learning rates."""
+  return tuple(
+      (
+          ("arm", NAMES[m]),
+          *arm_keys(m, scale),
+          ("optim.warmup_steps", (0, WARMUP[scale])),
+          ("optim.learning_rate", LRS[scale]),
+      )
       for m in METHODS[scale]
   )
 
@@ -178,7 +197,7 @@ def get_config(scale: str = "tiny") -> ml_collections.ConfigDict:
       },
   )
   config.model.alpha_init, config.model.alpha_final = 0.0, 1.0  # scheduled α: from 0 up to 1
-  config.sweep.grid = grid(scale)
+  config.sweep.products = products(scale)
   config.sweep.seeds = SEEDS[scale]
   config.sweep.metric = "eval/loss"
   return config

@@ -243,6 +243,10 @@ def get_config() -> ml_collections.ConfigDict:
   # Sweep mode (experiments/): the product of the grid's values × seeds, each run trained like mode='train'.
   w = config.sweep = ml_collections.ConfigDict()
   w.grid = ""  # 'key=v1,v2;key2=a,b' over any config keys, e.g. 'optim.warmup_steps=0,400'; '' = base config only.
+  # The grid as data, for a config file (a claim): a tuple of products, each a tuple of (key, values) pairs in grid
+  # order (values a tuple, or one value, of the key's type), the pair ("arm", label) naming it; the same cells, order
+  # and folder names as the same grid written as `grid`, which, when set (the command line's form), takes its place.
+  w.products = ()
   w.seeds = 1  # Runs per cell, with train.seed = first_seed .. first_seed + seeds - 1.
   w.first_seed = 0  # The first seed: fresh seeds for a confirmation run (e.g. 3 after a study of seeds 0-2).
   w.analysis_at_init = False  # Also run the `analysis` group's analysis at step 0 of every run (analysis/step_0/).

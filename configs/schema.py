@@ -2,13 +2,15 @@
 
 `invalid(key, value, valid)` is the error for a bad value, `contradiction(key_a, value_a, key_b, value_b, why)` for
 two keys that cannot go together; `Section` is a typed, frozen config subtree (`typed_values` checks its keys and
-types); `AUTO` marks a key derived from others. It imports nothing of the project, so every layer (models/ up to
+types); `as_section` is the one coercion a public entry point applies at its door; `AUTO` marks a key derived from
+others. It imports nothing of the project, so every layer (models/ up to
 experiments/) validates its own section with it without reaching into another layer.
 """
 
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, Optional, Union
 
 AUTO = "auto"  # a key derived from others at the config boundary
@@ -65,6 +67,21 @@ class Section:
     if isinstance(cfg, cls):
       return cfg
     return cls(**typed_values(cls, cfg, key or cls.KEY))
+
+
+def as_section(cls: type, cfg: Any, check: Optional[Callable[[Any], Any]] = None) -> Any:
+  """`cfg` as the typed section `cls`: the one coercion at the door of a public entry point that users also call
+  with a ConfigDict (`init_params`, `make_optimizer`, `data.build`, `run_analysis`). A `cls` instance is typed
+  already (by `train.config.resolve`, or by an earlier door) and is returned as it is, trusted: not checked again.
+  Anything else is typed by `cls.from_config` and then passed to `check` (the entry point's checks beyond the
+  section's own, e.g. the decay horizon against the run's length).
+  """
+  if isinstance(cfg, cls):
+    return cfg
+  typed = cls.from_config(cfg)
+  if check is not None:
+    check(typed)
+  return typed
 
 
 _TYPE_NAMES = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}

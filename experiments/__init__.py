@@ -12,12 +12,9 @@ studies alone (the papers' claims and the atlas's questions) and the rules sever
 and `train/`; only main.py imports it.
 """
 
-from experiments import registry
 from experiments.grid import SweepConfig, cells, parse_grid
 from experiments.hooks import step_hooks
-from experiments.sweep import GROUPS as _SWEEP_GROUPS
+from experiments.run import GROUPS  # the groups above train/ that main.py resolves: analysis, sweep, claim
 from experiments.sweep import analyze, run_sweep
-
-GROUPS = {**_SWEEP_GROUPS, "claim": registry.ClaimConfig.from_config}  # the groups main.py resolves above train/
 
 __all__ = ["GROUPS", "SweepConfig", "analyze", "cells", "parse_grid", "run_sweep", "step_hooks"]

@@ -14,6 +14,13 @@ read as the type of the key's default (an integer, a number, `true`/`false`, a s
 None). A bad grid raises before any compute, in the config boundary's format (`configs.schema.invalid`):
 `config.sweep.grid='...' is invalid (<the bad part and why>); valid: <the syntax>`. `cells(config)` gives each cell's
 overrides and its filesystem-safe name (`optim.warmup_steps=0__init.scheme=xavier`).
+
+A config file gives its grid as data, `sweep.products` (the claims): a tuple of products, each a tuple of (key,
+values) pairs in grid order, `("arm", label)` naming it, each value checked like a value of the string (its key's
+type; an integer is a number for a float key), so the cells, their order and folder names are those of the same grid
+written as `sweep.grid`; `format_grid` writes it so (the processes of `sweep.parallel` get a claim's round on their
+command line). `sweep.grid`, when set, takes the place of `sweep.products`: the command line has the last word.
+`sweep_products(config)` is the one reading of either.
 """
 
 import copy
@@ -45,6 +52,7 @@ class SweepConfig(Section):
 
   KEY = "sweep"
   grid: str
+  products: Any
   seeds: int
   first_seed: int
   analysis_at_init: bool
@@ -77,6 +85,7 @@ class SweepConfig(Section):
       raise invalid(
           "sweep.claim_timeout_s", self.claim_timeout_s, "seconds > 0 (a run's heartbeat every quarter of it)"
       )
+    object.__setattr__(self, "products", _product_pairs(self.products))
     steps = self.analysis_steps
     if not (
         isinstance(steps, (tuple, list))
@@ -87,6 +96,25 @@ class SweepConfig(Section):
     object.__setattr__(self, "analysis_steps", tuple(steps))
     if not re.fullmatch(r"[A-Za-z0-9_]+/[A-Za-z0-9_/]+", self.metric):
       raise invalid("sweep.metric", self.metric, "'<split>/<name>' of metrics.jsonl, e.g. 'eval/loss', 'train/loss'")
+
+
+PRODUCTS_SYNTAX = (
+    "a tuple of products, each a tuple of (key, values) pairs, values a tuple or one value, and an optional "
+    "('arm', label) pair, e.g. ((('arm', 'Pre-LN'), ('model.norm_position', 'pre'), ('optim.warmup_steps', (0, 400))),)"
+)
+ARM = "arm"  # the pseudo-key of a product's label in `sweep.products`
+
+
+def _product_pairs(products: Any) -> tuple:
+  """`sweep.products` as tuples (FrozenConfigDict's lists become tuples): each product a tuple of (key, values)
+  pairs, values a tuple; raises the config boundary's error on another shape."""
+  pairs = lambda p: isinstance(p, (tuple, list)) and all(
+      isinstance(kv, (tuple, list)) and len(kv) == 2 and isinstance(kv[0], str) for kv in p
+  )
+  if not isinstance(products, (tuple, list)) or not all(pairs(p) for p in products):
+    raise invalid("sweep.products", products, PRODUCTS_SYNTAX)
+  values = lambda k, v: v if k == ARM else tuple(v) if isinstance(v, (tuple, list)) else (v,)
+  return tuple(tuple((k, values(k, v)) for k, v in p) for p in products)
 
 
 def saved_steps(num_steps: int, checkpoint_every: int, keep: int) -> list[int]:
@@ -183,6 +211,71 @@ def labeled_products(grid: str, config: ml_collections.ConfigDict) -> list[tuple
   return out
 
 
+def sweep_products(config: ml_collections.ConfigDict) -> list[tuple[str, list[tuple[str, list[Any]]]]]:
+  """(label, product) of the sweep of `config`: `sweep.grid` parsed (`labeled_products`) when set (the command
+  line's form), else `sweep.products` (the data form of a config file), each checked against `config` alike."""
+  grid = config.sweep.grid
+  products = _product_pairs(config.sweep.get("products", ()))
+  if grid.strip() or not products:
+    return labeled_products(grid, config)
+  out = []
+  for product in products:
+    label = dict(product).get(ARM, "")
+    if not isinstance(label, str) or any(c in label for c in ":;,|") or label != label.strip():
+      raise invalid(
+          "sweep.products", product, PRODUCTS_SYNTAX, f"label {label!r} has one of ':;,|' or spaces at an end"
+      )
+    out.append((label, _data_product(product, config)))
+  return out
+
+
+def _data_product(product: tuple, config: ml_collections.ConfigDict) -> list[tuple[str, list[Any]]]:
+  """[(key, [values typed as the key's default])] of one product of `sweep.products`: the checks of the grid
+  string's parts (`_parse_product`), on values that are data."""
+  axes: list[tuple[str, list[Any]]] = []
+  for key, values in product:
+    if key == ARM:
+      continue
+    fail = lambda why: invalid("sweep.products", product, PRODUCTS_SYNTAX, why)
+    if key in RESERVED_KEYS or key.startswith("sweep."):
+      raise fail(f"key {key!r} is set by the sweep itself (seeds: sweep.seeds)")
+    found = _lookup(config, key)
+    if found is None:
+      raise fail(f"key {key!r} is not a leaf key of the config (see configs/default.py)")
+    if key in (k for k, _ in axes):
+      raise fail(f"key {key!r} appears twice")
+    if not values or len(set(map(repr, values))) < len(values):
+      raise fail(f"key {key!r} has no value or repeats one")
+    node, leaf = found
+    axes.append((key, [_data_value(fail, key, v, node.get_type(leaf), node[leaf]) for v in values]))
+  return axes
+
+
+def _data_value(fail, key: str, value: Any, kind: type, default: Any) -> Any:
+  """`value` as the type `kind` of `key`'s default (an integer is a number); what `_typed_value` reads its text as."""
+  if value is None and default is None:
+    return None
+  names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+  if kind is float and isinstance(value, int) and not isinstance(value, bool):
+    return float(value)
+  if kind in names and not (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
+    raise fail(f"{key}={value!r}: {key} takes {names[kind]}")
+  return value
+
+
+def format_grid(products: list[tuple[str, list[tuple[str, list[Any]]]]]) -> str:
+  """`sweep_products`'s (label, product) list written as `sweep.grid` (the command line's form, which parses back
+  to the same cells): a sweep's processes (`sweep.parallel`) get a round's grid on their command line."""
+  out = []
+  for label, axes in products:
+    for _, values in axes:
+      if any(isinstance(v, str) and (set(v) & set(",;|=") or v != v.strip() or not v) for v in values):
+        raise invalid("sweep.products", products, PRODUCTS_SYNTAX, f"{values} cannot be written as sweep.grid")
+    body = ";".join(f"{k}={','.join('none' if v is None else value_text(v) for v in vs)}" for k, vs in axes)
+    out.append(f"{label}: {body}" if label else body)
+  return " | ".join(out)
+
+
 def split_label(text: str) -> tuple[Optional[str], str]:
   """(label, the product without it) of one product's text; (None, text) when it has no label (no ':' before the
   first '=')."""
@@ -201,6 +294,11 @@ def parse_grid(grid: str, config: ml_collections.ConfigDict) -> list[tuple[str, 
     for key, values in product:
       axes.setdefault(key, []).extend(v for v in values if v not in axes.get(key, []))
   return list(axes.items())
+
+
+def swept_keys(config: ml_collections.ConfigDict) -> list[str]:
+  """The keys the sweep of `config` sets (`sweep_products`), each once, in the order they first appear."""
+  return list(dict.fromkeys(k for _, product in sweep_products(config) for k, _ in product))
 
 
 def _parse_product(grid: str, text: str, config: ml_collections.ConfigDict) -> list[tuple[str, list[Any]]]:
@@ -265,21 +363,26 @@ def cell_name(overrides: dict[str, Any]) -> str:
 
 
 def cells(config: ml_collections.ConfigDict) -> list[Cell]:
-  """The cells of `config.sweep.grid` over `config` (raises the grid error on a bad grid or clashing names)."""
+  """The cells of the sweep of `config` (`sweep_products`: `sweep.grid`, else `sweep.products`) over `config` (raises
+  the grid error on a bad grid or clashing names)."""
   grid = config.sweep.grid
-  swept = [k for k, _ in parse_grid(grid, config)]
+  products = sweep_products(config)
+  swept = list(dict.fromkeys(k for _, product in products for k, _ in product))
   base = {}
   for key in swept:
     node, leaf = _lookup(config, key)
     base[key] = node[leaf]
   out = []
-  for label, axes in labeled_products(grid, config):
+  for label, axes in products:
     for values in itertools.product(*[v for _, v in axes]):
       overrides = dict(zip([k for k, _ in axes], values))
       out.append(Cell(cell_name(overrides), overrides, {k: overrides.get(k, base[k]) for k in swept}, label))
   names = [c.name for c in out]
   if len(set(names)) < len(names):
-    raise _grid_error(grid, "two cells get the same directory name; use values that differ in [A-Za-z0-9._=+-]")
+    raise _grid_error(
+        grid or format_grid(products),
+        "two cells get the same directory name; use values that differ in [A-Za-z0-9._=+-]",
+    )
   return out
 
 

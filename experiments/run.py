@@ -28,9 +28,11 @@ from experiments import provenance as provenance_lib
 from experiments import report, study
 from experiments import shard as shard_lib
 from experiments import sweep as sweep_lib
-from experiments.grid import SweepConfig, parse_grid
 from experiments.registry import ClaimConfig, get_claim
+from train import config as config_lib
 from train import metrics as metrics_lib
+
+GROUPS = {**sweep_lib.GROUPS, "claim": ClaimConfig}  # the groups above train/ that main.py resolves
 
 RESULT_FILE = "claim.json"
 
@@ -54,13 +56,14 @@ def portable_path(path: str) -> str:
 
 
 def decide(config: Any, workdir: str, records: list[dict], seconds: float = float("nan")) -> dict:
-  """measure → verdict → figures of the claim `config.claim.name` on its sweep's `records`; writes claim.json."""
-  cc = ClaimConfig.from_config(config.claim)
+  """measure → verdict → figures of the claim `config.claim.name` on its sweep's `records`; writes claim.json.
+  `config`: the resolved claim config (a ConfigDict is resolved at this door)."""
+  config = config_lib.resolve(config, groups=GROUPS)
+  cc, sweep, source = config.claim, config.sweep, config.source  # the study reads the config as written
   claim = get_claim(cc.name)
-  sweep = SweepConfig.from_config(config.sweep)
-  swept = [k for k, _ in parse_grid(sweep.grid, config)]
-  settings = report.fixed_settings(config, swept, sweep.seeds, sweep.first_seed)
-  results = study.Results(workdir, records, config, settings)
+  swept = grid_lib.swept_keys(source)
+  settings = report.fixed_settings(source, swept, sweep.seeds, sweep.first_seed)
+  results = study.Results(workdir, records, source, settings)
   measured = claim.measure(results)
   verdict = claim.verdict(measured)
   primary = jax.process_index() == 0  # every process measures; process 0 alone writes
@@ -79,7 +82,7 @@ def decide(config: Any, workdir: str, records: list[dict], seconds: float = floa
           settings=settings,
           swept=swept,
           seeds=sweep.seeds,
-          data=data_description(config),
+          data=data_description(source),
           thresholds=claim.thresholds,
           summary=claim.summary(measured),
           tables=claim.tables(measured),
@@ -114,23 +117,25 @@ def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging
   outcome counts. An adaptive grid's extension rounds run
   in the shard that gathered, every added run of them (the other shards have ended; the runs' claims keep a shard
   that gathered at the same moment from training one twice), so that the claim is decided."""
-  cc = ClaimConfig.from_config(config.claim)
+  config = config_lib.resolve(config, groups=GROUPS)  # the door: main.py's resolved config as it is
+  cc = config.claim
   claim = get_claim(cc.name)  # an unknown claim fails before any compute
   records = sweep_lib.run_sweep(config, workdir, emit=emit)
-  expected = len(grid_lib.cells(config)) * config.sweep.seeds
+  expected = len(grid_lib.cells(config.source)) * config.sweep.seeds
   if not cc.decide:  # a process of `run_claim_parallel`: its parent extends and decides
     return dict(runs=_counts(records))
   for round_ in range(claim.max_rounds if claim.extend else 0):  # an adaptive grid (experiments/study.py)
     if len(records) < expected:
       break
-    grid = _next_round(claim, config, workdir, records, round_ + 1, emit)
+    grid = _next_round(claim, config.source, workdir, records, round_ + 1, emit)
     if grid is None:
       break
-    config = copy.deepcopy(config)
-    config.sweep.grid = grid
-    config.sweep.shard = "0/1"  # the round's runs are all this process's (docstring)
+    source = copy.deepcopy(config.source)
+    source.sweep.grid = grid
+    source.sweep.shard = "0/1"  # the round's runs are all this process's (docstring)
+    config = config_lib.resolve(source, groups=GROUPS)
     records = sweep_lib.run_sweep(config, workdir, emit=emit)
-    expected = len(grid_lib.cells(config)) * config.sweep.seeds
+    expected = len(grid_lib.cells(config.source)) * config.sweep.seeds
   if len(records) < expected:  # sweep.stage=prepare, or a shard of a job array whose sweep other shards still run
     emit(f"Claim {cc.name}: {len(records)} of {expected} runs recorded here; decided once every run is done")
     return dict(runs=_counts(records))
@@ -139,18 +144,26 @@ def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging
 
 def _next_round(claim: study.Study, config: Any, workdir: str, records: list[dict], round_: int, emit) -> Any:
   """The grid of an adaptive claim's extension round `round_` (1-based) from the runs so far, said in a line; None
-  when the grid is complete."""
+  when the grid is complete. `config`: the claim's ConfigDict (a resolved config's `source`)."""
   additions = claim.extend(study.Results(workdir, records, config))
-  grid = grid_lib.extend_grid(config.sweep.grid, config, additions)
-  if grid == config.sweep.grid:
+  written = _grid_text(config)
+  grid = grid_lib.extend_grid(written, config, additions)
+  if grid == written:
     return None
   emit(f"Claim {claim.name}: round {round_} of at most {claim.max_rounds} adds {additions}")
   return grid
 
 
+def _grid_text(config: Any) -> str:
+  """The grid of the claim's ConfigDict as `sweep.grid` writes it: an extension round's grid, and what the processes
+  of `sweep.parallel` get on their command line (it takes the place of the file's `sweep.products`)."""
+  return config.sweep.grid or grid_lib.format_grid(grid_lib.sweep_products(config))
+
+
 def _decide_and_say(config: Any, workdir: str, records: list[dict], emit) -> dict:
+  config = config_lib.resolve(config, groups=GROUPS)
   result = decide(config, workdir, records, run_seconds(records))
-  scale = ClaimConfig.from_config(config.claim).scale
+  scale = config.claim.scale
   emit(f"Claim {result['number']} ({result['claim']}, scale {scale}): {result['verdict']}. {result['reason']}")
   return result
 
@@ -172,13 +185,14 @@ def run_claim_parallel(
   invocation's `shard` of the first round and every run of the extension rounds (the other shards of a job array
   have ended when they start), then `decide`. Returns the first non-zero exit status of a round's processes, else 0
   (also when other shards' runs are not done yet: the shard that ends last decides)."""
-  cc = ClaimConfig.from_config(config.claim)
+  config = config_lib.resolve(config, groups=GROUPS)  # the door: main.py's resolved config as it is
+  cc = config.claim
   claim = get_claim(cc.name)
   jax.config.update("jax_platforms", "cpu")  # records and figures only: the devices are the children's
   keep = [a for a in argv if not a.startswith(("--config.sweep.grid=", "--config.claim.decide="))]
-  config = copy.deepcopy(config)
+  config = copy.deepcopy(config.source)  # the rounds' grids are set on it
   for round_ in range(claim.max_rounds + 1 if claim.extend else 1):
-    worker = [*keep, f"--config.sweep.grid={config.sweep.grid}", "--config.claim.decide=false"]
+    worker = [*keep, f"--config.sweep.grid={_grid_text(config)}", "--config.claim.decide=false"]
     code = shard_lib.run_parallel(worker, k, shard if round_ == 0 else (0, 1))
     if code:
       return code

@@ -1,13 +1,13 @@
-"""The sweep runner: every cell of `sweep.grid` × seeds trained by `train.loop` (main.py's train mode), resumable.
+"""The sweep runner: every cell of the sweep's grid × seeds trained by `train.loop` (main.py's train mode), resumable.
 
-Contract: `run_sweep(config, workdir)` takes the experiment ConfigDict (base config + `config.sweep`), validates every
-cell's config before any compute (`train.config.resolve`; an error names the cell), then for each cell and seed s in
-first_seed..first_seed+seeds-1 (`sweep.first_seed`; train.seed = s) runs `train.loop.setup` + `train_and_evaluate` in
-`<root>/cells/<cell>/seed_<s>/` (`<root>`: `sweep.cells_dir`, else the workdir; one SentencePiece model in
-`<root>/tokenizer/` unless `data.tokenizer_dir` says otherwise). `sweep.analysis_at_init` runs
-`analysis.run.run_analysis` first, into `analysis/step_0/` as main.py does; `sweep.analysis_steps` restores and
-analyzes those checkpoints of a finished run into `analysis/step_<k>/` (each a checkpoint the run keeps, checked
-before any compute). Trackers (`metrics.writers`) group the runs by `sweep_name`.
+Contract: `run_sweep(config, workdir)` takes the resolved config (`train.config.Config`, its `sweep` typed; a ConfigDict
+is resolved at the door), validates every cell's config before any compute (`train.config.resolve`; an error names the
+cell), then for each cell and seed s in first_seed..first_seed+seeds-1 (`sweep.first_seed`; train.seed = s) runs
+`train.loop.setup` + `train_and_evaluate` in `<root>/cells/<cell>/seed_<s>/` (`<root>`: `sweep.cells_dir`, else the
+workdir; one SentencePiece model in `<root>/tokenizer/` unless `data.tokenizer_dir` says otherwise).
+`sweep.analysis_at_init` runs `analysis.run.run_analysis` first, into `analysis/step_0/` as main.py does;
+`sweep.analysis_steps` restores and analyzes those checkpoints of a finished run into `analysis/step_<k>/` (each a
+checkpoint the run keeps, checked before any compute). Trackers (`metrics.writers`) group the runs by `sweep_name`.
   * resumable: a run whose status.json says `finished` or `diverged` is skipped (its record kept); any other resumes
     from its latest checkpoint; a run whose config.json differs from its cell's in what it trains (`mode` and
     `train.config.TRAINED`, `data.tokenizer_dir` excepted) is an error before any compute;
@@ -33,7 +33,6 @@ import uuid
 from typing import Any, Callable, Optional
 
 import jax
-import ml_collections
 import tensorboardX
 from absl import logging
 from etils import epath
@@ -59,7 +58,7 @@ class SweepIncomplete(RuntimeError):
   main.py exits EXIT_INCOMPLETE, so a job array's task that did not do its share does not report success."""
 
 
-GROUPS = {"analysis": analysis.config.AnalysisConfig.from_config, "sweep": grid_lib.SweepConfig.from_config}
+GROUPS = {"analysis": analysis.config.AnalysisConfig, "sweep": grid_lib.SweepConfig}  # typed by train.config.resolve
 
 
 def run_dir(workdir: str, cell: grid_lib.Cell, seed: int) -> str:
@@ -192,12 +191,12 @@ def _hparams(writer_dir: str, record: dict) -> None:
     writer.add_hparams(hparams, metrics, name=f"{record['cell']}/seed_{record['seed']}")
 
 
-def runs_root(config: ml_collections.ConfigDict, workdir: str) -> str:
+def runs_root(config: Any, workdir: str) -> str:
   """The folder holding the sweep's run folders and shared tokenizer: `sweep.cells_dir`, else the workdir."""
   return config.sweep.cells_dir or workdir
 
 
-def use_compilation_cache(config: ml_collections.ConfigDict, workdir: str) -> Optional[str]:
+def use_compilation_cache(config: Any, workdir: str) -> Optional[str]:
   """Turns on JAX's persistent compilation cache per `sweep.compilation_cache` ('auto': `<runs root>/jax_cache`; a
   folder; '' off) for this process, before any compute; returns the folder (None: off). main.py's sweep and claim
   modes call it once: a sweep's runs compile the same programs again (a fresh model and closures per run), so
@@ -216,18 +215,19 @@ def sweep_name(workdir: str) -> str:
   return os.path.basename(os.fspath(workdir).rstrip("/")) or "sweep"
 
 
-def plan(config: ml_collections.ConfigDict, workdir: str) -> list[tuple[grid_lib.Cell, int, train.config.Config]]:
+def plan(config: Any, workdir: str) -> list[tuple[grid_lib.Cell, int, train.config.Config]]:
   """(cell, seed, resolved config) of every run of the sweep, in grid order, each checked before any compute: the
   config boundary (an error names the cell), the run's config.json of an earlier invocation
   (`train.config.check_unchanged`) and `sweep.analysis_steps`. `run_sweep`'s run stage then checks the memory of the
   runs it has to train, on the devices that train them (`check_memory`). A driver running several sweeps checks them all
-  with this first."""
-  sweep = grid_lib.SweepConfig.from_config(config.sweep)
+  with this first. `config`: a resolved `train.config.Config` (main.py's), or its ConfigDict (resolved here)."""
+  config = train.config.resolve(config, groups=GROUPS)  # the door: a resolved Config (main.py's) as it is
+  sweep = config.sweep
   root = runs_root(config, workdir)
   runs = []
-  for cell in grid_lib.cells(config):
+  for cell in grid_lib.cells(config.source):
     for seed in range(sweep.first_seed, sweep.first_seed + sweep.seeds):
-      cell_config = grid_lib.cell_config(config, cell, seed, tokenizer_dir=os.path.join(root, "tokenizer"))
+      cell_config = grid_lib.cell_config(config.source, cell, seed, tokenizer_dir=os.path.join(root, "tokenizer"))
       if "metrics" in cell_config and not cell_config.metrics.group:
         cell_config.metrics.group = sweep_name(workdir)  # the runs' W&B / Trackio group
       try:
@@ -260,7 +260,7 @@ def check_memory(runs: list, todo: list[int], sweep: grid_lib.SweepConfig) -> No
 
 
 def run_sweep(
-    config: ml_collections.ConfigDict,
+    config: Any,
     workdir: str,
     *,
     clock: Callable[[], float] = time.monotonic,
@@ -268,13 +268,15 @@ def run_sweep(
     on_run: Optional[Callable[[list[dict]], Any]] = None,
     env: Optional[dict] = None,
 ) -> list[dict]:
-  """Runs (or resumes) the sweep of `config` in `workdir` (module docstring); returns the records, grid order.
+  """Runs (or resumes) the sweep of `config` (a resolved `train.config.Config`, main.py's; a ConfigDict is resolved
+  at this door) in `workdir` (module docstring); returns the records, grid order.
   `on_run(records)`, if given, is called after each run this invocation ends, with the records so far (grid order, up
   to that run; results.jsonl holds the same): a study rewrites its report from them as the runs land. A shard of a
   job array (`sweep.shard`, experiments/shard.py; `env`: the variables it reads, default os.environ) runs only its
   runs, writes no top-level file and calls no `on_run`; the shard that finds every run of the sweep done gathers."""
-  sweep = grid_lib.SweepConfig.from_config(config.sweep)
-  cells = grid_lib.cells(config)
+  config = train.config.resolve(config, groups=GROUPS)  # the door: a resolved Config (main.py's) as it is
+  sweep = config.sweep
+  cells = grid_lib.cells(config.source)
   runs = plan(config, workdir)
   shard_i, shard_n, shard_source = shard_lib.resolve_shard(
       sweep.shard, sweep.num_shards, env, process_count=jax.process_count()
@@ -364,7 +366,7 @@ def run_sweep(
       return records
     return gather(config, workdir, runs, emit=emit)
   if primary:
-    _write_report(config, workdir, records, sweep)
+    _write_report(config, workdir, records)
   counts = {o: sum(r["outcome"] == o for r in records) for o in ("finished", "diverged", "crashed")}
   emit(
       f"Sweep done in {metrics_lib.format_duration(clock() - t0)}: "
@@ -388,15 +390,15 @@ def _stored_record(cell: grid_lib.Cell, seed: int, rdir: str, workdir: str) -> d
   return record
 
 
-def _write_report(config: ml_collections.ConfigDict, workdir: str, records: list[dict], sweep) -> None:
-  swept = [k for k, _ in grid_lib.parse_grid(sweep.grid, config)]
-  report.write_report(records, workdir, swept=swept, metric=sweep.metric, config=config, seeds=sweep.seeds)
+def _write_report(config: train.config.Config, workdir: str, records: list[dict]) -> None:
+  sweep, source = config.sweep, config.source  # the report states the config as written ('auto' keys as given)
+  swept = grid_lib.swept_keys(source)
+  report.write_report(records, workdir, swept=swept, metric=sweep.metric, config=source, seeds=sweep.seeds)
 
 
-def gather(config: ml_collections.ConfigDict, workdir: str, runs: list, *, emit: Callable[[str], Any]) -> list[dict]:
+def gather(config: train.config.Config, workdir: str, runs: list, *, emit: Callable[[str], Any]) -> list[dict]:
   """`sweep.stage=gather` (and the last shard to finish): results.jsonl, results.md and the figures from the record
   of every run of the sweep that is done (grid order); a run not done yet is named and left out."""
-  sweep = grid_lib.SweepConfig.from_config(config.sweep)
   root = runs_root(config, workdir)
   records, left = [], []
   for cell, seed, _ in runs:
@@ -408,7 +410,7 @@ def gather(config: ml_collections.ConfigDict, workdir: str, runs: list, *, emit:
   if jax.process_index() == 0:
     epath.Path(workdir).mkdir(parents=True, exist_ok=True)
     _write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
-    _write_report(config, workdir, records, sweep)
+    _write_report(config, workdir, records)
   emit(
       f"Gathered {len(records)} of {len(runs)} run(s) into {workdir}/results.jsonl, results.md"
       + (f"; not done yet: {', '.join(left[:5])}{' ...' if len(left) > 5 else ''}" if left else "")
@@ -416,7 +418,7 @@ def gather(config: ml_collections.ConfigDict, workdir: str, runs: list, *, emit:
   return records
 
 
-def prepare(config: ml_collections.ConfigDict, workdir: str, runs: list, *, emit: Callable[[str], Any]) -> list[dict]:
+def prepare(config: train.config.Config, workdir: str, runs: list, *, emit: Callable[[str], Any]) -> list[dict]:
   """`sweep.stage=prepare`, once before a job array starts: every cell's config was checked (`plan`); the shared
   tokenizer is built in `<runs root>/tokenizer/` (the first run's data config: every run of a sweep reads the same
   data and vocabulary), so the shards find it instead of each training it. Trains nothing; returns no records."""

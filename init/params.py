@@ -20,6 +20,7 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
+from configs.schema import as_section
 from init import procedures
 from init.schemes import AUTO, InitConfig, derived_scheme, get_scheme
 from models import ALPHA_COLLECTION, ModelConfig, param_roles
@@ -40,17 +41,21 @@ def _collection_value(collection: str, path: str, leaf, mc: ModelConfig) -> jax.
   raise ValueError(f"init_params has no rule for variable {collection}/{path}; add one to init/params.py")
 
 
-def check_init_config(config: Any, mc: ModelConfig) -> tuple[str, dict[str, Any]]:
-  """Validates `config.init` (a ConfigDict, mapping or `InitConfig`) against the model config before any compute;
-  returns the scheme name (`scheme='auto'` follows the model: `derived_scheme`) and the hyper-parameters it reads."""
-  cfg = InitConfig.from_config(config)
-  name = derived_scheme(mc) if cfg.scheme == AUTO else cfg.scheme
+def check_init_config(cfg: InitConfig, mc: ModelConfig) -> tuple[str, dict[str, Any]]:
+  """Checks the typed `config.init` against the model config before any compute; returns the scheme name
+  (`scheme='auto'` follows the model: `derived_scheme`) and the hyper-parameters it reads."""
+  name, hparams = _scheme(cfg, mc)
   scheme = get_scheme(name)
-  hparams = cfg.hparams(scheme)
   scheme.check_model(mc)
   if scheme.procedure is not None:
     procedures.get_procedure(scheme.procedure)
   return name, hparams
+
+
+def _scheme(cfg: InitConfig, mc: ModelConfig) -> tuple[str, dict[str, Any]]:
+  """(scheme name, its hyper-parameters) of the typed `config.init`."""
+  name = derived_scheme(mc) if cfg.scheme == AUTO else cfg.scheme
+  return name, cfg.hparams(get_scheme(name))
 
 
 def _check_batch(mc: ModelConfig, batch: Optional[dict], needed: bool, scheme: str) -> None:
@@ -104,7 +109,9 @@ def init_params(config: Any, model: Any, key: jax.Array, batch: Optional[dict] =
   mc = model.config
   if not isinstance(mc, ModelConfig):
     raise TypeError(f"init_params needs a model built by models.get_model, got {type(model).__name__}")
-  name, hparams = check_init_config(config, mc)
+  # The door (`configs.schema.as_section`): a typed `InitConfig` (train.config.resolve checked it against the model)
+  # as it is; a ConfigDict or mapping typed and checked here.
+  name, hparams = _scheme(as_section(InitConfig, config, lambda cfg: check_init_config(cfg, mc)), mc)
   scheme = get_scheme(name)
   _check_batch(mc, batch, needed=scheme.procedure is not None, scheme=name)
 

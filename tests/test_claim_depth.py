@@ -263,8 +263,8 @@ def test_the_study_end_to_end_at_tiny(tmp_path):
   """SP and CompleteP × 1 and 2 layers at one lr (the tiny grid cut to 4 runs: the whole tiny grid is 12 runs, about
   a minute here). At L_base = 1 the two arms are one model: the same final loss to the bit."""
   config = depth_config.get_config("tiny")
-  parts = [p for p in depth_config.grid("tiny").split(" | ") if p.startswith(("SP @", "CompleteP @"))]
-  config.sweep.grid = " | ".join(parts).replace("optim.learning_rate=0.001,0.02", "optim.learning_rate=0.001")
+  arms = ("SP @", "CompleteP @")
+  config.sweep.products = tuple(p for p in depth_config.products("tiny") if dict(p)["arm"].startswith(arms))
   result = run.run_claim(config, str(tmp_path))
   m = result["measured"]
   assert list(m["runs"]) == [SP, CP] and m["depths"] == [1, 2] and m["ends"] == [1, 2]

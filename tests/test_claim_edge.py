@@ -320,7 +320,7 @@ def test_the_figure_draws_every_method_and_predictor(tmp_path):
 
 def test_extend_grid_adds_one_product_per_label_with_only_new_values():
   config = edge_config.get_config("tiny")
-  grid = config.sweep.grid
+  grid = grid_lib.format_grid(grid_lib.sweep_products(config))  # the command line's form of the claim's products
   more = grid_lib.extend_grid(grid, config, {"Pre-LN": {"optim.learning_rate": [0.1, 0.2]}})  # 0.1 is there
   assert (
       more
@@ -347,7 +347,8 @@ def test_every_method_has_its_at_init_cell_on_the_runs_own_first_batch():
     assert all(c.overrides["train.num_steps"] == 0 for c in at_init)
     assert config.analysis.batch_size == config.data.batch_size and config.analysis.num_batches == 1
     assert config.analysis.dtype == "float64" and config.mode == "claim" and config.claim.name == "edge"
-  assert "skipinit" not in edge_config.get_config("cpu").sweep.grid  # SkipInit counted once, as ReZero
+  cpu = edge_config.get_config("cpu")
+  assert "skipinit" not in grid_lib.format_grid(grid_lib.sweep_products(cpu))  # SkipInit counted once, as ReZero
 
 
 def _one_method():

@@ -12,6 +12,7 @@ import pytest
 from analysis import outcomes
 from configs import atlas
 from configs.claims import edge_boundary as config_lib
+from experiments import grid as grid_lib
 from experiments import study
 from experiments.claims import edge, edge_boundary
 from experiments.claims.shared import boundary_rules, edge_rules
@@ -144,10 +145,10 @@ def test_the_design_is_study_11s_record_re_read():
   bounds = boundary_rules.boundaries(m["runs"], 0)
   expected = {k: (b["lo"], b["hi"] if b["hi"] else 2 * b["lo"]) for k, b in bounds.items()}
   assert config_lib.BRACKETS["cpu"] == expected
-  grid = config_lib.grid("cpu")
+  cfg = config_lib.get_config("cpu")
+  grid = grid_lib.format_grid(grid_lib.sweep_products(cfg))
   assert grid.count("optim.warmup_steps=100") == len(expected)
   assert "LayerScale: " in grid and "optim.learning_rate=0.128,0.181,0.256" in grid
-  cfg = config_lib.get_config("cpu")
   assert (cfg.sweep.first_seed, cfg.sweep.seeds) == (3, 3)  # fresh seeds: study 11 ran 0–2
 
 
@@ -157,7 +158,8 @@ def test_paper_scale_runs_study_11s_paper_grid_on_fresh_seeds():
   cfg = config_lib.get_config("paper")
   lrs = ",".join(repr(lr) for lr in edge_config.LRS["paper"])
   methods = len(atlas.METHODS["paper"])  # every method of the registry: no study 11 record at paper
-  assert cfg.sweep.grid.count(f"optim.learning_rate={lrs}") == methods and "warmup_steps=100" not in cfg.sweep.grid
+  grid = grid_lib.format_grid(grid_lib.sweep_products(cfg))
+  assert grid.count(f"optim.learning_rate={lrs}") == methods and "warmup_steps=100" not in grid
   assert (cfg.sweep.first_seed, cfg.sweep.seeds) == (3, 3)
 
 

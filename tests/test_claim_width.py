@@ -274,8 +274,11 @@ def test_the_design_at_every_scale(scale):
 def test_the_study_end_to_end_at_tiny(tmp_path):
   """Two arms × two widths at one lr (the tiny grid cut to 4 runs: the whole tiny grid is 12 runs, minutes here)."""
   config = width_config.get_config("tiny")
-  config.sweep.grid = " | ".join(p for p in width_config.grid("tiny").split(" | ") if p.startswith(("SP @", "µP @")))
-  config.sweep.grid = config.sweep.grid.replace("optim.learning_rate=0.001,0.02", "optim.learning_rate=0.001")
+  config.sweep.products = tuple(
+      tuple((k, (0.001,) if k == "optim.learning_rate" else v) for k, v in p)
+      for p in width_config.products("tiny")
+      if dict(p)["arm"].startswith(("SP @", "µP @"))
+  )
   result = run.run_claim(config, str(tmp_path))
   m = result["measured"]
   assert set(m["runs"]) == {claim.SP, claim.MU} and m["ref_lr"] == 1e-3
@@ -297,6 +300,7 @@ def test_extensions_step_past_an_edge_optimum_and_the_grid_takes_them(tmp_path):
   assert claim.extensions(flat) == {}  # every optimum inside its grid: the grid is complete
   assert claim.CLAIM.extend is claim.extensions and claim.CLAIM.max_rounds == claim.MAX_ROUNDS >= 1
   config = width_config.get_config("cpu")  # the next round is one more product of the labelled (arm, width)
-  grid = grid_lib.extend_grid(config.sweep.grid, config, {"SP @ width 32": {"optim.learning_rate": [0.016]}})
-  added = grid.split(" | ")[len(config.sweep.grid.split(" | ")) :]
+  written = grid_lib.format_grid(grid_lib.sweep_products(config))
+  grid = grid_lib.extend_grid(written, config, {"SP @ width 32": {"optim.learning_rate": [0.016]}})
+  added = grid.split(" | ")[len(written.split(" | ")) :]
   assert len(added) == 1 and added[0].startswith("SP @ width 32: ") and added[0].endswith("optim.learning_rate=0.016")

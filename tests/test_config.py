@@ -86,7 +86,7 @@ def test_defaults_declared_once_agree_with_the_typed_configs():
 
 def test_resolve_types_every_subtree_once_into_frozen_dataclasses():
   raw = default.get_config()
-  config = config_lib.resolve(raw, groups={"analysis": AnalysisConfig.from_config})
+  config = config_lib.resolve(raw, groups={"analysis": AnalysisConfig})
   expected = dict(
       model=models.ModelConfig,
       init=init.InitConfig,
@@ -108,9 +108,7 @@ def test_resolve_types_every_subtree_once_into_frozen_dataclasses():
   # Read like the ConfigDict it replaces; the key tree (config.json) round-trips through resolve.
   assert config.train["num_steps"] == config.train.get("num_steps") == raw.train.num_steps
   assert config.to_dict()["init"]["scheme"] == "xavier" and config.to_dict()["model"]["preset"] == "mini"
-  again = config_lib.resolve(
-      ml_collections.ConfigDict(config.to_dict()), groups={"analysis": AnalysisConfig.from_config}
-  )
+  again = config_lib.resolve(ml_collections.ConfigDict(config.to_dict()), groups={"analysis": AnalysisConfig})
   assert again == config
   assert config_lib.resolve(config) is config  # a Config passes through
   # A group no builder types stays a read-only ConfigDict; an unknown attribute names the groups there are.
@@ -139,7 +137,7 @@ def test_every_subtree_rejects_a_value_of_the_wrong_type_naming_key_and_type(gro
   tree[group][key] = value
   config = ml_collections.ConfigDict(tree)
   with pytest.raises(ValueError, match=re.escape(f"config.{group}.{key}={value!r} is invalid; valid: {valid}")):
-    config_lib.resolve(config, groups={"analysis": AnalysisConfig.from_config})
+    config_lib.resolve(config, groups={"analysis": AnalysisConfig})
 
 
 def test_nested_subtree_errors_name_the_full_key():

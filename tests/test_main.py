@@ -75,3 +75,44 @@ def test_analyze_at_init_and_on_a_checkpoint(tmp_path):
   meta = json.loads((workdir / "analysis" / "step_2" / "metadata.json").read_text())
   assert meta["step"] == 2 and meta["at_init"] is False
   assert top_trained != top_init  # the checkpoint's parameters, not the init's
+
+
+# Runs main.py in this interpreter with counters around the optimizer section's two checks (its own, in
+# `OptimConfig.__post_init__`, and the decay horizon), then prints the counts and the learning rate handed to
+# `scale_by_peak_lr` (whose state, `PeakLRState`, holds it).
+COUNTING = """
+import collections, json, runpy, sys
+import train.optim as optim
+counts = collections.Counter()
+values, horizon, peak = optim._check_optim_values, optim.check_horizon, optim.scale_by_peak_lr
+def counted(name, fn):
+  def wrapped(*a, **k):
+    counts[name] += 1
+    return fn(*a, **k)
+  return wrapped
+optim._check_optim_values = counted("section", values)
+optim.check_horizon = counted("horizon", horizon)
+def peak_lr(lr, *a, **k):
+  counts["peak"] += 1
+  counts["peak_lr"] = lr
+  return peak(lr, *a, **k)
+optim.scale_by_peak_lr = peak_lr
+sys.argv = ["main.py", *sys.argv[1:]]
+try:
+  runpy.run_path("main.py", run_name="__main__")
+finally:
+  print("COUNTS " + json.dumps(counts))
+"""
+
+
+def test_the_optimizer_section_is_validated_once_from_main_py_to_the_schedule(tmp_path):
+  """`optim.learning_rate` from the command line to `PeakLRState`: `train.config.resolve` (main.py) types and checks
+  the optimizer section once; `train.loop.setup`, `make_optimizer` and `make_schedule` trust the typed section."""
+  args = [f"--workdir={tmp_path}", *TINY, "--config.train.num_steps=2", "--config.optim.learning_rate=0.003"]
+  args += ["--config.optim.schedule=warmup_cosine", "--config.optim.warmup_steps=1", "--config.train.eval_every=2"]
+  proc = subprocess.run([sys.executable, "-c", COUNTING, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  counts = json.loads(proc.stdout.split("COUNTS ", 1)[1])
+  assert counts == {"section": 1, "horizon": 1, "peak": 1, "peak_lr": 0.003}
+  config = json.loads((tmp_path / "config.json").read_text())
+  assert config["optim"]["learning_rate"] == 0.003 and config["optim"]["schedule"] == "warmup_cosine"

@@ -11,21 +11,23 @@ command line overrode) and returns a frozen `Config`, before any data is read or
     (`train.optim.OptimConfig`), `data` (`train.data.config.DataConfig`), `train` (`TrainConfig`) and
     `distributed` (`train.distributed.DistributedConfig`) and `mesh` (`train.step.MeshConfig`); `metrics`
     (`train.trackers.MetricsConfig`: where the scalars go; optional, as a run's config.json may predate it, and not
-    compared on a rerun: a resumed run may add a tracker); the layers above pass builders for their own groups
-    (main.py: `analysis.config.AnalysisConfig`);
+    compared on a rerun: a resumed run may add a tracker); the layers above pass the `Section` classes of their own
+    groups (main.py: `experiments.GROUPS`: `analysis`, `sweep`, `claim`), typed by the same one function, `_typed`;
   * keys of different subtrees that must agree checked together: µP learning-rate multipliers exist only for the
     optimizers of `train.optim.MUP_OPTIMIZERS`; QK-clip (`optim.qk_clip`) needs logits that scale with W_q, W_k
     (no QK-norm).
 Every error names the key (two keys for a contradiction), the bad value and the valid choices
 (`configs.schema.invalid` / `contradiction`). `resolve` is idempotent: `main.py` resolves the command line's config,
-`train.loop.setup` resolves whatever it is given (a `Config` passes through). Code below this boundary reads the
-typed subtrees; each public entry point that takes a subtree (`init_params`, `make_optimizer`, `data.build`,
-`run_analysis`) also accepts its ConfigDict and types it with the same class.
+`train.loop.setup`, `experiments.run_sweep` and `experiments.run.run_claim` resolve whatever they are given (a
+`Config` passes through, trusted). Code below this boundary takes the typed subtrees and does not check them again;
+each public entry point that takes a subtree (`init_params`, `make_optimizer`, `data.build`, `run_analysis`) also
+accepts its ConfigDict, typed at its door by the one coercion `configs.schema.as_section`.
 """
 
+import copy
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Optional
 
 import ml_collections
@@ -94,6 +96,7 @@ class Config:
   Groups owned by the layers above `train/` (e.g. `analysis`) are in `groups`, typed by the builders the caller
   passes to `resolve` (untyped groups stay read-only ConfigDicts), and read as attributes like the others.
   `to_dict()` is the resolved key tree (`config.json`): `resolve(ConfigDict(config.to_dict()))` gives it back.
+  `source` is the ConfigDict it was resolved from (a copy).
   """
 
   mode: str
@@ -106,6 +109,9 @@ class Config:
   mesh: step_lib.MeshConfig
   groups: Mapping[str, Any]
   tree: Mapping[str, Any]
+  # The ConfigDict this was resolved from, as given (its 'auto' keys not derived, its keys' types kept): a sweep
+  # builds its cells' configs from it (experiments/grid.py), each resolved in turn.
+  source: Any = dataclasses.field(default=None, compare=False, repr=False)
 
   def __getattr__(self, name: str) -> Any:
     groups = self.__dict__.get("groups", {})
@@ -120,46 +126,84 @@ class Config:
     return ml_collections.ConfigDict(self.tree).to_dict()  # a deep copy
 
 
-_GROUPS = ("model", "init", "optim", "data", "train", "distributed", "mesh")
+# The training layer's sections, in the order `resolve` types them (an error in an earlier one is reported first);
+# `metrics` is optional (a run's config.json may predate it).
+SECTIONS = {
+    "model": models.ModelConfig,
+    "init": init_lib.InitConfig,
+    "train": TrainConfig,
+    "optim": optim.OptimConfig,
+    "data": data_config.DataConfig,
+    "distributed": distributed.DistributedConfig,
+    "mesh": step_lib.MeshConfig,
+}
+_GROUPS = tuple(SECTIONS)
+OPTIONAL_SECTIONS = {"metrics": trackers.MetricsConfig}
 
 
 def resolve(
     config: Any,
     *,
     process_count: Optional[int] = None,
-    groups: Mapping[str, Callable[[Any], Any]] = {},  # noqa: B006 (read only)
+    groups: Mapping[str, type] = {},  # noqa: B006 (read only)
 ) -> Config:
   """The resolved, validated `Config` of `config` (see the module docstring); raises ValueError before any compute.
 
   Args:
     config: the experiment ConfigDict (configs/default.py plus overrides), or a `Config` (checked against
-      `process_count` and returned).
+      `process_count` and returned, its groups of `groups` typed if they are not yet).
     process_count: the number of JAX processes the global batches split over, when known (main.py resolves before
       `jax.distributed` starts and passes None; `train.loop.setup` passes `jax.process_count()`).
-    groups: builders of the groups of the layers above `train/`, e.g. `{"analysis": AnalysisConfig.from_config}`.
+    groups: the `Section` classes of the groups of the layers above `train/`, e.g. `{"analysis": AnalysisConfig}`
+      (`experiments.GROUPS`).
   """
-  groups = {"metrics": trackers.MetricsConfig.from_config, **groups}  # the train layer's own optional group
+  groups = {**OPTIONAL_SECTIONS, **groups}
   if isinstance(config, Config):
-    data_config.validate(config.data, process_count or 1)
-    typed = {name: build(config.groups[name]) for name, build in groups.items() if name in config.groups}
-    changed = any(typed[name] is not config.groups[name] for name in typed)  # a typed group passes through
-    return dataclasses.replace(config, groups={**config.groups, **typed}) if changed else config
+    data_config.check_processes(config.data, process_count or 1)
+    untyped = {
+        n: config.groups[n] for n, cls in groups.items() if n in config.groups and not isinstance(config.groups[n], cls)
+    }
+    if not untyped:
+      return config  # typed already: trusted
+    return dataclasses.replace(config, groups={**config.groups, **_typed(untyped, groups)})
   tree = ml_collections.ConfigDict(config.to_dict())  # a plain, unlocked copy: placeholders become values
   for group in _GROUPS:
     if group not in tree:
       raise invalid(group, None, "a config subtree (start from configs/default.py)", "missing")
   if not isinstance(tree.get("mode", None), str):
     raise invalid("mode", tree.get("mode", None), "a string (start from configs/default.py)")
-  mc = models.ModelConfig.from_config(tree.model)  # validates model.*; derives the attention scale
-  tree.model.attention_logit_scale = mc.attention_logit_scale
-  init_cfg = init_lib.InitConfig.from_config(tree.init)
+  typed = _typed({name: tree[name] for name in _GROUPS}, SECTIONS)
+  mc, init_cfg, optim_cfg = typed["model"], typed["init"], typed["optim"]
+  tree.model.attention_logit_scale = mc.attention_logit_scale  # derived from model.parameterization
   if init_cfg.scheme == AUTO:
-    init_cfg = dataclasses.replace(init_cfg, scheme=init_lib.derived_scheme(mc))
+    init_cfg = typed["init"] = dataclasses.replace(init_cfg, scheme=init_lib.derived_scheme(mc))
     tree.init.scheme = init_cfg.scheme
   init_lib.check_init_config(init_cfg, mc)
-  train_cfg = TrainConfig.from_config(tree.train)
-  optim_cfg = optim.validate_optim_config(tree.optim, total_steps=train_cfg.num_steps)
+  optim.check_horizon(optim_cfg, typed["train"].num_steps)
   tree.optim.warmup_steps = optim_cfg.warmup_steps  # derived under optim.untuned_warmup (Ma & Yarats 2021)
+  _check_optim_against_model(optim_cfg, mc)
+  # Divisibility of the global batches by the process count: checked here when the caller knows the count (no
+  # device is touched before `jax.distributed` starts), and again by `train.data.build`.
+  data_config.check_processes(typed["data"], process_count or 1)
+  others = {}
+  for name in tree.keys():
+    if name in ("mode", *_GROUPS):
+      continue
+    value = tree[name]
+    if name in groups:
+      others.update(_typed({name: value}, groups))
+    else:
+      others[name] = ml_collections.FrozenConfigDict(value) if isinstance(value, ml_collections.ConfigDict) else value
+  return Config(mode=tree.mode, **typed, groups=others, tree=tree.to_dict(), source=copy.deepcopy(config))
+
+
+def _typed(subtrees: Mapping[str, Any], sections: Mapping[str, type]) -> dict[str, Any]:
+  """{name: `sections[name]` built from its subtree}: the one place a subtree of the config becomes typed."""
+  return {name: sections[name].from_config(subtree) for name, subtree in subtrees.items()}
+
+
+def _check_optim_against_model(optim_cfg: optim.OptimConfig, mc: models.ModelConfig) -> None:
+  """Keys of `optim` and `model` that must agree (module docstring); raises `contradiction` naming both."""
   if mc.parameterization == "mup" and optim_cfg.name not in optim.MUP_OPTIMIZERS:
     raise contradiction(
         "model.parameterization",
@@ -204,30 +248,6 @@ def resolve(
         "grouped keys are shared by the heads of a group, so one head's clip would rescale the others' logits; "
         "valid: num_kv_heads = num_heads (or None), or qk_clip 0",
     )
-  # Divisibility of the global batches by the process count: checked here when the caller knows the count (no
-  # device is touched before `jax.distributed` starts), and again by `train.data.build`.
-  data_cfg = data_config.validate(tree.data, process_count or 1)
-  others = {}
-  for name in tree.keys():
-    if name in ("mode", *_GROUPS):
-      continue
-    value = tree[name]
-    if name in groups:
-      others[name] = groups[name](value)
-    else:
-      others[name] = ml_collections.FrozenConfigDict(value) if isinstance(value, ml_collections.ConfigDict) else value
-  return Config(
-      mode=tree.mode,
-      model=mc,
-      init=init_cfg,
-      optim=optim_cfg,
-      data=data_cfg,
-      train=train_cfg,
-      distributed=distributed.validate(tree.distributed),
-      mesh=step_lib.MeshConfig.from_config(tree.mesh),
-      groups=others,
-      tree=tree.to_dict(),
-  )
 
 
 TRAINED = ("model.", "init.", "optim.", "data.", "train.", "mesh.")  # the groups (and `mode`) a rerun may not change

@@ -29,7 +29,7 @@ from typing import Any, Optional
 import jax
 from absl import logging
 
-from configs.schema import Section, contradiction, invalid
+from configs.schema import Section, as_section, contradiction, invalid
 
 ENABLED = ("auto", "true", "false")
 COORDINATOR_ENV = "JAX_COORDINATOR_ADDRESS"
@@ -66,7 +66,7 @@ def validate(cfg: Any) -> DistributedConfig:
   `distributed.<key>`, the bad value and the valid choices."""
   if cfg is None:
     raise invalid("distributed", None, "a config subtree (start from configs/default.py)", "missing")
-  return DistributedConfig.from_config(cfg)
+  return as_section(DistributedConfig, cfg)  # a typed section (main.py's, resolved) as it is
 
 
 def _check_values(cfg: DistributedConfig) -> None:

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from configs.schema import Section, contradiction, invalid
+from configs.schema import Section, as_section, contradiction, invalid
 from train import muon as muon_lib
 from train import schedule_free as schedule_free_lib
 from train.schedules import DECAYING_SCHEDULES, SCHEDULES, get_schedule
@@ -305,14 +305,23 @@ OPTIM_KEYS = tuple(f.name for f in dataclasses.fields(OptimConfig))
 
 
 def validate_optim_config(optim_config, *, total_steps: Optional[int] = None) -> OptimConfig:
-  """The typed `config.optim`; raises ValueError naming `optim.<key>`, its value and the valid choices.
+  """The typed `config.optim`, checked (`OptimConfig`'s own checks, then the decay horizon: `check_horizon`); raises
+  ValueError naming `optim.<key>`, its value and the valid choices. `train.config.resolve` types the section once
+  for a run; `make_optimizer` and `make_schedule` trust a typed section they are given.
 
   Args:
-    optim_config: the `config.optim` subtree (an `OptimConfig`, or its ConfigDict or a mapping).
+    optim_config: the `config.optim` subtree (its ConfigDict or a mapping; an `OptimConfig` gets the horizon check).
     total_steps: the run's number of updates; the horizon of decaying schedules when
       `optim.decay_steps` is 0/None.
   """
   cfg = OptimConfig.from_config(optim_config)
+  check_horizon(cfg, total_steps)
+  return cfg
+
+
+def check_horizon(cfg: OptimConfig, total_steps: Optional[int] = None) -> None:
+  """Raises ValueError if a decaying schedule has no horizon (`optim.decay_steps`, else `total_steps`) or one that
+  ends within the warmup: the one check of `config.optim` that needs the run's length."""
   if cfg.schedule in DECAYING_SCHEDULES:
     horizon = cfg.decay_steps or total_steps
     if not horizon:
@@ -323,7 +332,6 @@ def validate_optim_config(optim_config, *, total_steps: Optional[int] = None) ->
       )
     if horizon <= cfg.warmup_steps:
       _fail("decay_steps", horizon, f"an integer > optim.warmup_steps={cfg.warmup_steps} (decay_steps includes warmup)")
-  return cfg
 
 
 def _check_optim_values(cfg: OptimConfig) -> None:
@@ -378,10 +386,15 @@ def _check_optim_values(cfg: OptimConfig) -> None:
 
 
 def make_schedule(optim_config, *, total_steps: Optional[int] = None) -> optax.Schedule:
-  """Validates `optim_config` and builds its schedule `count -> lr`."""
-  cfg = validate_optim_config(optim_config, total_steps=total_steps)
+  """The schedule `count -> lr` of `optim_config` (an `OptimConfig`, trusted; or its ConfigDict, typed and checked)."""
+  cfg = as_section(OptimConfig, optim_config, lambda c: check_horizon(c, total_steps))  # the door
+  return _schedule(cfg, total_steps, float(cfg.learning_rate))
+
+
+def _schedule(cfg: OptimConfig, total_steps: Optional[int], peak: float) -> optax.Schedule:
+  """`cfg`'s schedule with peak `peak` (1.0: the unit schedule the optimizer runs, module docstring)."""
   return get_schedule(cfg.schedule)(
-      learning_rate=float(cfg.learning_rate),
+      learning_rate=peak,
       warmup_steps=cfg.warmup_steps,
       decay_steps=cfg.decay_steps or total_steps,
       min_lr_ratio=float(cfg.min_lr_ratio),
@@ -401,7 +414,8 @@ def make_optimizer(
   """Builds `clip -> optimizer -> lr multipliers` and returns it with its schedule.
 
   Args:
-    optim_config: the `config.optim` subtree (keys `OPTIM_KEYS`).
+    optim_config: the typed `config.optim` (an `OptimConfig`, trusted as `train.config.resolve` built it), or its
+      ConfigDict (keys `OPTIM_KEYS`), typed and checked at this door (`configs.schema.as_section`).
     lr_multipliers: optional pytree of non-negative floats with the params' structure
       (µP per-parameter lr multipliers); each leaf's final update is multiplied by it.
     weight_decay_mask: optional pytree of bools with the params' structure; True = decay
@@ -414,10 +428,10 @@ def make_optimizer(
     `(tx, schedule)`; `schedule(count)` is the lr of the update made when `count` updates
     have been applied (before any lr multiplier).
   """
-  optim_config = validate_optim_config(optim_config, total_steps=total_steps)
-  schedule = make_schedule(optim_config, total_steps=total_steps)
+  optim_config = as_section(OptimConfig, optim_config, lambda c: check_horizon(c, total_steps))  # the door
   peak = float(optim_config.learning_rate)
-  unit = make_schedule(dataclasses.replace(optim_config, learning_rate=1.0), total_steps=total_steps)
+  schedule = _schedule(optim_config, total_steps, peak)
+  unit = _schedule(optim_config, total_steps, 1.0)
   if lr_multipliers is not None:
     for path, m in jax.tree_util.tree_leaves_with_path(lr_multipliers):
       if not (float(m) >= 0.0 and float(m) < float("inf")):

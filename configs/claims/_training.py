@@ -117,13 +117,13 @@ RECIPE = {
 }
 
 
-def training_config(name: str, scale: str, grid: str) -> ml_collections.ConfigDict:
-  """The claim `name` at `scale`: the shared training setup, sizes and recipe above, the sweep `grid`, metric
+def training_config(name: str, scale: str, products: tuple) -> ml_collections.ConfigDict:
+  """The claim `name` at `scale`: the shared training setup, sizes and recipe above, the sweep `products`, metric
   eval/loss."""
   config = claim_config(name, scale, SIZES)
   set_keys(config, _TRAIN)
   set_keys(config, RECIPE[scale])
-  config.sweep.grid = grid
+  config.sweep.products = products
   config.sweep.seeds = SEEDS[scale]
   config.sweep.metric = "eval/loss"
   return config

@@ -30,7 +30,7 @@ def get_config(scale: str = "cpu"):
   a.top_k, a.bottom_k, a.trace_probes = 0, 0, 0
   a.batch_size = 8
   a.mlp_depth = 20
-  config.sweep.grid = "model.activation=normalized_relu,normalized_gelu,selu,relu,gelu"
+  config.sweep.products = ((("model.activation", ("normalized_relu", "normalized_gelu", "selu", "relu", "gelu")),),)
   config.sweep.seeds = 1  # the weight draws are analysis.mlp_draws
   # Fresh weight draws at cpu (the MLP's seed): the rule and the quadrature changed after the seed-0 run
   # (experiments/claims/activation_moments.py), so new draws confirm them; tiny and paper keep seed 0.

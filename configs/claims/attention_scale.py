@@ -33,8 +33,12 @@ SIZES = {
     "paper": {**_BASE, "model.d_ff": 2048, "analysis.batch_size": 64, "analysis.num_batches": 4},
 }
 T5_KEYS = (
-    "model.attention_logit_scale=none;init.scheme=t5;model.norm_type=rmsnorm;model.use_bias=false;"
-    "model.tied_readout_scale=rsqrt_d;model.scale_embeddings=false"
+    ("model.attention_logit_scale", "none"),
+    ("init.scheme", "t5"),
+    ("model.norm_type", "rmsnorm"),
+    ("model.use_bias", False),
+    ("model.tied_readout_scale", "rsqrt_d"),
+    ("model.scale_embeddings", False),
 )
 
 
@@ -46,7 +50,7 @@ def get_config(scale: str = "cpu"):
   a = config.analysis  # the signal profile only: no curvature, so no operator is built
   a.spectrum, a.blocks, a.grad_norms, a.signal = False, False, False, True
   a.top_k, a.bottom_k, a.trace_probes = 0, 0, 0
-  config.sweep.grid = "model.attention_logit_scale=sqrt_dk,none;init.scheme=xavier | " + T5_KEYS
+  config.sweep.products = ((("model.attention_logit_scale", ("sqrt_dk", "none")), ("init.scheme", "xavier")), T5_KEYS)
   config.sweep.seeds = 3  # the verdict reads a Student-t interval over the seeds (t_2 = 4.30); 1 seed has none
   config.sweep.analysis_at_init = True
   config.sweep.metric = "train/loss"

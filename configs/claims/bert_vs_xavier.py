@@ -27,8 +27,8 @@ from configs import atlas
 from configs.claims._atlas_cells import atlas_claim_config, method_keys
 from configs.claims._base import check_scale
 
-XAVIER_BERT_EMBEDDINGS = f"{atlas.BERT};init.scheme=xavier"
-BERT_PROJECT_EMBEDDINGS = "model.norm_position=post;init.scheme=bert"
+XAVIER_BERT_EMBEDDINGS = (*atlas.BERT, *atlas.XAVIER)
+BERT_PROJECT_EMBEDDINGS = (("model.norm_position", "post"), ("init.scheme", "bert"))
 
 
 def get_config(scale: str = "cpu"):

@@ -20,11 +20,11 @@ Runs at cpu: 5 arms × 2 depths × 4 lrs × 3 seeds = 120, ≈ 1.8 h on 2 cores 
 """
 
 from configs import atlas
-from configs.claims._atlas_cells import atlas_claim_config, layers, method_keys
+from configs.claims._atlas_cells import atlas_claim_config, layers, method_keys, no_warmup
 from configs.claims._base import check_scale
 
 METHODS = ("rezero", "deepnorm", "admin", "postln_xavier")  # configs/atlas.py ARMS keys
-PLAIN = ("plain residual", f"{atlas.NO_NORM};model.residual=plain;init.scheme=xavier")  # ReZero's baseline
+PLAIN = ("plain residual", (*atlas.NO_NORM, ("model.residual", "plain"), *atlas.XAVIER))  # ReZero's baseline
 DEPTHS = {"tiny": (1, 2), "cpu": (6, 12), "paper": (6, 12)}  # N of N+N layers
 LRS = {"tiny": atlas.LRS["tiny"], "cpu": (1e-3, 3.16e-3, 1e-2, 3.16e-2), "paper": atlas.LRS["paper"]}
 FIRST_SEED = {"tiny": 0, "cpu": 3, "paper": 3}
@@ -38,9 +38,6 @@ def get_config(scale: str = "cpu"):
       for label, keys in [*((atlas.NAMES[m], method_keys(m, scale)) for m in METHODS), PLAIN]
   ]
   config = atlas_claim_config("deep_no_warmup", scale, products)
-  lrs = ",".join(repr(lr) for lr in LRS[scale])
-  config.sweep.grid = " | ".join(
-      f"{label}: {keys};optim.warmup_steps=0;optim.learning_rate={lrs}" for label, keys in products
-  )
+  config.sweep.products = tuple(no_warmup(label, keys, LRS[scale]) for label, keys in products)
   config.sweep.first_seed = FIRST_SEED[scale]
   return config

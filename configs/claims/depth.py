@@ -27,9 +27,9 @@ paper (an accelerator: d 256, 4 heads, d_ff 1024, 2+2 → 32+32 layers, 2000 ste
 from configs.claims._base import check_scale, claim_config, set_keys
 
 ARMS = {  # label -> the keys that make it (models/residual.py, models/parameterization.py)
-    "SP": "model.residual=plain",
-    "CompleteP": "model.residual=completep;model.depth_alpha=1",
-    "Depth-µP": "model.residual=completep;model.depth_alpha=0.5",
+    "SP": (("model.residual", "plain"),),
+    "CompleteP": (("model.residual", "completep"), ("model.depth_alpha", 1.0)),
+    "Depth-µP": (("model.residual", "completep"), ("model.depth_alpha", 0.5)),
 }
 DEPTHS = {"tiny": (1, 2), "cpu": (2, 32), "paper": (2, 4, 8, 16, 32)}  # layers per stack: 16× at cpu
 # Arms run at the shallowest and deepest depths only (the shift reads those two; the verdict does not read Depth-µP).
@@ -108,24 +108,20 @@ _TRAIN = {
 }
 
 
-def _values(xs) -> str:
-  return ",".join(format(x, "g") for x in xs)
-
-
-def grid(scale: str) -> str:
+def products(scale: str) -> tuple:
   """Two products per arm × depth, both labelled "<arm> @ depth <L>": `LRS[scale]` without `REF_LR`, and `REF_LR`
   with the curvature records (`CURVATURE_EVERY`) the sharpness reads (module docstring)."""
   parts = []
   for arm in SCALE_ARMS[scale]:
     for depth in arm_depths(arm, scale):
-      head = f"{arm} @ depth {depth}: {ARMS[arm]};model.num_encoder_layers={depth};model.num_decoder_layers={depth};"
+      layers = (("model.num_encoder_layers", depth), ("model.num_decoder_layers", depth))
+      head = (("arm", f"{arm} @ depth {depth}"), *ARMS[arm], *layers)
       if not CURVATURE_EVERY[scale]:
-        parts.append(head + f"optim.learning_rate={_values(LRS[scale])}")
+        parts.append((*head, ("optim.learning_rate", LRS[scale])))
         continue
-      parts.append(head + f"optim.learning_rate={_values(lr for lr in LRS[scale] if lr != REF_LR[scale])}")
-      parts.append(head + f"optim.learning_rate={_values((REF_LR[scale],))};"
-                   f"train.curvature_every={CURVATURE_EVERY[scale]}")  # fmt: skip
-  return " | ".join(parts)
+      parts.append((*head, ("optim.learning_rate", tuple(lr for lr in LRS[scale] if lr != REF_LR[scale]))))
+      parts.append((*head, ("optim.learning_rate", REF_LR[scale]), ("train.curvature_every", CURVATURE_EVERY[scale])))
+  return tuple(parts)
 
 
 def arm_depths(arm: str, scale: str) -> tuple[int, ...]:
@@ -150,7 +146,7 @@ def get_config(scale: str = "cpu"):
           "train.checkpoint_every": steps,
       },
   )
-  config.sweep.grid = grid(scale)
+  config.sweep.products = products(scale)
   config.sweep.seeds = SEEDS[scale]
   config.sweep.first_seed = FIRST_SEED[scale]
   config.sweep.metric = "eval/loss"

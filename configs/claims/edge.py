@@ -65,21 +65,17 @@ def methods(scale: str, added: bool = False) -> tuple[str, ...]:
   return atlas.METHODS[scale] + (tuple(m for m in atlas.ADDED if m not in atlas.METHODS[scale]) if added else ())
 
 
-def grid(scale: str, added: bool = False) -> str:
+def products(scale: str, added: bool = False) -> tuple:
   """Per method, its training product (warmups × lrs) and its at-init product, both labelled with its name."""
-  lrs = ",".join(repr(lr) for lr in LRS[scale])
-  warmups = ",".join(str(w) for w in WARMUPS[scale])
-  products = []
+  out = []
   for m in methods(scale, added):
-    keys = method_keys(m, scale)
-    products.append(f"{atlas.NAMES[m]}: {keys};optim.warmup_steps={warmups};optim.learning_rate={lrs}")
-    products.append(f"{atlas.NAMES[m]}: {keys};train.num_steps=0;analysis.at_init=true")
+    head = (("arm", atlas.NAMES[m]), *method_keys(m, scale))
+    out.append((*head, ("optim.warmup_steps", WARMUPS[scale]), ("optim.learning_rate", LRS[scale])))
+    out.append((*head, ("train.num_steps", 0), ("analysis.at_init", True)))
     if m in TRACE_METHODS:
-      products.append(
-          f"{atlas.NAMES[m]}: {keys};optim.warmup_steps={warmups};optim.learning_rate={TRACE_LR[scale]!r};"
-          f"train.curvature_every={TRACE_EVERY[scale]}"
-      )
-  return " | ".join(products)
+      trace = (("optim.learning_rate", TRACE_LR[scale]), ("train.curvature_every", TRACE_EVERY[scale]))
+      out.append((*head, ("optim.warmup_steps", WARMUPS[scale]), *trace))
+  return tuple(out)
 
 
 def get_config(arg: str = "cpu"):
@@ -106,6 +102,6 @@ def get_config(arg: str = "cpu"):
   )
   if scale == "paper":  # 81 float64 vectors of n = 35.6M are 21.5 GiB, over the 4 GiB default
     config.analysis.max_basis_bytes = 40 * 2**30  # half an 80 GB accelerator
-  config.sweep.grid = grid(scale, added=bool(plus))
+  config.sweep.products = products(scale, added=bool(plus))
   config.sweep.seeds = SEEDS[scale]
   return config

@@ -25,7 +25,7 @@ import math
 
 from configs import atlas
 from configs.claims import edge
-from configs.claims._atlas_cells import method_keys
+from configs.claims._atlas_cells import method_keys, no_warmup
 from configs.claims._base import check_scale
 
 # Study 11's brackets [η_lo, η_hi] (cpu: its record's collapse-aware re-reading; tiny: the tests' synthetic task).
@@ -63,28 +63,25 @@ def midpoint(lo: float, hi: float) -> float:
   return float(f"{math.sqrt(lo * hi):.3g}")
 
 
-def grid(scale: str) -> str:
+def products(scale: str) -> tuple:
   """Every method's product without warmup (its bracket's ends and midpoint) first, then its warmup product at
   η_hi: an extension round repeats a label's first product (experiments/grid.py `extend_grid`)."""
   names = {atlas.NAMES[m]: m for m in atlas.METHODS[scale]}
-  first, warm = [], []
   if scale not in BRACKETS:  # no study 11 record at this scale: its grid, extended until bracketed (docstring)
-    lrs = ",".join(repr(lr) for lr in edge.LRS[scale])
-    return " | ".join(f"{label}: {method_keys(m, scale)};optim.warmup_steps=0;optim.learning_rate={lrs}"
-                      for label, m in names.items())  # fmt: skip
+    return tuple(no_warmup(label, method_keys(m, scale), edge.LRS[scale]) for label, m in names.items())
+  first, warm = [], []
   for label, (lo, hi) in BRACKETS[scale].items():
     keys = method_keys(names[label], scale)
-    lrs = ",".join(repr(lr) for lr in (lo, midpoint(lo, hi), hi))
-    first.append(f"{label}: {keys};optim.warmup_steps=0;optim.learning_rate={lrs}")
-    warm.append(f"{label}: {keys};optim.warmup_steps={WARMUP[scale]};optim.learning_rate={hi!r}")
-  return " | ".join(first + warm)
+    first.append(no_warmup(label, keys, (lo, midpoint(lo, hi), hi)))
+    warm.append((("arm", label), *keys, ("optim.warmup_steps", WARMUP[scale]), ("optim.learning_rate", hi)))
+  return tuple(first + warm)
 
 
 def get_config(scale: str = "cpu"):
   check_scale(scale)
   config = edge.get_config(scale)
   config.claim.name = "edge_boundary"
-  config.sweep.grid = grid(scale)
+  config.sweep.products = products(scale)
   config.sweep.seeds = SEEDS[scale]
   config.sweep.first_seed = FIRST_SEED
   return config

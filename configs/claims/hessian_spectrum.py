@@ -65,7 +65,7 @@ def get_config(scale: str = "cpu"):
   if scale != "paper":
     a.num_probes = 2
   a.blocks, a.grad_norms, a.signal, a.trace_probes = False, False, False, 0
-  config.sweep.grid = "model.norm_position=post,pre"
+  config.sweep.products = ((("model.norm_position", ("post", "pre")),),)
   config.sweep.seeds = {"tiny": 1, "cpu": 4, "paper": 3}[scale]  # cpu: 4 decide (the module docstring)
   config.sweep.analysis_at_init = True
   config.sweep.metric = "train/loss"

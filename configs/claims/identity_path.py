@@ -28,7 +28,7 @@ def get_config(scale: str = "cpu"):
   a = config.analysis  # the signal profile only
   a.spectrum, a.blocks, a.grad_norms, a.signal = False, False, False, True
   a.top_k, a.bottom_k, a.trace_probes = 0, 0, 0  # no curvature: the operator is not even built
-  config.sweep.grid = "model.norm_position=post,pre"
+  config.sweep.products = ((("model.norm_position", ("post", "pre")),),)
   config.sweep.seeds = {"tiny": 1, "cpu": 3, "paper": 3}[scale]
   # Fresh seeds at cpu: the rules changed after the seeds-0–2 run (experiments/claims/identity_path.py), so seeds
   # 3–5 confirm them (issue 40) and their verdict is the one reported.

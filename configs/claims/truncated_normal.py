@@ -32,7 +32,7 @@ def get_config(scale: str = "cpu"):
   a.spectrum, a.blocks, a.grad_norms, a.signal, a.param_stats = False, False, False, False, True
   a.top_k, a.bottom_k, a.trace_probes = 0, 0, 0
   a.batch_size = 8
-  config.sweep.grid = "init.scheme=bert,xavier"
+  config.sweep.products = ((("init.scheme", ("bert", "xavier")),),)
   config.sweep.seeds = {"tiny": 1, "cpu": 3, "paper": 3}[scale]
   config.sweep.analysis_at_init = True
   config.sweep.metric = "train/loss"

@@ -46,18 +46,14 @@ CPU = {  # the atlas's cpu model and data (configs/atlas.py)
 }
 
 
-def _values(xs) -> str:
-  return ",".join(format(x, "g") for x in xs)
-
-
 def get_config(scale: str = "cpu"):
   check_scale(scale)
-  lrs = _values(LRS[scale])
-  grid = (
-      f"model.norm_position=post;optim.warmup_steps={_values(WARMUPS[scale])};optim.learning_rate={lrs} | "
-      f"model.norm_position=pre;optim.warmup_steps=0;optim.learning_rate={lrs}"
+  lrs = ("optim.learning_rate", LRS[scale])
+  products = (
+      (("model.norm_position", "post"), ("optim.warmup_steps", WARMUPS[scale]), lrs),
+      (("model.norm_position", "pre"), ("optim.warmup_steps", 0), lrs),
   )
-  config = training_config("warmup", scale, grid)
+  config = training_config("warmup", scale, products)
   if scale == "cpu":
     set_keys(config, CPU)
   set_keys(config, {"optim.schedule": "warmup_rsqrt", "optim.decay_start": max(WARMUPS[scale])})

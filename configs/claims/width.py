@@ -26,12 +26,21 @@ docs/design_log.md); paper (6+6 layers, 8 heads, widths 128 → 2048, 4096-token
 
 from configs.claims._base import check_scale, claim_config, set_keys
 
+
+def _arm(parameterization: str, scale_embeddings: bool, embedding_lr_scale: str) -> tuple:
+  return (
+      ("model.parameterization", parameterization),
+      ("model.scale_embeddings", scale_embeddings),
+      ("model.embedding_lr_scale", embedding_lr_scale),
+  )
+
+
 ARMS = (
     {  # label -> the keys that make it (configs/ntk.py, configs/mup.py; the embedding arm: models/parameterization.py)
-        "SP": "model.parameterization=standard;model.scale_embeddings=true;model.embedding_lr_scale=auto",
-        "NTK": "model.parameterization=ntk;model.scale_embeddings=false;model.embedding_lr_scale=auto",
-        "µP": "model.parameterization=mup;model.scale_embeddings=false;model.embedding_lr_scale=auto",
-        "SP + µP emb. lr": "model.parameterization=standard;model.scale_embeddings=true;model.embedding_lr_scale=width",
+        "SP": _arm("standard", True, "auto"),
+        "NTK": _arm("ntk", False, "auto"),
+        "µP": _arm("mup", False, "auto"),
+        "SP + µP emb. lr": _arm("standard", True, "width"),
     }
 )
 SHARPNESS_WIDTHS = {"tiny": (16, 32), "cpu": (32, 128, 256), "paper": (128, 256, 512, 1024)}
@@ -115,11 +124,7 @@ _TRAIN = {
 }
 
 
-def _values(xs) -> str:
-  return ",".join(format(x, "g") for x in xs)
-
-
-def grid(scale: str) -> str:
+def products(scale: str) -> tuple:
   """One product per arm × width, labelled "<arm> @ width <d>": the transfer arms at the transfer widths over `LRS`,
   every other (arm, width) at `REF_LR` alone (module docstring)."""
   parts = []
@@ -127,9 +132,10 @@ def grid(scale: str) -> str:
     widths = SHARPNESS_WIDTHS[scale] + (WIDEST[scale] if arm in VERDICT_ARMS else ())
     for d in sorted(set(widths) | set(TRANSFER_WIDTHS[scale] if arm in TRANSFER_ARMS[scale] else ())):
       transfer = arm in TRANSFER_ARMS[scale] and d in TRANSFER_WIDTHS[scale]
-      lrs = _values(LRS[scale] if transfer else (REF_LR[scale],))
-      parts.append(f"{arm} @ width {d}: {keys};model.d_model={d};model.d_ff={4 * d};optim.learning_rate={lrs}")
-  return " | ".join(parts)
+      lrs = LRS[scale] if transfer else (REF_LR[scale],)
+      sizes = (("model.d_model", d), ("model.d_ff", 4 * d))
+      parts.append((("arm", f"{arm} @ width {d}"), *keys, *sizes, ("optim.learning_rate", lrs)))
+  return tuple(parts)
 
 
 def get_config(scale: str = "cpu"):
@@ -150,7 +156,7 @@ def get_config(scale: str = "cpu"):
           "train.curvature_every": CURVATURE_EVERY[scale],
       },
   )
-  config.sweep.grid = grid(scale)
+  config.sweep.products = products(scale)
   config.sweep.seeds = SEEDS[scale]
   config.sweep.metric = "eval/loss"
   return config

@@ -1,13 +1,13 @@
 """The `config.data` subtree as a typed, checked `DataConfig`: every key the data layer reads.
 
-`train.config.resolve` builds it once (via `validate(config, process_count)`) before anything is read or trained;
-`build()` accepts it (or a ConfigDict, which it types the same way). Each error names the key, the bad value and
+`train.config.resolve` builds it once (then `check_processes(config, process_count)`) before anything is read or
+trained; `build()` trusts it (and types a ConfigDict at its door: `validate`). Each error names the key, the bad value and
 the valid choices.
 """
 
 import dataclasses
 
-from configs.schema import Section, contradiction, invalid
+from configs.schema import Section, as_section, contradiction, invalid
 
 LENGTH_POLICIES = ("drop", "truncate")
 LM_SIDES = ("", "source", "target")  # '' = the source's own task; corpus.one_side keeps one side of a translation
@@ -76,9 +76,16 @@ def _positive(config, key: str, minimum: int = 1):
 
 
 def validate(config, process_count: int = 1) -> DataConfig:
-  """The typed `config.data` (a `DataConfig`, or its ConfigDict or a mapping); raises ValueError naming the key, the
-  value and the choices if it is not usable by `process_count` processes (the GLOBAL batches split over them)."""
-  config = DataConfig.from_config(config)
+  """The typed `config.data` at `build`'s door: a `DataConfig` as it is (trusted), its ConfigDict or a mapping typed
+  (`configs.schema.as_section`); then `check_processes`."""
+  config = as_section(DataConfig, config)
+  check_processes(config, process_count)
+  return config
+
+
+def check_processes(config: DataConfig, process_count: int = 1) -> None:
+  """Raises ValueError naming the key, the value and the choices if the GLOBAL batches do not split evenly over
+  `process_count` processes."""
   for key in ("batch_size", "eval_batch_size"):
     if config[key] % process_count:
       raise invalid(
@@ -87,7 +94,6 @@ def validate(config, process_count: int = 1) -> DataConfig:
           f"a multiple of process_count={process_count}",
           "the GLOBAL batch is split evenly over the processes",
       )
-  return config
 
 
 def _check_values(config: DataConfig) -> None:
