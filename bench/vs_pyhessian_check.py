@@ -5,9 +5,10 @@ drawn in float32 so every dtype probes one direction) on the same parameters and
 (`jax.enable_x64`, the model's `dtype`/`param_dtype` float64; the port in torch.float64) and in float32.
 
   * Identity, float64: the sides agree to `TOL64` (relative). Two float64 evaluations of one function differ by
-    rounding, κ·ε₆₄ with ε₆₄ = 1.1e-16, and the float32 runs bound this problem's κ below 1e5 (their errors against
-    float64 are ≤ 1e-2 = κ·ε₃₂), so 1e-9 leaves 100× over that; a port difference of consequence (LayerNorm's ε, a
-    mask, a scale, a head order) moves the result by far more, and shows here where float32 rounding would hide it.
+    rounding, κ·u₆₄ with unit roundoff u₆₄ = 1.1e-16, and the float32 runs bound this problem's κ by 2e5 (their
+    errors against float64 are ≤ 1e-2 = κ·u₃₂, u₃₂ = 6e-8), so 1e-9 is 50× over κ·u₆₄; a port difference of
+    consequence (LayerNorm's ε, a mask, a scale, a head order) moves the result by more, and shows here where
+    float32 rounding would hide it.
   * Float32, what the bench times: each side's float32 result against the float64 reference (the JAX model's) is
     within `TOL32`. That error is float32 rounding amplified by the problem: with Post-LN and √d-scaled tied
     embeddings the first layer's attention logits are in the thousands and nearly one-hot, and where a row is a near
