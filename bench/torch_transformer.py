@@ -19,8 +19,6 @@ import numpy as np
 import torch
 from torch import nn
 
-_NEG = float(np.finfo(np.float32).min)  # the masked logit of models/attention.py
-
 
 def flat_names(num_encoder_layers: int, num_decoder_layers: int) -> list:
   """The Flax parameter paths ("/"-joined) in `jax.tree.leaves` order (dict keys sorted at every level)."""
@@ -46,13 +44,15 @@ def _layer_norm(x, scale, bias, eps):
   return (x - mean) * torch.rsqrt(var + eps) * scale + bias
 
 
-def sinusoidal_positions(length: int, d: int) -> torch.Tensor:
-  """`models.transformer.sinusoidal_positions` for positions 0..length−1, shape [length, d]."""
+def sinusoidal_positions(length: int, d: int, dtype=torch.float32) -> torch.Tensor:
+  """`models.transformer.sinusoidal_positions` for positions 0..length−1, shape [length, d], in `dtype`: float32
+  angles under JAX's default, float64 ones under `jax.enable_x64` (its NumPy float64 frequencies then promote)."""
+  np_dtype = np.float64 if dtype == torch.float64 else np.float32
   half = d // 2
   inv_freq = np.exp(-np.log(10000.0) * np.arange(half) / max(half - 1, 1))
-  angles = np.arange(length)[:, None].astype(np.float32) * inv_freq.astype(np.float32)
+  angles = np.arange(length)[:, None].astype(np_dtype) * inv_freq.astype(np_dtype)
   pe = np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
-  return torch.from_numpy(np.pad(pe, ((0, 0), (0, d - 2 * half))).astype(np.float32))
+  return torch.from_numpy(np.pad(pe, ((0, 0), (0, d - 2 * half))).astype(np_dtype))
 
 
 class Transformer(nn.Module):
@@ -85,13 +85,13 @@ class Transformer(nn.Module):
   def p(self, name):
     return getattr(self, name.replace("/", "__"))
 
-  def load_flax_params(self, flat: dict):
-    """Copy {path: array} (the Flax params, paths "/"-joined) into the module; shapes must match exactly."""
+  def load_flax_params(self, flat: dict, dtype=torch.float32):
+    """Copy {path: array} (the Flax params, paths "/"-joined) into the module as `dtype`; shapes must match."""
     missing = sorted(set(self.names) ^ set(flat))
     if missing:
       raise ValueError(f"the Flax params and the torch port differ in the leaves {missing[:5]}")
     for name in self.names:
-      value = torch.from_numpy(np.array(flat[name], np.float32))
+      value = torch.from_numpy(np.array(flat[name], np.float32)).to(dtype)
       setattr(self, name.replace("/", "__"), nn.Parameter(value))
     return self
 
@@ -101,7 +101,8 @@ class Transformer(nn.Module):
     )
     q, k, v = proj(x_q_BxQxD, "query"), proj(x_kv_BxKxD, "key"), proj(x_kv_BxKxD, "value")
     logits = torch.einsum("bqhd,bkhd->bhqk", q, k) * self.head_dim**-0.5
-    probs = torch.softmax(torch.where(mask_Bx1xQxK, logits, torch.full_like(logits, _NEG)), dim=-1)
+    masked = torch.full_like(logits, torch.finfo(logits.dtype).min)  # models/attention.py's masked logit
+    probs = torch.softmax(torch.where(mask_Bx1xQxK, logits, masked), dim=-1)
     out = torch.einsum("bhqk,bkhd->bqhd", probs, v)
     return torch.einsum("bqhk,hkd->bqd", out, self.p(f"{prefix}/out/kernel")) + self.p(f"{prefix}/out/bias")
 
@@ -116,7 +117,7 @@ class Transformer(nn.Module):
 
   def _embed(self, tokens_BxL):
     x = self.p("token_embedding/embedding")[tokens_BxL] * math.sqrt(self.d_model)
-    return x + sinusoidal_positions(tokens_BxL.shape[1], self.d_model)[None]
+    return x + sinusoidal_positions(tokens_BxL.shape[1], self.d_model, x.dtype)[None]
 
   def forward(self, batch):
     inputs_BxS, targets_BxT = batch
@@ -142,8 +143,10 @@ class Transformer(nn.Module):
     return y @ self.p("token_embedding/embedding").T  # tied readout (Flax's Embed.attend)
 
 
-def build(flat: dict, *, vocab_size, num_encoder_layers, num_decoder_layers, d_model, num_heads, d_ff) -> Transformer:
-  """The port with the Flax params {path: array} copied in."""
+def build(
+    flat: dict, *, vocab_size, num_encoder_layers, num_decoder_layers, d_model, num_heads, d_ff, dtype=torch.float32
+) -> Transformer:
+  """The port with the Flax params {path: array} copied in as `dtype` (float64: the reference of the port check)."""
   model = Transformer(
       vocab_size=vocab_size,
       num_encoder_layers=num_encoder_layers,
@@ -152,7 +155,7 @@ def build(flat: dict, *, vocab_size, num_encoder_layers, num_decoder_layers, d_m
       num_heads=num_heads,
       d_ff=d_ff,
   )
-  return model.load_flax_params(flat)
+  return model.load_flax_params(flat, dtype)
 
 
 def token_cross_entropy(logits_BxTxV, targets_BxT):

@@ -2,9 +2,9 @@
 
 The model is the project's Transformer at a bench size (`SIZES`: `tiny`, the preset at vocab 1000; `small`, the
 preset at a subword vocabulary of 8000, 7.58M parameters; `medium`, 4+4 layers of width 384 at 8000, 19.6M; float32)
-in JAX and its PyTorch port (bench/torch_transformer.py), on one batch of 16 × 32 random tokens, checked equal on one
-loss, gradient and HVP (relative error ≤ 1e-3, else the bench stops). Per routine, each side runs in fresh processes
-(`--worker`), its first call timed from the loaded parameters to the result on the host:
+in JAX and its PyTorch port (bench/torch_transformer.py), on one batch of 16 × 32 random tokens, checked equal first
+(bench/vs_pyhessian_check.py: float64 identity, float32 within rounding; else the bench stops). Per routine, each
+side runs in fresh processes (`--worker`), its first call timed from the loaded parameters to the result on the host:
 
   * curvax: `H = curvax.hessian(loss_fn, params, batch)`, then `curvax.lanczos(H, num_steps=30)`,
     `curvax.spectral_density(H, num_steps=30, num_probes=2)` (a band needs two probes) or `curvax.top_eigenvalues(H, 1, num_steps=30, tol=1e-3)` (docs/curvax.md), in (a) a process
@@ -80,12 +80,13 @@ def sizes(preset):
   return dict(vocab_size=default_vocab, **dims)
 
 
-def model_config(preset):
+def model_config(preset, dtype="float32"):
+  """The model at bench size `preset`, computing and storing its parameters in `dtype` (the check's float64)."""
   from models import ModelConfig  # noqa: PLC0415
 
   size = sizes(preset)
   vocab = size.pop("vocab_size")
-  return ModelConfig.from_config(size, vocab_size=vocab)
+  return ModelConfig.from_config(dict(size, dtype=dtype, param_dtype=dtype), vocab_size=vocab)
 
 
 def write_problem(preset, path):
@@ -128,50 +129,13 @@ def _jax_side(preset, path):
   return make_loss_fn(model), params, batch, flat
 
 
-def _torch_side(preset, flat, inputs, targets):
+def _torch_side(preset, flat, inputs, targets, dtype=None):
   import torch  # noqa: PLC0415
   import torch_transformer  # noqa: PLC0415
 
   torch.set_num_threads(2)
-  model = torch_transformer.build(flat, **sizes(preset))
+  model = torch_transformer.build(flat, **sizes(preset), dtype=dtype or torch.float32)
   return model, (torch.from_numpy(np.asarray(inputs, np.int64)), torch.from_numpy(np.asarray(targets, np.int64)))
-
-
-def _rel(a, b):
-  return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
-def check_equal(preset, path, tol=1e-3):
-  """Loss, gradient and one HVP of the JAX model and the torch port agree to `tol` (relative); else SystemExit.
-
-  1e-3: float32 through an 8000-way softmax; at vocab 8000 the HVPs differ by 3e-4, at 1000 by 1e-5 (the report
-  has each size's errors)."""
-  import jax  # noqa: PLC0415
-  import torch  # noqa: PLC0415
-  import torch_transformer  # noqa: PLC0415
-
-  import curvax  # noqa: PLC0415
-
-  loss_fn, params, batch, flat = _jax_side(preset, path)
-  model, data = _torch_side(preset, flat, *read_problem(path)[1:])
-  names = torch_transformer.flat_names(sizes(preset)["num_encoder_layers"], sizes(preset)["num_decoder_layers"])
-  v_leaves = jax.tree.leaves(jax.tree.map(lambda x: jax.random.normal(jax.random.key(7), x.shape, x.dtype), params))
-  jax_loss, jax_grad = jax.value_and_grad(loss_fn)(params, batch)
-  jax_hvp = curvax.hessian(loss_fn, params, batch)(jax.tree.unflatten(jax.tree.structure(params), v_leaves))
-  plist = [model.p(n) for n in names]
-  loss = torch_transformer.token_cross_entropy(model(data), data[1])
-  grads = torch.autograd.grad(loss, plist, create_graph=True)
-  hvp = torch.autograd.grad(grads, plist, grad_outputs=[torch.from_numpy(np.array(v)) for v in v_leaves])
-  cat = lambda xs: np.concatenate([np.ravel(np.asarray(x.detach().numpy() if hasattr(x, "detach") else x)) for x in xs])
-  errors = {
-      "loss": _rel(np.float64(loss.item()), np.float64(jax_loss)),
-      "gradient": _rel(cat(grads), cat(jax.tree.leaves(jax_grad))),
-      "hvp": _rel(cat(hvp), cat(jax.tree.leaves(jax_hvp))),
-  }
-  bad = {k: e for k, e in errors.items() if not e <= tol}
-  if bad:
-    raise SystemExit(f"{preset}: the torch port differs from the JAX model: relative errors {errors} (tolerance {tol})")
-  return errors, float(jax_loss)
 
 
 def _install_torch_eig(torch):
@@ -370,20 +334,27 @@ def main():
     print("torch or pyhessian not installed: the PyHessian side is skipped (bench/requirements-pyhessian.txt)")
   desc = machine(torch_ok)
   print(desc)
-  results = {}
+  results, checks = {}, []
   with tempfile.TemporaryDirectory() as tmp:
     for preset in args.presets:
       path = os.path.join(tmp, f"{preset}.npz")
       write_problem(preset, path)
       if torch_ok:
-        errors, loss = check_equal(preset, path)
-        print(f"{preset}: loss {loss:.6f}; torch port vs JAX, relative errors: " + json.dumps(errors))
+        import vs_pyhessian_check  # noqa: PLC0415
+
+        report = vs_pyhessian_check.check_port(preset, path)
+        checks.append(
+            f"{preset}: loss {report['loss']:.6f}; the torch port checked against the JAX model (float64 "
+            f"reference), relative errors:\n{vs_pyhessian_check.summary(report)}"
+        )
+        print(checks[-1])
       results[preset] = measure(preset, path, args.repeats, torch_ok, print, args.routines, args.torch_calls)
   out = table(results, torch_ok)
   print(out)
   if args.markdown:
     with open(args.markdown, "w") as f:
-      f.write(f"Machine: {desc}\n\n{out}\n\n```\n{json.dumps(results, indent=1)}\n```\n")
+      check_lines = "".join(f"```\n{c}\n```\n\n" for c in checks)
+      f.write(f"Machine: {desc}\n\n{check_lines}{out}\n\n```\n{json.dumps(results, indent=1)}\n```\n")
 
 
 if __name__ == "__main__":
