@@ -6,8 +6,8 @@ Contract: `get_strategy(name)(m, n, eps, passes, store[, cgs])` returns a `Step`
     made orthogonal as the strategy asks, its norm β, whether it went through the CGS pass, and what `carry` needs;
   * `carry(s, aux, broke, converged) -> dict`: the strategy's own entries of the next loop state (Simon's ω).
 `s` is `curvax.lanczos`'s loop state; `m` the steps, `n` the size, `eps` the dtype's ε, `passes` the CGS passes,
-`store` whether the basis is stored, `cgs` the CGS pass on it (default `curvax.orthogonality`'s; a basis in host
-memory brings its own, `curvax.host_basis`). The CGS pass and Simon's ω-recurrence are `curvax.orthogonality`'s.
+`store` whether the basis is stored, `cgs` the CGS pass on it (default `curvax.orthogonality`'s, as is Simon's
+ω-recurrence; a basis in host memory brings its own, `curvax.host_basis`).
 
   * "full": every new vector is orthogonalized against all previous ones by classical Gram-Schmidt (CGS: all
     coefficients h = V w first, then w −= Vᵀh; two BLAS-2 sweeps). `reorth_passes="auto"` (default) repeats the pass
