@@ -21,8 +21,7 @@ Contract: `get_strategy(name)(m, n, eps, passes, store[, cgs])` returns a `Step`
     semi-orthogonal (|q_iᵀq_j| ≲ √ε), enough for T_k to be, to working precision, the projection of A on an
     orthonormal basis of the Krylov space (Simon 1984, Thm. 4): Ritz values as accurate as with "full" and no ghost
     copies. The CGS steps are counted in `num_reorthogonalizations`. Same memory as "full".
-  * "none": the plain three-term recurrence, O(n) memory; orthogonality is lost as a Ritz value converges (Paige
-    1976), its loss estimated by Simon's ω-recurrence (measured with `return_basis=True`).
+  * "none": the three-term recurrence, O(n) memory; its loss of orthogonality (Paige 1976) estimated by Simon's ω.
 """
 
 from typing import Callable, NamedTuple
