@@ -38,6 +38,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import numpy as np  # noqa: E402
+import pyhessian_problem as problem  # noqa: E402
 
 # torch's OpenMP threads wait asleep, not spinning, unless the caller says otherwise: on a shared machine a spinning
 # thread holds a core its partner needs, and at a load of 12 on 2 cores PyHessian's product on `small` took 30 s
@@ -45,11 +46,7 @@ import numpy as np  # noqa: E402
 # torch loads, so before any import of torch (the workers inherit it).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-BATCH, LENGTH, STEPS, TOL = 16, 32, 30, 1e-3
-# The bench's sizes: a model preset's dimensions (models.config.PRESETS) or its own, with a vocabulary. `small` and
-# `medium` at 8000 tokens are a realistic subword vocabulary (7.58M and 19.6M parameters); `tiny` keeps today's 1000.
-MEDIUM = dict(num_encoder_layers=4, num_decoder_layers=4, d_model=384, num_heads=6, d_ff=1536)
-SIZES = {"tiny": ("tiny", 1000), "small": ("small", 8000), "medium": (MEDIUM, 8000)}
+STEPS, TOL = 30, 1e-3
 ROUTINES = ("lanczos", "density", "top")
 LABELS = {
     "lanczos": f"Lanczos, {STEPS} steps",
@@ -69,73 +66,6 @@ def have_torch() -> bool:
   except ImportError:
     return False
   return True
-
-
-def sizes(preset):
-  """The model's dimensions and vocabulary at bench size `preset` (a `SIZES` key, or a model preset at 1000)."""
-  from models.config import PRESETS  # noqa: PLC0415
-
-  dims, default_vocab = SIZES.get(preset, (preset, 1000))
-  dims = PRESETS[dims] if isinstance(dims, str) else dims
-  return dict(vocab_size=default_vocab, **dims)
-
-
-def model_config(preset, dtype="float32"):
-  """The model at bench size `preset`, computing and storing its parameters in `dtype` (the check's float64)."""
-  from models import ModelConfig  # noqa: PLC0415
-
-  size = sizes(preset)
-  vocab = size.pop("vocab_size")
-  return ModelConfig.from_config(dict(size, dtype=dtype, param_dtype=dtype), vocab_size=vocab)
-
-
-def write_problem(preset, path):
-  """The JAX params (init key 0) and the batch (seed 0) of `preset`, as an .npz of "/"-joined paths."""
-  import jax  # noqa: PLC0415
-  import jax.numpy as jnp  # noqa: PLC0415
-
-  from models import get_model  # noqa: PLC0415
-
-  model = get_model(model_config(preset))
-  rng = np.random.default_rng(0)
-  vocab = sizes(preset)["vocab_size"]
-  batch = {k: jnp.asarray(rng.integers(1, vocab, (BATCH, LENGTH)), jnp.int32) for k in ("inputs", "targets")}
-  params = jax.jit(model.init)(jax.random.key(0), batch)["params"]
-  flat = {
-      "/".join(str(k.key) for k in path): np.asarray(x) for path, x in jax.tree_util.tree_flatten_with_path(params)[0]
-  }
-  np.savez(
-      path, **{f"params/{k}": v for k, v in flat.items()}, **{f"batch/{k}": np.asarray(v) for k, v in batch.items()}
-  )
-
-
-def read_problem(path):
-  data = np.load(path)
-  flat = {k[len("params/") :]: data[k] for k in data.files if k.startswith("params/")}
-  return flat, data["batch/inputs"], data["batch/targets"]
-
-
-def _jax_side(preset, path):
-  import jax.numpy as jnp  # noqa: PLC0415
-  from flax import traverse_util  # noqa: PLC0415
-
-  from models import get_model  # noqa: PLC0415
-  from train.loss import make_loss_fn  # noqa: PLC0415
-
-  flat, inputs, targets = read_problem(path)
-  params = traverse_util.unflatten_dict({tuple(k.split("/")): jnp.asarray(v) for k, v in flat.items()})
-  batch = {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}
-  model = get_model(model_config(preset))
-  return make_loss_fn(model), params, batch, flat
-
-
-def _torch_side(preset, flat, inputs, targets, dtype=None):
-  import torch  # noqa: PLC0415
-  import torch_transformer  # noqa: PLC0415
-
-  torch.set_num_threads(2)
-  model = torch_transformer.build(flat, **sizes(preset), dtype=dtype or torch.float32)
-  return model, (torch.from_numpy(np.asarray(inputs, np.int64)), torch.from_numpy(np.asarray(targets, np.int64)))
 
 
 def _install_torch_eig(torch):
@@ -158,7 +88,7 @@ def worker_curvax(preset, routine, path, cache):
   curvax.enable_compilation_cache(cache)
   events = []
   jax.monitoring.register_event_duration_secs_listener(lambda event, seconds, **kw: events.append((event, seconds)))
-  loss_fn, params, batch, _ = _jax_side(preset, path)
+  loss_fn, params, batch, _ = problem.jax_side(preset, path)
   jax.block_until_ready((params, batch))
 
   def call():
@@ -200,8 +130,8 @@ def worker_pyhessian(preset, routine, path, calls=2):
     return product(*args)
 
   module.hessian_vector_product = counted  # to report PyHessian's number of products
-  flat, inputs, targets = read_problem(path)
-  model, data = _torch_side(preset, flat, inputs, targets)
+  flat, inputs, targets = problem.read_problem(path)
+  model, data = problem.torch_side(preset, flat, inputs, targets)
   torch.manual_seed(1)
   out = {}
   for label in ("first", "second")[:calls]:
@@ -310,7 +240,7 @@ def machine(torch_ok):
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--presets", nargs="+", default=["small", "medium"], choices=list(SIZES))
+  ap.add_argument("--presets", nargs="+", default=["small", "medium"], choices=list(problem.SIZES))
   ap.add_argument("--repeats", type=int, default=2)
   ap.add_argument("--markdown", default=None, help="also write the table and the machine to this file")
   ap.add_argument("--routines", nargs="+", default=list(ROUTINES), choices=ROUTINES)
@@ -338,7 +268,7 @@ def main():
   with tempfile.TemporaryDirectory() as tmp:
     for preset in args.presets:
       path = os.path.join(tmp, f"{preset}.npz")
-      write_problem(preset, path)
+      problem.write_problem(preset, path)
       if torch_ok:
         import vs_pyhessian_check  # noqa: PLC0415
 

@@ -25,6 +25,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
+import pyhessian_problem as problem  # noqa: E402
 import vs_pyhessian as vs  # noqa: E402
 
 TOL, CAP, REF_STEPS, REF_VECTORS = 1e-3, 60, 100, 50
@@ -49,7 +50,7 @@ def run_preset(preset, path, repeats, have_torch):
 
   import curvax  # noqa: PLC0415
 
-  loss_fn, params, batch, flat = vs._jax_side(preset, path)
+  loss_fn, params, batch, flat = problem.jax_side(preset, path)
   H = curvax.hessian(loss_fn, params, batch)
   ref = curvax.top_eigenvalues(H, 1, num_steps=REF_STEPS, key=jax.random.key(2), max_vectors=REF_VECTORS)
   lam, lam_bound = float(ref.values[0]), float(ref.bounds[0])
@@ -93,8 +94,8 @@ def torch_call(preset, path):
   import torch_transformer  # noqa: PLC0415
   from pyhessian import hessian  # noqa: PLC0415
 
-  flat, inputs, targets = vs.read_problem(path)
-  model, data = vs._torch_side(preset, flat, inputs, targets)
+  flat, inputs, targets = problem.read_problem(path)
+  model, data = problem.torch_side(preset, flat, inputs, targets)
   module = sys.modules["pyhessian.hessian"]
   product, count = module.hessian_vector_product, [0]
 
@@ -130,7 +131,7 @@ def table(results):
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--presets", nargs="+", default=["small", "medium"], choices=list(vs.SIZES))
+  ap.add_argument("--presets", nargs="+", default=["small", "medium"], choices=list(problem.SIZES))
   ap.add_argument("--repeats", type=int, default=2)
   ap.add_argument("--json", default=None)
   args = ap.parse_args()
@@ -140,7 +141,7 @@ def main():
   with tempfile.TemporaryDirectory() as tmp:
     for preset in args.presets:
       path = os.path.join(tmp, f"{preset}.npz")
-      vs.write_problem(preset, path)
+      problem.write_problem(preset, path)
       results[preset] = run_preset(preset, path, args.repeats, have)
       print(f"{preset}: {json.dumps(results[preset])}", flush=True)
   print(table(results))

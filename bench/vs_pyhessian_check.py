@@ -27,7 +27,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
-import vs_pyhessian as vs  # noqa: E402
+import pyhessian_problem as problem  # noqa: E402
 
 TOL64 = 1e-9
 TOL32 = 1e-2  # twice the largest float32 error of equivalent summation orders (module docstring)
@@ -56,9 +56,9 @@ def evaluate_jax(preset, path, dtype):
   from models import get_model  # noqa: PLC0415
   from train.loss import make_loss_fn  # noqa: PLC0415
 
-  flat, inputs, targets = vs.read_problem(path)
+  flat, inputs, targets = problem.read_problem(path)
   with jax.enable_x64(dtype == "float64"):
-    loss_fn = make_loss_fn(get_model(vs.model_config(preset, dtype)))
+    loss_fn = make_loss_fn(get_model(problem.model_config(preset, dtype)))
     params = traverse_util.unflatten_dict({tuple(k.split("/")): jnp.asarray(v, dtype) for k, v in flat.items()})
     batch = {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}
     leaves, tree = jax.tree.flatten(params)
@@ -74,9 +74,9 @@ def evaluate_torch(preset, path, dtype):
   import torch  # noqa: PLC0415
   import torch_transformer  # noqa: PLC0415
 
-  flat, inputs, targets = vs.read_problem(path)
-  model, data = vs._torch_side(preset, flat, inputs, targets, getattr(torch, dtype))
-  size = vs.sizes(preset)
+  flat, inputs, targets = problem.read_problem(path)
+  model, data = problem.torch_side(preset, flat, inputs, targets, getattr(torch, dtype))
+  size = problem.sizes(preset)
   plist = [model.p(n) for n in torch_transformer.flat_names(size["num_encoder_layers"], size["num_decoder_layers"])]
   loss = torch_transformer.token_cross_entropy(model(data), data[1])
   grads = torch.autograd.grad(loss, plist, create_graph=True)
@@ -127,7 +127,7 @@ def check_port(preset, path, tol64=TOL64, tol32=TOL32):
   loss."""
   import torch_transformer  # noqa: PLC0415
 
-  size = vs.sizes(preset)
+  size = problem.sizes(preset)
   names = torch_transformer.flat_names(size["num_encoder_layers"], size["num_decoder_layers"])
   ref, torch64 = evaluate_jax(preset, path, "float64"), evaluate_torch(preset, path, "float64")
   jax32, torch32 = evaluate_jax(preset, path, "float32"), evaluate_torch(preset, path, "float32")

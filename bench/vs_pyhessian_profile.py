@@ -30,6 +30,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
+import pyhessian_problem as problem  # noqa: E402
 import vs_pyhessian as vs  # noqa: E402
 
 
@@ -46,7 +47,7 @@ def jax_pieces(preset, path):
   import curvax  # noqa: PLC0415
   from curvax.orthogonality import cgs_reorthogonalize, gram_deviation  # noqa: PLC0415
 
-  loss_fn, params, batch, _ = vs._jax_side(preset, path)
+  loss_fn, params, batch, _ = problem.jax_side(preset, path)
   H = curvax.hessian(loss_fn, params, batch)
   n = H.size
   v = jax.random.normal(jax.random.key(3), (n,), H.dtype)
@@ -83,8 +84,8 @@ def torch_pieces(preset, path, with_lanczos):
   from pyhessian import hessian  # noqa: PLC0415
 
   vs._install_torch_eig(torch)
-  flat, inputs, targets = vs.read_problem(path)
-  model, data = vs._torch_side(preset, flat, inputs, targets)
+  flat, inputs, targets = problem.read_problem(path)
+  model, data = problem.torch_side(preset, flat, inputs, targets)
   params = [p for p in model.parameters() if p.requires_grad]
   v = [torch.randn_like(p) for p in params]
   state = {}
@@ -190,7 +191,7 @@ def table(rows):
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--presets", nargs="+", default=["small", "medium"], choices=list(vs.SIZES))
+  ap.add_argument("--presets", nargs="+", default=["small", "medium"], choices=list(problem.SIZES))
   ap.add_argument("--repeats", type=int, default=3)
   ap.add_argument("--json", default=None, help="also write the rows to this file")
   ap.add_argument(
@@ -202,7 +203,7 @@ def main():
   with tempfile.TemporaryDirectory() as tmp:
     for preset in args.presets:
       path = os.path.join(tmp, f"{preset}.npz")
-      vs.write_problem(preset, path)
+      problem.write_problem(preset, path)
       rows[preset] = profile(preset, path, args.repeats, not args.no_torch_lanczos)
       print(f"{preset}: " + json.dumps({k: round(v, 5) for k, v in rows[preset].items()}), flush=True)
   print(table(rows))

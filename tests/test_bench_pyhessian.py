@@ -52,7 +52,7 @@ def test_the_port_agrees_in_float64_and_a_wrong_layernorm_epsilon_fails_there(tm
   import torch_transformer  # noqa: PLC0415 (on the path bench/vs_pyhessian_check.py sets)
 
   path = str(tmp_path / "tiny.npz")
-  check.vs.write_problem("tiny", path)
+  check.problem.write_problem("tiny", path)
   evaluate_jax, cache = check.evaluate_jax, {}
   monkeypatch.setattr(check, "evaluate_jax", lambda *a: cache.setdefault(a, evaluate_jax(*a)))
   report = check.check_port("tiny", path)
