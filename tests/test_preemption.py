@@ -262,10 +262,16 @@ def test_a_signal_during_setup_leaves_a_true_status_and_the_handler(tmp_path, si
   """SIGTERM or Ctrl-C while setting up (no loop handler yet): SetupStopped, status.json at step 0 with pid and host,
   SIGTERM's handler back as it was."""
   before = signal.getsignal(signal.SIGTERM)
-  with pytest.raises(loop.SetupStopped, match=f"^{status} during setup, before step 0 trained") as stop:
-    with loop.stops_during_setup(str(tmp_path)):
-      os.kill(os.getpid(), signum)
-      time.sleep(5)  # the handler raises at the next bytecode: never reached
+  # A process a non-interactive shell starts in the background (`pytest ... &`) inherits SIGINT ignored, and Python
+  # then installs no KeyboardInterrupt handler: give the test the one an interactive Ctrl-C meets.
+  int_before = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    with pytest.raises(loop.SetupStopped, match=f"^{status} during setup, before step 0 trained") as stop:
+      with loop.stops_during_setup(str(tmp_path)):
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # the handler raises at the next bytecode: never reached
+  finally:
+    signal.signal(signal.SIGINT, int_before)
   assert stop.value.status == status and stop.value.step == 0
   written = read_status(str(tmp_path))
   assert written["status"] == status and written["step"] == 0, written
