@@ -34,8 +34,8 @@ XAVIER_BERT_EMBEDDINGS = "Post-LN + Xavier (BERT's embeddings)"
 SCALE_PROJECT_EMBEDDINGS = "Post-LN + 0.02 (this project's embeddings)"
 ARMS = (XAVIER, SCALE_PROJECT_EMBEDDINGS, XAVIER_BERT_EMBEDDINGS, BERT)
 THRESHOLDS = {
-    "cells": "a cell (arm, lr) fails when all its seeds collapsed, or all diverged, and trains when all trained "
-    f"(analysis/outcomes.py); a deciding cell needs ≥ {MIN_SEEDS} seeds",
+    "cells": "a cell (arm, lr) fails when at least half its seeds collapsed or diverged, trains when more than half "
+    f"trained, else is mixed (experiments/claims/shared/cells.py); a deciding cell needs ≥ {MIN_SEEDS} seeds",
     "0.02 rescues at η": "with BERT's embeddings, Xavier fails at η and the 0.02 init (BERT's recipe) trains at η",
     "reproduced": "a rescued η",
     "not reproduced": "with BERT's embeddings Xavier fails at some η and the 0.02 init fails wherever Xavier does",

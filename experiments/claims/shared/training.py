@@ -3,8 +3,8 @@ each run by its outcome class, and the loss-vs-lr figure. Their configs are sets
 (configs/claims/_atlas_cells.py), every arm without warmup; cells are read as claim 6's (experiments/claims/warmup.py).
 
 A run's *class* is the sweep record's `class` (analysis/outcomes.py; it needs `train.eval_at_init`). A cell (arm, lr)
-has a class when all its seeds share it, else it is `mixed` (cells.cell_class); it *fails* when collapsed or
-diverged and *trains* when trained. A cell a rule decides on needs `MIN_SEEDS` = 3 seeds (issue 24).
+*fails* when at least half its seeds collapsed or diverged, *trains* when more than half trained, else it is `mixed`
+(cells.cell_class: fractions, not "every seed alike"). A cell a rule decides on needs `MIN_SEEDS` = 3 seeds.
 
 Contract:
   measure_arms(results, arms) -> {"crashed", "unclassed", "missing", "reference", "arms": {label: {lr: [run]}}}
