@@ -22,7 +22,7 @@ from analysis.config import ANALYSIS_KEYS, AnalysisConfig
 from configs import default
 from models.config import DTYPES
 from train import config as config_lib
-from train import optim
+from train import optim_config
 from train.data.config import DATA_KEYS, EMBEDDED_KEYS, DataConfig, EmbeddedConfig
 from train.loss import make_loss_fn
 from train.trackers import MetricsConfig
@@ -77,7 +77,7 @@ def test_defaults_declared_once_agree_with_the_typed_configs():
     assert field.default == raw.init[field.name], (field.name, field.default, raw.init[field.name])
   assert set(raw.model) - {"preset"} == {f.name for f in dataclasses.fields(models.ModelConfig)} - {"vocab_size"}
   assert set(raw.init) == {f.name for f in dataclasses.fields(init.InitConfig)}
-  assert set(raw.optim) == set(optim.OPTIM_KEYS)
+  assert set(raw.optim) == set(optim_config.OPTIM_KEYS)
   assert set(raw.data) == set(DATA_KEYS) and set(raw.data.embedded) == set(EMBEDDED_KEYS)
   assert set(raw.analysis) == set(ANALYSIS_KEYS)
   assert set(raw.train) == set(config_lib.TRAIN_KEYS)
@@ -90,7 +90,7 @@ def test_resolve_types_every_subtree_once_into_frozen_dataclasses():
   expected = dict(
       model=models.ModelConfig,
       init=init.InitConfig,
-      optim=optim.OptimConfig,
+      optim=optim_config.OptimConfig,
       data=DataConfig,
       train=config_lib.TrainConfig,
       analysis=AnalysisConfig,
