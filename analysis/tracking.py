@@ -38,13 +38,9 @@ from jax.sharding import PartitionSpec as P
 import curvax
 from analysis import hessian
 from analysis.config import AnalysisConfig, resolved_dtype
+from analysis.preconditioner import adam_state_preconditioner_scale, check_beta2_eps, lr_multiplier_scale
 from analysis.run import on_mesh
-from analysis.stability import (
-    adam_state_preconditioner_scale,
-    check_beta2_eps,
-    lr_multiplier_scale,
-    momentum_stability_threshold,
-)
+from analysis.stability import momentum_stability_threshold
 from configs.schema import as_section
 from train.loss import make_loss_fn
 from train.step import mlm_masked

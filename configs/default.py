@@ -103,7 +103,7 @@ def get_config() -> ml_collections.ConfigDict:
   i.mup_query_zero = True  # mup: W_q starts at 0 (Yang et al. 2021, App. D.2); False: N(0, 1/fan_in).
 
   o = config.optim = ml_collections.ConfigDict()
-  o.name = "adam"  # adam | adamw | sgd | adafactor | radam | muon | schedule_free_adamw (train/optim.py OPTIMIZERS).
+  o.name = "adam"  # adam | adamw | sgd | adafactor | radam | muon | schedule_free_adamw (train.optimizers.OPTIMIZERS).
   o.learning_rate = 1e-3  # Peak lr η (Noam's factor η_0 when schedule='rsqrt' and rsqrt_d_model > 0).
   o.schedule = "linear_warmup"  # constant | linear_warmup | rsqrt | warmup_rsqrt | warmup_cosine | warmup_linear_decay.
   o.warmup_steps = 1000  # T_w; 0 = no warmup.

@@ -29,11 +29,9 @@ import json
 import os
 import time
 import traceback
-import uuid
 from typing import Any, Callable, Optional
 
 import jax
-import tensorboardX
 from absl import logging
 from etils import epath
 
@@ -41,15 +39,14 @@ import analysis.config
 import analysis.run
 import train.config
 import train.loop
-from analysis import outcomes
 from experiments import grid as grid_lib
 from experiments import hooks, report
 from experiments import provenance as provenance_lib
 from experiments import shard as shard_lib
+from experiments import sweep_records as records_lib
 from train import metrics as metrics_lib
 
 RESULTS_FILE = "results.jsonl"
-RECORD_FILE = "sweep_record.json"
 DONE = ("finished", "diverged")  # statuses a rerun skips
 
 
@@ -63,27 +60,6 @@ GROUPS = {"analysis": analysis.config.AnalysisConfig, "sweep": grid_lib.SweepCon
 
 def run_dir(workdir: str, cell: grid_lib.Cell, seed: int) -> str:
   return os.path.join(workdir, "cells", cell.name, f"seed_{seed}")  # a URI stays one: gs://b/w/cells/...
-
-
-def read_json(path: str) -> Optional[dict]:
-  """The JSON object in `path` (local or a URI), None when there is no such file or it does not parse (torn: a
-  warning names it, and the caller rebuilds what it held)."""
-  path = epath.Path(path)
-  if not path.exists():
-    return None
-  try:
-    return json.loads(path.read_text(encoding="utf-8"))
-  except ValueError as e:
-    logging.warning("%s does not parse (%s): read as absent", path, e)
-    return None
-
-
-def final_metrics(run_workdir: str) -> dict[str, float]:
-  """The last value of every `<split>/<name>` of the run's metrics.jsonl."""
-  out: dict[str, float] = {}
-  for record in metrics_lib.read_metrics(run_workdir):
-    out.update({f"{record['split']}/{k}": v for k, v in record.items() if k not in ("step", "split")})
-  return out
 
 
 def analyze(exp: train.loop.Experiment, workdir: str, progress: Optional[bool] = None) -> str:
@@ -157,38 +133,6 @@ def run_one(
     logging.error("Run %s crashed:\n%s", run_workdir, traceback.format_exc())
     return "crashed", f"{type(e).__name__}: {e}", start
   return "finished", None, start
-
-
-def _record_from_status(run_workdir: str) -> dict:
-  """The record of a run ended outside this sweep's bookkeeping (no sweep_record.json): from its status.json."""
-  status = metrics_lib.read_status(run_workdir) or {}
-  return {"outcome": status.get("status"), "error": None, "wall_time_s": None, "resumed_from_step": None}
-
-
-def _write_jsonl(path: str, records: list[dict]) -> None:
-  metrics_lib.write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in records))
-
-
-def run_class(run_workdir: str) -> dict:
-  """{'class', 'class_reason'} of a run by analysis/outcomes.py's rule (None where it does not apply: no training
-  step, or no step-0 evaluation to compare with because `train.eval_at_init` is off)."""
-  stats = read_json(os.path.join(run_workdir, train.loop.DATA_STATS_FILE))
-  outcome = outcomes.classify_run(metrics_lib.read_metrics(run_workdir), metrics_lib.read_status(run_workdir), stats)
-  return {"class": outcome and outcome.cls, "class_reason": outcome and outcome.reason}
-
-
-def _hparams(writer_dir: str, record: dict) -> None:
-  """The run's cell values and seed as TensorBoard hparams, with its finite final metrics (none where tensorboardX
-  cannot write `writer_dir`: train/metrics.py; results.jsonl has the same values)."""
-  if reason := metrics_lib.tensorboard_unsupported(epath.Path(writer_dir)):
-    logging.warning("No HParams events in %s: %s", writer_dir, reason)
-    return
-  hparams = {k: (v if isinstance(v, (bool, int, float, str)) else str(v)) for k, v in record["params"].items()}
-  hparams.update(seed=record["seed"], outcome=record["outcome"])
-  metrics = {f"hparam/{k}": v for k, v in record["final"].items() if isinstance(v, float) and v == v}
-  # A unique file name: tensorboardX names event files by the second, and two runs can end within one.
-  with tensorboardX.SummaryWriter(writer_dir, filename_suffix=f".{os.getpid()}.{uuid.uuid4().hex[:8]}") as writer:
-    writer.add_hparams(hparams, metrics, name=f"{record['cell']}/seed_{record['seed']}")
 
 
 def runs_root(config: Any, workdir: str) -> str:
@@ -292,7 +236,9 @@ def run_sweep(
   prov = provenance_lib.provenance()
   root = runs_root(config, workdir)
   todo = [
-      i for i, (c, s, _) in enumerate(runs) if _status(run_dir(root, c, s)) not in DONE and shard_lib.mine(i, shard)
+      i
+      for i, (c, s, _) in enumerate(runs)
+      if records_lib.run_status(run_dir(root, c, s)) not in DONE and shard_lib.mine(i, shard)
   ]
   check_memory(runs, todo, sweep)
   owner = shard_lib.owner_id()
@@ -308,7 +254,7 @@ def run_sweep(
       continue  # another shard's run
     rdir = run_dir(root, cell, seed)
     k = cells.index(cell) + 1
-    record_path = os.path.join(rdir, RECORD_FILE)
+    record_path = os.path.join(rdir, records_lib.RECORD_FILE)
     if i in todo:
       holder = shard_lib.claim_together(rdir, owner, sweep.claim_timeout_s)
       if holder is not None:
@@ -333,22 +279,22 @@ def run_sweep(
       if outcome == "finished":
         finished_times.append(times[-1])
       base = {"outcome": outcome, "error": error, "wall_time_s": times[-1], "resumed_from_step": resumed}
-      record = _record(cell, seed, rdir, base, prov, workdir)
+      record = records_lib.run_record(cell, seed, rdir, base, prov, workdir)
       if primary:
         epath.Path(rdir).mkdir(parents=True, exist_ok=True)  # a run that crashed in setup may not have made it
         metrics_lib.write_text_atomic(record_path, json.dumps(record, indent=1))
-        _hparams(os.path.join(workdir, "tensorboard_hparams"), record)
+        records_lib.write_hparams(os.path.join(workdir, "tensorboard_hparams"), record)
     else:
-      emit(f"cell {k}/{len(cells)}, seed {seed}: {cell.name} | already {_status(rdir)}, skipped")
-      if _status(rdir) == "finished" and not all(_analyzed(rdir, s) for s in sweep.analysis_steps):
+      emit(f"cell {k}/{len(cells)}, seed {seed}: {cell.name} | already {records_lib.run_status(rdir)}, skipped")
+      if records_lib.run_status(rdir) == "finished" and not all(_analyzed(rdir, s) for s in sweep.analysis_steps):
         analyze_checkpoints(resolved, rdir, sweep.analysis_steps)  # steps added since the run finished
-      record = _stored_record(cell, seed, rdir, workdir)
+      record = records_lib.stored_record(cell, seed, rdir, workdir)
     records.append(record)
     if primary and not sharded:
-      _write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
+      records_lib.write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
     if on_run is not None and i in todo and not sharded:
       on_run(records)
-  undone = [(name, holder) for name, rdir, holder in held_elsewhere if _status(rdir) not in DONE]
+  undone = [(name, holder) for name, rdir, holder in held_elsewhere if records_lib.run_status(rdir) not in DONE]
   if undone:  # this shard's own runs, held by live processes elsewhere: not done, so not a success
     raise SweepIncomplete(
         f"{len(undone)} run(s) of this shard's share not done, held by other live processes: "
@@ -357,7 +303,7 @@ def run_sweep(
         + ". Rerun once they end (or after sweep.claim_timeout_s if their owner died on another host)"
     )
   if sharded:
-    left = [f"{c.name}/seed_{s}" for c, s, _ in runs if _status(run_dir(root, c, s)) not in DONE]
+    left = [f"{c.name}/seed_{s}" for c, s, _ in runs if records_lib.run_status(run_dir(root, c, s)) not in DONE]
     if left:
       emit(
           f"Shard {shard_i}/{shard_n} done in {metrics_lib.format_duration(clock() - t0)}; {len(left)} run(s) of "
@@ -377,19 +323,6 @@ def run_sweep(
   return records
 
 
-def _stored_record(cell: grid_lib.Cell, seed: int, rdir: str, workdir: str) -> dict:
-  """The record of a run this invocation did not train: its sweep_record.json (written by whichever sweep or shard
-  ran it) seen from this grid, else one from its status.json."""
-  record = read_json(os.path.join(rdir, RECORD_FILE))
-  if record is None:
-    return _record(cell, seed, rdir, _record_from_status(rdir), None, workdir)
-  # A run made by a sweep of another grid (e.g. one cell of this union) records only that grid's keys; this sweep's
-  # cell of the same name has every swept key (the base value where its product sets none).
-  record["params"], record["arm"] = dict(cell.params), cell.arm
-  record["workdir"] = report.relative(rdir, workdir)  # this sweep's path to it (another's may have run it)
-  return record
-
-
 def _write_report(config: train.config.Config, workdir: str, records: list[dict]) -> None:
   sweep, source = config.sweep, config.source  # the report states the config as written ('auto' keys as given)
   swept = grid_lib.swept_keys(source)
@@ -403,13 +336,13 @@ def gather(config: train.config.Config, workdir: str, runs: list, *, emit: Calla
   records, left = [], []
   for cell, seed, _ in runs:
     rdir = run_dir(root, cell, seed)
-    if _status(rdir) in DONE:
-      records.append(_stored_record(cell, seed, rdir, workdir))
+    if records_lib.run_status(rdir) in DONE:
+      records.append(records_lib.stored_record(cell, seed, rdir, workdir))
     else:
       left.append(f"{cell.name}/seed_{seed}")
   if jax.process_index() == 0:
     epath.Path(workdir).mkdir(parents=True, exist_ok=True)
-    _write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
+    records_lib.write_jsonl(os.path.join(workdir, RESULTS_FILE), records)
     _write_report(config, workdir, records)
   emit(
       f"Gathered {len(records)} of {len(runs)} run(s) into {workdir}/results.jsonl, results.md"
@@ -428,24 +361,3 @@ def prepare(config: train.config.Config, workdir: str, runs: list, *, emit: Call
     train.data.build(runs[0][2].data, workdir=runs_root(config, workdir))
   emit(f"Prepared {len(runs)} run(s) in {runs_root(config, workdir)}: every cell's config checked, tokenizer built")
   return []
-
-
-def _status(run_workdir: str) -> Optional[str]:
-  status = metrics_lib.read_status(run_workdir)
-  return status and status.get("status")
-
-
-def _record(cell: grid_lib.Cell, seed: int, rdir: str, base: dict, prov: Optional[dict], workdir: str) -> dict:
-  """The results.jsonl record of one run (module docstring)."""
-  return {
-      "cell": cell.name,
-      "params": dict(cell.params),
-      "arm": cell.arm,
-      "seed": seed,
-      **base,
-      "final": final_metrics(rdir),
-      **run_class(rdir),
-      "status": metrics_lib.read_status(rdir),
-      "workdir": report.relative(rdir, workdir),  # relative to the sweep's workdir
-      "provenance": prov,
-  }

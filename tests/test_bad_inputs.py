@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from train import cli
 
 pytestmark = pytest.mark.slow  # end to end: the slow tier (pytest.ini)
 
@@ -115,9 +116,7 @@ def test_a_bad_invocation_is_one_line_and_exit_2(args, env, phrase, tmp_path):
 def test_a_workdir_this_user_cannot_write_is_invalid(tmp_path, monkeypatch):
   """A read-only folder (the suite runs as root, whom permissions do not stop, so the access check is what is
   faked): the nearest existing parent of the workdir is named."""
-  import main  # noqa: PLC0415 (its flags are defined once per process, at import)
-
-  monkeypatch.setattr(main.os, "access", lambda path, mode: path != str(tmp_path))
+  monkeypatch.setattr(cli.os, "access", lambda path, mode: path != str(tmp_path))
   with pytest.raises(ValueError, match=rf"\({re.escape(str(tmp_path))} is not writable\); valid: a folder this user"):
-    main._check_workdir(str(tmp_path / "new" / "run"))
-  main._check_workdir(str(tmp_path.parent / "elsewhere"))  # a writable parent passes
+    cli.check_workdir(str(tmp_path / "new" / "run"))
+  cli.check_workdir(str(tmp_path.parent / "elsewhere"))  # a writable parent passes

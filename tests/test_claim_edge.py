@@ -16,7 +16,7 @@ from experiments import shard as shard_lib
 from experiments import study
 from experiments import sweep as sweep_lib
 from experiments.claims import edge
-from experiments.claims.shared import boundary_rules, edge_rules
+from experiments.claims.shared import boundary_rules, edge_report, edge_rules
 from train import metrics as metrics_lib
 
 LRS = [1e-3 * 2**k for k in range(10)]  # a factor-2 grid, 1e-3 … 0.512
@@ -230,9 +230,11 @@ def test_measure_reads_lambda0_per_method_the_classes_and_scores_them(tmp_path):
   # Warmup 5 rescues every cell unstable without it.
   rescue = m["rescue"]["early"]["5"]["adam"]
   assert rescue["rescued"] == rescue["unstable without warmup"] == 6
-  assert edge.summary(m) == boundary_rules.boundary_summary(edge.boundary_of(m))  # the boundary rules head the summary
+  # the boundary rules head the summary
+  assert edge_report.summary(m) == boundary_rules.boundary_summary(edge_report.boundary_of(m))
   assert (
-      edge.boundary_of(m)["bounds"] == study.jsonable(boundary_rules.boundaries(m["runs"], 0)) and "boundary" not in m
+      edge_report.boundary_of(m)["bounds"] == study.jsonable(boundary_rules.boundaries(m["runs"], 0))
+      and "boundary" not in m
   )
 
 
@@ -240,10 +242,10 @@ def test_the_reports_tables_read_every_predictor_and_read_the_same_from_claim_js
   """Study 11's tables (Study.tables): every predictor × outcome against both baselines, the warmup question, and per
   method λ₀, what ε decides and the boundary; the same from claim.json's measurements (JSON keys are strings there)."""
   m = edge.measure(_study_runs(tmp_path, {"a": 1e2, "b": 1e3, "c": 1e4, "d": 1e5, "e": 3e5}, eps_decides=("e",)))
-  *boundary_tables, scores, rescue, methods = edge.tables(m)
-  assert boundary_tables == boundary_rules.boundary_tables(edge.boundary_of(m))
+  *boundary_tables, scores, rescue, methods = edge_report.tables(m)
+  assert boundary_tables == boundary_rules.boundary_tables(edge_report.boundary_of(m))
   assert [(r[0], r[1]) for r in scores["rows"]] == [
-      (which, edge.PREDICTOR_NAMES[p]) for which in ("early", "final") for p in edge_rules.PREDICTORS
+      (which, edge_report.PREDICTOR_NAMES[p]) for which in ("early", "final") for p in edge_rules.PREDICTORS
   ]
   adam = next(r for r in scores["rows"] if r[:2] == ["early", "λ_max(P⁻¹H)"])
   row = dict(zip(scores["header"], adam))
@@ -255,8 +257,8 @@ def test_the_reports_tables_read_every_predictor_and_read_the_same_from_claim_js
   assert per["b"]["boundary"] == "0.01 → 0.1" and per["a"]["boundary"] == "not bracketed"
   assert per["b"]["lrs run"] == "0.001 – 0.1" and per["b"]["λ_max(P⁻¹H)"] == pytest.approx(1005.0)
   read_back = json.loads(json.dumps(study.jsonable(m)))  # claim.json's measurements, as --redecide reads them
-  assert edge.tables(read_back) == edge.tables(m)
-  assert edge.verdict(read_back) == edge.verdict(m) and edge.summary(read_back) == edge.summary(m)
+  assert edge_report.tables(read_back) == edge_report.tables(m)
+  assert edge.verdict(read_back) == edge.verdict(m) and edge_report.summary(read_back) == edge_report.summary(m)
 
 
 def test_a_trace_reads_the_sharpness_at_the_end_of_the_warmup_against_the_same_seeds_step0(tmp_path):
@@ -280,14 +282,16 @@ def test_a_trace_reads_the_sharpness_at_the_end_of_the_warmup_against_the_same_s
   assert t["end_of_warmup"]["step"] == 20 and t["end_of_warmup"]["adam_over_step0"] == pytest.approx(0.25)
   assert t["end_of_warmup"]["gd_over_step0"] == pytest.approx(0.25)  # 2.5 / 10
   assert t["max_over_c"]["adam"] == pytest.approx(5.0 / 38.0) and t["max_over_c"]["gd"] == pytest.approx(0.025)
-  assert edge.summary(dict(m, crashed=[]))["trace, warmup 20: λ(P⁻¹H) at step 20 / λ₀"] == "0.25 (seeds 0.25–0.25)"
-  assert edge._trace_figure(m, str(tmp_path), "s") == ["trace.png"]
+  assert (
+      edge_report.summary(dict(m, crashed=[]))["trace, warmup 20: λ(P⁻¹H) at step 20 / λ₀"] == "0.25 (seeds 0.25–0.25)"
+  )
+  assert edge_report._trace_figure(m, str(tmp_path), "s") == ["trace.png"]
   # the control: the same method without warmup, read at the same step 20 (it falls to 100: 0.1 of λ₀)
   lines0 = [dict(x, **{"curvature/preconditioned_lambda_max": 3e4 / x["step"] - 1400}) if "curvature/lambda_max" in x else x for x in lines]  # fmt: skip
   rec0 = _write_run(tmp_path, "a-trace0", 0, arm="a", params=dict(params, **{"optim.warmup_steps": 0}), cls=outcomes.TRAINED)  # fmt: skip
   (tmp_path / rec0["workdir"] / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines0))
   m = edge.measure(study.Results(str(tmp_path), records + [rec, rec0], _Config()))
-  summary = edge.summary(json.loads(json.dumps(study.jsonable(dict(m, crashed=[])))))
+  summary = edge_report.summary(json.loads(json.dumps(study.jsonable(dict(m, crashed=[])))))
   assert summary["trace, warmup 0: λ(P⁻¹H) at step 20 / λ₀"] == "0.1 (seeds 0.1–0.1)"  # (3e4/20 − 1400) / 1000
   assert summary["trace, warmup 20: λ(P⁻¹H) at step 20 / λ₀"] == "0.25 (seeds 0.25–0.25)"
 
@@ -307,14 +311,14 @@ def test_verdict_is_the_boundary_rules_said_as_a_re_reading():
         rows.append(dict(method=f"m{i}", lr=lr, warmup=0, seed=seed, early=outcomes.STABLE, final=final))
   m = dict(crashed=[], runs=rows, lam0=lam0, flagged={}, beta1=0.9)
   v = edge.verdict(m)
-  result, reason = boundary_rules.boundary_verdict(edge.boundary_of(m))
+  result, reason = boundary_rules.boundary_verdict(edge_report.boundary_of(m))
   assert v.verdict == result == study.REPRODUCED and v.reason == f"{edge.REREADING}. {reason}"
   assert edge.verdict(dict(m, crashed=["x seed 0: boom"])).verdict == study.INCONCLUSIVE
 
 
 def test_the_figure_draws_every_method_and_predictor(tmp_path):
   m = edge.measure(_study_runs(tmp_path / "runs", {"a": 1e2, "b": 1e3}))
-  assert edge.figure(m, None, str(tmp_path), "settings")[0] == "edge.png"
+  assert edge_report.figure(m, None, str(tmp_path), "settings")[0] == "edge.png"
   assert (tmp_path / "edge.png").stat().st_size > 10_000
 
 
@@ -383,7 +387,7 @@ def test_edge_at_tiny_end_to_end_extends_its_grid_and_decides(tmp_path):
   assert result["number"] == 11 and result["verdict"] == study.INCONCLUSIVE
   assert set(result["measured"]["lam0"]["Pre-LN"]) == {"gd", "adam"}
   assert result["measured"]["grid"]["Pre-LN"]["bracketed"]
-  assert result["tables"] == edge.tables(result["measured"])  # claim.json holds the report's tables (run.py)
+  assert result["tables"] == edge_report.tables(result["measured"])  # claim.json holds the report's tables (run.py)
   assert sorted({r["lr"] for r in result["measured"]["runs"]}) == [0.001, 0.1, 0.2]
   assert (tmp_path / "edge.png").exists()
   again = []

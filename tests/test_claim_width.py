@@ -15,7 +15,7 @@ import curvax
 import models
 import train.config
 from analysis import hessian
-from analysis.stability import adam_state_preconditioner_scale, lr_multiplier_scale
+from analysis.preconditioner import adam_state_preconditioner_scale, lr_multiplier_scale
 from configs.claims import width as width_config
 from experiments import grid as grid_lib
 from experiments import run, stats, study
@@ -31,7 +31,7 @@ def _toy(parameterization, n, seed):
   """A 3-layer linear net f(x) = c·x uᵀWv (u: the 1×n input layer, W: n×n hidden, v: the readout), one example,
   MSE, after Adam's first update on the target 3. SP: c = 1, every lr ×1; µP (Tensor Programs V, Table 3, as
   models/parameterization.py: readout multiplier c = 1/r, hidden lr ×1/r, r = n/BASE). Returns the study's number
-  η·λ_max(M·P⁻¹H) by its code path (Adam's state → P, lr multipliers → M, analysis.stability's operator, Lanczos)
+  η·λ_max(M·P⁻¹H) by its code path (Adam's state → P, lr multipliers → M, analysis.preconditioner's operator, Lanczos)
   and its closed form: H is taken where the residual is 0 (target f(θ₀)), so H = JJᵀ (rank one, no residual
   term) and λ_max(M^½P^-½JJᵀP^-½M^½) = Σ_i m_i J_i²/P_i exactly."""
   a, b, c = jax.random.split(jax.random.key(seed), 3)

@@ -21,8 +21,8 @@ import models
 from analysis.config import ANALYSIS_KEYS, AnalysisConfig
 from configs import default
 from models.config import DTYPES
+from train import cli, optim_config
 from train import config as config_lib
-from train import optim
 from train.data.config import DATA_KEYS, EMBEDDED_KEYS, DataConfig, EmbeddedConfig
 from train.loss import make_loss_fn
 from train.trackers import MetricsConfig
@@ -77,7 +77,7 @@ def test_defaults_declared_once_agree_with_the_typed_configs():
     assert field.default == raw.init[field.name], (field.name, field.default, raw.init[field.name])
   assert set(raw.model) - {"preset"} == {f.name for f in dataclasses.fields(models.ModelConfig)} - {"vocab_size"}
   assert set(raw.init) == {f.name for f in dataclasses.fields(init.InitConfig)}
-  assert set(raw.optim) == set(optim.OPTIM_KEYS)
+  assert set(raw.optim) == set(optim_config.OPTIM_KEYS)
   assert set(raw.data) == set(DATA_KEYS) and set(raw.data.embedded) == set(EMBEDDED_KEYS)
   assert set(raw.analysis) == set(ANALYSIS_KEYS)
   assert set(raw.train) == set(config_lib.TRAIN_KEYS)
@@ -90,7 +90,7 @@ def test_resolve_types_every_subtree_once_into_frozen_dataclasses():
   expected = dict(
       model=models.ModelConfig,
       init=init.InitConfig,
-      optim=optim.OptimConfig,
+      optim=optim_config.OptimConfig,
       data=DataConfig,
       train=config_lib.TrainConfig,
       analysis=AnalysisConfig,
@@ -302,19 +302,17 @@ def test_a_rerun_with_another_trained_config_fails_naming_the_keys(tmp_path):
 
 @pytest.mark.slow
 def test_an_unknown_key_is_one_line_naming_the_closest_keys(capsys):
-  import main  # noqa: PLC0415 (its flags are defined once per process, at import)
-
-  main.check_override_keys(["--config=configs/claims/edge.py:tiny", "--config.sweep.seeds=2", "--config.optim.b1=0.8"])
-  main.check_override_keys(["--config", "configs/claims/edge.py:tiny", "--config.analysis.edge_predictors"])  # spaced
+  cli.check_override_keys(["--config=configs/claims/edge.py:tiny", "--config.sweep.seeds=2", "--config.optim.b1=0.8"])
+  cli.check_override_keys(["--config", "configs/claims/edge.py:tiny", "--config.analysis.edge_predictors"])  # spaced
   with pytest.raises(SystemExit) as stop:
-    main.check_override_keys(["--config.model.dmodel=3"])  # configs/default.py
-  assert stop.value.code == main.EXIT_CONFIG == 2
+    cli.check_override_keys(["--config.model.dmodel=3"])  # configs/default.py
+  assert stop.value.code == cli.EXIT_CONFIG == 2
   assert capsys.readouterr().err == (
       "main.py: config.model.dmodel=3 is invalid (no such key in configs/default.py); valid: config.model.d_model, "
       "config.model.mlp, config.model.dtype\n"  # difflib's three closest keys
   )
   with pytest.raises(SystemExit):
-    main.check_override_keys(["--config=configs/t5_init.py", "--config.atlas.parts=width"])  # not this config's
+    cli.check_override_keys(["--config=configs/t5_init.py", "--config.atlas.parts=width"])  # not this config's
   assert "config.atlas.parts=width is invalid (no such key in configs/t5_init.py)" in capsys.readouterr().err
   # Through the command line: the check runs before ml_collections applies the override (a double traceback).
   proc = subprocess.run(

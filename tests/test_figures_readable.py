@@ -19,6 +19,7 @@ from configs import default
 from experiments import plots as figure_kit
 from experiments import report
 from experiments.claims import edge
+from experiments.claims.shared import edge_report
 
 # ------------------------------------------------------------------------------ helpers
 
@@ -338,7 +339,7 @@ def test_edge_figure_reads_with_every_method_of_the_registry(kept, tmp_path):
       thresholds={p: edge.threshold(p, 0.9) for p in edge.PREDICTORS},
       scores={"early": {p: {"auc": 0.9} for p in edge.PREDICTORS}},
   )
-  assert edge.figure(m, None, str(tmp_path), LONG_SETTINGS) == ["edge.png"]
+  assert edge_report.figure(m, None, str(tmp_path), LONG_SETTINGS) == ["edge.png"]
   (fig,) = kept
   assert all(ax.get_xscale() == "log" for ax in fig.axes)
   notes = {p: [t.get_text() for t in ax.texts] for ax, p in zip(fig.axes, edge.PREDICTORS)}

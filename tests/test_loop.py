@@ -141,7 +141,7 @@ def test_divergence_is_clean(tmp_path):
   assert status["last_checkpoint"] is not None and status["last_checkpoint"] < status["step"]
   assert (workdir / "checkpoints" / str(status["last_checkpoint"])).is_dir()
   # A rerun of this workdir with another trained config fails before any compute: one line naming what differs, exit
-  # status 2 (main.EXIT_CONFIG), the run's files untouched; so does a bad value, naming the valid choices.
+  # status 2 (train.cli.EXIT_CONFIG), the run's files untouched; so does a bad value, naming the valid choices.
   before = (workdir / "status.json").read_text()
   for extra, message in (
       ["--config.model.d_model=96"],

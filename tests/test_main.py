@@ -83,15 +83,16 @@ def test_analyze_at_init_and_on_a_checkpoint(tmp_path):
 COUNTING = """
 import collections, json, runpy, sys
 import train.optim as optim
+import train.optim_config as optim_config
 counts = collections.Counter()
-values, horizon, peak = optim._check_optim_values, optim.check_horizon, optim.scale_by_peak_lr
+values, horizon, peak = optim_config._check_optim_values, optim_config.check_horizon, optim.scale_by_peak_lr
 def counted(name, fn):
   def wrapped(*a, **k):
     counts[name] += 1
     return fn(*a, **k)
   return wrapped
-optim._check_optim_values = counted("section", values)
-optim.check_horizon = counted("horizon", horizon)
+optim_config._check_optim_values = counted("section", values)
+optim_config.check_horizon = counted("horizon", horizon)
 def peak_lr(lr, *a, **k):
   counts["peak"] += 1
   counts["peak_lr"] = lr

@@ -1,5 +1,6 @@
-"""train/schedules.py and train/optim.py: schedules against hand-computed docs/science.md §8 values; optimizers on
-a quadratic; multipliers, clipping, weight-decay mask and config validation."""
+"""train/schedules.py, train/optim.py, train/optimizers.py and train/optim_config.py: schedules against
+hand-computed docs/science.md §8 values; optimizers on a quadratic; multipliers, clipping, weight-decay mask and
+config validation."""
 
 import math
 
@@ -11,7 +12,7 @@ import pytest
 
 from configs import default
 from models import ParamRole
-from train import optim, schedules
+from train import optim, optim_config, optimizers, schedules
 
 
 def _cfg(**overrides):
@@ -100,9 +101,9 @@ def test_warmup_rsqrt_without_warmup_decays_like_its_warmup_twin():
   pure = _cfg(schedule="warmup_rsqrt", learning_rate=1.0, warmup_steps=0, decay_start=0)
   np.testing.assert_allclose(_lrs(pure, [0, 3, 99]), [1.0, 0.5, 0.1], rtol=1e-6)
   with pytest.raises(ValueError, match=r"config.optim.decay_start=100 is invalid.*>= optim.warmup_steps=4000"):
-    optim.validate_optim_config(_cfg(schedule="warmup_rsqrt", warmup_steps=4000, decay_start=100))
+    optim_config.validate_optim_config(_cfg(schedule="warmup_rsqrt", warmup_steps=4000, decay_start=100))
   with pytest.raises(ValueError, match=r"config.optim.decay_start=-1 is invalid"):
-    optim.validate_optim_config(_cfg(decay_start=-1))
+    optim_config.validate_optim_config(_cfg(decay_start=-1))
 
 
 def test_warmup_cosine_hand_values():
@@ -163,7 +164,7 @@ def _params():
 ROLES = {"w": ParamRole("mlp_in", "shared", 0, "mlp", 2, 3, "w"), "b": ParamRole("bias", "shared", 0, "mlp", 2, 2, "b")}
 
 
-@pytest.mark.parametrize("name", sorted(optim.OPTIMIZERS))
+@pytest.mark.parametrize("name", sorted(optimizers.OPTIMIZERS))
 def test_every_optimizer_decreases_a_quadratic(name):
   lr = 0.25 if name == "muon" else 0.05  # Muon's update RMS is 0.2·η (Liu et al. 2025), Adam's about η
   cfg = _cfg(name=name, schedule="constant", learning_rate=lr, weight_decay=0.0, adafactor_min_dim_size_to_factor=2)
@@ -218,7 +219,7 @@ def test_sgd_update_closed_form_with_decay_mask():
   np.testing.assert_allclose(updates["b"], -0.1 * g["b"], rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", optim.WEIGHT_DECAY_OPTIMIZERS)
+@pytest.mark.parametrize("name", optimizers.WEIGHT_DECAY_OPTIMIZERS)
 def test_weight_decay_is_decoupled_lr_scaled_and_masked(name):
   # Every optimizer: update(λ) - update(0) = -η·λ·θ on decayed leaves, 0 on masked ones.
   cfg = _cfg(name=name, schedule="constant", learning_rate=0.1, weight_decay=0.0, adafactor_min_dim_size_to_factor=2)
@@ -265,10 +266,10 @@ def test_sgd_nesterov_second_step_closed_form():
 
 
 def test_optimizer_registry_getter():
-  for name in optim.OPTIMIZERS:
-    assert optim.get_optimizer(name) is optim.OPTIMIZERS[name]
+  for name in optimizers.OPTIMIZERS:
+    assert optimizers.get_optimizer(name) is optimizers.OPTIMIZERS[name]
   with pytest.raises(ValueError, match=r"config.optim.name='lamb' is invalid; valid: .*adafactor"):
-    optim.get_optimizer("lamb")
+    optimizers.get_optimizer("lamb")
 
 
 # ---------------------------------------------------------------------------- validation
@@ -294,7 +295,7 @@ def test_optimizer_registry_getter():
 def test_bad_config_raises_naming_key(overrides, pattern):
   cfg = _cfg(**overrides)
   with pytest.raises(ValueError, match=pattern):
-    optim.validate_optim_config(cfg)
+    optim_config.validate_optim_config(cfg)
   with pytest.raises(ValueError, match=pattern):  # make_optimizer validates before building
     optim.make_optimizer(cfg)
 
@@ -304,14 +305,14 @@ def test_unknown_key_and_total_steps_horizon():
   cfg.unlock()
   cfg.warmup = 10
   with pytest.raises(ValueError, match=r"config.optim\.warmup=10 is invalid \(unknown key\); valid: a key of "):
-    optim.validate_optim_config(cfg)
+    optim_config.validate_optim_config(cfg)
   cfg = _cfg(schedule="warmup_linear_decay", warmup_steps=2, min_lr_ratio=0.0)
-  optim.validate_optim_config(cfg, total_steps=10)  # total_steps supplies the horizon
+  optim_config.validate_optim_config(cfg, total_steps=10)  # total_steps supplies the horizon
   np.testing.assert_allclose(_lrs(cfg, [9], total_steps=10), [0.0], atol=1e-7)
 
 
 def test_default_config_is_valid():
-  optim.validate_optim_config(default.get_config().optim)
+  optim_config.validate_optim_config(default.get_config().optim)
 
 
 @pytest.mark.parametrize(
@@ -339,7 +340,9 @@ def test_the_peak_lr_is_optimizer_state_and_the_updates_are_the_schedules(name, 
   programs = []
   for cfg in cfgs:
     tx, sched = optim.make_optimizer(cfg, total_steps=6)
-    reference = optim.get_optimizer(name)(optim.make_schedule(cfg, total_steps=6), optim.validate_optim_config(cfg))
+    reference = optimizers.get_optimizer(name)(
+        optim.make_schedule(cfg, total_steps=6), optim_config.validate_optim_config(cfg)
+    )
     state, ref_state = tx.init(_params()), reference.init(_params())
     (peak,) = [s for s in state if isinstance(s, optim.PeakLRState)]
     assert peak.peak.dtype == jnp.float32 and float(peak.peak) == np.float32(cfg.learning_rate)
@@ -392,20 +395,20 @@ def test_gi_adam_is_optax_started_from_nu0_equal_g0_squared(name):
 def test_untuned_warmup_lasts_two_over_one_minus_beta2(b2, steps):
   """Ma & Yarats 2021 §4: ω_t = min(1, (1 − β₂)·t/2), a linear warmup of 2/(1 − β₂) updates, derived from optim.b2
   (warmup_steps 0 or that value; another value is a contradiction naming both keys)."""
-  cfg = optim.validate_optim_config(_cfg(untuned_warmup=True, b2=b2, warmup_steps=0, learning_rate=1.0))
+  cfg = optim_config.validate_optim_config(_cfg(untuned_warmup=True, b2=b2, warmup_steps=0, learning_rate=1.0))
   assert cfg.warmup_steps == steps
   counts = [0, steps // 4 - 1, steps - 1, 3 * steps]
   expected = [min(1.0, (1 - b2) * (c + 1) / 2) for c in counts]
   np.testing.assert_allclose(_lrs(cfg, counts), expected, rtol=1e-4)  # float32 schedule
-  assert optim.validate_optim_config(cfg).warmup_steps == steps  # idempotent
+  assert optim_config.validate_optim_config(cfg).warmup_steps == steps  # idempotent
   with pytest.raises(ValueError, match=r"config.optim.untuned_warmup=True contradicts config.optim.warmup_steps=7"):
-    optim.validate_optim_config(_cfg(untuned_warmup=True, b2=b2, warmup_steps=7))
+    optim_config.validate_optim_config(_cfg(untuned_warmup=True, b2=b2, warmup_steps=7))
 
 
 def test_second_moment_init_errors_name_the_keys():
   with pytest.raises(
       ValueError, match=r"config.optim.second_moment_init='ones' is invalid; valid: \['zero', 'gradient'"
   ):
-    optim.validate_optim_config(_cfg(second_moment_init="ones"))
+    optim_config.validate_optim_config(_cfg(second_moment_init="ones"))
   with pytest.raises(ValueError, match=r"second_moment_init='gradient' contradicts config.optim.name='sgd'"):
-    optim.validate_optim_config(_cfg(second_moment_init="gradient", name="sgd"))
+    optim_config.validate_optim_config(_cfg(second_moment_init="gradient", name="sgd"))

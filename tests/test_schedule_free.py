@@ -10,7 +10,7 @@ import pytest
 from optax import contrib
 
 from configs import default
-from train import optim, schedule_free
+from train import optim, optim_config, schedule_free
 from train.state import TrainState
 
 
@@ -150,4 +150,4 @@ def test_the_peak_lr_is_state_inside_the_wrapper():
 )
 def test_bad_config_names_the_keys(overrides, pattern):
   with pytest.raises(ValueError, match=pattern):
-    optim.validate_optim_config(_cfg(**overrides))
+    optim_config.validate_optim_config(_cfg(**overrides))

@@ -15,7 +15,7 @@ import optax
 import pytest
 
 import curvax
-from analysis import stability
+from analysis import preconditioner, stability
 from analysis.hessian import ggn_vp_fn, hvp_fn
 from analysis.run import run_analysis
 from configs import default
@@ -108,7 +108,7 @@ def test_preconditioned_top_eigenvalues_match_numpy_on_a_quadratic():
     g = stability.mean_gradient(loss_fn, params, [batch])
     np.testing.assert_allclose(np.asarray(jax.flatten_util.ravel_pytree(g)[0])[1:], grad[1:], rtol=1e-12)
     g = jax.flatten_util.ravel_pytree(g)[1](jnp.asarray(grad))
-    pre = stability.adam_preconditioned_operator(hvp_fn(loss_fn, params, batch), g, eps)
+    pre = preconditioner.adam_preconditioned_operator(hvp_fn(loss_fn, params, batch), g, eps)
     got = curvax.top_eigenvalues(pre, 3, num_steps=N, key=jax.random.key(0))
   d = 1.0 / np.sqrt(np.abs(grad) + eps)
   want = np.linalg.eigvalsh(d[:, None] * a * d[None, :])[::-1][:3]
@@ -138,7 +138,7 @@ def test_frozen_preconditioner_momentum_diverges_exactly_past_38_over_the_codes_
       return 0.5 * theta @ a_j @ theta
 
     g = jax.flatten_util.ravel_pytree(params)[1](jnp.asarray(grad))
-    pre = stability.adam_preconditioned_operator(hvp_fn(loss_fn, params, batch), g, eps)
+    pre = preconditioner.adam_preconditioned_operator(hvp_fn(loss_fn, params, batch), g, eps)
     lam = float(curvax.top_eigenvalues(pre, 1, num_steps=N, key=jax.random.key(0)).values[0])
   p_inv_a = a / (np.abs(grad) + eps)[:, None]
   assert lam == pytest.approx(np.max(np.linalg.eigvals(p_inv_a).real), rel=1e-8)
@@ -201,15 +201,15 @@ def test_lr_multipliers_give_the_eigenvalues_of_m_p_inverse_h():
     eps = 1e-3
     op = hvp_fn(loss_fn, params, batch)
     got = curvax.top_eigenvalues(
-        stability.adam_preconditioned_operator(op, g, eps, mult), 2, num_steps=N, key=jax.random.key(0)
+        preconditioner.adam_preconditioned_operator(op, g, eps, mult), 2, num_steps=N, key=jax.random.key(0)
     )
-    ones = stability.adam_preconditioned_operator(op, g, eps, {"b": 1.0, "w": 1.0})
-    plain = stability.adam_preconditioned_operator(op, g, eps)
+    ones = preconditioner.adam_preconditioned_operator(op, g, eps, {"b": 1.0, "w": 1.0})
+    plain = preconditioner.adam_preconditioned_operator(op, g, eps)
     np.testing.assert_array_equal(np.asarray(ones.scale), np.asarray(plain.scale))
     with pytest.raises(ValueError, match="structure of the params"):
-      stability.lr_multiplier_scale({"w": 1.0}, params)
+      preconditioner.lr_multiplier_scale({"w": 1.0}, params)
     with pytest.raises(ValueError, match=">= 0"):
-      stability.lr_multiplier_scale({"b": -1.0, "w": 1.0}, params)
+      preconditioner.lr_multiplier_scale({"b": -1.0, "w": 1.0}, params)
   m = np.array([4.0] * 3 + [0.25] * 9)
   want = np.sort(np.linalg.eigvals(m[:, None] * a / (np.abs(grad) + eps)[:, None]).real)[::-1][:2]
   np.testing.assert_allclose(np.asarray(got.values), want, rtol=1e-8)
@@ -237,8 +237,8 @@ def _deep_linear_sharpness(width, parameterization, *, lr=1e-3, steps=20, d_in=1
   for _ in range(steps):
     updates, state = tx.update(jax.grad(loss_fn)(params, (x, y)), state, params)
     params = jax.tree.map(lambda w, u, m: w - lr * m * u, params, updates, mult)
-  scale = stability.adam_state_preconditioner_scale(state.nu, state.count, 0.98, 1e-9)
-  scale = scale * stability.lr_multiplier_scale(mult, params)
+  scale = preconditioner.adam_state_preconditioner_scale(state.nu, state.count, 0.98, 1e-9)
+  scale = scale * preconditioner.lr_multiplier_scale(mult, params)
   op = curvax.hessian(loss_fn, params, (x, y))
   top = curvax.top_eigenvalues(curvax.diagonal_preconditioned(op, scale), 1, num_steps=40, key=jax.random.key(1))
   return lr * float(top.values[0])
@@ -290,16 +290,16 @@ def test_adam_state_preconditioner_is_the_denominator_of_optax_adams_later_updat
       g = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape)), params)
       update, state = opt.update(g, state, params)
       adam = state[0]
-      d2 = np.asarray(stability.adam_state_preconditioner_scale(adam.nu, adam.count, b2, eps)) ** 2
+      d2 = np.asarray(preconditioner.adam_state_preconditioner_scale(adam.nu, adam.count, b2, eps)) ** 2
       m_hat = np.asarray(jax.flatten_util.ravel_pytree(adam.mu)[0]) / (1 - b1**t)
       want = np.asarray(jax.flatten_util.ravel_pytree(update)[0])
       np.testing.assert_allclose(-lr * m_hat * d2, want, rtol=1e-12)
       if t == 1:
-        np.testing.assert_allclose(d2, np.asarray(stability.adam_preconditioner_scale(g, eps)) ** 2, rtol=1e-12)
+        np.testing.assert_allclose(d2, np.asarray(preconditioner.adam_preconditioner_scale(g, eps)) ** 2, rtol=1e-12)
     with pytest.raises(ValueError, match="count=0"):
-      stability.adam_state_preconditioner_scale(adam.nu, 0, b2, eps)
+      preconditioner.adam_state_preconditioner_scale(adam.nu, 0, b2, eps)
     with pytest.raises(ValueError, match="beta2=1.0 must be a number in"):
-      stability.adam_state_preconditioner_scale(adam.nu, 1, 1.0, eps)
+      preconditioner.adam_state_preconditioner_scale(adam.nu, 1, 1.0, eps)
 
 
 VOCAB = 7

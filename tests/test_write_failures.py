@@ -15,7 +15,7 @@ import pytest
 
 from tests.test_preemption import REPO, TIMEOUT, TINY, config
 from train import checkpoint as checkpoint_lib
-from train import loop
+from train import checkpoint_errors, loop
 from train import metrics as metrics_lib
 from train.metrics import read_metrics, read_status
 
@@ -26,19 +26,19 @@ TENSORSTORE_ENOSPC = (
 
 
 def test_the_reason_is_the_oss_words():
-  assert checkpoint_lib.write_failure_reason(OSError(errno.ENOSPC, "No space left on device")) == (
+  assert checkpoint_errors.write_failure_reason(OSError(errno.ENOSPC, "No space left on device")) == (
       "No space left on device [errno 28]"
   )
   wrapped = ValueError(TENSORSTORE_ENOSPC.format(dir="/w/checkpoints/20.orbax-checkpoint-tmp"))
-  assert checkpoint_lib.write_failure_reason(wrapped) == "No space left on device [errno 28]"
+  assert checkpoint_errors.write_failure_reason(wrapped) == "No space left on device [errno 28]"
   try:
     try:
       raise OSError(errno.EDQUOT, "Disk quota exceeded")
     except OSError as e:
       raise RuntimeError("commit failed") from e
   except RuntimeError as e:
-    assert checkpoint_lib.write_failure_reason(e) == "Disk quota exceeded [errno 122]"
-  assert checkpoint_lib.write_failure_reason(KeyError("x")) == "KeyError: 'x'"
+    assert checkpoint_errors.write_failure_reason(e) == "Disk quota exceeded [errno 122]"
+  assert checkpoint_errors.write_failure_reason(KeyError("x")) == "KeyError: 'x'"
 
 
 def test_a_failed_save_is_one_error_and_its_partial_folder_is_removed(tmp_path, monkeypatch):
@@ -56,7 +56,7 @@ def test_a_failed_save_is_one_error_and_its_partial_folder_is_removed(tmp_path, 
     raise ValueError(TENSORSTORE_ENOSPC.format(dir=partial))
 
   monkeypatch.setattr(ckpt._manager, "save", full_disk)
-  with pytest.raises(checkpoint_lib.CheckpointWriteError) as raised:
+  with pytest.raises(checkpoint_errors.CheckpointWriteError) as raised:
     ckpt.save(4, state)
   e = raised.value
   assert str(e) == (
@@ -96,7 +96,7 @@ def test_a_full_disk_fails_the_run_cleanly_and_the_rerun_resumes(small_disk):
   with pytest.raises(loop.WriteFailed) as raised:
     loop.train_and_evaluate(loop.setup(cfg, workdir))
   failed = raised.value
-  assert isinstance(failed.error, checkpoint_lib.CheckpointWriteError)
+  assert isinstance(failed.error, checkpoint_errors.CheckpointWriteError)
   status = read_status(workdir)
   assert status["status"] == "failed" and status["step"] == failed.step
   assert "No space left on device [errno 28]" in status["reason"] and status["reason"] in str(failed)
@@ -114,9 +114,9 @@ def test_a_full_disk_fails_the_run_cleanly_and_the_rerun_resumes(small_disk):
 
 def test_the_echoes_of_a_failed_write_are_dropped_while_saving_and_after(monkeypatch):
   """orbax's writer threads' tracebacks, asyncio's unretrieved futures, tensorstore's 'Event loop is closed' and
-  the write's coroutines never awaited (module docstring of train/checkpoint.py) are dropped while a save runs or
+  the write's coroutines never awaited (module docstring of train/checkpoint_errors.py) are dropped while a save runs or
   after one failed; any other record, unraisable error or warning passes, and all pass at --verbosity=1."""
-  quiet = checkpoint_lib._QuietWriteFailures()  # noqa: SLF001
+  quiet = checkpoint_errors._QuietWriteFailures()  # noqa: SLF001
   seen, warned = [], []
   quiet._previous_unraisable = seen.append  # noqa: SLF001 (what sys.unraisablehook was)
   quiet._previous_showwarning = lambda message, *_: warned.append(str(message))  # noqa: SLF001
@@ -146,7 +146,7 @@ def test_the_echoes_of_a_failed_write_are_dropped_while_saving_and_after(monkeyp
   assert not quiet.filter(orbax_echo)
   quiet._unraisable(types.SimpleNamespace(exc_type=KeyError, exc_value=KeyError("x")))  # noqa: SLF001
   assert len(seen) == 2
-  monkeypatch.setattr(checkpoint_lib.logging, "level_debug", lambda: True)  # --verbosity=1: everything shows
+  monkeypatch.setattr(checkpoint_errors.logging, "level_debug", lambda: True)  # --verbosity=1: everything shows
   assert quiet.filter(orbax_echo)
 
 

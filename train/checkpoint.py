@@ -14,9 +14,8 @@ Contract:
   * Resuming (`restore`): onto the template's shapes, dtypes and shardings, from the newest checkpoint that restores
     on every process; newer ones that do not are warned about and moved aside; when none restores a RuntimeError
     names every step tried with its error.
-  * A failed save is one error, `CheckpointWriteError`, instead of ~100 lines of echoes from orbax's writer threads,
-    asyncio and tensorstore callbacks and coroutines never awaited (`_QuietWriteFailures`; `--verbosity=1` shows
-    them all).
+  * A failed save is one error, `CheckpointWriteError`, and a failed restore names its cause
+    (`train.checkpoint_errors`).
   * Paths go through `etils.epath`: a relative local directory is made absolute, a URI such as `gs://bucket/run` is
     kept as it is (`epath.Path.absolute()` would turn it into `<cwd>/gs:/bucket/run`).
   * Preemption (`PreemptionNotice`): SIGTERM sets a flag read at step boundaries; with `jax.distributed`, JAX's
@@ -24,13 +23,9 @@ Contract:
 """
 
 import json
-import logging as logging_std
-import re
 import signal
-import sys
 import threading
 import time
-import warnings
 from typing import Any, Optional
 
 import grain.checkpoint
@@ -41,6 +36,9 @@ from absl import logging
 from etils import epath
 from jax.experimental import multihost_utils
 from orbax.checkpoint import checkpoint_managers
+
+from train import checkpoint_errors as errors
+from train.checkpoint_errors import CheckpointWriteError, write_failure_reason
 
 STATE_ITEM = "state"
 DATA_ITEM = "data_state"
@@ -80,105 +78,6 @@ def _on_every_process(ok: bool) -> bool:
   return bool(np.all(multihost_utils.process_allgather(np.asarray(ok))))
 
 
-WRITE_FAILURES = (  # what a failed write says, in the OS's words (tensorstore's errors quote them)
-    "No space left on device",
-    "Disk quota exceeded",
-    "Read-only file system",
-    "Permission denied",
-    "Input/output error",
-    "quota",
-)
-
-
-class _QuietWriteFailures(logging_std.Filter):
-  """Drops the echoes of a failed checkpoint write: records of orbax's and asyncio's loggers that carry a failed
-  write's words (`WRITE_FAILURES`; each writer thread logs the same OS error with a traceback), tensorstore's
-  'Event loop is closed' errors raised into orbax's closed loop where no one can catch them (sys.unraisablehook),
-  and RuntimeWarnings of coroutines never awaited (warnings.showwarning; timing-dependent), while a save is in
-  progress (`active`) or after one failed (`failed`); counts them in `dropped`, and one warning line says so.
-  Installed by the first Checkpointer. Shows everything at absl's DEBUG verbosity (`--verbosity=1`)."""
-
-  def __init__(self):
-    super().__init__()
-    self.active, self.failed, self.dropped = 0, False, 0
-    self._previous_unraisable = self._previous_showwarning = None
-
-  def install(self) -> None:
-    if self._previous_unraisable is not None:
-      return
-    logging.get_absl_logger().addFilter(self)  # orbax logs through absl
-    logging_std.getLogger("asyncio").addFilter(self)
-    self._previous_unraisable = sys.unraisablehook
-    sys.unraisablehook = self._unraisable
-    self._previous_showwarning = warnings.showwarning
-    warnings.showwarning = self._showwarning
-
-  def _quiet(self) -> bool:
-    return (self.active > 0 or self.failed) and not logging.level_debug()
-
-  def filter(self, record: logging_std.LogRecord) -> bool:
-    if not self._quiet() or record.levelno < logging_std.ERROR:
-      return True
-    if "orbax" not in record.pathname and record.name != "asyncio":
-      return True
-    text = record.getMessage() + (repr(record.exc_info[1]) if record.exc_info else "")
-    if any(phrase in text for phrase in WRITE_FAILURES):
-      self.failed, self.dropped = True, self.dropped + 1
-      return False
-    return True
-
-  def _unraisable(self, unraisable) -> None:
-    if (
-        self._quiet()
-        and isinstance(unraisable.exc_value, RuntimeError)
-        and str(unraisable.exc_value) == "Event loop is closed"
-    ):
-      self.dropped += 1
-      return
-    self._previous_unraisable(unraisable)
-
-  def _showwarning(self, message, category, filename, lineno, file=None, line=None) -> None:
-    if self._quiet() and issubclass(category, RuntimeWarning) and _NEVER_AWAITED.fullmatch(str(message)):
-      self.dropped += 1
-      return
-    self._previous_showwarning(message, category, filename, lineno, file, line)
-
-
-_NEVER_AWAITED = re.compile(r"coroutine '[^']*' was never awaited")
-
-
-_QUIET = _QuietWriteFailures()
-
-
-class CheckpointWriteError(OSError):
-  """A checkpoint that could not be written (a full disk, a bucket's quota): the step, the path, the OS's reason and
-  the last good checkpoint, in one line. Its partial folder is removed before it is raised."""
-
-  def __init__(self, step: int, path: str, reason: str, last_good: Optional[int]):
-    good = f"the last good checkpoint is {last_good}" if last_good is not None else "no checkpoint was written before"
-    super().__init__(f"checkpoint {step} could not be written to {path}: {reason}; {good}")
-    self.step, self.path, self.reason, self.last_good = step, path, reason, last_good
-
-
-def write_failure_reason(error: BaseException) -> str:
-  """The OS's words for a failed write, from `error` or its causes (tensorstore wraps them in a ValueError whose
-  message is a paragraph: the matching phrase with its errno where it says one), else the first line of the error."""
-  chain, e = [], error
-  while e is not None and len(chain) < 10:
-    chain.append(e)
-    e = e.__cause__ or e.__context__
-  for e in chain:
-    if isinstance(e, OSError) and e.strerror:
-      return f"{e.strerror} [errno {e.errno}]"
-  for e in chain:
-    text = str(e)
-    for phrase in WRITE_FAILURES:
-      if phrase in text:
-        code = re.search(r"os_error_code='(\d+)'", text)
-        return phrase + (f" [errno {code.group(1)}]" if code else "")
-  return f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
-
-
 class Checkpointer:
   """Saves and restores `(state, data_state)` with an orbax CheckpointManager.
 
@@ -204,7 +103,7 @@ class Checkpointer:
     if max_to_keep is not None and (not isinstance(max_to_keep, int) or max_to_keep < 1):
       raise ValueError(f"max_to_keep={max_to_keep!r} is invalid; valid choices: an integer >= 1 or None")
     self.directory = checkpoint_directory(directory)
-    _QUIET.install()
+    errors.QUIET.install()
     self.save_every = save_every
     self._pending: Optional[int] = None  # the step of the latest save (an asynchronous one may fail later)
     self._asynchronous = asynchronous
@@ -297,7 +196,7 @@ class Checkpointer:
     if data_state is not None:
       items[DATA_ITEM] = grain.checkpoint.CheckpointSave(_DataState(data_state))
     self._pending = step
-    _QUIET.active += 1
+    errors.QUIET.active += 1
     try:
       saved = self._manager.save(step, args=ocp.args.Composite(**items), force=True)
       if not self._asynchronous:
@@ -305,7 +204,7 @@ class Checkpointer:
     except Exception as e:  # noqa: BLE001 (orbax and tensorstore raise many types; a failed write is one outcome)
       raise self._write_error(step, e) from e
     finally:
-      _QUIET.active -= 1
+      errors.QUIET.active -= 1
     return bool(saved)
 
   def _write_error(self, step: int, error: BaseException) -> CheckpointWriteError:
@@ -317,7 +216,7 @@ class Checkpointer:
           partial.rmtree()
         except OSError as e:  # noqa: PERF203 (a few folders)
           logging.warning("Could not remove the partial checkpoint %s: %s", partial, e)
-    _QUIET.failed = True
+    errors.QUIET.failed = True
     if not logging.level_debug():
       logging.warning(
           "Checkpoint %d: the tracebacks of orbax's writer threads, which failed the same way, are not shown "
@@ -366,7 +265,7 @@ class Checkpointer:
         restored = self._restore_step(candidate, target)
       except Exception as e:  # noqa: BLE001 - any error reading a checkpoint sends us to the one before it
         last_exception = e
-        error = _first_cause(e) + _unparsable_json(self.step_path(candidate))
+        error = errors.first_cause(e) + errors.unparsable_json(self.step_path(candidate))
       if _on_every_process(error is None):
         self._set_aside([s for s, _ in failed])
         return restored
@@ -419,7 +318,7 @@ class Checkpointer:
 
   def wait(self) -> None:
     """Blocks until any asynchronous save is finalized (CheckpointWriteError if it failed)."""
-    _QUIET.active += 1
+    errors.QUIET.active += 1
     try:
       self._manager.wait_until_finished()
     except Exception as e:  # noqa: BLE001 (as in save)
@@ -427,7 +326,7 @@ class Checkpointer:
         raise
       raise self._write_error(self._pending, e) from e
     finally:
-      _QUIET.active -= 1
+      errors.QUIET.active -= 1
 
   def close(self) -> None:
     """Waits for pending saves and releases orbax's resources."""
@@ -445,37 +344,6 @@ def _jax_preemption_service() -> bool:
   """Whether JAX's preemption service runs: it starts with jax.distributed.initialize
   (`jax_enable_preemption_service`, on by default) and installs its own SIGTERM handler."""
   return jax.distributed.is_initialized() and bool(jax.config.jax_enable_preemption_service)
-
-
-def _first_cause(error: BaseException) -> str:
-  """The innermost cause of a failed restore, its first line: TensorStore's names the array and the file it read
-  ('Error reading "w/0" in OCDBT database at local file ...'), where the outer one prints a binding's repr."""
-  seen = []
-  while error is not None and error not in seen:
-    seen.append(error)
-    error = error.__cause__ or error.__context__
-  for e in reversed(seen):
-    text = str(e).strip()
-    if text:
-      return f"{type(e).__name__}: {text.splitlines()[0]}"[:500]
-  return type(seen[0]).__name__
-
-
-def _unparsable_json(step_dir: epath.Path) -> str:
-  """'; <file> does not parse' for each JSON file of a checkpoint (by content: orbax's `_METADATA` has no suffix)
-  that does not: a JSON error names no file."""
-  bad = []
-  # two levels (an item's folder): epath refuses `**` on a bucket
-  for path in sorted([*step_dir.glob("*"), *step_dir.glob("*/*")]) if step_dir.exists() else []:
-    try:
-      if not path.is_file():
-        continue
-      text = path.read_bytes()
-      if text.lstrip()[:1] in (b"{", b"["):
-        json.loads(text)
-    except (ValueError, OSError):
-      bad.append(f"; {path} does not parse")
-  return "".join(bad)
 
 
 def restorable(handler: Any, default: Any) -> Any:

@@ -8,13 +8,13 @@ command line overrode) and returns a frozen `Config`, before any data is read or
   * every training subtree typed once into a frozen dataclass (`models.config.Section`: unknown, missing and
     ill-typed keys rejected by one function, `typed_values`) whose `__post_init__` checks its values: `model`
     (`models.ModelConfig`), `init` (`init.InitConfig`, plus the scheme's model requirements), `optim`
-    (`train.optim.OptimConfig`), `data` (`train.data.config.DataConfig`), `train` (`TrainConfig`) and
+    (`train.optim_config.OptimConfig`), `data` (`train.data.config.DataConfig`), `train` (`TrainConfig`) and
     `distributed` (`train.distributed.DistributedConfig`) and `mesh` (`train.step.MeshConfig`); `metrics`
     (`train.trackers.MetricsConfig`: where the scalars go; optional, as a run's config.json may predate it, and not
     compared on a rerun: a resumed run may add a tracker); the layers above pass the `Section` classes of their own
     groups (main.py: `experiments.GROUPS`: `analysis`, `sweep`, `claim`), typed by the same one function, `_typed`;
   * keys of different subtrees that must agree checked together: µP learning-rate multipliers exist only for the
-    optimizers of `train.optim.MUP_OPTIMIZERS`; QK-clip (`optim.qk_clip`) needs logits that scale with W_q, W_k
+    optimizers of `train.optim_config.MUP_OPTIMIZERS`; QK-clip (`optim.qk_clip`) needs logits that scale with W_q, W_k
     (no QK-norm).
 Every error names the key (two keys for a contradiction), the bad value and the valid choices
 (`configs.schema.invalid` / `contradiction`). `resolve` is idempotent: `main.py` resolves the command line's config,
@@ -38,7 +38,7 @@ import init as init_lib
 import models
 from configs.schema import AUTO, Section, contradiction, invalid
 from models.placement import qkv_norms
-from train import distributed, optim, trackers
+from train import distributed, optim_config, trackers
 from train import step as step_lib
 from train.data import config as data_config
 
@@ -102,7 +102,7 @@ class Config:
   mode: str
   model: models.ModelConfig
   init: init_lib.InitConfig
-  optim: optim.OptimConfig
+  optim: optim_config.OptimConfig
   data: data_config.DataConfig
   train: TrainConfig
   distributed: distributed.DistributedConfig
@@ -132,7 +132,7 @@ SECTIONS = {
     "model": models.ModelConfig,
     "init": init_lib.InitConfig,
     "train": TrainConfig,
-    "optim": optim.OptimConfig,
+    "optim": optim_config.OptimConfig,
     "data": data_config.DataConfig,
     "distributed": distributed.DistributedConfig,
     "mesh": step_lib.MeshConfig,
@@ -179,7 +179,7 @@ def resolve(
     init_cfg = typed["init"] = dataclasses.replace(init_cfg, scheme=init_lib.derived_scheme(mc))
     tree.init.scheme = init_cfg.scheme
   init_lib.check_init_config(init_cfg, mc)
-  optim.check_horizon(optim_cfg, typed["train"].num_steps)
+  optim_config.check_horizon(optim_cfg, typed["train"].num_steps)
   tree.optim.warmup_steps = optim_cfg.warmup_steps  # derived under optim.untuned_warmup (Ma & Yarats 2021)
   _check_optim_against_model(optim_cfg, mc)
   # Divisibility of the global batches by the process count: checked here when the caller knows the count (no
@@ -202,25 +202,25 @@ def _typed(subtrees: Mapping[str, Any], sections: Mapping[str, type]) -> dict[st
   return {name: sections[name].from_config(subtree) for name, subtree in subtrees.items()}
 
 
-def _check_optim_against_model(optim_cfg: optim.OptimConfig, mc: models.ModelConfig) -> None:
+def _check_optim_against_model(optim_cfg: optim_config.OptimConfig, mc: models.ModelConfig) -> None:
   """Keys of `optim` and `model` that must agree (module docstring); raises `contradiction` naming both."""
-  if mc.parameterization == "mup" and optim_cfg.name not in optim.MUP_OPTIMIZERS:
+  if mc.parameterization == "mup" and optim_cfg.name not in optim_config.MUP_OPTIMIZERS:
     raise contradiction(
         "model.parameterization",
         "mup",
         "optim.name",
         optim_cfg.name,
-        f"µP's learning-rate multipliers are implemented for {list(optim.MUP_OPTIMIZERS)} (the Adam column of Yang"
-        " et al. 2022, Tensor Programs V, Table 3); other optimizers need their own column",
+        f"µP's learning-rate multipliers are implemented for {list(optim_config.MUP_OPTIMIZERS)} (the Adam column of"
+        " Yang et al. 2022, Tensor Programs V, Table 3); other optimizers need their own column",
     )
-  if mc.residual == "completep" and mc.depth_alpha != 1.0 and optim_cfg.name not in optim.MUP_OPTIMIZERS:
+  if mc.residual == "completep" and mc.depth_alpha != 1.0 and optim_cfg.name not in optim_config.MUP_OPTIMIZERS:
     raise contradiction(
         "model.residual",
         "completep",
         "optim.name",
         optim_cfg.name,
         f"the depth learning-rate rule η·(L/L_base)^(α-1) is the AdamW column of Dey et al. 2025, Table 1; valid: "
-        f"{list(optim.MUP_OPTIMIZERS)} (or model.depth_alpha=1, which changes no learning rate)",
+        f"{list(optim_config.MUP_OPTIMIZERS)} (or model.depth_alpha=1, which changes no learning rate)",
     )
   if optim_cfg.qk_clip and qkv_norms(mc)[0]:  # Kimi Team 2025: QK-clip acts on W_q, W_k scale
     key = "model.qk_norm" if mc.qk_norm else "model.norm_position"

@@ -104,7 +104,7 @@ def muon(
     cfg: the typed `config.optim`.
     weight_decay_mask: optional pytree of bools like the params (True = decay), applied in both halves.
     param_roles: the `models.roles.ParamRole` of every parameter (`models.param_roles`); required.
-    adamw: the AdamW builder `(lr, cfg, weight_decay_mask) -> tx` of `train.optim`.
+    adamw: the AdamW builder `(lr, cfg, weight_decay_mask) -> tx` of `train.optimizers`.
   """
   if param_roles is None:
     raise ValueError(
