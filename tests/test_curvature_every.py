@@ -2,6 +2,7 @@
 experiments/hooks.py): the records equal an independent Lanczos run on the saved checkpoints within their bounds,
 compile nothing after the first, appear once per step across a resume, and bad values fail before compute."""
 
+import collections
 import dataclasses
 
 import jax
@@ -184,6 +185,7 @@ def test_bad_values_fail_before_compute(tmp_path, overrides, match, monkeypatch)
     raise AssertionError("a train step was built")
 
   monkeypatch.setattr(loop.step_lib, "jit_train_step", no_training)
+  monkeypatch.setattr(loop.programs, "_BUILT", collections.OrderedDict())  # no step built by an earlier test
   with pytest.raises((ValueError, TypeError), match=match):
     _train(_config(**overrides), tmp_path)
 
@@ -235,6 +237,7 @@ def test_preconditioned_records_need_adam_before_training(tmp_path, monkeypatch)
     raise AssertionError("a train step was built")
 
   monkeypatch.setattr(loop.step_lib, "jit_train_step", no_training)
+  monkeypatch.setattr(loop.programs, "_BUILT", collections.OrderedDict())  # no step built by an earlier test
   config = _config(**{"analysis.preconditioned_top_k": 1, "optim.name": "sgd"})
   with pytest.raises(ValueError, match=r"config.analysis.preconditioned_top_k=1 contradicts config.optim.name='sgd'"):
     _train(config, tmp_path)

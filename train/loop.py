@@ -44,7 +44,7 @@ from train import config as config_lib
 from train import data as data_lib
 from train import decode as decode_lib
 from train import metrics as metrics_lib
-from train import optim
+from train import programs
 from train import qk_clip as qk_clip_lib
 from train import step as step_lib
 from train import trackers as trackers_lib
@@ -238,13 +238,8 @@ def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> E
   first = first_global_batch(data)
   variables = init_lib.init_params(config.init, model, jax.random.fold_in(rng, 0), first)
   params = variables.pop("params")
-  multipliers = models.lr_multipliers(params, model_config)
-  tx, schedule = optim.make_optimizer(
-      config.optim,
-      lr_multipliers=multipliers,
-      total_steps=config.train.num_steps,
-      param_roles=models.param_roles(model_config, params),
-  )
+  # One optimizer object per (optim, model, horizon) in a process, so a second run reuses its jitted step (programs).
+  tx, schedule = programs.optimizer(config.optim, model_config, params, config.train.num_steps)
   state = TrainState(
       step=jnp.asarray(0, jnp.int32),
       params=params,
@@ -391,19 +386,8 @@ def _train_and_evaluate(
   )
   at["writer"] = writer  # closed (its trackers finished) however the loop ends
   progress = metrics_lib.ProgressReporter(max(cfg.num_steps, 1))  # num_steps 0 (init only) reports nothing
-  train_step = step_lib.jit_train_step(
-      step_lib.make_train_step(
-          exp.model,
-          exp.tx,
-          label_smoothing=cfg.label_smoothing,
-          mlm_mask_rate=cfg.mlm_mask_rate,
-          z_loss=cfg.z_loss,
-          qk_clip=exp.config.optim.qk_clip,
-      ),
-      exp.mesh,
-      jax.tree.map(lambda x: x.sharding, exp.state),  # the state's shardings (setup), kept in and out
-  )
-  eval_step = jax.jit(step_lib.make_eval_step(exp.model, mlm_mask_rate=cfg.mlm_mask_rate))
+  # Built once per program in this process (train.programs): a rerun of the same program traces nothing again.
+  train_step, eval_step = programs.train_step(exp), programs.eval_step(exp)
   decode_fn = None
   if exp.model.config.arch == "encoder_decoder" and cfg.num_decode_examples > 0:
     decode_fn = decode_lib.make_greedy_decode(exp.model, cfg.decode_max_length or exp.data.max_target_length)

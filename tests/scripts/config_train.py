@@ -5,13 +5,16 @@ XLA_FLAGS=--xla_force_host_platform_device_count=2:
     python tests/scripts/config_train.py WORKDIR CONFIG.py [CONFIG.py ...]
 
 Per config (its rules as written, sizes from `model.preset='tiny'`, the synthetic 'embedded' data, `mesh.fsdp=2`; a
-decaying schedule's horizon set past its warmup):
-{"config", "mesh", "losses" (steps 1..20), "resumed_from", "resumed_losses" (11..20 after cutting the run back to its
-step-10 checkpoint), "same_params" (the resumed run's final parameters, optimizer state and variables equal the
-uninterrupted run's bit for bit), "sharded" (the [V, D] token embedding's D is split over the 2 devices)} or, when
-the run raised, {"config", "error"}.
+decaying schedule's horizon set past its warmup; 1 layer per stack instead of the preset's 2 when no rule of the config
+reads a layer's index or the depth, `tests.depth_rules.reads_depth`: half the program to trace and compile, the same
+rules applied):
+{"config", "layers" (per stack), "mesh", "losses" (steps 1..20), "resumed_from", "resumed_losses" (11..20 after
+cutting the run back to its step-10 checkpoint), "same_params" (the resumed run's final parameters, optimizer state
+and variables equal the uninterrupted run's bit for bit), "sharded" (the [V, D] token embedding's D is split over the
+2 devices)} or, when the run raised, {"config", "error"}.
 """
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -25,6 +28,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from tests.depth_rules import reads_depth  # noqa: E402
+from train import config as config_lib  # noqa: E402
 from train import loop  # noqa: E402
 from train.metrics import read_metrics  # noqa: E402
 from train.schedules import DECAYING_SCHEDULES  # noqa: E402
@@ -53,13 +58,23 @@ def tiny(path: str):
   if config.optim.schedule in DECAYING_SCHEDULES and not config.optim.decay_steps:  # a horizon past its warmup
     config.optim.decay_steps = config.optim.warmup_steps + t.num_steps
   config.mesh.fsdp = 2
+  if not config_reads_depth(config):  # a depth-free rule is the same rule at 1 layer per stack
+    config.model.num_encoder_layers = config.model.num_decoder_layers = 1
   return config
+
+
+def config_reads_depth(config) -> bool:
+  """`tests.depth_rules.reads_depth` of the config's typed model (any vocabulary: no rule reads it across depths) and
+  init sections."""
+  resolved = config_lib.resolve(config, process_count=1)
+  return reads_depth(dataclasses.replace(resolved.model, vocab_size=64), resolved.init)
 
 
 def run(workdir: pathlib.Path, path: str) -> dict:
   exp = loop.setup(tiny(path), str(workdir / "run"))
   embedding = exp.state.params["token_embedding"]["embedding"]
-  out = {"mesh": dict(exp.mesh.shape)}
+  mc = exp.model.config
+  out = {"layers": {s: mc.num_layers(s) for s in mc.stacks}, "mesh": dict(exp.mesh.shape)}
   out["sharded"] = embedding.addressable_shards[0].data.shape[1] * 2 == embedding.shape[1]
   final = loop.train_and_evaluate(exp)
   out["losses"] = [r["loss"] for r in read_metrics(str(workdir / "run"), split="train")]
