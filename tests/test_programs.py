@@ -6,19 +6,22 @@ import contextlib
 
 import jax
 import numpy as np
-from jax._src import dispatch  # the event names jax records its traces and compiles under
+import pytest
 
 from tests import tiny
 from train import loop, programs
 from train.metrics import read_metrics
 
 STEPS = ("train_step", "eval_step")
+# The jax.monitoring events jax records a trace and a compile under (jax._src.dispatch names them).
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
 @contextlib.contextmanager
 def traced():
   """The names of the functions jax traces (jaxpr) and compiles (backend) inside the block: {event: [fun_name]}."""
-  seen = {dispatch.JAXPR_TRACE_EVENT: [], dispatch.BACKEND_COMPILE_EVENT: []}
+  seen = {TRACE_EVENT: [], COMPILE_EVENT: []}
 
   def listener(event, duration, **kwargs):
     if event in seen:
@@ -60,13 +63,14 @@ def run(workdir, cfg):
   return state, read_metrics(str(workdir), split="train"), read_metrics(str(workdir), split="eval"), names
 
 
+@pytest.mark.slow  # end to end: trains
 def test_same_program_twice_in_one_process_builds_nothing_and_gives_the_same_bits(tmp_path):
   programs._BUILT.clear()  # a fresh process's cache
   first, train_1, eval_1, built_1 = run(tmp_path / "a", config())
   # The probe sees both steps traced and compiled in the first run (compiled: or read from a persistent cache).
-  assert sorted(built_1[dispatch.JAXPR_TRACE_EVENT]) == sorted(STEPS), built_1
+  assert sorted(built_1[TRACE_EVENT]) == sorted(STEPS), built_1
   again, train_2, eval_2, built_2 = run(tmp_path / "b", config())
-  assert built_2 == {dispatch.JAXPR_TRACE_EVENT: [], dispatch.BACKEND_COMPILE_EVENT: []}, built_2
+  assert built_2 == {TRACE_EVENT: [], COMPILE_EVENT: []}, built_2
   assert [r["loss"] for r in train_2] == [r["loss"] for r in train_1] and len(train_1) == 4
   assert [r["loss"] for r in eval_2] == [r["loss"] for r in eval_1] and len(eval_1) == 1
   leaves = lambda s: jax.tree.leaves((s.params, s.opt_state, s.variables, s.step))
@@ -74,15 +78,16 @@ def test_same_program_twice_in_one_process_builds_nothing_and_gives_the_same_bit
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow  # end to end: trains
 def test_a_different_program_is_built_again(tmp_path):
   programs._BUILT.clear()
   run(tmp_path / "a", config())
   # z-loss changes the train step only; the eval step (model, mask rate) is the same program.
   _, _, _, z_loss = run(tmp_path / "b", config(**{"train.z_loss": 1e-4}))
-  assert z_loss[dispatch.JAXPR_TRACE_EVENT] == ["train_step"], z_loss
+  assert z_loss[TRACE_EVENT] == ["train_step"], z_loss
   # Another horizon is another optimizer (its schedule) and so another train step.
   _, _, _, longer = run(tmp_path / "c", config(**{"train.num_steps": 5, "train.eval_every": 5}))
-  assert longer[dispatch.JAXPR_TRACE_EVENT] == ["train_step"], longer
+  assert longer[TRACE_EVENT] == ["train_step"], longer
 
 
 def test_the_cache_keeps_the_last_keys():
