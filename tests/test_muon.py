@@ -15,7 +15,7 @@ import models
 from configs import default
 from models import ParamRole
 from train import config as config_lib
-from train import muon, optim
+from train import muon, optim, optim_config
 
 D, H, K, F, V = 8, 2, 4, 16, 11
 SHAPES = {  # a layer's parameters as the model lays them out (models/attention.py, the MLP, norms, embeddings)
@@ -80,7 +80,7 @@ def test_updates_equal_optax_muon_on_matrices_and_optax_adamw_on_the_rest(rms):
   full-peak schedule, to float32 rounding (the project applies the peak after the unit schedule)."""
   cfg = _cfg(weight_decay=0.1, muon_consistent_rms=rms)
   tx, schedule = optim.make_optimizer(cfg, param_roles=ROLES)
-  c = optim.validate_optim_config(cfg)
+  c = optim_config.validate_optim_config(cfg)
   numbers = {k: muon.dimension_numbers(SHAPES[k][1], len(SHAPES[k][0])) if k in MUON_LEAVES else None for k in SHAPES}
   ref_muon = contrib.muon(
       schedule, ns_steps=c.muon_ns_steps, beta=c.muon_beta, eps=c.eps, weight_decay=c.weight_decay, nesterov=True,
@@ -156,7 +156,7 @@ def test_lr_multipliers_compose_and_mup_or_completep_depth_rule_is_refused():
 )
 def test_bad_muon_keys_name_the_key(overrides, pattern):
   with pytest.raises(ValueError, match=pattern):
-    optim.validate_optim_config(_cfg(**overrides))
+    optim_config.validate_optim_config(_cfg(**overrides))
 
 
 def test_muon_without_roles_says_what_to_pass():
