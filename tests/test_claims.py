@@ -25,6 +25,7 @@ from experiments import registry, study
 from experiments import run as claims_run
 from experiments.claims import activation_moments, identity_path, truncated_normal
 from init.math import truncated_normal_std_factor, xavier_std
+from tests import tiny
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 GROUPS = {"analysis": lambda c: c, "sweep": lambda c: c}
@@ -32,14 +33,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def claim_config(name, scale="tiny", **overrides):
-  config = importlib.import_module(f"configs.claims.{name}").get_config(scale)
-  for key, value in overrides.items():
-    *parents, leaf = key.split(".")
-    node = config
-    for p in parents:
-      node = node[p]
-    node[leaf] = value
-  return config
+  return tiny.set_keys(importlib.import_module(f"configs.claims.{name}").get_config(scale), overrides)
 
 
 # ------------------------------------------------------------------------------------- configs and the data dir

@@ -310,15 +310,8 @@ def test_analysis_at_init_writes_step_0_of_each_run(tmp_path, monkeypatch):
       curvax, "top_eigenvalues", lambda *a, **k: callbacks.append(k.get("callback")) or top_eigenvalues(*a, **k)
   )
   analysis = {
-      "analysis.batch_size": 4,
+      **tiny.ANALYSIS,
       "analysis.lanczos_steps": 6,
-      "analysis.top_k": 1,
-      "analysis.bottom_k": 0,
-      "analysis.spectrum": False,
-      "analysis.trace_probes": 0,
-      "analysis.blocks": False,
-      "analysis.grad_norms": False,
-      "analysis.dtype": "float32",
       "analysis.preconditioned_top_k": 1,
       "analysis.update_sharpness": True,
   }

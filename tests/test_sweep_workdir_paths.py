@@ -194,17 +194,7 @@ def test_an_analysis_at_init_on_gs_writes_its_files_and_figures_through_epath(
     tmp_path, bucket, monkeypatch, plain_io_refuses_uris  # noqa: F811
 ):
   monkeypatch.setattr(loop.checkpoint_lib, "Checkpointer", NoCheckpoints)
-  analysis = {
-      "analysis.batch_size": 4,
-      "analysis.lanczos_steps": 4,
-      "analysis.top_k": 1,
-      "analysis.bottom_k": 0,
-      "analysis.spectrum": False,
-      "analysis.trace_probes": 0,
-      "analysis.blocks": False,
-      "analysis.grad_norms": False,
-      "analysis.dtype": "float32",
-  }
+  analysis = tiny.ANALYSIS
   config = tiny.sweep_config(
       **{**SMALL, "sweep.grid": "", "sweep.analysis_at_init": True, "train.num_steps": 1}, **analysis
   )

@@ -117,6 +117,20 @@ SWEEP = {
 }
 
 
+# An analysis section small enough for a sweep test: the top eigenvalue of H from 4 Lanczos steps, nothing else.
+ANALYSIS = {
+    "analysis.batch_size": 4,
+    "analysis.lanczos_steps": 4,
+    "analysis.top_k": 1,
+    "analysis.bottom_k": 0,
+    "analysis.spectrum": False,
+    "analysis.trace_probes": 0,
+    "analysis.blocks": False,
+    "analysis.grad_norms": False,
+    "analysis.dtype": "float32",
+}
+
+
 def sweep_config(**overrides):
   """configs/sweeps/warmup.py with `SWEEP`'s keys and then `overrides` (dotted keys)."""
   return set_keys(warmup.get_config(), {**SWEEP, **overrides})
