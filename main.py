@@ -36,6 +36,7 @@ import train.cli
 import train.config
 import train.distributed
 import train.loop
+import train.stops
 from train.cli import config_boundary
 
 if __name__ == "__main__":  # before the flag is defined: ml_collections applies the overrides to its default then
@@ -93,7 +94,7 @@ def main(argv):
         crashed = experiments.run.run_claim(config, workdir)["runs"].get("crashed", 0)
       else:
         crashed = sum(r["outcome"] == "crashed" for r in experiments.run_sweep(config, workdir))
-    except train.loop.Preempted as e:
+    except train.stops.Preempted as e:
       logging.warning("Sweep %s; rerun the same command to resume", e)
       sys.exit(_exit_code(e))
     except experiments.sweep.SweepIncomplete as e:
@@ -115,7 +116,7 @@ def main(argv):
   if config.mode == "analyze" and config.analysis.checkpoint_step >= 0:
     restore_step = config.analysis.checkpoint_step
   try:
-    with train.loop.stops_during_setup(workdir):  # a signal while data, init or analysis compile: one line
+    with train.stops.stops_during_setup(workdir):  # a signal while data, init or analysis compile: one line
       exp = train.loop.setup(config, workdir, restore_step=restore_step)
       if config.mode == "analyze" or (config.analysis.at_init and exp.start_step == 0):
         logging.info("Analysis written to %s", experiments.analyze(exp, workdir))
@@ -125,18 +126,18 @@ def main(argv):
       logging.info(
           "Baseline record written to %s", experiments.baseline.write_record(FLAGS.config, workdir, sys.argv[1:])
       )
-  except train.loop.Diverged as e:
+  except train.stops.Diverged as e:
     logging.error("Run diverged: %s (see %s/status.json)", e, workdir)
     sys.exit(EXIT_DIVERGED)
-  except train.loop.Preempted as e:
+  except train.stops.Preempted as e:
     logging.warning("Run %s (see %s/status.json)", e, workdir)
     sys.exit(_exit_code(e))
-  except train.loop.WriteFailed as e:
+  except train.stops.WriteFailed as e:
     logging.error("Run %s (see %s/status.json); rerun the same command once there is space", e, workdir)
     sys.exit(EXIT_WRITE_FAILED)
 
 
-def _exit_code(stop: train.loop.Preempted) -> int:
+def _exit_code(stop: train.stops.Preempted) -> int:
   return EXIT_INTERRUPTED if stop.status == "interrupted" else EXIT_PREEMPTED
 
 

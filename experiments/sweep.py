@@ -11,7 +11,7 @@ checkpoint the run keeps, checked before any compute). Trackers (`metrics.writer
   * resumable: a run whose status.json says `finished` or `diverged` is skipped (its record kept); any other resumes
     from its latest checkpoint; a run whose config.json differs from its cell's in what it trains (`mode` and
     `train.config.TRAINED`, `data.tokenizer_dir` excepted) is an error before any compute;
-  * outcomes: `finished`; `diverged` (`train.loop.Diverged`: a result, the sweep goes on); `crashed` (any other
+  * outcomes: `finished`; `diverged` (`train.stops.Diverged`: a result, the sweep goes on); `crashed` (any other
     exception: recorded and logged, the sweep goes on); `Preempted` and KeyboardInterrupt stop the sweep;
   * one record per run in its `sweep_record.json`, gathered (grid order) into `<workdir>/results.jsonl` after every
     run: `cell`, `params`, `arm` (experiments/grid.py), `seed`, `outcome`, `error`, `final` (the last value of each
@@ -39,6 +39,7 @@ import analysis.config
 import analysis.run
 import train.config
 import train.loop
+import train.stops
 from experiments import grid as grid_lib
 from experiments import hooks, report
 from experiments import provenance as provenance_lib
@@ -117,17 +118,17 @@ def run_one(
   from). Preempted propagates."""
   start = 0
   try:
-    with train.loop.stops_during_setup(run_workdir):  # a signal here: the run's status says so, the sweep stops
+    with train.stops.stops_during_setup(run_workdir):  # a signal here: the run's status says so, the sweep stops
       exp = train.loop.setup(config, run_workdir)
       start = exp.start_step
       if (analysis_at_init or config.analysis.at_init) and start == 0:  # the sweep's, or the cell's own (its grid)
         analyze(exp, run_workdir, progress=False)
     train.loop.train_and_evaluate(exp, hooks.step_hooks(exp))
     analyze_checkpoints(config, run_workdir, analysis_steps)
-  except train.loop.Diverged as e:
+  except train.stops.Diverged as e:
     logging.warning("Run %s diverged: %s", run_workdir, e)
     return "diverged", str(e), start
-  except train.loop.Preempted:
+  except train.stops.Preempted:
     raise
   except Exception as e:  # noqa: BLE001 (a crashed run is an outcome; the sweep goes on)
     logging.error("Run %s crashed:\n%s", run_workdir, traceback.format_exc())

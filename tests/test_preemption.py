@@ -19,7 +19,7 @@ import pytest
 
 from tests import tiny
 from train import checkpoint as checkpoint_lib
-from train import loop
+from train import loop, stops
 from train import metrics as metrics_lib
 from train.metrics import read_metrics, read_status
 
@@ -64,7 +64,7 @@ def reference(tmp_path_factory):
 
 @pytest.mark.parametrize(
     "signum, stop, status",
-    [(signal.SIGTERM, loop.Preempted, "preempted"), (signal.SIGINT, loop.Interrupted, "interrupted")],
+    [(signal.SIGTERM, stops.Preempted, "preempted"), (signal.SIGINT, stops.Interrupted, "interrupted")],
 )
 @pytest.mark.slow
 def test_a_signal_checkpoints_the_current_step_and_the_rerun_is_bitwise(
@@ -136,7 +136,7 @@ def test_a_second_ctrl_c_in_the_loop_leaves_interrupted_and_a_rerun_resumes(tmp_
 
   monkeypatch.setattr(metrics_lib, "write_status", write_status)
   exp = loop.setup(config(), str(tmp_path))
-  with pytest.raises(loop.Aborted, match=r"step 4 by a second Ctrl-C, not checkpointed; a rerun starts over"):
+  with pytest.raises(stops.Aborted, match=r"step 4 by a second Ctrl-C, not checkpointed; a rerun starts over"):
     loop.train_and_evaluate(exp)
   monkeypatch.setattr(metrics_lib, "write_status", original)
   got = read_status(str(tmp_path))
@@ -251,10 +251,10 @@ def test_main_py_sigterm_exits_143_and_the_rerun_equals_an_uninterrupted_run(tmp
 def test_main_py_exit_codes_of_a_stop():
   import main  # noqa: PLC0415 (its flags are defined once per process, at import)
 
-  assert main._exit_code(loop.Interrupted(5)) == main.EXIT_INTERRUPTED == 128 + signal.SIGINT
-  assert main._exit_code(loop.Preempted(5)) == main.EXIT_PREEMPTED == 128 + signal.SIGTERM
-  assert main._exit_code(loop.SetupStopped("interrupted", 0)) == main.EXIT_INTERRUPTED
-  assert main._exit_code(loop.SetupStopped("preempted", 0)) == main.EXIT_PREEMPTED
+  assert main._exit_code(stops.Interrupted(5)) == main.EXIT_INTERRUPTED == 128 + signal.SIGINT
+  assert main._exit_code(stops.Preempted(5)) == main.EXIT_PREEMPTED == 128 + signal.SIGTERM
+  assert main._exit_code(stops.SetupStopped("interrupted", 0)) == main.EXIT_INTERRUPTED
+  assert main._exit_code(stops.SetupStopped("preempted", 0)) == main.EXIT_PREEMPTED
 
 
 @pytest.mark.parametrize("signum, status", [(signal.SIGTERM, "preempted"), (signal.SIGINT, "interrupted")])
@@ -266,8 +266,8 @@ def test_a_signal_during_setup_leaves_a_true_status_and_the_handler(tmp_path, si
   # then installs no KeyboardInterrupt handler: give the test the one an interactive Ctrl-C meets.
   int_before = signal.signal(signal.SIGINT, signal.default_int_handler)
   try:
-    with pytest.raises(loop.SetupStopped, match=f"^{status} during setup, before step 0 trained") as stop:
-      with loop.stops_during_setup(str(tmp_path)):
+    with pytest.raises(stops.SetupStopped, match=f"^{status} during setup, before step 0 trained") as stop:
+      with stops.stops_during_setup(str(tmp_path)):
         os.kill(os.getpid(), signum)
         time.sleep(5)  # the handler raises at the next bytecode: never reached
   finally:
@@ -285,13 +285,13 @@ def test_a_signal_during_setup_resumes_from_the_last_checkpoint_and_keeps_a_fini
   with checkpoint_lib.Checkpointer(tmp_path / "checkpoints", save_every=1) as ckpt:
     for s in (4, 8):
       ckpt.save(s, {"w": np.ones(2, np.float32)})
-  with pytest.raises(loop.SetupStopped, match="before step 8"):
-    with loop.stops_during_setup(str(tmp_path)):
+  with pytest.raises(stops.SetupStopped, match="before step 8"):
+    with stops.stops_during_setup(str(tmp_path)):
       raise KeyboardInterrupt
   assert read_status(str(tmp_path))["status"] == "interrupted" and read_status(str(tmp_path))["last_checkpoint"] == 8
   metrics_lib.write_status(str(tmp_path), "finished", 8)
-  with pytest.raises(loop.SetupStopped):
-    with loop.stops_during_setup(str(tmp_path)):
+  with pytest.raises(stops.SetupStopped):
+    with stops.stops_during_setup(str(tmp_path)):
       raise KeyboardInterrupt
   assert read_status(str(tmp_path))["status"] == "finished"
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.test_preemption import REPO, TIMEOUT, TINY, config
 from train import checkpoint as checkpoint_lib
-from train import checkpoint_errors, loop
+from train import checkpoint_errors, loop, stops
 from train import metrics as metrics_lib
 from train.metrics import read_metrics, read_status
 
@@ -93,7 +93,7 @@ def test_a_full_disk_fails_the_run_cleanly_and_the_rerun_resumes(small_disk):
   workdir = str(disk / "run")
   cfg = config()
   cfg.train.num_steps, cfg.train.checkpoint_every, cfg.train.keep_checkpoints = 40, 2, 100
-  with pytest.raises(loop.WriteFailed) as raised:
+  with pytest.raises(stops.WriteFailed) as raised:
     loop.train_and_evaluate(loop.setup(cfg, workdir))
   failed = raised.value
   assert isinstance(failed.error, checkpoint_errors.CheckpointWriteError)

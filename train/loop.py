@@ -9,12 +9,12 @@ ConfigDict becomes a frozen `ModelConfig` here), the initial parameters (`init.i
 `metrics.jsonl`, TensorBoard and the trackers of `metrics.writers` (train/trackers.py), evaluating every `train.eval_every` steps (loss, token accuracy, perplexity;
 greedy-decoding BLEU and exact match for translation; at `TrainState.eval_variables()`, schedule-free's x) and checkpointing every `train.checkpoint_every` steps and
 at the end. A non-finite loss or gradient stops the run: `status.json` says `diverged` with the step and the
-parameters whose gradients were non-finite, the last good checkpoint stays, and `Diverged` is raised for main.py
+parameters whose gradients were non-finite, the last good checkpoint stays, and `stops.Diverged` is raised for main.py
 to turn into a non-zero exit code. Step hooks (`StepHook`: a measurement every k steps that the layers above build,
 e.g. the curvature record of `train.curvature_every`, experiments/hooks.py) run on the state after the step and their
 scalars go into that step's train record. A preemption (SIGTERM, or orbax's preemption sync point with jax.distributed;
 `train.checkpoint.PreemptionNotice`) finishes the current step, checkpoints it (forced), writes `status.json` =
-`preempted` with the step and raises `Preempted`; rerunning the workdir resumes from that step bit for bit.
+`preempted` with the step and raises `stops.Preempted`; rerunning the workdir resumes from that step bit for bit.
 With `train.eval_at_init`, a run that starts at step 0 is evaluated before its first update (an eval record at
 step 0: the loss at init) and writes `data_stats.json` (the eval targets' unigram entropy): the two references
 analysis/outcomes.py classifies a run against (diverged / collapsed / trained).
@@ -24,15 +24,12 @@ import contextlib
 import dataclasses
 import json
 import math
-import signal
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 from jax.experimental import multihost_utils
@@ -44,104 +41,13 @@ from train import config as config_lib
 from train import data as data_lib
 from train import decode as decode_lib
 from train import metrics as metrics_lib
-from train import programs
+from train import programs, stops
 from train import qk_clip as qk_clip_lib
 from train import step as step_lib
 from train import trackers as trackers_lib
 from train.state import TrainState
 
 DATA_STATS_FILE = "data_stats.json"
-
-
-class Diverged(RuntimeError):
-  """Raised when a step produced a non-finite loss or gradient; status.json has the details."""
-
-
-class Preempted(RuntimeError):
-  """Raised after a preemption notice once the current step is checkpointed; status.json says `preempted`."""
-
-  status = "preempted"
-
-  def __init__(self, step: int):
-    super().__init__(f"{self.status} at step {step}; checkpoint {step} saved, rerun the workdir to resume")
-    self.step = step
-
-
-class WriteFailed(RuntimeError):
-  """Raised when the run could not write its files (a checkpoint, metrics.jsonl, events: a full disk, a bucket's
-  quota); status.json says `failed` with the reason where it can still be written. The last good checkpoint is
-  intact (a partial checkpoint folder is removed): rerun the workdir with space to resume from it."""
-
-  def __init__(self, step: int, error: OSError):
-    super().__init__(f"failed at step {step}: {error}")
-    self.step, self.error = step, error
-
-
-class Interrupted(Preempted):
-  """Raised after a first Ctrl-C (SIGINT, single process) once the current step is checkpointed; status.json says
-  `interrupted`. A Preempted: whatever stops on a preemption (a sweep) stops on it too."""
-
-  status = "interrupted"
-
-
-class Aborted(Interrupted):
-  """Raised when a second Ctrl-C aborted a step (a step that hangs): status.json says `interrupted` with no checkpoint
-  of that step; a rerun resumes from the last checkpoint."""
-
-  def __init__(self, step: int, last_checkpoint: Optional[int]):
-    RuntimeError.__init__(
-        self,
-        f"interrupted at step {step} by a second Ctrl-C, not checkpointed; a rerun "
-        + (
-            f"resumes from checkpoint {last_checkpoint}"
-            if last_checkpoint is not None
-            else "starts over (no checkpoint)"
-        ),
-    )
-    self.step = step
-
-
-class SetupStopped(Preempted):
-  """Raised when SIGTERM or Ctrl-C arrived during setup or the at-init analysis (data, tokenizer, init, compiling),
-  before the loop's own handlers: status.json says `preempted` / `interrupted` at the step a rerun resumes from."""
-
-  def __init__(self, status: str, step: int):
-    RuntimeError.__init__(self, f"{status} during setup, before step {step} trained; rerun the workdir to resume")
-    self.status, self.step = status, step
-
-
-class _Sigterm(BaseException):
-  """SIGTERM during setup, raised from its handler (a BaseException: no `except Exception` in setup swallows it)."""
-
-
-def _raise_sigterm(signum, frame) -> None:
-  del signum, frame
-  raise _Sigterm
-
-
-@contextlib.contextmanager
-def stops_during_setup(workdir: str):
-  """Turns SIGTERM and Ctrl-C inside the block into `SetupStopped` with a true status.json (`preempted` /
-  `interrupted`, at the last checkpoint's step or 0, pid and host), one line instead of a traceback. A run whose
-  status says it ended (finished, diverged) keeps it: an analysis of a trained workdir stopped midway changes
-  nothing. Single process on the main thread only, as `checkpoint.PreemptionNotice`; elsewhere signals keep theirs."""
-  own = jax.process_count() == 1 and threading.current_thread() is threading.main_thread()
-  previous = signal.signal(signal.SIGTERM, _raise_sigterm) if own else None
-  try:
-    yield
-  except (KeyboardInterrupt, _Sigterm) as e:
-    status = "interrupted" if isinstance(e, KeyboardInterrupt) else "preempted"
-    steps = ocp.utils.checkpoint_steps(epath.Path(workdir) / "checkpoints") if epath.Path(workdir).exists() else []
-    step = max(steps, default=0)
-    old = metrics_lib.read_status(workdir) or {}
-    if old.get("status") not in ("finished", "diverged"):
-      with contextlib.suppress(OSError):
-        epath.Path(workdir).mkdir(parents=True, exist_ok=True)  # a signal before setup made it
-        metrics_lib.write_status(workdir, status, step, reason=f"{status} during setup", last_checkpoint=step or None)
-    raise SetupStopped(status, step) from None
-  finally:
-    if own:
-      signal.signal(signal.SIGTERM, checkpoint_lib.restorable(previous, signal.SIG_DFL))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -353,7 +259,7 @@ def train_and_evaluate(exp: Experiment, hooks: Sequence[StepHook] = ()) -> Train
       last = exp.checkpointer.latest_step()
       with contextlib.suppress(OSError):
         metrics_lib.write_status(exp.workdir, "interrupted", at["step"], reason="a second Ctrl-C", last_checkpoint=last)
-      raise Aborted(at["step"], last) from None
+      raise stops.Aborted(at["step"], last) from None
     except OSError as e:  # a write that failed (a CheckpointWriteError names the checkpoint and the last good one)
       step = getattr(e, "step", None) or at["step"]
       last_good = getattr(e, "last_good", None)
@@ -362,7 +268,7 @@ def train_and_evaluate(exp: Experiment, hooks: Sequence[StepHook] = ()) -> Train
         metrics_lib.write_status(exp.workdir, "failed", step, reason=reason, last_checkpoint=last_good)
       except OSError as status_error:
         logging.error("status.json could not be written either: %s", checkpoint_lib.write_failure_reason(status_error))
-      raise WriteFailed(step, e) from None
+      raise stops.WriteFailed(step, e) from None
     finally:  # a run that stops early (diverged, crashed, preempted, a failed write) still finishes its trackers
       if "writer" in at:
         with contextlib.suppress(OSError):  # a full disk: the error being raised says so already
@@ -423,7 +329,7 @@ def _train_and_evaluate(
       )
       writer.write_scalars(done_step, {"loss": float(m["loss"]), "diverged": 1.0})
       writer.close()
-      raise Diverged(
+      raise stops.Diverged(
           f"non-finite loss or gradient at step {done_step}; non-finite gradients in "
           f"{bad[:5]}{'...' if len(bad) > 5 else ''}; last good checkpoint: "
           f"{exp.checkpointer.latest_step()}"
@@ -492,7 +398,7 @@ def _train_and_evaluate(
     if preempted and not at_end:
       exp.checkpointer.wait()
       writer.close()
-      stop = (Interrupted if preemption.interrupted else Preempted)(step)
+      stop = (stops.Interrupted if preemption.interrupted else stops.Preempted)(step)
       metrics_lib.write_status(
           workdir, stop.status, step, total_steps=cfg.num_steps, last_checkpoint=exp.checkpointer.latest_step()
       )
