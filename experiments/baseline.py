@@ -51,6 +51,7 @@ def evaluate_test(config: Any, workdir: str, *, pairs: Optional[int] = None) -> 
   """The latest checkpoint of `workdir` evaluated on the first `pairs` (default all) test pairs (module docstring)."""
   import jax  # noqa: PLC0415 (the record and the section need no JAX)
 
+  import train.evaluation  # noqa: PLC0415
   import train.loop  # noqa: PLC0415
   from train import decode as decode_lib  # noqa: PLC0415
   from train import step as step_lib  # noqa: PLC0415
@@ -68,7 +69,7 @@ def evaluate_test(config: Any, workdir: str, *, pairs: Optional[int] = None) -> 
   eval_step = jax.jit(step_lib.make_eval_step(exp.model, mlm_mask_rate=c.mlm_mask_rate))
   decode = decode_lib.make_greedy_decode(exp.model, c.decode_max_length or exp.data.max_target_length)
   start = time.time()
-  metrics = train.loop.evaluate(exp, eval_step, decode, exp.state.eval_variables())  # schedule-free: at x
+  metrics = train.evaluation.evaluate(exp, eval_step, decode, exp.state.eval_variables())  # schedule-free: at x
   decoded = len(exp.data.eval_examples()[:pairs])
   return {**metrics, "pairs": decoded, "step": exp.start_step, "eval_time_s": time.time() - start}
 

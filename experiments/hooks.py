@@ -18,6 +18,7 @@ import analysis.run
 import analysis.tracking
 import models
 import train.config
+import train.experiment
 import train.loop
 import train.step
 from configs.schema import contradiction
@@ -43,7 +44,7 @@ def _adam(config) -> dict:
   return dict(beta1=float(config.optim.b1), beta2=float(config.optim.b2), eps=float(config.optim.eps))
 
 
-def step_hooks(exp: train.loop.Experiment) -> list[train.loop.StepHook]:
+def step_hooks(exp: train.experiment.Experiment) -> list[train.loop.StepHook]:
   """The `StepHook`s of `exp.config` (none by default); built, and their settings checked, before training."""
   config = exp.config
   hooks = []

@@ -38,6 +38,7 @@ from etils import epath
 import analysis.config
 import analysis.run
 import train.config
+import train.experiment
 import train.loop
 import train.stops
 from experiments import grid as grid_lib
@@ -63,7 +64,7 @@ def run_dir(workdir: str, cell: grid_lib.Cell, seed: int) -> str:
   return os.path.join(workdir, "cells", cell.name, f"seed_{seed}")  # a URI stays one: gs://b/w/cells/...
 
 
-def analyze(exp: train.loop.Experiment, workdir: str, progress: Optional[bool] = None) -> str:
+def analyze(exp: train.experiment.Experiment, workdir: str, progress: Optional[bool] = None) -> str:
   """The configured analysis (`config.analysis`) of the experiment's current state (step k: at init, or a restored
   checkpoint) into `<workdir>/analysis/step_<k>/`, on the run's mesh; main.py's analyze mode and `analysis.at_init`
   and a sweep's `sweep.analysis_at_init`. Returns that folder. Lanczos progress lines as `analysis.progress` says

@@ -2,7 +2,7 @@
 
 python tests/distributed_worker.py --task=checks --address=127.0.0.1:P --process_id=I --num_processes=N --out=D
     one process of an N-process run: the SentencePiece model trained once (process 0) and received by the
-    others, and `train.loop.decode_examples` split across processes and gathered; writes D/process_I.json.
+    others, and `train.evaluation.decode_examples` split across processes and gathered; writes D/process_I.json.
 """
 
 import json
@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import train.data  # noqa: E402
 import train.distributed  # noqa: E402
+import train.evaluation  # noqa: E402
 import train.loop  # noqa: E402
 from configs import default  # noqa: E402
 from train.data import tokenizers  # noqa: E402
@@ -62,7 +63,7 @@ def checks() -> None:
   exp = train.loop.setup(config, os.path.join(FLAGS.out, "run"))
   examples = exp.data.eval_examples()[:11]  # 8 + 3: the second global batch is partial
   copy = jax.jit(lambda variables, inputs_BxS: inputs_BxS)
-  hyps = train.loop.decode_examples(exp, copy, exp.state.model_variables(), examples)
+  hyps = train.evaluation.decode_examples(exp, copy, exp.state.model_variables(), examples)
   result.update(hypotheses=hyps, sources=[src for src, _ in examples])
   with open(os.path.join(FLAGS.out, f"process_{FLAGS.process_id}.json"), "w") as f:
     json.dump(result, f)

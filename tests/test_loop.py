@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests import tiny
-from train import loop
+from train import evaluation, loop
 from train import metrics as metrics_lib
 from train.loss import make_loss_fn
 from train.metrics import read_metrics, read_status
@@ -29,7 +29,7 @@ def test_embedded_task_learns(tmp_path):
   config = tiny.run_config()
   exp = loop.setup(config, str(tmp_path))
   eval_step = jax.jit(loop.step_lib.make_eval_step(exp.model))
-  initial = loop.evaluate(exp, eval_step, None, exp.state.model_variables())["loss"]
+  initial = evaluation.evaluate(exp, eval_step, None, exp.state.model_variables())["loss"]
   assert abs(initial - np.log(exp.data.tokenizer.vocab_size)) < 0.5 * np.log(exp.data.tokenizer.vocab_size)
   loop.train_and_evaluate(exp)
   evals = read_metrics(str(tmp_path), split="eval")

@@ -3,11 +3,12 @@
 `setup(config, workdir)` validates every config subtree before any compute, builds the data, the model (the
 ConfigDict becomes a frozen `ModelConfig` here), the initial parameters (`init.init_params`), the optimizer (with
 µP learning-rate multipliers) and the train state, and restores the latest checkpoint of `workdir` if there is one
-(params, optimizer state, step, model state and the data iterator's position), so rerunning a workdir resumes.
+(params, optimizer state, step, model state and the data iterator's position), so rerunning a workdir resumes;
+it returns a `train.experiment.Experiment`. How a run stops short (exceptions, signals in setup): train/stops.py.
 
 `train_and_evaluate(experiment)` runs the jitted, data-parallel step until `train.num_steps`, logging to
 `metrics.jsonl`, TensorBoard and the trackers of `metrics.writers` (train/trackers.py), evaluating every `train.eval_every` steps (loss, token accuracy, perplexity;
-greedy-decoding BLEU and exact match for translation; at `TrainState.eval_variables()`, schedule-free's x) and checkpointing every `train.checkpoint_every` steps and
+greedy-decoding BLEU and exact match for translation, train/evaluation.py; at `TrainState.eval_variables()`, schedule-free's x) and checkpointing every `train.checkpoint_every` steps and
 at the end. A non-finite loss or gradient stops the run: `status.json` says `diverged` with the step and the
 parameters whose gradients were non-finite, the last good checkpoint stays, and `stops.Diverged` is raised for main.py
 to turn into a non-zero exit code. Step hooks (`StepHook`: a measurement every k steps that the layers above build,
@@ -23,16 +24,13 @@ analysis/outcomes.py classifies a run against (diverged / collapsed / trained).
 import contextlib
 import dataclasses
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from absl import logging
 from etils import epath
-from jax.experimental import multihost_utils
 
 import init as init_lib
 import models
@@ -40,11 +38,12 @@ from train import checkpoint as checkpoint_lib
 from train import config as config_lib
 from train import data as data_lib
 from train import decode as decode_lib
+from train import evaluation, programs, stops
 from train import metrics as metrics_lib
-from train import programs, stops
 from train import qk_clip as qk_clip_lib
 from train import step as step_lib
 from train import trackers as trackers_lib
+from train.experiment import Experiment, first_global_batch
 from train.state import TrainState
 
 DATA_STATS_FILE = "data_stats.json"
@@ -66,57 +65,6 @@ class StepHook:
   def __post_init__(self):
     if not isinstance(self.every, int) or isinstance(self.every, bool) or self.every < 1:
       raise ValueError(f"StepHook.every={self.every!r} is invalid; valid: an integer >= 1")
-
-
-@dataclasses.dataclass
-class Experiment:
-  config: config_lib.Config
-  workdir: str
-  data: Any
-  model: Any
-  mesh: Any
-  state: TrainState
-  tx: Any
-  schedule: Any
-  checkpointer: checkpoint_lib.Checkpointer
-  data_state: Optional[dict]
-  start_step: int
-
-  def init_variables(self, key: jax.Array) -> dict:
-    """Fresh variables from `key` by the experiment's init scheme and procedure (data-dependent ones see the first
-    training batch, as at the start of training)."""
-    first = first_global_batch(self.data)
-    return init_lib.init_params(self.config.init, self.model, key, first)
-
-  def batches(self, n: int, batch_size: Optional[int] = None, *, split: str = "train") -> list[dict]:
-    """The first `n` GLOBAL batches of `batch_size` rows (default: the global training batch) of a fresh pass, as
-    numpy dicts, the same on every process (each process's rows gathered in process order: the global batches of
-    the run, whatever the process count)."""
-    it = self.data.train_iter() if split == "train" else iter(self.data.eval_batches())
-    if batch_size is None:
-      return [_gathered(next(it)) for _ in range(n)]
-    rows: list[dict] = []
-    while len(rows) < n * batch_size:
-      b = _gathered(next(it))
-      rows += [{k: v[i] for k, v in b.items()} for i in range(len(next(iter(b.values()))))]
-    return [
-        {k: np.stack([r[k] for r in rows[j * batch_size : (j + 1) * batch_size]]) for k in rows[0]} for j in range(n)
-    ]
-
-
-def _gathered(local_batch: dict) -> dict:
-  """The global batch of which `local_batch` holds this process's rows, as numpy, the same on every process (the
-  processes' rows in process order)."""
-  if jax.process_count() > 1:
-    local_batch = multihost_utils.process_allgather(local_batch, tiled=True)
-  return jax.tree.map(np.asarray, local_batch)
-
-
-def first_global_batch(data) -> dict:
-  """The first global training batch of a fresh pass, the same on every process: what an init scheme's
-  data-dependent procedure (Admin's profiling pass) sees, so every process computes the same parameters whatever the
-  process count."""
-  return jax.tree.map(jnp.asarray, _gathered(next(data.train_iter())))
 
 
 def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> Experiment:
@@ -176,61 +124,6 @@ def setup(config: Any, workdir: str, *, restore_step: Optional[int] = None) -> E
     start = int(state.step)
     logging.info("Resumed %s from step %d", workdir, start)
   return Experiment(config, workdir, data, model, mesh, state, tx, schedule, checkpointer, data_state, start)
-
-
-def _process_rows(mesh, num_rows: int) -> slice:
-  """The rows of a global batch of `num_rows` that this process's devices hold: where `step.global_batch` puts this
-  process's local rows (a contiguous block of the mesh's `data` axis)."""
-  index = step_lib.batch_sharding(mesh).addressable_devices_indices_map((num_rows,))
-  bounds = [i[0].indices(num_rows)[:2] for i in index.values()]
-  return slice(min(b[0] for b in bounds), max(b[1] for b in bounds))
-
-
-def decode_examples(exp: Experiment, decode_fn, variables, examples: list[tuple[str, str]]) -> list[str]:
-  """Greedy translations of the sources of `examples`, in their order, on every process.
-
-  The examples go through in global batches of `data.eval_batch_size`; each process encodes only its rows of a batch
-  (`_process_rows`), the jitted decode runs over the global batch, and the decoded rows are gathered
-  (`process_allgather`), so every process gets the hypotheses one process alone would.
-  """
-  size, length = exp.config.data.eval_batch_size, exp.data.max_source_length
-  rows = _process_rows(exp.mesh, size)
-  hyps = []
-  for start in range(0, len(examples), size):
-    chunk = examples[start : start + size]
-    ids = np.zeros((rows.stop - rows.start, length), np.int32)
-    for j, (src, _) in enumerate(chunk[rows]):
-      toks = exp.data.tokenizer.encode(src)[: length - 1] + [exp.data.eos_id]
-      ids[j, : len(toks)] = toks
-    out = decode_fn(variables, step_lib.global_batch({"inputs": ids}, exp.mesh)["inputs"])
-    out = multihost_utils.process_allgather(out, tiled=True)
-    hyps += [exp.data.tokenizer.decode(row.tolist()) for row in np.asarray(out)[: len(chunk)]]
-  return hyps
-
-
-def evaluate(exp: Experiment, eval_step, decode_fn, variables) -> dict:
-  """Validation loss / accuracy / perplexity, plus BLEU and exact match for translation.
-
-  Several processes: each feeds its shard of the eval split (`data.eval_batches()`, as many batches on every
-  process) into a global batch, and the jitted step sums over the global batch, so every process gets the sums of
-  the whole split; decoding is split and gathered by `decode_examples`. Every process returns the same numbers.
-  """
-  sums = {"loss_sum": 0.0, "tokens": 0.0, "correct": 0.0}
-  key = jax.random.key(exp.config.train.seed + 1)
-  for i, batch in enumerate(exp.data.eval_batches()):
-    out = eval_step(variables, step_lib.global_batch(batch, exp.mesh), jax.random.fold_in(key, i))
-    sums = {k: sums[k] + float(out[k]) for k in sums}
-  loss = sums["loss_sum"] / max(sums["tokens"], 1.0)
-  result = {
-      "loss": loss,
-      "accuracy": sums["correct"] / max(sums["tokens"], 1.0),
-      "perplexity": math.exp(min(loss, 50.0)),
-  }
-  if decode_fn is not None:
-    examples = exp.data.eval_examples()[: exp.config.train.num_decode_examples]
-    hyps = decode_examples(exp, decode_fn, variables, examples)
-    result.update(decode_lib.translation_metrics(hyps, [ref for _, ref in examples]))
-  return result
 
 
 def _nonfinite_paths(grad_finite, names) -> list[str]:
@@ -307,7 +200,7 @@ def _train_and_evaluate(
   metrics_lib.write_status(workdir, "running", step, total_steps=cfg.num_steps)
   if cfg.eval_at_init and step == 0 and cfg.num_steps > 0:
     # The loss at init and the targets' unigram entropy: what analysis/outcomes.py classifies a run against.
-    result = evaluate(exp, eval_step, decode_fn, state.eval_variables())
+    result = evaluation.evaluate(exp, eval_step, decode_fn, state.eval_variables())
     writer.write_scalars(0, result, split="eval")
     if jax.process_index() == 0:
       stats = {"split": exp.config.data.eval_split, **exp.data.target_unigram_entropy()}
@@ -389,7 +282,7 @@ def _train_and_evaluate(
       if step % cfg.log_every == 0 or at_end or due:
         log(step, metrics, extra)
     if step % cfg.eval_every == 0 or at_end:
-      result = evaluate(exp, eval_step, decode_fn, state.eval_variables())
+      result = evaluation.evaluate(exp, eval_step, decode_fn, state.eval_variables())
       writer.write_scalars(step, result, split="eval")
       last_eval = (step, result)
       logging.info("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in result.items()}))

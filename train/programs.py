@@ -55,7 +55,7 @@ def optimizer(optim_config: Any, model_config: Any, params: Any, total_steps: in
 
 
 def train_step(exp: Any) -> Callable:
-  """The jitted train step of a `train.loop.Experiment` (`train.step.make_train_step`, `jit_train_step`) with the
+  """The jitted train step of a `train.experiment.Experiment` (`train.step.make_train_step`, `jit_train_step`) with the
   state's shardings kept in and out."""
   cfg, qk_clip = exp.config.train, exp.config.optim.qk_clip
   shardings = jax.tree.map(lambda x: x.sharding, exp.state)
@@ -77,7 +77,7 @@ def train_step(exp: Any) -> Callable:
 
 
 def eval_step(exp: Any) -> Callable:
-  """The jitted eval step of a `train.loop.Experiment` (`train.step.make_eval_step`)."""
+  """The jitted eval step of a `train.experiment.Experiment` (`train.step.make_eval_step`)."""
   rate = exp.config.train.mlm_mask_rate
   return built_once(
       ("eval_step", exp.model, rate), lambda: jax.jit(step_lib.make_eval_step(exp.model, mlm_mask_rate=rate))
