@@ -29,9 +29,7 @@ from ml_collections import config_flags
 import curvax
 import experiments
 import experiments.baseline
-import experiments.grid
-import experiments.run
-import experiments.shard
+import experiments.command
 import train.cli
 import train.config
 import train.distributed
@@ -44,66 +42,27 @@ if __name__ == "__main__":  # before the flag is defined: ml_collections applies
 config_flags.DEFINE_config_file("config", train.cli.DEFAULT_CONFIG, "Experiment config file.", lock_config=True)
 flags.DEFINE_string("workdir", None, "Output directory (default: runs/<config name>); rerunning it resumes.")
 FLAGS = flags.FLAGS
-MODES = ("train", "analyze", "sweep", "claim", "baseline")
-EXIT_DIVERGED = 3
-EXIT_CRASHED = 4  # a sweep or claim in which some run crashed (after every other run finished)
-EXIT_PREEMPTED = 143  # 128 + SIGTERM
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
-EXIT_WRITE_FAILED = 5  # a file could not be written (a full disk, a quota): status.json says `failed`
-EXIT_INCOMPLETE = 6  # a sweep shard ended with runs of its own share undone (held by a live process elsewhere)
+MODES = ("train", "analyze", "sweep", "claim", "baseline")  # exit statuses: train/cli.py
 
 
 def main(argv):
   del argv
   if FLAGS.verbosity <= 0:
     logging.get_absl_handler().python_handler.addFilter(train.cli.ProjectInfoOnly())  # ABSLHandler delegates to it
-  if FLAGS.config.mode not in MODES:
-    config_boundary(_raise(ValueError(f"config.mode={FLAGS.config.mode!r} is invalid; valid: {list(MODES)}")))
+  config_boundary(lambda: train.cli.check_mode(FLAGS.config.mode, MODES))
   # The config boundary, before any device or data is touched: 'auto' keys derived, every subtree validated.
   config = config_boundary(lambda: train.config.resolve(FLAGS.config, groups=experiments.GROUPS))
   config_boundary(lambda: train.cli.check_data_dir(config.data))
   config_name = os.path.splitext(os.path.basename(FLAGS["config"].config_filename))[0]
   workdir = FLAGS.workdir or os.fspath(epath.Path("runs") / config_name)  # a URI (gs://...) is kept as it is
   config_boundary(lambda: train.cli.check_workdir(workdir))
-  if (
-      config.mode in ("sweep", "claim")
-      and config.groups["sweep"].parallel > 1
-      and config.groups["sweep"].stage == "run"
-  ):
-    # k runs at once: k processes of this command, each a shard of this one's runs on its own devices (before this
-    # process touches a device: JAX would take the GPUs' memory)
-    # (a claim's processes train; this one runs its extension rounds and decides: experiments/run.py)
-    sweep = config.sweep
-    shard = config_boundary(lambda: experiments.shard.resolve_shard(sweep.shard, sweep.num_shards)[:2])
-    config_boundary(lambda: experiments.grid.cells(config.source))
-    if config.mode == "claim":
-      run = lambda: experiments.run.run_claim_parallel(config, workdir, sys.argv[1:], sweep.parallel, shard)
-    else:
-      run = lambda: experiments.shard.run_parallel(sys.argv[1:], sweep.parallel, shard)
-    sys.exit(config_boundary(run))
+  if experiments.command.parallel(config):  # k processes of this command, before this one touches a device
+    sys.exit(experiments.command.run_parallel(config, workdir, sys.argv[1:]))
   # Several hosts: join the run before anything touches a device (train/distributed.py; one process: nothing).
   train.distributed.initialize(config.distributed)
   logging.info("JAX devices: %s; process %d of %d", jax.devices(), jax.process_index(), jax.process_count())
   if config.mode in ("sweep", "claim"):  # every cell × seed in <workdir>/cells/, diverged and crashed runs
-    # the grid (keys, values, syntax) and the array's shard, before any compute: one line each (EXIT_CONFIG)
-    config_boundary(lambda: experiments.grid.cells(config.source))
-    config_boundary(lambda: experiments.shard.resolve_shard(config.sweep.shard, config.sweep.num_shards))
-    experiments.sweep.use_compilation_cache(config, workdir)  # recorded; the runs share compiled programs
-    try:  # the resolved config: its typed groups are not typed again below
-      if config.mode == "claim":
-        crashed = experiments.run.run_claim(config, workdir)["runs"].get("crashed", 0)
-      else:
-        crashed = sum(r["outcome"] == "crashed" for r in experiments.run_sweep(config, workdir))
-    except train.stops.Preempted as e:
-      logging.warning("Sweep %s; rerun the same command to resume", e)
-      sys.exit(_exit_code(e))
-    except experiments.sweep.SweepIncomplete as e:
-      logging.error("Sweep incomplete: %s", e)
-      sys.exit(EXIT_INCOMPLETE)
-    if crashed:
-      logging.error("%d run(s) crashed (tracebacks above; results.jsonl has their errors)", crashed)
-      sys.exit(EXIT_CRASHED)
-    return
+    sys.exit(experiments.command.run_sweep_or_claim(config, workdir))
   if config.mode in ("train", "baseline"):  # a rerun resumes: it must train what the workdir's run trained
     config_boundary(
         lambda: train.config.check_unchanged(
@@ -128,24 +87,13 @@ def main(argv):
       )
   except train.stops.Diverged as e:
     logging.error("Run diverged: %s (see %s/status.json)", e, workdir)
-    sys.exit(EXIT_DIVERGED)
+    sys.exit(train.cli.EXIT_DIVERGED)
   except train.stops.Preempted as e:
     logging.warning("Run %s (see %s/status.json)", e, workdir)
-    sys.exit(_exit_code(e))
+    sys.exit(train.cli.exit_code(e))
   except train.stops.WriteFailed as e:
     logging.error("Run %s (see %s/status.json); rerun the same command once there is space", e, workdir)
-    sys.exit(EXIT_WRITE_FAILED)
-
-
-def _exit_code(stop: train.stops.Preempted) -> int:
-  return EXIT_INTERRUPTED if stop.status == "interrupted" else EXIT_PREEMPTED
-
-
-def _raise(error: Exception):
-  def check():
-    raise error
-
-  return check
+    sys.exit(train.cli.EXIT_WRITE_FAILED)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ The runner: `grid` parses `config.sweep` (`SweepConfig`) and the grid into cells
 (resumable, diverged and crashed runs recorded as outcomes); `report` writes a sweep's table and figures, `plots` is
 the figures' kit; `study` is the contract of a study and `registry` the studies; `run` runs one claim (its sweep,
 then measure / verdict / figures into claim.json); `reproduce` runs every claim and `reproduction` writes
-REPRODUCTION.md and ATLAS.md from their records; `provenance` says where a result came from. `claims/` holds the
-studies alone (the papers' claims and the atlas's questions) and the rules several of them share. Above `analysis/`
-and `train/`; only main.py imports it.
+REPRODUCTION.md and ATLAS.md from their records; `provenance` says where a result came from; `command` is main.py's
+sweep and claim modes (to an exit status). `claims/` holds the studies alone (the papers' claims and the atlas's
+questions) and the rules several of them share. Above `analysis/` and `train/`; only main.py imports it.
 """
 
 from experiments.grid import SweepConfig, cells, parse_grid

@@ -19,7 +19,7 @@ import pytest
 
 from tests import tiny
 from train import checkpoint as checkpoint_lib
-from train import loop, stops
+from train import cli, loop, stops
 from train import metrics as metrics_lib
 from train.metrics import read_metrics, read_status
 
@@ -249,12 +249,10 @@ def test_main_py_sigterm_exits_143_and_the_rerun_equals_an_uninterrupted_run(tmp
 
 
 def test_main_py_exit_codes_of_a_stop():
-  import main  # noqa: PLC0415 (its flags are defined once per process, at import)
-
-  assert main._exit_code(stops.Interrupted(5)) == main.EXIT_INTERRUPTED == 128 + signal.SIGINT
-  assert main._exit_code(stops.Preempted(5)) == main.EXIT_PREEMPTED == 128 + signal.SIGTERM
-  assert main._exit_code(stops.SetupStopped("interrupted", 0)) == main.EXIT_INTERRUPTED
-  assert main._exit_code(stops.SetupStopped("preempted", 0)) == main.EXIT_PREEMPTED
+  assert cli.exit_code(stops.Interrupted(5)) == cli.EXIT_INTERRUPTED == 128 + signal.SIGINT
+  assert cli.exit_code(stops.Preempted(5)) == cli.EXIT_PREEMPTED == 128 + signal.SIGTERM
+  assert cli.exit_code(stops.SetupStopped("interrupted", 0)) == cli.EXIT_INTERRUPTED
+  assert cli.exit_code(stops.SetupStopped("preempted", 0)) == cli.EXIT_PREEMPTED
 
 
 @pytest.mark.parametrize("signum, status", [(signal.SIGTERM, "preempted"), (signal.SIGINT, "interrupted")])

@@ -3,9 +3,10 @@ or key, the value and the valid choices, and exit status `EXIT_CONFIG`, the trac
 
   * `check_override_keys(argv)`: an override of a key the config does not have, before absl parses the flags;
   * `parse_flags(argv)`: absl's flag parsing (a flag of the wrong type, a config file missing or that does not load);
-  * `config_boundary(check)`: a ValueError of `check()` (a key's value, the data folder `check_data_dir`, the
-    workdir `check_workdir`);
+  * `config_boundary(check)`: a ValueError of `check()` (a key's value, the mode `check_mode`, the data folder
+    `check_data_dir`, the workdir `check_workdir`);
   * `ProjectInfoOnly`: at the default verbosity, INFO lines come from this project only.
+The command's exit statuses are here too (`EXIT_*`; `exit_code(stop)` for a run stopped by a signal).
 """
 
 import difflib
@@ -17,10 +18,17 @@ import sys
 from absl import flags
 
 import train.config
+from train import stops
 
 FLAGS = flags.FLAGS
 DEFAULT_CONFIG = "configs/default.py"
 EXIT_CONFIG = 2  # a config error, before any compute (one line on stderr)
+EXIT_DIVERGED = 3  # a non-finite loss or gradient: a research outcome, not a crash
+EXIT_CRASHED = 4  # a sweep or claim in which some run crashed (after every other run finished)
+EXIT_PREEMPTED = 143  # 128 + SIGTERM
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_WRITE_FAILED = 5  # a file could not be written (a full disk, a quota): status.json says `failed`
+EXIT_INCOMPLETE = 6  # a sweep shard ended with runs of its own share undone (held by a live process elsewhere)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: this file is train/cli.py
 
 
@@ -92,6 +100,16 @@ def config_boundary(check):
       raise
     print(f"main.py: {e}", file=sys.stderr)
     sys.exit(EXIT_CONFIG)
+
+
+def exit_code(stop: stops.Preempted) -> int:
+  return EXIT_INTERRUPTED if stop.status == "interrupted" else EXIT_PREEMPTED
+
+
+def check_mode(mode: str, modes: tuple[str, ...]) -> None:
+  """A `config.mode` that is none of `modes` (main.py's) is a config error."""
+  if mode not in modes:
+    raise ValueError(f"config.mode={mode!r} is invalid; valid: {list(modes)}")
 
 
 def check_data_dir(data) -> None:
