@@ -17,7 +17,8 @@ from etils import epath
 from grain._src.core import sharding as grain_sharding
 from orbax.checkpoint import checkpoint_managers
 
-from train.checkpoint import Checkpointer, PreemptionNotice, checkpoint_directory
+from train.checkpoint import Checkpointer, checkpoint_directory
+from train.preemption import PreemptionNotice
 
 
 @flax.struct.dataclass

@@ -19,7 +19,7 @@ import pytest
 
 from tests import tiny
 from train import checkpoint as checkpoint_lib
-from train import cli, loop, stops
+from train import cli, loop, preemption, stops
 from train import metrics as metrics_lib
 from train.metrics import read_metrics, read_status
 
@@ -110,7 +110,7 @@ def test_a_second_ctrl_c_aborts_at_once():
 
   before = signal.getsignal(signal.SIGINT)
   with pytest.raises(KeyboardInterrupt):
-    with checkpoint_lib.PreemptionNotice(NoCheckpointer()) as notice:
+    with preemption.PreemptionNotice(NoCheckpointer()) as notice:
       assert not notice.reached(1)
       os.kill(os.getpid(), signal.SIGINT)
       assert notice.reached(2) and notice.interrupted

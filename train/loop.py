@@ -14,7 +14,7 @@ parameters whose gradients were non-finite, the last good checkpoint stays, and 
 to turn into a non-zero exit code. Step hooks (`StepHook`: a measurement every k steps that the layers above build,
 e.g. the curvature record of `train.curvature_every`, experiments/hooks.py) run on the state after the step and their
 scalars go into that step's train record. A preemption (SIGTERM, or orbax's preemption sync point with jax.distributed;
-`train.checkpoint.PreemptionNotice`) finishes the current step, checkpoints it (forced), writes `status.json` =
+`train.preemption.PreemptionNotice`) finishes the current step, checkpoints it (forced), writes `status.json` =
 `preempted` with the step and raises `stops.Preempted`; rerunning the workdir resumes from that step bit for bit.
 With `train.eval_at_init`, a run that starts at step 0 is evaluated before its first update (an eval record at
 step 0: the loss at init) and writes `data_stats.json` (the eval targets' unigram entropy): the two references
@@ -40,6 +40,7 @@ from train import data as data_lib
 from train import decode as decode_lib
 from train import evaluation, programs, stops
 from train import metrics as metrics_lib
+from train import preemption as preemption_lib
 from train import qk_clip as qk_clip_lib
 from train import step as step_lib
 from train import trackers as trackers_lib
@@ -145,10 +146,10 @@ def train_and_evaluate(exp: Experiment, hooks: Sequence[StepHook] = ()) -> Train
     if not isinstance(hook, StepHook):
       raise TypeError(f"hooks must be train.loop.StepHook instances, got {type(hook).__name__}")
   at = {"step": exp.start_step}  # the step the loop is at, for a failure's status
-  with checkpoint_lib.PreemptionNotice(exp.checkpointer) as preemption:
+  with preemption_lib.PreemptionNotice(exp.checkpointer) as preemption:
     try:
       return _train_and_evaluate(exp, preemption, hooks, at)
-    except KeyboardInterrupt:  # the second Ctrl-C (checkpoint.PreemptionNotice): a true status, then stop
+    except KeyboardInterrupt:  # the second Ctrl-C (preemption.PreemptionNotice): a true status, then stop
       last = exp.checkpointer.latest_step()
       with contextlib.suppress(OSError):
         metrics_lib.write_status(exp.workdir, "interrupted", at["step"], reason="a second Ctrl-C", last_checkpoint=last)
@@ -169,7 +170,7 @@ def train_and_evaluate(exp: Experiment, hooks: Sequence[StepHook] = ()) -> Train
 
 
 def _train_and_evaluate(
-    exp: Experiment, preemption: checkpoint_lib.PreemptionNotice, hooks: tuple[StepHook, ...], at: dict
+    exp: Experiment, preemption: preemption_lib.PreemptionNotice, hooks: tuple[StepHook, ...], at: dict
 ) -> TrainState:
   cfg = exp.config.train
   workdir = exp.workdir

@@ -16,8 +16,8 @@ import jax
 import orbax.checkpoint as ocp
 from etils import epath
 
-from train import checkpoint as checkpoint_lib
 from train import metrics as metrics_lib
+from train import preemption
 
 
 class Diverged(RuntimeError):
@@ -91,7 +91,7 @@ def stops_during_setup(workdir: str):
   """Turns SIGTERM and Ctrl-C inside the block into `SetupStopped` with a true status.json (`preempted` /
   `interrupted`, at the last checkpoint's step or 0, pid and host), one line instead of a traceback. A run whose
   status says it ended (finished, diverged) keeps it: an analysis of a trained workdir stopped midway changes
-  nothing. Single process on the main thread only, as `checkpoint.PreemptionNotice`; elsewhere signals keep theirs."""
+  nothing. Single process on the main thread only, as `preemption.PreemptionNotice`; elsewhere signals keep theirs."""
   own = jax.process_count() == 1 and threading.current_thread() is threading.main_thread()
   previous = signal.signal(signal.SIGTERM, _raise_sigterm) if own else None
   try:
@@ -108,4 +108,4 @@ def stops_during_setup(workdir: str):
     raise SetupStopped(status, step) from None
   finally:
     if own:
-      signal.signal(signal.SIGTERM, checkpoint_lib.restorable(previous, signal.SIG_DFL))
+      signal.signal(signal.SIGTERM, preemption.restorable(previous, signal.SIG_DFL))
