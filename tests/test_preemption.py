@@ -304,6 +304,9 @@ def test_main_py_ctrl_c_during_setup_is_one_line_and_interrupted(tmp_path):
       stdout=subprocess.DEVNULL,
       stderr=subprocess.PIPE,
       text=True,
+      # The disposition an interactive shell gives its foreground job: a suite started in the background by a
+      # non-interactive shell passes SIGINT on ignored, and Python then installs no KeyboardInterrupt handler.
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
   )
   try:
     lines = []
