@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.main_server import MainServer
 from train import cli
 
 pytestmark = pytest.mark.slow  # end to end: the slow tier (pytest.ini)
@@ -78,10 +79,10 @@ def _data(folder, short: str = "", empty: str = "") -> str:
         (lambda d: _data(d, empty="test_2016_flickr.en.gz"), "test_2016_flickr.en.gz has 0 lines"),
     ],
 )
-def test_a_bad_data_folder_is_one_line_naming_the_file(make, phrase, tmp_path):
+def test_a_bad_data_folder_is_one_line_naming_the_file(make, phrase, tmp_path, server):
   folder = make(tmp_path / "multi30k")
   args = ["--config=configs/t5_init.py", "--config.data.name=multi30k", f"--config.data.dir={folder}"]
-  test_a_bad_invocation_is_one_line_and_exit_2(args, {}, phrase, tmp_path)
+  test_a_bad_invocation_is_one_line_and_exit_2(args, {}, phrase, tmp_path, server)
 
 
 def test_a_workdir_that_is_a_file_is_one_line(tmp_path):
@@ -97,16 +98,30 @@ def test_a_workdir_that_is_a_file_is_one_line(tmp_path):
   assert out.returncode == 2 and len(lines) == 1 and "(a file, not a folder)" in lines[0], out.stderr[-2000:]
 
 
+@pytest.fixture(scope="module")
+def server():
+  """main.py's runs forked from one process that imported its modules once (tests/main_server.py)."""
+  with MainServer() as s:
+    yield s
+
+
+def test_the_server_runs_main_py_as_a_process_of_its_own_would(tmp_path, server):
+  """The same bad invocation through the server and as `python main.py`: the same exit status and stderr lines
+  (absl's log lines aside), and a child's environment is its own (SLURM's variables reach it, not the next)."""
+  args = [SWEEP, f"--workdir={tmp_path / 'w'}"]
+  env = {**os.environ, "SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "2"}
+  real = subprocess.run([sys.executable, "main.py", *args], cwd=REPO, env=env, capture_output=True, text=True)
+  forked = server.run(args, env=env)
+  error_lines = lambda p: [line for line in p.stderr.splitlines() if line.strip() and not LOG.match(line)]
+  assert real.returncode == forked.returncode == 2
+  assert error_lines(real) == error_lines(forked) and "SLURM_ARRAY_TASK_ID=5 is invalid" in error_lines(real)[0]
+  again = server.run([*args, "--config.sweep.shard=3/2"], env=dict(os.environ))
+  assert again.returncode == 2 and "SLURM" not in "".join(error_lines(again)), again.stderr[-2000:]
+
+
 @pytest.mark.parametrize("args, env, phrase", CASES, ids=[" ".join(a[1:]) or a[0] for a, _, _ in CASES])
-def test_a_bad_invocation_is_one_line_and_exit_2(args, env, phrase, tmp_path):
-  out = subprocess.run(
-      [sys.executable, "main.py", *args, f"--workdir={tmp_path / 'w'}"],
-      cwd=REPO,
-      env={**os.environ, **env},
-      capture_output=True,
-      text=True,
-      timeout=300,
-  )
+def test_a_bad_invocation_is_one_line_and_exit_2(args, env, phrase, tmp_path, server):
+  out = server.run([*args, f"--workdir={tmp_path / 'w'}"], env={**os.environ, **env})
   lines = [line for line in out.stderr.splitlines() if line.strip() and not LOG.match(line)]
   assert out.returncode == 2, out.stderr[-3000:]
   assert len(lines) == 1 and lines[0].startswith("main.py: ") and phrase in lines[0], lines

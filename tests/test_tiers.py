@@ -1,9 +1,10 @@
 """The suite's two tiers (pytest.ini): `slow` is a registered marker under `--strict-markers`, and every test that runs
 the project end to end carries it, so `python -m pytest -m "not slow"` stays the quick loop while developing. A test
-runs end to end when it, a module-scoped fixture it takes or a function of its module it calls starts `main.py` or a
-shell script (a string "main.py" or "*.sh"), the processes of a multi-process run (the `jax_processes` fixture) or a
-module's `SCRIPT`, or runs the training loop (`train_and_evaluate`) or a coordinate check (training steps at every
-width or depth). Read from the test files' syntax trees: nothing is imported or collected."""
+runs end to end when it, a module-scoped fixture it takes or a function of its module it calls starts `main.py` (a
+string "main.py", or tests/main_server.py's `MainServer`) or a shell script ("*.sh"), the processes of a
+multi-process run (the `jax_processes` fixture) or a module's `SCRIPT`, or runs the training loop
+(`train_and_evaluate`) or a coordinate check (training steps at every width or depth). Read from the test files'
+syntax trees: nothing is imported or collected."""
 
 import ast
 import configparser
@@ -13,7 +14,7 @@ import shlex
 import pytest
 
 TESTS = pathlib.Path(__file__).resolve().parent
-END_TO_END_NAMES = {"jax_processes", "train_and_evaluate", "SCRIPT"}  # SCRIPT: a script a test file runs
+END_TO_END_NAMES = {"jax_processes", "train_and_evaluate", "SCRIPT", "MainServer"}  # SCRIPT: a script a test file runs
 COORD_CHECKS = {"coord_check", "depth_coord_check"}  # analysis.coord_check's: training steps at every width or depth
 # Tests that call an end-to-end helper and stop before any compute (the train step replaced by a failure): fast.
 STOP_BEFORE_COMPUTE = {
