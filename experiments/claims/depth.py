@@ -223,9 +223,12 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
   fig, ax = plots.plt.subplot_mosaic(mosaic, figsize=(4.2 * ncol, 3.6 * len(mosaic) + 0.9), layout="constrained")
   losses = [r["final_loss"] for g in runs.values() for c in g.values() for rs in c.values() for r in rs]
   top = transfer.clipped_top(losses)
+  base = with_at_base(m).get("at_base") or {}  # the rule's reading: each arm's loss at η_b, shallowest to deepest
   for i, a in enumerate(arms):  # final loss vs lr per depth; not-trained runs as 'x', at a clipped top without a loss
     x = ax[f"l{i}"]
     transfer.loss_vs_lr(x, runs[a], [int(L) for L in runs[a]], m["optima"][a], lcol, losses, top)
+    if base.get("lr"):
+      x.axvline(base["lr"], color="0.45", lw=1.0, ls="--")
     x.set_title(f"({chr(97 + i)}) {a}: final loss vs lr", fontsize=10)
     x.set(xlabel="peak lr", ylabel="final val. loss (nats, log scale)" if i % ncol == 0 else None)
   o = ax["o"]
@@ -239,9 +242,13 @@ def figure(m: dict, results: study.Results, out_dir: str, settings: str) -> list
     transfer.sharpness_vs_size(ax["s"], sharp, m["slopes"], acol, depths, word="depth", xlabel="layers per stack L")
     ax["s"].set_title(f"({chr(98 + len(arms))}) sharpness vs depth at η {ref}\n(mean ± seeds' std; reported)", fontsize=10)  # fmt: skip
   handles = [plots.plt.Line2D([], [], color=lcol[L], label=f"L = {L}") for L in depths]
+  if base.get("lr"):
+    handles.append(plots.plt.Line2D([], [], color="0.45", lw=1.0, ls="--", label=f"η_b = {base['lr']:g} (base-tuned)"))
   handles.append(transfer.not_trained_handle(top))
   plots.figure_legend(fig, handles, [h.get_label() for h in handles], max_cols=len(handles), fontsize=8)
-  plots.headline_title(fig, "Study 13 (Dey et al. 2025, CompleteP): the optimal lr and the sharpness across depth", settings)  # fmt: skip
+  what = "the loss at the base-tuned lr η_b and the optimal lr" + (" and the sharpness" if sharp else "")
+  decides = f"\nD_loss = Δ_CompleteP − Δ_SP at η_b = {stats.fmt(tuple(base['diff']))} (the rule)" if base.get("diff") else ""  # fmt: skip
+  plots.headline_title(fig, f"Study 13 (Dey et al. 2025, CompleteP): {what} across depth{decides}", settings)
   return [plots.save(fig, out_dir, "depth.png")]
 
 
