@@ -8,7 +8,7 @@ in the server has initialized a JAX backend, the one state a fork must not copy 
 so each child builds its own from its environment. A request whose environment differs from the server's in a variable
 JAX, XLA or Python read at import (JAX_*, XLA_*, PYTHON*) runs as a real subprocess instead.
 
-Why: the imports cost ~3 s of CPU a process, most of a bad-input test's whole cost, and the suite runs dozens.
+Why: the imports are most of what a bad-input run costs, and the suite runs dozens of them.
 
     with MainServer() as server:
       proc = server.run(["--config=configs/t5_init.py", "--config.mode=trian"], env={...}, cwd=REPO)
