@@ -24,6 +24,7 @@ def _matrix(seed, n=200):
   return (q * lam) @ q.T, rng
 
 
+@pytest.mark.slow  # over ~1.5 s alone (pytest.ini): three certified 80-step runs
 def test_a_warm_start_from_a_nearby_ritz_vector_certifies_the_same_eigenvalue_in_fewer_steps():
   a, rng = _matrix(0)
   first = curvax.top_eigenvalues(curvax.matrix_operator(jnp.asarray(a)), 1, num_steps=80, key=jax.random.key(0),
