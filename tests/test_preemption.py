@@ -298,16 +298,20 @@ def test_a_signal_during_setup_resumes_from_the_last_checkpoint_and_keeps_a_fini
 def test_main_py_ctrl_c_during_setup_is_one_line_and_interrupted(tmp_path):
   """A real Ctrl-C to `python main.py` a second after it logs its devices (while setup builds data and compiles): exit
   130, no traceback, status.json `interrupted` with pid and host."""
-  proc = subprocess.Popen(
-      [sys.executable, "main.py", f"--workdir={tmp_path}", *TINY],
-      cwd=REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=subprocess.PIPE,
-      text=True,
-      # The disposition an interactive shell gives its foreground job: a suite started in the background by a
-      # non-interactive shell passes SIGINT on ignored, and Python then installs no KeyboardInterrupt handler.
-      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-  )
+  # The disposition an interactive shell gives its foreground job: a suite started in the background by a
+  # non-interactive shell passes SIGINT on ignored, and Python then installs no KeyboardInterrupt handler. A handled
+  # signal is reset to its default at exec (an ignored one stays ignored), so the child starts with SIGINT's default.
+  int_before = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    proc = subprocess.Popen(
+        [sys.executable, "main.py", f"--workdir={tmp_path}", *TINY],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+  finally:
+    signal.signal(signal.SIGINT, int_before)
   try:
     lines = []
     for line in proc.stderr:  # the log goes to stderr
