@@ -21,6 +21,11 @@ type; an integer is a number for a float key), so the cells, their order and fol
 written as `sweep.grid`; `format_grid` writes it so (the processes of `sweep.parallel` get a claim's round on their
 command line). `sweep.grid`, when set, takes the place of `sweep.products`: the command line has the last word.
 `sweep_products(config)` is the one reading of either.
+
+A product may run its own number of seeds, `seeds=<n>` among its parts (`("seeds", n)` as data) in place of
+`sweep.seeds` (e.g. the cells a verdict reads more precisely than the rest); it is not a key of the config, not part of
+a cell's name or swept values, and a later round that repeats the product (`extend_grid`) keeps it.
+`cell_seeds(cell, sweep)` gives a cell's seeds.
 """
 
 import copy
@@ -37,7 +42,8 @@ from experiments import shard as shard_lib
 GRID_SYNTAX = (
     "'<key>=<v1>,<v2>,...' parts joined by ';' over leaf keys of the config (not mode, train.seed or sweep.*), "
     "e.g. 'optim.warmup_steps=0,400;init.scheme=xavier,bert'; products joined by '|' are a union, each optionally "
-    "named by '<label>: ' before it; '' = the base config alone"
+    "named by '<label>: ' before it, and may run its own number of seeds ('seeds=<n>' among its parts, in place of "
+    "sweep.seeds); '' = the base config alone"
 )
 RESERVED_KEYS = ("mode", "train.seed")  # the sweep sets these itself (train.seed from sweep.seeds)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]")
@@ -100,9 +106,10 @@ class SweepConfig(Section):
 
 PRODUCTS_SYNTAX = (
     "a tuple of products, each a tuple of (key, values) pairs, values a tuple or one value, and an optional "
-    "('arm', label) pair, e.g. ((('arm', 'Pre-LN'), ('model.norm_position', 'pre'), ('optim.warmup_steps', (0, 400))),)"
+    "('arm', label) pair and ('seeds', n) pair (its own number of seeds), e.g. ((('arm', 'Pre-LN'), ('model.norm_position', 'pre'), ('optim.warmup_steps', (0, 400))),)"
 )
 ARM = "arm"  # the pseudo-key of a product's label in `sweep.products`
+SEEDS = "seeds"  # the pseudo-key of a product's own number of seeds (`sweep.products` and `sweep.grid`)
 
 
 def _product_pairs(products: Any) -> tuple:
@@ -146,6 +153,24 @@ class Cell:
   overrides: dict[str, Any]
   params: dict[str, Any] = dataclasses.field(default_factory=dict)
   arm: str = ""  # the label of the cell's product ('' when unnamed)
+  seeds: int = 0  # its product's own number of seeds (`SEEDS`); 0: sweep.seeds
+
+
+def cell_seeds(cell: Cell, sweep: SweepConfig) -> range:
+  """The seeds `cell` runs: `sweep.first_seed` on, as many as its product's `seeds=<n>`, else `sweep.seeds`."""
+  return range(sweep.first_seed, sweep.first_seed + (cell.seeds or sweep.seeds))
+
+
+def seed_counts(config: ml_collections.ConfigDict) -> tuple[int, ...]:
+  """The distinct numbers of seeds the cells of the sweep of `config` run (`cell_seeds`), increasing."""
+  sweep = SweepConfig.from_config(config.sweep)
+  return tuple(sorted({len(cell_seeds(c, sweep)) for c in cells(config)} or {sweep.seeds}))
+
+
+def num_runs(config: ml_collections.ConfigDict) -> int:
+  """How many runs the sweep of `config` has: its cells' seeds summed (`cell_seeds`)."""
+  sweep = SweepConfig.from_config(config.sweep)
+  return sum(len(cell_seeds(c, sweep)) for c in cells(config))
 
 
 def _grid_error(grid: str, reason: str) -> ValueError:
@@ -237,13 +262,19 @@ def _data_product(product: tuple, config: ml_collections.ConfigDict) -> list[tup
     if key == ARM:
       continue
     fail = lambda why: invalid("sweep.products", product, PRODUCTS_SYNTAX, why)
+    if key == SEEDS:
+      if len(values) != 1 or type(values[0]) is not int or values[0] < 1:
+        raise fail(f"{SEEDS}={values!r}: a product's own number of seeds is one integer >= 1")
+    if key in (k for k, _ in axes):
+      raise fail(f"key {key!r} appears twice")
+    if key == SEEDS:
+      axes.append((key, list(values)))
+      continue
     if key in RESERVED_KEYS or key.startswith("sweep."):
       raise fail(f"key {key!r} is set by the sweep itself (seeds: sweep.seeds)")
     found = _lookup(config, key)
     if found is None:
       raise fail(f"key {key!r} is not a leaf key of the config (see configs/default.py)")
-    if key in (k for k, _ in axes):
-      raise fail(f"key {key!r} appears twice")
     if not values or len(set(map(repr, values))) < len(values):
       raise fail(f"key {key!r} has no value or repeats one")
     node, leaf = found
@@ -292,13 +323,14 @@ def parse_grid(grid: str, config: ml_collections.ConfigDict) -> list[tuple[str, 
   axes: dict[str, list[Any]] = {}
   for product in parse_products(grid, config):
     for key, values in product:
-      axes.setdefault(key, []).extend(v for v in values if v not in axes.get(key, []))
+      if key != SEEDS:
+        axes.setdefault(key, []).extend(v for v in values if v not in axes.get(key, []))
   return list(axes.items())
 
 
 def swept_keys(config: ml_collections.ConfigDict) -> list[str]:
   """The keys the sweep of `config` sets (`sweep_products`), each once, in the order they first appear."""
-  return list(dict.fromkeys(k for _, product in sweep_products(config) for k, _ in product))
+  return list(dict.fromkeys(k for _, product in sweep_products(config) for k, _ in product if k != SEEDS))
 
 
 def _parse_product(grid: str, text: str, config: ml_collections.ConfigDict) -> list[tuple[str, list[Any]]]:
@@ -311,6 +343,11 @@ def _parse_product(grid: str, text: str, config: ml_collections.ConfigDict) -> l
     if part.count("=") != 1:
       raise _grid_error(grid, f"part {part!r} needs exactly one '=' between the key and its values")
     key, values = (s.strip() for s in part.split("="))
+    if key == SEEDS:
+      if not re.fullmatch(r"[1-9][0-9]*", values) or key in (k for k, _ in axes):
+        raise _grid_error(grid, f"part {part!r}: a product's own number of seeds is one integer >= 1, given once")
+      axes.append((key, [int(values)]))
+      continue
     if key in RESERVED_KEYS or key.startswith("sweep."):
       raise _grid_error(grid, f"key {key!r} is set by the sweep itself (seeds: sweep.seeds)")
     found = _lookup(config, key)
@@ -367,16 +404,19 @@ def cells(config: ml_collections.ConfigDict) -> list[Cell]:
   the grid error on a bad grid or clashing names)."""
   grid = config.sweep.grid
   products = sweep_products(config)
-  swept = list(dict.fromkeys(k for _, product in products for k, _ in product))
+  swept = swept_keys(config)
   base = {}
   for key in swept:
     node, leaf = _lookup(config, key)
     base[key] = node[leaf]
   out = []
-  for label, axes in products:
+  for label, product in products:
+    own = dict(product).get(SEEDS, [0])[0]
+    axes = [(k, v) for k, v in product if k != SEEDS]
     for values in itertools.product(*[v for _, v in axes]):
       overrides = dict(zip([k for k, _ in axes], values))
-      out.append(Cell(cell_name(overrides), overrides, {k: overrides.get(k, base[k]) for k in swept}, label))
+      params = {k: overrides.get(k, base[k]) for k in swept}
+      out.append(Cell(cell_name(overrides), overrides, params, label, own))
   names = [c.name for c in out]
   if len(set(names)) < len(names):
     raise _grid_error(

@@ -100,8 +100,9 @@ def markdown_table(rows: list[dict], swept: list[str], metric: str) -> str:
   return "\n".join(lines) + "\n"
 
 
-def fixed_settings(config: Any, swept: list[str], seeds: int, first_seed: int = 0) -> str:
-  """The settings the sweep holds fixed, as a figure title (swept keys left out; no optimizer at 0 steps)."""
+def fixed_settings(config: Any, swept: list[str], seeds: Any, first_seed: int = 0) -> str:
+  """The settings the sweep holds fixed, as a figure title (swept keys left out; no optimizer at 0 steps). `seeds`:
+  the seeds per cell, or the distinct counts where products run their own (experiments/grid.py `seed_counts`)."""
   m, o, d, t = config.model, config.optim, config.data, config.train
   sizes = {k: (m[k] if m[k] is not None else PRESETS[m.preset][k]) for k in PRESETS[m.preset]}
   layers = {
@@ -128,8 +129,11 @@ def fixed_settings(config: Any, swept: list[str], seeds: int, first_seed: int = 
   else:
     items.append(("train.num_steps", "at init"))
   kept = [text for key, text in items if key not in swept and not (key == "model.preset" and "model.d_model" in swept)]
-  last = first_seed + seeds - 1
-  return ", ".join(kept) + (f"; seeds {first_seed}–{last}" if seeds > 1 else f"; seed {first_seed}")
+  counts = sorted(set(seeds)) if isinstance(seeds, (tuple, list)) else [seeds]
+  last = first_seed + counts[-1] - 1
+  if len(counts) > 1:
+    return ", ".join(kept) + f"; seeds {first_seed}–{first_seed + counts[0] - 1} to {first_seed}–{last} (per product)"
+  return ", ".join(kept) + (f"; seeds {first_seed}–{last}" if counts[0] > 1 else f"; seed {first_seed}")
 
 
 MAX_LINES = 12  # the cells one panel draws; a sweep with more is drawn as small multiples (`panels`)
@@ -325,7 +329,7 @@ def plot_final_metric(rows: list[dict], swept: list[str], metric: str, title: st
 
 
 def write_report(
-    records: list[dict], workdir: str, *, swept: list[str], metric: str, config: Any, seeds: Optional[int] = None
+    records: list[dict], workdir: str, *, swept: list[str], metric: str, config: Any, seeds: Any = None
 ) -> dict[str, str]:
   """results.md, curves.png and final_metric.png of `records` in `workdir`; returns their paths. A sweep that trains
   nothing (train.num_steps = 0: analyses at init) has no curves: only the table is written."""

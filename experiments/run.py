@@ -62,7 +62,8 @@ def decide(config: Any, workdir: str, records: list[dict], seconds: float = floa
   cc, sweep, source = config.claim, config.sweep, config.source  # the study reads the config as written
   claim = get_claim(cc.name)
   swept = grid_lib.swept_keys(source)
-  settings = report.fixed_settings(source, swept, sweep.seeds, sweep.first_seed)
+  counts = grid_lib.seed_counts(source)
+  settings = report.fixed_settings(source, swept, counts, sweep.first_seed)
   results = study.Results(workdir, records, source, settings)
   measured = claim.measure(results)
   verdict = claim.verdict(measured)
@@ -81,7 +82,7 @@ def decide(config: Any, workdir: str, records: list[dict], seconds: float = floa
           scale=cc.scale,
           settings=settings,
           swept=swept,
-          seeds=sweep.seeds,
+          seeds=counts[0] if len(counts) == 1 else list(counts),
           data=data_description(source),
           thresholds=claim.thresholds,
           summary=claim.summary(measured),
@@ -121,7 +122,7 @@ def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging
   cc = config.claim
   claim = get_claim(cc.name)  # an unknown claim fails before any compute
   records = sweep_lib.run_sweep(config, workdir, emit=emit)
-  expected = len(grid_lib.cells(config.source)) * config.sweep.seeds
+  expected = grid_lib.num_runs(config.source)
   if not cc.decide:  # a process of `run_claim_parallel`: its parent extends and decides
     return dict(runs=_counts(records))
   for round_ in range(claim.max_rounds if claim.extend else 0):  # an adaptive grid (experiments/study.py)
@@ -135,7 +136,7 @@ def run_claim(config: Any, workdir: str, *, emit: Callable[[str], Any] = logging
     source.sweep.shard = "0/1"  # the round's runs are all this process's (docstring)
     config = config_lib.resolve(source, groups=GROUPS)
     records = sweep_lib.run_sweep(config, workdir, emit=emit)
-    expected = len(grid_lib.cells(config.source)) * config.sweep.seeds
+    expected = grid_lib.num_runs(config.source)
   if len(records) < expected:  # sweep.stage=prepare, or a shard of a job array whose sweep other shards still run
     emit(f"Claim {cc.name}: {len(records)} of {expected} runs recorded here; decided once every run is done")
     return dict(runs=_counts(records))
@@ -199,7 +200,7 @@ def run_claim_parallel(
     gather = copy.deepcopy(config)
     gather.sweep.stage, gather.sweep.shard = "gather", "0/1"
     records = sweep_lib.run_sweep(gather, workdir, emit=emit)
-    if len(records) < len(grid_lib.cells(config)) * config.sweep.seeds:
+    if len(records) < grid_lib.num_runs(config):
       emit(f"Claim {cc.name}: {len(records)} runs recorded; decided by the shard that ends last")
       return 0
     grid = _next_round(claim, config, workdir, records, round_ + 1, emit) if round_ < claim.max_rounds else None

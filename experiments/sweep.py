@@ -2,7 +2,8 @@
 
 Contract: `run_sweep(config, workdir)` takes the resolved config (`train.config.Config`, its `sweep` typed; a ConfigDict
 is resolved at the door), validates every cell's config before any compute (`train.config.resolve`; an error names the
-cell), then for each cell and seed s in first_seed..first_seed+seeds-1 (`sweep.first_seed`; train.seed = s) runs
+cell), then for each cell and seed s in first_seed..first_seed+seeds-1 (`sweep.first_seed`; train.seed = s; seeds:
+`sweep.seeds`, or the cell's product's own, experiments/grid.py `cell_seeds`) runs
 `train.loop.setup` + `train_and_evaluate` in `<root>/cells/<cell>/seed_<s>/` (`<root>`: `sweep.cells_dir`, else the
 workdir; one SentencePiece model in `<root>/tokenizer/` unless `data.tokenizer_dir` says otherwise).
 `sweep.analysis_at_init` runs `analysis.run.run_analysis` first, into `analysis/step_0/` as main.py does;
@@ -172,7 +173,7 @@ def plan(config: Any, workdir: str) -> list[tuple[grid_lib.Cell, int, train.conf
   root = runs_root(config, workdir)
   runs = []
   for cell in grid_lib.cells(config.source):
-    for seed in range(sweep.first_seed, sweep.first_seed + sweep.seeds):
+    for seed in grid_lib.cell_seeds(cell, sweep):
       cell_config = grid_lib.cell_config(config.source, cell, seed, tokenizer_dir=os.path.join(root, "tokenizer"))
       if "metrics" in cell_config and not cell_config.metrics.group:
         cell_config.metrics.group = sweep_name(workdir)  # the runs' W&B / Trackio group
@@ -184,6 +185,12 @@ def plan(config: Any, workdir: str) -> list[tuple[grid_lib.Cell, int, train.conf
       grid_lib.check_analysis_steps(sweep.analysis_steps, resolved.train, f"sweep cell {cell.name}, seed {seed}")
       runs.append((cell, seed, resolved))
   return runs
+
+
+def _seeds_text(cells: list[grid_lib.Cell], sweep: grid_lib.SweepConfig) -> str:
+  """The seeds per cell, for the sweep's first line: '3', or '2–5' where products run their own (`cell_seeds`)."""
+  counts = sorted({len(grid_lib.cell_seeds(c, sweep)) for c in cells} or {sweep.seeds})
+  return str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
 
 
 def analyzed(sweep: grid_lib.SweepConfig, config: train.config.Config) -> bool:
@@ -246,7 +253,7 @@ def run_sweep(
   owner = shard_lib.owner_id()
   ours = sum(shard_lib.mine(i, shard) for i in range(len(runs)))
   emit(
-      f"Sweep in {workdir}: {len(cells)} cell(s) × {sweep.seeds} seed(s) = {len(runs)} run(s)"
+      f"Sweep in {workdir}: {len(cells)} cell(s) × {_seeds_text(cells, sweep)} seed(s) = {len(runs)} run(s)"
       + (f"; shard {shard_i}/{shard_n} ({shard_source}) runs {ours} of them" if sharded else "")
       + f"; {ours - len(todo)} already done, {len(todo)} to run"
   )
@@ -328,7 +335,8 @@ def run_sweep(
 def _write_report(config: train.config.Config, workdir: str, records: list[dict]) -> None:
   sweep, source = config.sweep, config.source  # the report states the config as written ('auto' keys as given)
   swept = grid_lib.swept_keys(source)
-  report.write_report(records, workdir, swept=swept, metric=sweep.metric, config=source, seeds=sweep.seeds)
+  counts = grid_lib.seed_counts(source)
+  report.write_report(records, workdir, swept=swept, metric=sweep.metric, config=source, seeds=counts)
 
 
 def gather(config: train.config.Config, workdir: str, runs: list, *, emit: Callable[[str], Any]) -> list[dict]:

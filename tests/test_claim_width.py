@@ -194,14 +194,15 @@ def test_a_straddling_shift_difference_names_the_seeds_per_cell_that_would_decid
 # ----------------------------------------------------------------------------- measure on hand-made run folders
 
 
-def _fake_sweep(tmp_path, seeds=2, arms=((claim.MU, 0.0, 0.0), (claim.SP, 1.0, -1.0))):
+def _fake_sweep(tmp_path, seeds=2, arms=((claim.MU, 0.0, 0.0), (claim.SP, 1.0, -1.0)), ref_seeds=None):
   """Runs whose sharpness is S = c·d^slope (µP 0, SP 1) and whose loss is (log2 lr − log2 η*(d))² + 3, η* moving
-  by 0 (µP) or −1 per width doubling (SP); seeds differ by ±1% of S. `arms`: (label, slope, move)."""
+  by 0 (µP) or −1 per width doubling (SP); seeds differ by ±1% of S. `arms`: (label, slope, move); `ref_seeds`:
+  the seeds of the reference lr 2^−9 (default `seeds`)."""
   records, lrs = [], [2.0**k for k in range(-12, -5)]
   for arm, slope, move in arms:
     for d in (32, 64, 256):
       for lr in lrs if d != 64 else [2.0**-9]:
-        for seed in range(seeds):
+        for seed in range(ref_seeds if ref_seeds and lr == 2.0**-9 else seeds):
           folder = tmp_path / "cells" / f"{arm}{d}{lr}" / f"seed_{seed}"
           folder.mkdir(parents=True)
           s = 0.5 * (d / 32) ** slope * (1 + 0.01 * (seed - 0.5))
@@ -238,6 +239,18 @@ def test_measure_reads_the_sharpness_window_the_optima_and_the_shifts(tmp_path):
   assert summary["best loss SP @ width 256"] == "3 ± 0.0071 at η 0.000244141"
 
 
+def test_rule_b_reads_the_seeds_every_lr_ran_when_the_reference_lr_runs_more(tmp_path):
+  """Seeds 2–4 at the reference lr alone (rule (a)'s) join its slope, not the optima: each of them has one lr, an
+  'optimum' at its grid's edge and a shift of 0 that would pull D towards 0."""
+  m = claim.measure(_fake_sweep(tmp_path, ref_seeds=5))
+  assert m["seeds"] == 2 and m["transfer_seeds"] == [0, 1]
+  assert [len(r["seeds"]) for r in m["sharpness"][claim.MU].values()] == [5, 5, 5]
+  assert m["shifts"]["|µP| − |SP|"][0] == pytest.approx(-3.0) and m["shifts"][claim.MU][0] == pytest.approx(0.0)
+  assert m["optima"][claim.MU]["32"]["log2_lr"] == pytest.approx(-9.0)
+  summary = claim.summary(json.loads(json.dumps(m)))  # the best loss over the same seeds 0, 1
+  assert summary["best loss µP @ width 32"] == "3 ± 0.0071 at η 0.00195312"
+
+
 # ------------------------------------------------------------------------------------------ the design, end to end
 
 
@@ -265,6 +278,13 @@ def test_the_design_at_every_scale(scale):
   t = width_config.TRANSFER_WIDTHS[scale]
   for arm in width_config.TRANSFER_ARMS[scale]:
     assert all(arms[arm][d] == set(lrs) for d in t)
+  sweep = grid_lib.SweepConfig.from_config(config.sweep)
+  for c in cells:  # the verdict arms' own seeds (rule (a) at the reference lr, rule (b) over the grid)
+    arm, lr = claim.parse_arm(c.arm)[0], c.params["optim.learning_rate"]
+    want = width_config.SEEDS[scale]
+    if arm in width_config.VERDICT_ARMS:
+      want = width_config.SHARPNESS_SEEDS[scale] if lr == ref else width_config.TRANSFER_SEEDS[scale]
+    assert len(grid_lib.cell_seeds(c, sweep)) == want, (c.arm, lr)
   if scale != "tiny":
     assert max(arms[claim.MU]) / min(arms[claim.MU]) >= 16 and max(t) / min(t) >= 8 and config.sweep.seeds >= 2
     assert max(arms[claim.SP]) / min(arms[claim.SP]) >= 16 and 100 <= config.train.num_steps <= 2000
@@ -303,4 +323,5 @@ def test_extensions_step_past_an_edge_optimum_and_the_grid_takes_them(tmp_path):
   written = grid_lib.format_grid(grid_lib.sweep_products(config))
   grid = grid_lib.extend_grid(written, config, {"SP @ width 32": {"optim.learning_rate": [0.016]}})
   added = grid.split(" | ")[len(written.split(" | ")) :]
-  assert len(added) == 1 and added[0].startswith("SP @ width 32: ") and added[0].endswith("optim.learning_rate=0.016")
+  assert len(added) == 1 and added[0].startswith("SP @ width 32: ")
+  assert added[0].endswith(f"optim.learning_rate=0.016;seeds={width_config.TRANSFER_SEEDS['cpu']}")  # rule (b)'s

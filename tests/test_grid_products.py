@@ -105,3 +105,52 @@ def test_products_of_another_shape_fail_at_the_config_boundary():
   config.sweep.products = ("model.norm_position=pre",)
   with pytest.raises(ValueError, match=r"config\.sweep\.products=.* is invalid; valid: a tuple of products"):
     grid_lib.SweepConfig.from_config(config.sweep)
+
+
+def test_a_product_may_run_its_own_seeds_in_either_form():
+  """`seeds=<n>` (data: ("seeds", n)) runs that product's cells n seeds from sweep.first_seed, the rest sweep.seeds;
+  it names no cell, is no swept key, round-trips through the string and survives an extension round."""
+  data = tiny.sweep_config(**{"sweep.grid": "", "sweep.seeds": 2, "sweep.first_seed": 3})
+  data.sweep.products = (
+      (("arm", "a"), ("optim.learning_rate", (1e-3, 2e-3)), ("seeds", 5)),
+      (("arm", "b"), ("optim.learning_rate", 1e-3), ("model.norm_position", "post")),
+  )
+  cells = grid_lib.cells(data)
+  sweep = grid_lib.SweepConfig.from_config(data.sweep)
+  assert [list(grid_lib.cell_seeds(c, sweep)) for c in cells] == [[3, 4, 5, 6, 7]] * 2 + [[3, 4]]
+  assert [c.name for c in cells][:2] == ["optim.learning_rate=0.001", "optim.learning_rate=0.002"]
+  assert grid_lib.num_runs(data) == 12 and grid_lib.seed_counts(data) == (2, 5)
+  assert grid_lib.swept_keys(data) == ["optim.learning_rate", "model.norm_position"]
+  written = grid_lib.format_grid(grid_lib.sweep_products(data))
+  assert written.startswith("a: optim.learning_rate=0.001,0.002;seeds=5 | b: ")
+  text = tiny.sweep_config(**{"sweep.grid": written, "sweep.seeds": 2})
+  assert _cells(text) == _cells(data) and [c.seeds for c in grid_lib.cells(text)] == [5, 5, 0]
+  grown = grid_lib.extend_grid(written, text, {"a": {"optim.learning_rate": [4e-3]}})
+  assert grown.endswith(" | a: optim.learning_rate=0.004;seeds=5")  # the round repeats the product, seeds and all
+
+
+@pytest.mark.parametrize(
+    "grid, products",
+    [
+        ("optim.learning_rate=1e-3;seeds=0", (("optim.learning_rate", 1e-3), ("seeds", 0))),
+        ("optim.learning_rate=1e-3;seeds=2,3", (("optim.learning_rate", 1e-3), ("seeds", (2, 3)))),
+        ("optim.learning_rate=1e-3;seeds=x", (("optim.learning_rate", 1e-3), ("seeds", 1.5))),
+        ("seeds=2;optim.learning_rate=1e-3;seeds=2", (("seeds", 2), ("optim.learning_rate", 1e-3), ("seeds", 2))),
+    ],
+)
+def test_a_bad_seeds_part_names_the_grid_and_why(grid, products):
+  with pytest.raises(ValueError, match=r"config\.sweep\.grid=.* is invalid \(part .*seeds.*one integer >= 1"):
+    grid_lib.cells(tiny.sweep_config(**{"sweep.grid": grid}))
+  config = tiny.sweep_config(**{"sweep.grid": ""})
+  config.sweep.products = (products,)
+  with pytest.raises(ValueError, match=r"config\.sweep\.products=.* is invalid \(.*(one integer >= 1|appears twice)"):
+    grid_lib.cells(config)
+
+
+def test_the_sweeps_plan_runs_each_products_own_seeds(tmp_path):
+  from experiments import sweep as sweep_lib  # noqa: PLC0415 (the runner, for its plan alone)
+
+  config = tiny.sweep_config(**{"sweep.grid": "a: optim.learning_rate=1e-3;seeds=3 | b: optim.learning_rate=2e-3"})
+  config.sweep.first_seed, config.sweep.seeds = 4, 1
+  plan = sweep_lib.plan(config, str(tmp_path))
+  assert [(c.arm, seed, r.train.seed) for c, seed, r in plan] == [("a", 4, 4), ("a", 5, 5), ("a", 6, 6), ("b", 4, 4)]

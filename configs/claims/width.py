@@ -18,9 +18,11 @@ One sweep (measure and verdict: experiments/claims/width.py), one named product 
   records  `train.curvature_every` with `analysis.preconditioned_top_k=1`: λ_max(H)(t), η(t)·λ_max(H) and Adam's
            η(t)·λ_max(M·P_t⁻¹H), M the run's per-layer lr multipliers (analysis/tracking.py), warm-started, on one
            fixed analysis batch; `train.eval_at_init` for the outcome classes (analysis/outcomes.py).
+  seeds    per cell `SEEDS`, but µP's and SP's: `SHARPNESS_SEEDS` at `REF_LR` (rule (a)) and `TRANSFER_SEEDS` over
+           the lr grid (rule (b)); from `FIRST_SEED` (cpu: fresh seeds on one machine, docs/design_log.md).
 Scales: tiny (tests: 1+1 layers, widths 16 and 32, lrs {1e-3, 2e-2} for SP and µP, 8 steps, 1 seed); cpu (2+2 layers,
-44 cells × 2 seeds = 88 runs of 200 steps, batch 32, Multi30k, SentencePiece 2000, ≈ 3 h on 2 cores; why this size:
-docs/design_log.md); paper (6+6 layers, 8 heads, widths 128 → 2048, 4096-token packed batches, 2000 steps, 3 seeds:
+44 cells, 132 runs of 200 steps before the extension rounds, batch 32, Multi30k, SentencePiece 2000, ≈ 4–5 h on 2
+cores; why this size: docs/design_log.md); paper (6+6 layers, 8 heads, widths 128 → 2048, 4096-token packed batches, 2000 steps, 3 seeds:
 4 accelerators, `DEVICES`).
 """
 
@@ -61,7 +63,13 @@ STEPS = {"tiny": 8, "cpu": 200, "paper": 2000}  # "the first few hundred steps" 
 WARMUP = {"tiny": 2, "cpu": 20, "paper": 200}  # a tenth of the run (docs/science.md §8)
 CURVATURE_EVERY = {"tiny": 2, "cpu": 20, "paper": 100}  # 10 records at cpu (steps 20, 40, …, 200)
 HEADS = {"tiny": 2, "cpu": 2, "paper": 8}
-SEEDS = {"tiny": 1, "cpu": 2, "paper": 3}
+SEEDS = {"tiny": 1, "cpu": 2, "paper": 3}  # per cell, but for the verdict arms' cells below
+# The verdict arms' (VERDICT_ARMS) own seeds, stated before their runs: at `REF_LR` (rule (a)'s slope) and over the
+# transfer grid (rule (b)'s D). cpu: the 2-seed record's slope scatter put µP's decision at ≈ 5 seeds per width and
+# D's at ≈ 3 per cell (its reason; docs/design_log.md).
+SHARPNESS_SEEDS = {"tiny": 1, "cpu": 5, "paper": 3}
+TRANSFER_SEEDS = {"tiny": 1, "cpu": 3, "paper": 3}
+FIRST_SEED = {"tiny": 0, "cpu": 2, "paper": 0}  # cpu: seeds 0–1 were seen (the 2-seed record) before these counts
 SIZES = {
     "tiny": {
         "model.num_encoder_layers": 1,
@@ -125,16 +133,30 @@ _TRAIN = {
 
 
 def products(scale: str) -> tuple:
-  """One product per arm × width, labelled "<arm> @ width <d>": the transfer arms at the transfer widths over `LRS`,
-  every other (arm, width) at `REF_LR` alone (module docstring)."""
+  """Products labelled "<arm> @ width <d>", per arm × width: the transfer arms at the transfer widths over `LRS`,
+  every other (arm, width) at `REF_LR` alone (module docstring); a verdict arm's lrs below `REF_LR`, `REF_LR` and
+  those above are three products where their seeds differ (`SHARPNESS_SEEDS`, `TRANSFER_SEEDS`), in the grid's order,
+  so the cells and their folders are those of one product (an extension round repeats the first: transfer seeds)."""
   parts = []
   for arm, keys in ARMS.items():
     widths = SHARPNESS_WIDTHS[scale] + (WIDEST[scale] if arm in VERDICT_ARMS else ())
     for d in sorted(set(widths) | set(TRANSFER_WIDTHS[scale] if arm in TRANSFER_ARMS[scale] else ())):
       transfer = arm in TRANSFER_ARMS[scale] and d in TRANSFER_WIDTHS[scale]
       lrs = LRS[scale] if transfer else (REF_LR[scale],)
-      sizes = (("model.d_model", d), ("model.d_ff", 4 * d))
-      parts.append((("arm", f"{arm} @ width {d}"), *keys, *sizes, ("optim.learning_rate", lrs)))
+      head = (("arm", f"{arm} @ width {d}"), *keys, ("model.d_model", d), ("model.d_ff", 4 * d))
+      ref, own = REF_LR[scale], arm in VERDICT_ARMS
+      groups = []  # (lrs, seeds pairs), adjacent groups of the same seeds merged: one product
+      for lrs_, n in (
+          ([lr for lr in lrs if lr < ref], TRANSFER_SEEDS[scale]),
+          ([lr for lr in lrs if lr == ref], SHARPNESS_SEEDS[scale]),
+          ([lr for lr in lrs if lr > ref], TRANSFER_SEEDS[scale]),
+      ):
+        seeds = (("seeds", n),) if own and n != SEEDS[scale] else ()
+        if lrs_ and groups and groups[-1][1] == seeds:
+          groups[-1][0].extend(lrs_)
+        elif lrs_:
+          groups.append((list(lrs_), seeds))
+      parts += [(*head, ("optim.learning_rate", tuple(g)), *seeds) for g, seeds in groups]
   return tuple(parts)
 
 
@@ -158,5 +180,6 @@ def get_config(scale: str = "cpu"):
   )
   config.sweep.products = products(scale)
   config.sweep.seeds = SEEDS[scale]
+  config.sweep.first_seed = FIRST_SEED[scale]
   config.sweep.metric = "eval/loss"
   return config

@@ -13,7 +13,8 @@ Measured (configs/claims/width.py: SP, NTK, µP and SP + µP's embedding lr × w
   sharpness  at `REF_LR`, S = the median of a run's records in `WINDOW` (its last two thirds); per arm the slope of
              log₂ S on log₂ d over every (width, seed) with its Student-t interval (experiments/stats.py);
   shift      per arm, log₂ η*(widest) − log₂ η*(narrowest transfer width), η* the parabola-refined optimum of the
-             trained lrs, and D = |shift µP| − |shift SP|, Student-t (95%) over the seeds (shared/transfer.py).
+             trained lrs, and D = |shift µP| − |shift SP|, Student-t (95%) over the seeds that ran every lr of µP's and
+             SP's transfer grids (the reference lr's cells run more seeds, for (a): configs/claims/width.py `SEEDS`).
 Rules (stated before any run):
   (a) sharpness  reproduced when µP's slope interval lies inside ±`FLAT` and SP's excludes 0; not reproduced when
                  µP's lies outside ±FLAT or SP's inside ±FLAT; otherwise inconclusive (more seeds narrow them);
@@ -81,14 +82,18 @@ def measure(results: study.Results) -> dict:
   sharp, slopes = transfer.sharpness_slopes(rows)
   grids = {a: w for a, w in arms.items() if sum(len(c) > 1 for c in w.values()) >= 2}
   twidths = sorted(set.intersection(*[{d for d, c in w.items() if len(c) > 1} for w in grids.values()])) if grids else []  # fmt: skip
-  optima = {a: {str(d): transfer.optimum(w[d]) for d in twidths} for a, w in grids.items()}
-  shifts = transfer.shift_intervals({a: {d: w[d] for d in twidths} for a, w in grids.items()}, twidths, DIFFS) if len(twidths) >= 2 else {}  # fmt: skip
-  seeds = min((len(runs) for w in arms.values() for c in w.values() for runs in c.values()), default=0)
+  # Rule (b) reads the seeds every lr of its arms ran (the reference lr's cells may run more, for rule (a))
+  common = transfer.common_seeds({a: {d: grids[a][d] for d in twidths} for a in (MU, SP) if a in grids})
+  tgrids = {a: {d: transfer.only_seeds(w[d], common) for d in twidths} for a, w in grids.items()}
+  optima = {a: {str(d): transfer.optimum(g[d]) for d in twidths} for a, g in tgrids.items()}
+  shifts = transfer.shift_intervals(tgrids, twidths, DIFFS) if len(twidths) >= 2 else {}
+  seeds = len(common) if grids else min((len(runs) for w in arms.values() for c in w.values() for runs in c.values()), default=0)  # fmt: skip
   unclassed = [f"{a} @ width {d} η {lr:g}" for a, w in arms.items() for d, c in w.items() for lr, runs in c.items() if any(r["cls"] is None for r in runs)]  # fmt: skip
   out.update(
       steps=steps,
       ref_lr=ref,
       seeds=seeds,
+      transfer_seeds=common,
       unclassed=unclassed,
       runs={
           a: {str(d): {format(lr, "g"): runs for lr, runs in c.items()} for d, c in w.items()} for a, w in arms.items()
@@ -240,7 +245,8 @@ def summary(m: dict) -> dict:
   out.update({f"shift {k}": stats.fmt(tuple(s)) for k, s in m["shifts"].items() if s})
   for a in m.get("optima", {}):  # reported, not decisive: what Kalra & Barkeshli 2026 call µP's benefit, the loss
     for d in m["transfer_widths"]:
-      best = transfer.best_loss(m["runs"][a][str(d)])
+      cells = m["runs"][a][str(d)]
+      best = transfer.best_loss(transfer.only_seeds(cells, m["transfer_seeds"]) if "transfer_seeds" in m else cells)
       if best:
         spread = "" if best[1] is None else f" ± {best[1]:.2g}"
         out[f"best loss {a} @ width {d}"] = f"{best[0]:.3g}{spread} at η {best[2]:g}"

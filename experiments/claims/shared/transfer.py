@@ -83,6 +83,19 @@ def resample(cells: dict[float, list[dict]], seeds: list[int]) -> dict[float, li
   return {lr: [r for s in seeds for r in runs if r["seed"] == s] for lr, runs in cells.items()}
 
 
+def common_seeds(grids: dict[str, dict[int, dict[float, list[dict]]]]) -> list[int]:
+  """The seeds that ran every lr of every size of every arm of `grids` {arm: {size: {lr: runs}}}: the seeds a
+  transfer rule reads where some cells ran more (the reference lr's, for a sharpness rule: experiments/grid.py
+  `cell_seeds`), so that each lr's mean and each seed's optimum stand on the same seeds."""
+  sets = [{r["seed"] for r in runs} for g in grids.values() for cells in g.values() for runs in cells.values()]
+  return sorted(set.intersection(*sets)) if sets else []
+
+
+def only_seeds(cells: dict, seeds: list[int]) -> dict:
+  """{lr: runs} with each lr's runs of `seeds` alone."""
+  return {lr: [r for r in runs if r["seed"] in seeds] for lr, runs in cells.items()}
+
+
 def shift(grid: dict[int, dict], sizes: list[int], seeds: Optional[dict] = None) -> Optional[float]:
   """log₂ η*(sizes[-1]) − log₂ η*(sizes[0]) over one arm's `grid` {size: {lr: runs}}, each size's runs resampled by
   `seeds[size]` when given; None when an end has no trained lr."""
