@@ -2,30 +2,25 @@
 
 Contract: `sweep.grid` is a string the command line can set, `'<key>=<v1>,<v2>;<key>=<v1>,...'`, e.g.
 `'optim.warmup_steps=0,400;init.scheme=xavier,bert'`; the cells are the product of the lists, in the order written
-(the last key varies fastest); '' is one cell, the base config. Several such products joined by '|' are a union
-(their cells in the order written), for comparisons that are not a product, e.g. two arms that each set several keys:
-`'model.norm_position=post;optim.warmup_steps=0,30 | model.norm_position=pre;optim.warmup_steps=0'` (3 cells). A
-product may be named by a label before a ':', `'Post-LN: model.norm_position=post | Pre-LN: model.norm_position=pre'`:
-its cells' `arm` (a study's name for the product, e.g. a method; '' for an unnamed product), recorded with each run
-and not part of the directory name, so two grids that name the same cells differently share their runs. A cell
-records the value of every swept key (the union's keys), the base config's where its part does not set it. Every
-key must be a leaf of the config (not `mode`, `train.seed`, which `sweep.seeds` sets, or a `sweep.*` key); each value is
-read as the type of the key's default (an integer, a number, `true`/`false`, a string; 'none' for a key whose default is
-None). A bad grid raises before any compute, in the config boundary's format (`configs.schema.invalid`):
-`config.sweep.grid='...' is invalid (<the bad part and why>); valid: <the syntax>`. `cells(config)` gives each cell's
-overrides and its filesystem-safe name (`optim.warmup_steps=0__init.scheme=xavier`).
+(the last key varies fastest); '' is one cell, the base config. Products joined by '|' are a union (their cells in
+the order written), e.g. two arms that each set several keys. A product may be named by a label before a ':',
+`'Post-LN: model.norm_position=post | Pre-LN: model.norm_position=pre'`: its cells' `arm` (a study's name for it),
+recorded with each run and not part of the directory name, so two grids that name the same cells differently share
+their runs. A product may run its own number of seeds, `seeds=<n>` among its parts, in place of `sweep.seeds`
+(`cell_seeds`): not a config key, a cell's name or a swept value. A cell records the value of every swept key (the
+union's keys), the base config's where its part does not set it. Every key must be a leaf of the config (not
+`mode`, `train.seed`, which `sweep.seeds` sets, or a `sweep.*` key); each value is read as the type of the key's
+default (an integer, a number, `true`/`false`, a string; 'none' for a key whose default is None). A bad grid raises
+before any compute, in the config boundary's format: `config.sweep.grid='...' is invalid (<the bad part and why>);
+valid: <the syntax>`. `cells(config)` gives each cell's overrides and its filesystem-safe name
+(`optim.warmup_steps=0__init.scheme=xavier`).
 
 A config file gives its grid as data, `sweep.products` (the claims): a tuple of products, each a tuple of (key,
-values) pairs in grid order, `("arm", label)` naming it, each value checked like a value of the string (its key's
-type; an integer is a number for a float key), so the cells, their order and folder names are those of the same grid
-written as `sweep.grid`; `format_grid` writes it so (the processes of `sweep.parallel` get a claim's round on their
-command line). `sweep.grid`, when set, takes the place of `sweep.products`: the command line has the last word.
-`sweep_products(config)` is the one reading of either.
-
-A product may run its own number of seeds, `seeds=<n>` among its parts (`("seeds", n)` as data) in place of
-`sweep.seeds` (e.g. the cells a verdict reads more precisely than the rest); it is not a key of the config, not part of
-a cell's name or swept values, and a later round that repeats the product (`extend_grid`) keeps it.
-`cell_seeds(cell, sweep)` gives a cell's seeds.
+values) pairs in grid order, `("arm", label)` naming it and `("seeds", n)` its seeds, each value checked like a value
+of the string, so the cells, their order and folder names are those of the same grid written as `sweep.grid`;
+`format_grid` writes it so (the processes of `sweep.parallel` get a claim's round on their command line), and an
+extension round repeats a product, seeds and all (`extend_grid`). `sweep.grid`, when set, takes the place of
+`sweep.products`: the command line has the last word. `sweep_products(config)` is the one reading of either.
 """
 
 import copy

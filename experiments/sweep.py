@@ -2,8 +2,7 @@
 
 Contract: `run_sweep(config, workdir)` takes the resolved config (`train.config.Config`, its `sweep` typed; a ConfigDict
 is resolved at the door), validates every cell's config before any compute (`train.config.resolve`; an error names the
-cell), then for each cell and seed s in first_seed..first_seed+seeds-1 (`sweep.first_seed`; train.seed = s; seeds:
-`sweep.seeds`, or the cell's product's own, experiments/grid.py `cell_seeds`) runs
+cell), then for each cell and seed s of `grid.cell_seeds` (from `sweep.first_seed`; train.seed = s) runs
 `train.loop.setup` + `train_and_evaluate` in `<root>/cells/<cell>/seed_<s>/` (`<root>`: `sweep.cells_dir`, else the
 workdir; one SentencePiece model in `<root>/tokenizer/` unless `data.tokenizer_dir` says otherwise).
 `sweep.analysis_at_init` runs `analysis.run.run_analysis` first, into `analysis/step_0/` as main.py does;

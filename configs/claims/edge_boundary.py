@@ -7,8 +7,8 @@ The design, fixed here before its runs (the rules: experiments/claims/shared/bou
   methods   every method of study 11 (configs/atlas.py's registry), with study 11's model, data, optimizer, 200
             steps and per-step training-loss log (configs/claims/edge.py);
   lrs       per method, the bracket [η_lo, η_hi] that study 11's record gives on the collapse-aware outcome
-            (`BRACKETS`: tests/test_claim_edge.py checks them against that record), refined with its √2 midpoint;
-            both ends and the midpoint without warmup; the grid extends by √2 past an end that does not hold on
+            (`BRACKETS`: tests/test_claim_edge_boundary.py checks them against that record), refined with its √2
+            midpoint; both ends and the midpoint without warmup; the grid extends by √2 past an end that does not hold on
             the fresh seeds (`MAX_ROUNDS`). LayerScale never failed in study 11 (1 of 3 seeds at 0.128): its
             bracket is [0.128, 0.256], 0.256 not yet run;
   warmup    T_w = 2/(1 − β₂) = 100 steps at each method's η_hi, the smallest failing lr (Ma & Yarats 2021 §4);

@@ -12,18 +12,16 @@ One sweep (measure and verdict: experiments/claims/width.py), one named product 
   model    heads fixed (`HEADS`: µP's head dim grows with width, Tensor Programs V), d_ff = 4d (Vaswani et al. 2017);
   widths   `SHARPNESS_WIDTHS` at `REF_LR` for every arm, plus `WIDEST` for the arms rule (a) compares (µP, SP);
            `TRANSFER_WIDTHS` × the lr grid `LRS` for `TRANSFER_ARMS` (rule (b));
-  lrs      a factor-2 grid (one step = 1 in log₂ lr, the unit of the optimum's shift), extended by one step past
-           an (arm, width)'s optimum at its edge for up to 3 rounds (experiments/claims/width.py `extensions`);
+  lrs      a factor-2 grid (a step is 1 in log₂ lr), one step past an optimum at its edge, ≤ 3 rounds (`extensions`);
   schedule linear warmup over `WARMUP` steps (docs/science.md §8), then constant: a window compares runs at one η;
   records  `train.curvature_every` with `analysis.preconditioned_top_k=1`: λ_max(H)(t), η(t)·λ_max(H) and Adam's
            η(t)·λ_max(M·P_t⁻¹H), M the run's per-layer lr multipliers (analysis/tracking.py), warm-started, on one
            fixed analysis batch; `train.eval_at_init` for the outcome classes (analysis/outcomes.py).
-  seeds    per cell `SEEDS`, but µP's and SP's: `SHARPNESS_SEEDS` at `REF_LR` (rule (a)) and `TRANSFER_SEEDS` over
-           the lr grid (rule (b)); from `FIRST_SEED` (cpu: fresh seeds on one machine, docs/design_log.md).
+  seeds    `SEEDS` per cell; µP's and SP's: `SHARPNESS_SEEDS` at `REF_LR`, `TRANSFER_SEEDS` over `LRS`.
 Scales: tiny (tests: 1+1 layers, widths 16 and 32, lrs {1e-3, 2e-2} for SP and µP, 8 steps, 1 seed); cpu (2+2 layers,
-44 cells, 132 runs of 200 steps before the extension rounds, batch 32, Multi30k, SentencePiece 2000, ≈ 4–5 h on 2
-cores; why this size: docs/design_log.md); paper (6+6 layers, 8 heads, widths 128 → 2048, 4096-token packed batches, 2000 steps, 3 seeds:
-4 accelerators, `DEVICES`).
+132 runs of 200 steps before extensions, batch 32, Multi30k, SentencePiece 2000, ≈ 4–5 h on 2 cores, fresh seeds on
+one machine: docs/design_log.md); paper (6+6 layers, 8 heads, widths 128 → 2048, 4096-token packed batches, 2000
+steps, 3 seeds, 4 accelerators: `DEVICES`).
 """
 
 from configs.claims._base import check_scale, claim_config, set_keys

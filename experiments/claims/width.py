@@ -13,8 +13,7 @@ Measured (configs/claims/width.py: SP, NTK, µP and SP + µP's embedding lr × w
   sharpness  at `REF_LR`, S = the median of a run's records in `WINDOW` (its last two thirds); per arm the slope of
              log₂ S on log₂ d over every (width, seed) with its Student-t interval (experiments/stats.py);
   shift      per arm, log₂ η*(widest) − log₂ η*(narrowest transfer width), η* the parabola-refined optimum of the
-             trained lrs, and D = |shift µP| − |shift SP|, Student-t (95%) over the seeds that ran every lr of µP's and
-             SP's transfer grids (the reference lr's cells run more seeds, for (a): configs/claims/width.py `SEEDS`).
+             trained lrs, and D = |shift µP| − |shift SP|, Student-t (95%) over the seeds every lr of theirs ran.
 Rules (stated before any run):
   (a) sharpness  reproduced when µP's slope interval lies inside ±`FLAT` and SP's excludes 0; not reproduced when
                  µP's lies outside ±FLAT or SP's inside ±FLAT; otherwise inconclusive (more seeds narrow them);
