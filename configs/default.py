@@ -117,6 +117,9 @@ def get_config() -> ml_collections.ConfigDict:
   o.eps = 1e-9  # Adam/RAdam ε (Vaswani et al. 2017 §5.3).
   o.second_moment_init = "zero"  # Adam's ν₀: 'zero' | 'gradient' (ν₀ = g₀², GI-Adam, Kalra & Barkeshli 2024).
   o.weight_decay = 0.0  # Decoupled decay λ (adamw, sgd, adafactor, radam); 0 = off.
+  # What decays: 'all' (every parameter) | 'weights' (not norms' gains and shifts, biases or residual scales: BERT's
+  # released optimizer excludes LayerNorm and bias; train/optim.py `decay_mask`).
+  o.weight_decay_on = "all"
   o.momentum = 0.9  # SGD momentum; 0 = plain SGD.
   o.nesterov = False  # SGD: Nesterov instead of heavy-ball momentum.
   o.grad_clip_norm = 0.0  # Clip the global gradient norm to this; 0 = off.

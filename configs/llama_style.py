@@ -13,7 +13,7 @@ The data: a language model on the target side of the translation source (`data.l
 Multi30k De→En (its 29,000 training captions), the synthetic SOV language for 'embedded'. Sentences are packed into
 rows of 64 tokens. Validation perplexity is exp(eval/loss). Where this differs from LLaMA, and why: init 'megatron'
 (N(0, 0.02²), output projections ÷ √(2L): Megatron-LM's, which LLaMA's paper does not state); every parameter
-decays (the trainer passes no decay mask); Adam's ε 1e-5 is LLaMA 2's (Touvron et al. 2023b, §2.2); LLaMA rounds d_ff
+decays (`optim.weight_decay_on='all'`: the paper does not say which; 'weights' leaves the norms out); Adam's ε 1e-5 is LLaMA 2's (Touvron et al. 2023b, §2.2); LLaMA rounds d_ff
 to a multiple of 256, which at width 128 would give 4·d; the sizes are shrunk to 4 layers of width 128, d_k 32.
 """
 

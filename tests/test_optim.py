@@ -289,3 +289,54 @@ def test_second_moment_init_errors_name_the_keys():
     optim_config.validate_optim_config(_cfg(second_moment_init="ones"))
   with pytest.raises(ValueError, match=r"second_moment_init='gradient' contradicts config.optim.name='sgd'"):
     optim_config.validate_optim_config(_cfg(second_moment_init="gradient", name="sgd"))
+
+
+# ------------------------------------------------------------------------------ what decays (optim.weight_decay_on)
+
+
+@pytest.mark.parametrize("name", optimizers.WEIGHT_DECAY_OPTIMIZERS)
+def test_weight_decay_on_weights_leaves_the_bias_undecayed_and_all_decays_both(name):
+  """Without an explicit mask the optimizer reads `optim.weight_decay_on` on the roles: 'weights' decays w (a hidden
+  matrix) alone, 'all' both, each by −η·λ·θ."""
+  cfg = _cfg(name=name, schedule="constant", learning_rate=0.1, weight_decay=0.0, adafactor_min_dim_size_to_factor=2)
+  params = _params()
+  plain = _one_update(cfg, params)
+  cfg.weight_decay = 0.5
+  for on, decays_b in (("weights", False), ("all", True)):
+    cfg.weight_decay_on = on
+    decayed = _one_update(cfg, params)
+    np.testing.assert_allclose(decayed["w"] - plain["w"], -0.05 * params["w"], rtol=1e-5, atol=1e-7)
+    want_b = plain["b"] - 0.05 * params["b"] if decays_b else plain["b"]
+    np.testing.assert_allclose(decayed["b"], want_b, rtol=1e-5, atol=1e-7)
+
+
+def test_a_models_weights_decay_and_its_norms_biases_and_residual_scales_do_not():
+  """On a tiny Pre-LN Transformer with biases and LayerScale's residual scales (ε = 0.1), through the trainer's own builder
+  (`train.programs.optimizer`): one AdamW update at zero gradient moves exactly the decayed leaves, by −η·λ·θ
+  (Adam's part is 0/(0 + ε)); which leaves those are is read independently of the roles, by Flax's leaf names: the
+  linear maps' `kernel`s and the `embedding` table decay; norms' `scale`/`bias`, the linear biases (multi-head ones of
+  2 axes among them) and LayerScale's `gamma` do not."""
+  from tests import tiny  # noqa: PLC0415 (the tiny model)
+  from train import programs  # noqa: PLC0415 (the trainer's optimizer builder)
+
+  config = tiny.model_config(use_bias=True, residual="layerscale", layerscale_init=0.1)
+  _, variables = tiny.init(config, tiny.batch())
+  params = variables["params"]
+  cfg = _cfg(name="adamw", schedule="constant", learning_rate=0.1, weight_decay=0.5, weight_decay_on="weights")
+  tx, _ = programs.optimizer(optim_config.OptimConfig.from_config(cfg), config, params, 10)
+  updates, _ = tx.update(jax.tree.map(jnp.zeros_like, params), tx.init(params), params)
+  moved = jax.tree.map(lambda u, p: bool(jnp.any(u != 0)), updates, params)
+  flat = jax.tree_util.tree_leaves_with_path(params)
+  weight = lambda path: path[-1].key in ("kernel", "embedding")
+  assert {path[-1].key for path, _ in flat} == {"kernel", "embedding", "bias", "scale", "gamma"}
+  for (path, p), m, u in zip(flat, jax.tree.leaves(moved), jax.tree.leaves(updates)):
+    assert m == weight(path), jax.tree_util.keystr(path)
+    np.testing.assert_allclose(u, -0.05 * p if m else 0.0, rtol=1e-6, atol=1e-8)
+  assert optim.decay_mask("all", None) is None
+
+
+def test_weight_decay_on_is_validated_with_its_choices():
+  with pytest.raises(
+      ValueError, match=r"config\.optim\.weight_decay_on='norms' is invalid; valid: \['all', 'weights'\]"
+  ):
+    optim_config.OptimConfig.from_config(_cfg(weight_decay_on="norms"))

@@ -4,6 +4,7 @@ Contract:
   * `make_optimizer(optim_config, lr_multipliers=..., total_steps=...)` returns
     `(optax.GradientTransformation, schedule)`. The transformation is
     `clip (optional) -> optimizer (unit-peak schedule, weight decay) -> × peak lr -> per-leaf lr multipliers`.
+    `optim.weight_decay_on` says which parameters decay (`decay_mask`, from the parameters' roles).
     The optimizer runs the schedule's shape with peak 1 and the peak `optim.learning_rate` multiplies its update
     afterwards from the optimizer state (`scale_by_peak_lr`): every schedule is linear in its peak, so the update
     is the same, and the runs of an lr sweep share one compiled program.
@@ -23,6 +24,7 @@ import jax.numpy as jnp
 import optax
 
 from configs.schema import as_section
+from models.roles import NORM_ROLES
 from train import optim_config as optim_config_lib
 from train.optimizers import INNER_LR_OPTIMIZERS, ROLE_OPTIMIZERS, adamw, get_optimizer
 from train.schedules import get_schedule
@@ -93,6 +95,23 @@ def _schedule(cfg: optim_config_lib.OptimConfig, total_steps: Optional[int], pea
   )
 
 
+# The roles `optim.weight_decay_on='weights'` leaves undecayed: the norms' gains and shifts and the biases (BERT's
+# released optimizer, google-research/bert optimization.py: exclude_from_weight_decay=["LayerNorm", "layer_norm",
+# "bias"]), and the residual scales (ReZero's α, LayerScale's diagonal), gains like a norm's that decay would pull to 0.
+NO_DECAY_ROLES = (*NORM_ROLES, "bias", "residual_scale")
+
+
+def decay_mask(weight_decay_on: str, param_roles) -> Optional[object]:
+  """The weight-decay mask of `optim.weight_decay_on` (True = decay) over the params' `param_roles`
+  (`models.param_roles`): None for 'all' (every parameter decays, no mask), else False on `NO_DECAY_ROLES`."""
+  if weight_decay_on == "all":
+    return None
+  if param_roles is None:
+    raise ValueError(f"optim.weight_decay_on={weight_decay_on!r} needs the parameters' roles (models.param_roles)")
+  is_role = lambda x: hasattr(x, "role")
+  return jax.tree.map(lambda r: r.role not in NO_DECAY_ROLES, param_roles, is_leaf=is_role)
+
+
 def make_optimizer(
     optim_config,
     *,
@@ -108,11 +127,11 @@ def make_optimizer(
       ConfigDict (keys `OPTIM_KEYS`), typed and checked at this door (`configs.schema.as_section`).
     lr_multipliers: optional pytree of non-negative floats with the params' structure
       (µP per-parameter lr multipliers); each leaf's final update is multiplied by it.
-    weight_decay_mask: optional pytree of bools with the params' structure; True = decay
-      (pass False for biases and norm scales).
+    weight_decay_mask: optional pytree of bools with the params' structure; True = decay. Default: the mask of
+      `optim.weight_decay_on` over `param_roles` (`decay_mask`).
     total_steps: number of updates in the run; the horizon when `optim.decay_steps` is 0.
     param_roles: the `models.roles.ParamRole` of every parameter (`models.param_roles`), read by the optimizers of
-      `ROLE_OPTIMIZERS` (Muon: which parameters are hidden matrices).
+      `ROLE_OPTIMIZERS` (Muon: which parameters are hidden matrices) and by `decay_mask`.
 
   Returns:
     `(tx, schedule)`; `schedule(count)` is the lr of the update made when `count` updates
@@ -141,5 +160,7 @@ def make_optimizer(
     kwargs.update(param_roles=param_roles, adamw=adamw)
   if name in INNER_LR_OPTIMIZERS:
     kwargs["tail"], tail = tail, []
+  if weight_decay_mask is None:
+    weight_decay_mask = decay_mask(optim_config.weight_decay_on, param_roles)
   parts.append(get_optimizer(name)(unit, optim_config, weight_decay_mask, **kwargs))
   return optax.chain(*parts, *tail), schedule

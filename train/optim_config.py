@@ -21,6 +21,7 @@ from train.schedules import DECAYING_SCHEDULES, SCHEDULES
 # 2022 (Tensor Programs V), Table 3 (AdamW: the same update with decoupled decay). SGD's column differs and
 # Adafactor / RAdam have none; they are rejected with model.parameterization='mup'.
 MUP_OPTIMIZERS = ("adam", "adamw")
+WEIGHT_DECAY_ON = ("all", "weights")  # `optim.weight_decay_on` (train/optim.py `decay_mask`)
 
 
 def _fail(key: str, value: Any, valid: str) -> None:
@@ -65,6 +66,7 @@ class OptimConfig(Section):
   b2: float
   eps: float
   weight_decay: float
+  weight_decay_on: str
   momentum: Optional[float]
   nesterov: bool
   grad_clip_norm: Optional[float]
@@ -151,6 +153,8 @@ def _check_optim_values(cfg: OptimConfig) -> None:
   _check_number(cfg, "b2", 0, 1, hi_open=True)
   _check_number(cfg, "eps", 0, inf, lo_open=True)
   _check_number(cfg, "weight_decay", 0, inf)
+  if cfg.weight_decay_on not in WEIGHT_DECAY_ON:
+    _fail("weight_decay_on", cfg.weight_decay_on, str(list(WEIGHT_DECAY_ON)))
   _check_number(cfg, "momentum", 0, 1, hi_open=True, allow_none=True)
   if not isinstance(cfg.nesterov, bool):
     _fail("nesterov", cfg.nesterov, "True or False")
