@@ -3,7 +3,7 @@
     python main.py --config=configs/sweeps/warmup.py --config.sweep.seeds=3
     python main.py --config=configs/sweeps/warmup.py --config.sweep.grid='optim.warmup_steps=0,400;init.scheme=bert'
 
-The runner: `grid` parses `config.sweep` (`SweepConfig`) and the grid into cells; `sweep.run_sweep` runs them
+The runner: `sweep_config` types `config.sweep` (`SweepConfig`), `grid` parses the grid into cells; `sweep.run_sweep` runs them
 (resumable, diverged and crashed runs recorded as outcomes); `report` writes a sweep's table and figures, `plots` is
 the figures' kit; `study` is the contract of a study and `registry` the studies; `run` runs one claim (its sweep,
 then measure / verdict / figures into claim.json); `reproduce` runs every claim and `reproduction` writes
@@ -12,9 +12,10 @@ sweep and claim modes (to an exit status). `claims/` holds the studies alone (th
 questions) and the rules several of them share. Above `analysis/` and `train/`; only main.py imports it.
 """
 
-from experiments.grid import SweepConfig, cells, parse_grid
+from experiments.grid import cells, parse_grid
 from experiments.hooks import step_hooks
 from experiments.run import GROUPS  # the groups above train/ that main.py resolves: analysis, sweep, claim
 from experiments.sweep import analyze, run_sweep
+from experiments.sweep_config import SweepConfig
 
 __all__ = ["GROUPS", "SweepConfig", "analyze", "cells", "parse_grid", "run_sweep", "step_hooks"]

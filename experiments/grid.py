@@ -1,4 +1,5 @@
-"""A sweep's grid: `config.sweep`, typed (`SweepConfig`), and `sweep.grid` parsed into cells over any config keys.
+"""A sweep's grid: `sweep.grid` (or `sweep.products`) parsed into cells over any config keys (`config.sweep` itself
+is typed by experiments/sweep_config.py).
 
 Contract: `sweep.grid` is a string the command line can set, `'<key>=<v1>,<v2>;<key>=<v1>,...'`, e.g.
 `'optim.warmup_steps=0,400;init.scheme=xavier,bert'`; the cells are the product of the lists, in the order written
@@ -31,8 +32,8 @@ from typing import Any, Optional
 
 import ml_collections
 
-from configs.schema import Section, invalid
-from experiments import shard as shard_lib
+from configs.schema import invalid
+from experiments.sweep_config import ARM, PRODUCTS_SYNTAX, SEEDS, SweepConfig, product_pairs
 
 GRID_SYNTAX = (
     "'<key>=<v1>,<v2>,...' parts joined by ';' over leaf keys of the config (not mode, train.seed or sweep.*), "
@@ -42,101 +43,6 @@ GRID_SYNTAX = (
 )
 RESERVED_KEYS = ("mode", "train.seed")  # the sweep sets these itself (train.seed from sweep.seeds)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]")
-
-
-STAGES = ("run", "prepare", "gather")  # sweep.stage (configs/default.py)
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepConfig(Section):
-  """The `config.sweep` subtree, typed and checked (each key's meaning: configs/default.py)."""
-
-  KEY = "sweep"
-  grid: str
-  products: Any
-  seeds: int
-  first_seed: int
-  analysis_at_init: bool
-  analysis_steps: Any
-  metric: str
-  cells_dir: str
-  compilation_cache: str
-  shard: str
-  num_shards: int
-  stage: str
-  parallel: int
-  claim_timeout_s: float
-
-  def __post_init__(self):
-    if self.seeds < 1:
-      raise invalid("sweep.seeds", self.seeds, "an integer >= 1")
-    if self.first_seed < 0:
-      raise invalid("sweep.first_seed", self.first_seed, "an integer >= 0")
-    if self.shard != "auto":
-      shard_lib.parse_shard(self.shard)
-    if self.num_shards < 0:
-      raise invalid(
-          "sweep.num_shards", self.num_shards, "an integer >= 1 (a Kubernetes indexed Job's completions), or 0"
-      )
-    if self.parallel < 1:
-      raise invalid("sweep.parallel", self.parallel, "an integer >= 1 (runs at once on this machine)")
-    if self.stage not in STAGES:
-      raise invalid("sweep.stage", self.stage, list(STAGES))
-    if not self.claim_timeout_s > 0:
-      raise invalid(
-          "sweep.claim_timeout_s", self.claim_timeout_s, "seconds > 0 (a run's heartbeat every quarter of it)"
-      )
-    object.__setattr__(self, "products", _product_pairs(self.products))
-    steps = self.analysis_steps
-    if not (
-        isinstance(steps, (tuple, list))
-        and all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in steps)
-        and list(steps) == sorted(set(steps))
-    ):
-      raise invalid("sweep.analysis_steps", steps, "a tuple of increasing checkpoint steps > 0, e.g. (100, 300)")
-    object.__setattr__(self, "analysis_steps", tuple(steps))
-    if not re.fullmatch(r"[A-Za-z0-9_]+/[A-Za-z0-9_/]+", self.metric):
-      raise invalid("sweep.metric", self.metric, "'<split>/<name>' of metrics.jsonl, e.g. 'eval/loss', 'train/loss'")
-
-
-PRODUCTS_SYNTAX = (
-    "a tuple of products, each a tuple of (key, values) pairs, values a tuple or one value, and an optional "
-    "('arm', label) pair and ('seeds', n) pair (its own number of seeds), e.g. ((('arm', 'Pre-LN'), ('model.norm_position', 'pre'), ('optim.warmup_steps', (0, 400))),)"
-)
-ARM = "arm"  # the pseudo-key of a product's label in `sweep.products`
-SEEDS = "seeds"  # the pseudo-key of a product's own number of seeds (`sweep.products` and `sweep.grid`)
-
-
-def _product_pairs(products: Any) -> tuple:
-  """`sweep.products` as tuples (FrozenConfigDict's lists become tuples): each product a tuple of (key, values)
-  pairs, values a tuple; raises the config boundary's error on another shape."""
-  pairs = lambda p: isinstance(p, (tuple, list)) and all(
-      isinstance(kv, (tuple, list)) and len(kv) == 2 and isinstance(kv[0], str) for kv in p
-  )
-  if not isinstance(products, (tuple, list)) or not all(pairs(p) for p in products):
-    raise invalid("sweep.products", products, PRODUCTS_SYNTAX)
-  values = lambda k, v: v if k == ARM else tuple(v) if isinstance(v, (tuple, list)) else (v,)
-  return tuple(tuple((k, values(k, v)) for k, v in p) for p in products)
-
-
-def saved_steps(num_steps: int, checkpoint_every: int, keep: int) -> list[int]:
-  """The checkpoint steps a finished run keeps: multiples of `checkpoint_every` and `num_steps`, the `keep` latest."""
-  saved = sorted({*range(checkpoint_every, num_steps + 1, checkpoint_every), num_steps})
-  return saved[-keep:]
-
-
-def check_analysis_steps(steps: tuple, train: Any, where: str) -> None:
-  """Raises before any compute if a step of `sweep.analysis_steps` will not be a kept checkpoint of the run."""
-  kept = saved_steps(train.num_steps, train.checkpoint_every, train.keep_checkpoints)
-  missing = [k for k in steps if k not in kept]
-  if missing:
-    raise invalid(
-        "sweep.analysis_steps",
-        steps,
-        f"steps among the checkpoints a run keeps ({kept}: multiples of train.checkpoint_every and train.num_steps, "
-        "the train.keep_checkpoints latest)",
-        f"{where}: {missing} will not be kept",
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,7 +141,7 @@ def sweep_products(config: ml_collections.ConfigDict) -> list[tuple[str, list[tu
   """(label, product) of the sweep of `config`: `sweep.grid` parsed (`labeled_products`) when set (the command
   line's form), else `sweep.products` (the data form of a config file), each checked against `config` alike."""
   grid = config.sweep.grid
-  products = _product_pairs(config.sweep.get("products", ()))
+  products = product_pairs(config.sweep.get("products", ()))
   if grid.strip() or not products:
     return labeled_products(grid, config)
   out = []

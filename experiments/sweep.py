@@ -42,7 +42,7 @@ import train.experiment
 import train.loop
 import train.stops
 from experiments import grid as grid_lib
-from experiments import hooks, report
+from experiments import hooks, report, sweep_config
 from experiments import provenance as provenance_lib
 from experiments import shard as shard_lib
 from experiments import sweep_records as records_lib
@@ -57,7 +57,10 @@ class SweepIncomplete(RuntimeError):
   main.py exits EXIT_INCOMPLETE, so a job array's task that did not do its share does not report success."""
 
 
-GROUPS = {"analysis": analysis.config.AnalysisConfig, "sweep": grid_lib.SweepConfig}  # typed by train.config.resolve
+GROUPS = {
+    "analysis": analysis.config.AnalysisConfig,
+    "sweep": sweep_config.SweepConfig,
+}  # typed by train.config.resolve
 
 
 def run_dir(workdir: str, cell: grid_lib.Cell, seed: int) -> str:
@@ -181,24 +184,24 @@ def plan(config: Any, workdir: str) -> list[tuple[grid_lib.Cell, int, train.conf
       except ValueError as e:
         raise ValueError(f"sweep cell {cell.name}, seed {seed}: {e}") from None
       train.config.check_unchanged(run_dir(root, cell, seed), resolved, f"sweep cell {cell.name}, seed {seed}")
-      grid_lib.check_analysis_steps(sweep.analysis_steps, resolved.train, f"sweep cell {cell.name}, seed {seed}")
+      sweep_config.check_analysis_steps(sweep.analysis_steps, resolved.train, f"sweep cell {cell.name}, seed {seed}")
       runs.append((cell, seed, resolved))
   return runs
 
 
-def _seeds_text(cells: list[grid_lib.Cell], sweep: grid_lib.SweepConfig) -> str:
+def _seeds_text(cells: list[grid_lib.Cell], sweep: sweep_config.SweepConfig) -> str:
   """The seeds per cell, for the sweep's first line: '3', or '2–5' where products run their own (`cell_seeds`)."""
   counts = sorted({len(grid_lib.cell_seeds(c, sweep)) for c in cells} or {sweep.seeds})
   return str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
 
 
-def analyzed(sweep: grid_lib.SweepConfig, config: train.config.Config) -> bool:
+def analyzed(sweep: sweep_config.SweepConfig, config: train.config.Config) -> bool:
   """Whether a run of the sweep is analyzed (`run_one`): at init (`sweep.analysis_at_init`, `analysis.at_init`) or
   at checkpoints (`sweep.analysis_steps`)."""
   return bool(sweep.analysis_at_init or sweep.analysis_steps or config.analysis.at_init)
 
 
-def check_memory(runs: list, todo: list[int], sweep: grid_lib.SweepConfig) -> None:
+def check_memory(runs: list, todo: list[int], sweep: sweep_config.SweepConfig) -> None:
   """Before the first of `todo`'s runs trains: the Lanczos bases of each of their cells' curvature records and
   analyses fit this process's devices (`hooks.check_before_runs`, once per cell: its seeds share its model and mesh).
   Only the run stage calls it: `prepare` and `gather` may run where no run trains (a login node, a claim's CPU parent).

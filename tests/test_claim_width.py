@@ -18,7 +18,7 @@ from analysis import hessian
 from analysis.preconditioner import adam_state_preconditioner_scale, lr_multiplier_scale
 from configs.claims import width as width_config
 from experiments import grid as grid_lib
-from experiments import run, stats, study
+from experiments import run, stats, study, sweep_config
 from experiments.claims import width as claim
 from models.config import ModelConfig
 
@@ -278,7 +278,7 @@ def test_the_design_at_every_scale(scale):
   t = width_config.TRANSFER_WIDTHS[scale]
   for arm in width_config.TRANSFER_ARMS[scale]:
     assert all(arms[arm][d] == set(lrs) for d in t)
-  sweep = grid_lib.SweepConfig.from_config(config.sweep)
+  sweep = sweep_config.SweepConfig.from_config(config.sweep)
   for c in cells:  # the verdict arms' own seeds (rule (a) at the reference lr, rule (b) over the grid)
     arm, lr = claim.parse_arm(c.arm)[0], c.params["optim.learning_rate"]
     want = width_config.SEEDS[scale]

@@ -8,6 +8,7 @@ import pytest
 
 from experiments import grid as grid_lib
 from experiments import sweep as sweep_lib
+from experiments import sweep_config
 from tests import tiny
 
 
@@ -86,10 +87,10 @@ def test_a_product_named_by_a_label_names_its_cells_but_not_their_directories():
 
 
 def test_analysis_steps_must_be_kept_checkpoints():
-  assert grid_lib.saved_steps(10, 4, 3) == [4, 8, 10] and grid_lib.saved_steps(10, 4, 2) == [8, 10]
+  assert sweep_config.saved_steps(10, 4, 3) == [4, 8, 10] and sweep_config.saved_steps(10, 4, 2) == [8, 10]
   for steps in ((0,), (8, 4), (4, 4), [True]):
     with pytest.raises(ValueError, match=re.escape("valid: a tuple of increasing checkpoint steps > 0")):
-      grid_lib.SweepConfig.from_config(tiny.sweep_config(**{"sweep.analysis_steps": steps}).sweep)
+      sweep_config.SweepConfig.from_config(tiny.sweep_config(**{"sweep.analysis_steps": steps}).sweep)
   config = tiny.sweep_config(**{"sweep.analysis_steps": (2,), "sweep.grid": ""})  # 4 steps, checkpoints every 4
   with pytest.raises(ValueError, match=re.escape("sweep cell base, seed 0: [2] will not be kept")):
     sweep_lib.run_sweep(config, "/nonexistent/never/written")
@@ -130,9 +131,9 @@ def test_a_bad_grid_names_the_part_and_the_syntax(grid, reason):
 
 def test_bad_sweep_keys_and_cells_fail_before_any_compute(tmp_path):
   with pytest.raises(ValueError, match=re.escape("config.sweep.seeds=0 is invalid; valid: an integer >= 1")):
-    grid_lib.SweepConfig.from_config(tiny.sweep_config(**{"sweep.seeds": 0}).sweep)
+    sweep_config.SweepConfig.from_config(tiny.sweep_config(**{"sweep.seeds": 0}).sweep)
   with pytest.raises(ValueError, match=re.escape("config.sweep.metric='loss' is invalid; valid: '<split>/<name>'")):
-    grid_lib.SweepConfig.from_config(tiny.sweep_config(**{"sweep.metric": "loss"}).sweep)
+    sweep_config.SweepConfig.from_config(tiny.sweep_config(**{"sweep.metric": "loss"}).sweep)
   # A value the grid parses but the config boundary rejects: the cell is named, nothing runs.
   config = tiny.sweep_config(**{"sweep.grid": "init.scheme=xavier,nonsense"})
   with pytest.raises(ValueError, match=r"^sweep cell init.scheme=nonsense, seed 0: config.init.scheme='nonsense'"):

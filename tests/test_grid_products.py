@@ -9,6 +9,7 @@ import json
 import pytest
 
 from experiments import grid as grid_lib
+from experiments import sweep_config
 from experiments.registry import CLAIM_NAMES, SCALES
 from tests import tiny
 
@@ -104,7 +105,7 @@ def test_products_of_another_shape_fail_at_the_config_boundary():
   config = tiny.sweep_config(**{"sweep.grid": ""})
   config.sweep.products = ("model.norm_position=pre",)
   with pytest.raises(ValueError, match=r"config\.sweep\.products=.* is invalid; valid: a tuple of products"):
-    grid_lib.SweepConfig.from_config(config.sweep)
+    sweep_config.SweepConfig.from_config(config.sweep)
 
 
 def test_a_product_may_run_its_own_seeds_in_either_form():
@@ -116,7 +117,7 @@ def test_a_product_may_run_its_own_seeds_in_either_form():
       (("arm", "b"), ("optim.learning_rate", 1e-3), ("model.norm_position", "post")),
   )
   cells = grid_lib.cells(data)
-  sweep = grid_lib.SweepConfig.from_config(data.sweep)
+  sweep = sweep_config.SweepConfig.from_config(data.sweep)
   assert [list(grid_lib.cell_seeds(c, sweep)) for c in cells] == [[3, 4, 5, 6, 7]] * 2 + [[3, 4]]
   assert [c.name for c in cells][:2] == ["optim.learning_rate=0.001", "optim.learning_rate=0.002"]
   assert grid_lib.num_runs(data) == 12 and grid_lib.seed_counts(data) == (2, 5)

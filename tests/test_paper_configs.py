@@ -21,7 +21,7 @@ from jax.sharding import AbstractMesh
 import train.config
 from configs import default
 from experiments import grid as grid_lib
-from experiments import hooks, registry, sweep
+from experiments import hooks, registry, sweep, sweep_config
 from models.transformer import Transformer
 
 from .conftest import SHARED_MULTI30K
@@ -33,7 +33,7 @@ def _checked_runs(name: str, scale: str):
   module = importlib.import_module(f"configs.claims.{name}")
   config = module.get_config(scale)
   config.data.dir = str(SHARED_MULTI30K)
-  swept = grid_lib.SweepConfig.from_config(config.sweep)
+  swept = sweep_config.SweepConfig.from_config(config.sweep)
   for cell in grid_lib.cells(config):
     cell_config = grid_lib.cell_config(config, cell, 0, tokenizer_dir="/nonexistent/tokenizer")
     resolved = train.config.resolve(cell_config, groups=sweep.GROUPS)
@@ -118,7 +118,7 @@ def test_a_sweep_whose_records_cannot_fit_stops_before_any_run(tmp_path):
   with pytest.raises(ValueError, match=r"sweep cell optim.learning_rate=0.001: train.curvature_every=1 .*too large"):
     sweep.run_sweep(config, str(tmp_path / "sweep"))
   assert not (tmp_path / "sweep" / "cells").exists()
-  swept = grid_lib.SweepConfig.from_config(config.sweep)
+  swept = sweep_config.SweepConfig.from_config(config.sweep)
   runs = sweep.plan(config, str(tmp_path / "sweep"))  # planning alone does not check: prepare and gather plan too
   with pytest.raises(ValueError, match="too large"):
     sweep.check_memory(runs, list(range(len(runs))), swept)
@@ -153,4 +153,4 @@ def test_a_sweep_without_analysis_or_records_is_not_checked(tmp_path):
   config = _tracking_sweep(tmp_path, 1)
   config.train.curvature_every = 0  # no records, no analysis: no basis, whatever max_basis_bytes says
   runs = sweep.plan(config, str(tmp_path / "sweep"))
-  sweep.check_memory(runs, list(range(len(runs))), grid_lib.SweepConfig.from_config(config.sweep))
+  sweep.check_memory(runs, list(range(len(runs))), sweep_config.SweepConfig.from_config(config.sweep))
