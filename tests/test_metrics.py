@@ -86,6 +86,25 @@ def test_append_across_writers_and_resume_drops_lost_steps(tmp_path):
   assert _scalars(events) == [(3, "loss", 30.0)]
 
 
+def test_a_rerun_from_step_0_drops_the_killed_attempts_records_its_step_0_evaluation_included(tmp_path):
+  """A run killed before its first checkpoint starts afresh (resume_step 0) and evaluates at step 0 again: the
+  killed attempt's records, that evaluation included, are dropped, so its file equals an uninterrupted run's."""
+  workdir = str(tmp_path)
+
+  def attempt(last, resume_step=None):
+    with metrics.MetricWriter(workdir, resume_step=resume_step) as writer:
+      writer.write_scalars(0, {"loss": 7.6}, split="eval")
+      for step in range(1, last + 1):
+        writer.write_scalars(step, {"loss": 5.0 - step})
+
+  attempt(2)  # killed at step 2, no checkpoint
+  attempt(3, resume_step=0)
+  got = [(r["split"], r["step"]) for r in metrics.read_metrics(workdir)]
+  assert got == [("eval", 0), ("train", 1), ("train", 2), ("train", 3)]
+  events = _read_events(os.path.join(workdir, "tensorboard", "eval"))
+  assert [e.step for e in events if e.HasField("session_log")] == [0]  # TensorBoard purges from step 0
+
+
 def test_tensorboard_files_of_quickly_reopened_writers_are_kept(tmp_path):
   for step in (1, 2):  # same second, same process: must not overwrite the first file
     with metrics.MetricWriter(str(tmp_path)) as writer:

@@ -7,7 +7,8 @@ Contract:
     same scalars go to TensorBoard under `<workdir>/tensorboard/<split>/` (tensorboardX; one run per split, so train
     and eval curves of one tag overlay) and to the trackers it is given (train/trackers.py) as `<split>/<name>`.
   * Resuming: `MetricWriter(workdir, resume_step=S)` drops the JSONL records with step > S and tells TensorBoard to
-    purge them too (`purge_step=S + 1`), so every step appears once.
+    purge them too (`purge_step=S + 1`), so every step appears once; S = 0 (no checkpoint: the run starts afresh and
+    writes its step-0 evaluation again) drops them all (`purge_step=0`).
   * `ProgressReporter` formats "step 120/1000 (12.0%) | loss 3.2100 | <rate> steps/s | ETA 0:03:14" from an
     injectable clock; the rate is taken over a sliding window.
   * `write_status` / `read_status`: `<workdir>/status.json` is replaced atomically (temp file, fsync, `os.replace`),
@@ -157,7 +158,7 @@ class MetricWriter:
 
   def _tb_writer(self, split: str) -> tensorboardX.SummaryWriter:
     if split not in self._tb_writers:
-      purge = None if self._resume_step is None else self._resume_step + 1
+      purge = None if self._resume_step is None else (self._resume_step + 1 if self._resume_step else 0)
       self._tb_writers[split] = tensorboardX.SummaryWriter(
           logdir=os.fspath(self.workdir / TENSORBOARD_DIR / split),
           purge_step=purge,
@@ -195,8 +196,9 @@ def _record_line(record: Mapping[str, Any]) -> str:
 
 
 def _dropped(record: Mapping[str, Any], resume_step: Optional[int]) -> bool:
-  """Whether a record left by an earlier run is after the step a resumed run starts from."""
-  return resume_step is not None and record["step"] > resume_step
+  """Whether a record left by an earlier run is one the resumed run writes again: after the step it starts from, or
+  any at all when it starts from 0 (a run killed before its first checkpoint: its step-0 evaluation is rerun)."""
+  return resume_step is not None and (record["step"] > resume_step or resume_step == 0)
 
 
 def read_metrics(workdir: epath.PathLike, *, split: Optional[str] = None) -> list[dict]:
