@@ -12,7 +12,8 @@ The design, fixed here before its runs (the rules: experiments/claims/shared/bou
             the fresh seeds (`MAX_ROUNDS`). LayerScale never failed in study 11 (1 of 3 seeds at 0.128): its
             bracket is [0.128, 0.256], 0.256 not yet run;
   warmup    T_w = 2/(1 − β₂) = 100 steps at each method's η_hi, the smallest failing lr (Ma & Yarats 2021 §4);
-  seeds     3 fresh ones, 3–5 (`sweep.first_seed`; study 11 ran 0–2); the data order is study 11's;
+  seeds     3 fresh ones (`FIRST_SEED`; study 11 ran 0–2): at cpu 6–8, all on one machine at one commit (seeds 3–5
+            ran on two machines, one unrecorded: issue 40, item 7; docs/design_log.md); the data order is study 11's;
   λ₀        each method's step-0 predictors are study 11's (its at-init analyses, seeds 0–2, median), read from
             its record: the predictor is measured apart from the outcomes it predicts.
 At paper, where study 11 has no record, each method runs study 11's paper grid (configs/claims/edge.py LRS) on the
@@ -54,7 +55,8 @@ BRACKETS = {
     },
 }
 WARMUP = {"tiny": 2, "cpu": 100}
-FIRST_SEED, SEEDS = 3, {"tiny": 1, "cpu": 3, "paper": 3}
+FIRST_SEED = {"tiny": 3, "cpu": 6, "paper": 3}  # cpu: 3–5 were seen (the two-machine record)
+SEEDS = {"tiny": 1, "cpu": 3, "paper": 3}
 MAX_ROUNDS = 3  # √2 steps past an end of the bracket that the fresh seeds move
 
 
@@ -83,5 +85,5 @@ def get_config(scale: str = "cpu"):
   config.claim.name = "edge_boundary"
   config.sweep.products = products(scale)
   config.sweep.seeds = SEEDS[scale]
-  config.sweep.first_seed = FIRST_SEED
+  config.sweep.first_seed = FIRST_SEED[scale]
   return config

@@ -196,7 +196,7 @@ def measure(results: study.Results) -> dict:
 
 REREADING = (
     "A re-reading of seeds 0–2 by the boundary rules (experiments/claims/shared/boundary_rules.py), stated after these runs "
-    "were seen (issue 40); study 14 (edge_boundary) decides the same rules on fresh seeds 3–5, and its verdict is "
+    "were seen (issue 40); study 14 (edge_boundary) decides the same rules on fresh seeds, and its verdict is "
     "the one reported"
 )
 

@@ -1,5 +1,5 @@
 """Study 14: does the curvature at step 0 predict where each rule breaks, on fresh seeds (issue 40)? Its sweep:
-configs/claims/edge_boundary.py (each method's bracket from study 11's record, refined at its √2 midpoint, seeds 3–5).
+configs/claims/edge_boundary.py (each method's bracket from study 11's record, refined at its √2 midpoint, on fresh seeds).
 
 The statement tested: Cohen et al. 2022 ("Adaptive Gradient Methods at the Edge of Stability", §3, Eq. 1-2): Adam
 with its preconditioner P frozen is stable iff η·λ_max(P⁻¹H) < (2 + 2β₁)/(1 − β₁) = c; read at step 0 across
