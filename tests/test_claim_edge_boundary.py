@@ -190,3 +190,26 @@ def test_edge_boundary_at_tiny_end_to_end(tmp_path):
   assert {r["seed"] for r in result["measured"]["runs"]} == {3}
   assert result["measured"]["predictors_from"]["path"] == edge_boundary.PREDICTORS_FROM
   assert (tmp_path / "cells").exists()
+
+
+def test_the_init_scale_pilot_runs_only_step_0_analyses_of_its_arms():
+  """configs/claims/edge_scale_pilot.py: 2 architectures × 4 stds, each one at-init product on one seed, no
+  training step, BERT's truncated normal at the arm's std; Post-LN's arm is the atlas's Post-LN + BERT keys."""
+  from configs.claims import edge_scale_pilot as pilot  # noqa: PLC0415
+
+  cfg = pilot.get_config("cpu")
+  assert cfg.mode == "sweep" and cfg.sweep.seeds == 1
+  grid = grid_lib.sweep_products(cfg)
+  cells = grid_lib.format_grid(grid)
+  assert cells.count("analysis.at_init=true") == 8 and cells.count("train.num_steps=0") == 8
+  for std in pilot.STDS:
+    assert cells.count(f"init.std={std!r}") == 2
+  post = dict(pilot.products()[0][1:])
+  assert post == {
+      **dict(atlas.BERT),
+      "init.scheme": "bert",
+      "init.std": 0.0025,
+      "train.num_steps": 0,
+      "analysis.at_init": True,
+  }
+  assert cfg.analysis.edge_predictors and cfg.analysis.dtype == "float64"
