@@ -193,15 +193,16 @@ def test_edge_boundary_at_tiny_end_to_end(tmp_path):
 
 
 def test_the_init_scale_pilot_runs_only_step_0_analyses_of_its_arms():
-  """configs/claims/edge_scale_pilot.py: 2 architectures × 4 stds, each one at-init product on one seed, no
-  training step, BERT's truncated normal at the arm's std; Post-LN's arm is the atlas's Post-LN + BERT keys."""
+  """configs/claims/edge_scale_pilot.py: 2 architectures × 4 stds and Pre-LN at 4 widths, each one at-init product on
+  one seed, no training step; Post-LN's arm is the atlas's Post-LN + BERT keys at the arm's std, the widths' the
+  atlas's Pre-LN with d_ff = 4d."""
   from configs.claims import edge_scale_pilot as pilot  # noqa: PLC0415
 
   cfg = pilot.get_config("cpu")
   assert cfg.mode == "sweep" and cfg.sweep.seeds == 1
   grid = grid_lib.sweep_products(cfg)
   cells = grid_lib.format_grid(grid)
-  assert cells.count("analysis.at_init=true") == 8 and cells.count("train.num_steps=0") == 8
+  assert cells.count("analysis.at_init=true") == 12 and cells.count("train.num_steps=0") == 12
   for std in pilot.STDS:
     assert cells.count(f"init.std={std!r}") == 2
   post = dict(pilot.products()[0][1:])
@@ -212,4 +213,13 @@ def test_the_init_scale_pilot_runs_only_step_0_analyses_of_its_arms():
       "train.num_steps": 0,
       "analysis.at_init": True,
   }
+  widest = dict(pilot.products()[-1][1:])
+  assert widest == {
+      **dict(atlas.ARMS["preln"]),
+      "model.d_model": 256,
+      "model.d_ff": 1024,
+      "train.num_steps": 0,
+      "analysis.at_init": True,
+  }
+  assert cfg.model.d_ff == 4 * cfg.model.d_model  # d = 32's cell is the registry's Pre-LN model
   assert cfg.analysis.edge_predictors and cfg.analysis.dtype == "float64"
