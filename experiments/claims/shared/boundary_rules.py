@@ -279,8 +279,9 @@ def boundary_verdict(b: Mapping) -> tuple[str, str]:
       f"standard error; the registry has {r['methods'] + len(r['skipped'])})"
       if need
       else "no number of methods up to 500 would exclude 0 were the slope and scatter to hold: at this scale the "
-      "boundary does not depend detectably on λ₀; only a design with a wider spread of λ₀ (the paper scale, or rules "
-      "built to span decades of step-0 curvature) could decide it"
+      "boundary does not depend detectably on λ₀; only a wider spread of λ₀ could decide it, and the pilot of init "
+      "scale and width found none for Adam's λ₀ at this scale, which ε decides in half its arms "
+      "(docs/design_log.md, study 14): the paper scale, untried, is the design left"
   )
   return verdict, f"{numbers}: the interval {side}contains 0; {decide}"
 
