@@ -62,7 +62,7 @@ EDGE_DECAY = 1.1 * 2**-0.5  # the decay band's upper edge
         (_identity(sigma2_mlp=1 / EDGE_DECAY**2 - 1, noise=0.01), study.INCONCLUSIVE, "['decay']"),
         (_identity(pre=0.98), study.NOT_REPRODUCED, "['pre']"),  # 0.98^8 = 0.85: the path decays
         (_identity(pre=1.0, pre_noise=0.01), study.REPRODUCED, None),
-        (_identity(pre=EDGE_PRE, pre_noise=0.01), study.INCONCLUSIVE, "N = 24 steps give t_23 = 2.07"),
+        (_identity(pre=EDGE_PRE, pre_noise=0.01), study.INCONCLUSIVE, "more seeds decide it"),
         (_identity(first=0.01), study.INCONCLUSIVE, "fewer than 2 steps"),  # c falls below the cut at once
         ({"crashed": ["model.norm_position=pre seed 0: RuntimeError: x"]}, study.INCONCLUSIVE, "1 run(s) crashed"),
     ],
@@ -97,3 +97,24 @@ def test_identity_path_steps_chain_each_seed():
   np.testing.assert_allclose(s["c_in"], [1.0, 0.6, 1.0, 0.5])
   np.testing.assert_allclose(s["law"], [1 / 1.2, 0.6 / 2**0.5, 1 / 1.5, 0.5 / 2**0.5])
   assert s["mlp"].tolist() == [False, True, False, True]
+
+
+def test_more_seeds_project_the_origin_slopes_interval():
+  """The projection of `seeds_to_decide` against the interval of the same steps repeated k times (the slope and the
+  scatter held exactly): their half-widths agree to √(k(N−1)/(kN−1)), under 1% at N = 24; the seeds it names are
+  the fewest whose projected interval clears the band, and a slope on an edge names none."""
+  arm = _identity(pre=1.0, pre_noise=0.01)["pre"]
+  st = identity_path.steps(arm)
+  x, y = st["c_in"], st["c_out"]
+  iv = identity_path.origin_slope_interval(x, y)
+  for k in (2, 4, 10):
+    tiled = identity_path.origin_slope_interval(np.tile(x, k), np.tile(y, k))
+    assert tiled[0] == pytest.approx(iv[0])
+    exact = np.sqrt(k * 23 / (k * 24 - 1))
+    projected = identity_path.projected_half_width(iv, 24, 3, 3 * k)
+    assert (tiled[2] - tiled[0]) == pytest.approx(projected * exact, rel=1e-9)
+  edge = iv[0] - (iv[2] - iv[0]) / 2  # a band edge inside the 3-seed interval
+  m = identity_path.seeds_to_decide(iv, 24, 3, (edge, 2.0))
+  assert identity_path.projected_half_width(iv, 24, 3, m) < iv[0] - edge
+  assert identity_path.projected_half_width(iv, 24, 3, m - 1) >= iv[0] - edge
+  assert identity_path.seeds_to_decide(iv, 24, 3, (iv[0], 2.0)) is None

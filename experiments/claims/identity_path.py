@@ -20,7 +20,7 @@ Rules (each reads its 95% interval: it holds when the whole interval satisfies i
   pre    every Pre-LN sublayer: slope of c_out on c_in in [0.9^{1/K}, 1.1^{1/K}] (K sublayers: the expected
          coefficient after the whole stack within 10% of 1).
 REPRODUCED if all three hold; NOT_REPRODUCED if one fails; INCONCLUSIVE if one is undetermined (more seeds: the
-reason gives N and t_{N−1}), a rule has fewer than 2 steps to read, or a run crashed. Why the steps are the
+reason projects how many would decide it, `seeds_to_decide`), a rule has fewer than 2 steps to read, or a run crashed. Why the steps are the
 replicates, the cut c_in ≥ 0.05, and the rules' history: docs/design_log.md.
 """
 
@@ -120,6 +120,28 @@ def origin_slope_interval(x, y, level: float = stats.LEVEL) -> Optional[tuple[fl
   return b, b - half, b + half
 
 
+MOST_SEEDS = 200
+
+
+def projected_half_width(interval, n_steps: int, seeds: int, m: int) -> float:
+  """The origin slope's half-width over `m` seeds, were the slope and the scatter about it to hold: the steps and Σx²
+  grow as m/seeds, so it scales as t_{N′−1}/t_{N−1}·√(seeds/m) (N′ = N·m/seeds)."""
+  b, _, hi = interval
+  t_now, t_then = (scipy.stats.t.ppf(0.5 + stats.LEVEL / 2, n - 1) for n in (n_steps, round(n_steps * m / seeds)))
+  return (hi - b) * t_then / t_now * math.sqrt(seeds / m)
+
+
+def seeds_to_decide(interval, n_steps: int, seeds: int, band: tuple[float, float]) -> Optional[int]:
+  """The fewest seeds whose projected interval (`projected_half_width`) clears both edges of `band`; None when the
+  slope sits on an edge or more than MOST_SEEDS are needed. A projection of a Student-t interval, which covers at
+  any number of steps for normal deviations, not of a percentile bootstrap."""
+  gap = min(abs(interval[0] - band[0]), abs(interval[0] - band[1]))
+  for m in range(seeds, MOST_SEEDS + 1):
+    if gap > 0 and projected_half_width(interval, n_steps, seeds, m) < gap:
+      return m
+  return None
+
+
 def steps(arm: dict) -> dict[str, np.ndarray]:
   """Every (seed, sublayer) step, flattened: c_in (the previous sublayer's c of that seed; 1 for the first), c_out,
   the Post-LN law's c_in/√(q_in + q_F), and whether the sublayer is an MLP."""
@@ -174,9 +196,17 @@ def verdict(m: dict) -> study.Verdict:
   )
 
   def undetermined(keys: list[str]) -> str:
-    t = {k: scipy.stats.t.ppf(0.5 + stats.LEVEL / 2, iv[k]["steps"] - 1) for k in keys}
-    gives = ", ".join(f"{k}: N = {iv[k]['steps']} steps give t_{iv[k]['steps'] - 1} = {t[k]:.3g}" for k in t)
-    return f"the interval straddles its band's edge (more seeds: {gives}): {keys}"
+    need = {k: seeds_to_decide(iv[k]["interval"], iv[k]["steps"], seeds, band[k]) for k in keys}
+    gives = ", ".join(
+        f"{k}: at least ≈ {n} seeds (now {seeds})"
+        if n
+        else f"{k}: none up to {MOST_SEEDS} (its slope sits on the edge)"
+        for k, n in need.items()
+    )
+    return (
+        f"the interval straddles its band's edge (more seeds decide it, were the slope and its scatter to hold, a "
+        f"projection of the Student-t interval: {gives}): {keys}"
+    )
 
   return study.decide(rules, reason, undetermined=undetermined)
 
