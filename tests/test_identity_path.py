@@ -62,7 +62,7 @@ EDGE_DECAY = 1.1 * 2**-0.5  # the decay band's upper edge
         (_identity(sigma2_mlp=1 / EDGE_DECAY**2 - 1, noise=0.01), study.INCONCLUSIVE, "['decay']"),
         (_identity(pre=0.98), study.NOT_REPRODUCED, "['pre']"),  # 0.98^8 = 0.85: the path decays
         (_identity(pre=1.0, pre_noise=0.01), study.REPRODUCED, None),
-        (_identity(pre=EDGE_PRE, pre_noise=0.01), study.INCONCLUSIVE, "more seeds decide it"),
+        (_identity(pre=EDGE_PRE, pre_noise=0.01), study.INCONCLUSIVE, "pre: at least ≈ 30 seeds (now 3)"),
         (_identity(first=0.01), study.INCONCLUSIVE, "fewer than 2 steps"),  # c falls below the cut at once
         ({"crashed": ["model.norm_position=pre seed 0: RuntimeError: x"]}, study.INCONCLUSIVE, "1 run(s) crashed"),
     ],
@@ -101,20 +101,26 @@ def test_identity_path_steps_chain_each_seed():
 
 def test_more_seeds_project_the_origin_slopes_interval():
   """The projection of `seeds_to_decide` against the interval of the same steps repeated k times (the slope and the
-  scatter held exactly): their half-widths agree to √(k(N−1)/(kN−1)), under 1% at N = 24; the seeds it names are
-  the fewest whose projected interval clears the band, and a slope on an edge names none."""
-  arm = _identity(pre=1.0, pre_noise=0.01)["pre"]
+  scatter held exactly): their half-widths agree to √(k(N−1)/(kN−1)); the seeds it names are the fewest whose
+  projected interval clears the band's nearer edge; a slope on an edge, or one needing more than MOST_SEEDS, names
+  none."""
+  measured = _identity(pre=1.0, pre_noise=0.01)
+  arm = measured["pre"]
+  seeds = len(arm["seeds"])
   st = identity_path.steps(arm)
   x, y = st["c_in"], st["c_out"]
+  n = len(x)
   iv = identity_path.origin_slope_interval(x, y)
   for k in (2, 4, 10):
     tiled = identity_path.origin_slope_interval(np.tile(x, k), np.tile(y, k))
     assert tiled[0] == pytest.approx(iv[0])
-    exact = np.sqrt(k * 23 / (k * 24 - 1))
-    projected = identity_path.projected_half_width(iv, 24, 3, 3 * k)
+    exact = np.sqrt(k * (n - 1) / (k * n - 1))
+    projected = identity_path.projected_half_width(iv, n, seeds, seeds * k)
     assert (tiled[2] - tiled[0]) == pytest.approx(projected * exact, rel=1e-9)
   edge = iv[0] - (iv[2] - iv[0]) / 2  # a band edge inside the 3-seed interval
-  m = identity_path.seeds_to_decide(iv, 24, 3, (edge, 2.0))
-  assert identity_path.projected_half_width(iv, 24, 3, m) < iv[0] - edge
-  assert identity_path.projected_half_width(iv, 24, 3, m - 1) >= iv[0] - edge
-  assert identity_path.seeds_to_decide(iv, 24, 3, (iv[0], 2.0)) is None
+  m = identity_path.seeds_to_decide(iv, n, seeds, (edge, 2.0))
+  assert identity_path.projected_half_width(iv, n, seeds, m) < iv[0] - edge
+  assert identity_path.projected_half_width(iv, n, seeds, m - 1) >= iv[0] - edge
+  assert identity_path.seeds_to_decide(iv, n, seeds, (iv[0], 2.0)) is None  # on the edge
+  near = iv[0] - (iv[2] - iv[0]) * 0.01  # needs ~10⁴× the steps: past MOST_SEEDS
+  assert identity_path.seeds_to_decide(iv, n, seeds, (near, 2.0)) is None

@@ -19,8 +19,9 @@ SIZES = {
 
 
 # Fresh seeds at cpu: the rules changed after the seeds-0–2 run (experiments/claims/identity_path.py); seeds 3–5
-# confirmed post and decay and left pre straddling its band's edge, whose reason projected ≈ 9 seeds to decide it;
-# 16 more fresh ones (6–21) decide it should the slope move a quarter of the way to the edge (docs/design_log.md).
+# confirmed post and decay and left pre straddling its band's edge; the reason's projection (`seeds_to_decide`, added
+# after those seeds were seen) needs ≈ 9 seeds; 16 fresh ones (6–21) still decide it unless the slope moves more
+# than a quarter of the way to the edge (docs/design_log.md).
 SEEDS = {"tiny": 1, "cpu": 16, "paper": 3}
 FIRST_SEED = {"tiny": 0, "cpu": 6, "paper": 0}
 

@@ -20,8 +20,8 @@ Rules (each reads its 95% interval: it holds when the whole interval satisfies i
   pre    every Pre-LN sublayer: slope of c_out on c_in in [0.9^{1/K}, 1.1^{1/K}] (K sublayers: the expected
          coefficient after the whole stack within 10% of 1).
 REPRODUCED if all three hold; NOT_REPRODUCED if one fails; INCONCLUSIVE if one is undetermined (more seeds: the
-reason projects how many would decide it, `seeds_to_decide`), a rule has fewer than 2 steps to read, or a run crashed. Why the steps are the
-replicates, the cut c_in ≥ 0.05, and the rules' history: docs/design_log.md.
+reason projects how many would decide it, `seeds_to_decide`), a rule has fewer than 2 steps to read, or a run
+crashed. Why the steps are the replicates, the cut c_in ≥ 0.05, and the rules' history: docs/design_log.md.
 """
 
 import math
@@ -132,8 +132,8 @@ def projected_half_width(interval, n_steps: int, seeds: int, m: int) -> float:
 
 
 def seeds_to_decide(interval, n_steps: int, seeds: int, band: tuple[float, float]) -> Optional[int]:
-  """The fewest seeds whose projected interval (`projected_half_width`) clears both edges of `band`; None when the
-  slope sits on an edge or more than MOST_SEEDS are needed. A projection of a Student-t interval, which covers at
+  """The fewest seeds whose projected interval (`projected_half_width`) straddles no edge of `band` (it clears the
+  edge nearest the slope, so the far one too); None when the slope sits on an edge or more than MOST_SEEDS are needed. A projection of a Student-t interval, which covers at
   any number of steps for normal deviations, not of a percentile bootstrap."""
   gap = min(abs(interval[0] - band[0]), abs(interval[0] - band[1]))
   for m in range(seeds, MOST_SEEDS + 1):
@@ -200,7 +200,7 @@ def verdict(m: dict) -> study.Verdict:
     gives = ", ".join(
         f"{k}: at least ≈ {n} seeds (now {seeds})"
         if n
-        else f"{k}: none up to {MOST_SEEDS} (its slope sits on the edge)"
+        else f"{k}: not within {MOST_SEEDS} seeds (or its slope sits on the edge)"
         for k, n in need.items()
     )
     return (

@@ -279,9 +279,9 @@ def boundary_verdict(b: Mapping) -> tuple[str, str]:
       f"standard error; the registry has {r['methods'] + len(r['skipped'])})"
       if need
       else "no number of methods up to 500 would exclude 0 were the slope and scatter to hold: at this scale the "
-      "boundary does not depend detectably on λ₀; only a wider spread of λ₀ could decide it, and the pilot of init "
-      "scale and width found none for Adam's λ₀ at this scale, which ε decides in half its arms "
-      "(docs/design_log.md, study 14): the paper scale, untried, is the design left"
+      "boundary does not depend detectably on λ₀; only a wider spread of λ₀ could decide it, and the one-seed pilot "
+      "of init scale and width (docs/design_log.md, study 14) found Adam's λ₀ set by ε in half its arms and spread "
+      "past half a decade by one arm alone: the paper scale, untried, is the design left"
   )
   return verdict, f"{numbers}: the interval {side}contains 0; {decide}"
 
