@@ -133,13 +133,15 @@ def projected_half_width(interval, n_steps: int, seeds: int, m: int) -> float:
 
 def seeds_to_decide(interval, n_steps: int, seeds: int, band: tuple[float, float]) -> Optional[int]:
   """The fewest seeds whose projected interval (`projected_half_width`) straddles no edge of `band` (it clears the
-  edge nearest the slope, so the far one too); None when the slope sits on an edge or more than MOST_SEEDS are needed. A projection of a Student-t interval, which covers at
-  any number of steps for normal deviations, not of a percentile bootstrap."""
+  edge nearest the slope, so the far one too); None when the slope sits on an edge or more than MOST_SEEDS are
+  needed. A projection of a Student-t interval (as experiments/stats.py `seeds_to_decide` for a mean), which covers
+  at any number of steps for normal deviations, not of a percentile bootstrap."""
   gap = min(abs(interval[0] - band[0]), abs(interval[0] - band[1]))
-  for m in range(seeds, MOST_SEEDS + 1):
-    if gap > 0 and projected_half_width(interval, n_steps, seeds, m) < gap:
-      return m
-  return None
+  if gap == 0:
+    return None
+  return next(
+      (m for m in range(seeds, MOST_SEEDS + 1) if projected_half_width(interval, n_steps, seeds, m) < gap), None
+  )
 
 
 def steps(arm: dict) -> dict[str, np.ndarray]:
